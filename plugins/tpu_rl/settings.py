@@ -1,0 +1,282 @@
+"""The run's settings: one typed object, built from the DAG's Params or a JSON file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TUTORIAL_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
+TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
+
+
+def setting(default: Any, title: str, description: str, **schema: Any) -> Any:
+    """A dataclass field carrying its UI title, description and extra JSON-schema keywords."""
+    meta = {"title": title, "description": description, "schema": schema}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+class SettingsError(ValueError):
+    """Every problem found in a run's settings, reported at once."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__(
+            f"{len(errors)} invalid setting(s):\n" + "\n".join(f"- {e}" for e in errors)
+        )
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one post-training run uses; names are the tutorial's, in lower case."""
+
+    # Google Cloud and the cluster
+    project: str = setting("", "Project", "Google Cloud project ID (PROJECT).")
+    region: str = setting("", "Region", "Region of the TPU reservation and the cluster (REGION).")
+    zone: str = setting("", "Zone", "Zone of the TPU reservation, inside `region` (ZONE).")
+    cluster_name: str = setting(
+        "", "Cluster name", "GKE cluster / Cluster Toolkit deployment name (CLUSTER_NAME)."
+    )
+    gcs_bucket: str = setting(
+        "", "GCS bucket", "Bucket for checkpoints, exports and terraform state (GCS_BUCKET)."
+    )
+    cluster_mode: str = setting(
+        "create",
+        "Cluster mode",
+        "`create`: deploy with Cluster Toolkit and destroy at the end; "
+        "`existing`: use the named cluster as it is.",
+        enum=["create", "existing"],
+    )
+    keep_cluster: bool = setting(
+        False, "Keep cluster", "Do not destroy a cluster this run created (TPUs keep billing)."
+    )
+    reservation: str = setting(
+        "", "Reservation", "TPU v6e reservation name (RESERVATION); needed to create a cluster."
+    )
+    authorized_cidr: str = setting(
+        "0.0.0.0/0",
+        "Authorized CIDR",
+        "Network allowed to reach the cluster's control plane (the tutorial uses 0.0.0.0/0).",
+    )
+    cluster_toolkit_version: str = setting(
+        "v1.103.0", "Cluster Toolkit version", "gcluster release to deploy with."
+    )
+    compute_type: str = setting(
+        "ct6e-standard-4t", "Compute type", "TPU VM machine type (COMPUTE_TYPE)."
+    )
+    tpu_type: str = setting("v6e-32", "TPU type", "TPU slice type (TPU_TYPE).")
+    topology: str = setting("4x8", "Topology", "TPU slice topology, matching `tpu_type`.")
+    cluster_nodepool_count: int = setting(
+        1, "Slices", "Number of TPU slices / node pools (CLUSTER_NODEPOOL_COUNT).", minimum=1
+    )
+    namespace: str = setting("default", "Namespace", "Kubernetes namespace for the run's objects.")
+    kueue_queue: str = setting(
+        "user-queue",
+        "Kueue queue",
+        "LocalQueue for TPU workloads (the blueprint creates `user-queue`); empty: no Kueue.",
+    )
+    gcp_conn_id: str = setting(
+        "google_cloud_default", "GCP connection", "Airflow connection with Google credentials."
+    )
+    hf_conn_id: str = setting(
+        "huggingface_default",
+        "Hugging Face connection",
+        "Airflow connection whose password is the Hugging Face token (never a Param).",
+    )
+    # Model and images
+    model_name: str = setting("gemma4-26b", "MaxText model", "MaxText model name (MODEL_NAME).")
+    hf_model_path: str = setting(
+        TUTORIAL_MODEL, "Hugging Face model", "Hugging Face repository of the base model."
+    )
+    tokenizer_path: str = setting(TUTORIAL_MODEL, "Tokenizer", "Tokenizer for training.")
+    cloud_image_name: str = setting(
+        TUTORIAL_IMAGE, "MaxText image", "Container image with MaxText (CLOUD_IMAGE_NAME)."
+    )
+    pathways_image_tag: str = setting(
+        "latest", "Pathways image tag", "Tag of the Pathways proxy_server and server images."
+    )
+    optimizer: str = setting(
+        "adafactor",
+        "Optimizer",
+        "`adafactor`: the tutorial's patch of MaxText's optax.adamw; `adamw`: MaxText as is.",
+        enum=["adafactor", "adamw"],
+    )
+    weight_dtype: str = setting(
+        "bfloat16", "Weight dtype", "Weights dtype for vLLM rollouts and the export."
+    )
+    scan_layers: bool = setting(False, "Scan layers", "MaxText scan_layers, in every step.")
+    # MaxText GRPO flags (dots as underscores)
+    data_template_path: str = setting(
+        "maxtext/examples/chat_templates/openmathinstruct2_rl.json",
+        "Chat template",
+        "MaxText data_template_path.",
+    )
+    num_batches: int = setting(50, "Batches", "MaxText num_batches (training steps).", minimum=1)
+    batch_size: int = setting(4, "Batch size", "MaxText batch_size.", minimum=1)
+    train_micro_batch_size: int = setting(
+        2, "Micro batch size", "MaxText train_micro_batch_size.", minimum=1
+    )
+    max_target_length: int = setting(640, "Max target length", "MaxText max_target_length.")
+    max_prefill_predict_length: int = setting(
+        256, "Max prefill length", "MaxText max_prefill_predict_length."
+    )
+    mu_dtype: str = setting("bfloat16", "mu dtype", "MaxText mu_dtype.")
+    grad_dtype: str = setting("bfloat16", "grad dtype", "MaxText grad_dtype.")
+    rollout_tensor_parallelism: int = setting(
+        4, "Rollout TP", "MaxText rollout_tensor_parallelism."
+    )
+    rollout_expert_parallelism: int = setting(
+        1, "Rollout EP", "MaxText rollout_expert_parallelism."
+    )
+    trainer_devices_fraction: float = setting(
+        0.5, "Trainer fraction", "Share of the slice's chips for the trainer."
+    )
+    sampler_devices_fraction: float = setting(
+        0.5, "Sampler fraction", "Share of the slice's chips for the vLLM sampler."
+    )
+    ici_tensor_parallelism: int = setting(2, "ICI TP", "MaxText ici_tensor_parallelism.")
+    ici_expert_parallelism: int = setting(4, "ICI EP", "MaxText ici_expert_parallelism.")
+    ici_fsdp_parallelism: int = setting(
+        -1, "ICI FSDP", "MaxText ici_fsdp_parallelism (-1: the rest of the trainer's chips)."
+    )
+    hbm_utilization_vllm: float = setting(0.7, "vLLM HBM share", "MaxText hbm_utilization_vllm.")
+    remat_policy: str = setting("full", "Remat policy", "MaxText remat_policy.")
+    async_scheduling: bool = setting(False, "Async scheduling", "MaxText async_scheduling.")
+    allow_split_physical_axes: bool = setting(
+        True, "Split physical axes", "MaxText allow_split_physical_axes."
+    )
+    ragged_gather_reduce_fallback: bool = setting(
+        True, "Ragged gather fallback", "MaxText ragged_gather_reduce_fallback."
+    )
+    enable_dp_attention: bool = setting(False, "DP attention", "MaxText enable_dp_attention.")
+    decode_sampling_temperature: float = setting(
+        0.8, "Sampling temperature", "MaxText decode_sampling_temperature."
+    )
+    decode_sampling_top_k: int = setting(50, "Sampling top-k", "MaxText decode_sampling_top_k.")
+    decode_sampling_nucleus_p: float = setting(
+        0.95, "Sampling top-p", "MaxText decode_sampling_nucleus_p."
+    )
+    learning_rate: float = setting(2e-5, "Learning rate", "MaxText learning_rate.")
+    learning_rate_schedule_steps: int = setting(
+        100, "LR schedule steps", "MaxText learning_rate_schedule_steps."
+    )
+    rl_num_generations: int = setting(
+        4, "Generations per prompt", "MaxText rl.num_generations (GRPO group size)."
+    )
+    rl_reshard_chunk_size: int = setting(4, "Reshard chunk", "MaxText rl.reshard_chunk_size.")
+    debug: bool = setting(True, "Debug", "MaxText debug.")
+    vllm_hf_overrides: str = setting(
+        '{"architectures": ["MaxTextForCausalLM"]}',
+        "vLLM HF overrides",
+        "MaxText vllm_hf_overrides (JSON).",
+    )
+    extra_train_args: list[str] = setting(
+        [],
+        "Extra training flags",
+        "More MaxText key=value flags appended to train_rl (not ones set above).",
+        items={"type": "string"},
+    )
+    # Run control
+    backend_restarts: int = setting(
+        0, "Backend restarts", "Pathways JobSet failurePolicy.maxRestarts (--restarts)."
+    )
+    min_reward_gain: float = setting(
+        0.0,
+        "Minimum reward gain",
+        "Export only when post mean_reward >= pre mean_reward + this.",
+    )
+    poll_interval_seconds: int = setting(
+        30, "Poll interval (s)", "How often waits ask the cluster.", minimum=1
+    )
+    pending_timeout_minutes: int = setting(
+        60, "Pending timeout (min)", "How long pods may wait for TPU capacity or Kueue."
+    )
+    cluster_timeout_minutes: int = setting(
+        90, "Cluster timeout (min)", "Limit for gcluster deploy / destroy."
+    )
+    conversion_timeout_minutes: int = setting(
+        180, "Conversion timeout (min)", "Limit for the HF -> MaxText conversion Job."
+    )
+    training_timeout_minutes: int = setting(
+        720, "Training timeout (min)", "Limit for GRPO training, deferred time included."
+    )
+    export_timeout_minutes: int = setting(
+        180, "Export timeout (min)", "Limit for the MaxText -> HF export Job."
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def chips(self) -> int:
+        """Chips in one slice, from the topology (0 when the topology is malformed)."""
+        try:
+            a, b = (int(x) for x in self.topology.split("x"))
+        except ValueError:
+            return 0
+        return a * b
+
+
+SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+
+
+def json_type(f: dataclasses.Field) -> str:
+    """The JSON-schema type of a setting."""
+    return _JSON_TYPES.get(str(f.type), "array")
+
+
+def _type_error(name: str, value: Any) -> str | None:
+    """A message when `value` has the wrong JSON type for setting `name`."""
+    expected = json_type(SETTING_FIELDS[name])
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "array": isinstance(value, list) and all(isinstance(v, str) for v in value),
+    }[expected]
+    if ok:
+        return None
+    shown = "a list of strings" if expected == "array" else f"an {expected}"
+    return f"{name}: must be {shown}, got {value!r}"
+
+
+def load_settings(raw: Mapping[str, Any]) -> RunSettings:
+    """Build and validate settings; raises SettingsError listing every problem."""
+    from tpu_rl.validation import validate
+
+    errors = [
+        f"{key}: unknown setting (known: see README's settings table)"
+        for key in raw
+        if key not in SETTING_FIELDS
+    ]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in SETTING_FIELDS:
+            continue
+        if problem := _type_error(key, value):
+            errors.append(problem)
+            continue
+        values[key] = float(value) if json_type(SETTING_FIELDS[key]) == "number" else value
+    settings = RunSettings(**values)
+    errors += validate(settings)
+    if errors:
+        raise SettingsError(errors)
+    return settings
+
+
+def load_settings_file(path: str | Path) -> RunSettings:
+    """Settings from a JSON file with the Params' names."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise SettingsError([f"{path}: not valid JSON ({err})"]) from err
+    if not isinstance(raw, dict):
+        raise SettingsError([f"{path}: must hold a JSON object of settings"])
+    return load_settings(raw)

@@ -1,0 +1,371 @@
+"""Rules a run's settings must meet before any cloud call; each returns the problems it finds."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import re
+from collections.abc import Callable, Iterator
+
+from tpu_rl.settings import SETTING_FIELDS, RunSettings
+from tpu_rl.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
+
+Rule = Callable[[RunSettings], Iterator[str]]
+RULES: list[Rule] = []
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DTYPES = {"bfloat16", "float32", "float16"}
+REMAT_POLICIES = {
+    "full",
+    "minimal",
+    "minimal_flash",
+    "minimal_offloaded",
+    "save_dot_with_context_except_mlp",
+    "save_dot_except_mlpwi",
+    "save_dot_except_mlp",
+    "save_qkv_proj",
+    "save_out_proj",
+    "qkv_proj_offloaded",
+    "custom",
+}
+# MaxText flags the builders set from settings or per run; extra_train_args may not repeat them.
+MANAGED_TRAIN_FLAGS = {
+    "run_name",
+    "base_output_directory",
+    "model_name",
+    "load_parameters_path",
+    "hf_access_token",
+    "vllm_additional_config",
+}
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+def validate(s: RunSettings) -> list[str]:
+    """Every problem the rules find, in rule order."""
+    return [problem for check in RULES for problem in check(s)]
+
+
+@rule
+def required_names(s: RunSettings) -> Iterator[str]:
+    for name in ("project", "region", "zone", "cluster_name", "gcs_bucket", "hf_conn_id"):
+        if not getattr(s, name).strip():
+            yield f"{name}: required, and empty"
+
+
+@rule
+def project_id(s: RunSettings) -> Iterator[str]:
+    if s.project and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", s.project):
+        yield (
+            f"project: {s.project!r} is not a project ID (6-30 characters: lower-case letters, "
+            "digits, hyphens; starts with a letter, does not end with a hyphen)"
+        )
+
+
+@rule
+def cluster_name(s: RunSettings) -> Iterator[str]:
+    if s.cluster_name and not re.fullmatch(r"[a-z][a-z0-9-]{0,19}", s.cluster_name):
+        yield (
+            f"cluster_name: {s.cluster_name!r} must start with a lower-case letter, hold only "
+            "lower-case letters, digits and hyphens, and be at most 20 characters"
+        )
+    elif s.cluster_name.endswith("-"):
+        yield f"cluster_name: {s.cluster_name!r} must not end with a hyphen (GKE rule)"
+
+
+@rule
+def bucket_name(s: RunSettings) -> Iterator[str]:
+    b = s.gcs_bucket
+    if not b:
+        return
+    if b.startswith("gs://"):
+        yield f"gcs_bucket: give the bucket name only, not a URL ({b!r})"
+        return
+    problems = []
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*[a-z0-9]", b):
+        problems.append(
+            "only lower-case letters, digits, '-', '_' and '.', starting and ending with a "
+            "letter or digit"
+        )
+    if len(b) < 3 or len(b) > (222 if "." in b else 63):
+        problems.append("3-63 characters (222 with dots, each part at most 63)")
+    if any(len(part) > 63 for part in b.split(".")):
+        problems.append("each dot-separated part at most 63 characters")
+    if ".." in b or ".-" in b or "-." in b:
+        problems.append("no '..', '.-' or '-.'")
+    if b.startswith("goog") or "google" in b or "g00gle" in b:
+        problems.append("must not start with 'goog' or contain 'google'")
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", b):
+        problems.append("must not be an IP address")
+    for p in problems:
+        yield f"gcs_bucket: {b!r}: {p}"
+
+
+@rule
+def region_and_zone(s: RunSettings) -> Iterator[str]:
+    if s.region and not re.fullmatch(r"[a-z]+-[a-z]+\d+", s.region):
+        yield f"region: {s.region!r} is not a region name like 'us-east5'"
+    if s.zone and not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", s.zone):
+        yield f"zone: {s.zone!r} is not a zone name like 'us-east5-b'"
+    elif s.zone and s.region and s.zone.rsplit("-", 1)[0] != s.region:
+        yield f"zone: {s.zone!r} is not in region {s.region!r}"
+
+
+@rule
+def tpu_shape(s: RunSettings) -> Iterator[str]:
+    if s.compute_type not in CHIPS_PER_HOST:
+        yield f"compute_type: {s.compute_type!r} unknown (known: {sorted(CHIPS_PER_HOST)})"
+    if s.tpu_type not in TOPOLOGY_BY_TPU_TYPE:
+        yield f"tpu_type: {s.tpu_type!r} unknown (known: {sorted(TOPOLOGY_BY_TPU_TYPE)})"
+    if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", s.topology):
+        yield f"topology: {s.topology!r} must look like '4x8'"
+        return
+    expected = TOPOLOGY_BY_TPU_TYPE.get(s.tpu_type)
+    if expected and s.topology != expected:
+        yield (
+            f"topology: {s.topology!r} does not match tpu_type {s.tpu_type} "
+            f"({expected}: {s.chips and int(s.tpu_type.split('-')[1])} chips)"
+        )
+    per_host = CHIPS_PER_HOST.get(s.compute_type)
+    if per_host and s.chips % per_host:
+        yield f"topology: {s.topology} ({s.chips} chips) is not whole {s.compute_type} hosts"
+
+
+@rule
+def positive_counts(s: RunSettings) -> Iterator[str]:
+    for name in (
+        "cluster_nodepool_count",
+        "num_batches",
+        "batch_size",
+        "train_micro_batch_size",
+        "max_target_length",
+        "max_prefill_predict_length",
+        "rollout_tensor_parallelism",
+        "rollout_expert_parallelism",
+        "ici_tensor_parallelism",
+        "ici_expert_parallelism",
+        "decode_sampling_top_k",
+        "learning_rate_schedule_steps",
+        "rl_reshard_chunk_size",
+        "poll_interval_seconds",
+        "pending_timeout_minutes",
+        "cluster_timeout_minutes",
+        "conversion_timeout_minutes",
+        "training_timeout_minutes",
+        "export_timeout_minutes",
+    ):
+        if getattr(s, name) < 1:
+            yield f"{name}: must be at least 1, got {getattr(s, name)}"
+    if s.backend_restarts < 0:
+        yield f"backend_restarts: must be 0 or more, got {s.backend_restarts}"
+
+
+@rule
+def batch_division(s: RunSettings) -> Iterator[str]:
+    if s.train_micro_batch_size >= 1 and s.batch_size % s.train_micro_batch_size:
+        yield (
+            f"train_micro_batch_size: {s.train_micro_batch_size} does not divide "
+            f"batch_size {s.batch_size}"
+        )
+
+
+@rule
+def sequence_lengths(s: RunSettings) -> Iterator[str]:
+    if s.max_prefill_predict_length >= s.max_target_length:
+        yield (
+            f"max_prefill_predict_length: {s.max_prefill_predict_length} must be below "
+            f"max_target_length {s.max_target_length} (room to generate)"
+        )
+
+
+@rule
+def group_size(s: RunSettings) -> Iterator[str]:
+    if s.rl_num_generations < 2:
+        yield (
+            f"rl_num_generations: GRPO compares answers within a group; needs at least 2, "
+            f"got {s.rl_num_generations}"
+        )
+
+
+@rule
+def device_fractions(s: RunSettings) -> Iterator[str]:
+    for name in ("trainer_devices_fraction", "sampler_devices_fraction"):
+        if not 0 < getattr(s, name) <= 1:
+            yield f"{name}: must be in (0, 1], got {getattr(s, name)}"
+    total = s.trainer_devices_fraction + s.sampler_devices_fraction
+    if total > 1 + 1e-9:
+        yield (
+            f"trainer_devices_fraction + sampler_devices_fraction: {total:g} exceeds 1 "
+            "(the trainer and sampler would share chips)"
+        )
+
+
+def _devices(s: RunSettings, fraction: float) -> int | None:
+    """Whole chips behind a fraction of all slices, None when not whole."""
+    exact = s.chips * s.cluster_nodepool_count * fraction
+    return round(exact) if abs(exact - round(exact)) < 1e-9 else None
+
+
+@rule
+def trainer_mesh(s: RunSettings) -> Iterator[str]:
+    if not s.chips or not 0 < s.trainer_devices_fraction <= 1:
+        return
+    devices = _devices(s, s.trainer_devices_fraction)
+    if devices is None or devices == 0:
+        yield (
+            f"trainer_devices_fraction: {s.trainer_devices_fraction} of "
+            f"{s.chips * s.cluster_nodepool_count} chips is not a whole number of chips"
+        )
+        return
+    axes = {
+        "ici_tensor_parallelism": s.ici_tensor_parallelism,
+        "ici_expert_parallelism": s.ici_expert_parallelism,
+        "ici_fsdp_parallelism": s.ici_fsdp_parallelism,
+    }
+    auto = [name for name, v in axes.items() if v == -1]
+    if any(v == 0 or v < -1 for v in axes.values()) or len(auto) > 1:
+        yield "ici_*_parallelism: each must be positive, and at most one may be -1 (auto)"
+        return
+    fixed = math.prod(v for v in axes.values() if v != -1)
+    if (auto and devices % fixed) or (not auto and devices != fixed):
+        yield (
+            f"ici_*_parallelism: tensor x expert x fsdp = {fixed}"
+            f"{' x auto' if auto else ''} does not fit the trainer's {devices} chips"
+        )
+
+
+@rule
+def sampler_mesh(s: RunSettings) -> Iterator[str]:
+    if not s.chips or not 0 < s.sampler_devices_fraction <= 1:
+        return
+    devices = _devices(s, s.sampler_devices_fraction)
+    if devices is None or devices == 0:
+        yield (
+            f"sampler_devices_fraction: {s.sampler_devices_fraction} of "
+            f"{s.chips * s.cluster_nodepool_count} chips is not a whole number of chips"
+        )
+        return
+    product = s.rollout_tensor_parallelism * s.rollout_expert_parallelism
+    if product >= 1 and devices % product:
+        yield (
+            f"rollout_tensor_parallelism x rollout_expert_parallelism = {product} does not "
+            f"divide the sampler's {devices} chips"
+        )
+
+
+@rule
+def ranges(s: RunSettings) -> Iterator[str]:
+    if not 0 < s.learning_rate < 1:
+        yield f"learning_rate: must be in (0, 1), got {s.learning_rate}"
+    if not 0 < s.decode_sampling_temperature <= 2:
+        yield f"decode_sampling_temperature: must be in (0, 2], got {s.decode_sampling_temperature}"
+    if not 0 < s.decode_sampling_nucleus_p <= 1:
+        yield f"decode_sampling_nucleus_p: must be in (0, 1], got {s.decode_sampling_nucleus_p}"
+    if not 0 < s.hbm_utilization_vllm < 1:
+        yield f"hbm_utilization_vllm: must be in (0, 1), got {s.hbm_utilization_vllm}"
+    if not math.isfinite(s.min_reward_gain):
+        yield f"min_reward_gain: must be a finite number, got {s.min_reward_gain}"
+
+
+@rule
+def reservation(s: RunSettings) -> Iterator[str]:
+    if s.cluster_mode == "create" and not s.reservation:
+        yield (
+            "reservation: required with cluster_mode=create (the blueprint's TPU pool "
+            "consumes a SPECIFIC_RESERVATION)"
+        )
+    elif s.reservation and not re.fullmatch(
+        r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/"
+        r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
+        s.reservation,
+    ):
+        yield f"reservation: {s.reservation!r} is not a reservation name"
+
+
+@rule
+def choices(s: RunSettings) -> Iterator[str]:
+    if s.cluster_mode not in ("create", "existing"):
+        yield f"cluster_mode: must be 'create' or 'existing', got {s.cluster_mode!r}"
+    if s.optimizer not in ("adafactor", "adamw"):
+        yield f"optimizer: must be 'adafactor' or 'adamw', got {s.optimizer!r}"
+    for name in ("mu_dtype", "grad_dtype", "weight_dtype"):
+        if getattr(s, name) not in DTYPES:
+            yield f"{name}: must be one of {sorted(DTYPES)}, got {getattr(s, name)!r}"
+    if s.remat_policy not in REMAT_POLICIES:
+        yield f"remat_policy: must be one of {sorted(REMAT_POLICIES)}, got {s.remat_policy!r}"
+
+
+@rule
+def authorized_cidr(s: RunSettings) -> Iterator[str]:
+    try:
+        ipaddress.ip_network(s.authorized_cidr, strict=True)
+    except ValueError as err:
+        yield f"authorized_cidr: {s.authorized_cidr!r} is not a CIDR block ({err})"
+
+
+@rule
+def kubernetes_names(s: RunSettings) -> Iterator[str]:
+    if not (DNS_LABEL.fullmatch(s.namespace) and len(s.namespace) <= 63):
+        yield f"namespace: {s.namespace!r} is not a Kubernetes namespace name (DNS-1123 label)"
+    if s.kueue_queue and not (DNS_LABEL.fullmatch(s.kueue_queue) and len(s.kueue_queue) <= 63):
+        yield f"kueue_queue: {s.kueue_queue!r} is not a LocalQueue name (DNS-1123 label)"
+
+
+@rule
+def model_references(s: RunSettings) -> Iterator[str]:
+    for name in ("hf_model_path", "tokenizer_path"):
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", getattr(s, name)):
+            yield f"{name}: {getattr(s, name)!r} must be a Hugging Face repo id like 'org/name'"
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", s.model_name):
+        yield f"model_name: {s.model_name!r} is not a MaxText model name like 'gemma4-26b'"
+    if not re.fullmatch(
+        r"[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+|@sha256:[0-9a-f]{64})", s.cloud_image_name
+    ):
+        yield (
+            f"cloud_image_name: {s.cloud_image_name!r} must be a full image reference "
+            "with a tag or digest"
+        )
+    if not re.fullmatch(r"[\w][\w.-]{0,127}", s.pathways_image_tag):
+        yield f"pathways_image_tag: {s.pathways_image_tag!r} is not an image tag"
+
+
+@rule
+def toolkit_version(s: RunSettings) -> Iterator[str]:
+    if not re.fullmatch(r"v\d+\.\d+\.\d+", s.cluster_toolkit_version):
+        yield (
+            f"cluster_toolkit_version: {s.cluster_toolkit_version!r} must be a release tag "
+            "like 'v1.103.0'"
+        )
+
+
+@rule
+def vllm_overrides_json(s: RunSettings) -> Iterator[str]:
+    try:
+        parsed = json.loads(s.vllm_hf_overrides)
+    except json.JSONDecodeError as err:
+        yield f"vllm_hf_overrides: not valid JSON ({err})"
+        return
+    if not isinstance(parsed, dict):
+        yield "vllm_hf_overrides: must be a JSON object"
+
+
+@rule
+def extra_train_args(s: RunSettings) -> Iterator[str]:
+    seen: set[str] = set()
+    for arg in s.extra_train_args:
+        key, sep, _ = arg.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+            yield f"extra_train_args: {arg!r} must be key=value with a MaxText flag name"
+            continue
+        as_setting = key.replace(".", "_")
+        if key in MANAGED_TRAIN_FLAGS:
+            yield f"extra_train_args: {key} is set by the run itself and cannot be overridden"
+        elif as_setting in SETTING_FIELDS:
+            yield f"extra_train_args: {key} has its own setting; set {as_setting} instead"
+        elif key in seen:
+            yield f"extra_train_args: {key} given twice"
+        seen.add(key)
