@@ -243,7 +243,10 @@ def _type_error(name: str, value: Any) -> str | None:
     }[expected]
     if ok:
         return None
-    shown = "a list of strings" if expected == "array" else f"an {expected}"
+    shown = {
+        "array": "a list of strings",
+        "integer": "an integer",
+    }.get(expected, f"a {expected}")
     return f"{name}: must be {shown}, got {value!r}"
 
 

@@ -1,0 +1,46 @@
+# tpu-rl-airflow: every command a person or CI runs. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
+export AIRFLOW_HOME ?= $(CURDIR)/.airflow
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
+
+CONF ?= include/examples/tutorial.json
+OUT ?= plan-out
+
+.PHONY: help venv test lint plan rewards clean
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): requirements.lock requirements.txt
+	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) on PATH"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip check >/dev/null
+	touch $(STAMP)
+
+venv: $(STAMP) ## create .venv from the pinned requirements (once)
+
+test: $(STAMP) ## run the whole test suite (and lint)
+	$(VENV)/bin/ruff check plugins dags tests
+	$(PY) -m pytest -q
+
+lint: $(STAMP) ## ruff check and format check
+	$(VENV)/bin/ruff check plugins dags tests
+	$(VENV)/bin/ruff format --check plugins dags tests
+
+plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
+	$(PY) -m tpu_rl.plan $(CONF) $(OUT)
+
+rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
+	@test -n "$(LOG)" || { echo "usage: make rewards LOG=<file>"; exit 2; }
+	@$(PY) -m tpu_rl.rewards $(LOG)
+
+clean:
+	rm -rf $(VENV) .airflow plan-out .pytest_cache .ruff_cache

@@ -1,0 +1,115 @@
+"""Where one run puts things: Kubernetes names, labels and GCS paths, unique per run."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from tpu_rl.settings import RunSettings
+from tpu_rl.tpu import hosts_per_slice
+
+MANAGED_BY = "tpu-rl-airflow"
+RUN_LABEL = "tpu-rl.dev/run"
+RUN_ID_ANNOTATION = "tpu-rl.dev/run-id"
+# KubernetesJobOperator always prefixes Job names with this.
+JOB_NAME_PREFIX = "job-"
+
+
+def run_slug(run_id: str) -> str:
+    """A short DNS-safe name for an Airflow run: 'rl-' + 10 hex chars of its id's hash."""
+    return "rl-" + hashlib.sha256(run_id.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Names and paths derived from the settings and the Airflow run id."""
+
+    settings: RunSettings
+    run_id: str
+
+    @property
+    def slug(self) -> str:
+        return run_slug(self.run_id)
+
+    # Kubernetes names (Job bases: the operator adds JOB_NAME_PREFIX)
+    @property
+    def convert_job_base(self) -> str:
+        return f"{self.slug}-convert"
+
+    @property
+    def train_job_base(self) -> str:
+        return f"{self.slug}-train"
+
+    @property
+    def export_job_base(self) -> str:
+        return f"{self.slug}-export"
+
+    @property
+    def backend_jobset(self) -> str:
+        return f"{self.slug}-backend"
+
+    @property
+    def token_secret(self) -> str:
+        return f"{self.slug}-hf-token"
+
+    @property
+    def backend_head_host(self) -> str:
+        """DNS name of the Pathways head pod (JobSet coordinator) inside the namespace."""
+        return f"{self.backend_jobset}-pathways-head-0-0.{self.backend_jobset}"
+
+    @property
+    def hosts(self) -> int:
+        return hosts_per_slice(self.settings.topology, self.settings.compute_type)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: self.slug}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return {RUN_ID_ANNOTATION: self.run_id}
+
+    # GCS
+    @property
+    def model_root(self) -> str:
+        return f"gs://{self.settings.gcs_bucket}/{self.settings.model_name}"
+
+    @property
+    def maxtext_dir(self) -> str:
+        """Conversion output, shared by runs of the same model (reused when present)."""
+        return f"{self.model_root}/max-text-format/"
+
+    @property
+    def maxtext_items(self) -> str:
+        return f"{self.maxtext_dir}0/items/"
+
+    @property
+    def trained_dir(self) -> str:
+        return f"{self.model_root}/trained/"
+
+    @property
+    def checkpoints_dir(self) -> str:
+        """Where train_rl writes actor checkpoints: <base>/<run_name>/checkpoints/actor/."""
+        return f"{self.trained_dir}{self.slug}/checkpoints/actor/"
+
+    def checkpoint_params(self, step: int) -> str:
+        return f"{self.checkpoints_dir}{step}/model_params/"
+
+    @property
+    def export_dir(self) -> str:
+        return f"{self.model_root}/hf-trained/{self.slug}/"
+
+    @property
+    def pathways_scratch(self) -> str:
+        return f"gs://{self.settings.gcs_bucket}/pathways/{self.slug}/"
+
+    @property
+    def terraform_state_prefix(self) -> str:
+        """Per cluster, not per run: whichever run or worker destroys it finds the state."""
+        return f"tpu-rl/terraform/{self.settings.cluster_name}"
+
+
+def split_gcs_uri(uri: str) -> tuple[str, str]:
+    """('bucket', 'path/inside/') from 'gs://bucket/path/inside/'."""
+    bucket, _, path = uri.removeprefix("gs://").partition("/")
+    return bucket, path

@@ -1,0 +1,196 @@
+"""Settings: types, unknown keys, and every validation rule, each with a case that breaks it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tpu_rl.settings import (
+    SETTING_FIELDS,
+    RunSettings,
+    SettingsError,
+    load_settings,
+    load_settings_file,
+)
+from tpu_rl.validation import RULES
+
+
+def errors_for(conf: dict, **overrides) -> list[str]:
+    try:
+        load_settings({**conf, **overrides})
+    except SettingsError as err:
+        return err.errors
+    return []
+
+
+def test_tutorial_settings_are_valid_and_defaults_are_the_tutorials(tutorial_conf):
+    s = load_settings(tutorial_conf)
+    assert (s.tpu_type, s.topology, s.compute_type, s.chips) == (
+        "v6e-32",
+        "4x8",
+        "ct6e-standard-4t",
+        32,
+    )
+    assert (s.num_batches, s.batch_size, s.train_micro_batch_size) == (50, 4, 2)
+    assert s.learning_rate == 2e-5 and s.rl_num_generations == 4 and s.optimizer == "adafactor"
+    assert s.cluster_toolkit_version == "v1.103.0"
+
+
+def test_every_setting_has_a_title_a_description_and_a_json_type():
+    for name, f in SETTING_FIELDS.items():
+        assert f.metadata["title"] and f.metadata["description"], name
+    assert {str(f.type) for f in SETTING_FIELDS.values()} <= {
+        "str",
+        "int",
+        "float",
+        "bool",
+        "list[str]",
+    }
+
+
+def test_unknown_key_is_an_error_not_ignored(tutorial_conf):
+    assert errors_for(tutorial_conf, num_batchs=10) == [
+        "num_batchs: unknown setting (known: see README's settings table)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("num_batches", "50", "must be an integer"),
+        ("num_batches", True, "must be an integer"),
+        ("learning_rate", "2e-5", "must be a number"),
+        ("keep_cluster", "yes", "must be a boolean"),
+        ("extra_train_args", "a=b", "must be a list of strings"),
+        ("project", 5, "must be a string"),
+    ],
+)
+def test_wrong_types_are_named(tutorial_conf, name, value, expected):
+    assert any(
+        e.startswith(f"{name}: {expected}") for e in errors_for(tutorial_conf, **{name: value})
+    )
+
+
+def test_ints_are_accepted_where_numbers_are_expected(tutorial_conf):
+    assert load_settings({**tutorial_conf, "min_reward_gain": 1}).min_reward_gain == 1.0
+
+
+def test_all_errors_are_reported_at_once(tutorial_conf):
+    errors = errors_for(
+        tutorial_conf, cluster_name="Bad_Name", zone="europe-west4-a", batch_size=3, bogus=1
+    )
+    assert len(errors) == 4
+    joined = "\n".join(errors)
+    for name in ("bogus", "cluster_name", "zone", "train_micro_batch_size"):
+        assert f"{name}:" in joined
+
+
+# Each validation rule: a setting change that breaks it, and the words its error carries.
+RULE_CASES = [
+    ("required_names", {"project": ""}, "project: required"),
+    ("required_names", {"hf_conn_id": " "}, "hf_conn_id: required"),
+    ("project_id", {"project": "My_Project"}, "project: 'My_Project' is not a project ID"),
+    ("cluster_name", {"cluster_name": "gemma4-rl-cluster-toolong"}, "at most 20 characters"),
+    ("cluster_name", {"cluster_name": "4gemma"}, "start with a lower-case letter"),
+    ("cluster_name", {"cluster_name": "gemma-"}, "must not end with a hyphen"),
+    ("bucket_name", {"gcs_bucket": "gs://my-bucket"}, "not a URL"),
+    ("bucket_name", {"gcs_bucket": "My_Bucket"}, "only lower-case letters"),
+    ("bucket_name", {"gcs_bucket": "ab"}, "3-63 characters"),
+    ("bucket_name", {"gcs_bucket": "google-models"}, "'google'"),
+    ("bucket_name", {"gcs_bucket": "a..b"}, "no '..'"),
+    ("bucket_name", {"gcs_bucket": "192.168.1.1"}, "IP address"),
+    ("region_and_zone", {"region": "useast5"}, "not a region name"),
+    ("region_and_zone", {"zone": "us-east5"}, "not a zone name"),
+    ("region_and_zone", {"zone": "us-east1-b"}, "not in region 'us-east5'"),
+    ("tpu_shape", {"compute_type": "ct5p-hightpu-4t"}, "compute_type: 'ct5p-hightpu-4t' unknown"),
+    ("tpu_shape", {"tpu_type": "v6e-24"}, "tpu_type: 'v6e-24' unknown"),
+    ("tpu_shape", {"topology": "4x4"}, "does not match tpu_type v6e-32"),
+    ("tpu_shape", {"topology": "4by8"}, "must look like '4x8'"),
+    (
+        "positive_counts",
+        {"cluster_nodepool_count": 0},
+        "cluster_nodepool_count: must be at least 1",
+    ),
+    ("positive_counts", {"num_batches": -5}, "num_batches: must be at least 1"),
+    ("positive_counts", {"backend_restarts": -1}, "backend_restarts: must be 0 or more"),
+    ("batch_division", {"train_micro_batch_size": 3}, "does not divide batch_size 4"),
+    ("sequence_lengths", {"max_prefill_predict_length": 640}, "must be below max_target_length"),
+    ("group_size", {"rl_num_generations": 1}, "needs at least 2"),
+    ("device_fractions", {"trainer_devices_fraction": 0.75}, "exceeds 1"),
+    ("device_fractions", {"sampler_devices_fraction": 0.0}, "must be in (0, 1]"),
+    ("trainer_mesh", {"ici_tensor_parallelism": 3}, "does not fit the trainer's 16 chips"),
+    ("trainer_mesh", {"ici_expert_parallelism": -1}, "at most one may be -1"),
+    ("trainer_mesh", {"ici_fsdp_parallelism": 4}, "tensor x expert x fsdp = 32"),
+    (
+        "trainer_mesh",
+        {"trainer_devices_fraction": 0.3, "sampler_devices_fraction": 0.5},
+        "not a whole number",
+    ),
+    ("sampler_mesh", {"rollout_tensor_parallelism": 3}, "does not divide the sampler's 16 chips"),
+    ("ranges", {"learning_rate": 2.0}, "learning_rate: must be in (0, 1)"),
+    ("ranges", {"decode_sampling_nucleus_p": 1.5}, "decode_sampling_nucleus_p"),
+    ("ranges", {"decode_sampling_temperature": 0.0}, "decode_sampling_temperature"),
+    ("ranges", {"hbm_utilization_vllm": 1.0}, "hbm_utilization_vllm"),
+    ("ranges", {"min_reward_gain": float("nan")}, "min_reward_gain: must be a finite number"),
+    ("reservation", {"reservation": ""}, "required with cluster_mode=create"),
+    ("reservation", {"reservation": "Res_1"}, "is not a reservation name"),
+    ("choices", {"cluster_mode": "reuse"}, "cluster_mode: must be 'create' or 'existing'"),
+    ("choices", {"optimizer": "sgd"}, "optimizer: must be"),
+    ("choices", {"mu_dtype": "fp8"}, "mu_dtype: must be one of"),
+    ("choices", {"remat_policy": "everything"}, "remat_policy: must be one of"),
+    ("authorized_cidr", {"authorized_cidr": "10.0.0.1/8"}, "is not a CIDR block"),
+    ("kubernetes_names", {"namespace": "Team_A"}, "namespace: 'Team_A'"),
+    ("kubernetes_names", {"kueue_queue": "user queue"}, "kueue_queue"),
+    ("model_references", {"hf_model_path": "gemma-4"}, "must be a Hugging Face repo id"),
+    ("model_references", {"model_name": "Gemma4"}, "not a MaxText model name"),
+    ("model_references", {"cloud_image_name": "maxtext"}, "full image reference"),
+    ("model_references", {"pathways_image_tag": "-bad"}, "not an image tag"),
+    ("toolkit_version", {"cluster_toolkit_version": "1.103"}, "must be a release tag"),
+    ("vllm_overrides_json", {"vllm_hf_overrides": "{'a': 1}"}, "not valid JSON"),
+    ("vllm_overrides_json", {"vllm_hf_overrides": "[1]"}, "must be a JSON object"),
+    ("extra_train_args", {"extra_train_args": ["num_test_batches"]}, "must be key=value"),
+    ("extra_train_args", {"extra_train_args": ["run_name=x"]}, "set by the run itself"),
+    (
+        "extra_train_args",
+        {"extra_train_args": ["rl.num_generations=8"]},
+        "set rl_num_generations instead",
+    ),
+    ("extra_train_args", {"extra_train_args": ["a=1", "a=2"]}, "a given twice"),
+]
+
+
+@pytest.mark.parametrize(("rule_name", "overrides", "expected"), RULE_CASES)
+def test_rule_rejects_a_bad_setting(tutorial_conf, rule_name, overrides, expected):
+    errors = errors_for(tutorial_conf, **overrides)
+    assert any(expected in e for e in errors), errors
+    rule = next(r for r in RULES if r.__name__ == rule_name)
+    assert list(rule(RunSettings(**{**tutorial_conf, **overrides}))), (
+        "the named rule itself flags it"
+    )
+
+
+def test_every_rule_has_a_case_and_there_are_at_least_twenty():
+    assert len(RULES) >= 20
+    assert {r.__name__ for r in RULES} == {case[0] for case in RULE_CASES}
+
+
+def test_existing_cluster_needs_no_reservation(tutorial_conf):
+    assert errors_for(tutorial_conf, cluster_mode="existing", reservation="") == []
+
+
+@pytest.mark.parametrize(
+    ("tpu_type", "topology", "trainer_ok"), [("v6e-16", "4x4", True), ("v6e-64", "8x8", True)]
+)
+def test_other_slice_sizes_validate(tutorial_conf, tpu_type, topology, trainer_ok):
+    assert errors_for(tutorial_conf, tpu_type=tpu_type, topology=topology) == []
+
+
+def test_settings_file_errors(tmp_path, tutorial_conf):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(SettingsError, match="not valid JSON"):
+        load_settings_file(bad)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(tutorial_conf))
+    assert load_settings_file(good).cluster_name == "gemma4-rl"
