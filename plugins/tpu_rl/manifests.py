@@ -15,6 +15,9 @@ CONTAINER = "maxtext"
 TOKEN_KEY = "token"
 TOKEN_ENV = "HF_TOKEN"
 TOKEN_FLAG = f"hf_access_token=${{{TOKEN_ENV}}}"
+CONVERT_MODULE = "maxtext.checkpoint_conversion.to_maxtext"
+EXPORT_MODULE = "maxtext.checkpoint_conversion.to_huggingface"
+TRAIN_MODULE = "maxtext.trainers.post_train.rl.train_rl"
 PATHWAYS_REPO = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 CPU_NODE_POOL = "cpu-np"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -234,7 +237,7 @@ def conversion_job(layout: RunLayout) -> Manifest:
     return _conversion_like_job(
         layout,
         layout.convert_job_base,
-        "maxtext.checkpoint_conversion.to_maxtext",
+        CONVERT_MODULE,
         conversion_flags(layout),
         layout.settings.conversion_timeout_minutes,
     )
@@ -244,7 +247,7 @@ def export_job(layout: RunLayout, step: int) -> Manifest:
     return _conversion_like_job(
         layout,
         layout.export_job_base,
-        "maxtext.checkpoint_conversion.to_huggingface",
+        EXPORT_MODULE,
         export_flags(layout, step),
         layout.settings.export_timeout_minutes,
     )
@@ -255,7 +258,7 @@ def train_script(layout: RunLayout) -> str:
     steps = []
     if layout.settings.optimizer == "adafactor":
         steps.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)}")
-    steps.append(python_command("maxtext.trainers.post_train.rl.train_rl", train_flags(layout)))
+    steps.append(python_command(TRAIN_MODULE, train_flags(layout)))
     return " && ".join(steps)
 
 

@@ -1,0 +1,186 @@
+"""`make plan`: render a whole run offline, from a JSON settings file, without credentials.
+
+Usage: python -m tpu_rl.plan SETTINGS.json OUT_DIR [RUN_ID]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tpu_rl import blueprint, manifests
+from tpu_rl.layout import RunLayout
+from tpu_rl.settings import SettingsError, load_settings_file
+
+PLAN_RUN_ID = "manual__plan"
+# The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
+PLAN_BLUEPRINT = (
+    Path(__file__).resolve().parents[2] / "include" / "cluster-toolkit" / blueprint.BLUEPRINT_FILE
+)
+Step = dict[str, Any]
+
+
+def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
+    """The ordered steps, and the files (name -> text) a plan writes besides plan.json."""
+    s = layout.settings
+    files: dict[str, str] = {}
+    steps: list[Step] = [
+        {"id": "validate", "description": "Check every setting before any cloud call."},
+        {
+            "id": "ensure_bucket",
+            "description": f"Create gs://{s.gcs_bucket} in {s.region} unless it exists.",
+        },
+    ]
+    creates_cluster = s.cluster_mode == "create"
+    if creates_cluster:
+        cluster = _cluster_plan(layout)
+        files.update(cluster.files)
+        steps.append(
+            {
+                "id": "create_cluster",
+                "description": f"Deploy GKE cluster {s.cluster_name} with Cluster Toolkit "
+                f"{s.cluster_toolkit_version} (terraform state in gs://{s.gcs_bucket}).",
+                "argv": cluster.deploy,
+            }
+        )
+    else:
+        steps.append(
+            {"id": "use_cluster", "description": f"Use the existing cluster {s.cluster_name}."}
+        )
+    steps += [
+        _object_step(
+            "hf_token_secret",
+            f"Copy the token of connection {s.hf_conn_id!r} into a Secret.",
+            manifests.token_secret(layout),
+            files,
+        ),
+        _object_step(
+            "convert",
+            f"Convert {s.hf_model_path} to MaxText in {layout.maxtext_dir} "
+            "(skipped when 0/items exists).",
+            manifests.conversion_job(layout),
+            files,
+            python_argv(manifests.CONVERT_MODULE, manifests.conversion_flags(layout)),
+        ),
+        _object_step(
+            "start_backend",
+            f"Start the headless Pathways backend on {s.tpu_type}; wait for its pods.",
+            manifests.backend_jobset(layout),
+            files,
+        ),
+        _object_step(
+            "train",
+            "Submit the GRPO client (train_rl) without waiting.",
+            manifests.train_job(layout),
+            files,
+            python_argv(manifests.TRAIN_MODULE, manifests.train_flags(layout)),
+        ),
+        {
+            "id": "wait_for_rewards",
+            "description": "Follow the client's log until 'Post RL Training: ... mean_reward'.",
+        },
+        {"id": "stop_backend", "description": "Delete the backend JobSet: it holds the TPUs."},
+        {
+            "id": "reward_gate",
+            "description": f"Stop unless post mean_reward >= pre + {s.min_reward_gain:g}.",
+        },
+        _object_step(
+            "export",
+            f"Export the newest checkpoint under {layout.checkpoints_dir} to {layout.export_dir} "
+            f"(step {s.num_batches} shown).",
+            manifests.export_job(layout, s.num_batches),
+            files,
+            python_argv(manifests.EXPORT_MODULE, manifests.export_flags(layout, s.num_batches)),
+        ),
+        {
+            "id": "verify_export",
+            "description": f"Check config.json, safetensors and tokenizer in {layout.export_dir}.",
+        },
+        _cleanup_step(layout),
+    ]
+    return steps, files
+
+
+def _cluster_plan(layout: RunLayout) -> blueprint.ClusterToolkitPlan:
+    return blueprint.plan(
+        PLAN_BLUEPRINT.read_text(), layout.settings, layout.terraform_state_prefix
+    )
+
+
+def python_argv(module: str, flags: list[str]) -> list[str]:
+    return ["python3", "-m", module, *flags]
+
+
+def _object_step(
+    step_id: str,
+    description: str,
+    obj: manifests.Manifest,
+    files: dict[str, str],
+    argv: list[str] | None = None,
+) -> Step:
+    """A step that creates one Kubernetes object, written to its own YAML file.
+
+    `argv` is the MaxText command the object's container runs (its shell line wraps it).
+    """
+    file_name = f"{step_id}.{obj['kind'].lower()}.yaml"
+    files[file_name] = yaml.safe_dump(obj, sort_keys=False)
+    step: Step = {"id": step_id, "description": description, "object": file_name}
+    if argv:
+        step["argv"] = argv
+    return step
+
+
+def _cleanup_step(layout: RunLayout) -> Step:
+    s = layout.settings
+    step: Step = {
+        "id": "cleanup",
+        "description": "Always: delete the run's Jobs, JobSet and Secret"
+        + (
+            ", then destroy the cluster."
+            if s.cluster_mode == "create" and not s.keep_cluster
+            else "; the cluster is kept."
+        ),
+    }
+    if s.cluster_mode == "create" and not s.keep_cluster:
+        step["argv"] = _cluster_plan(layout).destroy
+    return step
+
+
+def write_plan(layout: RunLayout, out_dir: Path) -> Path:
+    """Write plan.json and every rendered file into out_dir; returns plan.json's path."""
+    steps, files = build_plan(layout)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out_dir / name).write_text(text)
+    plan = {
+        "run_id": layout.run_id,
+        "run_slug": layout.slug,
+        "settings": layout.settings.to_dict(),
+        "steps": steps,
+    }
+    path = out_dir / "plan.json"
+    path.write_text(json.dumps(plan, indent=2) + "\n")
+    return path
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings_file(argv[0])
+    except SettingsError as err:
+        print(f"{argv[0]}: {err}", file=sys.stderr)
+        return 1
+    layout = RunLayout(settings, argv[2] if len(argv) == 3 else PLAN_RUN_ID)
+    path = write_plan(layout, Path(argv[1]))
+    print(f"wrote {path} and {len(list(path.parent.iterdir())) - 1} rendered files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

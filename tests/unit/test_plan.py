@@ -1,0 +1,157 @@
+"""`make plan`: the tutorial's settings rendered offline, checked against the tutorial's text."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import yaml
+
+from tests.conftest import REPO, SEED, TUTORIAL_CONF
+from tests.schemas import validate_manifest
+from tests.tutorial_text import as_mapping, same_value, tutorial_python_flags
+from tpu_rl.plan import main
+
+TUTORIAL_MODULES = {
+    "convert": "maxtext.checkpoint_conversion.to_maxtext",
+    "train": "maxtext.trainers.post_train.rl.train_rl",
+    "export": "maxtext.checkpoint_conversion.to_huggingface",
+}
+PER_RUN_FLAGS = {"run_name", "load_parameters_path", "base_output_directory"}
+
+
+def render(tmp_path, conf=TUTORIAL_CONF) -> dict:
+    assert main([str(conf), str(tmp_path)]) == 0
+    return json.loads((tmp_path / "plan.json").read_text())
+
+
+def test_plan_lists_the_pipeline_in_order(tmp_path):
+    ids = [step["id"] for step in render(tmp_path)["steps"]]
+    assert ids == [
+        "validate",
+        "ensure_bucket",
+        "create_cluster",
+        "hf_token_secret",
+        "convert",
+        "start_backend",
+        "train",
+        "wait_for_rewards",
+        "stop_backend",
+        "reward_gate",
+        "export",
+        "verify_export",
+        "cleanup",
+    ]
+    assert all(
+        step["description"] and "\n" not in step["description"]
+        for step in render(tmp_path)["steps"]
+    )
+
+
+def test_every_rendered_object_is_written_and_valid(tmp_path):
+    plan = render(tmp_path)
+    files = [step["object"] for step in plan["steps"] if "object" in step]
+    assert len(files) == 5
+    for name in files:
+        validate_manifest(yaml.safe_load((tmp_path / name).read_text()))
+    assert (tmp_path / "blueprint.yaml").exists() and (tmp_path / "deployment.yaml").exists()
+
+
+def test_maxtext_commands_match_the_tutorial_flag_by_flag(tmp_path, tutorial_conf):
+    steps = {s["id"]: s for s in render(tmp_path)["steps"]}
+    variables = {
+        "MODEL_NAME": tutorial_conf["model_name"],
+        "GCS_BUCKET": tutorial_conf["gcs_bucket"],
+        "HF_TOKEN": "${HF_TOKEN}",
+    }
+    for step_id, module in TUTORIAL_MODULES.items():
+        argv = steps[step_id]["argv"]
+        assert argv[:3] == ["python3", "-m", module]
+        ours, theirs = as_mapping(argv[3:]), as_mapping(tutorial_python_flags(module, variables))
+        assert set(ours) == set(theirs), (step_id, set(ours) ^ set(theirs))
+        for key in set(theirs) - PER_RUN_FLAGS:
+            assert same_value(ours[key], theirs[key]), (step_id, key)
+        # the object submitted runs exactly this command
+        manifest = yaml.safe_load((tmp_path / steps[step_id]["object"]).read_text())
+        shell_line = manifest["spec"]["template"]["spec"]["containers"][0]["command"][2]
+        assert f"python3 -m {module} " in shell_line
+
+
+def test_gcluster_deploy_matches_the_tutorial_flag_by_flag(tmp_path, tutorial_conf):
+    deploy = next(s for s in render(tmp_path)["steps"] if s["id"] == "create_cluster")["argv"]
+    text = SEED.read_text()
+    line = re.search(r'--vars "([^"]+)"', text).group(1)
+    names = {
+        "PROJECT": "project",
+        "CLUSTER_NAME": "cluster_name",
+        "REGION": "region",
+        "ZONE": "zone",
+        "CLUSTER_NODEPOOL_COUNT": "cluster_nodepool_count",
+        "TOPOLOGY": "topology",
+        "RESERVATION": "reservation",
+    }
+    expected_vars = re.sub(
+        r"\$\{(\w+)(:[?-])?\}", lambda m: str(tutorial_conf[names[m.group(1)]]), line
+    )
+    assert deploy[deploy.index("--vars") + 1] == expected_vars
+    assert deploy[-4:] == ["-l", "IGNORE", "--auto-approve", "-w"]
+    cleanup = next(s for s in render(tmp_path)["steps"] if s["id"] == "cleanup")["argv"]
+    assert cleanup[1:] == ["destroy", tutorial_conf["cluster_name"], "--auto-approve"]
+
+
+def test_existing_cluster_plan_neither_creates_nor_destroys(tmp_path):
+    conf = tmp_path / "existing.json"
+    conf.write_text((REPO / "include/examples/existing-cluster-retrain.json").read_text())
+    steps = {s["id"]: s for s in render(tmp_path / "out", conf)["steps"]}
+    assert "create_cluster" not in steps and "use_cluster" in steps
+    assert "argv" not in steps["cleanup"]
+    assert steps["train"]["argv"][-1] == "num_test_batches=8"
+
+
+def test_invalid_file_exits_non_zero_listing_every_error(tmp_path):
+    conf = tmp_path / "bad.json"
+    conf.write_text(
+        json.dumps(
+            {
+                **json.loads(TUTORIAL_CONF.read_text()),
+                "cluster_name": "Bad",
+                "batch_size": 3,
+                "nope": 1,
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpu_rl.plan", str(conf), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO / "plugins")},
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "3 invalid setting(s)" in proc.stderr
+    for name in ("nope:", "cluster_name:", "train_micro_batch_size:"):
+        assert name in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_needs_no_credentials_airflow_or_network(tmp_path):
+    """A clean process with no Google variables, a dead proxy, and Airflow never imported."""
+    code = (
+        "import sys, tpu_rl.plan as p; rc = p.main(sys.argv[1:]); "
+        "print('airflow-imported' if 'airflow' in sys.modules else 'no-airflow'); sys.exit(rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(TUTORIAL_CONF), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={
+            "PYTHONPATH": str(REPO / "plugins"),
+            "HOME": str(tmp_path),
+            "https_proxy": "http://127.0.0.1:9",
+        },
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("no-airflow")
