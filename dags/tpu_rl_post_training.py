@@ -1,0 +1,171 @@
+"""GRPO post-training of an open model with MaxText + Pathways on a Cloud TPU slice in GKE.
+
+Thin wiring only: every step lives in the `tpu_rl` package under plugins/.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
+from airflow.sdk import DAG, Asset, Variable, task
+
+from tpu_rl import manifests
+from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
+from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
+from tpu_rl.operators.kubernetes import (
+    BackendStartOperator,
+    BackendStopOperator,
+    CleanupKubernetesOperator,
+    HfTokenSecretOperator,
+)
+from tpu_rl.params import dag_params
+from tpu_rl.reward_sensor import RewardSensor
+from tpu_rl.settings import RunSettings
+from tpu_rl.tasks import reward_gate, validate_settings, verify_export
+
+DEFAULTS = RunSettings()
+EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
+CLUSTER = {
+    "project_id": "{{ params.project }}",
+    "location": "{{ params.region }}",
+    "cluster_name": "{{ params.cluster_name }}",
+    "gcp_conn_id": "{{ params.gcp_conn_id }}",
+}
+
+DOC = """
+### GRPO post-training on Cloud TPU (MaxText + Pathways)
+The tutorial "Gemma 4 26B multi-host RL on TPU v6e", unattended: validate the settings, ensure
+the bucket, deploy the cluster with Cluster Toolkit (or use an existing one), convert the model
+to MaxText (skipped when converted already), start a headless Pathways backend, run the GRPO
+client, follow its log until `Post RL Training`, stop the backend, gate on the reward, export to
+Hugging Face format and check the files. `cleanup_*` always run and remove what the run created;
+`run_succeeded` makes the run's state say whether the work succeeded.
+
+Outputs: `gs://<gcs_bucket>/<model_name>/trained/<run>/` (checkpoints) and
+`gs://<gcs_bucket>/<model_name>/hf-trained/<run>/` (export); `<run>` is `rl-` + a hash of the
+run id, shown in every task's log and as the `tpu-rl.dev/run` label on every object.
+"""
+
+
+def minutes(value: int) -> timedelta:
+    return timedelta(minutes=value)
+
+
+with DAG(
+    dag_id="tpu_rl_post_training",
+    description="GRPO post-training with MaxText + Pathways on Cloud TPU in GKE",
+    doc_md=DOC,
+    schedule=Variable.get("tpu_rl_schedule", default=None),
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=24),
+    params=dag_params(),
+    tags=["tpu", "rl", "maxtext", "gke"],
+    default_args={"owner": "ml-platform", "retries": 1, "retry_delay": timedelta(minutes=1)},
+) as dag:
+
+    @task(retries=0)
+    def validate(params=None) -> dict:
+        return validate_settings(params)
+
+    settings = validate()
+
+    ensure_bucket = GCSCreateBucketOperator(
+        task_id="ensure_bucket",
+        bucket_name="{{ params.gcs_bucket }}",
+        project_id="{{ params.project }}",
+        location="{{ params.region }}",
+        gcp_conn_id="{{ params.gcp_conn_id }}",
+    )
+    create_cluster = GclusterDeployOperator(
+        task_id="create_cluster",
+        settings=settings,
+        execution_timeout=minutes(DEFAULTS.cluster_timeout_minutes),
+    )
+    hf_token_secret = HfTokenSecretOperator(task_id="hf_token_secret", **CLUSTER)
+    job_args = {**CLUSTER, "deferrable": True, "wait_until_job_complete": True}
+    convert = ConvertJobOperator(
+        task_id="convert",
+        execution_timeout=minutes(DEFAULTS.conversion_timeout_minutes),
+        **job_args,
+    )
+    start_backend = BackendStartOperator(
+        task_id="start_backend",
+        trigger_rule="none_failed",
+        execution_timeout=minutes(DEFAULTS.pending_timeout_minutes + 10),
+        **CLUSTER,
+    )
+    train = RunJobOperator(
+        task_id="train", build=manifests.train_job, wait_until_job_complete=False, **CLUSTER
+    )
+    wait_for_rewards = RewardSensor(
+        task_id="wait_for_rewards",
+        namespace="{{ params.namespace }}",
+        job_name="{{ ti.xcom_pull(task_ids='train', key='job_name') }}",
+        backend_jobset_name="{{ ti.xcom_pull(task_ids='start_backend') }}",
+        poll_interval=DEFAULTS.poll_interval_seconds,
+        pending_timeout=DEFAULTS.pending_timeout_minutes * 60,
+        timeout=DEFAULTS.training_timeout_minutes * 60,
+        retries=0,
+        **CLUSTER,
+    )
+    stop_backend = BackendStopOperator(task_id="stop_backend", trigger_rule="all_done", **CLUSTER)
+
+    @task(retries=0)
+    def gate(rewards: dict, params=None) -> dict:
+        return reward_gate(rewards, float(params["min_reward_gain"]))
+
+    passed_gate = gate(wait_for_rewards.output)
+    export = ExportJobOperator(
+        task_id="export",
+        execution_timeout=minutes(DEFAULTS.export_timeout_minutes),
+        **job_args,
+    )
+
+    @task(outlets=[EXPORTED_MODEL])
+    def verify(**context) -> str:
+        uri = verify_export(context)
+        context["outlet_events"][EXPORTED_MODEL].extra = {"uri": uri, "run_id": context["run_id"]}
+        return uri
+
+    verified = verify()
+
+    @task(trigger_rule="none_failed", retries=0)
+    def run_succeeded() -> None:
+        """Fails (upstream_failed) whenever a work step failed, so the run's state is the truth."""
+
+    cleanup_kubernetes = CleanupKubernetesOperator(
+        task_id="cleanup_kubernetes",
+        needs_task="hf_token_secret",
+        trigger_rule="all_done",
+        retries=3,
+        **CLUSTER,
+    )
+    destroy_cluster = GclusterDestroyOperator(
+        task_id="cleanup_cluster",
+        settings=settings,
+        trigger_rule="all_done",
+        retries=3,
+        execution_timeout=minutes(DEFAULTS.cluster_timeout_minutes),
+    )
+
+    work = [
+        settings,
+        ensure_bucket,
+        create_cluster,
+        hf_token_secret,
+        convert,
+        start_backend,
+        train,
+        wait_for_rewards,
+        stop_backend,
+        passed_gate,
+        export,
+        verified,
+    ]
+    settings >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
+    start_backend >> train >> wait_for_rewards >> stop_backend >> passed_gate >> export >> verified
+    work >> run_succeeded()
+    work >> cleanup_kubernetes >> destroy_cluster

@@ -1,0 +1,168 @@
+"""The run's batch Jobs (conversion, GRPO client, export) through GKEStartJobOperator."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from kubernetes.client import ApiClient
+from kubernetes.client import models as k8s
+from kubernetes.client.rest import ApiException
+
+from tpu_rl import manifests
+from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
+from tpu_rl.runtime import layout_from_context
+from tpu_rl.storage import newest_checkpoint_step, object_exists
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+JobBuilder = Callable[[RunLayout], manifests.Manifest]
+
+
+def to_v1_job(manifest: manifests.Manifest) -> k8s.V1Job:
+    """The kubernetes client's V1Job for a manifest dict (the provider takes models, not dicts)."""
+    return ApiClient()._ApiClient__deserialize(manifest, "V1Job")
+
+
+class RunJobOperator(GKEStartJobOperator):
+    """GKEStartJobOperator for one of the run's Jobs, built at run time from the run's settings.
+
+    It also handles the provider's traps: pods that appear late (Kueue, TPU capacity) are
+    waited for up to the pending timeout; a retry finds the Job it already created instead of
+    failing on "already exists"; the deferred wait keeps the task's execution_timeout.
+    """
+
+    ui_color = "#d9e8fb"
+
+    build: JobBuilder | None = None
+
+    def __init__(self, *, build: JobBuilder | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("base_container_name", manifests.CONTAINER)
+        kwargs.setdefault("parallelism", 1)
+        kwargs.setdefault("random_name_suffix", False)
+        super().__init__(name="", namespace="", image="", **kwargs)
+        self.build = build or self.build
+        self._pending_timeout = timedelta(hours=1)
+        self._poll_interval = 10.0
+
+    def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
+        """The Job to submit; subclasses may skip or adapt it."""
+        if self.build is None:
+            raise AirflowException(f"{self.task_id}: no Job builder given")
+        return self.build(layout)
+
+    def execute(self, context: Context) -> Any:
+        layout = layout_from_context(context)
+        manifest = self.prepare(layout, context)
+        spec = manifest["spec"]
+        self.full_job_spec = to_v1_job(manifest)
+        self.name = manifest["metadata"]["name"].removeprefix(JOB_NAME_PREFIX)
+        self.namespace = manifest["metadata"]["namespace"]
+        self.labels = manifest["metadata"]["labels"]
+        self.annotations = manifest["metadata"]["annotations"]
+        self.parallelism = spec["parallelism"]
+        self.completions = spec["completions"]
+        self.completion_mode = spec.get("completionMode")
+        self.backoff_limit = spec["backoffLimit"]
+        self.active_deadline_seconds = spec["activeDeadlineSeconds"]
+        self.ttl_seconds_after_finished = spec["ttlSecondsAfterFinished"]
+        self.image = spec["template"]["spec"]["containers"][0]["image"]
+        self._pending_timeout = timedelta(minutes=layout.settings.pending_timeout_minutes)
+        self._poll_interval = float(layout.settings.poll_interval_seconds)
+        self.job_poll_interval = self._poll_interval
+        return super().execute(context)
+
+    def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
+        """Create the Job; on a retry, reuse the one this run already created unless it failed."""
+        try:
+            return super().create_job(job_request_obj)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+        name, namespace = job_request_obj.metadata.name, job_request_obj.metadata.namespace
+        existing = self.hook.get_job_status(job_name=name, namespace=namespace)
+        if self.hook.is_job_failed(job=existing):
+            self.log.info("Job %s from an earlier try failed; replacing it.", name)
+            self.hook.batch_v1_client.delete_namespaced_job(
+                name=name, namespace=namespace, propagation_policy="Foreground"
+            )
+            self._wait_until_gone(name, namespace)
+            return super().create_job(job_request_obj)
+        self.log.info("Job %s already exists (an earlier try); following it.", name)
+        return job_request_obj
+
+    def _wait_until_gone(self, name: str, namespace: str) -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                self.hook.get_job_status(job_name=name, namespace=namespace)
+            except ApiException as err:
+                if err.status == 404:
+                    return
+                raise
+            time.sleep(min(self._poll_interval, 5))
+        raise AirflowException(f"Job {name} was not deleted within 5 minutes")
+
+    def get_pods(
+        self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
+    ) -> Sequence[k8s.V1Pod]:
+        """Wait for all the Job's pods, up to the pending timeout, instead of failing at once."""
+        deadline = time.monotonic() + self._pending_timeout.total_seconds()
+        while True:
+            label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
+            pods = self.client.list_namespaced_pod(
+                namespace=pod_request_obj.metadata.namespace, label_selector=label_selector
+            ).items
+            if len(pods) >= (self.parallelism or 1):
+                return pods
+            if time.monotonic() > deadline:
+                raise AirflowException(
+                    f"{len(pods)} of {self.parallelism} pods of Job {self.job.metadata.name} exist "
+                    f"after {self._pending_timeout}: TPU capacity or Kueue admission is missing"
+                )
+            self.log.info(
+                "Waiting for pods of %s (%d/%d).",
+                self.job.metadata.name,
+                len(pods),
+                self.parallelism,
+            )
+            time.sleep(self._poll_interval)
+
+    def defer(
+        self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None
+    ) -> None:
+        """Defer with the task's execution_timeout: the provider's Job trigger has none."""
+        super().defer(
+            trigger=trigger,
+            method_name=method_name,
+            kwargs=kwargs,
+            timeout=timeout or self.execution_timeout,
+        )
+
+
+class ConvertJobOperator(RunJobOperator):
+    """Converts the Hugging Face model unless a MaxText checkpoint of it already exists."""
+
+    build = staticmethod(manifests.conversion_job)
+
+    def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
+        if object_exists(layout.maxtext_items, self.gcp_conn_id, prefix=True):
+            raise AirflowSkipException(f"{layout.maxtext_items} exists: conversion skipped")
+        return super().prepare(layout, context)
+
+
+class ExportJobOperator(RunJobOperator):
+    """Exports the newest checkpoint step this run's training wrote."""
+
+    def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
+        step = newest_checkpoint_step(layout.checkpoints_dir, self.gcp_conn_id)
+        if step is None:
+            raise AirflowException(f"no checkpoint under {layout.checkpoints_dir}")
+        self.log.info("Exporting checkpoint step %d.", step)
+        context["ti"].xcom_push(key="checkpoint_step", value=step)
+        return manifests.export_job(layout, step)

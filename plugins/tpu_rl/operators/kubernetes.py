@@ -1,0 +1,251 @@
+"""The run's other Kubernetes objects: the token Secret, the Pathways backend, and cleanup.
+
+The providers create Jobs and custom objects but neither wait for a JobSet's pods nor tolerate
+"already exists"/"already gone"; these operators do, on the provider's GKE-authenticated client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk.log import mask_secret
+from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client.rest import ApiException
+
+from tpu_rl import manifests
+from tpu_rl.layout import RUN_LABEL, RunLayout
+from tpu_rl.runtime import layout_from_context
+from tpu_rl.settings import SettingsError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+JOBSET = {"group": "jobset.x-k8s.io", "version": "v1alpha2", "plural": "jobsets"}
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def ignore_gone(call: Any, *args: Any, **kwargs: Any) -> bool:
+    """Run a delete; True when it deleted something, False when it was already gone."""
+    try:
+        call(*args, **kwargs)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+class RunClusterOperator(GKEOperatorMixin, BaseOperator):
+    """Base for operators that act on the run's GKE cluster with the provider's credentials."""
+
+    template_fields: Sequence[str] = tuple(GKEOperatorMixin.template_fields)
+
+    def __init__(
+        self,
+        *,
+        project_id: str,
+        location: str,
+        cluster_name: str,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+        self.location = location
+        self.cluster_name = cluster_name
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.use_internal_ip = False
+        self.use_dns_endpoint = False
+
+    @property
+    def core(self) -> CoreV1Api:
+        return self.hook.core_v1_client
+
+    @property
+    def batch(self) -> BatchV1Api:
+        return self.hook.batch_v1_client
+
+    @property
+    def custom(self) -> CustomObjectsApi:
+        return CustomObjectsApi(self.hook.get_conn())
+
+
+class HfTokenSecretOperator(RunClusterOperator):
+    """Copies the Hugging Face token from its Airflow connection into the run's Secret."""
+
+    def execute(self, context: Context) -> None:
+        layout = layout_from_context(context)
+        token = BaseHook.get_connection(layout.settings.hf_conn_id).password
+        if not token:
+            raise AirflowFailException(
+                f"connection {layout.settings.hf_conn_id!r} has no password: put the Hugging "
+                "Face token there"
+            )
+        mask_secret(token)
+        secret = manifests.token_secret(layout, token)
+        namespace, name = layout.settings.namespace, layout.token_secret
+        try:
+            self.core.create_namespaced_secret(namespace=namespace, body=secret)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            self.core.replace_namespaced_secret(name=name, namespace=namespace, body=secret)
+        self.log.info(
+            "Secret %s/%s holds the token of %s.", namespace, name, layout.settings.hf_conn_id
+        )
+
+
+class BackendStartOperator(RunClusterOperator):
+    """Creates the headless Pathways JobSet and waits until all its pods run."""
+
+    def execute(self, context: Context) -> str:
+        layout = layout_from_context(context)
+        jobset = manifests.backend_jobset(layout)
+        namespace, name = layout.settings.namespace, layout.backend_jobset
+        try:
+            self.custom.create_namespaced_custom_object(namespace=namespace, body=jobset, **JOBSET)
+            self.log.info("Created JobSet %s/%s.", namespace, name)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            self.log.info(
+                "JobSet %s/%s exists from an earlier try; waiting on it.", namespace, name
+            )
+        self._wait_running(layout)
+        return name
+
+    def _wait_running(self, layout: RunLayout) -> None:
+        namespace, name = layout.settings.namespace, layout.backend_jobset
+        expected = 1 + layout.hosts * layout.settings.cluster_nodepool_count
+        deadline = time.monotonic() + layout.settings.pending_timeout_minutes * 60
+        while True:
+            failed = _condition(
+                self.custom.get_namespaced_custom_object(namespace=namespace, name=name, **JOBSET),
+                "Failed",
+            )
+            if failed:
+                raise AirflowException(f"backend JobSet {name} failed: {failed}")
+            pods = self.core.list_namespaced_pod(
+                namespace=namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}"
+            ).items
+            phases = [p.status.phase for p in pods]
+            if "Failed" in phases:
+                raise AirflowException(f"a backend pod of {name} failed: {phases}")
+            running = phases.count("Running")
+            self.log.info("Backend %s: %d/%d pods running.", name, running, expected)
+            if running >= expected:
+                return
+            if time.monotonic() > deadline:
+                raise AirflowException(
+                    f"backend {name}: {running}/{expected} pods running after "
+                    f"{layout.settings.pending_timeout_minutes} min (TPU capacity or Kueue)"
+                )
+            time.sleep(layout.settings.poll_interval_seconds)
+
+
+def _condition(obj: dict, kind: str) -> str | None:
+    """The message of a true status condition of that type, if there is one."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond.get("message") or cond.get("reason") or kind
+    return None
+
+
+class BackendStopOperator(RunClusterOperator):
+    """Deletes the backend JobSet (it holds the TPUs); already gone is fine."""
+
+    def execute(self, context: Context) -> bool:
+        try:
+            layout = layout_from_context(context)
+        except SettingsError as err:
+            raise AirflowSkipException("settings invalid: nothing was started") from err
+        deleted = ignore_gone(
+            self.custom.delete_namespaced_custom_object,
+            namespace=layout.settings.namespace,
+            name=layout.backend_jobset,
+            propagation_policy="Foreground",
+            **JOBSET,
+        )
+        self.log.info(
+            "Backend %s %s.", layout.backend_jobset, "deleted" if deleted else "already gone"
+        )
+        return deleted
+
+
+class CleanupKubernetesOperator(RunClusterOperator):
+    """Deletes every Job, JobSet and Secret labelled with this run; each part runs regardless."""
+
+    def __init__(self, *, needs_task: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.needs_task = needs_task
+
+    def execute(self, context: Context) -> dict[str, list[str]]:
+        try:
+            layout = layout_from_context(context)
+        except SettingsError as err:
+            raise AirflowSkipException("settings invalid: nothing was created") from err
+        if not _task_started(context, self.needs_task):
+            raise AirflowSkipException(f"{self.needs_task} never ran: nothing in the cluster")
+        namespace, selector = layout.settings.namespace, f"{RUN_LABEL}={layout.slug}"
+        removed: dict[str, list[str]] = {"jobs": [], "jobsets": [], "secrets": []}
+        errors = []
+        parts = {
+            "jobsets": (
+                lambda: [
+                    o["metadata"]["name"]
+                    for o in self.custom.list_namespaced_custom_object(
+                        namespace=namespace, label_selector=selector, **JOBSET
+                    )["items"]
+                ],
+                lambda n: self.custom.delete_namespaced_custom_object(
+                    namespace=namespace, name=n, propagation_policy="Foreground", **JOBSET
+                ),
+            ),
+            "jobs": (
+                lambda: [
+                    j.metadata.name
+                    for j in self.batch.list_namespaced_job(
+                        namespace, label_selector=selector
+                    ).items
+                ],
+                lambda n: self.batch.delete_namespaced_job(
+                    n, namespace, propagation_policy="Foreground"
+                ),
+            ),
+            "secrets": (
+                lambda: [
+                    s.metadata.name
+                    for s in self.core.list_namespaced_secret(
+                        namespace, label_selector=selector
+                    ).items
+                ],
+                lambda n: self.core.delete_namespaced_secret(n, namespace),
+            ),
+        }
+        for kind, (list_names, delete) in parts.items():
+            try:
+                for name in list_names():
+                    if ignore_gone(delete, name):
+                        removed[kind].append(name)
+            except Exception as err:  # each part runs even when another failed
+                errors.append(f"{kind}: {err}")
+        self.log.info("Removed from %s: %s", namespace, removed)
+        if errors:
+            raise AirflowException("cleanup incomplete (retrying is safe): " + "; ".join(errors))
+        return removed
+
+
+def _task_started(context: Context, task_id: str) -> bool:
+    """Whether a task of this run got as far as starting."""
+    states = context["ti"].get_task_states(
+        dag_id=context["dag"].dag_id, task_ids=[task_id], run_ids=[context["run_id"]]
+    )
+    state = states.get(context["run_id"], {}).get(task_id)
+    return state not in (None, "skipped", "upstream_failed", "removed")

@@ -1,0 +1,48 @@
+"""The DAG's small Python steps: validation, the reward gate, the export check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from tpu_rl.runtime import layout_from_context
+from tpu_rl.settings import SettingsError, load_settings
+from tpu_rl.storage import missing_export_files
+
+
+def validate_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings, checked; every problem in one failure, before any cloud call."""
+    try:
+        return load_settings(dict(params)).to_dict()
+    except SettingsError as err:
+        raise AirflowFailException(str(err)) from err
+
+
+def reward_gate(rewards: dict[str, Any], min_gain: float) -> dict[str, float]:
+    """Stop before export unless post mean_reward >= pre mean_reward + min_gain."""
+    if not rewards or not rewards.get("post"):
+        raise AirflowFailException("no post-training metrics: the reward sensor gave none")
+    post = float(rewards["post"]["mean_reward"])
+    pre_metrics = rewards.get("pre")
+    if pre_metrics is None:
+        raise AirflowFailException(
+            f"post-training mean_reward={post:.4f} but no pre-training line to compare with "
+            "(num_test_batches=0?)"
+        )
+    pre = float(pre_metrics["mean_reward"])
+    if post < pre + min_gain:
+        raise AirflowFailException(
+            f"reward gate: post-training mean_reward={post:.4f} is below pre-training "
+            f"mean_reward={pre:.4f} + min_reward_gain={min_gain:g}; not exporting"
+        )
+    return {"pre_mean_reward": pre, "post_mean_reward": post, "gain": post - pre}
+
+
+def verify_export(context: Any) -> str:
+    """The exported model's URI, after checking its files exist."""
+    layout = layout_from_context(context)
+    missing = missing_export_files(layout.export_dir, layout.settings.gcp_conn_id)
+    if missing:
+        raise AirflowFailException(f"export {layout.export_dir} lacks {', '.join(missing)}")
+    return layout.export_dir
