@@ -50,9 +50,12 @@ def validate(s: RunSettings) -> list[str]:
     return [problem for check in RULES for problem in check(s)]
 
 
+REQUIRED_SETTINGS = ("project", "region", "zone", "cluster_name", "gcs_bucket", "hf_conn_id")
+
+
 @rule
 def required_names(s: RunSettings) -> Iterator[str]:
-    for name in ("project", "region", "zone", "cluster_name", "gcs_bucket", "hf_conn_id"):
+    for name in REQUIRED_SETTINGS:
         if not getattr(s, name).strip():
             yield f"{name}: required, and empty"
 

@@ -1,0 +1,24 @@
+"""The README's settings table, generated from the settings so it cannot go stale.
+
+Usage: python -m tpu_rl.settings_table
+"""
+
+from __future__ import annotations
+
+import json
+
+from tpu_rl.settings import SETTING_FIELDS, json_type
+from tpu_rl.validation import REQUIRED_SETTINGS
+
+
+def settings_table() -> str:
+    rows = ["| setting | type | default | what it is |", "|---|---|---|---|"]
+    for name, f in SETTING_FIELDS.items():
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        shown = "required" if name in REQUIRED_SETTINGS else f"`{json.dumps(default)}`"
+        rows.append(f"| `{name}` | {json_type(f)} | {shown} | {f.metadata['description']} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")

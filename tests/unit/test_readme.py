@@ -1,0 +1,18 @@
+"""The README shows the commands CI and a newcomer run, and the current settings table."""
+
+from __future__ import annotations
+
+from tests.conftest import REPO
+from tpu_rl.settings_table import settings_table
+
+
+def test_readme_settings_table_is_current():
+    text = (REPO / "README.md").read_text()
+    start, end = "<!-- settings-table:start -->\n", "<!-- settings-table:end -->"
+    assert text[text.index(start) + len(start) : text.index(end)] == settings_table()
+
+
+def test_readme_starts_with_demo_and_test_and_ci_runs_make_test():
+    text = (REPO / "README.md").read_text()
+    assert text.index("make demo") < text.index("make test") < text.index("make plan")
+    assert "make test" in (REPO / ".ci" / "run").read_text()
