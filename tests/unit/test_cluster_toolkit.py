@@ -1,0 +1,372 @@
+"""The Cluster Toolkit runtime and operators against fake gcluster/terraform and a loopback
+bundle server. Only the cloud is fake: credentials come from a real Airflow connection."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import logging
+import os
+import shutil
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+import structlog
+
+from tpu_rl import blueprint, cluster_toolkit
+from tpu_rl.cluster_toolkit import ClusterToolkitError
+from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
+from tpu_rl.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SANDBOX_BIN = ROOT / "tests" / "sandbox" / "bin"
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "cluster-toolkit"
+VERSION = "v1.103.0"
+PRIVATE_KEY = (
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+)
+KEY_ID = "f00dfacecafe0123456789"
+SETTINGS = {
+    "project": "tpu-rl-example",
+    "region": "us-east5",
+    "zone": "us-east5-b",
+    "cluster_name": "gemma4-rl",
+    "gcs_bucket": "tpu-rl-example-bucket",
+    "reservation": "v6e-32-reservation",
+    "cluster_toolkit_version": VERSION,
+}
+STATE_KEY = "tpu-rl-example-bucket/tpu-rl-airflow/clusters/gemma4-rl/terraform"
+
+
+def make_bundle(members: dict[str, tuple[bytes, int]]) -> bytes:
+    """A .tgz with {name: (content, mode)}."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, (data, mode) in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def fake_bundle() -> bytes:
+    """Like the release bundle: gcluster at the top, the tutorial's example folder."""
+    example = "examples/gke-tpu-v6e/"
+    return make_bundle(
+        {
+            "gcluster": ((SANDBOX_BIN / "gcluster").read_bytes(), 0o755),
+            example + "gke-tpu-v6e-advanced.yaml": (
+                (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_bytes(),
+                0o644,
+            ),
+            example + "kueue-configuration.yaml.tftpl": (
+                (FIXTURES / "kueue-configuration.yaml.tftpl").read_bytes(),
+                0o644,
+            ),
+        }
+    )
+
+
+class BundleServer:
+    """Serves {path: bytes} on loopback and counts the requests."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.requests.append(self.path)
+                body = server.files.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mirror"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    srv = BundleServer()
+    srv.files[f"/mirror/{VERSION}/{blueprint.bundle_name()}"] = fake_bundle()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def cloud(tmp_path, monkeypatch, server):
+    """The fake cloud, fake tools on PATH (no real terraform), a real Airflow connection."""
+    log, state = tmp_path / "calls.jsonl", tmp_path / "cloud.json"
+    python_bin = Path(sys.executable).parent  # `env python3` in the fakes: this venv's
+    monkeypatch.setenv("PATH", f"{SANDBOX_BIN}:{python_bin}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_CLOUD_LOG", str(log))
+    monkeypatch.setenv("FAKE_CLOUD_STATE", str(state))
+    monkeypatch.delenv("FAKE_GCLUSTER_FAIL", raising=False)
+    monkeypatch.setenv("AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL", server.url)
+    monkeypatch.setenv("AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR", str(tmp_path / "cache"))
+    key = {
+        "type": "service_account",
+        "project_id": "tpu-rl-example",
+        "private_key_id": KEY_ID,
+        "private_key": PRIVATE_KEY,
+        "client_email": "airflow@tpu-rl-example.iam.gserviceaccount.com",
+    }
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
+        json.dumps({"conn_type": "google_cloud_platform", "extra": {"keyfile_dict": key}}),
+    )
+
+    class Cloud:
+        def calls(self, tool: str | None = None) -> list[dict]:
+            if not log.exists():
+                return []
+            lines = [json.loads(x) for x in log.read_text().splitlines()]
+            return [c for c in lines if tool in (None, c["tool"])]
+
+        def state(self) -> dict:
+            return json.loads(state.read_text()) if state.exists() else {}
+
+        def clusters(self) -> dict:
+            return self.state().get("clusters", {})
+
+    return Cloud()
+
+
+def run(operator_cls, **kwargs) -> list[dict]:
+    """Execute an operator as a task would; returns its log events."""
+    op = operator_cls(task_id=operator_cls.__name__, settings=dict(SETTINGS), **kwargs)
+    with structlog.testing.capture_logs() as logs:
+        op.execute(context={})
+    return logs
+
+
+# ensure_bundle ---------------------------------------------------------------------------
+
+
+def test_bundle_downloaded_once_then_cached(tmp_path, server):
+    first = cluster_toolkit.ensure_bundle(VERSION, tmp_path, server.url)
+    second = cluster_toolkit.ensure_bundle(VERSION, tmp_path, server.url)
+    assert first == second == tmp_path / VERSION / blueprint.bundle_name().removesuffix(".tgz")
+    assert os.access(first / "gcluster", os.X_OK)
+    assert (first / blueprint.BUNDLE_BLUEPRINT).is_file()
+    assert server.requests == [f"/mirror/{VERSION}/{blueprint.bundle_name()}"]
+    assert not [p for p in (tmp_path / VERSION).iterdir() if p.name.startswith(".download-")]
+
+
+def test_bundle_url_base_from_airflow_config(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL", "http://mirror.internal/ct")
+    assert cluster_toolkit.release_base_url() == "http://mirror.internal/ct"
+    monkeypatch.delenv("AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL")
+    assert cluster_toolkit.release_base_url() == blueprint.RELEASE_BASE_URL
+
+
+def test_missing_bundle_names_the_url(tmp_path, server):
+    with pytest.raises(ClusterToolkitError, match=r"/mirror/v9\.9\.9/gcluster_bundle_"):
+        cluster_toolkit.ensure_bundle("v9.9.9", tmp_path, server.url)
+    assert not (tmp_path / "v9.9.9" / blueprint.bundle_name().removesuffix(".tgz")).exists()
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        {"gcluster": (b"#!/bin/sh\n", 0o755), "../escape": (b"x", 0o644)},
+        {"/abs/gcluster": (b"#!/bin/sh\n", 0o755)},
+        {"bin/gcluster": (b"#!/bin/sh\n", 0o755)},
+    ],
+)
+def test_unsafe_or_wrong_bundle_is_refused_and_not_cached(tmp_path, server, members):
+    server.files[f"/mirror/v0.0.1/{blueprint.bundle_name()}"] = make_bundle(members)
+    with pytest.raises(ClusterToolkitError, match="bundle"):
+        cluster_toolkit.ensure_bundle("v0.0.1", tmp_path / "cache", server.url)
+    assert not (tmp_path / "escape").exists()
+    assert not (tmp_path / "cache" / "v0.0.1" / "gcluster_bundle_linux_amd64").exists()
+
+
+# require_terraform and run_gcluster -----------------------------------------------------
+
+
+def test_missing_terraform_is_a_clear_error(tmp_path):
+    with pytest.raises(ClusterToolkitError, match=r"terraform is not on PATH.*Install Terraform"):
+        cluster_toolkit.require_terraform(path=str(tmp_path))
+    assert cluster_toolkit.require_terraform(path=str(SANDBOX_BIN)) == str(
+        SANDBOX_BIN / "terraform"
+    )
+
+
+def script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "tool.py"
+    path.write_text(body)
+    return [sys.executable, str(path)]
+
+
+def test_output_streamed_line_by_line_with_secrets_masked(tmp_path, caplog):
+    argv = script(
+        tmp_path,
+        "import sys\nprint('line one 100%')\nprint('key hunter22 here', file=sys.stderr)\n"
+        f"print({PRIVATE_KEY!r})\nprint('done')\n",
+    )
+    with caplog.at_level(logging.INFO, logger="t"):
+        cluster_toolkit.run_gcluster(
+            argv, tmp_path, logging.getLogger("t"), 10, secrets=["hunter22", PRIVATE_KEY]
+        )
+    lines = [r.getMessage() for r in caplog.records]
+    assert "line one 100%" in lines and "key *** here" in lines and "done" in lines
+    assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in caplog.text
+    assert "hunter22" not in caplog.text
+
+
+def test_failure_raises_with_the_last_lines(tmp_path):
+    argv = script(tmp_path, "for i in range(100): print(f'step {i}')\nraise SystemExit(3)\n")
+    with pytest.raises(ClusterToolkitError, match=r"python3? tool.py failed \(exit 3\)") as err:
+        cluster_toolkit.run_gcluster(argv, tmp_path, logging.getLogger("t"), 10)
+    assert "step 99" in str(err.value) and "step 0\n" not in str(err.value)
+
+
+def test_timeout_stops_the_process_group(tmp_path):
+    argv = script(tmp_path, "import time\nprint('waiting', flush=True)\ntime.sleep(60)\n")
+    with pytest.raises(ClusterToolkitError, match=r"(?s)tool.py timed out after 1s.*waiting"):
+        cluster_toolkit.run_gcluster(argv, tmp_path, logging.getLogger("t"), 1)
+
+
+# operators ------------------------------------------------------------------------------
+
+
+def test_deploy_then_destroy_from_another_empty_folder(cloud, server):
+    run(GclusterDeployOperator)
+    cluster = cloud.clusters()["gemma4-rl"]
+    assert cluster["status"] == "RUNNING"
+    assert cluster["labels"] == {"managed-by": "tpu-rl-airflow", "tpu-rl-cluster": "gemma4-rl"}
+    assert cluster["vars"]["system_node_pool_disk_size_gb"] == 200
+    assert cloud.state()["tfstate"] == {STATE_KEY: ["gemma4-rl"]}
+    deploy_calls = cloud.calls("gcluster")
+    assert [c["argv"][0] for c in deploy_calls] == ["deploy"]
+    deploy_dir = deploy_calls[0]["cwd"]
+    assert not Path(deploy_dir).exists()  # the worker's folder is gone, as on another worker
+
+    run(GclusterDestroyOperator)
+    assert cloud.clusters() == {}
+    assert cloud.state()["tfstate"] == {}
+    create, destroy = cloud.calls("gcluster")[1:]
+    assert create["argv"][0] == "create" and destroy["argv"] == [
+        "destroy",
+        "gemma4-rl",
+        "--auto-approve",
+    ]
+    assert create["cwd"] == destroy["cwd"] != deploy_dir
+    assert len(server.requests) == 1  # the bundle was cached for the second task
+    for call in cloud.calls():
+        assert call["credentials_readable"], call
+        assert call["env"]["TF_INPUT"] == "0"
+    assert {c["env"]["CLOUDSDK_CORE_PROJECT"] for c in cloud.calls("gcluster")} == {
+        "tpu-rl-example"
+    }
+    assert [c["argv"][1:] for c in cloud.calls("terraform")] == [
+        ["init", "-input=false"],
+        ["apply", "-auto-approve"],
+        ["init", "-input=false"],
+        ["destroy", "-auto-approve"],
+    ]
+
+
+def test_deploy_argv_is_the_planned_one(cloud):
+    run(GclusterDeployOperator)
+    expected = blueprint.deploy_argv(load_settings(SETTINGS))
+    assert cloud.calls("gcluster")[0]["argv"] == expected[1:]
+
+
+def test_deploy_twice_is_idempotent(cloud):
+    run(GclusterDeployOperator)
+    run(GclusterDeployOperator)
+    assert cloud.clusters()["gemma4-rl"]["status"] == "RUNNING"
+    assert cloud.state()["tfstate"] == {STATE_KEY: ["gemma4-rl"]}
+
+
+def test_half_way_deploy_is_destroyable(cloud, monkeypatch):
+    monkeypatch.setenv("FAKE_GCLUSTER_FAIL", "deploy-halfway")
+    with pytest.raises(
+        ClusterToolkitError, match=r"(?s)gcluster deploy failed \(exit 1\).*stockout"
+    ):
+        run(GclusterDeployOperator)
+    assert cloud.clusters()["gemma4-rl"]["status"] == "PARTIAL"
+    monkeypatch.delenv("FAKE_GCLUSTER_FAIL")
+    run(GclusterDestroyOperator)
+    assert cloud.clusters() == {}
+
+
+def test_destroy_fails_once_then_retry_succeeds(cloud, monkeypatch):
+    run(GclusterDeployOperator)
+    monkeypatch.setenv("FAKE_GCLUSTER_FAIL", "destroy-once")
+    with pytest.raises(ClusterToolkitError, match=r"(?s)destroy failed.*timed out"):
+        run(GclusterDestroyOperator)
+    assert "gemma4-rl" in cloud.clusters()
+    run(GclusterDestroyOperator)  # the task's retry
+    assert cloud.clusters() == {}
+
+
+def test_destroy_when_already_gone_succeeds_every_time(cloud):
+    run(GclusterDestroyOperator)
+    run(GclusterDestroyOperator)
+    assert cloud.clusters() == {}
+    assert [c["argv"][0] for c in cloud.calls("gcluster")] == [
+        "create",
+        "destroy",
+        "create",
+        "destroy",
+    ]
+
+
+def test_missing_terraform_fails_before_any_gcluster_call(cloud, monkeypatch, tmp_path):
+    bin_without_terraform = tmp_path / "bin"
+    bin_without_terraform.mkdir()
+    shutil.copy(SANDBOX_BIN / "gcluster", bin_without_terraform / "gcluster")
+    monkeypatch.setenv("PATH", f"{bin_without_terraform}:{Path(sys.executable).parent}:/bin")
+    with pytest.raises(ClusterToolkitError, match="terraform is not on PATH"):
+        run(GclusterDeployOperator)
+    assert cloud.calls() == []
+
+
+def test_secrets_masked_in_the_streamed_task_log(cloud, monkeypatch):
+    monkeypatch.setenv("FAKE_GCLUSTER_LEAK", "1")  # the fake prints the whole key file
+    logs = run(GclusterDeployOperator)
+    text = "\n".join(str(e["event"]) for e in logs)
+    assert "Apply complete! cluster gemma4-rl is RUNNING" in text
+    assert '"client_email": "airflow@tpu-rl-example.iam.gserviceaccount.com"' in text
+    assert KEY_ID not in text
+    assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in text
+    assert "***" in text
+
+
+def test_existing_cluster_or_keep_cluster_is_never_touched(cloud, server):
+    for extra in ({"cluster_mode": "existing"}, {"keep_cluster": True}):
+        op = GclusterDestroyOperator(task_id="d", settings={**SETTINGS, **extra})
+        op.execute(context={})
+    op = GclusterDeployOperator(task_id="c", settings={**SETTINGS, "cluster_mode": "existing"})
+    op.execute(context={})
+    assert cloud.calls() == [] and server.requests == []
+
+
+def test_operators_template_the_settings():
+    assert set(GclusterDeployOperator.template_fields) == {
+        "settings",
+        "gcp_conn_id",
+        "state_prefix",
+    }
+    assert GclusterDestroyOperator.template_fields == GclusterDeployOperator.template_fields
