@@ -62,7 +62,7 @@ def cluster_labels(settings: RunSettings) -> dict[str, str]:
 
 def default_state_prefix(settings: RunSettings) -> str:
     """Terraform state prefix in the run's bucket: one per cluster, stable across runs."""
-    return f"{MANAGED_BY}/clusters/{settings.cluster_name}/terraform"
+    return f"tpu-rl/terraform/{settings.cluster_name}"
 
 
 def _module(groups: list[dict], where: str, match: Any) -> dict:

@@ -229,9 +229,7 @@ def test_deployment_file_keeps_state_in_the_bucket(settings):
 
 
 def test_default_state_prefix_is_per_cluster(settings):
-    assert blueprint.default_state_prefix(settings) == (
-        "tpu-rl-airflow/clusters/gemma4-rl/terraform"
-    )
+    assert blueprint.default_state_prefix(settings) == ("tpu-rl/terraform/gemma4-rl")
 
 
 def flags(argv: list[str], valued: set[str]) -> tuple[list[str], dict[str, str | None]]:

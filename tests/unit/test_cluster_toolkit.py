@@ -39,7 +39,7 @@ SETTINGS = {
     "reservation": "v6e-32-reservation",
     "cluster_toolkit_version": VERSION,
 }
-STATE_KEY = "tpu-rl-example-bucket/tpu-rl-airflow/clusters/gemma4-rl/terraform"
+STATE_KEY = "tpu-rl-example-bucket/tpu-rl/terraform/gemma4-rl"
 
 
 def make_bundle(members: dict[str, tuple[bytes, int]]) -> bytes:
