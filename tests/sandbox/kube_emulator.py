@@ -322,9 +322,10 @@ class KubeEmulator(ClusterState):
             patched = merge_patch(current, body)
         else:
             raise ApiError(
-                415, "the body of the request was in an unknown format - accepted media types "
+                415,
+                "the body of the request was in an unknown format - accepted media types "
                 "include: application/json-patch+json, application/merge-patch+json",
-            )  # fmt: skip
+            )
         patched["metadata"].pop("resourceVersion", None)
         if (body if isinstance(body, dict) else {}).get("metadata", {}).get("resourceVersion"):
             patched["metadata"]["resourceVersion"] = body["metadata"]["resourceVersion"]
@@ -340,11 +341,18 @@ class KubeEmulator(ClusterState):
             return _json(obj)
         return _json(
             {
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": resource.group, "kind": resource.plural,
-                            "uid": obj["metadata"]["uid"]},
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {
+                    "name": name,
+                    "group": resource.group,
+                    "kind": resource.plural,
+                    "uid": obj["metadata"]["uid"],
+                },
             }
-        )  # fmt: skip
+        )
 
     async def _delete_collection(
         self, request: web.Request, resource: Resource, namespace: str | None
@@ -437,26 +445,29 @@ class KubeEmulator(ClusterState):
         groups = sorted({(r.group, r.version) for r in RESOURCES.values() if r.group})
         if path == "/api":
             return {
-                "kind": "APIVersions", "versions": ["v1"],
+                "kind": "APIVersions",
+                "versions": ["v1"],
                 "serverAddressByClientCIDRs": [
                     {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.port}"}
                 ],
-            }  # fmt: skip
+            }
         if path == "/apis":
             return {
-                "kind": "APIGroupList", "apiVersion": "v1",
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
                 "groups": [_group_body(g, v) for g, v in groups],
-            }  # fmt: skip
+            }
         for group, version in [("", "v1"), *groups]:
             prefix = f"/apis/{group}" if group else "/api"
             if group and path == prefix:
                 return {"kind": "APIGroup", "apiVersion": "v1", **_group_body(group, version)}
             if path == f"{prefix}/{version}":
                 return {
-                    "kind": "APIResourceList", "apiVersion": "v1",
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
                     "groupVersion": f"{group}/{version}" if group else version,
                     "resources": _resource_list(group, version),
-                }  # fmt: skip
+                }
         return None
 
 
@@ -472,19 +483,34 @@ def _resource_list(group: str, version: str) -> list[dict[str, Any]]:
             continue
         verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         out.append(
-            {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
-             "kind": r.kind, "verbs": verbs}
-        )  # fmt: skip
+            {
+                "name": r.plural,
+                "singularName": r.kind.lower(),
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": verbs,
+            }
+        )
         if r.has_status:
             out.append(
-                {"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced,
-                 "kind": r.kind, "verbs": ["get", "patch", "update"]}
-            )  # fmt: skip
+                {
+                    "name": f"{r.plural}/status",
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
     if (group, version) == ("", "v1"):
         out.append(
-            {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
-             "verbs": ["get"]}
-        )  # fmt: skip
+            {
+                "name": "pods/log",
+                "singularName": "",
+                "namespaced": True,
+                "kind": "Pod",
+                "verbs": ["get"],
+            }
+        )
     return out
 
 

@@ -1,7 +1,10 @@
 """Container logs as the kubelet keeps and slices them (CRI records, RFC3339Nano timestamps)."""
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+_PIECES = re.compile(r"[^\n]*\n|[^\n]+")
 
 
 def rfc3339nano(at: datetime) -> str:
@@ -38,7 +41,7 @@ class ContainerLog:
     records: list[LogRecord] = field(default_factory=list)
 
     def append(self, text: str, at: datetime) -> None:
-        for piece in text.splitlines(keepends=True):
+        for piece in _PIECES.findall(text):  # only "\n" ends a record; "\r" is content
             self.records.append(LogRecord(at, piece))
 
     def _starts_line(self, index: int) -> bool:

@@ -92,9 +92,12 @@ class ApiError(Exception):
 
 def not_found(resource: Resource, name: str) -> ApiError:
     return ApiError(
-        404, f'{resource.qualified} "{name}" not found', name=name, group=resource.group,
+        404,
+        f'{resource.qualified} "{name}" not found',
+        name=name,
+        group=resource.group,
         kind=resource.plural,
-    )  # fmt: skip
+    )
 
 
 def now() -> dt.datetime:
@@ -185,9 +188,12 @@ class ClusterState:
             key = (resource.plural, namespace, meta["name"])
             if key in self._objects:
                 raise ApiError(
-                    409, f'{resource.qualified} "{meta["name"]}" already exists',
-                    name=meta["name"], group=resource.group, kind=resource.plural,
-                )  # fmt: skip
+                    409,
+                    f'{resource.qualified} "{meta["name"]}" already exists',
+                    name=meta["name"],
+                    group=resource.group,
+                    kind=resource.plural,
+                )
             obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=timestamp(), generation=1)
             if resource.namespaced:
@@ -309,8 +315,10 @@ class ClusterState:
                 status = _container_status(container, "Running", None, None)
                 statuses.append(status)
             last = status.get("state", {}).get("terminated") or {
-                "exitCode": 1, "reason": "Error", "finishedAt": timestamp(),
-            }  # fmt: skip
+                "exitCode": 1,
+                "reason": "Error",
+                "finishedAt": timestamp(),
+            }
             status.update(
                 lastState={"terminated": last},
                 state={"running": {"startedAt": timestamp()}},
@@ -384,9 +392,9 @@ class ClusterState:
             if previous:
                 if len(instances) < 2:
                     raise ApiError(
-                        400, f'previous terminated container "{container}" in pod "{pod}" not '
-                        "found",
-                    )  # fmt: skip
+                        400,
+                        f'previous terminated container "{container}" in pod "{pod}" not found',
+                    )
                 return container, instances[-2]
             if not instances:
                 raise ApiError(
@@ -482,9 +490,13 @@ class ClusterState:
             conditions = obj.setdefault("status", {}).setdefault("conditions", [])
             now = timestamp()
             condition = {
-                "type": type_, "status": status, "reason": reason, "message": message,
-                "lastProbeTime": now, "lastTransitionTime": now,
-            }  # fmt: skip
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            }
             for i, existing in enumerate(conditions):
                 if existing["type"] == type_:
                     if existing["status"] == status:
@@ -517,36 +529,46 @@ def _validate(resource: Resource, obj: dict[str, Any]) -> None:
         )
     if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
         raise _invalid(
-            resource, name, "metadata.name",
+            resource,
+            name,
+            "metadata.name",
             f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
             "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
             "character",
-        )  # fmt: skip
+        )
     for key, value in (meta.get("labels") or {}).items():
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
             raise _invalid(
-                resource, name, "metadata.labels",
+                resource,
+                name,
+                "metadata.labels",
                 f'Invalid value: "{value}": must be no more than 63 characters and consist of '
                 f"alphanumerics, '-', '_' or '.' (label {key})",
-            )  # fmt: skip
+            )
     spec = obj.get("spec") or {}
     if resource.kind == "Job":
         if len(name) > 63:
             raise _invalid(
-                resource, name, "spec.template.labels",
+                resource,
+                name,
+                "spec.template.labels",
                 f'Invalid value: "{name}": must be no more than 63 characters',
-            )  # fmt: skip
+            )
         pod_spec = spec.get("template", {}).get("spec", {})
         if pod_spec.get("restartPolicy") not in ("Never", "OnFailure"):
             raise _invalid(
-                resource, name, "spec.template.spec.restartPolicy",
+                resource,
+                name,
+                "spec.template.spec.restartPolicy",
                 'Required value: valid values: "OnFailure", "Never"',
-            )  # fmt: skip
+            )
         if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
             raise _invalid(
-                resource, name, "spec.completions",
-                'Required value: when completion mode is Indexed',
-            )  # fmt: skip
+                resource,
+                name,
+                "spec.completions",
+                "Required value: when completion mode is Indexed",
+            )
     if resource.kind == "Pod" and not spec.get("containers"):
         raise _invalid(resource, name, "spec.containers", "Required value")
     if resource.kind == "JobSet":
@@ -554,10 +576,12 @@ def _validate(resource: Resource, obj: dict[str, Any]) -> None:
             job_name = f"{name}-{rjob.get('name', '')}-{max(rjob.get('replicas', 1) - 1, 0)}"
             if len(job_name) > 63 or not _DNS_LABEL_1035.match(job_name):
                 raise _invalid(
-                    resource, name, "spec.replicatedJobs",
+                    resource,
+                    name,
+                    "spec.replicatedJobs",
                     f'Invalid value: "{job_name}": generated Job names must be valid DNS-1035 '
                     "labels of at most 63 characters",
-                )  # fmt: skip
+                )
 
 
 def _apply_defaults(resource: Resource, obj: dict[str, Any]) -> None:
@@ -612,10 +636,12 @@ def _container_status(
         code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
         state = {
             "terminated": {
-                "exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
-                "startedAt": started, "finishedAt": timestamp(),
+                "exitCode": code,
+                "reason": reason or ("Completed" if code == 0 else "Error"),
+                "startedAt": started,
+                "finishedAt": timestamp(),
             }
-        }  # fmt: skip
+        }
     return {
         "name": name,
         "state": state,

@@ -64,9 +64,14 @@ def job(name: str) -> dict:
 def owned(obj: dict, owner: dict) -> dict:
     meta = owner["metadata"]
     obj["metadata"]["ownerReferences"] = [
-        {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
-         "uid": meta["uid"], "controller": True}
-    ]  # fmt: skip
+        {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+        }
+    ]
     return obj
 
 
@@ -136,9 +141,13 @@ def test_secrets_and_events(emu: KubeEmulator) -> None:
     assert emu.get("secrets", NS, "hf-token") is None
     for name, target in (("e1", "pod-a"), ("e2", "pod-b"), ("e3", "pod-a")):
         emu.create(
-            {"kind": "Event", "metadata": {"name": name, "namespace": NS}, "reason": "Started",
-             "involvedObject": {"kind": "Pod", "name": target, "namespace": NS}}
-        )  # fmt: skip
+            {
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": NS},
+                "reason": "Started",
+                "involvedObject": {"kind": "Pod", "name": target, "namespace": NS},
+            }
+        )
     events = core.list_namespaced_event(NS, field_selector="involvedObject.name=pod-a").items
     assert [e.metadata.name for e in events] == ["e1", "e3"]
 
@@ -241,9 +250,13 @@ def test_injected_faults(emu: KubeEmulator) -> None:
 
 def test_cascading_deletes(emu: KubeEmulator) -> None:
     jobset = emu.create(
-        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "pw"},
-         "spec": {"replicatedJobs": [{"name": "worker", "replicas": 1}]}}
-    )  # fmt: skip
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "pw"},
+            "spec": {"replicatedJobs": [{"name": "worker", "replicas": 1}]},
+        }
+    )
     child = emu.create(owned(job("pw-worker-0"), jobset))
     emu.create(owned(pod("pw-worker-0-0-abcde", {"job-name": "pw-worker-0"}), child))
     lone = emu.create(job("lone"))
@@ -284,8 +297,12 @@ def test_asyncio_client(emu: KubeEmulator) -> None:
             assert status.metadata.name == "train"
             custom = kubernetes_asyncio.client.CustomObjectsApi(api)
             group = ("jobset.x-k8s.io", "v1alpha2", NS, "jobsets")
-            body = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                    "metadata": {"name": "pw"}, "spec": {"replicatedJobs": []}}  # fmt: skip
+            body = {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {"name": "pw"},
+                "spec": {"replicatedJobs": []},
+            }
             await custom.create_namespaced_custom_object(*group, body)
             listed = await custom.list_namespaced_custom_object(*group)
             assert [i["metadata"]["name"] for i in listed["items"]] == ["pw"]
@@ -296,9 +313,11 @@ def test_asyncio_client(emu: KubeEmulator) -> None:
                 await custom.patch_namespaced_custom_object(*group, "pw", {"spec": {}})
             assert unsupported.value.status == 400  # a dict sent as JSON patch, as the real API
             await custom.patch_namespaced_custom_object(
-                *group, "pw", {"metadata": {"labels": {"a": "b"}}},
+                *group,
+                "pw",
+                {"metadata": {"labels": {"a": "b"}}},
                 _content_type="application/merge-patch+json",
-            )  # fmt: skip
+            )
             await custom.delete_namespaced_custom_object(*group, "pw")
             emu.set_token("t-2")
             with pytest.raises(kubernetes_asyncio.client.ApiException) as denied:

@@ -1,0 +1,238 @@
+"""Ready pod scripts for the product's workloads: the MaxText GRPO client, the two checkpoint
+conversions and the Pathways servers, printing MaxText's real line formats (maxtext-v0.2.4).
+
+Objects the jobs "write" go through an ObjectWriter(uri, data) that the end-to-end tests wire
+to the GCS emulator.
+"""
+
+import datetime as dt
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tests.sandbox.controller import PodInfo, PodScript, Step, call, exit, log, run_forever, sleep
+
+ObjectWriter = Callable[[str, bytes], None]
+
+
+def absl(level: str, message: str, source: str = "train_rl.py:824") -> Callable[[], str]:
+    """An absl log line, stamped when printed: `W1129 10:00:00.123456 140213 train_rl.py:824] m`."""
+
+    def render() -> str:
+        now = dt.datetime.now(dt.UTC)
+        thread = threading.get_ident() % 1_000_000 + 140_000_000_000_000
+        return f"{level}{now:%m%d %H:%M:%S.%f} {thread} {source}] {message}\n"
+
+    return render
+
+
+def _percent(value: float) -> str:
+    return "0%" if value == 0 else f"{float(value)}%"
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The fields of MaxText's Pre/Intermediate/Post RL evaluation lines."""
+
+    corr: int
+    total: int = 64
+    partial_accuracy: float = 20.3125
+    format_accuracy: float = 85.9375
+    mean_reward: float = 0.1234
+
+    def fields(self) -> str:
+        return (
+            f"corr={self.corr}, total={self.total}, "
+            f"accuracy={_percent(self.corr / self.total * 100)}, "
+            f"partial_accuracy={_percent(self.partial_accuracy)}, "
+            f"format_accuracy={_percent(self.format_accuracy)}, "
+            f"mean_reward={self.mean_reward:.4f}"
+        )
+
+
+DEFAULT_PRE = EvalResult(
+    corr=8, partial_accuracy=14.0625, format_accuracy=79.6875, mean_reward=0.0821
+)
+DEFAULT_POST = EvalResult(corr=12)
+
+STDERR_NOISE = (
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+    "I0000 00:00:1764410400.123456      42 pjrt_api.cc:112] GetPjrtApi was found for proxy\n"
+    "/usr/local/lib/python3.12/site-packages/jax/_src/cloud_tpu_init.py:86: UserWarning: "
+    "Transparent hugepages are not enabled.\n"
+    "  warnings.warn(\n"
+)
+
+
+def _join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def _writes(write: ObjectWriter | None, uris: list[str]) -> list[Step]:
+    if write is None:
+        return []
+
+    def write_all(_info: PodInfo) -> None:
+        for uri in uris:
+            write(uri, b"{}" if uri.endswith(".json") else b"\0")
+
+    return [call(write_all)]
+
+
+def checkpoint_uris(base_output_directory: str, run_name: str, step: int) -> list[str]:
+    """The objects of one actor checkpoint (`.../checkpoints/actor/<step>/model_params/...`)."""
+    step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(step))
+    return [
+        _join(step_dir, "_CHECKPOINT_METADATA"),
+        *(_join(step_dir, "model_params", f) for f in ("_METADATA", "_sharding", "manifest.ocdbt")),
+    ]
+
+
+HF_EXPORT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model-00001-of-00002.safetensors",
+    "model-00002-of-00002.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+def grpo_client_script(
+    *,
+    base_output_directory: str = "gs://bucket/gemma4-26b/trained/",
+    run_name: str = "rl",
+    num_batches: int = 50,
+    eval_every: int = 10,
+    checkpoint_every: int = 25,
+    step_seconds: float = 60.0,
+    pre: EvalResult | None = DEFAULT_PRE,
+    post: EvalResult | None = DEFAULT_POST,
+    fail_at_step: int | None = None,
+    exit_code: int = 0,
+    write_object: ObjectWriter | None = None,
+    container: str | None = None,
+) -> PodScript:
+    """`train_rl` in headless Pathways mode, over simulated time (steps of `step_seconds`).
+
+    `pre=None, post=None` is a run with num_test_batches=0 (neither line); `post=None` alone
+    completes without a Post line; `fail_at_step` dies with a gRPC error (a backend worker
+    crashed); `exit_code` is how the process ends after the last line.
+    """
+    steps: list[Step] = [
+        log(STDERR_NOISE),
+        log(absl("I", f"Config param run_name: {run_name}", "pyconfig.py:1068")),
+        log(absl("I", "Loading checkpoint from load_parameters_path", "checkpointing.py:611")),
+        log("Loading checkpoint shards:  50%|#####     | 1/2 [00:41<00:41, 41.0s/it]"),
+        sleep(45),
+        log("\rLoading checkpoint shards: 100%|##########| 2/2 [01:20<00:00, 40.1s/it]\n"),
+        sleep(30),
+    ]
+    if pre:
+        steps.append(log(absl("W", f"Pre RL Training: {pre.fields()}")))
+    for step in range(1, num_batches + 1):
+        steps += [
+            sleep(step_seconds),
+            log(absl("I", f"Train step {step}/{num_batches} done", "rl_cluster.py:573")),
+        ]
+        if step == fail_at_step:
+            steps += [
+                log("Traceback (most recent call last):\n"),
+                log('  File "/deps/src/maxtext/trainers/post_train/rl/train_rl.py", line 790\n'),
+                log(
+                    "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: Pathways worker "
+                    "disconnected (slice 0, host 3): Socket closed\n"
+                ),
+                exit(1),
+            ]
+            return PodScript(steps, container)
+        if step % eval_every == 0 and step < num_batches and (mid := post or pre):
+            steps.append(
+                log(
+                    absl("W", f"Intermediate Eval (step={step}): {mid.fields()}", "train_rl.py:702")
+                )
+            )
+        if step % checkpoint_every == 0 or step == num_batches:
+            steps += _writes(write_object, checkpoint_uris(base_output_directory, run_name, step))
+            steps.append(
+                log(absl("I", f"Saved checkpoint at step {step}", "checkpoint_manager.py:1516"))
+            )
+    steps += [sleep(5), log(absl("W", "RL Training Completed Successfully!", "train_rl.py:815"))]
+    if post:
+        steps += [sleep(30), log(absl("W", f"Post RL Training: {post.fields()}"))]
+    steps += [log(absl("I", "Shutting down Pathways client", "pathways.py:201")), exit(exit_code)]
+    return PodScript(steps, container)
+
+
+def to_maxtext_script(
+    base_output_directory: str = "gs://bucket/gemma4-26b/max-text-format/",
+    write_object: ObjectWriter | None = None,
+    exit_code: int = 0,
+) -> PodScript:
+    """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`)."""
+    items = _join(base_output_directory, "0", "items")
+    uris = [
+        _join(base_output_directory, "0", "_CHECKPOINT_METADATA"),
+        *(_join(items, f) for f in ("_METADATA", "_sharding")),
+        _join(items, "params.params.decoder.layers_0.mlp.wi_0.kernel", ".zarray"),
+    ]
+    return PodScript(
+        [
+            log(absl("I", "Loading HF model google/gemma-4-26b-a4b-it", "to_maxtext.py:402")),
+            sleep(60),
+            *_writes(write_object, uris),
+            log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655")),
+            exit(exit_code),
+        ]
+    )
+
+
+def to_huggingface_script(
+    base_output_directory: str = "gs://bucket/gemma4-26b/hf-trained/",
+    write_object: ObjectWriter | None = None,
+    exit_code: int = 0,
+) -> PodScript:
+    """`to_huggingface`: config, safetensors and tokenizer files straight into the base dir."""
+    uris = [_join(base_output_directory, f) for f in HF_EXPORT_FILES]
+    return PodScript(
+        [
+            log(absl("I", "Loading MaxText checkpoint", "to_huggingface.py:311")),
+            sleep(60),
+            *([] if exit_code else _writes(write_object, uris)),
+            log(absl("I", f"Saved HF model to {base_output_directory}", "to_huggingface.py:480")),
+            exit(exit_code),
+        ]
+    )
+
+
+def pathways_server_script(
+    role: str = "resource_manager", container: str | None = None
+) -> PodScript:
+    """A Pathways proxy, resource manager or worker: starts, listens, runs until deleted."""
+    return PodScript(
+        [log(absl("I", f"Pathways {role} server listening", "server_main.cc:87")), run_forever()],
+        container,
+    )
+
+
+def crashing_worker_script(
+    after_s: float = 300.0, container: str | None = None
+) -> Callable[[PodInfo], PodScript]:
+    """A worker that dies once (exit 1 after `after_s`) and then runs normally when restarted."""
+
+    def script(info: PodInfo) -> PodScript:
+        if info.attempt > 0:
+            return pathways_server_script("worker", container)
+        return PodScript(
+            [
+                log(absl("I", "Pathways worker server listening", "server_main.cc:87")),
+                sleep(after_s),
+                log(absl("F", "Check failed: tpu_driver ok: TPU chip halted", "tpu_worker.cc:412")),
+                exit(1),
+            ],
+            container,
+        )
+
+    return script
