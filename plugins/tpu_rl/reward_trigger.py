@@ -1,0 +1,689 @@
+"""Follow the training Job's pod log for MaxText's reward lines: the poll logic and its trigger.
+
+`LogFollower.poll()` is one poll (the trigger loops it; the reschedule-mode sensor runs it once
+per poke). All progress lives in `FollowState`, a JSON-safe dict, so a rebuilt trigger or the
+next poke continues from the last line read without missing or repeating one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+from kubernetes_asyncio.client import ApiClient
+
+from tpu_rl.rewards import LineAssembler, parse_line, redact, split_timestamp
+
+JOBSET_API = "/apis/jobset.x-k8s.io/v1alpha2"
+TAIL_LINES = 20
+REQUEST_TIMEOUT_S = 60
+BACKOFF_CAP_S = 60.0
+_FINISHED = ("Succeeded", "Failed")
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+class KubeApiError(Exception):
+    """A Kubernetes API answer other than 2xx (status 0: the request did not get an answer)."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying after a back-off: throttling, server errors, no answer."""
+        return self.status in (0, 429) or self.status >= 500
+
+
+@dataclass
+class FollowState:
+    """Where the follower is: the pod and container instance, and the last line consumed."""
+
+    pod_uid: str | None = None
+    pod_name: str | None = None
+    restart_count: int | None = None
+    container_id: str | None = None
+    last_time: str | None = None  # RFC3339Nano of the last consumed line
+    seen_at_last_time: list[str] = field(default_factory=list)  # hashes of lines at last_time
+    pre: dict[str, Any] | None = None
+    pending_since: float | None = None  # epoch seconds something has been waiting to run
+    backend_pods_seen: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
+        return cls(**(data or {}))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def start_container(self, restart_count: int | None, container_id: str | None) -> None:
+        """Read a new container instance's log from its beginning."""
+        self.restart_count, self.container_id = restart_count, container_id
+        self.last_time, self.seen_at_last_time = None, []
+
+
+def _time_key(stamp: str) -> tuple[int, int]:
+    """Sortable (epoch second, nanosecond) of an RFC3339(Nano) timestamp."""
+    match = _STAMP.match(stamp)
+    if match is None:
+        raise ValueError(f"not an RFC3339 timestamp: {stamp!r}")
+    whole, fraction, zone = match.groups()
+    seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    return int(seconds.timestamp()), int((fraction or "0")[:9].ljust(9, "0"))
+
+
+def _since_time(stamp: str) -> str:
+    """The whole second a timestamp falls in, as `sinceTime` (servers truncate to seconds)."""
+    second = _time_key(stamp)[0]
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _line_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _true_conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {c.get("type", ""): c for c in conditions if c.get("status") == "True"}
+
+
+def _condition_text(condition: dict[str, Any]) -> str:
+    parts = [condition.get("reason") or "", condition.get("message") or ""]
+    return ": ".join(p for p in parts if p) or condition.get("type", "")
+
+
+def _recency(pod: dict[str, Any]) -> tuple[bool, str, str]:
+    """Sort key for the newest pod: active before finished, then creation time, then name."""
+    meta = pod.get("metadata") or {}
+    return _phase(pod) not in _FINISHED, meta.get("creationTimestamp") or "", meta.get("name") or ""
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    return (pod.get("status") or {}).get("phase") or "Pending"
+
+
+def _pod_waiting_reason(pod: dict[str, Any]) -> str:
+    """Why a pod is not running: PodScheduled=False, a waiting container, or its phase."""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return _condition_text(condition)
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            return _condition_text({"type": "Waiting", **waiting})
+    return f"phase {_phase(pod)}"
+
+
+class _Kube:
+    """Raw JSON and log access through a kubernetes_asyncio ApiClient (auth, TLS, host)."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self._client = client
+        self.bytes_read = 0
+
+    async def _get(self, path: str, query: list[tuple[str, str]]) -> bytes:
+        try:
+            response = await self._client.call_api(
+                path,
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json, */*"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT_S,
+            )
+            async with response:
+                body = await response.read()
+                status, headers = response.status, response.headers
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            raise KubeApiError(0, f"GET {path}: {type(error).__name__}: {error}") from error
+        self.bytes_read += len(body)
+        if 200 <= status < 300:
+            return body
+        raise _api_error(path, status, headers.get("Retry-After"), body)
+
+    async def get_json(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
+        return json.loads(await self._get(path, query or []))
+
+    async def get_optional(self, path: str) -> dict[str, Any] | None:
+        """GET an object; None if it does not exist."""
+        try:
+            return await self.get_json(path)
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def get_text(self, path: str, query: list[tuple[str, str]]) -> str:
+        return (await self._get(path, query)).decode("utf-8", errors="replace")
+
+
+def _api_error(path: str, status: int, retry_header: str | None, body: bytes) -> KubeApiError:
+    message = body.decode("utf-8", errors="replace")[:500]
+    retry_after: float | None = None
+    try:
+        status_obj = json.loads(body)
+        message = status_obj.get("message") or message
+        retry_after = (status_obj.get("details") or {}).get("retryAfterSeconds")
+    except (ValueError, AttributeError):
+        pass
+    if retry_header and retry_header.strip().isdigit():
+        retry_after = float(retry_header)
+    return KubeApiError(status, f"GET {path}: {message}", retry_after)
+
+
+class LogFollower:
+    """One poll at a time: read new log lines of the Job's pod, and judge the Job and backend."""
+
+    def __init__(
+        self,
+        *,
+        cluster_url: str,
+        ssl_ca_cert: str,
+        namespace: str,
+        job_name: str,
+        deadline: float,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_dns_endpoint: bool = False,
+        container_name: str | None = None,
+        backend_jobset_name: str | None = None,
+        pending_timeout: float = 1800.0,
+        state: FollowState | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.cluster_url = cluster_url
+        self.ssl_ca_cert = ssl_ca_cert
+        self.namespace = namespace
+        self.job_name = job_name
+        self.deadline = deadline
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.use_dns_endpoint = use_dns_endpoint
+        self.container_name = container_name
+        self.backend_jobset_name = backend_jobset_name
+        self.pending_timeout = pending_timeout
+        self.state = state or FollowState()
+        self.log = log or logging.getLogger(__name__)
+        self.bytes_read = 0
+
+    @cached_property
+    def hook(self) -> GKEKubernetesAsyncHook:
+        return GKEKubernetesAsyncHook(
+            cluster_url=self.cluster_url,
+            ssl_ca_cert=self.ssl_ca_cert,
+            gcp_conn_id=self.gcp_conn_id,
+            impersonation_chain=self.impersonation_chain,
+            use_dns_endpoint=self.use_dns_endpoint,
+        )
+
+    @property
+    def _ns_path(self) -> str:
+        return f"/api/v1/namespaces/{quote(self.namespace, safe='')}"
+
+    def _log_path(self, pod_name: str) -> str:
+        return f"{self._ns_path}/pods/{quote(pod_name, safe='')}/log"
+
+    async def poll(self) -> dict[str, Any] | None:
+        """One poll: an event payload when done (success or error), else None.
+
+        Raises KubeApiError only for transient API errors (429, 5xx, no answer); other API
+        errors become an `api_error` event. A 401 reconnects once with a fresh Google token.
+        """
+        try:
+            return await self._connected_poll()
+        except KubeApiError as error:
+            if error.status != 401:
+                return _api_failure(error)
+        self.log.info("Kubernetes API answered 401; reconnecting with a fresh token")
+        try:
+            return await self._connected_poll()
+        except KubeApiError as error:
+            return _api_failure(error)
+
+    async def _connected_poll(self) -> dict[str, Any] | None:
+        """Poll over a new connection: get_conn fetches a fresh Google token each time."""
+        async with self.hook.get_conn() as client:
+            kube = _Kube(client)
+            try:
+                return await self._poll(kube)
+            finally:
+                self.bytes_read += kube.bytes_read
+
+    async def _poll(self, kube: _Kube) -> dict[str, Any] | None:
+        if time.time() >= self.deadline:
+            return await self._fail(kube, "timeout", "no Post RL Training line before the timeout")
+        job = await kube.get_optional(
+            f"/apis/batch/v1/namespaces/{quote(self.namespace, safe='')}/jobs/"
+            f"{quote(self.job_name, safe='')}"
+        )
+        if job is None:
+            return _error("job_failed", f"Job {self.namespace}/{self.job_name} not found")
+        pods = await self._list_pods(kube, f"job-name={self.job_name}")
+        pod = self._current_pod(pods)
+        if pod is not None:
+            if (result := await self._follow(kube, pod, pods)) is not None:
+                return result
+            pod = self._current_pod(pods)
+        failure = self._job_failure(job, pods, pod)
+        waiting = self._job_waiting(job, pod)
+        if failure is None and self.backend_jobset_name:
+            failure, backend_waiting = await self._backend(kube)
+            waiting = waiting or backend_waiting
+        if failure is not None:
+            return await self._fail(kube, *failure, pod=pod)
+        return await self._check_pending(kube, waiting, pod)
+
+    async def _list_pods(self, kube: _Kube, selector: str) -> list[dict[str, Any]]:
+        body = await kube.get_json(f"{self._ns_path}/pods", [("labelSelector", selector)])
+        return body.get("items") or []
+
+    # -- the log --------------------------------------------------------------------------
+
+    def _current_pod(self, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The pod being followed, or the newest one when it is gone."""
+        for pod in pods:
+            if pod["metadata"].get("uid") == self.state.pod_uid:
+                return pod
+        return max(pods, key=_recency) if pods else None
+
+    async def _follow(
+        self, kube: _Kube, pod: dict[str, Any], pods: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """Read the followed pod's new lines; move on to a newer pod once it has finished."""
+        result = await self._read_pod(kube, pod)
+        newest = max(pods, key=_recency)
+        if result is None and _phase(pod) in _FINISHED and newest is not pod:
+            result = await self._read_pod(kube, newest)
+        return result
+
+    async def _read_pod(self, kube: _Kube, pod: dict[str, Any]) -> dict[str, Any] | None:
+        meta = pod["metadata"]
+        if meta.get("uid") != self.state.pod_uid:
+            if self.state.pod_uid is not None:
+                self.log.info(
+                    "Pod %s was replaced by %s; reading its log from the start",
+                    self.state.pod_name,
+                    meta.get("name"),
+                )
+            self.state.pod_uid, self.state.pod_name = meta.get("uid"), meta.get("name")
+            self.state.start_container(None, None)
+        container = self._container(pod)
+        status = next(
+            (
+                s
+                for s in (pod.get("status") or {}).get("containerStatuses") or []
+                if s.get("name") == container
+            ),
+            {},
+        )
+        restarts, container_id = status.get("restartCount"), status.get("containerID")
+        if self._restarted(restarts, container_id):
+            self.log.info(
+                "Container %s of pod %s restarted (restartCount %s); reading its new log",
+                container,
+                meta.get("name"),
+                restarts,
+            )
+            if restarts == (self.state.restart_count or 0) + 1 and self.state.last_time:
+                result = await self._read_log(kube, pod, container, previous=True, final=True)
+                if result is not None:
+                    return result
+            self.state.start_container(restarts, container_id)
+        elif restarts is not None:
+            self.state.restart_count, self.state.container_id = restarts, container_id
+        state = status.get("state") or {}
+        if "waiting" in state or (not state and _phase(pod) == "Pending"):
+            return None
+        return await self._read_log(kube, pod, container, final="terminated" in state)
+
+    def _restarted(self, restarts: int | None, container_id: str | None) -> bool:
+        known = self.state.restart_count
+        if known is None or restarts is None:
+            return False
+        return restarts != known or bool(
+            container_id and self.state.container_id and container_id != self.state.container_id
+        )
+
+    def _container(self, pod: dict[str, Any]) -> str:
+        if self.container_name:
+            return self.container_name
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        if len(names) != 1:
+            raise KubeApiError(
+                400, f"pod {pod['metadata'].get('name')} has containers {names}: set container_name"
+            )
+        return names[0]
+
+    async def _read_log(
+        self,
+        kube: _Kube,
+        pod: dict[str, Any],
+        container: str,
+        *,
+        previous: bool = False,
+        final: bool = False,
+    ) -> dict[str, Any] | None:
+        """Fetch lines from the last position's second on and consume the new ones.
+
+        A trailing partial line is left for the next read (which starts at or before it),
+        unless the container has ended (`final`).
+        """
+        query = [("container", container), ("timestamps", "true")]
+        if previous:
+            query.append(("previous", "true"))
+        if self.state.last_time:
+            query.append(("sinceTime", _since_time(self.state.last_time)))
+        try:
+            text = await kube.get_text(self._log_path(pod["metadata"]["name"]), query)
+        except KubeApiError as error:
+            if error.status == 400:  # container not started yet, or no previous instance
+                self.log.debug("Log not readable yet: %s", error)
+                return None
+            raise
+        assembler = LineAssembler()
+        lines = assembler.feed(text)
+        if final and (tail := assembler.flush()):
+            lines.append(tail)
+        return self._consume(lines)
+
+    def _consume(self, lines: list[str]) -> dict[str, Any] | None:
+        """Skip lines already consumed (by timestamp, then hash at the same timestamp)."""
+        state = self.state
+        last = _time_key(state.last_time) if state.last_time else None
+        already = Counter(state.seen_at_last_time)
+        for line in lines:
+            stamp, text = split_timestamp(line)
+            if stamp is None:  # the tail of a line that began before sinceTime: seen already
+                continue
+            key, digest = _time_key(stamp), _line_hash(text)
+            if last is not None and key < last:
+                continue
+            if key == last:
+                if already[digest] > 0:
+                    already[digest] -= 1
+                    continue
+                state.seen_at_last_time.append(digest)
+            else:
+                last, already = key, Counter()
+                state.last_time, state.seen_at_last_time = stamp, [digest]
+            if (result := self._on_line(stamp, text)) is not None:
+                return result
+        return None
+
+    def _on_line(self, stamp: str, text: str) -> dict[str, Any] | None:
+        parsed = parse_line(text)
+        if parsed is None:
+            return None
+        metrics = parsed.metrics.as_dict()
+        if parsed.kind == "intermediate":
+            self.log.info(
+                "Intermediate Eval step=%s mean_reward=%s accuracy=%s%%",
+                parsed.step,
+                metrics["mean_reward"],
+                metrics["accuracy"],
+            )
+            return None
+        if parsed.kind == "pre":
+            self.log.info("Pre RL Training: %s", metrics)
+            self.state.pre = metrics
+            return None
+        self.log.info("Post RL Training: %s", metrics)
+        return {"status": "success", "pre": self.state.pre, "post": metrics, "post_time": stamp}
+
+    # -- judging the Job and the backend ---------------------------------------------------
+
+    def _job_failure(
+        self, job: dict[str, Any], pods: list[dict[str, Any]], pod: dict[str, Any] | None
+    ) -> tuple[str, str] | None:
+        conditions = _true_conditions(job)
+        if failed := conditions.get("Failed"):
+            return "job_failed", f"Job {self.job_name} failed: {_condition_text(failed)}"
+        if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
+            return (
+                "completed_without_result",
+                f"Job {self.job_name} completed without a 'Post RL Training' line "
+                "(num_test_batches=0, or the log was cut)",
+            )
+        if pod is None or not self._pod_failed(pod):
+            return None
+        backoff_limit = (job.get("spec") or {}).get("backoffLimit", 6)
+        failed_pods = sum(1 for p in pods if _phase(p) == "Failed")
+        failures = max(failed_pods, (job.get("status") or {}).get("failed") or 0)
+        if failures <= backoff_limit:
+            return None  # the Job controller will start a replacement pod
+        return "pod_failed", f"pod {pod['metadata'].get('name')} {self._exit_text(pod)}"
+
+    def _pod_failed(self, pod: dict[str, Any]) -> bool:
+        if _phase(pod) == "Failed":
+            return True
+        if (pod.get("spec") or {}).get("restartPolicy") != "Never":
+            return False
+        return any(
+            ((s.get("state") or {}).get("terminated") or {}).get("exitCode", 0) != 0
+            for s in (pod.get("status") or {}).get("containerStatuses") or []
+        )
+
+    @staticmethod
+    def _exit_text(pod: dict[str, Any]) -> str:
+        status = pod.get("status") or {}
+        for container in status.get("containerStatuses") or []:
+            ended = (container.get("state") or {}).get("terminated") or {}
+            if ended.get("exitCode"):
+                return f"container {container.get('name')} exited with code {ended['exitCode']}" + (
+                    f" ({ended['reason']})" if ended.get("reason") else ""
+                )
+        return f"failed: {status.get('reason') or ''} {status.get('message') or ''}".strip()
+
+    @property
+    def _jobset_path(self) -> str:
+        return (
+            f"{JOBSET_API}/namespaces/{quote(self.namespace, safe='')}/jobsets/"
+            f"{quote(self.backend_jobset_name or '', safe='')}"
+        )
+
+    async def _backend(self, kube: _Kube) -> tuple[tuple[str, str] | None, str | None]:
+        """The backend JobSet's (failure, waiting reason)."""
+        name = self.backend_jobset_name
+        jobset = await kube.get_optional(self._jobset_path)
+        if jobset is None:
+            return ("backend_failed", f"backend JobSet {name} not found (deleted?)"), None
+        conditions = _true_conditions(jobset)
+        for kind in ("Failed", "Completed"):
+            if condition := conditions.get(kind):
+                text = f"backend JobSet {name} {kind}: {_condition_text(condition)}"
+                return ("backend_failed", text), None
+        pods = await self._list_pods(kube, f"jobset.sigs.k8s.io/jobset-name={name}")
+        if not pods and self.state.backend_pods_seen:
+            return ("backend_failed", f"backend JobSet {name} has lost all its pods"), None
+        self.state.backend_pods_seen = self.state.backend_pods_seen or bool(pods)
+        for pod in pods:
+            if _phase(pod) == "Failed":
+                text = f"backend pod {pod['metadata'].get('name')} {self._exit_text(pod)}"
+                return ("backend_failed", text), None
+        if (jobset.get("spec") or {}).get("suspend"):
+            return None, f"backend JobSet {name} is suspended (not admitted by Kueue)"
+        if not pods:
+            return None, f"backend JobSet {name} has no pods yet"
+        for pod in pods:
+            if _phase(pod) == "Pending":
+                name = pod["metadata"].get("name")
+                return None, f"backend pod {name}: {_pod_waiting_reason(pod)}"
+        return None, None
+
+    def _job_waiting(self, job: dict[str, Any], pod: dict[str, Any] | None) -> str | None:
+        if (job.get("spec") or {}).get("suspend"):
+            return f"Job {self.job_name} is suspended (not admitted by Kueue)"
+        if pod is None:
+            return f"Job {self.job_name} has no pods yet"
+        if _phase(pod) == "Pending":
+            return f"pod {pod['metadata'].get('name')}: {_pod_waiting_reason(pod)}"
+        return None
+
+    async def _check_pending(
+        self, kube: _Kube, waiting: str | None, pod: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        now = time.time()
+        if waiting is None:
+            self.state.pending_since = None
+            return None
+        if self.state.pending_since is None:
+            self.state.pending_since = now
+            self.log.info("Waiting: %s", waiting)
+        if now - self.state.pending_since <= self.pending_timeout:
+            return None
+        events = await self._events(kube, pod)
+        message = f"still not running after {self.pending_timeout:.0f}s: {waiting}" + (
+            f"; events: {events}" if events else ""
+        )
+        return await self._fail(kube, "unschedulable", message, pod=pod)
+
+    async def _events(self, kube: _Kube, pod: dict[str, Any] | None) -> str:
+        """The latest few event messages about the pod (or the Job when there is no pod)."""
+        name = pod["metadata"]["name"] if pod else self.job_name
+        query = [("fieldSelector", f"involvedObject.name={name}")]
+        try:
+            body = await kube.get_json(f"{self._ns_path}/events", query)
+        except KubeApiError as error:
+            return f"(events not available: {error})"
+        items = sorted(
+            body.get("items") or [],
+            key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
+        )
+        return "; ".join(
+            f"{e.get('reason', '')}: {e.get('message', '')}".strip(": ") for e in items[-3:]
+        )
+
+    # -- errors -----------------------------------------------------------------------------
+
+    async def _fail(
+        self, kube: _Kube, reason: str, message: str, pod: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """An error event with the followed pod's last log lines (secrets masked)."""
+        name = pod["metadata"]["name"] if pod else self.state.pod_name
+        tail = ""
+        if name:
+            try:
+                container = self._container(pod) if pod else self.container_name
+                query = [("tailLines", str(TAIL_LINES))]
+                if container:
+                    query.append(("container", container))
+                tail = await kube.get_text(self._log_path(name), query)
+            except KubeApiError as error:
+                tail = f"(log not available: {error})"
+        if tail.strip():
+            message += f"\nLast log lines of pod {name}:\n{tail.rstrip()}"
+        return _error(reason, message)
+
+
+def _api_failure(error: KubeApiError) -> dict[str, Any]:
+    """Re-raise a transient error for the caller's back-off; turn others into an event."""
+    if error.transient:
+        raise error
+    return _error("api_error", f"Kubernetes API error: {error}")
+
+
+def _error(reason: str, message: str) -> dict[str, Any]:
+    return {"status": "error", "reason": reason, "message": redact(message)}
+
+
+class RewardTrigger(BaseTrigger):
+    """Defers until the training Job logs `Post RL Training:`, or fails fast with the reason.
+
+    All progress is in the serialized kwargs (`state`), so a trigger rebuilt from
+    `serialize()` continues from the last line read.
+    """
+
+    def __init__(
+        self,
+        *,
+        cluster_url: str,
+        ssl_ca_cert: str,
+        namespace: str,
+        job_name: str,
+        deadline: float,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_dns_endpoint: bool = False,
+        container_name: str | None = None,
+        backend_jobset_name: str | None = None,
+        poll_interval: float = 30.0,
+        pending_timeout: float = 1800.0,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.poll_interval = poll_interval
+        self.follower = LogFollower(
+            cluster_url=cluster_url,
+            ssl_ca_cert=ssl_ca_cert,
+            namespace=namespace,
+            job_name=job_name,
+            deadline=deadline,
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=impersonation_chain,
+            use_dns_endpoint=use_dns_endpoint,
+            container_name=container_name,
+            backend_jobset_name=backend_jobset_name,
+            pending_timeout=pending_timeout,
+            state=FollowState.from_dict(state),
+            log=self.log,
+        )
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        f = self.follower
+        return (
+            "tpu_rl.reward_trigger.RewardTrigger",
+            {
+                "cluster_url": f.cluster_url,
+                "ssl_ca_cert": f.ssl_ca_cert,
+                "namespace": f.namespace,
+                "job_name": f.job_name,
+                "deadline": f.deadline,
+                "gcp_conn_id": f.gcp_conn_id,
+                "impersonation_chain": f.impersonation_chain,
+                "use_dns_endpoint": f.use_dns_endpoint,
+                "container_name": f.container_name,
+                "backend_jobset_name": f.backend_jobset_name,
+                "poll_interval": self.poll_interval,
+                "pending_timeout": f.pending_timeout,
+                "state": f.state.as_dict(),
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        failures, last_error = 0, None
+        while True:
+            try:
+                payload = await self.follower.poll()
+            except KubeApiError as error:
+                failures, last_error = failures + 1, error
+                remaining = self.follower.deadline - time.time()
+                cap = max(BACKOFF_CAP_S, self.poll_interval)
+                delay = min(cap, self.poll_interval * 2 ** (failures - 1))
+                delay = max(0.0, min(max(delay, error.retry_after or 0), remaining))
+                self.log.warning("Kubernetes API: %s; retrying in %.1fs", error, delay)
+                await asyncio.sleep(delay)
+                continue
+            if payload is not None:
+                if payload.get("reason") == "timeout" and failures:
+                    payload["message"] += f"; the Kubernetes API was failing: {last_error}"
+                yield TriggerEvent(payload)
+                return
+            failures = 0
+            await asyncio.sleep(self.poll_interval)

@@ -1,0 +1,625 @@
+"""RewardTrigger and LogFollower over HTTPS against the sandbox's Kubernetes API emulator.
+
+The only seam patched is Google credentials (GoogleBaseAsyncHook.get_token); the cluster URL
+and CA go straight to the trigger. Everything after that is real HTTP to the emulator.
+"""
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from airflow._shared.module_loading import import_string  # as the triggerer loads triggers
+from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
+
+from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from tests.sandbox.kube_logs import rfc3339nano
+from tpu_rl.reward_trigger import FollowState, LogFollower, RewardTrigger
+
+pytestmark = pytest.mark.asyncio
+
+NS = "default"
+JOB = "job-gemma4-grpo-x7k2p"
+C = "workload-container"
+JOBSET = "gemma4-pw"
+POLL = 0.05
+SCHEDULED_FALSE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/4 nodes are available: 4 Insufficient google.com/tpu.",
+}
+
+
+def absl(message: str) -> str:
+    return f"W1129 10:00:00.123456 140213 train_rl.py:824] {message}\n"
+
+
+def metrics(corr: int, reward: float) -> str:
+    pct = corr / 64 * 100
+    return (
+        f"corr={corr}, total=64, accuracy={pct}%, partial_accuracy={pct}%, "
+        f"format_accuracy=85.9375%, mean_reward={reward:.4f}"
+    )
+
+
+def pre(corr: int = 7, reward: float = -0.2031) -> str:
+    return absl(f"Pre RL Training: {metrics(corr, reward)}")
+
+
+def step(n: int, reward: float = 0.05) -> str:
+    return absl(f"Intermediate Eval (step={n}): {metrics(n // 5, reward)}")
+
+
+def post(corr: int = 12, reward: float = 0.1234) -> str:
+    return absl(f"Post RL Training: {metrics(corr, reward)}")
+
+
+class Credentials:
+    """Google credentials stand-in: each get_token() hands out the next queued token."""
+
+    def __init__(self, token: str) -> None:
+        self.queue = [token]
+        self.calls = 0
+
+    def next(self) -> str:
+        self.calls += 1
+        return self.queue.pop(0) if len(self.queue) > 1 else self.queue[0]
+
+
+class _Token:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    async def get(self) -> str:
+        return self.value
+
+
+@pytest.fixture
+def emu() -> Iterator[KubeEmulator]:
+    with running_emulator(token="tok-1") as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def creds(emu: KubeEmulator, monkeypatch: pytest.MonkeyPatch) -> Credentials:
+    credentials = Credentials(emu.token)
+
+    async def get_token(self: GoogleBaseAsyncHook, *, session: Any = None) -> _Token:
+        return _Token(credentials.next())
+
+    monkeypatch.setattr(GoogleBaseAsyncHook, "get_token", get_token)
+    return credentials
+
+
+@pytest.fixture
+def steps(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> Callable[[], list[int]]:
+    """The Intermediate Eval steps logged so far, in order.
+
+    A follower logs to the logger it is given (caplog); a trigger to its own `self.log`,
+    which Airflow's structlog prints to stdout.
+    """
+    caplog.set_level(logging.INFO)
+    printed: list[str] = []
+
+    def logged() -> list[int]:
+        printed.append(capsys.readouterr().out)
+        text = "".join(printed) + "\n".join(r.getMessage() for r in caplog.records)
+        return [int(n) for n in re.findall(r"Intermediate Eval step=(\d+)", text)]
+
+    return logged
+
+
+class Clock:
+    """Log timestamps a little apart, from now on."""
+
+    def __init__(self, gap: float = 0.01) -> None:
+        self.at = dt.datetime.now(dt.UTC)
+        self.gap = dt.timedelta(seconds=gap)
+
+    def __call__(self) -> dt.datetime:
+        self.at += self.gap
+        return self.at
+
+
+def make_job(emu: KubeEmulator, *, backoff_limit: int = 0, suspend: bool = False) -> None:
+    emu.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": JOB, "namespace": NS},
+            "spec": {
+                "backoffLimit": backoff_limit,
+                "suspend": suspend,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": C, "image": "maxtext"}],
+                    }
+                },
+            },
+        }
+    )
+
+
+def make_pod(
+    emu: KubeEmulator,
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    phase: str = "Running",
+    containers: tuple[str, ...] = (C,),
+    conditions: list[dict[str, Any]] | None = None,
+) -> None:
+    emu.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": labels or {"job-name": JOB}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": c, "image": "maxtext"} for c in containers],
+            },
+        }
+    )
+    if phase != "Pending" or conditions:
+        emu.set_pod_phase(NS, name, phase, conditions=conditions)
+
+
+def make_jobset(emu: KubeEmulator, *, suspend: bool = False) -> None:
+    emu.create(
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": JOBSET, "namespace": NS},
+            "spec": {
+                "suspend": suspend,
+                "replicatedJobs": [
+                    {
+                        "name": "pathways-head",
+                        "replicas": 1,
+                        "template": {"spec": {"template": {"spec": {"containers": []}}}},
+                    }
+                ],
+            },
+        }
+    )
+
+
+def make_event(emu: KubeEmulator, name: str, involved: str, reason: str, message: str) -> None:
+    emu.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": NS},
+            "involvedObject": {"kind": "Job", "name": involved, "namespace": NS},
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "lastTimestamp": "2026-01-01T10:00:00Z",
+        }
+    )
+
+
+def trigger_kwargs(emu: KubeEmulator, **overrides: Any) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "cluster_url": emu.url,
+        "ssl_ca_cert": emu.ca_b64,
+        "namespace": NS,
+        "job_name": JOB,
+        "deadline": time.time() + 20,
+        "poll_interval": POLL,
+        "pending_timeout": 10.0,
+    }
+    kwargs.update(overrides)
+    return kwargs
+
+
+def follower(emu: KubeEmulator, **overrides: Any) -> LogFollower:
+    kwargs = trigger_kwargs(emu, **overrides)
+    kwargs.pop("poll_interval")
+    return LogFollower(log=logging.getLogger("test.follower"), **kwargs)
+
+
+async def first_event(trigger: RewardTrigger, timeout: float = 10) -> dict[str, Any]:
+    async def _first() -> dict[str, Any]:
+        async for event in trigger.run():
+            return event.payload
+        raise AssertionError("the trigger ended without an event")
+
+    return await asyncio.wait_for(_first(), timeout)
+
+
+async def wait_for(condition: Any, timeout: float = 5) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+def log_requests(emu: KubeEmulator) -> list[Any]:
+    return [r for r in emu.requests if r.path.endswith("/log")]
+
+
+# -- reading the log ------------------------------------------------------------------------
+
+
+async def test_log_growing_over_polls(emu, creds, steps):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu)
+    emu.append_log(NS, "train-a", C, "I1129 09:41:02.118342 140213 max_utils.py:512] start\n")
+    assert await f.poll() is None
+    emu.append_log(NS, "train-a", C, pre() + "Processed prompts: 100%|####| 64/64\n")
+    assert await f.poll() is None
+    assert f.state.pre is not None and f.state.pre["mean_reward"] == -0.2031
+    for n in (10, 20, 30):
+        emu.append_log(NS, "train-a", C, step(n))
+        assert await f.poll() is None
+    emu.append_log(NS, "train-a", C, absl("RL Training Completed Successfully!") + post())
+    event = await f.poll()
+    assert event is not None and event["status"] == "success"
+    assert event["pre"]["corr"] == 7
+    assert event["post"] == {
+        "corr": 12,
+        "total": 64,
+        "accuracy": 18.75,
+        "partial_accuracy": 18.75,
+        "format_accuracy": 85.9375,
+        "mean_reward": 0.1234,
+    }
+    assert event["post_time"].endswith("Z")
+    assert steps() == [10, 20, 30]
+    queries = [r.query for r in log_requests(emu)]
+    assert "sinceTime" not in queries[0] and all("sinceTime" in q for q in queries[1:])
+    assert all(q["timestamps"] == "true" and q["container"] == C for q in queries)
+
+
+async def test_split_line_is_read_once_whole(emu, creds, steps):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu)
+    line = step(10)
+    emu.append_log(NS, "train-a", C, line[:40])
+    assert await f.poll() is None
+    emu.append_log(NS, "train-a", C, line[40:] + post()[:55])
+    assert await f.poll() is None
+    assert steps() == [10]
+    emu.append_log(NS, "train-a", C, post()[55:])
+    event = await f.poll()
+    assert event is not None and event["post"]["mean_reward"] == 0.1234
+    assert steps() == [10]
+
+
+async def test_same_timestamp_lines_are_told_apart(emu, creds, steps):
+    """Identical lines at one timestamp count twice; re-reads of that second count once."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu)
+    at = dt.datetime.now(dt.UTC)
+    emu.append_log(NS, "train-a", C, step(10), at=at)
+    assert await f.poll() is None
+    emu.append_log(NS, "train-a", C, step(10), at=at)
+    emu.append_log(NS, "train-a", C, step(20), at=at)
+    assert await f.poll() is None
+    assert await f.poll() is None
+    assert steps() == [10, 10, 20]
+
+
+async def test_container_restart_reads_old_tail_then_new_log(emu, creds, steps):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu)
+    emu.append_log(NS, "train-a", C, pre() + step(10))
+    assert await f.poll() is None
+    emu.append_log(NS, "train-a", C, step(20))  # written just before the crash, not read yet
+    emu.restart_container(NS, "train-a", C)
+    emu.append_log(NS, "train-a", C, pre(corr=8) + step(10, reward=0.5))
+    assert await f.poll() is None
+    assert steps() == [10, 20, 10]
+    assert f.state.restart_count == 1 and f.state.pre["corr"] == 8
+    emu.append_log(NS, "train-a", C, post())
+    event = await f.poll()
+    assert event is not None and event["status"] == "success" and event["pre"]["corr"] == 8
+    assert steps() == [10, 20, 10]
+    assert any(r.query.get("previous") == "true" for r in log_requests(emu))
+
+
+async def test_replaced_pod_is_read_from_its_start(emu, creds, steps):
+    make_job(emu, backoff_limit=2)
+    make_pod(emu, "train-a")
+    f = follower(emu)
+    emu.append_log(NS, "train-a", C, pre() + step(10))
+    assert await f.poll() is None
+    emu.set_pod_phase(NS, "train-a", "Failed", exit_code=1)
+    assert await f.poll() is None  # the Job may still retry: no failure yet
+    make_pod(emu, "train-b")
+    emu.append_log(NS, "train-b", C, pre(corr=6) + step(10, reward=0.2) + step(20))
+    assert await f.poll() is None
+    assert f.state.pod_name == "train-b"
+    emu.delete("pods", NS, "train-b")  # evicted: the Job makes another one
+    make_pod(emu, "train-c")
+    emu.append_log(NS, "train-c", C, pre(corr=5) + post(corr=13))
+    event = await f.poll()
+    assert event is not None and event["status"] == "success"
+    assert event["pre"]["corr"] == 5 and event["post"]["corr"] == 13
+    assert steps() == [10, 10, 20]
+
+
+async def test_named_container_among_several(emu, creds):
+    make_job(emu)
+    make_pod(emu, "head", containers=("pathways-proxy", C))
+    emu.append_log(NS, "head", C, post())
+    emu.append_log(NS, "head", "pathways-proxy", "proxy up\n")
+    event = await follower(emu, container_name=C).poll()
+    assert event is not None and event["status"] == "success"
+    event = await follower(emu).poll()
+    assert event is not None and event["reason"] == "api_error"
+    assert "set container_name" in event["message"]
+
+
+# -- failing fast ---------------------------------------------------------------------------
+
+
+async def test_job_failed(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, step(10) + "Traceback (most recent call last):\n")
+    emu.set_job_condition(
+        NS, JOB, "Failed", reason="BackoffLimitExceeded", message="Job has reached the limit"
+    )
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    assert event["status"] == "error" and event["reason"] == "job_failed"
+    assert "BackoffLimitExceeded" in event["message"]
+    assert "Traceback (most recent call last)" in event["message"]
+
+
+async def test_pod_failed_with_last_lines_and_no_secrets(emu, creds):
+    make_job(emu, backoff_limit=0)
+    make_pod(emu, "train-a")
+    emu.append_log(
+        NS,
+        "train-a",
+        C,
+        "I1129 09:41:05 1 pyconfig.py:411] Config param hf_access_token: hf_FakeSecret1234567\n"
+        + step(10)
+        + "RESOURCE_EXHAUSTED: Attempting to reserve 12.5G at the bottom of memory\n",
+    )
+    f = follower(emu)
+    assert await f.poll() is None
+    emu.set_pod_phase(NS, "train-a", "Failed", exit_code=137, reason="OOMKilled")
+    event = await f.poll()
+    assert event is not None and event["reason"] == "pod_failed"
+    assert "exited with code 137" in event["message"] and "OOMKilled" in event["message"]
+    assert "RESOURCE_EXHAUSTED" in event["message"]
+    assert "hf_FakeSecret1234567" not in event["message"]
+
+
+async def test_completed_without_result(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, absl("RL Training Completed Successfully!"))
+    emu.set_pod_phase(NS, "train-a", "Succeeded")
+    emu.set_job_condition(NS, JOB, "Complete")
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    assert event["reason"] == "completed_without_result"
+    assert "RL Training Completed Successfully!" in event["message"]
+
+
+async def test_post_line_in_a_completed_job_wins(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, pre() + post())
+    emu.set_pod_phase(NS, "train-a", "Succeeded")
+    emu.set_job_condition(NS, JOB, "Complete")
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    assert event["status"] == "success"
+
+
+@pytest.mark.parametrize("fault", ["condition", "deleted", "pods_gone", "pod_failed"])
+async def test_backend_failed(emu, creds, fault):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    make_jobset(emu)
+    make_pod(emu, f"{JOBSET}-worker-0-0", labels={"jobset.sigs.k8s.io/jobset-name": JOBSET})
+    emu.append_log(NS, "train-a", C, step(10))
+    f = follower(emu, backend_jobset_name=JOBSET)
+    assert await f.poll() is None
+    if fault == "condition":
+        emu.set_jobset_condition(NS, JOBSET, "Failed", reason="FailedJobs", message="worker-0")
+    elif fault == "deleted":
+        emu.delete("jobsets", NS, JOBSET)
+    elif fault == "pods_gone":
+        emu.delete("pods", NS, f"{JOBSET}-worker-0-0")
+    else:
+        emu.set_pod_phase(NS, f"{JOBSET}-worker-0-0", "Failed", exit_code=2)
+    event = await f.poll()
+    assert event is not None and event["reason"] == "backend_failed", event
+    assert JOBSET in event["message"]
+    assert "Intermediate Eval (step=10)" in event["message"]
+
+
+async def test_unschedulable_pod_reports_the_scheduler_reason(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a", phase="Pending", conditions=[SCHEDULED_FALSE])
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, pending_timeout=0.2)))
+    assert event["reason"] == "unschedulable"
+    assert "Insufficient google.com/tpu" in event["message"]
+
+
+async def test_job_not_admitted_by_kueue_reports_events(emu, creds):
+    make_job(emu, suspend=True)
+    make_event(
+        emu,
+        f"{JOB}.1",
+        JOB,
+        "Pending",
+        "couldn't assign flavors to pod set main: insufficient quota for google.com/tpu",
+    )
+    started = time.monotonic()
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, pending_timeout=0.3)))
+    assert time.monotonic() - started >= 0.3
+    assert event["reason"] == "unschedulable"
+    assert "suspended" in event["message"] and "insufficient quota" in event["message"]
+
+
+async def test_pending_backend_counts_too(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    make_jobset(emu)
+    labels = {"jobset.sigs.k8s.io/jobset-name": JOBSET}
+    make_pod(
+        emu, f"{JOBSET}-worker-0-0", labels=labels, phase="Pending", conditions=[SCHEDULED_FALSE]
+    )
+    kwargs = trigger_kwargs(emu, pending_timeout=0.2, backend_jobset_name=JOBSET)
+    event = await first_event(RewardTrigger(**kwargs))
+    assert event["reason"] == "unschedulable"
+    assert f"{JOBSET}-worker-0-0" in event["message"] and "google.com/tpu" in event["message"]
+
+
+async def test_pending_clock_resets_once_running(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a", phase="Pending", conditions=[SCHEDULED_FALSE])
+    f = follower(emu, pending_timeout=0.3)
+    assert await f.poll() is None and f.state.pending_since is not None
+    emu.set_pod_phase(NS, "train-a", "Running")
+    assert await f.poll() is None and f.state.pending_since is None
+
+
+async def test_deadline(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, step(10))
+    started = time.monotonic()
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, deadline=time.time() + 0.3)))
+    assert 0.25 <= time.monotonic() - started < 3
+    assert event["reason"] == "timeout"
+    assert "Intermediate Eval (step=10)" in event["message"]
+
+
+async def test_missing_job(emu, creds):
+    event = await follower(emu).poll()
+    assert event is not None and event["reason"] == "job_failed" and "not found" in event["message"]
+
+
+# -- surviving ------------------------------------------------------------------------------
+
+
+async def test_rebuilt_trigger_continues_without_gaps_or_repeats(emu, creds, steps):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    clock = Clock()
+    trigger = RewardTrigger(**trigger_kwargs(emu))
+    task = asyncio.create_task(first_event(trigger))
+    emu.append_log(NS, "train-a", C, pre(), at=clock())
+    emu.append_log(NS, "train-a", C, step(10), at=clock())
+    await wait_for(lambda: steps() == [10])
+    emu.append_log(NS, "train-a", C, step(20), at=clock())
+    await wait_for(lambda: steps() == [10, 20])
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "tpu_rl.reward_trigger.RewardTrigger"
+    kwargs = json.loads(json.dumps(kwargs))  # all state is plain JSON
+    assert kwargs["state"]["pre"]["corr"] == 7
+    # lines in the same second as the last one read, written while no trigger ran
+    emu.append_log(NS, "train-a", C, step(30) + step(40), at=clock())
+    emu.append_log(NS, "train-a", C, post(), at=clock())
+    rebuilt = import_string(classpath)(**kwargs)
+    event = await first_event(rebuilt)
+    assert event["status"] == "success" and event["pre"]["corr"] == 7
+    assert steps() == [10, 20, 30, 40]
+
+
+async def test_throttling_and_server_errors_back_off(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, pre() + post())
+    emu.inject_faults(503, 3, path_regex=r"/log$", retry_after=0)
+    emu.inject_faults(500, 2, path_regex=r"/pods$", retry_after=0)
+    emu.inject_faults(429, 1, path_regex=r"/jobs/", retry_after=1)
+    started = time.monotonic()
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    elapsed = time.monotonic() - started
+    assert event["status"] == "success"
+    statuses = [r.status for r in emu.requests]
+    assert statuses.count(503) == 3 and statuses.count(500) == 2 and statuses.count(429) == 1
+    assert 1.0 <= elapsed < 5  # waited out Retry-After: 1, then exponential from 0.05 s
+
+
+async def test_api_down_until_the_deadline(emu, creds):
+    make_job(emu)
+    emu.inject_faults(503, 10_000)
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, deadline=time.time() + 0.5)))
+    assert event["reason"] == "timeout" and "503" in event["message"]
+
+
+async def test_forbidden_is_not_retried(emu, creds):
+    make_job(emu)
+    emu.inject_faults(403, 1)
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    assert event["reason"] == "api_error" and "403" in event["message"]
+    assert len(emu.requests) == 1
+
+
+async def test_expired_token_reconnects_with_a_fresh_one(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu)
+    emu.append_log(NS, "train-a", C, step(10))
+    assert await f.poll() is None
+    emu.set_token("tok-2")
+    creds.queue = ["tok-1", "tok-2"]  # the cached token first, then the refreshed one
+    emu.append_log(NS, "train-a", C, post())
+    event = await f.poll()
+    assert event is not None and event["status"] == "success"
+    assert [r.status for r in emu.requests].count(401) == 1
+
+
+async def test_token_that_stays_rejected_fails_clearly(emu, creds):
+    make_job(emu)
+    emu.set_token("tok-2")  # the credentials keep handing out tok-1
+    event = await follower(emu).poll()
+    assert event is not None and event["reason"] == "api_error"
+    assert "401" in event["message"] and "tok-1" not in event["message"]
+    assert [r.status for r in emu.requests] == [401, 401]
+
+
+async def test_bytes_fetched_stay_close_to_the_log_size(emu, creds):
+    """Twelve polls over a growing log read it about once, not polls x size."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu)
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    rendered = 0
+    for batch in range(12):
+        lines = [
+            f"I1129 10:{batch:02d}:{i:02d}.000000 140213 rl_cluster.py:311] actor step "
+            f"{batch * 20 + i}: loss=0.{i:04d} rewards/mean=0.{batch:04d} kl=0.0012\n"
+            for i in range(20)
+        ]
+        if batch == 11:
+            lines.append(post())
+        for line in lines:  # 20 lines over 5 s of log time per poll
+            at += dt.timedelta(seconds=0.25)
+            emu.append_log(NS, "train-a", C, line, at=at)
+            rendered += len(rfc3339nano(at)) + 1 + len(line)
+        event = await f.poll()
+    assert event is not None and event["status"] == "success"
+    fetched = sum(r.response_bytes for r in log_requests(emu))
+    assert rendered <= fetched <= 1.3 * rendered, (fetched, rendered)
+    assert f.bytes_read >= fetched
+
+
+async def test_state_round_trip():
+    state = FollowState(pod_uid="u", last_time="2026-01-01T00:00:00.5Z", seen_at_last_time=["a"])
+    assert FollowState.from_dict(json.loads(json.dumps(state.as_dict()))) == state
