@@ -1,4 +1,4 @@
-"""Strict validation of rendered objects: core kinds against Kubernetes 1.35, JobSets against the CRD."""
+"""Strict validation of rendered objects: core kinds against Kubernetes 1.35, JobSets the CRD."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ KUBERNETES_VERSION = "1.35.0"
 
 
 def _closed(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema with unknown fields forbidden wherever it lists properties (as the API server prunes)."""
+    """The schema with unknown fields forbidden wherever it lists properties."""
     schema = dict(schema)
     if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
         schema["properties"] = {k: _closed(v) for k, v in schema["properties"].items()}

@@ -20,7 +20,7 @@ def tutorial_python_flags(module: str, variables: dict[str, str]) -> list[str]:
 
 def as_mapping(flags: list[str]) -> dict[str, str]:
     """{'key': 'value'} from key=value flags; bare flags map to ''."""
-    return dict((f.split("=", 1) + [""])[:2] for f in flags)
+    return dict([*f.split("=", 1), ""][:2] for f in flags)
 
 
 def same_value(a: str, b: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from tpu_rl.blueprint import default_state_prefix
 from tpu_rl.settings import RunSettings
 from tpu_rl.tpu import hosts_per_slice
 
@@ -106,7 +107,7 @@ class RunLayout:
     @property
     def terraform_state_prefix(self) -> str:
         """Per cluster, not per run: whichever run or worker destroys it finds the state."""
-        return f"tpu-rl/terraform/{self.settings.cluster_name}"
+        return default_state_prefix(self.settings)
 
 
 def split_gcs_uri(uri: str) -> tuple[str, str]:

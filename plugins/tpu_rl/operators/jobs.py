@@ -56,15 +56,16 @@ class RunJobOperator(GKEStartJobOperator):
             raise AirflowException(f"{self.task_id}: no Job builder given")
         return self.build(layout)
 
-    def execute(self, context: Context) -> Any:
+    def configure(self, context: Context) -> manifests.Manifest:
+        """Set the provider's fields from the run's manifest; returns that manifest."""
         layout = layout_from_context(context)
         manifest = self.prepare(layout, context)
-        spec = manifest["spec"]
+        meta, spec = manifest["metadata"], manifest["spec"]
         self.full_job_spec = to_v1_job(manifest)
-        self.name = manifest["metadata"]["name"].removeprefix(JOB_NAME_PREFIX)
-        self.namespace = manifest["metadata"]["namespace"]
-        self.labels = manifest["metadata"]["labels"]
-        self.annotations = manifest["metadata"]["annotations"]
+        self.name = meta["name"].removeprefix(JOB_NAME_PREFIX)
+        self.namespace = meta["namespace"]
+        self.labels = meta["labels"]
+        self.annotations = meta["annotations"]
         self.parallelism = spec["parallelism"]
         self.completions = spec["completions"]
         self.completion_mode = spec.get("completionMode")
@@ -75,6 +76,10 @@ class RunJobOperator(GKEStartJobOperator):
         self._pending_timeout = timedelta(minutes=layout.settings.pending_timeout_minutes)
         self._poll_interval = float(layout.settings.poll_interval_seconds)
         self.job_poll_interval = self._poll_interval
+        return manifest
+
+    def execute(self, context: Context) -> Any:
+        self.configure(context)
         return super().execute(context)
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:

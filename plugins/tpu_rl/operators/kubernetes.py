@@ -64,6 +64,16 @@ class RunClusterOperator(GKEOperatorMixin, BaseOperator):
         self.use_internal_ip = False
         self.use_dns_endpoint = False
 
+    def skip_unless_started(self, context: Context, task_id: str) -> RunLayout:
+        """The run's layout, or a skip when nothing this operator acts on can exist."""
+        try:
+            layout = layout_from_context(context)
+        except SettingsError as err:
+            raise AirflowSkipException("settings invalid: nothing was created") from err
+        if not _task_started(context, task_id):
+            raise AirflowSkipException(f"{task_id} never ran: nothing of it to remove")
+        return layout
+
     @property
     def core(self) -> CoreV1Api:
         return self.hook.core_v1_client
@@ -162,10 +172,7 @@ class BackendStopOperator(RunClusterOperator):
     """Deletes the backend JobSet (it holds the TPUs); already gone is fine."""
 
     def execute(self, context: Context) -> bool:
-        try:
-            layout = layout_from_context(context)
-        except SettingsError as err:
-            raise AirflowSkipException("settings invalid: nothing was started") from err
+        layout = self.skip_unless_started(context, "start_backend")
         deleted = ignore_gone(
             self.custom.delete_namespaced_custom_object,
             namespace=layout.settings.namespace,
@@ -187,12 +194,7 @@ class CleanupKubernetesOperator(RunClusterOperator):
         self.needs_task = needs_task
 
     def execute(self, context: Context) -> dict[str, list[str]]:
-        try:
-            layout = layout_from_context(context)
-        except SettingsError as err:
-            raise AirflowSkipException("settings invalid: nothing was created") from err
-        if not _task_started(context, self.needs_task):
-            raise AirflowSkipException(f"{self.needs_task} never ran: nothing in the cluster")
+        layout = self.skip_unless_started(context, self.needs_task)
         namespace, selector = layout.settings.namespace, f"{RUN_LABEL}={layout.slug}"
         removed: dict[str, list[str]] = {"jobs": [], "jobsets": [], "secrets": []}
         errors = []
