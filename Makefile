@@ -44,3 +44,5 @@ rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
 
 clean:
 	rm -rf $(VENV) .airflow plan-out .pytest_cache .ruff_cache
+
+# --- delivery targets (airflow, deploy-composer) below this line ---
