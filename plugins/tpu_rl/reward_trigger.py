@@ -30,6 +30,7 @@ from tpu_rl.rewards import LineAssembler, parse_line, redact, split_timestamp
 
 JOBSET_API = "/apis/jobset.x-k8s.io/v1alpha2"
 TAIL_LINES = 20
+TAIL_CHARS = 4000
 REQUEST_TIMEOUT_S = 60
 BACKOFF_CAP_S = 60.0
 _FINISHED = ("Succeeded", "Failed")
@@ -588,7 +589,7 @@ class LogFollower:
             except KubeApiError as error:
                 tail = f"(log not available: {error})"
         if tail.strip():
-            message += f"\nLast log lines of pod {name}:\n{tail.rstrip()}"
+            message += f"\nLast log lines of pod {name}:\n{tail.rstrip()[-TAIL_CHARS:]}"
         return _error(reason, message)
 
 
@@ -607,7 +608,9 @@ class RewardTrigger(BaseTrigger):
     """Defers until the training Job logs `Post RL Training:`, or fails fast with the reason.
 
     All progress is in the serialized kwargs (`state`), so a trigger rebuilt from
-    `serialize()` continues from the last line read.
+    `serialize()` continues from the last line read. (Airflow itself rebuilds a trigger from
+    the kwargs it had at deferral: after a triggerer restart the log is read again from the
+    start, which misses nothing; progress lines are logged again.)
     """
 
     def __init__(

@@ -544,15 +544,15 @@ async def test_throttling_and_server_errors_back_off(emu, creds):
     make_job(emu)
     make_pod(emu, "train-a")
     emu.append_log(NS, "train-a", C, pre() + post())
-    emu.inject_faults(503, 3, path_regex=r"/log$", retry_after=0)
-    emu.inject_faults(500, 2, path_regex=r"/pods$", retry_after=0)
+    emu.inject_faults(503, 2, path_regex=r"/log$", retry_after=0)
+    emu.inject_faults(500, 1, path_regex=r"/pods$", retry_after=0)
     emu.inject_faults(429, 1, path_regex=r"/jobs/", retry_after=1)
     started = time.monotonic()
     event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
     elapsed = time.monotonic() - started
     assert event["status"] == "success"
     statuses = [r.status for r in emu.requests]
-    assert statuses.count(503) == 3 and statuses.count(500) == 2 and statuses.count(429) == 1
+    assert statuses.count(503) == 2 and statuses.count(500) == 1 and statuses.count(429) == 1
     assert 1.0 <= elapsed < 5  # waited out Retry-After: 1, then exponential from 0.05 s
 
 

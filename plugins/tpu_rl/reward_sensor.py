@@ -1,0 +1,184 @@
+"""RewardSensor: wait for the training Job's `Post RL Training:` line and return the rewards."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+
+from tpu_rl.reward_trigger import FollowState, KubeApiError, LogFollower, RewardTrigger
+
+DEADLINE_KEY = "reward_sensor_deadline"
+POSITION_KEY = "reward_sensor_position"
+# Retrying the sensor cannot fix these: the training run itself is over.
+FINAL_REASONS = ("job_failed", "pod_failed", "backend_failed", "completed_without_result")
+
+
+class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
+    """Wait for MaxText's `Post RL Training:` line in the training Job's pod log.
+
+    Returns (XCom) ``{"pre": {...} | None, "post": {...}, "post_time": "<RFC3339>"}`` with
+    corr, total, accuracy, partial_accuracy, format_accuracy and mean_reward as numbers.
+    Fails fast, with the pod's last log lines, when the Job or its pod fails, the Pathways
+    backend JobSet fails, the Job completes without the line, or the pods stay unscheduled
+    longer than ``pending_timeout``. ``timeout`` is a total from the first start: retries and
+    re-deferrals do not extend it.
+
+    ``deferrable=True`` waits in the triggerer; ``deferrable=False`` pokes (in ``mode``,
+    "reschedule" by default) with the same poll logic, keeping its log position between
+    pokes in the task state store.
+    """
+
+    template_fields: Sequence[str] = (
+        *GKEOperatorMixin.template_fields,
+        "namespace",
+        "job_name",
+        "container_name",
+        "backend_jobset_name",
+    )
+
+    def __init__(
+        self,
+        *,
+        project_id: str,
+        location: str,
+        cluster_name: str,
+        job_name: str,
+        namespace: str = "default",
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_internal_ip: bool = False,
+        use_dns_endpoint: bool = False,
+        container_name: str | None = None,
+        backend_jobset_name: str | None = None,
+        poll_interval: float = 60.0,
+        pending_timeout: float = 3600.0,
+        timeout: float | timedelta = timedelta(hours=24),
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if not deferrable:
+            kwargs.setdefault("mode", "reschedule")
+        super().__init__(poke_interval=poll_interval, timeout=timeout, **kwargs)
+        self.project_id = project_id
+        self.location = location
+        self.cluster_name = cluster_name
+        self.job_name = job_name
+        self.namespace = namespace
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.use_internal_ip = use_internal_ip
+        self.use_dns_endpoint = use_dns_endpoint
+        self.container_name = container_name
+        self.backend_jobset_name = backend_jobset_name
+        self.poll_interval = poll_interval
+        self.pending_timeout = pending_timeout
+        self.deferrable = deferrable
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        deadline = self._deadline(context)
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            raise AirflowSensorTimeout(f"RewardSensor timed out ({self.timeout:.0f}s in total)")
+        cluster_url, ssl_ca_cert = self.cluster_info
+        self.defer(
+            trigger=RewardTrigger(
+                cluster_url=cluster_url,
+                ssl_ca_cert=ssl_ca_cert,
+                namespace=self.namespace,
+                job_name=self.job_name,
+                deadline=deadline,
+                gcp_conn_id=self.gcp_conn_id,
+                impersonation_chain=self.impersonation_chain,
+                use_dns_endpoint=self.use_dns_endpoint,
+                container_name=self.container_name,
+                backend_jobset_name=self.backend_jobset_name,
+                poll_interval=self.poll_interval,
+                pending_timeout=self.pending_timeout,
+            ),
+            method_name="execute_complete",
+            # a backstop only: the trigger reports the timeout itself, with the last log lines
+            timeout=timedelta(seconds=remaining + 2 * self.poll_interval + 60),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Turn the trigger's event into the XCom result or the right exception."""
+        return self._result(event)
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        store = context.get("task_state_store")
+        follower = self._follower(
+            context, FollowState.from_dict(store.get(POSITION_KEY) if store else None)
+        )
+        try:
+            event = asyncio.run(follower.poll())
+        except KubeApiError as error:  # 429/5xx: the next poke tries again
+            self.log.warning("Kubernetes API: %s; poking again later", error)
+            event = None
+        if store:
+            store.set(POSITION_KEY, follower.state.as_dict())
+        if event is None:
+            return PokeReturnValue(is_done=False)
+        return PokeReturnValue(is_done=True, xcom_value=self._result(event))
+
+    def _follower(self, context: Context, state: FollowState) -> LogFollower:
+        cluster_url, ssl_ca_cert = self.cluster_info
+        return LogFollower(
+            cluster_url=cluster_url,
+            ssl_ca_cert=ssl_ca_cert,
+            namespace=self.namespace,
+            job_name=self.job_name,
+            deadline=self._deadline(context),
+            gcp_conn_id=self.gcp_conn_id,
+            impersonation_chain=self.impersonation_chain,
+            use_dns_endpoint=self.use_dns_endpoint,
+            container_name=self.container_name,
+            backend_jobset_name=self.backend_jobset_name,
+            pending_timeout=self.pending_timeout,
+            state=state,
+            log=self.log,
+        )
+
+    def _deadline(self, context: Context) -> float:
+        """Epoch seconds of the total timeout, fixed at the first start of the first try.
+
+        Kept in the task state store, which outlives retries, reschedules and deferrals.
+        Without a store (older Airflow) it counts from the first reschedule, else from now.
+        """
+        store = context.get("task_state_store")
+        stored = store.get(DEADLINE_KEY) if store else None
+        if isinstance(stored, (int, float)):
+            return float(stored)
+        first = context["ti"].get_first_reschedule_date(context) if self.reschedule else None
+        started = first.timestamp() if first else time.time()
+        deadline = started + self.timeout
+        if store:
+            store.set(DEADLINE_KEY, deadline)
+        return deadline
+
+    def _result(self, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") == "success":
+            post = event["post"]
+            self.log.info(
+                "Post RL Training at %s: mean_reward=%s accuracy=%s%% (pre: %s)",
+                event.get("post_time"),
+                post.get("mean_reward"),
+                post.get("accuracy"),
+                event.get("pre"),
+            )
+            return {"pre": event.get("pre"), "post": post, "post_time": event.get("post_time")}
+        reason = event.get("reason", "unknown")
+        message = f"[{reason}] {event.get('message', '')}"
+        if reason == "timeout":
+            raise AirflowSensorTimeout(message)
+        if reason in FINAL_REASONS:
+            raise AirflowFailException(message)
+        raise AirflowException(message)
