@@ -17,8 +17,16 @@ import pytest
 from airflow._shared.module_loading import import_string  # as the triggerer loads triggers
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
 
+from tests.sandbox.controller import Controller, Scenario
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.sandbox.kube_logs import rfc3339nano
+from tests.sandbox.workloads import (
+    DEFAULT_POST,
+    DEFAULT_PRE,
+    crashing_worker_script,
+    grpo_client_script,
+    pathways_server_script,
+)
 from tpu_rl.reward_trigger import FollowState, LogFollower, RewardTrigger
 
 pytestmark = pytest.mark.asyncio
@@ -623,3 +631,87 @@ async def test_bytes_fetched_stay_close_to_the_log_size(emu, creds):
 async def test_state_round_trip():
     state = FollowState(pod_uid="u", last_time="2026-01-01T00:00:00.5Z", seen_at_last_time=["a"])
     assert FollowState.from_dict(json.loads(json.dumps(state.as_dict()))) == state
+
+
+# -- with the sandbox's simulated controller and MaxText workload scripts --------------------
+
+
+def pathways_jobset(worker_restart: str = "Never") -> dict[str, Any]:
+    def rjob(name: str, pods: int, containers: list[str], restart: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "completionMode": "Indexed",
+                    "completions": pods,
+                    "parallelism": pods,
+                    "backoffLimit": 0,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": restart,
+                            "containers": [{"name": c, "image": "pathways"} for c in containers],
+                        }
+                    },
+                }
+            },
+        }
+
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": JOBSET, "namespace": NS},
+        "spec": {
+            "coordinator": {"replicatedJob": "pathways-head"},
+            "failurePolicy": {"maxRestarts": 0},
+            "replicatedJobs": [
+                rjob("pathways-head", 1, ["pathways-proxy", "pathways-rm"], "Never"),
+                rjob("worker", 2, ["pathways-worker"], worker_restart),
+            ],
+        },
+    }
+
+
+async def test_simulated_grpo_run(emu, creds, steps):
+    script = grpo_client_script(num_batches=20, eval_every=5)
+    with Controller(emu, Scenario().on("grpo", script), time_scale=0.0005):
+        make_job(emu)
+        event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    assert event["status"] == "success", event
+    assert event["pre"]["corr"] == DEFAULT_PRE.corr
+    assert event["post"]["corr"] == DEFAULT_POST.corr
+    assert event["post"]["mean_reward"] == DEFAULT_POST.mean_reward
+    assert steps() == [5, 10, 15]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reasons", "text"),
+    [
+        ({"post": None}, {"completed_without_result"}, "RL Training Completed Successfully!"),
+        ({"fail_at_step": 3}, {"pod_failed", "job_failed"}, "Pathways worker disconnected"),
+    ],
+)
+async def test_simulated_grpo_faults(emu, creds, kwargs, reasons, text):
+    script = grpo_client_script(num_batches=5, **kwargs)
+    with Controller(emu, Scenario().on("grpo", script), time_scale=0.0005):
+        make_job(emu)
+        event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    assert event["reason"] in reasons, event
+    assert text in event["message"]
+
+
+async def test_simulated_backend_worker_crash(emu, creds):
+    scenario = (
+        Scenario()
+        .on("grpo", grpo_client_script(num_batches=50))
+        .on("pathways-head", pathways_server_script("resource_manager"))
+        .on("worker", crashing_worker_script(after_s=20), index=1)
+        .on("worker", pathways_server_script("worker"))
+    )
+    with Controller(emu, scenario, time_scale=0.01):
+        emu.create(pathways_jobset())
+        make_job(emu)
+        kwargs = trigger_kwargs(emu, backend_jobset_name=JOBSET)
+        event = await first_event(RewardTrigger(**kwargs))
+    assert event["reason"] == "backend_failed", event
+    assert JOBSET in event["message"]
