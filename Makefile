@@ -46,3 +46,11 @@ clean:
 	rm -rf $(VENV) .airflow plan-out .pytest_cache .ruff_cache
 
 # --- delivery targets (airflow, deploy-composer) below this line ---
+.PHONY: airflow deploy-composer
+
+airflow: $(STAMP) ## Airflow standalone on SQLite with this project's folders: UI on http://localhost:8080
+	AIRFLOW_HOME=$(CURDIR)/.airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__API__PORT=8080 $(VENV)/bin/airflow standalone
+
+deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]
+	@test -n "$(ENV)" -a -n "$(LOCATION)" || { echo "usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]"; exit 2; }
+	DRY_RUN='$(DRY_RUN)' PYPI_PACKAGES='$(PYPI_PACKAGES)' scripts/deploy_composer.sh '$(ENV)' '$(LOCATION)' $(if $(PROJECT),'$(PROJECT)')
