@@ -19,8 +19,8 @@ from tpu_rl.operators.kubernetes import (
     CleanupKubernetesOperator,
     HfTokenSecretOperator,
 )
+from tpu_rl.operators.rewards import RunRewardSensor
 from tpu_rl.params import dag_params
-from tpu_rl.reward_sensor import RewardSensor
 from tpu_rl.settings import RunSettings
 from tpu_rl.tasks import reward_gate, validate_settings, verify_export
 
@@ -100,14 +100,11 @@ with DAG(
     train = RunJobOperator(
         task_id="train", build=manifests.train_job, wait_until_job_complete=False, **CLUSTER
     )
-    wait_for_rewards = RewardSensor(
+    wait_for_rewards = RunRewardSensor(
         task_id="wait_for_rewards",
         namespace="{{ params.namespace }}",
         job_name="{{ ti.xcom_pull(task_ids='train', key='job_name') }}",
         backend_jobset_name="{{ ti.xcom_pull(task_ids='start_backend') }}",
-        poll_interval=DEFAULTS.poll_interval_seconds,
-        pending_timeout=DEFAULTS.pending_timeout_minutes * 60,
-        timeout=DEFAULTS.training_timeout_minutes * 60,
         retries=0,
         **CLUSTER,
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,17 @@ TUTORIAL_CONF = REPO / "include" / "examples" / "tutorial.json"
 SEED = SHARED / "seed" / "000_cc31040e9d977fc6.txt"
 JOBSET_CRD = SHARED / "schemas" / "jobset-v0.10.1.crd.yaml"
 BLUEPRINT_FIXTURES = SHARED / "fixtures" / "cluster-toolkit"
+
+# Airflow reads its configuration at import: a throw-away home and this project's folders,
+# set before any test module imports it. Retries wait one second, not five minutes.
+AIRFLOW_ENV = {
+    "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tpu-rl-airflow-home-"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    "AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY": "1",
+}
+os.environ.update(AIRFLOW_ENV)
 
 
 @pytest.fixture

@@ -1,0 +1,189 @@
+"""The sandbox's Google side: GCS emulator, the Cluster Toolkit bundle server, the GKE seam.
+
+The one seam patched is the GKE control plane (cluster endpoint + CA) and Google credentials;
+everything after it (Kubernetes API, GCS JSON API, gcluster) is real traffic on loopback.
+"""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import os
+import socket
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import google.auth.credentials
+from google.api_core.exceptions import NotFound
+from google.cloud.container_v1.types import Cluster
+
+from tests.conftest import BLUEPRINT_FIXTURES
+from tests.sandbox.kube_emulator import KubeEmulator
+
+SANDBOX_BIN = Path(__file__).parent / "bin"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_bundle(members: dict[str, tuple[bytes, int]]) -> bytes:
+    """A .tgz with {name: (content, mode)}."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, (data, mode) in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def fake_bundle() -> bytes:
+    """Like the release bundle: gcluster at the top, the tutorial's example folder."""
+    example = "examples/gke-tpu-v6e/"
+    return make_bundle(
+        {
+            "gcluster": ((SANDBOX_BIN / "gcluster").read_bytes(), 0o755),
+            example + "gke-tpu-v6e-advanced.yaml": (
+                (BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_bytes(),
+                0o644,
+            ),
+            example + "kueue-configuration.yaml.tftpl": (
+                (BLUEPRINT_FIXTURES / "kueue-configuration.yaml.tftpl").read_bytes(),
+                0o644,
+            ),
+        }
+    )
+
+
+class BundleServer:
+    """Serves {path: bytes} on loopback and counts the requests."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.requests.append(self.path)
+                body = server.files.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mirror"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class GcsEmulator:
+    """gcp-storage-emulator on loopback; google-cloud-storage finds it by STORAGE_EMULATOR_HOST."""
+
+    def __init__(self) -> None:
+        from gcp_storage_emulator.server import create_server
+
+        self.port = free_port()
+        self.host = f"http://127.0.0.1:{self.port}"
+        self.server = create_server("127.0.0.1", self.port, in_memory=True)
+        self.server.start()
+
+    def client(self) -> Any:
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        return storage.Client(
+            project="sandbox",
+            credentials=AnonymousCredentials(),
+            client_options={"api_endpoint": self.host},
+        )
+
+    def write(self, uri: str, data: bytes = b"x") -> None:
+        bucket, _, name = uri.removeprefix("gs://").partition("/")
+        client = self.client()
+        b = client.bucket(bucket)
+        if not b.exists():
+            client.create_bucket(bucket)
+        b.blob(name).upload_from_string(data)
+
+    def names(self, bucket: str, prefix: str = "") -> list[str]:
+        client = self.client()
+        if not client.bucket(bucket).exists():
+            return []
+        return [b.name for b in client.list_blobs(bucket, prefix=prefix)]
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class SandboxCredentials(google.auth.credentials.Credentials):
+    """Google credentials whose token is whatever the emulator accepts right now."""
+
+    def __init__(self, emu: KubeEmulator) -> None:
+        super().__init__()
+        self._emu = emu
+
+    @property
+    def expired(self) -> bool:
+        return self.token != self._emu.token
+
+    def refresh(self, request: Any) -> None:
+        self.token = self._emu.token
+
+
+class GkeControlPlane:
+    """Answers GKEHook.get_cluster from the fake cloud's state: the emulator's URL and CA."""
+
+    def __init__(self, emu: KubeEmulator, state_file: Path) -> None:
+        self.emu = emu
+        self.state_file = state_file
+        self.lookups = 0
+
+    def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
+        self.lookups += 1
+        state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        cluster = state.get("clusters", {}).get(name)
+        if not cluster or cluster.get("status") != "RUNNING":
+            raise NotFound(f"cluster {name} not found")
+        return Cluster(
+            name=name,
+            endpoint=self.emu.url.removeprefix("https://"),
+            master_auth={"cluster_ca_certificate": self.emu.ca_b64},
+            status=Cluster.Status.RUNNING,
+        )
+
+
+def add_running_cluster(state_file: Path, name: str, project: str) -> None:
+    """Record a cluster as existing before the run (for cluster_mode=existing)."""
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    state.setdefault("clusters", {})[name] = {"status": "RUNNING", "project": project, "labels": {}}
+    state_file.write_text(json.dumps(state))
+
+
+def sandbox_env(tmp: Path, bundle_url: str, gcs_host: str) -> dict[str, str]:
+    """Environment for the fakes on PATH and for the product's config."""
+    python_bin = str(Path(os.sys.executable).parent)
+    return {
+        "PATH": f"{SANDBOX_BIN}:{python_bin}:/usr/bin:/bin",
+        "FAKE_CLOUD_LOG": str(tmp / "calls.jsonl"),
+        "FAKE_CLOUD_STATE": str(tmp / "cloud.json"),
+        "AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL": bundle_url,
+        "AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR": str(tmp / "gcluster-cache"),
+        "STORAGE_EMULATOR_HOST": gcs_host,
+    }

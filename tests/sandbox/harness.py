@@ -1,0 +1,232 @@
+"""One whole DAG run against the sandbox: emulators up, the GKE seam patched, dag.test() run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from tests.sandbox.cloud import (
+    BundleServer,
+    GcsEmulator,
+    GkeControlPlane,
+    SandboxCredentials,
+    add_running_cluster,
+    fake_bundle,
+    sandbox_env,
+)
+from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario
+from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from tests.sandbox.workloads import (
+    EvalResult,
+    grpo_client_script,
+    pathways_server_script,
+    to_huggingface_script,
+    to_maxtext_script,
+)
+
+DAG_ID = "tpu_rl_post_training"
+HF_TOKEN = "hf_SandboxSecretToken0123456789abcdef"
+RUN_LABEL = "tpu-rl.dev/run"
+MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
+SETTINGS = {
+    "project": "tpu-rl-sandbox",
+    "region": "us-east5",
+    "zone": "us-east5-b",
+    "cluster_name": "gemma4-rl",
+    "gcs_bucket": "tpu-rl-sandbox-bucket",
+    "reservation": "v6e-32-reservation",
+    "poll_interval_seconds": 1,
+    "pending_timeout_minutes": 1,
+}
+
+
+@dataclass
+class Workloads:
+    """How the simulated pods behave; the defaults are the tutorial's happy path."""
+
+    pre: EvalResult | None = field(default_factory=lambda: EvalResult(corr=8, mean_reward=0.0821))
+    post: EvalResult | None = field(default_factory=lambda: EvalResult(corr=12, mean_reward=0.1234))
+    train_exit_code: int = 0
+    train_fail_at_step: int | None = None
+    convert_exit_code: int = 0
+    export_exit_code: int = 0
+    admit_after: float = 0.0
+    worker_script: Any = None
+
+
+def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> Scenario:
+    """Scripts for the run's pods, writing what MaxText writes into the GCS emulator."""
+    root = f"gs://{settings['gcs_bucket']}/gemma4-26b"
+
+    def train(info: PodInfo) -> PodScript:
+        return grpo_client_script(
+            base_output_directory=f"{root}/trained/",
+            run_name=info.labels[RUN_LABEL],
+            pre=w.pre,
+            post=w.post,
+            exit_code=w.train_exit_code,
+            fail_at_step=w.train_fail_at_step,
+            write_object=gcs.write,
+        )
+
+    def export(info: PodInfo) -> PodScript:
+        return to_huggingface_script(
+            f"{root}/hf-trained/{info.labels[RUN_LABEL]}/",
+            write_object=gcs.write,
+            exit_code=w.export_exit_code,
+        )
+
+    scenario = (
+        Scenario()
+        .on("-train", train, admit_after=w.admit_after)
+        .on(
+            "-convert",
+            to_maxtext_script(f"{root}/max-text-format/", gcs.write, w.convert_exit_code),
+            index=0,
+        )
+        .on("-export", export, index=0)
+        .on("pathways-head", pathways_server_script("proxy", container="pathways-proxy"))
+    )
+    if w.worker_script is not None:
+        scenario.on("-worker", w.worker_script, index=3)
+    return scenario.on("-worker", pathways_server_script("worker"))
+
+
+@dataclass
+class RunResult:
+    """What a test asserts on after one DAG run."""
+
+    state: str
+    task_states: dict[str, str | None]
+    xcoms: dict[str, Any]
+    leftovers: list[str]
+    clusters: dict[str, Any]
+    calls: list[dict]
+    emu: KubeEmulator
+    gcs: GcsEmulator
+    gke_lookups: int
+
+
+class Sandbox:
+    """Everything a run needs, started once per test."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+
+    @contextlib.contextmanager
+    def up(
+        self, existing_cluster: str | None = None, env: dict[str, str] | None = None
+    ) -> Iterator[Sandbox]:
+        bundles = BundleServer()
+        gcs = GcsEmulator()
+        with contextlib.ExitStack() as stack:
+            stack.callback(bundles.close)
+            stack.callback(gcs.stop)
+            self.emu = stack.enter_context(running_emulator())
+            self.gcs = gcs
+            environment = sandbox_env(self.tmp, bundles.url, gcs.host)
+            from tpu_rl import blueprint
+
+            version = "v1.103.0"
+            bundles.files[f"/mirror/{version}/{blueprint.bundle_name()}"] = fake_bundle()
+            environment.update(
+                {
+                    "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
+                        {
+                            "conn_type": "google_cloud_platform",
+                            "extra": {"project": SETTINGS["project"]},
+                        }
+                    ),
+                    "AIRFLOW_CONN_HUGGINGFACE_DEFAULT": json.dumps(
+                        {"conn_type": "generic", "password": HF_TOKEN}
+                    ),
+                    **(env or {}),
+                }
+            )
+            stack.enter_context(mock.patch.dict(os.environ, environment))
+            state_file = Path(environment["FAKE_CLOUD_STATE"])
+            if existing_cluster:
+                add_running_cluster(state_file, existing_cluster, SETTINGS["project"])
+            self.control_plane = GkeControlPlane(self.emu, state_file)
+            from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+            from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
+
+            credentials = SandboxCredentials(self.emu)
+            stack.enter_context(
+                mock.patch.object(
+                    GKEHook,
+                    "get_cluster",
+                    lambda hook, name, project_id=None, **kw: self.control_plane.get_cluster(
+                        hook, name, project_id
+                    ),
+                )
+            )
+            stack.enter_context(
+                mock.patch.object(
+                    GoogleBaseHook,
+                    "get_credentials_and_project_id",
+                    lambda hook: (credentials, SETTINGS["project"]),
+                )
+            )
+            self.state_file = state_file
+            yield self
+
+    def run(self, conf: dict[str, Any], workloads: Workloads | None = None) -> RunResult:
+        """Trigger one run with these settings and wait for it to end."""
+        from airflow.dag_processing.dagbag import DagBag
+
+        dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
+        scenario = build_scenario(conf, self.gcs, workloads or Workloads())
+        with Controller(self.emu, scenario, time_scale=0.001):
+            dag_run = dag.test(run_conf=conf)
+        return self.result(dag_run)
+
+    def result(self, dag_run: Any) -> RunResult:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            tis = session.query(TaskInstance).filter_by(dag_id=DAG_ID, run_id=dag_run.run_id).all()
+            states = {ti.task_id: _value(ti.state) for ti in tis}
+            xcoms = {
+                f"{x.task_id}.{x.key}": x.value
+                for x in session.query(XComModel).filter_by(dag_id=DAG_ID, run_id=dag_run.run_id)
+            }
+        calls_file = Path(os.environ["FAKE_CLOUD_LOG"])
+        calls = (
+            [json.loads(line) for line in calls_file.read_text().splitlines()]
+            if calls_file.exists()
+            else []
+        )
+        state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        return RunResult(
+            state=_value(dag_run.state),
+            task_states=states,
+            xcoms=xcoms,
+            leftovers=self.leftovers(),
+            clusters=state.get("clusters", {}),
+            calls=calls,
+            emu=self.emu,
+            gcs=self.gcs,
+            gke_lookups=self.control_plane.lookups,
+        )
+
+    def leftovers(self) -> list[str]:
+        """Every object this package labelled that still exists (pods included)."""
+        return [
+            f"{plural}/{obj['metadata']['name']}"
+            for plural in ("jobs", "jobsets", "secrets", "pods")
+            for obj in self.emu.list(plural, label_selector=MANAGED_LABEL)
+        ]
+
+
+def _value(state: Any) -> str | None:
+    """A state enum or string as its plain string."""
+    return getattr(state, "value", state)
