@@ -49,7 +49,7 @@ clean:
 .PHONY: airflow deploy-composer
 
 airflow: $(STAMP) ## Airflow standalone on SQLite with this project's folders: UI on http://localhost:8080
-	AIRFLOW_HOME=$(CURDIR)/.airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__API__PORT=8080 $(VENV)/bin/airflow standalone
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AIRFLOW_HOME=$(CURDIR)/.airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=8080 airflow standalone
 
 deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]
 	@test -n "$(ENV)" -a -n "$(LOCATION)" || { echo "usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]"; exit 2; }

@@ -1,0 +1,56 @@
+# The Airflow image for docker compose: Airflow 3.3.2 on Python 3.11 with this project's
+# provider pins, terraform and the Cluster Toolkit bundle, so `gcluster deploy` runs in the
+# worker without downloads at task time. DAGs, plugins and include/ are mounted, not copied.
+# tests/unit/test_delivery.py keeps every version here equal to requirements.txt and the
+# settings' defaults.
+FROM apache/airflow:3.3.2-python3.11
+
+SHELL ["/bin/bash", "-o", "pipefail", "-o", "errexit", "-o", "nounset", "-c"]
+
+# Terraform, which gcluster runs for deploy and destroy. Bump deliberately: a new minor version
+# can change how terraform reads the Cluster Toolkit modules.
+ARG TERRAFORM_VERSION=1.12.2
+# The gcluster release: the default of the `cluster_toolkit_version` setting.
+ARG CLUSTER_TOOLKIT_VERSION=v1.103.0
+# Where tpu_rl.cluster_toolkit.ensure_bundle looks for the bundle:
+# <cache>/<version>/gcluster_bundle_linux_<arch>/gcluster.
+ENV AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR=/opt/tpu-rl/gcluster
+
+USER root
+# terraform from HashiCorp's release zip, checked against the release's SHA256SUMS, and the
+# Cluster Toolkit bundle extracted (read-only) where ensure_bundle finds it. The architecture
+# comes from `uname -m`, as in the tutorial and in ensure_bundle (platform.machine()).
+RUN case "$(uname -m)" in \
+      x86_64) arch=amd64 ;; \
+      aarch64) arch=arm64 ;; \
+      *) echo "no terraform / gcluster build for $(uname -m)" >&2; exit 1 ;; \
+    esac \
+    && zip="terraform_${TERRAFORM_VERSION}_linux_${arch}.zip" \
+    && url="https://releases.hashicorp.com/terraform/${TERRAFORM_VERSION}" \
+    && tmp="$(mktemp -d)" \
+    && curl -fsSL -o "${tmp}/${zip}" "${url}/${zip}" \
+    && curl -fsSL "${url}/terraform_${TERRAFORM_VERSION}_SHA256SUMS" \
+       | grep " ${zip}\$" | (cd "${tmp}" && sha256sum -c -) \
+    && python -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("terraform", sys.argv[2])' \
+       "${tmp}/${zip}" /usr/local/bin \
+    && chmod 0755 /usr/local/bin/terraform \
+    && rm -rf "${tmp}" \
+    && terraform version \
+    && bundle="gcluster_bundle_linux_${arch}" \
+    && bundle_dir="${AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR}/${CLUSTER_TOOLKIT_VERSION}/${bundle}" \
+    && mkdir -p "${bundle_dir}" \
+    && curl -fsSL "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download/${CLUSTER_TOOLKIT_VERSION}/${bundle}.tgz" \
+       | tar -xz --no-same-owner -C "${bundle_dir}" \
+    && test -x "${bundle_dir}/gcluster" \
+    && test -f "${bundle_dir}/examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml" \
+    && chmod -R a+rX "${AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR}"
+
+USER airflow
+# The image ships Airflow and these providers; pin them to the versions the tests run with,
+# keeping apache-airflow at the image's version. The test tools are not installed.
+RUN pip install --no-cache-dir \
+      "apache-airflow==3.3.2" \
+      "apache-airflow-providers-google==22.8.0" \
+      "apache-airflow-providers-cncf-kubernetes==10.25.0" \
+      "PyYAML==6.0.3" \
+      "jsonschema==4.26.0"

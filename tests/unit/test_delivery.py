@@ -1,0 +1,615 @@
+"""Delivery: docker-compose.yaml, the Dockerfile, `make airflow`, `make deploy-composer` and
+the README's delivery commands, checked without Docker or Google Cloud (fake gcloud, docker and
+curl from tests/unit/delivery_bin), against requirements.txt and the settings' defaults."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+from tests.conftest import REPO
+from tpu_rl import blueprint, cluster_toolkit
+from tpu_rl.settings import RunSettings
+
+FAKES = Path(__file__).parent / "delivery_bin"
+AIRFLOW_SERVICES = {
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+    "airflow-init",
+}
+ADC_DIR = "/home/airflow/.config/gcloud"
+PREFIX = "gs://us-central1-fake-env-bucket"
+RSYNC_FLAGS = ["--recursive", "--delete-unmatched-destination-objects", "--exclude=.*__pycache__.*"]
+
+
+# ---------- helpers ----------
+
+
+def pins(section: str) -> dict[str, str]:
+    """name -> version of every `name==version` line."""
+    found = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", section, flags=re.M)
+    return {name.lower(): version for name, version in found}
+
+
+def runtime_pins() -> dict[str, str]:
+    """requirements.txt's pins above the test tools."""
+    text = (REPO / "requirements.txt").read_text()
+    return pins(text.split("# test and dev tools")[0])
+
+
+def python_version() -> str:
+    text = (REPO / "pyproject.toml").read_text()
+    return re.search(r'requires-python = ">=(\d+\.\d+),', text).group(1)
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """(instruction, arguments) pairs, as Docker reads them: comments dropped, lines continued."""
+    lines = [
+        line for line in (REPO / "Dockerfile").read_text().splitlines() if not line.startswith("#")
+    ]
+    joined = "\n".join(lines).replace("\\\n", "")
+    result = []
+    for line in joined.splitlines():
+        if line.strip():
+            word, _, rest = line.partition(" ")
+            result.append((word, rest.strip()))
+    return result
+
+
+def dockerfile_args() -> dict[str, str]:
+    pairs = [args.split("=", 1) for word, args in dockerfile() if word in ("ARG", "ENV")]
+    return dict(pairs)
+
+
+def root_run() -> str:
+    """The RUN that installs terraform and the Cluster Toolkit bundle."""
+    (run,) = [args for word, args in dockerfile() if word == "RUN" and "gcluster" in args]
+    return run
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's ${VAR}, ${VAR:-default}, ${VAR:?error} and $$."""
+
+    def one(match: re.Match) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3)
+        if env.get(name):
+            return env[name]
+        if op == "?":
+            raise KeyError(f"{name}: {arg}")
+        return arg or ""
+
+    parts = value.split("$$")
+    pattern = r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}"
+    return "$".join(re.sub(pattern, one, part) for part in parts)
+
+
+def compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+
+
+def fake_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PATH": f"{FAKES}:{os.environ['PATH']}",
+        "FAKE_GCLOUD_LOG": str(tmp_path / "gcloud.jsonl"),
+        "FAKE_DOCKER_LOG": str(tmp_path / "docker.jsonl"),
+        "FAKE_CURL_LOG": str(tmp_path / "curl.log"),
+    }
+    for name in ("DRY_RUN", "PYPI_PACKAGES", "MAKEFLAGS", "MAKELEVEL"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def calls(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def deploy(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(REPO / "scripts" / "deploy_composer.sh"), *args],
+        env=fake_env(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def describe(field: str, *where: str) -> list[str]:
+    return [
+        "composer",
+        "environments",
+        "describe",
+        "my-env",
+        *where,
+        f"--format=value({field})",
+    ]
+
+
+def rsyncs(bucket: str) -> list[list[str]]:
+    return [
+        ["storage", "rsync", "dags", f"{bucket}/dags/tpu_rl_airflow", *RSYNC_FLAGS],
+        ["storage", "rsync", "plugins/tpu_rl", f"{bucket}/plugins/tpu_rl", *RSYNC_FLAGS],
+        ["storage", "rsync", "include", f"{bucket}/data/tpu_rl_airflow/include", *RSYNC_FLAGS],
+    ]
+
+
+def delivery_section() -> str:
+    text = (REPO / "README.md").read_text()
+    start, end = "<!-- delivery:start -->", "<!-- delivery:end -->"
+    return text[text.index(start) + len(start) : text.index(end)]
+
+
+# ---------- the image ----------
+
+
+def test_dockerfile_image_and_pins_match_requirements():
+    runtime = runtime_pins()
+    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
+    assert base == f"apache/airflow:{runtime['apache-airflow']}-python{python_version()}"
+    (install,) = [args for word, args in dockerfile() if word == "RUN" and "pip install" in args]
+    installed = pins("\n".join(re.findall(r'"([^"]+==[^"]+)"', install)))
+    assert installed == runtime  # airflow kept at the image's version, no test tools
+    assert "_PIP_ADDITIONAL_REQUIREMENTS" not in (REPO / "docker-compose.yaml").read_text()
+    assert [word for word, _ in dockerfile()][-2:] == ["USER", "RUN"]  # pip runs as airflow
+    assert ("USER", "airflow") in dockerfile()
+
+
+def test_dockerfile_versions_match_settings_and_readme():
+    args = dockerfile_args()
+    assert args["CLUSTER_TOOLKIT_VERSION"] == RunSettings().cluster_toolkit_version
+    assert re.fullmatch(r"\d+\.\d+\.\d+", args["TERRAFORM_VERSION"])
+    readme = delivery_section()
+    assert f"Terraform {args['TERRAFORM_VERSION']}" in readme
+    assert f"Cluster Toolkit {args['CLUSTER_TOOLKIT_VERSION']}" in readme
+    assert f"Airflow {runtime_pins()['apache-airflow']}" in readme
+
+
+def build_fixtures(root: Path, terraform_version: str, toolkit_version: str, arch: str) -> None:
+    """What HashiCorp and GitHub would serve: a terraform zip, its SHA256SUMS, a gcluster bundle."""
+    root.mkdir()
+    zip_name = f"terraform_{terraform_version}_linux_{arch}.zip"
+    with zipfile.ZipFile(root / zip_name, "w") as z:
+        z.writestr("terraform", f"#!/bin/sh\necho Terraform v{terraform_version}\n")
+        z.writestr("LICENSE.txt", "license")
+    digest = hashlib.sha256((root / zip_name).read_bytes()).hexdigest()
+    (root / f"terraform_{terraform_version}_SHA256SUMS").write_text(
+        f"{'0' * 64}  terraform_{terraform_version}_darwin_{arch}.zip\n{digest}  {zip_name}\n"
+    )
+    with tarfile.open(root / f"gcluster_bundle_linux_{arch}.tgz", "w:gz") as tar:
+        for name, text, mode in [
+            ("gcluster", "#!/bin/sh\n", 0o755),
+            (blueprint.BUNDLE_BLUEPRINT, "blueprint_name: x\n", 0o644),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(text), mode
+            tar.addfile(info, io.BytesIO(text.encode()))
+
+
+def run_root_step(tmp_path: Path) -> subprocess.CompletedProcess:
+    """The Dockerfile's terraform + bundle RUN, with fake curl and /usr/local/bin in tmp_path."""
+    args = dockerfile_args()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env = fake_env(
+        tmp_path,
+        FAKE_CURL_ROOT=str(tmp_path / "www"),
+        PATH=f"{FAKES}:{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        TERRAFORM_VERSION=args["TERRAFORM_VERSION"],
+        CLUSTER_TOOLKIT_VERSION=args["CLUSTER_TOOLKIT_VERSION"],
+        AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    script = root_run().replace("/usr/local/bin", str(bin_dir))
+    shell = ["bash", "-o", "pipefail", "-o", "errexit", "-o", "nounset", "-c", script]
+    return subprocess.run(shell, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="fixtures are built for amd64")
+def test_dockerfile_installs_terraform_and_the_bundle_where_ensure_bundle_reads_it(tmp_path):
+    args = dockerfile_args()
+    version = args["CLUSTER_TOOLKIT_VERSION"]
+    build_fixtures(tmp_path / "www", args["TERRAFORM_VERSION"], version, "amd64")
+
+    done = run_root_step(tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert f"Terraform v{args['TERRAFORM_VERSION']}" in done.stdout
+    bundle = blueprint.bundle_name("Linux", "x86_64")
+    hashicorp = f"https://releases.hashicorp.com/terraform/{args['TERRAFORM_VERSION']}"
+    assert (tmp_path / "curl.log").read_text().splitlines() == [
+        f"{hashicorp}/terraform_{args['TERRAFORM_VERSION']}_linux_amd64.zip",
+        f"{hashicorp}/terraform_{args['TERRAFORM_VERSION']}_SHA256SUMS",
+        blueprint.bundle_url(version, bundle),
+    ]
+    assert not (tmp_path / "bin" / "LICENSE.txt").exists()
+    # ensure_bundle finds it without a download (an unreachable mirror would fail).
+    found = cluster_toolkit.ensure_bundle(
+        version, tmp_path / "cache", base_url="http://127.0.0.1:9", bundle=bundle
+    )
+    assert found == tmp_path / "cache" / version / bundle.removesuffix(".tgz")
+    assert os.access(found / "gcluster", os.X_OK)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="fixtures are built for amd64")
+def test_dockerfile_stops_on_a_terraform_checksum_mismatch(tmp_path):
+    args = dockerfile_args()
+    build_fixtures(tmp_path / "www", args["TERRAFORM_VERSION"], "v0", "amd64")
+    zip_file = tmp_path / "www" / f"terraform_{args['TERRAFORM_VERSION']}_linux_amd64.zip"
+    zip_file.write_bytes(zip_file.read_bytes() + b"tampered")
+
+    done = run_root_step(tmp_path)
+
+    assert done.returncode != 0
+    assert not (tmp_path / "bin" / "terraform").exists()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_dockerfile_maps_every_linux_machine_the_toolkit_publishes():
+    script = root_run()
+    for (system, machine), bundle in blueprint.BUNDLES.items():
+        if system == "Linux" and machine != "arm64":  # uname -m says aarch64 on Linux
+            arch = bundle.removeprefix("gcluster_bundle_linux_").removesuffix(".tgz")
+            assert f"{machine}) arch={arch} ;;" in script
+
+
+# ---------- docker compose ----------
+
+
+def test_compose_services_executor_examples_and_health_checks():
+    services = compose()["services"]
+    assert set(services) == AIRFLOW_SERVICES | {"postgres"}
+    for name in AIRFLOW_SERVICES:
+        service = services[name]
+        env = service["environment"]
+        assert service["build"] == "."
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "false"
+        assert "airflow-apiserver:8080/execution/" in env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]
+        if name != "airflow-init":
+            assert service["healthcheck"]["test"]
+            assert service["restart"] == "always"
+            depends = service["depends_on"]
+            assert depends["airflow-init"] == {"condition": "service_completed_successfully"}
+            assert depends["postgres"] == {"condition": "service_healthy"}
+    assert services["postgres"]["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    assert services["airflow-apiserver"]["ports"] == ["127.0.0.1:8080:8080"]
+    commands = {name: services[name].get("command") for name in AIRFLOW_SERVICES}
+    assert commands["airflow-triggerer"] == "triggerer"
+    assert commands["airflow-dag-processor"] == "dag-processor"
+    assert services["airflow-init"]["environment"]["_AIRFLOW_DB_MIGRATE"] == "true"
+
+
+def test_compose_image_tag_matches_the_dockerfile():
+    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
+    tag = base.split(":", 1)[1]
+    for name in AIRFLOW_SERVICES:
+        assert compose()["services"][name]["image"] == f"tpu-rl-airflow:{tag}"
+
+
+def test_compose_mounts_project_folders_and_adc_read_only():
+    for name in AIRFLOW_SERVICES:
+        service = compose()["services"][name]
+        mounts = service["volumes"]
+        for folder in ("dags", "plugins", "include"):
+            assert f"./{folder}:/opt/airflow/{folder}" in mounts
+        assert f"${{HOME}}/.config/gcloud:{ADC_DIR}:ro" in mounts
+        adc = service["environment"]["GOOGLE_APPLICATION_CREDENTIALS"]
+        assert adc == f"{ADC_DIR}/application_default_credentials.json"
+        google = json.loads(service["environment"]["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"])
+        assert google == {"conn_type": "google_cloud_platform"}  # no key: ADC
+
+
+def test_compose_hugging_face_connection_comes_from_env_file():
+    example = (REPO / ".env.example").read_text()
+    assert re.search(r"^HF_TOKEN=$", example, flags=re.M)  # the committed example holds no token
+    for name in AIRFLOW_SERVICES:
+        raw = compose()["services"][name]["environment"]["AIRFLOW_CONN_HUGGINGFACE_DEFAULT"]
+        conn = json.loads(interpolate(raw, {"HF_TOKEN": "hf_fromdotenv"}))
+        assert conn == {"conn_type": "generic", "password": "hf_fromdotenv"}
+        with pytest.raises(KeyError, match="HF_TOKEN"):
+            interpolate(raw, {})
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=REPO)
+    assert ignored.returncode == 0
+    assert subprocess.run(["git", "check-ignore", "-q", ".env.example"], cwd=REPO).returncode == 1
+
+
+def test_compose_variables_are_all_in_env_example():
+    text = (REPO / "docker-compose.yaml").read_text().replace("$$", "")
+    used = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", text)) - {"HOME"}
+    example = set(
+        re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", (REPO / ".env.example").read_text(), re.M)
+    )
+    assert used == example
+
+
+def test_dockerignore_keeps_the_build_context_empty():
+    assert (REPO / ".dockerignore").read_text().splitlines()[-1] == "*"
+    assert not [args for word, args in dockerfile() if word in ("COPY", "ADD")]
+
+
+# ---------- Composer: nothing to install ----------
+
+
+def third_party_imports() -> set[str]:
+    roots: set[str] = set()
+    for path in [*REPO.glob("plugins/**/*.py"), *REPO.glob("dags/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                roots |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                roots.add(node.module.split(".")[0])
+    return {r for r in roots if r not in sys.stdlib_module_names} - {"__future__", "tpu_rl"}
+
+
+def dependency_closure(names: list[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        for spec in metadata.requires(name) or []:
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return seen
+
+
+def test_runtime_imports_need_nothing_beyond_airflow_and_its_providers():
+    """Why deploy_composer.sh installs no PyPI package by default."""
+    shipped = dependency_closure(
+        [
+            "apache-airflow",
+            "apache-airflow-providers-google",
+            "apache-airflow-providers-cncf-kubernetes",
+        ]
+    )
+    providers = metadata.packages_distributions()
+    imports = third_party_imports()
+    assert {"airflow", "yaml", "kubernetes"} <= imports
+    for module in imports:
+        dists = {re.sub(r"[-_.]+", "-", d).lower() for d in providers[module]}
+        assert dists & shipped, f"{module} ({dists}) is not shipped with Airflow and its providers"
+
+
+# ---------- deploy_composer.sh ----------
+
+
+def test_deploy_dry_run_prints_every_command_and_runs_none(tmp_path):
+    done = subprocess.run(
+        [
+            *("make", "--no-print-directory", "deploy-composer"),
+            *("ENV=my-env", "LOCATION=us-central1", "PROJECT=my-project", "DRY_RUN=1"),
+        ],
+        cwd=REPO,
+        env=fake_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert calls(tmp_path / "gcloud.jsonl") == []
+    out = done.stdout + done.stderr
+    where = "--location us-central1 --project my-project"
+    assert f"+ gcloud composer environments describe my-env {where} " in out
+    assert "'--format=value(config.dagGcsPrefix)'" in out
+    assert "PyPI: nothing to install" in out
+    bucket = "gs://BUCKET-OF-my-env"
+    for argv in rsyncs(bucket):
+        assert "+ gcloud " + " ".join(argv[:-1]) + " '--exclude=.*__pycache__.*'" in out
+    assert "DRY_RUN=1: nothing was run." in out
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (
+            ["my-env", "us-central1", "my-project"],
+            ["--location", "us-central1", "--project", "my-project"],
+        ),
+        (["my-env", "us-central1"], ["--location", "us-central1"]),
+    ],
+)
+def test_deploy_runs_describe_and_rsyncs_without_pypi_update(tmp_path, args, where):
+    done = deploy(tmp_path, *args)
+
+    assert done.returncode == 0, done.stderr
+    assert [c["argv"] for c in calls(tmp_path / "gcloud.jsonl")] == [
+        describe("config.dagGcsPrefix", *where),
+        describe("config.workloadsConfig.triggerer.count", *where),
+        *rsyncs(PREFIX),
+    ]
+    assert "nothing to install" in done.stdout
+    assert "+ gcloud storage rsync dags" in done.stderr  # each command printed before it runs
+
+
+def test_deploy_installs_extra_packages_from_a_file(tmp_path):
+    done = deploy(tmp_path, "my-env", "us-central1", PYPI_PACKAGES="tenacity==9.1.2 rich==14.0.0")
+
+    assert done.returncode == 0, done.stderr
+    recorded = calls(tmp_path / "gcloud.jsonl")
+    update = recorded[2]
+    update_argv = ["composer", "environments", "update", "my-env", "--location", "us-central1"]
+    assert update["argv"][:6] == update_argv
+    assert update["argv"][6].startswith("--update-pypi-packages-from-file=")
+    assert update["file"] == "tenacity==9.1.2\nrich==14.0.0\n"
+    assert [c["argv"] for c in recorded[3:]] == rsyncs(PREFIX)
+    assert not Path(update["argv"][6].split("=", 1)[1]).exists()  # removed afterwards
+
+
+@pytest.mark.parametrize(
+    "package",
+    ["apache-airflow==3.1.0", "Apache_Airflow[google]", "apache-airflow-providers-google==22.8.0"],
+)
+def test_deploy_refuses_to_repin_airflow_or_providers(tmp_path, package):
+    done = deploy(tmp_path, "my-env", "us-central1", PYPI_PACKAGES=f"rich==14.0.0 {package}")
+
+    assert done.returncode == 1
+    assert "never re-pin" in done.stderr
+    assert calls(tmp_path / "gcloud.jsonl") == []
+
+
+@pytest.mark.parametrize("count", ["0", ""])
+def test_deploy_stops_without_a_triggerer(tmp_path, count):
+    done = deploy(tmp_path, "my-env", "us-central1", FAKE_TRIGGERER_COUNT=count)
+
+    assert done.returncode == 1
+    assert "has no triggerer" in done.stderr
+    assert "--triggerer-count 1" in done.stderr
+    assert len(calls(tmp_path / "gcloud.jsonl")) == 2  # the two describes, no upload
+
+
+def test_deploy_rejects_an_unexpected_bucket_prefix(tmp_path):
+    done = deploy(tmp_path, "my-env", "us-central1", FAKE_DAG_GCS_PREFIX="")
+
+    assert done.returncode == 1
+    assert "unexpected dagGcsPrefix" in done.stderr
+
+
+def test_deploy_usage(tmp_path):
+    assert deploy(tmp_path, "only-env").returncode == 2
+    done = subprocess.run(
+        ["make", "--no-print-directory", "deploy-composer", "ENV=my-env"],
+        cwd=REPO,
+        env=fake_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "usage: make deploy-composer" in done.stdout
+    assert calls(tmp_path / "gcloud.jsonl") == []
+
+
+# ---------- make airflow ----------
+
+
+def test_make_airflow_runs_standalone_with_this_projects_folders(tmp_path):
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "airflow"],
+        cwd=REPO,
+        env=fake_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "standalone" in line]
+    assert line.endswith(" airflow standalone")
+    assert line.startswith(f'PATH="{REPO}/.venv/bin:$PATH" ')
+    for setting in (
+        f"AIRFLOW_HOME={REPO}/.airflow",
+        f"AIRFLOW__CORE__DAGS_FOLDER={REPO}/dags",
+        f"AIRFLOW__CORE__PLUGINS_FOLDER={REPO}/plugins",
+        "AIRFLOW__CORE__LOAD_EXAMPLES=False",
+        "AIRFLOW__API__PORT=8080",
+    ):
+        assert f" {setting} " in line
+
+
+# ---------- the README's delivery commands ----------
+
+COPIED = [
+    "Makefile",
+    "requirements.txt",
+    "requirements.lock",
+    "docker-compose.yaml",
+    "Dockerfile",
+    ".env.example",
+    "scripts",
+    "dags",
+    "plugins",
+    "include",
+]
+
+
+def test_readme_delivery_commands_run_with_fakes(tmp_path):
+    """Every shell block of the README's delivery section, in a copy of the project, with fake
+    gcloud and docker; `make airflow` (a server) is run with -n, as the test above checks it."""
+    blocks = re.findall(r"```bash\n(.*?)```", delivery_section(), flags=re.S)
+    assert len(blocks) >= 3
+    project = tmp_path / "project"
+    for name in COPIED:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            project.mkdir(exist_ok=True)
+            shutil.copy2(source, project / name)
+    (tmp_path / "home").mkdir()
+    env = fake_env(tmp_path, HOME=str(tmp_path / "home"), HF_TOKEN="hf_readmetoken")
+    ran_make_airflow = False
+    for block in blocks:
+        block_env = dict(env)
+        if re.search(r"^make airflow$", block, flags=re.M):
+            block_env["MAKEFLAGS"] = "n"
+            ran_make_airflow = True
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=project,
+            env=block_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+    assert ran_make_airflow
+    assert (project / ".env").read_text() == (REPO / ".env.example").read_text()
+
+    services = set(compose()["services"])
+    docker = calls(tmp_path / "docker.jsonl")
+    assert docker
+    for call in docker:
+        assert call["argv"][0] == "compose"
+        assert call["cwd"] == str(project)
+        assert set(a for a in call["argv"][2:] if not a.startswith("-")) <= services
+
+    gcloud = calls(tmp_path / "gcloud.jsonl")
+    secrets = [c for c in gcloud if c["argv"][:2] == ["secrets", "create"]]
+    (secret,) = secrets
+    assert secret["argv"][2] == "airflow-connections-huggingface_default"
+    assert json.loads(secret["stdin"]) == {"conn_type": "generic", "password": "hf_readmetoken"}
+    assert all("hf_readmetoken" not in " ".join(c["argv"]) for c in gcloud)  # never in argv
+    backend = "airflow.providers.google.cloud.secrets.secret_manager.CloudSecretManagerBackend"
+    assert any(f"--update-airflow-configs=secrets-backend={backend}" in c["argv"] for c in gcloud)
+    assert rsyncs(PREFIX)[0] in [c["argv"] for c in gcloud]
+
+
+def test_readme_delivery_lists_the_composer_roles_and_the_triggerer():
+    text = delivery_section()
+    for role in (
+        "roles/tpu.admin",
+        "roles/container.admin",
+        "roles/compute.admin",
+        "roles/storage.admin",
+        "roles/iam.serviceAccountUser",
+        "roles/iam.serviceAccountAdmin",
+        "roles/resourcemanager.projectIamAdmin",
+        "roles/serviceusage.serviceUsageAdmin",
+    ):
+        assert re.search(rf"^\| `{re.escape(role)}` \| \S.+\|$", text, flags=re.M), role
+    assert "triggerer" in text
+    assert "airflow-connections-huggingface_default" in text
+    for name, version in runtime_pins().items():
+        if name.startswith("apache-airflow-providers-"):
+            assert f"{name} {version}" in text
