@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+import os
+from pathlib import Path
 
-from tests.sandbox.harness import Sandbox
+import pytest
 
 
 @pytest.fixture(scope="session")
@@ -14,7 +16,11 @@ def airflow_db() -> None:
     db.resetdb()
 
 
-@pytest.fixture
-def sandbox(airflow_db, tmp_path):
-    with Sandbox(tmp_path).up() as box:
-        yield box
+@pytest.fixture(scope="session")
+def e2e_report():
+    """Entries of `make e2e REPORT=<file>`, written when the session ends."""
+    entries: list[dict] = []
+    yield entries
+    target = os.environ.get("E2E_REPORT")
+    if target:
+        Path(target).write_text(json.dumps(entries, indent=2) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from tests.sandbox.cloud import (
     fake_bundle,
     sandbox_env,
 )
-from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario
+from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.sandbox.workloads import (
     EvalResult,
@@ -34,6 +34,7 @@ DAG_ID = "tpu_rl_post_training"
 HF_TOKEN = "hf_SandboxSecretToken0123456789abcdef"
 RUN_LABEL = "tpu-rl.dev/run"
 MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
+TRAINING_STARTED_STEP = 12  # past checkpoint loading and the Pre line, a few steps in
 SETTINGS = {
     "project": "tpu-rl-sandbox",
     "region": "us-east5",
@@ -58,6 +59,7 @@ class Workloads:
     export_exit_code: int = 0
     admit_after: float = 0.0
     worker_script: Any = None
+    during_training: Callable[[], None] | None = None  # runs once training has started
 
 
 def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> Scenario:
@@ -65,7 +67,7 @@ def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> 
     root = f"gs://{settings['gcs_bucket']}/gemma4-26b"
 
     def train(info: PodInfo) -> PodScript:
-        return grpo_client_script(
+        script = grpo_client_script(
             base_output_directory=f"{root}/trained/",
             run_name=info.labels[RUN_LABEL],
             pre=w.pre,
@@ -74,6 +76,12 @@ def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> 
             fail_at_step=w.train_fail_at_step,
             write_object=gcs.write,
         )
+        if w.during_training is None:
+            return script
+        hook = w.during_training
+        steps = list(script.steps)
+        steps.insert(TRAINING_STARTED_STEP, call(lambda _info: hook()))
+        return PodScript(steps, script.container)
 
     def export(info: PodInfo) -> PodScript:
         return to_huggingface_script(
