@@ -63,7 +63,7 @@ with DAG(
     dagrun_timeout=timedelta(hours=24),
     params=dag_params(),
     tags=["tpu", "rl", "maxtext", "gke"],
-    default_args={"owner": "ml-platform", "retries": 1, "retry_delay": timedelta(minutes=1)},
+    default_args={"owner": "ml-platform", "retries": 1},
 ) as dag:
 
     @task(retries=0)

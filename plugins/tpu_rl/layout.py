@@ -85,6 +85,11 @@ class RunLayout:
         return f"{self.maxtext_dir}0/items/"
 
     @property
+    def maxtext_commit_marker(self) -> str:
+        """Orbax writes this last: its presence means the conversion finished."""
+        return f"{self.maxtext_dir}0/_CHECKPOINT_METADATA"
+
+    @property
     def trained_dir(self) -> str:
         return f"{self.model_root}/trained/"
 

@@ -61,7 +61,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
         _object_step(
             "convert",
             f"Convert {s.hf_model_path} to MaxText in {layout.maxtext_dir} "
-            "(skipped when 0/items exists).",
+            "(skipped when a complete checkpoint is there).",
             manifests.conversion_job(layout),
             files,
             python_argv(manifests.CONVERT_MODULE, manifests.conversion_flags(layout)),

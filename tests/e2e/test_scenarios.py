@@ -41,7 +41,9 @@ def states_are(**expected: str) -> Callable[[RunResult], None]:
 
 
 def converted_already(box: Sandbox) -> None:
-    box.gcs.write(f"gs://{SETTINGS['gcs_bucket']}/gemma4-26b/max-text-format/0/items/_METADATA")
+    base = f"gs://{SETTINGS['gcs_bucket']}/gemma4-26b/max-text-format/0"
+    box.gcs.write(f"{base}/items/_METADATA")
+    box.gcs.write(f"{base}/_CHECKPOINT_METADATA")
 
 
 def no_cloud_call(result: RunResult) -> None:

@@ -171,18 +171,23 @@ def to_maxtext_script(
     write_object: ObjectWriter | None = None,
     exit_code: int = 0,
 ) -> PodScript:
-    """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`)."""
+    """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`).
+
+    Orbax writes the arrays first and the step's `_CHECKPOINT_METADATA` last, when the save
+    is complete; a conversion that fails leaves arrays without it.
+    """
     items = _join(base_output_directory, "0", "items")
-    uris = [
-        _join(base_output_directory, "0", "_CHECKPOINT_METADATA"),
+    arrays = [
         *(_join(items, f) for f in ("_METADATA", "_sharding")),
         _join(items, "params.params.decoder.layers_0.mlp.wi_0.kernel", ".zarray"),
     ]
+    committed = [] if exit_code else [_join(base_output_directory, "0", "_CHECKPOINT_METADATA")]
     return PodScript(
         [
             log(absl("I", "Loading HF model google/gemma-4-26b-a4b-it", "to_maxtext.py:402")),
             sleep(60),
-            *_writes(write_object, uris),
+            *_writes(write_object, arrays),
+            *_writes(write_object, committed),
             log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655")),
             exit(exit_code),
         ]

@@ -151,13 +151,17 @@ class RunJobOperator(GKEStartJobOperator):
 
 
 class ConvertJobOperator(RunJobOperator):
-    """Converts the Hugging Face model unless a MaxText checkpoint of it already exists."""
+    """Converts the Hugging Face model unless a complete MaxText checkpoint of it exists.
+
+    Complete means Orbax's `0/_CHECKPOINT_METADATA`, written last: a conversion that died
+    half-way leaves arrays under `0/items` that must not be trained from.
+    """
 
     build = staticmethod(manifests.conversion_job)
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
-        if object_exists(layout.maxtext_items, self.gcp_conn_id, prefix=True):
-            raise AirflowSkipException(f"{layout.maxtext_items} exists: conversion skipped")
+        if object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
+            raise AirflowSkipException(f"{layout.maxtext_items} is complete: conversion skipped")
         return super().prepare(layout, context)
 
 
