@@ -13,7 +13,7 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 CONF ?= include/examples/tutorial.json
 OUT ?= plan-out
 
-.PHONY: help venv test lint plan rewards clean
+.PHONY: help venv demo test e2e lint plan rewards clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -27,9 +27,15 @@ $(STAMP): requirements.lock requirements.txt
 
 venv: $(STAMP) ## create .venv from the pinned requirements (once)
 
+demo: $(STAMP) ## one whole DAG run on the local sandbox, with a table of what happened
+	$(PY) -m tests.sandbox.demo
+
 test: $(STAMP) ## run the whole test suite (and lint)
 	$(VENV)/bin/ruff check plugins dags tests
 	$(PY) -m pytest -q
+
+e2e: $(STAMP) ## only the end-to-end scenarios: make e2e REPORT=<file>
+	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py
 
 lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check plugins dags tests

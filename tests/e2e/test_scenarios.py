@@ -63,8 +63,11 @@ def api_faults(box: Sandbox) -> Workloads:
 def second_run(box: Sandbox) -> Workloads:
     def trigger() -> None:
         from airflow.api.common.trigger_dag import trigger_dag
+        from airflow.utils.types import DagRunTriggeredByType
 
-        box.second_run_id = trigger_dag("tpu_rl_post_training", conf=dict(SETTINGS)).run_id
+        trigger_dag(
+            "tpu_rl_post_training", conf=dict(SETTINGS), triggered_by=DagRunTriggeredByType.UI
+        )
 
     return Workloads(during_training=trigger)
 

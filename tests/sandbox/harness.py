@@ -110,6 +110,7 @@ def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> 
 class RunResult:
     """What a test asserts on after one DAG run."""
 
+    run_id: str
     state: str
     task_states: dict[str, str | None]
     xcoms: dict[str, Any]
@@ -215,6 +216,7 @@ class Sandbox:
         )
         state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
         return RunResult(
+            run_id=dag_run.run_id,
             state=_value(dag_run.state),
             task_states=states,
             xcoms=xcoms,
