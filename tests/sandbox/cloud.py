@@ -18,7 +18,7 @@ from typing import Any
 
 import google.auth.credentials
 from google.api_core.exceptions import NotFound
-from google.cloud.container_v1.types import Cluster
+from google.cloud.container_v1.types import Cluster, ListClustersResponse
 
 from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.kube_emulator import KubeEmulator
@@ -154,6 +154,7 @@ class GkeControlPlane:
         self.emu = emu
         self.state_file = state_file
         self.lookups = 0
+        self.endpoints: dict[str, KubeEmulator] = {}  # per-cluster API servers (default: emu)
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
         self.lookups += 1
@@ -167,6 +168,54 @@ class GkeControlPlane:
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
         )
+
+    def list_clusters(self, parent: str) -> ListClustersResponse:
+        """ClusterManagerClient.list_clusters: the project's clusters, with what deploy recorded.
+
+        A record's `create_time` (RFC 3339) is the cluster's; node pools come from its `vars`.
+        """
+        project = parent.split("/")[1]
+        state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        clusters = []
+        for name, record in state.get("clusters", {}).items():
+            if record.get("project") != project:
+                continue
+            v = record.get("vars") or {}
+            emu = self.endpoints.get(name, self.emu)
+            zones = [v["zone"]] if v.get("zone") else []
+            pool = {
+                "locations": zones,
+                "config": {
+                    "machine_type": v.get("machine_type", ""),
+                    "reservation_affinity": {"values": [v["reservation"]]}
+                    if v.get("reservation")
+                    else {},
+                },
+                "placement_policy": {"tpu_topology": v.get("tpu_topology", "")},
+            }
+            cidr = v.get("authorized_cidr")
+            clusters.append(
+                Cluster(
+                    name=name,
+                    location=record.get("location", ""),
+                    locations=zones,
+                    resource_labels=record.get("labels") or {},
+                    create_time=record.get("create_time", ""),
+                    status=Cluster.Status.RUNNING
+                    if record.get("status") == "RUNNING"
+                    else Cluster.Status.ERROR,
+                    endpoint=emu.url.removeprefix("https://"),
+                    master_auth={"cluster_ca_certificate": emu.ca_b64},
+                    node_pools=[
+                        {"name": f"tpu-pool-{i}", **pool}
+                        for i in range(int(v.get("num_slices") or 0))
+                    ],
+                    master_authorized_networks_config={"cidr_blocks": [{"cidr_block": cidr}]}
+                    if cidr
+                    else {},
+                )
+            )
+        return ListClustersResponse(clusters=clusters)
 
 
 def add_running_cluster(state_file: Path, name: str, project: str) -> None:

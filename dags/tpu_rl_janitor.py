@@ -1,0 +1,58 @@
+"""Second line of defence: removes what tpu_rl_post_training left when its cleanup did not run.
+
+Thin wiring only: the rules live in tpu_rl.janitor, the I/O in tpu_rl.operators.janitor.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, Variable, task
+
+from tpu_rl.janitor import janitor_params
+from tpu_rl.operators.cluster_toolkit import GclusterDestroyOperator
+from tpu_rl.operators.janitor import JanitorSweepOperator, verdict
+from tpu_rl.settings import RunSettings
+
+DOC = """
+### Janitor for tpu_rl_post_training
+Finds the Jobs, JobSets and Secrets this package labelled in the region's labelled clusters
+(and in the clusters named in the Params), removes those no queued or running run owns and
+older than `grace_minutes` (JobSets and Jobs first, then Secrets), then destroys labelled
+clusters no active run uses and older than the grace period, with `gcluster destroy` as
+`cleanup_cluster` does. `existing_clusters` are never destroyed. `dry_run` (the default) only
+reports. Defaults of the Params: the JSON Variable `tpu_rl_janitor_params`.
+"""
+
+with DAG(
+    dag_id="tpu_rl_janitor",
+    description="Removes leftover TPU Jobs, JobSets, Secrets and clusters of tpu_rl_post_training",
+    doc_md=DOC,
+    schedule=Variable.get("tpu_rl_janitor_schedule", default="*/30 * * * *"),
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=4),
+    params=janitor_params(Variable.get("tpu_rl_janitor_params", default={}, deserialize_json=True)),
+    tags=["tpu", "rl", "gke", "janitor"],
+    default_args={"owner": "ml-platform", "retries": 0},
+) as dag:
+    sweep = JanitorSweepOperator(task_id="sweep")
+
+    @task
+    def clusters_to_destroy(report: dict) -> list[dict]:
+        return report["destroy_settings"]
+
+    destroy = GclusterDestroyOperator.partial(
+        task_id="destroy_cluster",
+        map_index_template="{{ task.settings['cluster_name'] }}",
+        retries=1,
+        execution_timeout=timedelta(minutes=RunSettings().cluster_timeout_minutes + 10),
+    ).expand(settings=clusters_to_destroy(sweep.output))
+
+    @task(trigger_rule="all_done")
+    def report(**context) -> dict:
+        """Fails, listing it, when anything could not be removed (so an alert fires)."""
+        return verdict(context)
+
+    [sweep, destroy] >> report()

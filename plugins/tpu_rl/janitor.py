@@ -1,0 +1,205 @@
+"""The janitor's rules: what this package left behind, and which of it no active run owns.
+
+Pure decisions on plain data; the sweep operator (operators/janitor.py) does the I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Param
+
+from tpu_rl.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
+from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
+from tpu_rl.settings import RunSettings
+from tpu_rl.tpu import TOPOLOGY_BY_TPU_TYPE
+
+MAIN_DAG_ID = "tpu_rl_post_training"
+ACTIVE_STATES = ["queued", "running"]
+MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+CLUSTER_NAME_LABEL = "tpu-rl-cluster"
+# Deleted in this order: what holds TPUs first, then the token Secrets the Jobs read.
+KINDS = ("jobsets", "jobs", "secrets")
+DEFAULTS = RunSettings()
+
+
+@dataclass(frozen=True)
+class JanitorParams:
+    """The janitor's Params, typed."""
+
+    project: str
+    region: str
+    clusters: tuple[str, ...]
+    existing_clusters: tuple[str, ...]
+    namespace: str
+    grace_minutes: int
+    dry_run: bool
+    gcs_bucket: str
+    cluster_toolkit_version: str
+    gcp_conn_id: str
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> JanitorParams:
+        return cls(
+            project=str(params["project"]).strip(),
+            region=str(params["region"]).strip(),
+            clusters=tuple(params["clusters"] or ()),
+            existing_clusters=tuple(params["existing_clusters"] or ()),
+            namespace=str(params["namespace"]),
+            grace_minutes=int(params["grace_minutes"]),
+            dry_run=bool(params["dry_run"]),
+            gcs_bucket=str(params["gcs_bucket"]).strip(),
+            cluster_toolkit_version=str(params["cluster_toolkit_version"]),
+            gcp_conn_id=str(params["gcp_conn_id"]),
+        )
+
+    @property
+    def grace(self) -> timedelta:
+        return timedelta(minutes=self.grace_minutes)
+
+
+def janitor_params(defaults: Mapping[str, Any]) -> dict[str, Param]:
+    """The DAG's Params; `defaults` (the Variable tpu_rl_janitor_params) overrides the defaults."""
+
+    def param(name: str, default: Any, description: str, **schema: Any) -> Param:
+        return Param(defaults.get(name, default), description=description, title=name, **schema)
+
+    names = {"type": "array", "items": {"type": "string"}}
+    return {
+        "project": param("project", "", "Google Cloud project to sweep.", type="string"),
+        "region": param("region", "", "Region whose clusters are swept.", type="string"),
+        "clusters": param(
+            "clusters",
+            [],
+            "Clusters to inspect; empty: every cluster in the region labelled by this package.",
+            **names,
+        ),
+        "existing_clusters": param(
+            "existing_clusters",
+            [],
+            "Clusters used with cluster_mode=existing (or kept): their leftover Jobs, JobSets "
+            "and Secrets are removed, the clusters are never destroyed.",
+            **names,
+        ),
+        "namespace": param(
+            "namespace", DEFAULTS.namespace, "Namespace of the runs' objects.", type="string"
+        ),
+        "grace_minutes": param(
+            "grace_minutes",
+            120,
+            "Only what is older than this is removed.",
+            type="integer",
+            minimum=0,
+        ),
+        "dry_run": param(
+            "dry_run", True, "Only report what would be removed; change nothing.", type="boolean"
+        ),
+        "gcs_bucket": param(
+            "gcs_bucket",
+            "",
+            "Bucket of the clusters' terraform state (the runs' gcs_bucket); needed to destroy.",
+            type="string",
+        ),
+        "cluster_toolkit_version": param(
+            "cluster_toolkit_version",
+            DEFAULTS.cluster_toolkit_version,
+            "gcluster release that destroys clusters.",
+            type="string",
+        ),
+        "gcp_conn_id": param(
+            "gcp_conn_id",
+            DEFAULTS.gcp_conn_id,
+            "Airflow connection with Google credentials.",
+            type="string",
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class KubeObject:
+    """One labelled Job, JobSet or Secret, by what the janitor needs of it."""
+
+    cluster: str
+    namespace: str
+    kind: str
+    name: str
+    created: datetime | None
+    run_id: str | None
+    owned: bool  # has an owner (a JobSet's Jobs): it goes with its owner
+
+    @property
+    def ref(self) -> str:
+        return f"{self.cluster}/{self.namespace}/{self.kind}/{self.name}"
+
+
+def kube_object(cluster: str, kind: str, meta: Mapping[str, Any]) -> KubeObject:
+    """A KubeObject from Kubernetes metadata in its JSON form."""
+    return KubeObject(
+        cluster=cluster,
+        namespace=meta.get("namespace") or "",
+        kind=kind,
+        name=meta["name"],
+        created=parse_time(meta.get("creationTimestamp")),
+        run_id=(meta.get("annotations") or {}).get(RUN_ID_ANNOTATION),
+        owned=bool(meta.get("ownerReferences")),
+    )
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An aware datetime from an RFC 3339 string or a datetime; None when unknown."""
+    if isinstance(value, datetime):
+        return value
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def too_young(created: datetime | None, now: datetime, grace: timedelta) -> str | None:
+    """Why something must stay for its age, if it must (an unknown age stays)."""
+    if created is None:
+        return "creation time unknown"
+    if now - created <= grace:
+        return f"younger than the grace period ({int((now - created).total_seconds() // 60)} min)"
+    return None
+
+
+def is_labelled(name: str, labels: Mapping[str, str]) -> bool:
+    """Whether a cluster carries the labels this package's blueprint gives its clusters."""
+    return labels.get("managed-by") == CLUSTER_MANAGED_BY and labels.get(CLUSTER_NAME_LABEL) == name
+
+
+def tpu_type_of(topology: str) -> str:
+    """The slice type of a v6e topology ('' when unknown)."""
+    return next((t for t, topo in TOPOLOGY_BY_TPU_TYPE.items() if topo == topology), "")
+
+
+def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
+    """Settings for GclusterDestroyOperator, from the GKE cluster (node pools) and the Params."""
+    tpu_pools = [np for np in cluster.node_pools if np.placement_policy.tpu_topology]
+    first = tpu_pools[0] if tpu_pools else None
+    zones = list(first.locations) if first and first.locations else list(cluster.locations)
+    reservations = list(first.config.reservation_affinity.values) if first else []
+    cidrs = [b.cidr_block for b in cluster.master_authorized_networks_config.cidr_blocks]
+    topology = first.placement_policy.tpu_topology if first else ""
+    return {
+        "project": p.project,
+        "region": p.region,
+        "zone": zones[0] if zones else "",
+        "cluster_name": cluster.name,
+        "gcs_bucket": p.gcs_bucket,
+        "reservation": reservations[0] if reservations else "",
+        "authorized_cidr": cidrs[0] if cidrs else DEFAULTS.authorized_cidr,
+        "cluster_toolkit_version": p.cluster_toolkit_version,
+        "compute_type": first.config.machine_type if first else "",
+        "tpu_type": tpu_type_of(topology),
+        "topology": topology,
+        "cluster_nodepool_count": max(len(tpu_pools), 1),
+        "namespace": p.namespace,
+        "gcp_conn_id": p.gcp_conn_id,
+    }

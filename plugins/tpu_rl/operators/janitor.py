@@ -1,0 +1,294 @@
+"""The janitor's I/O: GKE clusters, their labelled Kubernetes objects, and run states."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook, GKEKubernetesHook
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from google.cloud.container_v1.types import Cluster
+from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client.rest import ApiException
+
+from tpu_rl import janitor
+from tpu_rl.janitor import ACTIVE_STATES, KINDS, MAIN_DAG_ID, JanitorParams, KubeObject
+from tpu_rl.operators.kubernetes import JOBSET, ignore_gone
+from tpu_rl.settings import SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
+REACHABLE = {Cluster.Status.RUNNING, Cluster.Status.RECONCILING, Cluster.Status.DEGRADED}
+BUSY = {Cluster.Status.PROVISIONING, Cluster.Status.STOPPING}
+
+
+class RunStates:
+    """What the janitor knows of tpu_rl_post_training's runs, through the Task SDK."""
+
+    def __init__(self, ti: Any) -> None:
+        self.ti = ti
+        self._active: dict[str, bool] = {}
+
+    def is_active(self, run_id: str) -> bool:
+        """Queued or running; a run deleted from the UI is not."""
+        if run_id not in self._active:
+            count = self.ti.get_dr_count(dag_id=MAIN_DAG_ID, run_ids=[run_id], states=ACTIVE_STATES)
+            self._active[run_id] = count > 0
+        return self._active[run_id]
+
+    def active_clusters(self) -> tuple[dict[str, str], str | None]:
+        """{cluster: run_id} of active runs, or why an active run's cluster is not known."""
+        states = self.ti.get_task_states(dag_id=MAIN_DAG_ID, task_ids=["cleanup_cluster"])
+        active = [
+            run_id
+            for run_id, tasks in states.items()
+            if tasks.get("cleanup_cluster") not in FINISHED and self.is_active(run_id)
+        ]
+        total = self.ti.get_dr_count(dag_id=MAIN_DAG_ID, states=ACTIVE_STATES)
+        if total > len(active):
+            return {}, f"{total - len(active)} active run(s) not found yet"
+        clusters = {}
+        for run_id in active:
+            settings = self.ti.xcom_pull(task_ids="validate", dag_id=MAIN_DAG_ID, run_id=run_id)
+            if not isinstance(settings, dict):
+                return {}, f"active run {run_id} has not validated its settings yet"
+            clusters[settings["cluster_name"]] = run_id
+        return clusters, None
+
+
+class KubeApi:
+    """Lists and deletes one cluster's labelled Jobs, JobSets and Secrets."""
+
+    def __init__(self, cluster: Cluster, gcp_conn_id: str, namespace: str) -> None:
+        hook = GKEKubernetesHook(
+            gcp_conn_id=gcp_conn_id,
+            cluster_url=f"https://{cluster.endpoint}",
+            ssl_ca_cert=cluster.master_auth.cluster_ca_certificate,
+        )
+        self.client: ApiClient = hook.get_conn()
+        self.namespace = namespace
+
+    def list(self, kind: str) -> list[dict[str, Any]]:
+        """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none."""
+        ns, selector = self.namespace, janitor.MANAGED_SELECTOR
+        if kind == "jobsets":
+            try:
+                items = CustomObjectsApi(self.client).list_namespaced_custom_object(
+                    namespace=ns, label_selector=selector, **JOBSET
+                )["items"]
+            except ApiException as err:
+                if err.status == 404:
+                    return []
+                raise
+            return [o["metadata"] for o in items]
+        if kind == "jobs":
+            items = BatchV1Api(self.client).list_namespaced_job(ns, label_selector=selector).items
+        else:  # only metadata is kept: a Secret's data never leaves this call
+            items = CoreV1Api(self.client).list_namespaced_secret(ns, label_selector=selector).items
+        return [self.client.sanitize_for_serialization(o.metadata) for o in items]
+
+    def delete(self, kind: str, name: str) -> bool:
+        """Delete (Jobs and JobSets with their pods first); False when already gone."""
+        ns = self.namespace
+        calls: dict[str, Callable[[], Any]] = {
+            "jobsets": lambda: CustomObjectsApi(self.client).delete_namespaced_custom_object(
+                namespace=ns, name=name, propagation_policy="Foreground", **JOBSET
+            ),
+            "jobs": lambda: BatchV1Api(self.client).delete_namespaced_job(
+                name, ns, propagation_policy="Foreground"
+            ),
+            "secrets": lambda: CoreV1Api(self.client).delete_namespaced_secret(name, ns),
+        }
+        return ignore_gone(calls[kind])
+
+
+def list_region_clusters(p: JanitorParams) -> list[Cluster]:
+    """Every GKE cluster of the project in the region (regional or in one of its zones)."""
+    hook = GKEHook(gcp_conn_id=p.gcp_conn_id, location=p.region)
+    response = hook.get_cluster_manager_client().list_clusters(
+        parent=f"projects/{p.project}/locations/-"
+    )
+    return [
+        c
+        for c in response.clusters
+        if c.location == p.region or c.location.startswith(p.region + "-")
+    ]
+
+
+class Sweep:
+    """One pass: what was (or would be) removed, kept and why, and what failed."""
+
+    def __init__(self, p: JanitorParams, runs: RunStates, log: Any) -> None:
+        self.p, self.runs, self.log = p, runs, log
+        self.now = datetime.now(UTC)
+        self.removed: list[str] = []
+        self.kept: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+        self.in_use: set[str] = set()  # clusters holding an active run's objects
+        self.unlisted: set[str] = set()  # clusters whose objects could not be listed
+
+    def objects(self, cluster: Cluster) -> None:
+        """Remove one cluster's objects that no active run owns and that outlived the grace."""
+        try:
+            api = KubeApi(cluster, self.p.gcp_conn_id, self.p.namespace)
+            found = [
+                janitor.kube_object(cluster.name, kind, meta)
+                for kind in KINDS
+                for meta in api.list(kind)
+            ]
+        except Exception as err:
+            self.unlisted.add(cluster.name)
+            self.failed[cluster.name] = f"cannot list its objects: {err}"
+            return
+        for obj in found:
+            if obj.owned:
+                self.kept[obj.ref] = "removed with its owner"
+            elif obj.run_id and self.runs.is_active(obj.run_id):
+                self.kept[obj.ref] = f"its run {obj.run_id} is active"
+                self.in_use.add(cluster.name)
+            elif reason := janitor.too_young(obj.created, self.now, self.p.grace):
+                self.kept[obj.ref] = reason
+            else:  # no run-id annotation: no run can claim it
+                self._remove(api, obj)
+
+    def _remove(self, api: KubeApi, obj: KubeObject) -> None:
+        if self.p.dry_run:
+            self.removed.append(obj.ref)
+            return
+        try:
+            api.delete(obj.kind, obj.name)
+        except Exception as err:
+            self.failed[obj.ref] = str(err).splitlines()[0]
+            return
+        self.removed.append(obj.ref)
+
+    def clusters(self, inspected: list[Cluster]) -> tuple[list[str], list[dict], dict[str, str]]:
+        """Clusters to destroy, their destroy settings, and why the others stay."""
+        active, unknown = self.runs.active_clusters()
+        names, settings, kept = [], [], {}
+        for cluster in inspected:
+            if reason := self._cluster_keep_reason(cluster, active, unknown):
+                kept[cluster.name] = reason
+                continue
+            values = janitor.destroy_settings(cluster, self.p)
+            try:
+                load_settings(values)
+            except SettingsError as err:
+                self.failed[cluster.name] = f"cannot destroy: {err}"
+                continue
+            names.append(cluster.name)
+            settings.append(values)
+        return names, settings, kept
+
+    def _cluster_keep_reason(
+        self, cluster: Cluster, active: dict[str, str], unknown: str | None
+    ) -> str | None:
+        name = cluster.name
+        if name in self.p.existing_clusters:
+            return "listed in existing_clusters: never destroyed"
+        if not janitor.is_labelled(name, cluster.resource_labels):
+            return "not labelled by this package: never destroyed"
+        if unknown:
+            return unknown
+        if name in active:
+            return f"used by active run {active[name]}"
+        if name in self.in_use:
+            return "holds an active run's objects"
+        if name in self.unlisted:
+            return "its objects could not be listed"
+        if cluster.status in BUSY:
+            return f"status {cluster.status.name}"
+        if reason := janitor.too_young(
+            janitor.parse_time(cluster.create_time), self.now, self.p.grace
+        ):
+            return reason
+        if not self.p.gcs_bucket:
+            self.failed[name] = "cannot destroy: gcs_bucket (its terraform state) is not set"
+            return "gcs_bucket not set"
+        return None
+
+
+class JanitorSweepOperator(BaseOperator):
+    """Removes leftover Jobs, JobSets and Secrets and picks the clusters to destroy.
+
+    Deletion failures do not stop the sweep: they are in the report, and the janitor's last
+    task fails listing them. Cluster destruction is the next, mapped task.
+    """
+
+    ui_color = "#fff2cc"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        p = JanitorParams.from_params(context["params"])
+        if not p.project or not p.region:
+            raise AirflowFailException(
+                "project and region are required: set them in the Params or in the Variable "
+                "tpu_rl_janitor_params"
+            )
+        sweep = Sweep(p, RunStates(context["ti"]), self.log)
+        region = list_region_clusters(p)
+        wanted = (
+            set(p.clusters)
+            if p.clusters
+            else {c.name for c in region if janitor.is_labelled(c.name, c.resource_labels)}
+        )
+        wanted |= set(p.existing_clusters)
+        inspected = [c for c in region if c.name in wanted]
+        for name in sorted(wanted - {c.name for c in inspected}):
+            sweep.kept[name] = f"no such cluster in {p.project}/{p.region}"
+        for cluster in inspected:
+            if cluster.status in REACHABLE:
+                sweep.objects(cluster)
+        destroy, settings, clusters_kept = sweep.clusters(inspected)
+        verb = "would_" if p.dry_run else ""
+        report = {
+            "dry_run": p.dry_run,
+            "grace_minutes": p.grace_minutes,
+            f"{verb}remove": sweep.removed,
+            f"{verb}destroy": destroy,
+            "kept": sweep.kept,
+            "clusters_kept": clusters_kept,
+            "failed": sweep.failed,
+            "destroy_settings": [] if p.dry_run else settings,
+        }
+        self.log.info(
+            "%s: %s", "Would remove (dry_run)" if p.dry_run else "Removed", sweep.removed or "none"
+        )
+        self.log.info(
+            "%s: %s", "Would destroy (dry_run)" if p.dry_run else "To destroy", destroy or "none"
+        )
+        for ref, reason in {**sweep.kept, **clusters_kept}.items():
+            self.log.info("Kept %s: %s", ref, reason)
+        for ref, error in sweep.failed.items():
+            self.log.error("Could not remove %s: %s", ref, error)
+        return report
+
+
+def verdict(context: Context) -> dict[str, Any]:
+    """The sweep's report with what was destroyed; fails listing whatever could not be removed."""
+    ti = context["ti"]
+    report = ti.xcom_pull(task_ids="sweep")
+    if not isinstance(report, dict):
+        raise AirflowException("the sweep failed before it could report: see its log")
+    failed = dict(report["failed"])
+    if not report["dry_run"]:
+        states = ti.get_task_states(
+            dag_id=context["dag"].dag_id, task_ids=["destroy_cluster"], run_ids=[context["run_id"]]
+        ).get(context["run_id"], {})
+        destroyed = []
+        for index, name in enumerate(report["destroy"]):
+            state = states.get(f"destroy_cluster_{index}")
+            if state == "success":
+                destroyed.append(name)
+            else:
+                failed[name] = f"gcluster destroy ended {state}: see destroy_cluster[{index}]"
+        report = {**report, "destroyed": destroyed}
+    report = {k: v for k, v in report.items() if k != "destroy_settings"}
+    if failed:
+        raise AirflowException(
+            "janitor could not remove: " + "; ".join(f"{k}: {v}" for k, v in failed.items())
+        )
+    return report
