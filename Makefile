@@ -32,7 +32,7 @@ demo: $(STAMP) ## one whole DAG run on the local sandbox, with a table of what h
 
 test: $(STAMP) ## run the whole test suite (and lint)
 	$(VENV)/bin/ruff check plugins dags tests
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 e2e: $(STAMP) ## only the end-to-end scenarios: make e2e REPORT=<file>
 	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py
