@@ -1,0 +1,82 @@
+"""Retrying a task is safe: no duplicate Job or JobSet, no failure on "already exists"."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+from airflow.sdk import BaseOperator
+
+from tests.sandbox.harness import SETTINGS, Sandbox
+from tpu_rl import manifests
+from tpu_rl.operators.jobs import RunJobOperator
+from tpu_rl.operators.kubernetes import BackendStartOperator, HfTokenSecretOperator
+
+RUN_ID = "manual__2026-11-29T12:00:00+00:00"
+CLUSTER = {
+    "project_id": SETTINGS["project"],
+    "location": SETTINGS["region"],
+    "cluster_name": "gemma4-rl",
+}
+
+
+def context() -> dict:
+    ti = SimpleNamespace(
+        dag_id="tpu_rl_post_training", task_id="t", run_id=RUN_ID, try_number=1, map_index=-1
+    )
+    return {
+        "params": dict(SETTINGS),
+        "run_id": RUN_ID,
+        "ti": ti,
+        "dag": SimpleNamespace(dag_id="d"),
+    }
+
+
+@pytest.fixture
+def box(tmp_path):
+    with Sandbox(tmp_path).up(existing_cluster="gemma4-rl") as sandbox:
+        yield sandbox
+
+
+def test_a_retried_job_submission_follows_the_job_it_created(box):
+    op = RunJobOperator(task_id="train", build=manifests.train_job, **CLUSTER)
+    op.configure(context())
+    first = op.create_job(op.build_job_request_obj(context()))
+    again = op.create_job(op.build_job_request_obj(context()))
+    jobs = box.emu.list("jobs", namespace="default")
+    assert [j["metadata"]["name"] for j in jobs] == [first.metadata.name] == [again.metadata.name]
+
+
+def test_a_retry_replaces_a_job_that_failed(box):
+    op = RunJobOperator(task_id="train", build=manifests.train_job, **CLUSTER)
+    op.configure(context())
+    job = op.create_job(op.build_job_request_obj(context()))
+    old_uid = box.emu.get("jobs", "default", job.metadata.name)["metadata"]["uid"]
+    box.emu.set_job_condition("default", job.metadata.name, "Failed", reason="BackoffLimitExceeded")
+    op.create_job(op.build_job_request_obj(context()))
+    jobs = box.emu.list("jobs", namespace="default")
+    assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] != old_uid
+
+
+def test_secret_and_backend_tolerate_already_exists(box, monkeypatch):
+    monkeypatch.setattr(BackendStartOperator, "_wait_running", lambda self, layout: None)
+    for _ in range(2):
+        HfTokenSecretOperator(task_id="hf_token_secret", **CLUSTER).execute(context())
+        BackendStartOperator(task_id="start_backend", **CLUSTER).execute(context())
+    assert len(box.emu.list("secrets", namespace="default")) == 1
+    assert len(box.emu.list("jobsets", namespace="default")) == 1
+
+
+def test_deferred_job_waits_keep_the_tasks_execution_timeout(monkeypatch):
+    """The provider's Job trigger has no timeout of its own: ours passes execution_timeout."""
+    seen = {}
+    monkeypatch.setattr(BaseOperator, "defer", lambda self, **kw: seen.update(kw))
+    op = RunJobOperator(
+        task_id="convert",
+        build=manifests.conversion_job,
+        execution_timeout=timedelta(hours=3),
+        **CLUSTER,
+    )
+    op.defer(trigger=object(), method_name="execute_complete")
+    assert seen["timeout"] == timedelta(hours=3)
