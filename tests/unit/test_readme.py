@@ -16,3 +16,15 @@ def test_readme_starts_with_demo_and_test_and_ci_runs_make_test():
     text = (REPO / "README.md").read_text()
     assert text.index("make demo") < text.index("make test") < text.index("make plan")
     assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+def test_troubleshooting_quotes_only_messages_the_code_prints():
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Troubleshooting") : text.index("## The janitor")]
+    quoted = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
+    sources = "\n".join(p.read_text() for p in (REPO / "plugins").rglob("*.py"))
+    assert len(quoted) >= 12
+    for message in quoted:
+        # `[reason]` is the sensor's prefix: f"[{reason}] ..." with the reason a literal
+        literal = f'"{message[1:-1]}"' if message.startswith("[") else message
+        assert literal in sources, message
