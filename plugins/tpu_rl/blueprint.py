@@ -177,16 +177,14 @@ def vars_flag(settings: RunSettings) -> str:
     return ",".join(f"{k}={v[k]}" for k in keys)
 
 
-def deploy_argv(
-    settings: RunSettings,
-    gcluster: str = "gcluster",
-    blueprint: str = BLUEPRINT_FILE,
-    deployment: str = DEPLOYMENT_FILE,
+def _blueprint_argv(
+    verb: str, settings: RunSettings, gcluster: str, blueprint: str, deployment: str
 ) -> list[str]:
-    """`gcluster deploy` as the tutorial runs it, plus `-d` for the state backend."""
+    """`gcluster <verb> <blueprint> -d <deployment> --vars ... -l IGNORE` (+ approval flags)."""
+    approve = ["--auto-approve"] if verb == "deploy" else []
     return [
         gcluster,
-        "deploy",
+        verb,
         blueprint,
         "-d",
         deployment,
@@ -194,9 +192,19 @@ def deploy_argv(
         vars_flag(settings),
         "-l",
         "IGNORE",
-        "--auto-approve",
+        *approve,
         "-w",
     ]
+
+
+def deploy_argv(
+    settings: RunSettings,
+    gcluster: str = "gcluster",
+    blueprint: str = BLUEPRINT_FILE,
+    deployment: str = DEPLOYMENT_FILE,
+) -> list[str]:
+    """`gcluster deploy` as the tutorial runs it, plus `-d` for the state backend."""
+    return _blueprint_argv("deploy", settings, gcluster, blueprint, deployment)
 
 
 def create_argv(
@@ -206,18 +214,7 @@ def create_argv(
     deployment: str = DEPLOYMENT_FILE,
 ) -> list[str]:
     """`gcluster create` with deploy's inputs: rewrites the deployment folder, applies nothing."""
-    return [
-        gcluster,
-        "create",
-        blueprint,
-        "-d",
-        deployment,
-        "--vars",
-        vars_flag(settings),
-        "-l",
-        "IGNORE",
-        "-w",
-    ]
+    return _blueprint_argv("create", settings, gcluster, blueprint, deployment)
 
 
 def destroy_argv(settings: RunSettings, gcluster: str = "gcluster") -> list[str]:

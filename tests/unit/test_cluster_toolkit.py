@@ -3,28 +3,23 @@ bundle server. Only the cloud is fake: credentials come from a real Airflow conn
 
 from __future__ import annotations
 
-import http.server
-import io
 import json
 import logging
 import os
 import shutil
 import sys
-import tarfile
-import threading
 from pathlib import Path
 
 import pytest
 import structlog
 
+from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bundle
 from tpu_rl import blueprint, cluster_toolkit
 from tpu_rl.cluster_toolkit import ClusterToolkitError
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-SANDBOX_BIN = ROOT / "tests" / "sandbox" / "bin"
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "cluster-toolkit"
 VERSION = "v1.103.0"
 PRIVATE_KEY = (
     "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
@@ -40,67 +35,6 @@ SETTINGS = {
     "cluster_toolkit_version": VERSION,
 }
 STATE_KEY = "tpu-rl-example-bucket/tpu-rl/terraform/gemma4-rl"
-
-
-def make_bundle(members: dict[str, tuple[bytes, int]]) -> bytes:
-    """A .tgz with {name: (content, mode)}."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, (data, mode) in members.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def fake_bundle() -> bytes:
-    """Like the release bundle: gcluster at the top, the tutorial's example folder."""
-    example = "examples/gke-tpu-v6e/"
-    return make_bundle(
-        {
-            "gcluster": ((SANDBOX_BIN / "gcluster").read_bytes(), 0o755),
-            example + "gke-tpu-v6e-advanced.yaml": (
-                (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_bytes(),
-                0o644,
-            ),
-            example + "kueue-configuration.yaml.tftpl": (
-                (FIXTURES / "kueue-configuration.yaml.tftpl").read_bytes(),
-                0o644,
-            ),
-        }
-    )
-
-
-class BundleServer:
-    """Serves {path: bytes} on loopback and counts the requests."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
-        self.requests: list[str] = []
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.requests.append(self.path)
-                body = server.files.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mirror"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
