@@ -60,3 +60,8 @@ airflow: $(STAMP) ## Airflow standalone on SQLite with this project's folders: U
 deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]
 	@test -n "$(ENV)" -a -n "$(LOCATION)" || { echo "usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]"; exit 2; }
 	DRY_RUN='$(DRY_RUN)' PYPI_PACKAGES='$(PYPI_PACKAGES)' scripts/deploy_composer.sh '$(ENV)' '$(LOCATION)' $(if $(PROJECT),'$(PROJECT)')
+
+# --- headless Chromium for the UI test (tests/ui/test_ui_page.py) ---
+.PHONY: chromium
+chromium: ## install Debian's chromium and chromium-driver (root; the page test skips without them)
+	command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }

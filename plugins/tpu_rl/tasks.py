@@ -6,6 +6,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from tpu_rl.report import publish_run_report
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import SettingsError, load_settings
 from tpu_rl.storage import missing_export_files
@@ -40,9 +41,13 @@ def reward_gate(rewards: dict[str, Any], min_gain: float) -> dict[str, float]:
 
 
 def verify_export(context: Any) -> str:
-    """The exported model's URI, after checking its files exist."""
+    """The exported model's URI, after checking its files exist and writing the run report.
+
+    Airflow 3.3's Task SDK cannot set the run's note, so the report's summary goes to the log.
+    """
     layout = layout_from_context(context)
     missing = missing_export_files(layout.export_dir, layout.settings.gcp_conn_id)
     if missing:
         raise AirflowFailException(f"export {layout.export_dir} lacks {', '.join(missing)}")
+    publish_run_report(layout, context)
     return layout.export_dir

@@ -1,0 +1,42 @@
+"""FastAPI app mounted by the api-server under /tpu-rl: the page and the JSON it reads.
+
+The page is static (no data in it); /api/runs needs a user allowed to read this DAG's runs,
+authenticated like Airflow's own API (the UI's session cookie or a bearer token).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import Depends, FastAPI, Query
+from fastapi.responses import FileResponse
+
+from tpu_rl.ui.runs import DAG_ID, fetch_runs
+
+STATIC = Path(__file__).parent / "static"
+MAX_RUNS = 2000
+
+app = FastAPI(title="RL post-training", docs_url=None, redoc_url=None, openapi_url=None)
+can_read_runs = Depends(requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=DAG_ID))
+
+
+@app.get("/", include_in_schema=False)
+def page() -> FileResponse:
+    return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+@app.get("/page.js", include_in_schema=False)
+def script() -> FileResponse:
+    return FileResponse(STATIC / "page.js", headers={"Cache-Control": "no-cache"})
+
+
+@app.get("/api/runs", dependencies=[can_read_runs])
+def runs(
+    session: SessionDep, limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 500
+) -> dict[str, Any]:
+    """The newest runs of the DAG, newest first: metrics, gate verdict, TPU-hours, links."""
+    return {"dag_id": DAG_ID, "runs": fetch_runs(session, limit)}

@@ -1,0 +1,149 @@
+"""Rows of the "RL post-training" page from Airflow's metadata DB: two queries for any count.
+
+One query reads the DAG runs with the task instances the page needs joined in (start_backend's
+start, stop_backend's end, the gate's state); one reads the XComs of all those runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from airflow.models.dagrun import DagRun
+from airflow.models.taskinstance import TaskInstance
+from airflow.models.xcom import XComModel
+from sqlalchemy import and_, select
+from sqlalchemy.orm import Session, aliased
+
+from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.report import estimated_cost_usd, pool_hosts, tpu_hours
+from tpu_rl.settings import SETTING_FIELDS, RunSettings
+
+DAG_ID = "tpu_rl_post_training"
+# (task_id, key) of the XComs a row shows
+XCOMS = {
+    ("wait_for_rewards", "return_value"): "rewards",
+    ("gate", "return_value"): "gate",
+    ("verify", "return_value"): "export_uri",
+    ("export", "checkpoint_step"): "checkpoint_step",
+}
+VERDICTS = {"success": "passed", "failed": "stopped", "upstream_failed": "not reached"}
+
+
+def _ti(task_id: str) -> Any:
+    ti = aliased(TaskInstance, name=task_id)
+    on = and_(
+        ti.dag_id == DagRun.dag_id,
+        ti.run_id == DagRun.run_id,
+        ti.task_id == task_id,
+        ti.map_index == -1,
+    )
+    return ti, on
+
+
+def fetch_runs(session: Session, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` runs of the DAG, newest first, as the page's rows."""
+    start, start_on = _ti("start_backend")
+    stop, stop_on = _ti("stop_backend")
+    gate, gate_on = _ti("gate")
+    runs = session.execute(
+        select(
+            DagRun.id,
+            DagRun.run_id,
+            DagRun.state,
+            DagRun.run_after,
+            DagRun.start_date,
+            DagRun.end_date,
+            DagRun.conf,
+            start.start_date.label("pool_start"),
+            stop.end_date.label("pool_end"),
+            gate.state.label("gate_state"),
+        )
+        .outerjoin(start, start_on)
+        .outerjoin(stop, stop_on)
+        .outerjoin(gate, gate_on)
+        .where(DagRun.dag_id == DAG_ID)
+        .order_by(DagRun.run_after.desc(), DagRun.id.desc())
+        .limit(limit)
+    ).all()
+    values = _xcoms(session, [r.id for r in runs])
+    return [_row(r, values.get(r.id, {})) for r in runs]
+
+
+def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+    if not run_ids:
+        return {}
+    rows = session.execute(
+        select(XComModel.dag_run_id, XComModel.task_id, XComModel.key, XComModel.value).where(
+            XComModel.dag_run_id.in_(run_ids),
+            XComModel.task_id.in_({task for task, _ in XCOMS}),
+            XComModel.key.in_({key for _, key in XCOMS}),
+            XComModel.map_index == -1,
+        )
+    )
+    found: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        name = XCOMS.get((row.task_id, row.key))
+        if name:
+            found.setdefault(row.dag_run_id, {})[name] = XComModel.deserialize_value(row)
+    return found
+
+
+def _settings(conf: Mapping[str, Any] | None) -> RunSettings:
+    """The run's settings as far as its conf tells (defaults for the rest), unvalidated."""
+    return RunSettings(**{k: v for k, v in (conf or {}).items() if k in SETTING_FIELDS})
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    return (end - start).total_seconds() if start and end else None
+
+
+def _gain(pre: Mapping[str, Any], post: Mapping[str, Any]) -> float | None:
+    """post - pre mean_reward: the gate's figure when it passed, else from the rewards."""
+    if pre.get("mean_reward") is None or post.get("mean_reward") is None:
+        return None
+    return float(post["mean_reward"]) - float(pre["mean_reward"])
+
+
+def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
+    rewards = x.get("rewards") or {}
+    pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
+    gate = x.get("gate") or {}
+    settings = _settings(run.conf)
+    pool_seconds = _seconds(run.pool_start, run.pool_end)
+    hours = cost = None
+    if pool_seconds is not None:
+        try:
+            hours = tpu_hours(pool_hosts(RunLayout(settings, run.run_id)), pool_seconds)
+            cost = estimated_cost_usd(settings, hours)
+        except (ValueError, KeyError, TypeError, AttributeError):  # a conf validation refused
+            pass
+    export_uri = x.get("export_uri")
+    run_path = f"dags/{DAG_ID}/runs/{quote(run.run_id, safe='')}"
+    return {
+        "run_id": run.run_id,
+        "state": run.state,
+        "run_after": run.run_after.isoformat() if run.run_after else None,
+        "duration_seconds": _seconds(run.start_date, run.end_date),
+        "pre_mean_reward": pre.get("mean_reward"),
+        "post_mean_reward": post.get("mean_reward"),
+        "pre_accuracy": pre.get("accuracy"),
+        "post_accuracy": post.get("accuracy"),
+        "gain": gate.get("gain", _gain(pre, post)),
+        "gate": VERDICTS.get(run.gate_state or "", "pending" if run.end_date is None else "-"),
+        "tpu_hours": hours,
+        "estimated_cost_usd": cost,
+        "checkpoint_step": x.get("checkpoint_step"),
+        "export_uri": export_uri,
+        "export_url": console_url(export_uri) if export_uri else None,
+        "run_url": run_path,
+        "logs_url": f"{run_path}/tasks/wait_for_rewards",
+    }
+
+
+def console_url(uri: str) -> str:
+    """The Cloud console's browser page of a gs:// folder."""
+    bucket, path = split_gcs_uri(uri)
+    return f"https://console.cloud.google.com/storage/browser/{bucket}/{path}"

@@ -1,0 +1,149 @@
+"""Synthetic runs of tpu_rl_post_training in Airflow's DB: DagRuns, task instances, XComs.
+
+Bulk inserts with the shapes the real tasks write: every 7th run stopped by the gate, the
+newest one still running.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+
+DAG_ID = "tpu_rl_post_training"
+START = datetime(2026, 1, 5, 6, 0, tzinfo=UTC)
+POOL_SECONDS = 2 * 3600.0
+
+
+def rewards(i: int) -> tuple[float, float]:
+    pre = 0.08 + 0.01 * math.sin(i / 5)
+    post = pre - 0.02 if i % 7 == 3 else pre + 0.03 + 0.01 * math.cos(i / 3)
+    return round(pre, 4), round(post, 4)
+
+
+def clear_runs() -> None:
+    """Remove every run of the DAG (their task instances and XComs go with them)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.execute(delete(XComModel).where(XComModel.dag_id == DAG_ID))
+        session.execute(delete(TaskInstance).where(TaskInstance.dag_id == DAG_ID))
+        session.execute(delete(DagRun).where(DagRun.dag_id == DAG_ID))
+
+
+def add_runs(count: int) -> list[str]:
+    """Insert `count` runs (oldest first, a week apart); their run ids."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    clear_runs()
+    with create_session() as session:
+        runs, tis, plan = [], [], {}
+        for i in range(count):
+            run_id = f"scheduled__synthetic-{i:04d}"
+            begin = START + timedelta(days=7 * i)
+            running = i == count - 1
+            stopped = rewards(i)[1] < rewards(i)[0]
+            runs.append(
+                {
+                    "dag_id": DAG_ID,
+                    "run_id": run_id,
+                    "run_type": "scheduled",
+                    "state": "running" if running else "failed" if stopped else "success",
+                    "run_after": begin,
+                    "start_date": begin,
+                    "end_date": None if running else begin + timedelta(hours=4),
+                    "conf": {"cluster_nodepool_count": 1 + i % 2},
+                    "clear_number": 0,
+                }
+            )
+            pool_start = begin + timedelta(minutes=20)
+            pool_end = pool_start + timedelta(seconds=POOL_SECONDS)
+            tis += [
+                _ti(run_id, "start_backend", "success", pool_start, pool_start),
+                _ti(run_id, "stop_backend", "success", pool_end, pool_end),
+            ]
+            if not running:
+                tis.append(_ti(run_id, "wait_for_rewards", "success", pool_start, pool_end))
+                tis.append(_ti(run_id, "gate", "failed" if stopped else "success", pool_end))
+            if not running and not stopped:
+                tis += [_ti(run_id, task, "success", pool_end) for task in ("export", "verify")]
+            plan[run_id] = (i, running, stopped)
+        session.execute(insert(DagRun.__table__), runs)
+        session.execute(insert(TaskInstance.__table__), tis)
+        ids = dict(
+            session.execute(select(DagRun.run_id, DagRun.id).where(DagRun.dag_id == DAG_ID)).all()
+        )
+        xcoms = [
+            x
+            for run_id, (i, running, stopped) in plan.items()
+            for x in _xcoms(ids[run_id], run_id, i, running, stopped)
+        ]
+        session.execute(insert(XComModel.__table__), xcoms)
+    return list(plan)
+
+
+def _metrics(mean_reward: float, corr: int) -> dict[str, float]:
+    return {"corr": corr, "total": 64, "accuracy": corr / 64 * 100, "mean_reward": mean_reward}
+
+
+def _ti(
+    run_id: str, task_id: str, state: str, start: datetime, end: datetime | None = None
+) -> dict[str, Any]:
+    from airflow.models.taskinstance import uuid7
+
+    return {
+        "id": uuid7(),
+        "dag_id": DAG_ID,
+        "run_id": run_id,
+        "task_id": task_id,
+        "map_index": -1,
+        "state": state,
+        "start_date": start,
+        "end_date": end,
+        "pool": "default_pool",
+        "pool_slots": 1,
+        "try_number": 1,
+    }
+
+
+def _xcoms(dag_run_id: int, run_id: str, i: int, running: bool, stopped: bool) -> list[dict]:
+    if running:
+        return []
+    pre, post = rewards(i)
+    values: dict[tuple[str, str], Any] = {
+        ("wait_for_rewards", "return_value"): {
+            "pre": _metrics(pre, 8),
+            "post": _metrics(post, 6 if stopped else 12),
+            "post_time": "2026-01-05T08:00:00Z",
+        }
+    }
+    if not stopped:
+        export = f"gs://bucket/gemma4-26b/hf-trained/rl-{i:010d}/"
+        values[("gate", "return_value")] = {
+            "pre_mean_reward": pre,
+            "post_mean_reward": post,
+            "gain": post - pre,
+        }
+        values[("export", "checkpoint_step")] = 50
+        values[("verify", "return_value")] = export
+    return [
+        {
+            "dag_run_id": dag_run_id,
+            "dag_id": DAG_ID,
+            "run_id": run_id,
+            "task_id": task,
+            "key": key,
+            "map_index": -1,
+            "value": value,
+            "timestamp": START,
+        }
+        for (task, key), value in values.items()
+    ]

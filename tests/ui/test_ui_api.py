@@ -1,0 +1,131 @@
+"""The JSON API the page reads, against a DB of 500 synthetic runs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.ui import synthetic
+
+RUNS = 500
+
+
+@pytest.fixture
+def client(auth_token) -> TestClient:
+    """Filled for each test: under pytest-xdist other tests' runs may land in the same DB."""
+    from tpu_rl.ui.app import app
+
+    synthetic.add_runs(RUNS)
+    return TestClient(app)
+
+
+def get_runs(client: TestClient, token: str, **params: int) -> list[dict]:
+    response = client.get("/api/runs", params=params, cookies={"_token": token})
+    assert response.status_code == 200, response.text
+    return response.json()["runs"]
+
+
+def test_needs_an_authenticated_user(client):
+    assert client.get("/api/runs").status_code == 401
+    assert client.get("/api/runs", cookies={"_token": "not-a-jwt"}).status_code == 403
+
+
+def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
+    runs = get_runs(client, auth_token)
+    assert len(runs) == RUNS
+    assert runs[0]["run_id"] == f"scheduled__synthetic-{RUNS - 1:04d}"
+    assert [r["run_after"] for r in runs] == sorted((r["run_after"] for r in runs), reverse=True)
+    by_id = {r["run_id"]: r for r in runs}
+
+    passed = by_id["scheduled__synthetic-0000"]
+    pre, post = synthetic.rewards(0)
+    assert (passed["pre_mean_reward"], passed["post_mean_reward"]) == (pre, post)
+    assert passed["gain"] == pytest.approx(post - pre)
+    assert passed["pre_accuracy"] == 12.5 and passed["post_accuracy"] == 18.75
+    assert passed["gate"] == "passed" and passed["state"] == "success"
+    assert passed["duration_seconds"] == 4 * 3600
+    # 1 slice of v6e-32: 8 hosts x 2 h; 4 chips a host at 2.70 per chip-hour
+    assert passed["tpu_hours"] == pytest.approx(16.0)
+    assert passed["estimated_cost_usd"] == pytest.approx(16.0 * 4 * 2.70)
+    assert passed["checkpoint_step"] == 50
+    assert passed["export_uri"] == "gs://bucket/gemma4-26b/hf-trained/rl-0000000000/"
+    assert passed["export_url"] == (
+        "https://console.cloud.google.com/storage/browser/bucket/gemma4-26b/hf-trained/rl-0000000000/"
+    )
+    assert passed["run_url"] == "dags/tpu_rl_post_training/runs/scheduled__synthetic-0000"
+    assert passed["logs_url"].endswith("/tasks/wait_for_rewards")
+
+    assert by_id["scheduled__synthetic-0001"]["tpu_hours"] == pytest.approx(32.0)  # 2 slices
+    stopped = by_id["scheduled__synthetic-0003"]
+    pre, post = synthetic.rewards(3)
+    assert stopped["gate"] == "stopped" and post < pre
+    assert stopped["gain"] == pytest.approx(post - pre)
+    assert stopped["export_uri"] is None and stopped["checkpoint_step"] is None
+    running = runs[0]
+    assert running["gate"] == "pending" and running["pre_mean_reward"] is None
+
+
+def test_limit(client, auth_token):
+    assert len(get_runs(client, auth_token, limit=20)) == 20
+    response = client.get("/api/runs", params={"limit": 0}, cookies={"_token": auth_token})
+    assert response.status_code == 422
+
+
+def test_two_queries_whatever_the_number_of_runs(client, auth_token):
+    from airflow.settings import engine
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        for limit in (5, RUNS):
+            statements.clear()
+            get_runs(client, auth_token, limit=limit)
+            data = [s for s in statements if "dag_run" in s or "xcom" in s]
+            assert len(data) == 2, data
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+def test_the_page_and_its_script_are_served(client):
+    page = client.get("/")
+    assert page.status_code == 200 and '<svg id="chart"' in page.text
+    assert client.get("/page.js").headers["content-type"].startswith("text/javascript")
+
+
+def test_bench_500_runs(client, auth_token, capsys):
+    """The figure for `make bench`-style reports; printed, never asserted."""
+    get_runs(client, auth_token)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        get_runs(client, auth_token)
+        times.append(time.perf_counter() - start)
+    with capsys.disabled():
+        print(
+            f"\n/api/runs with {RUNS} runs: best {min(times) * 1000:.0f} ms, "
+            f"worst {max(times) * 1000:.0f} ms of 5"
+        )
+
+
+def test_a_conf_validation_would_refuse_costs_nothing_but_its_tpu_hours(client, auth_token):
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    with create_session() as session:
+        session.execute(
+            update(DagRun)
+            .where(DagRun.run_id == "scheduled__synthetic-0000")
+            .values(conf={"topology": "4by8", "compute_type": 7})
+        )
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"].endswith("-0000"))
+    assert row["tpu_hours"] is None and row["estimated_cost_usd"] is None
+    assert row["gate"] == "passed"

@@ -1,0 +1,164 @@
+"""The page in a real headless Chromium, over runs the sandbox made; the reports they wrote.
+
+The sandbox runs the DAG three times (two that improve the reward, one the gate stops); the
+api-server app (Airflow's own factory, which mounts the plugin) serves the page on loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import REPO
+from tests.sandbox.cloud import free_port
+from tests.sandbox.harness import HF_TOKEN, SETTINGS, Sandbox, Workloads
+from tests.sandbox.workloads import EvalResult
+from tests.ui import synthetic
+from tests.ui.chromium import Chromium, chromium_path
+
+SCREENSHOT = REPO / "test-artifacts" / "ui.png"
+WORKLOADS = [
+    Workloads(),
+    Workloads(post=EvalResult(corr=14, mean_reward=0.1502)),
+    Workloads(post=EvalResult(corr=5, mean_reward=-0.05)),  # stopped by the gate
+]
+
+
+def sandbox_runs(tmp: Path) -> list[dict[str, Any]]:
+    """Three DAG runs in the sandbox; per run its state, export and the report files in GCS."""
+    synthetic.clear_runs()
+    done = []
+    with Sandbox(tmp).up() as box:
+        for workloads in WORKLOADS:
+            result = box.run(dict(SETTINGS), workloads)
+            export = result.xcoms.get("verify.return_value")
+            reports = {}
+            if export:
+                bucket, _, prefix = export.removeprefix("gs://").partition("/")
+                blobs = box.gcs.client().bucket(bucket)
+                for name in ("run-report.json", "run-report.md"):
+                    if blobs.blob(prefix + name).exists():
+                        reports[name] = blobs.blob(prefix + name).download_as_text()
+            done.append({"state": result.state, "export": export, "reports": reports})
+    return done
+
+
+def check_reports(runs: list[dict[str, Any]]) -> None:
+    """verify wrote both reports next to each export; the gate-stopped run has none."""
+    assert [r["state"] for r in runs] == ["success", "success", "failed"]
+    for run in runs[:2]:
+        assert set(run["reports"]) == {"run-report.json", "run-report.md"}
+        report = json.loads(run["reports"]["run-report.json"])
+        assert report["export_uri"] == run["export"]
+        assert report["checkpoint_step"] is not None
+        assert report["gate"]["post_mean_reward"] == report["metrics"]["post"]["mean_reward"]
+        assert {"start_backend", "wait_for_rewards", "stop_backend"} <= set(
+            report["durations_seconds"]
+        )
+        assert report["tpu"]["hosts"] == 8 and report["tpu"]["tpu_hours"] > 0
+        assert report["summary"] in run["reports"]["run-report.md"]
+        assert all(HF_TOKEN not in text for text in run["reports"].values())
+    assert runs[2]["reports"] == {}
+
+
+@contextlib.contextmanager
+def api_server() -> Iterator[str]:
+    """Airflow's api-server app (plugins mounted by its own factory) on loopback."""
+    import uvicorn
+    from airflow.api_fastapi.app import create_app
+
+    config = uvicorn.Config(
+        create_app(apps="core"), host="127.0.0.1", port=free_port(), log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the api-server did not start")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def check_plugin_registered(base: str, token: str) -> None:
+    plugins = httpx.get(
+        f"{base}/api/v2/plugins", headers={"Authorization": f"Bearer {token}"}
+    ).json()["plugins"]
+    ours = next(p for p in plugins if p["name"] == "tpu_rl")
+    assert ours["fastapi_apps"][0]["url_prefix"] == "/tpu-rl"
+    assert ours["external_views"][0]["name"] == "RL post-training"
+
+
+def read_page(base: str, token: str, profile: Path) -> tuple[list[list[str]], dict[str, Any]]:
+    """The table's cells and the chart's element counts once the page's script is done."""
+    browser = Chromium(profile)
+    try:
+        browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
+        browser.call("Page.navigate", url=f"{base}/tpu-rl/")
+        state = browser.wait_for("document.body && document.body.dataset.state")
+        status = browser.evaluate("document.getElementById('status').textContent")
+        assert state == "ready", status
+        rows = browser.evaluate(
+            "[...document.querySelectorAll('#runs tbody tr')]"
+            ".map(tr => [...tr.cells].map(td => td.textContent))"
+        )
+        chart = browser.evaluate(
+            "({circles: document.querySelectorAll('#chart circle').length,"
+            " lines: document.querySelectorAll('#chart polyline').length,"
+            " width: document.getElementById('chart').getBoundingClientRect().width})"
+        )
+        browser.screenshot(SCREENSHOT)
+    finally:
+        browser.close()
+    return rows, chart
+
+
+# One test, not several sharing fixtures: under pytest-xdist an end-to-end test on the same
+# worker may reset the DB between tests.
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth_token, tmp_path):
+    runs = sandbox_runs(tmp_path / "sandbox")
+    check_reports(runs)
+    with api_server() as base:
+        check_plugin_registered(base, auth_token)
+        rows, chart = read_page(base, auth_token, tmp_path / "profile")
+    header = [
+        "run",
+        "state",
+        "started",
+        "duration",
+        "pre",
+        "post",
+        "gain",
+        "pre_acc",
+        "post_acc",
+        "gate",
+        "tpu_hours",
+        "cost",
+        "checkpoint",
+        "export",
+        "logs",
+    ]
+    table = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [r["gate"] for r in table] == ["stopped", "passed", "passed"]  # newest first
+    assert [r["post"] for r in table] == ["-0.0500", "0.1502", "0.1234"]
+    assert [r["gain"] for r in table] == ["-0.1321", "+0.0681", "+0.0413"]
+    assert {r["pre"] for r in table} == {"0.0821"}
+    assert [r["export"] for r in table] == ["", "export", "export"]
+    assert all(r["logs"] == "logs" and r["tpu_hours"] for r in table)
+    assert chart["circles"] == 6 and chart["lines"] == 2 and chart["width"] > 600
+    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,119 @@
+"""The per-run report: content, TPU-hours and cost arithmetic, no token, the GCS upload."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from tpu_rl import report
+from tpu_rl.layout import RunLayout
+from tpu_rl.settings import load_settings
+
+HF_TOKEN = "hf_UnitTestSecretToken0123456789"
+REWARDS = {
+    "pre": {"corr": 8, "total": 100, "accuracy": 8.0, "mean_reward": 0.0821},
+    "post": {"corr": 12, "total": 100, "accuracy": 12.0, "mean_reward": 0.1234},
+    "post_time": "2026-03-01T10:00:00Z",
+}
+GATE = {"pre_mean_reward": 0.0821, "post_mean_reward": 0.1234, "gain": 0.0413}
+# seconds; the backend JobSet lives from start_backend through stop_backend: 2 h in all
+DURATIONS = {
+    "validate": 1.0,
+    "create_cluster": 900.0,
+    "start_backend": 300.0,
+    "train": 60.0,
+    "wait_for_rewards": 6780.0,
+    "stop_backend": 60.0,
+    "gate": 1.0,
+    "export": 1200.0,
+}
+
+
+def layout(conf: dict[str, Any], **overrides: Any) -> RunLayout:
+    return RunLayout(load_settings({**conf, **overrides}), "manual__2026-03-01T08:00:00+00:00")
+
+
+def test_tpu_hours_are_hosts_times_the_pool_lifetime(tutorial_conf):
+    one = report.build_report(layout(tutorial_conf), REWARDS, GATE, 50, DURATIONS)["tpu"]
+    # v6e-32 = 4x8 = 32 chips on ct6e-standard-4t (4 chips a host): 8 hosts, 2 h
+    assert one["hosts"] == 8 and one["pool_seconds"] == 7200.0
+    assert one["tpu_hours"] == pytest.approx(16.0)
+    assert one["estimated_cost_usd"] == pytest.approx(16.0 * 4 * 2.70)
+    two = report.build_report(
+        layout(tutorial_conf, cluster_nodepool_count=2), REWARDS, GATE, 50, DURATIONS
+    )["tpu"]
+    assert two["hosts"] == 16 and two["tpu_hours"] == pytest.approx(32.0)
+
+
+def test_missing_steps_count_as_zero_and_unknown_generation_has_no_price(tutorial_conf):
+    settings = load_settings(tutorial_conf)
+    assert report.tpu_hours(8, 0.0) == 0.0
+    unpriced = dataclasses.replace(settings, tpu_type="v9x-32")
+    assert report.estimated_cost_usd(unpriced, 10.0) is None
+    partial = report.build_report(layout(tutorial_conf), REWARDS, GATE, 1, {"train": 3600.0})
+    assert partial["tpu"]["tpu_hours"] == pytest.approx(8.0)
+
+
+def test_report_content_and_summary(tutorial_conf):
+    run = layout(tutorial_conf)
+    built = report.build_report(run, REWARDS, GATE, 50, DURATIONS)
+    assert built["export_uri"] == run.export_dir and built["checkpoint_step"] == 50
+    assert built["metrics"] == {"pre": REWARDS["pre"], "post": REWARDS["post"]}
+    assert built["gate"] == GATE and built["durations_seconds"] == DURATIONS
+    assert built["settings"] == load_settings(tutorial_conf).to_dict()
+    summary = built["summary"]
+    assert "\n" not in summary
+    for part in ("0.0821", "0.1234", "+0.0413", "16.00 TPU-hours", "$172.80", "step 50"):
+        assert part in summary, (part, summary)
+    markdown = report.render_markdown(built)
+    assert markdown.startswith(f"# Run report: {run.run_id}\n\n{summary}\n")
+    assert "| mean_reward | 0.0821 | 0.1234 |" in markdown
+    assert "| wait_for_rewards | 6780.0 |" in markdown
+
+
+def test_the_token_is_in_neither_file(tutorial_conf, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HUGGINGFACE_DEFAULT",
+        json.dumps({"conn_type": "generic", "password": HF_TOKEN}),
+    )
+    built = report.build_report(layout(tutorial_conf), REWARDS, GATE, 50, DURATIONS)
+    assert built["settings"]["hf_conn_id"] == "huggingface_default"
+    assert HF_TOKEN not in json.dumps(built) and HF_TOKEN not in report.render_markdown(built)
+
+
+def test_durations_from_breadcrumbs_skip_unfinished_and_mapped():
+    crumbs = [
+        {"task_id": "train", "map_index": -1, "state": "success", "duration": 12.5},
+        {"task_id": "export", "map_index": -1, "state": "failed", "duration": None},
+        {"task_id": "mapped", "map_index": 0, "state": "success", "duration": 3.0},
+    ]
+    assert report.step_durations(crumbs) == {"train": 12.5}
+
+
+def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
+    run = layout(tutorial_conf)
+    xcoms = {
+        ("wait_for_rewards", "return_value"): REWARDS,
+        ("gate", "return_value"): GATE,
+        ("export", "checkpoint_step"): 50,
+    }
+    ti = mock.Mock(dag_id="tpu_rl_post_training", run_id=run.run_id)
+    ti.xcom_pull.side_effect = lambda task_ids, key="return_value": xcoms[(task_ids, key)]
+    ti.get_task_breadcrumbs.return_value = [
+        {"task_id": k, "map_index": -1, "duration": v} for k, v in DURATIONS.items()
+    ]
+    with mock.patch.object(report, "GCSHook") as hook:
+        summary = report.publish_run_report(run, {"ti": ti})
+    ti.get_task_breadcrumbs.assert_called_once_with("tpu_rl_post_training", run.run_id)
+    hook.assert_called_once_with(gcp_conn_id="google_cloud_default")
+    uploads = {c.args[1]: c.kwargs for c in hook.return_value.upload.call_args_list}
+    prefix = f"gemma4-26b/hf-trained/{run.slug}/"
+    assert set(uploads) == {prefix + "run-report.json", prefix + "run-report.md"}
+    assert all(c.args[0] == "my-tpu-project-rl" for c in hook.return_value.upload.mock_calls)
+    uploaded = json.loads(uploads[prefix + "run-report.json"]["data"])
+    assert uploaded["summary"] == summary and uploaded["checkpoint_step"] == 50
+    assert uploads[prefix + "run-report.md"]["mime_type"] == "text/markdown"
