@@ -65,3 +65,8 @@ deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LO
 .PHONY: chromium
 chromium: ## install Debian's chromium and chromium-driver (root; the page test skips without them)
 	command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }
+
+# --- benchmarks ---
+.PHONY: bench
+bench: $(STAMP) ## measure parse, worker, log-read, detection and TPU-idle figures against naive baselines: bench.json
+	$(PY) -m tests.bench.run bench.json

@@ -1,0 +1,78 @@
+"""`make bench`: measure every figure beside its baseline and write bench.json.
+
+python -m tests.bench.run [OUT]     (default bench.json; PYTHONPATH=plugins:. as make sets)
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tests.bench import dag_runs, log_reads, occupancy, parse
+from tests.sandbox.harness import DAG_ID, SETTINGS, Sandbox
+
+
+def task_count() -> int:
+    from airflow.dag_processing.dagbag import DagBag
+
+    return len(DagBag(str(parse.DAG_FILE)).dags[DAG_ID].tasks)
+
+
+def measure_all(tmp: Path) -> dict[str, dict[str, Any]]:
+    metrics = {"parse_overhead_ratio": parse.measure(task_count())}
+    box = Sandbox(tmp / "waits")
+    box.tmp.mkdir()
+    with box.up(existing_cluster=SETTINGS["cluster_name"]):
+        metrics["worker_occupancy_ratio"] = occupancy.measure(box, dict(SETTINGS))
+        metrics["log_read_amplification"] = log_reads.measure(box, dict(SETTINGS))
+    metrics.update(dag_runs.measure(tmp))
+    return metrics
+
+
+def table(metrics: dict[str, dict[str, Any]]) -> str:
+    rows = [("metric", "value", "baseline", "vs baseline", "goal", "met")]
+    for name, m in metrics.items():
+        unit = "" if m["unit"] == "ratio" else f" {m['unit']}"
+        rows.append(
+            (
+                name,
+                f"{m['value']:.4g}{unit}",
+                f"{m['baseline']:.4g}{unit}",
+                "-" if m["vs_baseline"] is None else f"{m['vs_baseline']:.3g}x",
+                m["goal"] + unit,
+                "yes" if m["goal_met"] else "NO",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    import airflow
+
+    out = Path(argv[0] if argv else "bench.json")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tpu-rl-bench-") as tmp:
+        metrics = measure_all(Path(tmp))
+    report = {
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_s": round(time.monotonic() - started, 1),
+        "python": platform.python_version(),
+        "airflow": airflow.__version__,
+        "sandbox_poll_interval_s": SETTINGS["poll_interval_seconds"],
+        "metrics": metrics,
+    }
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\n{table(metrics)}\n\n{out} written in {report['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
