@@ -165,4 +165,5 @@ with DAG(
     settings >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
     start_backend >> train >> wait_for_rewards >> stop_backend >> passed_gate >> export >> verified
     work >> run_succeeded()
-    work >> cleanup_kubernetes >> destroy_cluster
+    # cleanup deletes the backend too, so it need not wait for stop_backend
+    [t for t in work if t is not stop_backend] >> cleanup_kubernetes >> destroy_cluster

@@ -6,13 +6,17 @@ import asyncio
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
-from tpu_rl.reward_trigger import FollowState, KubeApiError, LogFollower, RewardTrigger
+if TYPE_CHECKING:
+    from tpu_rl.reward_trigger import FollowState, LogFollower
+
+# The trigger module (aiohttp, kubernetes_asyncio) is imported where it is used, not when the
+# DAG file is parsed.
 
 DEADLINE_KEY = "reward_sensor_deadline"
 POSITION_KEY = "reward_sensor_position"
@@ -88,6 +92,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         remaining = deadline - time.time()
         if remaining <= 0:
             raise AirflowSensorTimeout(f"RewardSensor timed out ({self.timeout:.0f}s in total)")
+        from tpu_rl.reward_trigger import RewardTrigger
+
         cluster_url, ssl_ca_cert = self.cluster_info
         self.defer(
             trigger=RewardTrigger(
@@ -114,6 +120,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         return self._result(event)
 
     def poke(self, context: Context) -> PokeReturnValue:
+        from tpu_rl.reward_trigger import FollowState, KubeApiError
+
         store = context.get("task_state_store")
         follower = self._follower(
             context, FollowState.from_dict(store.get(POSITION_KEY) if store else None)
@@ -130,6 +138,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=self._result(event))
 
     def _follower(self, context: Context, state: FollowState) -> LogFollower:
+        from tpu_rl.reward_trigger import LogFollower
+
         cluster_url, ssl_ca_cert = self.cluster_info
         return LogFollower(
             cluster_url=cluster_url,

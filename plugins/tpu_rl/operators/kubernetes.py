@@ -40,6 +40,17 @@ def ignore_gone(call: Any, *args: Any, **kwargs: Any) -> bool:
     return True
 
 
+def delete_backend(api_client: Any, namespace: str, name: str) -> bool:
+    """Delete the backend JobSet (it holds the TPUs); False when it was already gone."""
+    return ignore_gone(
+        CustomObjectsApi(api_client).delete_namespaced_custom_object,
+        namespace=namespace,
+        name=name,
+        propagation_policy="Foreground",
+        **JOBSET,
+    )
+
+
 class RunClusterOperator(GKEOperatorMixin, BaseOperator):
     """Base for operators that act on the run's GKE cluster with the provider's credentials."""
 
@@ -173,12 +184,8 @@ class BackendStopOperator(RunClusterOperator):
 
     def execute(self, context: Context) -> bool:
         layout = self.skip_unless_started(context, "start_backend")
-        deleted = ignore_gone(
-            self.custom.delete_namespaced_custom_object,
-            namespace=layout.settings.namespace,
-            name=layout.backend_jobset,
-            propagation_policy="Foreground",
-            **JOBSET,
+        deleted = delete_backend(
+            self.hook.get_conn(), layout.settings.namespace, layout.backend_jobset
         )
         self.log.info(
             "Backend %s %s.", layout.backend_jobset, "deleted" if deleted else "already gone"
