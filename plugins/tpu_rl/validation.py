@@ -207,22 +207,27 @@ def device_fractions(s: RunSettings) -> Iterator[str]:
         )
 
 
-def _devices(s: RunSettings, fraction: float) -> int | None:
-    """Whole chips behind a fraction of all slices, None when not whole."""
-    exact = s.chips * s.cluster_nodepool_count * fraction
-    return round(exact) if abs(exact - round(exact)) < 1e-9 else None
+def _whole_chips(s: RunSettings, fraction_name: str) -> int | str | None:
+    """Chips behind a fraction setting: a count, an error when not whole, None to skip.
+
+    None when the topology or the fraction is invalid: other rules report those.
+    """
+    fraction = getattr(s, fraction_name)
+    if not s.chips or not 0 < fraction <= 1:
+        return None
+    total = s.chips * s.cluster_nodepool_count
+    exact = total * fraction
+    if abs(exact - round(exact)) > 1e-9 or round(exact) == 0:
+        return f"{fraction_name}: {fraction} of {total} chips is not a whole number of chips"
+    return round(exact)
 
 
 @rule
 def trainer_mesh(s: RunSettings) -> Iterator[str]:
-    if not s.chips or not 0 < s.trainer_devices_fraction <= 1:
-        return
-    devices = _devices(s, s.trainer_devices_fraction)
-    if devices is None or devices == 0:
-        yield (
-            f"trainer_devices_fraction: {s.trainer_devices_fraction} of "
-            f"{s.chips * s.cluster_nodepool_count} chips is not a whole number of chips"
-        )
+    devices = _whole_chips(s, "trainer_devices_fraction")
+    if isinstance(devices, str):
+        yield devices
+    if not isinstance(devices, int):
         return
     axes = {
         "ici_tensor_parallelism": s.ici_tensor_parallelism,
@@ -243,14 +248,10 @@ def trainer_mesh(s: RunSettings) -> Iterator[str]:
 
 @rule
 def sampler_mesh(s: RunSettings) -> Iterator[str]:
-    if not s.chips or not 0 < s.sampler_devices_fraction <= 1:
-        return
-    devices = _devices(s, s.sampler_devices_fraction)
-    if devices is None or devices == 0:
-        yield (
-            f"sampler_devices_fraction: {s.sampler_devices_fraction} of "
-            f"{s.chips * s.cluster_nodepool_count} chips is not a whole number of chips"
-        )
+    devices = _whole_chips(s, "sampler_devices_fraction")
+    if isinstance(devices, str):
+        yield devices
+    if not isinstance(devices, int):
         return
     product = s.rollout_tensor_parallelism * s.rollout_expert_parallelism
     if product >= 1 and devices % product:

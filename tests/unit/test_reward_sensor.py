@@ -23,7 +23,7 @@ from airflow.sdk.exceptions import (
 )
 
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tests.unit.test_reward_trigger import JOB, NS, C, make_job, make_pod, post, pre, step
+from tests.unit.test_reward_trigger import JOB, NS, C, _Token, make_job, make_pod, post, pre, step
 from tpu_rl.reward_sensor import DEADLINE_KEY, POSITION_KEY, RewardSensor
 from tpu_rl.reward_trigger import RewardTrigger
 
@@ -47,14 +47,6 @@ class FakeTI:
 
     def get_first_reschedule_date(self, context: Any) -> Any:
         return self.first_reschedule
-
-
-class _Token:
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    async def get(self) -> str:
-        return self.value
 
 
 @pytest.fixture
