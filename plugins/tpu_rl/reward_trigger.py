@@ -2,19 +2,22 @@
 
 `LogFollower.poll()` is one poll (the trigger loops it; the reschedule-mode sensor runs it once
 per poke). All progress lives in `FollowState`, a JSON-safe dict, so a rebuilt trigger or the
-next poke continues from the last line read without missing or repeating one.
+next poke continues from the last line read without missing or repeating one. The trigger keeps
+the log open as one `follow=true` stream across its polls; a poke GETs the lines since the last.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -32,6 +35,11 @@ JOBSET_API = "/apis/jobset.x-k8s.io/v1alpha2"
 TAIL_LINES = 20
 TAIL_CHARS = 4000
 REQUEST_TIMEOUT_S = 60
+# An open log stream: no total limit; a connection silent this long is taken as broken.
+STREAM_TIMEOUT = aiohttp.ClientTimeout(
+    total=None, connect=REQUEST_TIMEOUT_S, sock_read=REQUEST_TIMEOUT_S
+)
+STREAM_WAIT_S = 0.2  # longest a poll waits for news on an open log stream
 BACKOFF_CAP_S = 60.0
 _FINISHED = ("Succeeded", "Failed")
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
@@ -131,6 +139,15 @@ def _pod_waiting_reason(pod: dict[str, Any]) -> str:
     return f"phase {_phase(pod)}"
 
 
+@contextlib.contextmanager
+def _answered(path: str) -> Iterator[None]:
+    """Turn a request that got no answer (timeout, connection, TLS) into status 0."""
+    try:
+        yield
+    except (TimeoutError, aiohttp.ClientError, OSError) as error:
+        raise KubeApiError(0, f"GET {path}: {type(error).__name__}: {error}") from error
+
+
 class _Kube:
     """Raw JSON and log access through a kubernetes_asyncio ApiClient (auth, TLS, host)."""
 
@@ -138,8 +155,14 @@ class _Kube:
         self._client = client
         self.bytes_read = 0
 
-    async def _get(self, path: str, query: list[tuple[str, str]]) -> bytes:
-        try:
+    async def open(
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        timeout: float | aiohttp.ClientTimeout = REQUEST_TIMEOUT_S,
+    ) -> aiohttp.ClientResponse:
+        """GET: the 2xx response with its body unread (the caller closes it)."""
+        with _answered(path):
             response = await self._client.call_api(
                 path,
                 "GET",
@@ -147,17 +170,22 @@ class _Kube:
                 header_params={"Accept": "application/json, */*"},
                 auth_settings=["BearerToken"],
                 _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT_S,
+                _request_timeout=timeout,
             )
+            if 200 <= response.status < 300:
+                return response
             async with response:
                 body = await response.read()
-                status, headers = response.status, response.headers
-        except (TimeoutError, aiohttp.ClientError, OSError) as error:
-            raise KubeApiError(0, f"GET {path}: {type(error).__name__}: {error}") from error
         self.bytes_read += len(body)
-        if 200 <= status < 300:
-            return body
-        raise _api_error(path, status, headers.get("Retry-After"), body)
+        raise _api_error(path, response.status, response.headers.get("Retry-After"), body)
+
+    async def _get(self, path: str, query: list[tuple[str, str]]) -> bytes:
+        response = await self.open(path, query)
+        with _answered(path):
+            async with response:
+                body = await response.read()
+        self.bytes_read += len(body)
+        return body
 
     async def get_json(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
         return json.loads(await self._get(path, query or []))
@@ -189,8 +217,84 @@ def _api_error(path: str, status: int, retry_header: str | None, body: bytes) ->
     return KubeApiError(status, f"GET {path}: {message}", retry_after)
 
 
+class _LogStream:
+    """A `follow=true` log response kept open across polls, and the partial line it ends in."""
+
+    def __init__(
+        self,
+        instance: tuple[Any, ...],
+        resent: Counter[str],
+        connection: contextlib.AsyncExitStack,
+        response: aiohttp.ClientResponse,
+    ) -> None:
+        self.instance = instance  # (pod uid, container, restart count, container id)
+        self.resent = resent  # consumed lines at the last timestamp it sends again (by hash)
+        self.ended = False
+        self._connection = connection
+        self._response = response
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._lines = LineAssembler()
+
+    @classmethod
+    async def open(
+        cls,
+        hook: GKEKubernetesAsyncHook,
+        path: str,
+        query: list[tuple[str, str]],
+        instance: tuple[Any, ...],
+        resent: Counter[str],
+    ) -> _LogStream:
+        """Send the GET over a connection of its own, which outlives the poll that opens it."""
+        connection = contextlib.AsyncExitStack()
+        try:
+            client = await connection.enter_async_context(hook.get_conn())
+            response = await _Kube(client).open(path, query, STREAM_TIMEOUT)
+        except BaseException:
+            await connection.aclose()
+            raise
+        connection.callback(response.close)
+        return cls(instance, resent, connection, response)
+
+    async def read(self, *, to_end: bool) -> tuple[list[str], int]:
+        """The complete lines that have arrived, and the bytes read.
+
+        Waits up to STREAM_WAIT_S for news; with `to_end` (the container has terminated, so
+        the server ends the stream) reads to the end and flushes the partial last line.
+        """
+        data = await self._receive(REQUEST_TIMEOUT_S if to_end else STREAM_WAIT_S, to_end)
+        final = to_end and self.ended
+        lines = self._lines.feed(self._decoder.decode(data, final=final))
+        if final and (tail := self._lines.flush()):
+            lines.append(tail)
+        return lines, len(data)
+
+    async def _receive(self, wait: float, to_end: bool) -> bytes:
+        """The buffered bytes, else the first to arrive within `wait` s (all, with `to_end`)."""
+        data = b""
+        try:
+            async with asyncio.timeout(wait):
+                while chunk := await self._response.content.readany():
+                    data += chunk
+                    if not to_end:
+                        return data
+            self.ended = True
+        except aiohttp.ClientError:  # the connection broke, or stayed silent past sock_read
+            self.ended = True
+        except TimeoutError:  # no (more) news within `wait`
+            pass
+        return data
+
+    async def close(self) -> None:
+        await self._connection.aclose()
+
+
 class LogFollower:
-    """One poll at a time: read new log lines of the Job's pod, and judge the Job and backend."""
+    """One poll at a time: read new log lines of the Job's pod, and judge the Job and backend.
+
+    With `stream_log`, the pod's log is one `follow=true` response kept open across polls (the
+    owner calls `close()` when done); without, each poll GETs the lines since the last one,
+    which suits one poll per process (the reschedule-mode sensor).
+    """
 
     def __init__(
         self,
@@ -208,6 +312,7 @@ class LogFollower:
         pending_timeout: float = 1800.0,
         state: FollowState | None = None,
         log: logging.Logger | None = None,
+        stream_log: bool = False,
     ) -> None:
         self.cluster_url = cluster_url
         self.ssl_ca_cert = ssl_ca_cert
@@ -222,7 +327,9 @@ class LogFollower:
         self.pending_timeout = pending_timeout
         self.state = state or FollowState()
         self.log = log or logging.getLogger(__name__)
+        self.stream_log = stream_log
         self.bytes_read = 0
+        self._stream: _LogStream | None = None
 
     @cached_property
     def hook(self) -> GKEKubernetesAsyncHook:
@@ -240,6 +347,12 @@ class LogFollower:
 
     def _log_path(self, pod_name: str) -> str:
         return f"{self._ns_path}/pods/{quote(pod_name, safe='')}/log"
+
+    async def close(self) -> None:
+        """Close the log stream, if one is open."""
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            await stream.close()
 
     async def poll(self) -> dict[str, Any] | None:
         """One poll: an event payload when done (success or error), else None.
@@ -381,7 +494,7 @@ class LogFollower:
         previous: bool = False,
         final: bool = False,
     ) -> dict[str, Any] | None:
-        """Fetch lines from the last position's second on and consume the new ones.
+        """Read lines from the last position's second on and consume the new ones.
 
         A trailing partial line is left for the next read (which starts at or before it),
         unless the container has ended (`final`).
@@ -391,24 +504,58 @@ class LogFollower:
             query.append(("previous", "true"))
         if self.state.last_time:
             query.append(("sinceTime", _since_time(self.state.last_time)))
+        path = self._log_path(pod["metadata"]["name"])
         try:
-            text = await kube.get_text(self._log_path(pod["metadata"]["name"]), query)
+            if self.stream_log and not previous:
+                return await self._read_stream(kube, path, query, container, final)
+            lines = await self._get_lines(kube, path, query, final)
         except KubeApiError as error:
             if error.status == 400:  # container not started yet, or no previous instance
                 self.log.debug("Log not readable yet: %s", error)
                 return None
             raise
+        return self._consume(lines, Counter(self.state.seen_at_last_time))
+
+    async def _get_lines(
+        self, kube: _Kube, path: str, query: list[tuple[str, str]], final: bool
+    ) -> list[str]:
+        """One GET of the log's lines."""
         assembler = LineAssembler()
-        lines = assembler.feed(text)
+        lines = assembler.feed(await kube.get_text(path, query))
         if final and (tail := assembler.flush()):
             lines.append(tail)
-        return self._consume(lines)
+        return lines
 
-    def _consume(self, lines: list[str]) -> dict[str, Any] | None:
-        """Skip lines already consumed (by timestamp, then hash at the same timestamp)."""
+    async def _read_stream(
+        self, kube: _Kube, path: str, query: list[tuple[str, str]], container: str, final: bool
+    ) -> dict[str, Any] | None:
+        """Consume the lines that arrived on this container instance's stream (opened if need be).
+
+        A stream that ended (container ended, server closed, network error) is closed, to be
+        reopened by the next poll from the last line's second.
+        """
+        state = self.state
+        instance = (state.pod_uid, container, state.restart_count, state.container_id)
+        if self._stream is None or self._stream.instance != instance:
+            await self.close()
+            follow = [*query, ("follow", "true")]
+            resent = Counter(state.seen_at_last_time)
+            self._stream = await _LogStream.open(self.hook, path, follow, instance, resent)
+        stream = self._stream
+        lines, size = await stream.read(to_end=final)
+        kube.bytes_read += size
+        if stream.ended:
+            await self.close()
+        return self._consume(lines, stream.resent)
+
+    def _consume(self, lines: list[str], resent: Counter[str]) -> dict[str, Any] | None:
+        """Skip lines already consumed: before the last timestamp, or at it and in `resent`.
+
+        `resent` counts (by hash) the consumed lines at the last timestamp that the read sends
+        again, as one from `sinceTime` does; updated in place, so a stream's chunks share one.
+        """
         state = self.state
         last = _time_key(state.last_time) if state.last_time else None
-        already = Counter(state.seen_at_last_time)
         for line in lines:
             stamp, text = split_timestamp(line)
             if stamp is None:  # the tail of a line that began before sinceTime: seen already
@@ -417,12 +564,13 @@ class LogFollower:
             if last is not None and key < last:
                 continue
             if key == last:
-                if already[digest] > 0:
-                    already[digest] -= 1
+                if resent[digest] > 0:
+                    resent[digest] -= 1
                     continue
                 state.seen_at_last_time.append(digest)
             else:
-                last, already = key, Counter()
+                last = key
+                resent.clear()
                 state.last_time, state.seen_at_last_time = stamp, [digest]
             if (result := self._on_line(stamp, text)) is not None:
                 return result
@@ -646,6 +794,7 @@ class RewardTrigger(BaseTrigger):
             pending_timeout=pending_timeout,
             state=FollowState.from_dict(state),
             log=self.log,
+            stream_log=True,
         )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -670,6 +819,14 @@ class RewardTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            payload = await self._wait()
+        finally:  # also when the triggerer cancels the trigger
+            await self.follower.close()
+        yield TriggerEvent(payload)
+
+    async def _wait(self) -> dict[str, Any]:
+        """Poll until there is an event to send, backing off on transient API errors."""
         failures, last_error = 0, None
         while True:
             try:
@@ -686,7 +843,6 @@ class RewardTrigger(BaseTrigger):
             if payload is not None:
                 if payload.get("reason") == "timeout" and failures:
                     payload["message"] += f"; the Kubernetes API was failing: {last_error}"
-                yield TriggerEvent(payload)
-                return
+                return payload
             failures = 0
             await asyncio.sleep(self.poll_interval)

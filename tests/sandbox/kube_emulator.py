@@ -381,31 +381,33 @@ class KubeEmulator(ClusterState):
         with self._lock:
             sent = log_.select(since, tail)
             data = log_.render(sent, timestamps)
+            next_index = len(log_.records)  # with the data: a record appended later is streamed
         if not _flag(query, "follow") or previous:
             data = data[:limit] if limit is not None else data
             return web.Response(body=data, content_type="text/plain")
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
-        total, next_index = 0, len(log_.records)
-        while True:
-            if limit is not None:
-                data = data[: limit - total]
-            await response.write(data)
-            total += len(data)
-            if (limit is not None and total >= limit) or self._stopping.is_set():
-                break
-            done = self.container_done(namespace, pod, container)
-            with self._lock:
-                new = list(range(next_index, len(log_.records)))
-                next_index = len(log_.records)
-                data = log_.render(new, timestamps)
-            if done and not data:
-                break
-            if not data:
-                await asyncio.sleep(POLL_S)
-        request[STREAMED_BYTES] = total
-        await response.write_eof()
-        return response
+        request[STREAMED_BYTES] = total = 0  # kept current: the client may hang up at any time
+        with contextlib.suppress(ConnectionResetError):  # it hung up during a write
+            while True:
+                if limit is not None:
+                    data = data[: limit - total]
+                await response.write(data)
+                request[STREAMED_BYTES] = total = total + len(data)
+                if (limit is not None and total >= limit) or self._stopping.is_set():
+                    break
+                if request.transport is None or request.transport.is_closing():
+                    return response  # the client hung up: stop following for it
+                done = self.container_done(namespace, pod, container)
+                with self._lock:
+                    new = list(range(next_index, len(log_.records)))
+                    next_index = len(log_.records)
+                    data = log_.render(new, timestamps)
+                if done and not data:
+                    break
+                if not data:
+                    await asyncio.sleep(POLL_S)
+        return response  # aiohttp ends it once _middleware has recorded it, not before
 
     async def _watch(
         self, request: web.Request, resource: Resource, namespace: str | None

@@ -218,6 +218,33 @@ def test_log_container_choice_and_follow(emu: KubeEmulator) -> None:
     assert emu.requests[-1].response_bytes == len("rm up\nmore\n")
 
 
+def test_follow_stops_and_is_recorded_when_the_client_hangs_up(
+    emu: KubeEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A follower that closes its stream is recorded with the bytes it was sent, not a 500."""
+    emu.create(pod("p", {}))
+    emu.set_pod_phase(NS, "p", "Running")
+    emu.append_log(NS, "p", "base", "one\n")
+
+    async def hang_up() -> None:
+        async with async_client(emu) as api:
+            stream = await kubernetes_asyncio.client.CoreV1Api(api).read_namespaced_pod_log(
+                "p", NS, follow=True, _preload_content=False
+            )
+            assert await stream.content.readany() == b"one\n"
+            stream.close()
+        for _ in range(100):
+            if emu.requests:
+                break
+            await asyncio.sleep(0.02)
+
+    asyncio.run(hang_up())
+    emu.append_log(NS, "p", "base", "two\n")  # nobody is listening: nothing to send it to
+    (record,) = emu.requests
+    assert (record.status, record.response_bytes, record.query) == (200, 4, {"follow": "True"})
+    assert "failed" not in caplog.text
+
+
 def test_token_rotation_answers_401(emu: KubeEmulator) -> None:
     core = kubernetes.client.CoreV1Api(sync_client(emu))
     core.list_namespaced_pod(NS)

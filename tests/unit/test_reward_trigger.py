@@ -6,11 +6,13 @@ and CA go straight to the trigger. Everything after that is real HTTP to the emu
 
 import asyncio
 import datetime as dt
+import gc
 import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -236,6 +238,23 @@ def follower(emu: KubeEmulator, **overrides: Any) -> LogFollower:
     return LogFollower(log=logging.getLogger("test.follower"), **kwargs)
 
 
+@pytest.fixture(params=[False, True], ids=["get", "stream"])
+async def make_follower(
+    request: pytest.FixtureRequest, emu: KubeEmulator
+) -> AsyncIterator[Callable[..., LogFollower]]:
+    """follower() reading the log by a GET per poll (as the sensor) or one open stream (as the
+    trigger), its stream closed after the test."""
+    made: list[LogFollower] = []
+
+    def make(**overrides: Any) -> LogFollower:
+        made.append(follower(emu, stream_log=request.param, **overrides))
+        return made[-1]
+
+    yield make
+    for f in made:
+        await f.close()
+
+
 async def first_event(trigger: RewardTrigger, timeout: float = 10) -> dict[str, Any]:
     async def _first() -> dict[str, Any]:
         async for event in trigger.run():
@@ -290,10 +309,10 @@ async def test_log_growing_over_polls(emu, creds, steps):
     assert all(q["timestamps"] == "true" and q["container"] == C for q in queries)
 
 
-async def test_split_line_is_read_once_whole(emu, creds, steps):
+async def test_split_line_is_read_once_whole(emu, creds, make_follower, steps):
     make_job(emu)
     make_pod(emu, "train-a")
-    f = follower(emu)
+    f = make_follower()
     line = step(10)
     emu.append_log(NS, "train-a", C, line[:40])
     assert await f.poll() is None
@@ -306,11 +325,11 @@ async def test_split_line_is_read_once_whole(emu, creds, steps):
     assert steps() == [10]
 
 
-async def test_same_timestamp_lines_are_told_apart(emu, creds, steps):
+async def test_same_timestamp_lines_are_told_apart(emu, creds, make_follower, steps):
     """Identical lines at one timestamp count twice; re-reads of that second count once."""
     make_job(emu)
     make_pod(emu, "train-a")
-    f = follower(emu)
+    f = make_follower()
     at = dt.datetime.now(dt.UTC)
     emu.append_log(NS, "train-a", C, step(10), at=at)
     assert await f.poll() is None
@@ -321,10 +340,10 @@ async def test_same_timestamp_lines_are_told_apart(emu, creds, steps):
     assert steps() == [10, 10, 20]
 
 
-async def test_container_restart_reads_old_tail_then_new_log(emu, creds, steps):
+async def test_container_restart_reads_old_tail_then_new_log(emu, creds, make_follower, steps):
     make_job(emu)
     make_pod(emu, "train-a")
-    f = follower(emu)
+    f = make_follower()
     emu.append_log(NS, "train-a", C, pre() + step(10))
     assert await f.poll() is None
     emu.append_log(NS, "train-a", C, step(20))  # written just before the crash, not read yet
@@ -340,10 +359,10 @@ async def test_container_restart_reads_old_tail_then_new_log(emu, creds, steps):
     assert any(r.query.get("previous") == "true" for r in log_requests(emu))
 
 
-async def test_replaced_pod_is_read_from_its_start(emu, creds, steps):
+async def test_replaced_pod_is_read_from_its_start(emu, creds, make_follower, steps):
     make_job(emu, backoff_limit=2)
     make_pod(emu, "train-a")
-    f = follower(emu)
+    f = make_follower()
     emu.append_log(NS, "train-a", C, pre() + step(10))
     assert await f.poll() is None
     emu.set_pod_phase(NS, "train-a", "Failed", exit_code=1)
@@ -579,10 +598,10 @@ async def test_forbidden_is_not_retried(emu, creds):
     assert len(emu.requests) == 1
 
 
-async def test_expired_token_reconnects_with_a_fresh_one(emu, creds):
+async def test_expired_token_reconnects_with_a_fresh_one(emu, creds, make_follower):
     make_job(emu)
     make_pod(emu, "train-a")
-    f = follower(emu)
+    f = make_follower()
     emu.append_log(NS, "train-a", C, step(10))
     assert await f.poll() is None
     emu.set_token("tok-2")
@@ -626,6 +645,153 @@ async def test_bytes_fetched_stay_close_to_the_log_size(emu, creds):
     fetched = sum(r.response_bytes for r in log_requests(emu))
     assert rendered <= fetched <= 1.3 * rendered, (fetched, rendered)
     assert f.bytes_read >= fetched
+
+
+async def test_streamed_log_is_fetched_about_once_over_many_polls(emu, creds, steps):
+    """55 polls, 4 per second of log time, fetch the log about once: one stream, no re-reads."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu, stream_log=True)
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    rendered = 0
+    try:
+        for n in range(1, 56):
+            lines = [
+                f"I1129 10:00:{n % 60:02d}.000000 140213 rl_cluster.py:311] actor step {n}.{i}: "
+                f"loss=0.{i:04d} rewards/mean=0.{n:04d} kl=0.0012\n"
+                for i in range(3)
+            ]
+            lines += [step(n), *([post()] if n == 55 else [])]
+            at += dt.timedelta(seconds=0.25)
+            emu.append_log(NS, "train-a", C, "".join(lines), at=at)
+            rendered += sum(len(rfc3339nano(at)) + 1 + len(line) for line in lines)
+            event = await f.poll()
+            assert (event is None) == (n < 55)
+    finally:
+        await f.close()
+    assert event is not None and event["status"] == "success"
+    assert steps() == list(range(1, 56))
+    await wait_for(lambda: log_requests(emu))  # recorded once the emulator sees the close
+    (stream,) = log_requests(emu)
+    assert stream.query["follow"] == "true"
+    assert rendered <= stream.response_bytes <= 1.2 * rendered, (stream.response_bytes, rendered)
+    assert f.bytes_read >= stream.response_bytes
+
+
+class Relay:
+    """A TCP relay to the emulator (TLS passes through) whose connections a test can break."""
+
+    def __init__(self, emu: KubeEmulator) -> None:
+        self.target = emu.port
+        self.connections: list[asyncio.StreamWriter] = []
+        self.url = ""
+
+    async def __aenter__(self) -> "Relay":
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.url = f"https://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.cut()
+        self.server.close()
+        await self.server.wait_closed()
+
+    def cut(self) -> None:
+        """Break every open connection, as a network failure or a server going away does."""
+        for writer in self.connections:
+            writer.transport.abort()
+        self.connections.clear()
+
+    async def _relay(self, client: asyncio.StreamReader, to_client: asyncio.StreamWriter) -> None:
+        server, to_server = await asyncio.open_connection("127.0.0.1", self.target)
+        self.connections += [to_client, to_server]
+        await asyncio.gather(
+            _pipe(client, to_server), _pipe(server, to_client), return_exceptions=True
+        )
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while data := await reader.read(65536):
+        writer.write(data)
+        await writer.drain()
+    writer.close()
+
+
+async def test_stream_broken_mid_line_resumes_without_gaps_or_repeats(emu, creds, steps):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    clock = Clock()  # lines ms apart: the reopened stream sends their second again
+    async with Relay(emu) as relay:
+        f = follower(emu, cluster_url=relay.url, stream_log=True)
+        try:
+            emu.append_log(NS, "train-a", C, pre(), at=clock())
+            emu.append_log(NS, "train-a", C, step(10), at=clock())
+            emu.append_log(NS, "train-a", C, step(20)[:30], at=clock())
+            assert await f.poll() is None
+            assert steps() == [10]
+            relay.cut()  # the stream breaks with half a line received
+            emu.append_log(NS, "train-a", C, step(20)[30:] + step(30), at=clock())
+            assert await f.poll() is None  # finds the stream broken, closes it
+            assert steps() == [10]
+            assert await f.poll() is None  # reopens it from the last line's second
+            assert steps() == [10, 20, 30]
+            emu.append_log(NS, "train-a", C, post(), at=clock())
+            event = await f.poll()
+        finally:
+            await f.close()
+    assert event is not None and event["status"] == "success" and event["pre"]["corr"] == 7
+    assert steps() == [10, 20, 30]
+    await wait_for(lambda: len(log_requests(emu)) == 2)
+    first, second = (r.query for r in log_requests(emu))
+    assert first["follow"] == second["follow"] == "true"
+    assert "sinceTime" not in first and "sinceTime" in second
+
+
+async def test_restart_while_streaming_moves_to_the_new_instance(emu, creds, steps):
+    """The old instance's tail comes by a one-shot previous=true GET; its stream is closed."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    f = follower(emu, stream_log=True)
+    try:
+        emu.append_log(NS, "train-a", C, pre() + step(10))
+        assert await f.poll() is None
+        emu.append_log(NS, "train-a", C, step(20))  # streamed, not consumed before the crash
+        emu.restart_container(NS, "train-a", C)
+        emu.append_log(NS, "train-a", C, pre(corr=8) + step(10, reward=0.5))
+        assert await f.poll() is None
+        assert steps() == [10, 20, 10]
+        await wait_for(lambda: len(log_requests(emu)) == 2)  # the old stream was closed
+        previous, old = sorted(log_requests(emu), key=lambda r: "follow" in r.query)
+        assert previous.query["previous"] == "true" and "follow" not in previous.query
+        assert old.query["follow"] == "true" and "sinceTime" not in old.query
+        emu.append_log(NS, "train-a", C, post())
+        event = await f.poll()
+    finally:
+        await f.close()
+    assert event is not None and event["status"] == "success" and event["pre"]["corr"] == 8
+    assert steps() == [10, 20, 10]
+    await wait_for(lambda: len(log_requests(emu)) == 3)
+    new = log_requests(emu)[2].query
+    assert new["follow"] == "true" and "sinceTime" not in new  # the new log from its start
+
+
+async def test_cancelled_trigger_closes_its_stream(emu, creds, steps):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    trigger = RewardTrigger(**trigger_kwargs(emu))
+    task = asyncio.create_task(first_event(trigger))
+    emu.append_log(NS, "train-a", C, step(10))
+    await wait_for(lambda: steps() == [10])
+    assert log_requests(emu) == []  # the stream is open: recorded when it ends
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await wait_for(lambda: len(log_requests(emu)) == 1)  # the emulator saw the client go
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del trigger, task
+        gc.collect()
+    assert [str(w.message) for w in caught if "Unclosed" in str(w.message)] == []
 
 
 async def test_state_round_trip():
