@@ -354,6 +354,34 @@ class LogFollower:
             stream, self._stream = self._stream, None
             await stream.close()
 
+    async def release_backend(self) -> None:
+        """Delete the backend JobSet now that the wait is over: the TPUs are free the moment
+        training ends, not when Airflow next runs a task. Best effort: the sensor and cleanup
+        delete it too, so a failure here is only logged."""
+        if not self.backend_jobset_name:
+            return
+        body = {"propagationPolicy": "Foreground"}
+        try:
+            async with self.hook.get_conn() as client:
+                response = await client.call_api(
+                    self._jobset_path,
+                    "DELETE",
+                    body=body,
+                    header_params={"Content-Type": "application/json"},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT_S,
+                )
+                async with response:
+                    status = response.status
+        except Exception as error:  # the backstops still delete it
+            self.log.warning("Could not delete backend %s now: %s", self.backend_jobset_name, error)
+            return
+        outcome = {404: "was already gone"}.get(status, f"delete answered HTTP {status}")
+        if 200 <= status < 300:
+            outcome = "deleted: its TPUs are free"
+        self.log.info("Backend %s %s.", self.backend_jobset_name, outcome)
+
     async def poll(self) -> dict[str, Any] | None:
         """One poll: an event payload when done (success or error), else None.
 
@@ -823,6 +851,7 @@ class RewardTrigger(BaseTrigger):
             payload = await self._wait()
         finally:  # also when the triggerer cancels the trigger
             await self.follower.close()
+        await self.follower.release_backend()
         yield TriggerEvent(payload)
 
     async def _wait(self) -> dict[str, Any]:

@@ -881,3 +881,24 @@ async def test_simulated_backend_worker_crash(emu, creds):
         event = await first_event(RewardTrigger(**kwargs))
     assert event["reason"] == "backend_failed", event
     assert JOBSET in event["message"]
+
+
+async def test_the_backend_is_deleted_the_moment_the_wait_ends(emu, creds):
+    """The TPUs are released by the trigger itself, before Airflow resumes the task."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    make_jobset(emu)
+    emu.append_log(NS, "train-a", C, pre() + post())
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, backend_jobset_name=JOBSET)))
+    assert event["status"] == "success"
+    assert emu.get("jobsets", NS, JOBSET) is None
+
+
+async def test_a_failed_wait_releases_the_backend_too(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    make_jobset(emu)
+    emu.set_job_condition(NS, JOB, "Failed", reason="BackoffLimitExceeded")
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, backend_jobset_name=JOBSET)))
+    assert event["reason"] == "job_failed"
+    assert emu.get("jobsets", NS, JOBSET) is None
