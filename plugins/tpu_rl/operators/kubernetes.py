@@ -14,13 +14,14 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperat
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from airflow.sdk.log import mask_secret
+from kubernetes import watch
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
 from tpu_rl import manifests
 from tpu_rl.layout import RUN_LABEL, RunLayout
 from tpu_rl.runtime import layout_from_context
-from tpu_rl.settings import SettingsError
+from tpu_rl.settings import RunSettings, SettingsError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -146,6 +147,7 @@ class BackendStartOperator(RunClusterOperator):
         namespace, name = layout.settings.namespace, layout.backend_jobset
         expected = 1 + layout.hosts * layout.settings.cluster_nodepool_count
         deadline = time.monotonic() + layout.settings.pending_timeout_minutes * 60
+        selector = f"{JOBSET_NAME_LABEL}={name}"
         while True:
             failed = _condition(
                 self.custom.get_namespaced_custom_object(namespace=namespace, name=name, **JOBSET),
@@ -153,10 +155,8 @@ class BackendStartOperator(RunClusterOperator):
             )
             if failed:
                 raise AirflowException(f"backend JobSet {name} failed: {failed}")
-            pods = self.core.list_namespaced_pod(
-                namespace=namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}"
-            ).items
-            phases = [p.status.phase for p in pods]
+            pods = self.core.list_namespaced_pod(namespace=namespace, label_selector=selector)
+            phases = [p.status.phase for p in pods.items]
             if "Failed" in phases:
                 raise AirflowException(f"a backend pod of {name} failed: {phases}")
             running = phases.count("Running")
@@ -168,7 +168,27 @@ class BackendStartOperator(RunClusterOperator):
                     f"backend {name}: {running}/{expected} pods running after "
                     f"{layout.settings.pending_timeout_minutes} min (TPU capacity or Kueue)"
                 )
-            time.sleep(layout.settings.poll_interval_seconds)
+            self._next_pod_change(
+                namespace, selector, pods.metadata.resource_version, layout.settings
+            )
+
+    def _next_pod_change(
+        self, namespace: str, selector: str, resource_version: str, settings: RunSettings
+    ) -> None:
+        """Block until a backend pod changes (a watch), at most one poll interval.
+
+        The training client is submitted the moment the last pod runs: every second the
+        backend holds TPUs without a client is paid for.
+        """
+        watcher = watch.Watch()
+        for _ in watcher.stream(
+            self.core.list_namespaced_pod,
+            namespace=namespace,
+            label_selector=selector,
+            resource_version=resource_version,
+            timeout_seconds=max(1, settings.poll_interval_seconds),
+        ):
+            watcher.stop()
 
 
 def _condition(obj: dict, kind: str) -> str | None:
