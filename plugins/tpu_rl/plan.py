@@ -35,9 +35,8 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             "description": f"Create gs://{s.gcs_bucket} in {s.region} unless it exists.",
         },
     ]
-    creates_cluster = s.cluster_mode == "create"
-    if creates_cluster:
-        cluster = _cluster_plan(layout)
+    cluster = _cluster_plan(layout) if s.cluster_mode == "create" else None
+    if cluster:
         files.update(cluster.files)
         steps.append(
             {
@@ -100,7 +99,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             "id": "verify_export",
             "description": f"Check config.json, safetensors and tokenizer in {layout.export_dir}.",
         },
-        _cleanup_step(layout),
+        _cleanup_step(layout, cluster),
     ]
     return steps, files
 
@@ -134,19 +133,16 @@ def _object_step(
     return step
 
 
-def _cleanup_step(layout: RunLayout) -> Step:
-    s = layout.settings
+def _cleanup_step(layout: RunLayout, cluster: blueprint.ClusterToolkitPlan | None) -> Step:
+    """`cluster`: the cluster this run creates, if it does."""
+    destroys = cluster is not None and not layout.settings.keep_cluster
     step: Step = {
         "id": "cleanup",
         "description": "Always: delete the run's Jobs, JobSet and Secret"
-        + (
-            ", then destroy the cluster."
-            if s.cluster_mode == "create" and not s.keep_cluster
-            else "; the cluster is kept."
-        ),
+        + (", then destroy the cluster." if destroys else "; the cluster is kept."),
     }
-    if s.cluster_mode == "create" and not s.keep_cluster:
-        step["argv"] = _cluster_plan(layout).destroy
+    if destroys:
+        step["argv"] = cluster.destroy
     return step
 
 

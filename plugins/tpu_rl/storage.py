@@ -16,10 +16,8 @@ def _list(uri: str, gcp_conn_id: str) -> list[str]:
     return GCSHook(gcp_conn_id=gcp_conn_id).list(bucket, prefix=prefix)
 
 
-def object_exists(uri: str, gcp_conn_id: str, *, prefix: bool = False) -> bool:
-    """Whether the object exists, or with prefix=True whether anything is under it."""
-    if prefix:
-        return bool(_list(uri, gcp_conn_id))
+def object_exists(uri: str, gcp_conn_id: str) -> bool:
+    """Whether the object exists."""
     bucket, name = split_gcs_uri(uri)
     return GCSHook(gcp_conn_id=gcp_conn_id).exists(bucket, name)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
@@ -94,8 +95,9 @@ class RunClusterOperator(GKEOperatorMixin, BaseOperator):
     def batch(self) -> BatchV1Api:
         return self.hook.batch_v1_client
 
-    @property
+    @cached_property
     def custom(self) -> CustomObjectsApi:
+        """One client for the task (get_conn builds a new connection pool each call)."""
         return CustomObjectsApi(self.hook.get_conn())
 
 
@@ -205,7 +207,7 @@ class BackendStopOperator(RunClusterOperator):
     def execute(self, context: Context) -> bool:
         layout = self.skip_unless_started(context, "start_backend")
         deleted = delete_backend(
-            self.hook.get_conn(), layout.settings.namespace, layout.backend_jobset
+            self.custom.api_client, layout.settings.namespace, layout.backend_jobset
         )
         self.log.info(
             "Backend %s %s.", layout.backend_jobset, "deleted" if deleted else "already gone"
