@@ -1,9 +1,9 @@
 """The per-run report: run-report.json and run-report.md next to the exported model.
 
 TPU-hours are hosts x hours the TPU pool existed, the pool being the Pathways backend JobSet
-(from start_backend to stop_backend). The cost is an estimate: chip-hours times the list
-price below, which ignores committed-use and spot discounts, regional differences and the
-cluster's CPU nodes, disks and network.
+(from start_backend to the reward sensor's end, which deletes it). The cost is an estimate:
+chip-hours times the list price below, which ignores committed-use and spot discounts,
+regional differences and the cluster's CPU nodes, disks and network.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 # On-demand list price in USD per chip-hour, by TPU generation (prefix of `tpu_type`).
 # An estimate to compare runs with, not a bill: check the current Cloud TPU pricing page.
 PRICE_PER_CHIP_HOUR_USD = {"v6e": 2.70}
-# The steps the backend JobSet lives through, in order: start_backend creates it,
-# stop_backend deletes it.
-BACKEND_STEPS = ("start_backend", "train", "wait_for_rewards", "stop_backend")
+# The steps the backend JobSet lives through, in order: start_backend creates it, the reward
+# sensor deletes it the moment its wait ends (stop_backend then finds it gone).
+BACKEND_STEPS = ("start_backend", "train", "wait_for_rewards")
 JSON_NAME = "run-report.json"
 MARKDOWN_NAME = "run-report.md"
 

@@ -132,7 +132,9 @@ CASES = [
         workloads=lambda box: Workloads(
             worker_script=crashing_worker_script(after_s=400), train_fail_at_step=10
         ),
-        check=states_are(wait_for_rewards="failed", stop_backend="success"),
+        check=states_are(
+            wait_for_rewards="failed", stop_backend="upstream_failed", cleanup_kubernetes="success"
+        ),
     ),
     Case(
         "training_client_exits_non_zero",

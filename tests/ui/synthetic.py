@@ -66,15 +66,15 @@ def add_runs(count: int) -> list[str]:
             )
             pool_start = begin + timedelta(minutes=20)
             pool_end = pool_start + timedelta(seconds=POOL_SECONDS)
-            tis += [
-                _ti(run_id, "start_backend", "success", pool_start, pool_start),
-                _ti(run_id, "stop_backend", "success", pool_end, pool_end),
-            ]
-            if not running:
-                tis.append(_ti(run_id, "wait_for_rewards", "success", pool_start, pool_end))
-                tis.append(_ti(run_id, "gate", "failed" if stopped else "success", pool_end))
+            tis.append(ti_row(run_id, "start_backend", "success", pool_start, pool_start))
+            if running:
+                tis.append(ti_row(run_id, "wait_for_rewards", "deferred", pool_start))
+            else:  # the sensor deletes the backend as its wait ends; stop_backend finds it gone
+                tis.append(ti_row(run_id, "wait_for_rewards", "success", pool_start, pool_end))
+                tis.append(ti_row(run_id, "stop_backend", "success", pool_end, pool_end))
+                tis.append(ti_row(run_id, "gate", "failed" if stopped else "success", pool_end))
             if not running and not stopped:
-                tis += [_ti(run_id, task, "success", pool_end) for task in ("export", "verify")]
+                tis += [ti_row(run_id, task, "success", pool_end) for task in ("export", "verify")]
             plan[run_id] = (i, running, stopped)
         session.execute(insert(DagRun.__table__), runs)
         session.execute(insert(TaskInstance.__table__), tis)
@@ -94,7 +94,7 @@ def _metrics(mean_reward: float, corr: int) -> dict[str, float]:
     return {"corr": corr, "total": 64, "accuracy": corr / 64 * 100, "mean_reward": mean_reward}
 
 
-def _ti(
+def ti_row(
     run_id: str, task_id: str, state: str, start: datetime, end: datetime | None = None
 ) -> dict[str, Any]:
     from airflow.models.taskinstance import uuid7

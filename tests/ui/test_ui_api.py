@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -65,6 +66,45 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert stopped["export_uri"] is None and stopped["checkpoint_step"] is None
     running = runs[0]
     assert running["gate"] == "pending" and running["pre_mean_reward"] is None
+    assert running["tpu_hours"] is None  # the pool is still up
+
+
+@pytest.mark.parametrize(
+    ("wait_state", "pool_end_task"),
+    [("failed", "wait_for_rewards"), ("upstream_failed", "cleanup_kubernetes")],
+)
+def test_a_failed_runs_tpu_hours_end_where_its_backend_was_deleted(
+    client, auth_token, wait_state, pool_end_task
+):
+    """Training failed: the sensor deleted the backend; it never waited: cleanup did."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert, update
+
+    run_id = "scheduled__synthetic-0000"
+    pool_start = synthetic.START + timedelta(minutes=20)
+    ends = {"wait_for_rewards": pool_start + timedelta(hours=1)}
+    ends["stop_backend"] = ends["wait_for_rewards"] + timedelta(seconds=1)  # upstream_failed
+    ends["cleanup_kubernetes"] = ends["wait_for_rewards"] + timedelta(minutes=30)
+    states = {"wait_for_rewards": wait_state, "stop_backend": "upstream_failed"}
+    with create_session() as session:
+        for task_id, state in states.items():
+            session.execute(
+                update(TaskInstance)
+                .where(TaskInstance.run_id == run_id, TaskInstance.task_id == task_id)
+                .values(state=state, end_date=ends[task_id])
+            )
+        cleanup = synthetic.ti_row(
+            run_id,
+            "cleanup_kubernetes",
+            "success",
+            ends["stop_backend"],
+            ends["cleanup_kubernetes"],
+        )
+        session.execute(insert(TaskInstance.__table__), [cleanup])
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
+    hours = (ends[pool_end_task] - pool_start).total_seconds() / 3600
+    assert row["tpu_hours"] == pytest.approx(8 * hours)  # 8 hosts of v6e-32
 
 
 def test_limit(client, auth_token):

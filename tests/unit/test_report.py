@@ -20,14 +20,14 @@ REWARDS = {
     "post_time": "2026-03-01T10:00:00Z",
 }
 GATE = {"pre_mean_reward": 0.0821, "post_mean_reward": 0.1234, "gain": 0.0413}
-# seconds; the backend JobSet lives from start_backend through stop_backend: 2 h in all
+# seconds; the backend JobSet lives from start_backend through wait_for_rewards: 2 h in all
 DURATIONS = {
     "validate": 1.0,
     "create_cluster": 900.0,
     "start_backend": 300.0,
     "train": 60.0,
-    "wait_for_rewards": 6780.0,
-    "stop_backend": 60.0,
+    "wait_for_rewards": 6840.0,
+    "stop_backend": 5.0,
     "gate": 1.0,
     "export": 1200.0,
 }
@@ -72,7 +72,7 @@ def test_report_content_and_summary(tutorial_conf):
     markdown = report.render_markdown(built)
     assert markdown.startswith(f"# Run report: {run.run_id}\n\n{summary}\n")
     assert "| mean_reward | 0.0821 | 0.1234 |" in markdown
-    assert "| wait_for_rewards | 6780.0 |" in markdown
+    assert "| wait_for_rewards | 6840.0 |" in markdown
 
 
 def test_the_token_is_in_neither_file(tutorial_conf, monkeypatch):

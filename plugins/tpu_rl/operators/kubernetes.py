@@ -202,10 +202,14 @@ def _condition(obj: dict, kind: str) -> str | None:
 
 
 class BackendStopOperator(RunClusterOperator):
-    """Deletes the backend JobSet (it holds the TPUs); already gone is fine."""
+    """Deletes the backend JobSet (it holds the TPUs); already gone is fine.
+
+    The reward sensor deletes it when its wait ends, and cleanup_kubernetes deletes it in any
+    run, so this step only makes sure, after a successful wait, before the gate and export.
+    """
 
     def execute(self, context: Context) -> bool:
-        layout = self.skip_unless_started(context, "start_backend")
+        layout = layout_from_context(context)
         deleted = delete_backend(
             self.custom.api_client, layout.settings.namespace, layout.backend_jobset
         )

@@ -17,7 +17,7 @@ class RunRewardSensor(RewardSensor):
 
     The moment the wait ends, whichever way, it deletes the Pathways backend: the TPUs are
     released without waiting for the next task to be scheduled (`stop_backend` then finds
-    it gone, and still covers runs whose wait never started).
+    it gone; `cleanup_kubernetes` covers runs whose wait never started).
     """
 
     def execute(self, context: Context) -> Any:

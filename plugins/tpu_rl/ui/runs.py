@@ -1,7 +1,7 @@
 """Rows of the "RL post-training" page from Airflow's metadata DB: two queries for any count.
 
-One query reads the DAG runs with the task instances the page needs joined in (start_backend's
-start, stop_backend's end, the gate's state); one reads the XComs of all those runs.
+One query reads the DAG runs with the task instances the page needs joined in (the backend's
+start and the steps that delete it, the gate's state); one reads the XComs of all those runs.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ XCOMS = {
     ("export", "checkpoint_step"): "checkpoint_step",
 }
 VERDICTS = {"success": "passed", "failed": "stopped", "upstream_failed": "not reached"}
+RAN = ("success", "failed")  # task states of a step that ran (not upstream_failed or skipped)
+# Steps that delete the backend, first to last: the pool ended at the first of them that ran.
+# The reward sensor deletes it when its wait ends; cleanup_kubernetes when the wait never ran.
+POOL_ENDERS = ("wait_for_rewards", "stop_backend", "cleanup_kubernetes")
 
 
 def _ti(task_id: str) -> Any:
@@ -46,9 +50,9 @@ def _ti(task_id: str) -> Any:
 def fetch_runs(session: Session, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` runs of the DAG, newest first, as the page's rows."""
     start, start_on = _ti("start_backend")
-    stop, stop_on = _ti("stop_backend")
+    enders = {task_id: _ti(task_id) for task_id in POOL_ENDERS}
     gate, gate_on = _ti("gate")
-    runs = session.execute(
+    query = (
         select(
             DagRun.id,
             DagRun.run_id,
@@ -57,14 +61,19 @@ def fetch_runs(session: Session, limit: int) -> list[dict[str, Any]]:
             DagRun.start_date,
             DagRun.end_date,
             DagRun.conf,
+            start.state.label("pool_start_state"),
             start.start_date.label("pool_start"),
-            stop.end_date.label("pool_end"),
+            *(ti.state.label(f"{task_id}_state") for task_id, (ti, _) in enders.items()),
+            *(ti.end_date.label(f"{task_id}_end") for task_id, (ti, _) in enders.items()),
             gate.state.label("gate_state"),
         )
         .outerjoin(start, start_on)
-        .outerjoin(stop, stop_on)
         .outerjoin(gate, gate_on)
-        .where(DagRun.dag_id == DAG_ID)
+    )
+    for ti, on in enders.values():
+        query = query.outerjoin(ti, on)
+    runs = session.execute(
+        query.where(DagRun.dag_id == DAG_ID)
         .order_by(DagRun.run_after.desc(), DagRun.id.desc())
         .limit(limit)
     ).all()
@@ -96,6 +105,14 @@ def _settings(conf: Mapping[str, Any] | None) -> RunSettings:
     return RunSettings(**{k: v for k, v in (conf or {}).items() if k in SETTING_FIELDS})
 
 
+def _pool_seconds(run: Any) -> float | None:
+    """How long the backend's TPU pool existed: start_backend's start to the first deleter."""
+    if run.pool_start_state not in RAN:
+        return None
+    ends = (getattr(run, f"{t}_end") for t in POOL_ENDERS if getattr(run, f"{t}_state") in RAN)
+    return _seconds(run.pool_start, next(ends, None))
+
+
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     return (end - start).total_seconds() if start and end else None
 
@@ -112,7 +129,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
     gate = x.get("gate") or {}
     settings = _settings(run.conf)
-    pool_seconds = _seconds(run.pool_start, run.pool_end)
+    pool_seconds = _pool_seconds(run)
     hours = cost = None
     if pool_seconds is not None:
         try:
