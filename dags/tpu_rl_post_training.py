@@ -5,10 +5,12 @@ Thin wiring only: every step lives in the `tpu_rl` package under plugins/.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
-from airflow.sdk import DAG, Asset, Variable, task
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Asset
 
 from tpu_rl import manifests
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
@@ -20,9 +22,13 @@ from tpu_rl.operators.kubernetes import (
     HfTokenSecretOperator,
 )
 from tpu_rl.operators.rewards import RunRewardSensor
+from tpu_rl.operators.steps import (
+    RewardGateOperator,
+    ValidateSettingsOperator,
+    VerifyExportOperator,
+)
 from tpu_rl.params import dag_params
 from tpu_rl.settings import RunSettings
-from tpu_rl.tasks import reward_gate, validate_settings, verify_export
 
 DEFAULTS = RunSettings()
 EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
@@ -56,7 +62,8 @@ with DAG(
     dag_id="tpu_rl_post_training",
     description="GRPO post-training with MaxText + Pathways on Cloud TPU in GKE",
     doc_md=DOC,
-    schedule=Variable.get("tpu_rl_schedule", default=None),
+    # an environment variable, not an Airflow Variable: no lookup on every parse of this file
+    schedule=os.environ.get("TPU_RL_SCHEDULE") or None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
@@ -65,12 +72,7 @@ with DAG(
     tags=["tpu", "rl", "maxtext", "gke"],
     default_args={"owner": "ml-platform", "retries": 1},
 ) as dag:
-
-    @task(retries=0)
-    def validate(params=None) -> dict:
-        return validate_settings(params)
-
-    settings = validate()
+    settings = ValidateSettingsOperator(task_id="validate", retries=0).output
 
     ensure_bucket = GCSCreateBucketOperator(
         task_id="ensure_bucket",
@@ -108,30 +110,16 @@ with DAG(
         retries=0,
         **CLUSTER,
     )
-    stop_backend = BackendStopOperator(task_id="stop_backend", trigger_rule="all_done", **CLUSTER)
-
-    @task(retries=0)
-    def gate(rewards: dict, params=None) -> dict:
-        return reward_gate(rewards, float(params["min_reward_gain"]))
-
-    passed_gate = gate(wait_for_rewards.output)
+    stop_backend = BackendStopOperator(task_id="stop_backend", **CLUSTER)
+    passed_gate = RewardGateOperator(task_id="gate", rewards=wait_for_rewards.output, retries=0)
     export = ExportJobOperator(
         task_id="export",
         execution_timeout=minutes(DEFAULTS.export_timeout_minutes),
         **job_args,
     )
-
-    @task(outlets=[EXPORTED_MODEL])
-    def verify(**context) -> str:
-        uri = verify_export(context)
-        context["outlet_events"][EXPORTED_MODEL].extra = {"uri": uri, "run_id": context["run_id"]}
-        return uri
-
-    verified = verify()
-
-    @task(trigger_rule="none_failed", retries=0)
-    def run_succeeded() -> None:
-        """Fails (upstream_failed) whenever a work step failed, so the run's state is the truth."""
+    verified = VerifyExportOperator(task_id="verify", outlets=[EXPORTED_MODEL])
+    # upstream_failed whenever a work step failed, so the run's state is the truth
+    run_succeeded = EmptyOperator(task_id="run_succeeded", trigger_rule="none_failed")
 
     cleanup_kubernetes = CleanupKubernetesOperator(
         task_id="cleanup_kubernetes",
@@ -164,6 +152,8 @@ with DAG(
     ]
     settings >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
     start_backend >> train >> wait_for_rewards >> stop_backend >> passed_gate >> export >> verified
-    work >> run_succeeded()
-    # cleanup deletes the backend too, so it need not wait for stop_backend
-    [t for t in work if t is not stop_backend] >> cleanup_kubernetes >> destroy_cluster
+    # The steps after the wait also hang on it directly: when training fails, one scheduler pass
+    # marks them all upstream_failed and cleanup starts on the next, not a pass per step later.
+    wait_for_rewards >> [passed_gate, export, verified]
+    work >> run_succeeded
+    work >> cleanup_kubernetes >> destroy_cluster

@@ -1,9 +1,13 @@
 """parse_overhead_ratio: parse time of the DAG file / a bare DAG with the same operators.
 
-Each parse runs in a fresh process: `import airflow` and the DagBag module first (untimed),
-then `DagBag(<file>)` timed. Ours and the bare DAG alternate, and the medians are compared.
-Each process also parses its file a second time, imports cached, to show what executing the
-file costs apart from its imports.
+Each parse runs in a fresh process set up as Airflow's DAG processor sets up the one that
+parses a file: `import airflow` and the DagBag module first (untimed), then `gc.freeze()`, as
+the processor's manager calls it before forking (dag_processing/manager.py, before_run), so
+the collector's full passes skip that heap; then `DagBag(<file>)` is timed. Byte-code is
+cached as on a DAG processor: one untimed parse of each file first writes every module's .pyc
+(under a private PYTHONPYCACHEPREFIX), so neither side pays compiling. Ours and the bare DAG
+alternate, RUNS times each, and the medians are compared. Each process also parses its file a
+second time, imports cached, to show what executing the file costs apart from its imports.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from tests.bench.metric import metric
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "dags" / "tpu_rl_post_training.py"
 GOAL = 1.15
-RUNS = 5
+RUNS = 7
 MARK = "BENCH-PARSE "
 
 CHILD = f"""
-import json, sys, time
+import gc, json, sys, time
 import airflow
 from airflow.dag_processing.dagbag import DagBag
+gc.freeze()
 start, cpu = time.perf_counter(), time.process_time()
 bag = DagBag(sys.argv[1])
 seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
@@ -60,10 +65,15 @@ with DAG(dag_id="bare_tpu_rl", schedule=None, start_date=datetime(2026, 1, 1), c
 
 
 def child_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AIRFLOW") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env.update(
         {
             "AIRFLOW_HOME": str(home),
+            "PYTHONPYCACHEPREFIX": str(home / "pycache"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "PYTHONPATH": str(REPO / "plugins"),
         }
@@ -144,6 +154,8 @@ def measure(task_count: int) -> dict[str, Any]:
         cpu: dict[str, list[float]] = {"ours": [], "bare": []}
         warm: dict[str, list[float]] = {"ours": [], "bare": []}
         tasks: dict[str, int] = {}
+        for path in (DAG_FILE, bare):  # writes the byte-code caches; not timed
+            timed(path, env, root)
         for run in range(RUNS):
             order = [("ours", DAG_FILE), ("bare", bare)]
             for name, path in order if run % 2 == 0 else reversed(order):
