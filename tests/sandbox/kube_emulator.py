@@ -423,24 +423,27 @@ class KubeEmulator(ClusterState):
             events = [("ADDED", o) for o in self._list_body(request, resource, namespace)["items"]]
         else:
             events = []
-        last, total = int(rv), 0
+        last = int(rv)
+        request[STREAMED_BYTES] = 0
         deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            for type_, obj in events:
-                line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"
-                await response.write(line)
-                total += len(line)
-            if self._stopping.is_set() or asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(POLL_S)
-            events = []
-            for change_rv, type_, plural, obj in self.changes_since(last):
-                last = change_rv
-                wanted = plural == resource.plural and namespace in (None, current_ns(obj))
-                if wanted and labels(obj) and fields(obj):
-                    events.append((type_, obj))
-        request[STREAMED_BYTES] = total
-        await response.write_eof()
+        try:
+            while True:
+                for type_, obj in events:
+                    line = json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+                    await response.write(line)
+                    request[STREAMED_BYTES] += len(line)
+                if self._stopping.is_set() or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(POLL_S)
+                events = []
+                for change_rv, type_, plural, obj in self.changes_since(last):
+                    last = change_rv
+                    wanted = plural == resource.plural and namespace in (None, current_ns(obj))
+                    if wanted and labels(obj) and fields(obj):
+                        events.append((type_, obj))
+            await response.write_eof()
+        except ConnectionResetError:  # the client stopped watching, as a watch's client may
+            pass
         return response
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
