@@ -62,6 +62,12 @@ def test_cleanup_always_runs_after_all_work_and_the_run_state_tells_the_truth(da
     assert dag.get_task("start_backend").trigger_rule == "none_failed"  # conversion may be skipped
 
 
+def test_a_failed_wait_reaches_cleanup_in_one_scheduler_pass(dag):
+    """Each step after the wait hangs on it directly, so all are marked upstream_failed at once."""
+    after_wait = WORK[WORK.index("wait_for_rewards") + 1 :]
+    assert all("wait_for_rewards" in dag.get_task(t).upstream_task_ids for t in after_wait)
+
+
 def test_dag_settings_users_expect(dag):
     assert dag.catchup is False and dag.max_active_runs == 1
     assert dag.dagrun_timeout is not None and dag.doc_md and "gs://" in dag.doc_md
