@@ -132,6 +132,18 @@ def deploy(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProces
     )
 
 
+def make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`make --no-print-directory <args>` in the project, with the fake tools first on PATH."""
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=REPO,
+        env=fake_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def describe(field: str, *where: str) -> list[str]:
     return [
         "composer",
@@ -394,16 +406,10 @@ def test_runtime_imports_need_nothing_beyond_airflow_and_its_providers():
 
 
 def test_deploy_dry_run_prints_every_command_and_runs_none(tmp_path):
-    done = subprocess.run(
-        [
-            *("make", "--no-print-directory", "deploy-composer"),
-            *("ENV=my-env", "LOCATION=us-central1", "PROJECT=my-project", "DRY_RUN=1"),
-        ],
-        cwd=REPO,
-        env=fake_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = make(
+        tmp_path,
+        *("deploy-composer", "ENV=my-env", "LOCATION=us-central1", "PROJECT=my-project"),
+        "DRY_RUN=1",
     )
 
     assert done.returncode == 0, done.stderr
@@ -487,14 +493,7 @@ def test_deploy_rejects_an_unexpected_bucket_prefix(tmp_path):
 
 def test_deploy_usage(tmp_path):
     assert deploy(tmp_path, "only-env").returncode == 2
-    done = subprocess.run(
-        ["make", "--no-print-directory", "deploy-composer", "ENV=my-env"],
-        cwd=REPO,
-        env=fake_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = make(tmp_path, "deploy-composer", "ENV=my-env")
     assert done.returncode == 2
     assert "usage: make deploy-composer" in done.stdout
     assert calls(tmp_path / "gcloud.jsonl") == []
@@ -504,14 +503,7 @@ def test_deploy_usage(tmp_path):
 
 
 def test_make_airflow_runs_standalone_with_this_projects_folders(tmp_path):
-    done = subprocess.run(
-        ["make", "-n", "--no-print-directory", "airflow"],
-        cwd=REPO,
-        env=fake_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = make(tmp_path, "-n", "airflow")
 
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stdout.splitlines() if "standalone" in line]
