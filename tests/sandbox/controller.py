@@ -365,8 +365,7 @@ class Controller:
                     self.emu.delete("jobs", ns, child, propagation_policy="Background")
                 self.emu.patch_status("jobsets", ns, name, {"restarts": restarts + 1})
                 return
-            self.emu.patch_status("jobsets", ns, name, {"terminalState": "Failed"})
-            self.emu.set_jobset_condition(
+            self._end_jobset(
                 ns,
                 name,
                 "Failed",
@@ -423,14 +422,18 @@ class Controller:
         ]
         finished = any(complete) if policy.get("operator") == "Any" else all(complete)
         if children and finished:
-            self.emu.patch_status("jobsets", ns, name, {"terminalState": "Completed"})
-            self.emu.set_jobset_condition(
+            self._end_jobset(
                 ns,
                 name,
                 "Completed",
                 reason="AllJobsCompleted",
                 message="jobset completed successfully",
             )
+
+    def _end_jobset(self, ns: str, name: str, state: str, *, reason: str, message: str) -> None:
+        """The JobSet's terminalState and its condition of the same type, as the controller sets."""
+        self.emu.patch_status("jobsets", ns, name, {"terminalState": state})
+        self.emu.set_jobset_condition(ns, name, state, reason=reason, message=message)
 
     # -- kubelet ----------------------------------------------------------------------------
 

@@ -34,9 +34,12 @@ RAN = ("success", "failed")  # task states of a step that ran (not upstream_fail
 # Steps that delete the backend, first to last: the pool ended at the first of them that ran.
 # The reward sensor deletes it when its wait ends; cleanup_kubernetes when the wait never ran.
 POOL_ENDERS = ("wait_for_rewards", "stop_backend", "cleanup_kubernetes")
+# the task instances joined into each row: the pool's start and ends, and the gate's verdict
+JOINED_TASKS = ("start_backend", *POOL_ENDERS, "gate")
 
 
-def _ti(task_id: str) -> Any:
+def _ti(task_id: str) -> tuple[Any, Any]:
+    """An alias of TaskInstance for one task of the run, and its join condition."""
     ti = aliased(TaskInstance, name=task_id)
     on = and_(
         ti.dag_id == DagRun.dag_id,
@@ -47,30 +50,29 @@ def _ti(task_id: str) -> Any:
     return ti, on
 
 
+def _columns(task_id: str, ti: Any) -> list[Any]:
+    """The joined task instance's state, start and end, as `<task_id>_state`, `_start`, `_end`."""
+    return [
+        ti.state.label(f"{task_id}_state"),
+        ti.start_date.label(f"{task_id}_start"),
+        ti.end_date.label(f"{task_id}_end"),
+    ]
+
+
 def fetch_runs(session: Session, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` runs of the DAG, newest first, as the page's rows."""
-    start, start_on = _ti("start_backend")
-    enders = {task_id: _ti(task_id) for task_id in POOL_ENDERS}
-    gate, gate_on = _ti("gate")
-    query = (
-        select(
-            DagRun.id,
-            DagRun.run_id,
-            DagRun.state,
-            DagRun.run_after,
-            DagRun.start_date,
-            DagRun.end_date,
-            DagRun.conf,
-            start.state.label("pool_start_state"),
-            start.start_date.label("pool_start"),
-            *(ti.state.label(f"{task_id}_state") for task_id, (ti, _) in enders.items()),
-            *(ti.end_date.label(f"{task_id}_end") for task_id, (ti, _) in enders.items()),
-            gate.state.label("gate_state"),
-        )
-        .outerjoin(start, start_on)
-        .outerjoin(gate, gate_on)
+    joined = {task_id: _ti(task_id) for task_id in JOINED_TASKS}
+    query = select(
+        DagRun.id,
+        DagRun.run_id,
+        DagRun.state,
+        DagRun.run_after,
+        DagRun.start_date,
+        DagRun.end_date,
+        DagRun.conf,
+        *(column for task_id, (ti, _) in joined.items() for column in _columns(task_id, ti)),
     )
-    for ti, on in enders.values():
+    for ti, on in joined.values():
         query = query.outerjoin(ti, on)
     runs = session.execute(
         query.where(DagRun.dag_id == DAG_ID)
@@ -107,10 +109,10 @@ def _settings(conf: Mapping[str, Any] | None) -> RunSettings:
 
 def _pool_seconds(run: Any) -> float | None:
     """How long the backend's TPU pool existed: start_backend's start to the first deleter."""
-    if run.pool_start_state not in RAN:
+    if run.start_backend_state not in RAN:
         return None
     ends = (getattr(run, f"{t}_end") for t in POOL_ENDERS if getattr(run, f"{t}_state") in RAN)
-    return _seconds(run.pool_start, next(ends, None))
+    return _seconds(run.start_backend_start, next(ends, None))
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
