@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+VENDOR = REPO / "tests" / "fixtures" / "vendor"
 TUTORIAL_CONF = REPO / "include" / "examples" / "tutorial.json"
-SEED = SHARED / "seed" / "000_cc31040e9d977fc6.txt"
-JOBSET_CRD = SHARED / "schemas" / "jobset-v0.10.1.crd.yaml"
-BLUEPRINT_FIXTURES = SHARED / "fixtures" / "cluster-toolkit"
+SEED = VENDOR / "seed" / "000_cc31040e9d977fc6.txt"
+JOBSET_CRD = VENDOR / "schemas" / "jobset-v0.10.1.crd.yaml"
+BLUEPRINT_FIXTURES = VENDOR / "cluster-toolkit"
 
 # Airflow reads its configuration at import: a throw-away home and this project's folders,
 # set before any test module imports it. Retries wait one second, not five minutes.

@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -14,10 +12,11 @@ from tpu_rl import blueprint
 from tpu_rl.blueprint import BlueprintError
 from tpu_rl.settings import load_settings
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-FIXTURES = SHARED / "fixtures" / "cluster-toolkit"
+from tests.conftest import BLUEPRINT_FIXTURES as FIXTURES
+from tests.conftest import SEED
+
 BLUEPRINT = (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()
-TUTORIAL = (SHARED / "seed" / "000_cc31040e9d977fc6.txt").read_text()
+TUTORIAL = SEED.read_text()
 
 # The tutorial's placeholders, replaced by valid example values.
 EXAMPLES = {
