@@ -30,12 +30,12 @@ venv: $(STAMP) ## create .venv from the pinned requirements (once)
 demo: $(STAMP) ## one whole DAG run on the local sandbox, with a table of what happened
 	$(PY) -m tests.sandbox.demo
 
-test: $(STAMP) chromium ## run the whole test suite (and lint)
+test: $(STAMP) chromium postgresql ## run the whole test suite (and lint)
 	$(VENV)/bin/ruff check plugins dags tests
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
-e2e: $(STAMP) ## only the end-to-end scenarios: make e2e REPORT=<file>
-	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py
+e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
+	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/processes
 
 lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check plugins dags tests
@@ -66,6 +66,12 @@ deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LO
 chromium: ## install Debian's chromium and chromium-driver (as root; without them the page test skips)
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@command -v chromium >/dev/null || echo "chromium not installed (not root): the UI page test will be skipped"
+
+# --- PostgreSQL for the production-shaped process harness (tests/processes) ---
+.PHONY: postgresql
+postgresql: ## install Debian's postgresql server (as root; without it the process scenarios skip)
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || echo "postgresql not installed (not root): the process scenarios will be skipped"
 
 # --- benchmarks ---
 .PHONY: bench

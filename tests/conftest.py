@@ -31,3 +31,13 @@ os.environ.update(AIRFLOW_ENV)
 @pytest.fixture
 def tutorial_conf() -> dict:
     return json.loads(TUTORIAL_CONF.read_text())
+
+
+@pytest.fixture(scope="session")
+def e2e_report():
+    """Entries of `make e2e REPORT=<file>` (both harnesses), written when the session ends."""
+    entries: list[dict] = []
+    yield entries
+    target = os.environ.get("E2E_REPORT")
+    if target:
+        Path(target).write_text(json.dumps(entries, indent=2) + "\n")

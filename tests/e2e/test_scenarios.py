@@ -266,6 +266,7 @@ def test_scenario(case: Case, airflow_db, tmp_path, capfd, e2e_report):
         leaks = token_leaks(result, output.out + output.err)
         entry = {
             "name": case.name,
+            "harness": "in-process",
             "dag_run_state": result.state,
             "expected_state": case.expected,
             "cleanup_complete": not result.leftovers and not _clusters_left(case, result),

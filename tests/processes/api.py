@@ -1,0 +1,96 @@
+"""The REST calls the Airflow UI makes (public API /api/v2), with a JWT from /auth/token."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+DAG_ID = "tpu_rl_post_training"
+FINISHED = {"success", "failed"}
+
+
+class AirflowApi:
+    def __init__(self, base_url: str, username: str, password: str) -> None:
+        self.base_url = base_url
+        token = httpx.post(
+            f"{base_url}/auth/token", json={"username": username, "password": password}, timeout=30
+        )
+        token.raise_for_status()
+        self.client = httpx.Client(
+            base_url=f"{base_url}/api/v2",
+            headers={"Authorization": f"Bearer {token.json()['access_token']}"},
+            timeout=30,
+        )
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        response = self.client.request(method, path, **kw)
+        if response.is_error:
+            raise AssertionError(f"{method} {path}: {response.status_code} {response.text}")
+        return response.json()
+
+    def dag(self) -> dict[str, Any]:
+        return self._json("GET", f"/dags/{DAG_ID}")
+
+    def trigger(self, conf: dict[str, Any], run_id: str) -> dict[str, Any]:
+        """The UI's Trigger button."""
+        body = {"dag_run_id": run_id, "conf": conf, "logical_date": None}
+        return self._json("POST", f"/dags/{DAG_ID}/dagRuns", json=body)
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}")
+
+    def mark_run(self, run_id: str, state: str) -> dict[str, Any]:
+        """The UI's "Mark run as failed/success"."""
+        return self._json("PATCH", f"/dags/{DAG_ID}/dagRuns/{run_id}", json={"state": state})
+
+    def task_instances(self, run_id: str) -> dict[str, dict[str, Any]]:
+        body = self._json("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")
+        return {ti["task_id"]: ti for ti in body["task_instances"]}
+
+    def task_states(self, run_id: str) -> dict[str, str | None]:
+        return {task: ti["state"] for task, ti in self.task_instances(run_id).items()}
+
+    def clear_task(self, run_id: str, task_id: str) -> Any:
+        """The UI's Clear on one task instance with its downstream tasks, as the UI posts it."""
+        body = {
+            "dry_run": False,
+            "dag_run_id": run_id,
+            "task_ids": [task_id],
+            "include_downstream": True,
+            "include_upstream": False,
+            "only_failed": False,
+            "reset_dag_runs": True,
+        }
+        return self._json("POST", f"/dags/{DAG_ID}/clearTaskInstances", json=body)
+
+    def wait(
+        self, what: str, check: Callable[[], Any], timeout_s: float, every_s: float = 0.3
+    ) -> Any:
+        """Poll until check() returns something truthy; fail naming what was awaited."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if value := check():
+                return value
+            time.sleep(every_s)
+        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+    def wait_finished(self, run_id: str, timeout_s: float = 180) -> str:
+        return self.wait(
+            f"run {run_id} to finish",
+            lambda: (s := self.run(run_id)["state"]) in FINISHED and s,
+            timeout_s,
+        )
+
+    def wait_task(
+        self, run_id: str, task_id: str, states: set[str], timeout_s: float = 120
+    ) -> dict:
+        return self.wait(
+            f"{task_id} in {sorted(states)}",
+            lambda: (
+                (ti := self.task_instances(run_id).get(task_id)) and ti["state"] in states and ti
+            ),
+            timeout_s,
+        )

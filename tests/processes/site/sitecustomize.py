@@ -1,0 +1,91 @@
+"""The GKE seam, loaded by every Airflow process of the process harness (this folder is first on
+their PYTHONPATH): the cluster record (endpoint + CA) comes from the sandbox's fake cloud and Google
+credentials yield the Kubernetes emulator's token. Everything after it is real loopback traffic.
+
+Nothing is imported at interpreter start: the two hook modules are patched right after Airflow
+imports them, so processes that never touch GKE pay nothing. The seam's facts come from the JSON
+file named by $TPU_RL_SANDBOX_SEAM (written by tests/processes/deployment.py).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SEAM_FILE = os.environ.get("TPU_RL_SANDBOX_SEAM")
+GKE_HOOKS = "airflow.providers.google.cloud.hooks.kubernetes_engine"
+BASE_HOOK = "airflow.providers.google.common.hooks.base_google"
+
+
+def _seam() -> dict[str, Any]:
+    return json.loads(Path(SEAM_FILE or "").read_text())
+
+
+def _get_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) -> Any:
+    """GKEHook.get_cluster: RUNNING clusters of the fake cloud, served by the emulator."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud.container_v1.types import Cluster
+
+    seam = _seam()
+    state_file = Path(seam["state_file"])
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    record = state.get("clusters", {}).get(name)
+    if not record or record.get("status") != "RUNNING":
+        raise NotFound(f"cluster {name} not found")
+    return Cluster(
+        name=name,
+        endpoint=seam["kube_url"].removeprefix("https://"),
+        master_auth={"cluster_ca_certificate": seam["ca_b64"]},
+        status=Cluster.Status.RUNNING,
+    )
+
+
+def _credentials_and_project(hook: Any) -> tuple[Any, str]:
+    """GoogleBaseHook.get_credentials_and_project_id: a token the emulator accepts."""
+    import google.auth.credentials
+
+    class EmulatorCredentials(google.auth.credentials.Credentials):
+        @property
+        def expired(self) -> bool:
+            return self.token != _seam()["token"]
+
+        def refresh(self, request: Any) -> None:
+            self.token = _seam()["token"]
+
+    return EmulatorCredentials(), _seam()["project"]
+
+
+def _patch(module: Any) -> None:
+    if module.__name__ == GKE_HOOKS:
+        module.GKEHook.get_cluster = _get_cluster
+    else:
+        module.GoogleBaseHook.get_credentials_and_project_id = _credentials_and_project
+
+
+class _PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Finds the two hook modules with the normal finders and patches them once executed."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in (GKE_HOOKS, BASE_HOOK):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            _patch(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+if SEAM_FILE:
+    sys.meta_path.insert(0, _PatchAfterImport())

@@ -1,0 +1,155 @@
+"""Faults only real Airflow processes show: each scenario ends a run some way and asserts its
+final state, that nothing of it is left (Jobs, JobSets, Secrets, pods, cluster) and that the token
+is in no process log, task log or DB table.
+
+One deployment serves every scenario (start-up is the main cost); each run has its own bucket and
+cluster name, and `max_active_runs=1` is respected by settling a run before the next starts. The
+scenario that changes the deployment's settings (dagrun_timeout) runs last.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from tests.processes.deployment import Deployment
+from tests.processes.runs import Run, report_entry, settle, start_run, wait_for_event
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def finish(d: Deployment, run: Run, expected: str, e2e_report: list) -> dict:
+    state, tasks = settle(d.api(), run)
+    entry = report_entry(d, run, state, expected, tasks)
+    e2e_report.append(entry)
+    assert state == expected, tasks
+    cleanups = {t: s for t, s in tasks.items() if t.startswith("cleanup")}
+    assert entry["cleanup_complete"], f"left {entry['leftover_objects']}; {cleanups}"
+    assert entry["token_leaks"] == []
+    return tasks
+
+
+def cleanups_ran(tasks: dict) -> None:
+    assert tasks["cleanup_kubernetes"] == "success", tasks
+    assert tasks["cleanup_cluster"] == "success", tasks
+
+
+def new_deploy(d: Deployment, before: list[int]) -> int:
+    """Wait for a `gcluster deploy` not among `before`; its pid."""
+    return d.api().wait(
+        "gcluster deploy to start",
+        lambda: next((p for p in d.sandbox.deploy_pids() if p not in before), None),
+        timeout_s=120,
+    )
+
+
+def gone(pid: int, within_s: float = 15) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_marked_failed_while_reward_wait_deferred(deployment: Deployment, e2e_report) -> None:
+    api = deployment.api()
+    run = start_run(deployment, api, "deferred_marked_failed", hold_training_s=60)
+    wait_for_event(api, run, run.training_held, "training's first evaluation")
+    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
+    api.mark_run(run.run_id, "failed")
+    cleanups_ran(finish(deployment, run, "failed", e2e_report))
+
+
+def test_marked_failed_while_convert_runs(deployment: Deployment, e2e_report) -> None:
+    api = deployment.api()
+    run = start_run(deployment, api, "convert_marked_failed", hold_convert_s=60)
+    wait_for_event(api, run, run.convert_held, "the conversion pod")
+    api.wait_task(run.run_id, "convert", {"running", "deferred"})
+    api.mark_run(run.run_id, "failed")
+    cleanups_ran(finish(deployment, run, "failed", e2e_report))
+
+
+def test_marked_failed_while_gcluster_deploys(deployment: Deployment, e2e_report) -> None:
+    api, box = deployment.api(), deployment.sandbox
+    box.hold_deploy(60)
+    try:
+        before = box.deploy_pids()
+        run = start_run(deployment, api, "deploy_marked_failed")
+        pid = new_deploy(deployment, before)
+        api.mark_run(run.run_id, "failed")
+        assert gone(pid), "gcluster deploy went on after its run was marked failed"
+    finally:
+        box.hold_deploy(0)
+    cleanups_ran(finish(deployment, run, "failed", e2e_report))
+
+
+def test_worker_killed_mid_create_cluster(deployment: Deployment, e2e_report) -> None:
+    """The task process dies with SIGKILL; its gcluster must not deploy on beside the retry."""
+    api, box = deployment.api(), deployment.sandbox
+    box.hold_deploy(60)
+    try:
+        before = box.deploy_pids()
+        run = start_run(deployment, api, "worker_killed_deploy")
+        pid = new_deploy(deployment, before)
+        task_process = psutil.Process(pid).parent()
+        assert task_process is not None
+        os.kill(task_process.pid, signal.SIGKILL)
+        box.hold_deploy(0)  # the retry deploys at once
+        retry = new_deploy(deployment, [*before, pid])
+        assert not psutil.pid_exists(pid) or gone(pid, 0.1), (
+            f"the killed task's gcluster ({pid}) still runs beside the retry's ({retry})"
+        )
+    finally:
+        box.hold_deploy(0)
+    tasks = finish(deployment, run, "success", e2e_report)
+    assert api.task_instances(run.run_id)["create_cluster"]["try_number"] == 2, tasks
+
+
+def test_triggerer_killed_mid_wait(deployment: Deployment, e2e_report) -> None:
+    """SIGKILL the triggerer while the wait is deferred; a new one resumes it without re-logging."""
+    api, procs = deployment.api(), deployment.processes
+    run = start_run(deployment, api, "triggerer_killed", hold_training_s=25)
+    wait_for_event(api, run, run.training_held, "training's first evaluation")
+    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
+    time.sleep(3)  # the trigger has read and logged the first evaluation
+    procs.kill("triggerer")
+    procs.start("triggerer")
+    tasks = finish(deployment, run, "success", e2e_report)
+    assert tasks["wait_for_rewards"] == "success"
+    wait_logs = "".join(
+        text
+        for path, text in deployment.logs().items()
+        if f"run_id={run.run_id}" in str(path) and "task_id=wait_for_rewards" in str(path)
+    )
+    assert wait_logs.count("Intermediate Eval step=10 ") == 1, "logged again after the restart"
+    assert "Post RL Training" in wait_logs
+
+
+def test_export_cleared_and_rerun(deployment: Deployment, e2e_report) -> None:
+    """Clear a finished run's export as the UI does: it exports again, no retraining, no leak."""
+    api = deployment.api()
+    run = Run("triggerer_killed", "proc__triggerer_killed", {})
+    assert api.run(run.run_id)["state"] == "success", "needs the previous scenario's run"
+    tries = {t: ti["try_number"] for t, ti in api.task_instances(run.run_id).items()}
+    api.clear_task(run.run_id, "export")
+    api.wait("the run to start again", lambda: api.run(run.run_id)["state"] != "success", 30)
+    run.name, run.settings = "export_cleared_rerun", {"cluster_name": "p-triggerer-killed"}
+    tasks = finish(deployment, run, "success", e2e_report)
+    after = {t: ti["try_number"] for t, ti in api.task_instances(run.run_id).items()}
+    assert after["export"] == tries["export"] + 1, tasks
+    for task in ("train", "wait_for_rewards", "start_backend"):
+        assert after[task] == tries[task], f"{task} ran again"
+
+
+def test_scheduler_restarted_mid_run(deployment: Deployment, e2e_report) -> None:
+    api, procs = deployment.api(), deployment.processes
+    run = start_run(deployment, api, "scheduler_restarted", hold_training_s=20)
+    wait_for_event(api, run, run.training_held, "training's first evaluation")
+    procs.stop("scheduler")
+    procs.start("scheduler")
+    cleanups_ran(finish(deployment, run, "success", e2e_report))
