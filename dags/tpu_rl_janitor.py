@@ -5,9 +5,10 @@ Thin wiring only: the rules live in tpu_rl.janitor, the I/O in tpu_rl.operators.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Variable, task
+from airflow.sdk import DAG, task
 
 from tpu_rl.janitor import janitor_params
 from tpu_rl.operators.cluster_toolkit import GclusterDestroyOperator
@@ -21,19 +22,22 @@ Finds the Jobs, JobSets and Secrets this package labelled in the region's labell
 older than `grace_minutes` (JobSets and Jobs first, then Secrets), then destroys labelled
 clusters no active run uses and older than the grace period, with `gcluster destroy` as
 `cleanup_cluster` does. `existing_clusters` are never destroyed. `dry_run` (the default) only
-reports. Defaults of the Params: the JSON Variable `tpu_rl_janitor_params`.
+reports. Params left at their built-in default take the JSON Variable `tpu_rl_janitor_params`
+(read when the sweep runs, not when this file is parsed). It only touches what carries this
+Airflow deployment's id (TPU_RL_DEPLOYMENT_ID) and the label of tpu_rl_post_training.
 """
 
 with DAG(
     dag_id="tpu_rl_janitor",
     description="Removes leftover TPU Jobs, JobSets, Secrets and clusters of tpu_rl_post_training",
     doc_md=DOC,
-    schedule=Variable.get("tpu_rl_janitor_schedule", default="*/30 * * * *"),
+    # the environment, not an Airflow Variable: no lookup on every parse of this file
+    schedule=os.environ.get("TPU_RL_JANITOR_SCHEDULE") or "*/30 * * * *",
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=4),
-    params=janitor_params(Variable.get("tpu_rl_janitor_params", default={}, deserialize_json=True)),
+    params=janitor_params(),
     tags=["tpu", "rl", "gke", "janitor"],
     default_args={"owner": "ml-platform", "retries": 0},
 ) as dag:

@@ -9,10 +9,11 @@ import os
 from datetime import datetime, timedelta
 
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
-from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset
 
-from tpu_rl import manifests
+from tpu_rl import deployment, manifests
+from tpu_rl.callbacks import cleanup_after_timeout
+from tpu_rl.limits import WORK, apply_run_limits, task_args
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
 from tpu_rl.operators.kubernetes import (
@@ -21,6 +22,7 @@ from tpu_rl.operators.kubernetes import (
     CleanupKubernetesOperator,
     HfTokenSecretOperator,
 )
+from tpu_rl.operators.outcome import RunOutcomeOperator
 from tpu_rl.operators.rewards import RunRewardSensor
 from tpu_rl.operators.steps import (
     RewardGateOperator,
@@ -28,15 +30,14 @@ from tpu_rl.operators.steps import (
     VerifyExportOperator,
 )
 from tpu_rl.params import dag_params
-from tpu_rl.settings import RunSettings
 
-DEFAULTS = RunSettings()
 EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
 CLUSTER = {
     "project_id": "{{ params.project }}",
     "location": "{{ params.region }}",
     "cluster_name": "{{ params.cluster_name }}",
-    "gcp_conn_id": "{{ params.gcp_conn_id }}",
+    # deployment configuration, not a Param: whoever triggers a run does not pick credentials
+    "gcp_conn_id": deployment.gcp_conn_id(),
 }
 
 DOC = """
@@ -44,116 +45,101 @@ DOC = """
 The tutorial "Gemma 4 26B multi-host RL on TPU v6e", unattended: validate the settings, ensure
 the bucket, deploy the cluster with Cluster Toolkit (or use an existing one), convert the model
 to MaxText (skipped when converted already), start a headless Pathways backend, run the GRPO
-client, follow its log until `Post RL Training`, stop the backend, gate on the reward, export to
-Hugging Face format and check the files. `cleanup_*` always run and remove what the run created;
-`run_succeeded` makes the run's state say whether the work succeeded.
+client, follow its log until `Post RL Training` (the backend is deleted the moment the wait
+ends), gate on the reward, export to Hugging Face format and check the files.
+
+`cleanup_kubernetes` and `cleanup_cluster` are teardowns: they run however the run ends (a
+failed step, "mark failed") and remove what the run created. `outcome` makes the run's state
+the truth: failed unless `verify` succeeded and every cleanup did its part. Every task's time
+limit comes from the run's settings, capped so the work ends before `dagrun_timeout`
+(TPU_RL_DAGRUN_TIMEOUT_MINUTES) leaves the cleanups too little time.
 
 Outputs: `gs://<gcs_bucket>/<model_name>/trained/<run>/` (checkpoints) and
 `gs://<gcs_bucket>/<model_name>/hf-trained/<run>/` (export); `<run>` is `rl-` + a hash of the
 run id, shown in every task's log and as the `tpu-rl.dev/run` label on every object.
 """
 
-
-def minutes(value: int) -> timedelta:
-    return timedelta(minutes=value)
-
-
 with DAG(
     dag_id="tpu_rl_post_training",
     description="GRPO post-training with MaxText + Pathways on Cloud TPU in GKE",
     doc_md=DOC,
-    # an environment variable, not an Airflow Variable: no lookup on every parse of this file
+    # environment variables, not Airflow Variables: no lookup on every parse of this file
     schedule=os.environ.get("TPU_RL_SCHEDULE") or None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    dagrun_timeout=timedelta(hours=24),
+    dagrun_timeout=timedelta(minutes=deployment.dagrun_timeout_minutes()),
+    # the scheduler skips the teardowns of a timed-out run: this removes its Kubernetes objects
+    on_failure_callback=cleanup_after_timeout,
     params=dag_params(),
     tags=["tpu", "rl", "maxtext", "gke"],
-    default_args={"owner": "ml-platform", "retries": 1},
+    # each task's limit: the run's settings at run time (the defaults' until then)
+    default_args={"owner": "ml-platform", "pre_execute": apply_run_limits},
 ) as dag:
-    settings = ValidateSettingsOperator(task_id="validate", retries=0).output
-
+    validate = ValidateSettingsOperator(task_id="validate", **task_args("validate"))
     ensure_bucket = GCSCreateBucketOperator(
         task_id="ensure_bucket",
         bucket_name="{{ params.gcs_bucket }}",
         project_id="{{ params.project }}",
         location="{{ params.region }}",
-        gcp_conn_id="{{ params.gcp_conn_id }}",
+        gcp_conn_id=deployment.gcp_conn_id(),
+        **task_args("ensure_bucket"),
     )
-    create_cluster = GclusterDeployOperator(
-        task_id="create_cluster",
-        settings=settings,
-        execution_timeout=minutes(DEFAULTS.cluster_timeout_minutes),
+    create_cluster = GclusterDeployOperator(task_id="create_cluster", **task_args("create_cluster"))
+    hf_token_secret = HfTokenSecretOperator(
+        task_id="hf_token_secret", **CLUSTER, **task_args("hf_token_secret")
     )
-    hf_token_secret = HfTokenSecretOperator(task_id="hf_token_secret", **CLUSTER)
     job_args = {**CLUSTER, "deferrable": True, "wait_until_job_complete": True}
-    convert = ConvertJobOperator(
-        task_id="convert",
-        execution_timeout=minutes(DEFAULTS.conversion_timeout_minutes),
-        **job_args,
-    )
+    convert = ConvertJobOperator(task_id="convert", **job_args, **task_args("convert"))
     start_backend = BackendStartOperator(
         task_id="start_backend",
-        trigger_rule="none_failed",
-        execution_timeout=minutes(DEFAULTS.pending_timeout_minutes + 10),
+        trigger_rule="none_failed",  # conversion may be skipped
         **CLUSTER,
+        **task_args("start_backend"),
     )
     train = RunJobOperator(
-        task_id="train", build=manifests.train_job, wait_until_job_complete=False, **CLUSTER
+        task_id="train",
+        build=manifests.train_job,
+        wait_until_job_complete=False,
+        **CLUSTER,
+        **task_args("train"),
     )
     wait_for_rewards = RunRewardSensor(
         task_id="wait_for_rewards",
         namespace="{{ params.namespace }}",
         job_name="{{ ti.xcom_pull(task_ids='train', key='job_name') }}",
         backend_jobset_name="{{ ti.xcom_pull(task_ids='start_backend') }}",
-        retries=0,
         **CLUSTER,
+        **task_args("wait_for_rewards"),
     )
-    stop_backend = BackendStopOperator(task_id="stop_backend", **CLUSTER)
-    passed_gate = RewardGateOperator(task_id="gate", rewards=wait_for_rewards.output, retries=0)
-    export = ExportJobOperator(
-        task_id="export",
-        execution_timeout=minutes(DEFAULTS.export_timeout_minutes),
-        **job_args,
+    passed_gate = RewardGateOperator(
+        task_id="gate", rewards=wait_for_rewards.output, **task_args("gate")
     )
-    verified = VerifyExportOperator(task_id="verify", outlets=[EXPORTED_MODEL])
-    # upstream_failed whenever a work step failed, so the run's state is the truth
-    run_succeeded = EmptyOperator(task_id="run_succeeded", trigger_rule="none_failed")
+    export = ExportJobOperator(task_id="export", **job_args, **task_args("export"))
+    verified = VerifyExportOperator(
+        task_id="verify", outlets=[EXPORTED_MODEL], **task_args("verify")
+    )
+    # beside the gate and export: makes sure the TPUs are free; the run goes on without it
+    stop_backend = BackendStopOperator(
+        task_id="stop_backend", **CLUSTER, **task_args("stop_backend")
+    )
 
+    # Setups: a teardown runs when at least one of its setups succeeded. ensure_bucket (which
+    # holds the terraform state) precedes the cluster, so a half-deployed cluster is destroyed.
     cleanup_kubernetes = CleanupKubernetesOperator(
-        task_id="cleanup_kubernetes",
-        needs_task="hf_token_secret",
-        trigger_rule="all_done",
-        retries=3,
-        **CLUSTER,
-    )
-    destroy_cluster = GclusterDestroyOperator(
-        task_id="cleanup_cluster",
-        settings=settings,
-        trigger_rule="all_done",
-        retries=3,
-        execution_timeout=minutes(DEFAULTS.cluster_timeout_minutes),
-    )
+        task_id="cleanup_kubernetes", **CLUSTER, **task_args("cleanup_kubernetes")
+    ).as_teardown(setups=[create_cluster, hf_token_secret])
+    cleanup_cluster = GclusterDestroyOperator(
+        task_id="cleanup_cluster", **task_args("cleanup_cluster")
+    ).as_teardown(setups=[ensure_bucket, create_cluster])
+    outcome = RunOutcomeOperator(
+        task_id="outcome",
+        final_task="verify",
+        watched=[*WORK, "stop_backend", "cleanup_kubernetes", "cleanup_cluster"],
+        **task_args("outcome"),
+    ).as_teardown(on_failure_fail_dagrun=True)
 
-    work = [
-        settings,
-        ensure_bucket,
-        create_cluster,
-        hf_token_secret,
-        convert,
-        start_backend,
-        train,
-        wait_for_rewards,
-        stop_backend,
-        passed_gate,
-        export,
-        verified,
-    ]
-    settings >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
-    start_backend >> train >> wait_for_rewards >> stop_backend >> passed_gate >> export >> verified
-    # The steps after the wait also hang on it directly: when training fails, one scheduler pass
-    # marks them all upstream_failed and cleanup starts on the next, not a pass per step later.
-    wait_for_rewards >> [passed_gate, export, verified]
-    work >> run_succeeded
-    work >> cleanup_kubernetes >> destroy_cluster
+    validate >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
+    start_backend >> train >> wait_for_rewards >> passed_gate >> export >> verified
+    wait_for_rewards >> stop_backend
+    [verified, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome

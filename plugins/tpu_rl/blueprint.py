@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from tpu_rl.deployment import deployment_id
 from tpu_rl.settings import RunSettings
 
 RELEASE_BASE_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
@@ -55,9 +56,19 @@ def bundle_url(version: str, bundle: str, base_url: str = RELEASE_BASE_URL) -> s
     return f"{base_url.rstrip('/')}/{version}/{bundle}"
 
 
+CLUSTER_DEPLOYMENT_LABEL = "tpu-rl-deployment"
+CLUSTER_DAG_LABEL = "tpu-rl-dag"
+CLUSTER_DAG = "tpu_rl_post_training"
+
+
 def cluster_labels(settings: RunSettings) -> dict[str, str]:
     """Labels the toolkit merges into every module's resources, so a janitor can find them."""
-    return {"managed-by": MANAGED_BY, "tpu-rl-cluster": settings.cluster_name}
+    return {
+        "managed-by": MANAGED_BY,
+        "tpu-rl-cluster": settings.cluster_name,
+        CLUSTER_DEPLOYMENT_LABEL: deployment_id(),
+        CLUSTER_DAG_LABEL: CLUSTER_DAG,
+    }
 
 
 def default_state_prefix(settings: RunSettings) -> str:

@@ -12,18 +12,30 @@ from typing import Any
 
 from airflow.sdk import Param
 
+from tpu_rl import deployment
+from tpu_rl.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
 from tpu_rl.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
-from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
+from tpu_rl.layout import DAG_ID, MANAGED_BY, RUN_ID_ANNOTATION
 from tpu_rl.settings import RunSettings
 from tpu_rl.tpu import TOPOLOGY_BY_TPU_TYPE
 
-MAIN_DAG_ID = "tpu_rl_post_training"
+MAIN_DAG_ID = DAG_ID
 ACTIVE_STATES = ["queued", "running"]
-MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
 # Deleted in this order: what holds TPUs first, then the token Secrets the Jobs read.
 KINDS = ("jobsets", "jobs", "secrets")
 DEFAULTS = RunSettings()
+
+
+def managed_selector() -> str:
+    """Objects of this package, this Airflow deployment and the DAG the janitor knows: no other."""
+    return ",".join(
+        [
+            f"app.kubernetes.io/managed-by={MANAGED_BY}",
+            f"{deployment.DEPLOYMENT_LABEL}={deployment.deployment_id()}",
+            f"{deployment.DAG_LABEL}={MAIN_DAG_ID}",
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -39,10 +51,19 @@ class JanitorParams:
     dry_run: bool
     gcs_bucket: str
     cluster_toolkit_version: str
-    gcp_conn_id: str
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> JanitorParams:
+    def from_params(
+        cls, given: Mapping[str, Any], stored: Mapping[str, Any] | None = None
+    ) -> JanitorParams:
+        """The Params; where one is left at its built-in default, the stored default (the
+        Variable tpu_rl_janitor_params, read at run time, never at parse time) applies."""
+        built_in = {name: param.value for name, param in janitor_params().items()}
+        stored = stored or {}
+        params = {
+            name: stored.get(name, default) if given.get(name, default) == default else given[name]
+            for name, default in built_in.items()
+        }
         return cls(
             project=str(params["project"]).strip(),
             region=str(params["region"]).strip(),
@@ -53,19 +74,22 @@ class JanitorParams:
             dry_run=bool(params["dry_run"]),
             gcs_bucket=str(params["gcs_bucket"]).strip(),
             cluster_toolkit_version=str(params["cluster_toolkit_version"]),
-            gcp_conn_id=str(params["gcp_conn_id"]),
         )
+
+    @property
+    def gcp_conn_id(self) -> str:
+        return deployment.gcp_conn_id()
 
     @property
     def grace(self) -> timedelta:
         return timedelta(minutes=self.grace_minutes)
 
 
-def janitor_params(defaults: Mapping[str, Any]) -> dict[str, Param]:
-    """The DAG's Params; `defaults` (the Variable tpu_rl_janitor_params) overrides the defaults."""
+def janitor_params() -> dict[str, Param]:
+    """The DAG's Params with their built-in defaults."""
 
     def param(name: str, default: Any, description: str, **schema: Any) -> Param:
-        return Param(defaults.get(name, default), description=description, title=name, **schema)
+        return Param(default, description=description, title=name, **schema)
 
     names = {"type": "array", "items": {"type": "string"}}
     return {
@@ -107,12 +131,6 @@ def janitor_params(defaults: Mapping[str, Any]) -> dict[str, Param]:
             "cluster_toolkit_version",
             DEFAULTS.cluster_toolkit_version,
             "gcluster release that destroys clusters.",
-            type="string",
-        ),
-        "gcp_conn_id": param(
-            "gcp_conn_id",
-            DEFAULTS.gcp_conn_id,
-            "Airflow connection with Google credentials.",
             type="string",
         ),
     }
@@ -170,8 +188,14 @@ def too_young(created: datetime | None, now: datetime, grace: timedelta) -> str 
 
 
 def is_labelled(name: str, labels: Mapping[str, str]) -> bool:
-    """Whether a cluster carries the labels this package's blueprint gives its clusters."""
-    return labels.get("managed-by") == CLUSTER_MANAGED_BY and labels.get(CLUSTER_NAME_LABEL) == name
+    """Whether a cluster carries the labels this package's blueprint gives the clusters of this
+    deployment's runs of the DAG the janitor knows."""
+    return (
+        labels.get("managed-by") == CLUSTER_MANAGED_BY
+        and labels.get(CLUSTER_NAME_LABEL) == name
+        and labels.get(CLUSTER_DEPLOYMENT_LABEL) == deployment.deployment_id()
+        and labels.get(CLUSTER_DAG_LABEL) == MAIN_DAG_ID
+    )
 
 
 def tpu_type_of(topology: str) -> str:
@@ -201,5 +225,4 @@ def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
         "topology": topology,
         "cluster_nodepool_count": max(len(tpu_pools), 1),
         "namespace": p.namespace,
-        "gcp_conn_id": p.gcp_conn_id,
     }

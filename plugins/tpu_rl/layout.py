@@ -6,10 +6,12 @@ import hashlib
 from dataclasses import dataclass
 
 from tpu_rl.blueprint import default_state_prefix
+from tpu_rl.deployment import DAG_LABEL, DEPLOYMENT_LABEL, deployment_id
 from tpu_rl.settings import RunSettings
 from tpu_rl.tpu import hosts_per_slice
 
 MANAGED_BY = "tpu-rl-airflow"
+DAG_ID = "tpu_rl_post_training"
 RUN_LABEL = "tpu-rl.dev/run"
 RUN_ID_ANNOTATION = "tpu-rl.dev/run-id"
 # KubernetesJobOperator always prefixes Job names with this.
@@ -64,7 +66,12 @@ class RunLayout:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: self.slug}
+        return {
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+            RUN_LABEL: self.slug,
+            DEPLOYMENT_LABEL: deployment_id(),
+            DAG_LABEL: DAG_ID,
+        }
 
     @property
     def annotations(self) -> dict[str, str]:

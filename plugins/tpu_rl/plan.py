@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tpu_rl import blueprint, manifests
+from tpu_rl import blueprint, deployment, manifests
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import SettingsError, load_settings_file
 
@@ -53,7 +53,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
     steps += [
         _object_step(
             "hf_token_secret",
-            f"Copy the token of connection {s.hf_conn_id!r} into a Secret.",
+            f"Copy the token of connection {deployment.hf_conn_id()!r} into a Secret.",
             manifests.token_secret(layout),
             files,
         ),

@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
+from tpu_rl import deployment
 from tpu_rl.layout import RunLayout, split_gcs_uri
 from tpu_rl.settings import RunSettings
 from tpu_rl.tpu import CHIPS_PER_HOST
@@ -160,7 +161,7 @@ def publish_run_report(layout: RunLayout, context: Any) -> str:
         checkpoint_step=ti.xcom_pull(task_ids="export", key="checkpoint_step"),
         durations=step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id)),
     )
-    for uri in write_report(report, layout.settings.gcp_conn_id):
+    for uri in write_report(report, deployment.gcp_conn_id()):
         log.info("Wrote %s", uri)
     log.info("Summary: %s", report["summary"])
     return report["summary"]

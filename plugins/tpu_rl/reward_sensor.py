@@ -84,6 +84,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.poll_interval = poll_interval
         self.pending_timeout = pending_timeout
         self.deferrable = deferrable
+        self.deadline_cap: float | None = None  # epoch seconds no wait may outlast
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -158,11 +159,16 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         )
 
     def _deadline(self, context: Context) -> float:
-        """Epoch seconds of the total timeout, fixed at the first start of the first try.
+        """Epoch seconds of the total timeout, fixed at the first start of the first try, and
+        no later than `deadline_cap`.
 
         Kept in the task state store, which outlives retries, reschedules and deferrals.
         Without a store (older Airflow) it counts from the first reschedule, else from now.
         """
+        total = self._total_deadline(context)
+        return total if self.deadline_cap is None else min(total, self.deadline_cap)
+
+    def _total_deadline(self, context: Context) -> float:
         store = context.get("task_state_store")
         stored = store.get(DEADLINE_KEY) if store else None
         if isinstance(stored, (int, float)):

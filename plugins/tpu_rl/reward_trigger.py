@@ -854,6 +854,11 @@ class RewardTrigger(BaseTrigger):
         await self.follower.release_backend()
         yield TriggerEvent(payload)
 
+    async def on_kill(self) -> None:
+        """The wait was cancelled by a user action (mark failed, clear) or the run timed out:
+        free the TPUs now. Not called when the triggerer stops: the wait resumes elsewhere."""
+        await self.follower.release_backend()
+
     async def _wait(self) -> dict[str, Any]:
         """Poll until there is an event to send, backing off on transient API errors."""
         failures, last_error = 0, None

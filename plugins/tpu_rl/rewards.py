@@ -158,14 +158,17 @@ def parse_lines(lines: Iterable[str]) -> RewardLog:
 
 
 def redact(text: str) -> str:
-    """Mask values that look like credentials (tokens, keys, passwords) in log text."""
+    """Mask values that look like credentials (tokens, keys, passwords) in log text, and every
+    secret registered with Airflow's secrets masker (a token of any shape)."""
 
     def _mask(match: re.Match[str]) -> str:
         if match.group("key"):
             return f"{match.group('key')}***"
         return "***"
 
-    return _SECRET.sub(_mask, text)
+    from airflow.sdk.log import redact as masked  # what this process registered as secret
+
+    return str(masked(_SECRET.sub(_mask, text)))
 
 
 class LineAssembler:

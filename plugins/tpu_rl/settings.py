@@ -80,14 +80,6 @@ class RunSettings:
         "Kueue queue",
         "LocalQueue for TPU workloads (the blueprint creates `user-queue`); empty: no Kueue.",
     )
-    gcp_conn_id: str = setting(
-        "google_cloud_default", "GCP connection", "Airflow connection with Google credentials."
-    )
-    hf_conn_id: str = setting(
-        "huggingface_default",
-        "Hugging Face connection",
-        "Airflow connection whose password is the Hugging Face token (never a Param).",
-    )
     # Model and images
     model_name: str = setting("gemma4-26b", "MaxText model", "MaxText model name (MODEL_NAME).")
     hf_model_path: str = setting(
@@ -222,6 +214,8 @@ class RunSettings:
         return a * b
 
 
+# Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
+DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}
 SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 
@@ -255,7 +249,9 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     from tpu_rl.validation import validate
 
     errors = [
-        f"{key}: unknown setting (known: see README's settings table)"
+        f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
+        if key in DEPLOYMENT_KEYS
+        else f"{key}: unknown setting (known: see README's settings table)"
         for key in raw
         if key not in SETTING_FIELDS
     ]

@@ -6,18 +6,35 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from tpu_rl import deployment
+from tpu_rl.limits import budget_problem
 from tpu_rl.report import publish_run_report
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import SettingsError, load_settings
 from tpu_rl.storage import missing_export_files
 
 
-def validate_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The run's settings, checked; every problem in one failure, before any cloud call."""
+def validate_settings(params: dict[str, Any], dagrun_timeout_minutes: float) -> dict[str, Any]:
+    """The run's settings, checked; every problem in one failure, before any cloud call.
+
+    Also that the run's time limits fit the DAG's dagrun_timeout, and that the deployment's
+    connections are of the right type.
+    """
     try:
-        return load_settings(dict(params)).to_dict()
+        settings = load_settings(dict(params))
     except SettingsError as err:
         raise AirflowFailException(str(err)) from err
+    problems = []
+    if problem := budget_problem(settings, dagrun_timeout_minutes):
+        problems.append(problem)
+    for check in (deployment.check_gcp_connection, deployment.hf_token):
+        try:
+            check()
+        except deployment.DeploymentError as err:
+            problems.append(str(err))
+    if problems:
+        raise AirflowFailException(str(SettingsError(problems)))
+    return settings.to_dict()
 
 
 def reward_gate(rewards: dict[str, Any], min_gain: float) -> dict[str, float]:
@@ -46,7 +63,7 @@ def verify_export(context: Any) -> str:
     Airflow 3.3's Task SDK cannot set the run's note, so the report's summary goes to the log.
     """
     layout = layout_from_context(context)
-    missing = missing_export_files(layout.export_dir, layout.settings.gcp_conn_id)
+    missing = missing_export_files(layout.export_dir, deployment.gcp_conn_id())
     if missing:
         raise AirflowFailException(f"export {layout.export_dir} lacks {', '.join(missing)}")
     publish_run_report(layout, context)

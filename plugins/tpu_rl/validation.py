@@ -50,7 +50,7 @@ def validate(s: RunSettings) -> list[str]:
     return [problem for check in RULES for problem in check(s)]
 
 
-REQUIRED_SETTINGS = ("project", "region", "zone", "cluster_name", "gcs_bucket", "hf_conn_id")
+REQUIRED_SETTINGS = ("project", "region", "zone", "cluster_name", "gcs_bucket")
 
 
 @rule

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
 import yaml
 from airflow.dag_processing.dagbag import DagBag
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 from kubernetes.client import ApiClient
 
 from tests.conftest import REPO
 from tpu_rl.layout import RunLayout
+from tpu_rl.limits import LIMITS, apply_run_limits, cleanup_reserve_minutes
 from tpu_rl.operators.jobs import RunJobOperator
 from tpu_rl.plan import write_plan
 from tpu_rl.settings import SETTING_FIELDS, load_settings
@@ -28,11 +32,11 @@ WORK = [
     "start_backend",
     "train",
     "wait_for_rewards",
-    "stop_backend",
     "gate",
     "export",
     "verify",
 ]
+TEARDOWNS = ["cleanup_kubernetes", "cleanup_cluster", "outcome"]
 
 
 @pytest.fixture(scope="module")
@@ -45,40 +49,73 @@ def dag():
 def test_work_runs_in_the_tutorials_order(dag):
     for before, after in itertools.pairwise(WORK):
         assert before in dag.get_task(after).upstream_task_ids, (before, after)
+    assert dag.get_task("stop_backend").upstream_task_ids == {"wait_for_rewards"}
 
 
-def test_cleanup_always_runs_after_all_work_and_the_run_state_tells_the_truth(dag):
-    cleanup = dag.get_task("cleanup_kubernetes")
-    assert cleanup.trigger_rule == "all_done"
-    assert set(WORK) <= cleanup.upstream_task_ids
-    destroy = dag.get_task("cleanup_cluster")
-    assert destroy.trigger_rule == "all_done" and "cleanup_kubernetes" in destroy.upstream_task_ids
-    # a plain all_done cleanup as the only leaf would turn failed runs into successes
-    truth = dag.get_task("run_succeeded")
-    assert truth.trigger_rule == "none_failed" and set(WORK) <= truth.upstream_task_ids
-    assert {t.task_id for t in dag.leaves} == {"cleanup_cluster", "run_succeeded"}
-    # the sensor deletes the backend when its wait ends, cleanup in any run: no all_done here
-    assert dag.get_task("stop_backend").trigger_rule == "all_success"
+def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
+    """A teardown runs when one of its setups succeeded: ensure_bucket (the terraform state)
+    precedes the cluster, so a cluster that failed half-way is still destroyed."""
+    k8s, cluster = dag.get_task("cleanup_kubernetes"), dag.get_task("cleanup_cluster")
+    assert k8s.is_teardown and cluster.is_teardown
+    assert k8s.trigger_rule == cluster.trigger_rule == "all_done_setup_success"
+    setups = {t.task_id for t in dag.tasks if t.is_setup}
+    assert setups == {"ensure_bucket", "create_cluster", "hf_token_secret"}
+    assert {t.task_id for t in k8s.upstream_list if t.is_setup} == {
+        "create_cluster",
+        "hf_token_secret",
+    }
+    assert {t.task_id for t in cluster.upstream_list if t.is_setup} == {
+        "ensure_bucket",
+        "create_cluster",
+    }
+    # the Kubernetes objects go first; then the cluster; then the verdict
+    assert "cleanup_kubernetes" in cluster.upstream_task_ids
+    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster"}
+
+
+def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
+    """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
+    assert "run_succeeded" not in dag.task_ids
+    edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
+    assert edges <= 20, edges
+    assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
+    outcome = dag.get_task("outcome")
+    assert outcome.is_teardown and outcome.on_failure_fail_dagrun
+    assert [t.task_id for t in dag.leaves] == ["outcome"]
+    assert set(outcome.watched) >= {*WORK, "stop_backend", "cleanup_kubernetes", "cleanup_cluster"}
+
+
+def test_the_sensor_releases_the_backend_and_stop_backend_does_not_block_the_export(dag):
+    assert dag.get_task("stop_backend").downstream_task_ids == {"cleanup_kubernetes"}
     assert dag.get_task("start_backend").trigger_rule == "none_failed"  # conversion may be skipped
 
 
-def test_a_failed_wait_reaches_cleanup_in_one_scheduler_pass(dag):
-    """Each step after the wait hangs on it directly, so all are marked upstream_failed at once."""
-    after_wait = WORK[WORK.index("wait_for_rewards") + 1 :]
-    assert all("wait_for_rewards" in dag.get_task(t).upstream_task_ids for t in after_wait)
+def test_every_task_has_a_finite_limit_from_the_limits_table(dag):
+    for task in dag.tasks:
+        assert task.execution_timeout is not None and task.execution_timeout.total_seconds() > 0
+        assert task.retries == LIMITS[task.task_id].retries, task.task_id
+    assert set(LIMITS) == set(dag.task_ids)
 
 
 def test_dag_settings_users_expect(dag):
     assert dag.catchup is False and dag.max_active_runs == 1
-    assert dag.dagrun_timeout is not None and dag.doc_md and "gs://" in dag.doc_md
+    assert dag.dagrun_timeout == timedelta(hours=72) and dag.doc_md and "gs://" in dag.doc_md
+    assert dag.on_failure_callback
     assert set(dag.tags) >= {"tpu", "rl"} and dag.owner == "ml-platform"
     assert type(dag.timetable).__name__ == "NullTimetable"  # on demand unless configured
 
 
-def test_schedule_comes_from_the_environment(monkeypatch):
+def test_schedule_timeout_and_connections_come_from_the_deployment(monkeypatch):
     monkeypatch.setenv("TPU_RL_SCHEDULE", "0 3 * * 1")
+    monkeypatch.setenv("TPU_RL_DAGRUN_TIMEOUT_MINUTES", "1.5")
+    monkeypatch.setenv("TPU_RL_GCP_CONN_ID", "gcp_rl")
     dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
     assert dag.schedule == "0 3 * * 1"
+    assert dag.dagrun_timeout == timedelta(seconds=90)
+    assert dag.get_task("create_cluster").gcp_conn_id is None  # resolved when it runs
+    for task_id in ("ensure_bucket", "hf_token_secret", "train", "cleanup_kubernetes"):
+        assert dag.get_task(task_id).gcp_conn_id == "gcp_rl", task_id
+    assert not {"gcp_conn_id", "hf_conn_id"} & set(dag.params.keys())
 
 
 def test_params_are_the_settings_with_titles_types_and_tutorial_defaults(dag):
@@ -149,3 +186,56 @@ def test_operator_job_spec_equals_the_plan(
     for key in ("nodeSelector", "tolerations", "hostNetwork", "dnsPolicy", "restartPolicy"):
         assert _without_defaults(submitted_spec).get(key) == planned_spec.get(key), key
     assert pod_planned["metadata"]["labels"].items() <= pod_submitted["metadata"]["labels"].items()
+
+
+def _run_context(dag, task, conf: dict, started_ago: timedelta = timedelta(0)) -> dict:
+    start = datetime.now(UTC) - started_ago
+    return {
+        "task": task,
+        "params": conf,
+        "dag": dag,
+        "dag_run": SimpleNamespace(start_date=start),
+        "run_id": RUN_ID,
+    }
+
+
+def test_a_conf_with_raised_limits_raises_them_at_run_time(tutorial_conf, monkeypatch):
+    """execution_timeout is parsed from the defaults; the run's settings replace it, and the
+    Job's deadline and the deferral's timeout follow the same numbers."""
+    dag = DagBag(str(REPO / "dags")).dags[DAG_ID]  # a fresh parse: tasks get changed here
+    conf = {**tutorial_conf, "conversion_timeout_minutes": 400, "cluster_timeout_minutes": 150}
+    convert = dag.get_task("convert")
+    assert convert.execution_timeout == timedelta(minutes=60 + 180)  # the defaults, at parse
+    apply_run_limits(_run_context(dag, convert, conf))
+    assert convert.execution_timeout == timedelta(minutes=60 + 400)
+    monkeypatch.setattr(type(convert), "prepare", RunJobOperator.prepare)
+    convert.configure(_context(conf))
+    assert convert.active_deadline_seconds == 400 * 60
+    seen = {}
+    monkeypatch.setattr(BaseOperator, "defer", lambda self, **kw: seen.update(kw))
+    convert.defer(trigger=object(), method_name="execute_complete")
+    assert timedelta(minutes=459) < seen["timeout"] <= timedelta(minutes=460)
+
+    for task_id in ("create_cluster", "cleanup_cluster"):
+        task = dag.get_task(task_id)
+        apply_run_limits(_run_context(dag, task, conf))
+        assert task.execution_timeout == timedelta(minutes=150), task_id
+
+    wait = dag.get_task("wait_for_rewards")
+    apply_run_limits(_run_context(dag, wait, {**conf, "training_timeout_minutes": 900}))
+    assert wait.execution_timeout == timedelta(minutes=900)
+
+
+def test_the_work_stops_in_time_for_the_cleanup_before_dagrun_timeout(tutorial_conf):
+    dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
+    reserve = cleanup_reserve_minutes(load_settings(tutorial_conf))
+    wait = dag.get_task("wait_for_rewards")
+    left = timedelta(minutes=5)
+    started = dag.dagrun_timeout - timedelta(minutes=reserve) - left
+    apply_run_limits(_run_context(dag, wait, tutorial_conf, started_ago=started))
+    assert left - timedelta(seconds=5) < wait.execution_timeout <= left
+    with pytest.raises(AirflowFailException, match="the run's time is up"):
+        apply_run_limits(_run_context(dag, wait, tutorial_conf, started_ago=started + left))
+    cleanup = dag.get_task("cleanup_cluster")  # a teardown keeps its whole limit
+    apply_run_limits(_run_context(dag, cleanup, tutorial_conf, started_ago=started + left))
+    assert cleanup.execution_timeout == timedelta(minutes=90)

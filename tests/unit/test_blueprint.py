@@ -10,6 +10,7 @@ import yaml
 
 from tpu_rl import blueprint
 from tpu_rl.blueprint import BlueprintError
+from tpu_rl.deployment import deployment_id
 from tpu_rl.settings import load_settings
 
 from tests.conftest import BLUEPRINT_FIXTURES as FIXTURES
@@ -98,7 +99,18 @@ def test_edits_equal_the_tutorial_sed_result_plus_labels(settings):
     edited = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings))
     labels = edited["vars"].pop("labels")
     assert edited == yaml.safe_load(sed_edits(BLUEPRINT))
-    assert labels == {"managed-by": "tpu-rl-airflow", "tpu-rl-cluster": "gemma4-rl"}
+    assert labels == {
+        "managed-by": "tpu-rl-airflow",
+        "tpu-rl-cluster": "gemma4-rl",
+        "tpu-rl-deployment": deployment_id(),
+        "tpu-rl-dag": "tpu_rl_post_training",
+    }
+
+
+def test_the_cluster_carries_the_deployment_id_from_the_configuration(settings, monkeypatch):
+    monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "team-a-prod")
+    labels = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings))["vars"]["labels"]
+    assert labels["tpu-rl-deployment"] == "team-a-prod"
 
 
 def test_each_edit_applied_exactly_once(settings):
@@ -149,6 +161,8 @@ def test_existing_labels_are_kept(settings):
         "team": "ml",
         "managed-by": "tpu-rl-airflow",
         "tpu-rl-cluster": "gemma4-rl",
+        "tpu-rl-deployment": deployment_id(),
+        "tpu-rl-dag": "tpu_rl_post_training",
     }
 
 

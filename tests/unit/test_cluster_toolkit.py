@@ -187,7 +187,7 @@ def test_deploy_then_destroy_from_another_empty_folder(cloud, server):
     run(GclusterDeployOperator)
     cluster = cloud.clusters()["gemma4-rl"]
     assert cluster["status"] == "RUNNING"
-    assert cluster["labels"] == {"managed-by": "tpu-rl-airflow", "tpu-rl-cluster": "gemma4-rl"}
+    assert cluster["labels"] == blueprint.cluster_labels(load_settings(SETTINGS))
     assert cluster["vars"]["system_node_pool_disk_size_gb"] == 200
     assert cloud.state()["tfstate"] == {STATE_KEY: ["gemma4-rl"]}
     deploy_calls = cloud.calls("gcluster")

@@ -81,7 +81,7 @@ def test_the_token_is_in_neither_file(tutorial_conf, monkeypatch):
         json.dumps({"conn_type": "generic", "password": HF_TOKEN}),
     )
     built = report.build_report(layout(tutorial_conf), REWARDS, GATE, 50, DURATIONS)
-    assert built["settings"]["hf_conn_id"] == "huggingface_default"
+    assert "hf_conn_id" not in built["settings"]  # deployment configuration, not the run's
     assert HF_TOKEN not in json.dumps(built) and HF_TOKEN not in report.render_markdown(built)
 
 

@@ -89,7 +89,7 @@ def test_all_errors_are_reported_at_once(tutorial_conf):
 # Each validation rule: a setting change that breaks it, and the words its error carries.
 RULE_CASES = [
     ("required_names", {"project": ""}, "project: required"),
-    ("required_names", {"hf_conn_id": " "}, "hf_conn_id: required"),
+    ("required_names", {"gcs_bucket": " "}, "gcs_bucket: required"),
     ("project_id", {"project": "My_Project"}, "project: 'My_Project' is not a project ID"),
     ("cluster_name", {"cluster_name": "gemma4-rl-cluster-toolong"}, "at most 20 characters"),
     ("cluster_name", {"cluster_name": "4gemma"}, "start with a lower-case letter"),
@@ -173,6 +173,17 @@ def test_rule_rejects_a_bad_setting(tutorial_conf, rule_name, overrides, expecte
 def test_every_rule_has_a_case_and_there_are_at_least_twenty():
     assert len(RULES) >= 20
     assert {r.__name__ for r in RULES} == {case[0] for case in RULE_CASES}
+
+
+@pytest.mark.parametrize(
+    ("key", "variable"),
+    [("hf_conn_id", "TPU_RL_HF_CONN_ID"), ("gcp_conn_id", "TPU_RL_GCP_CONN_ID")],
+)
+def test_a_run_cannot_choose_the_connections(tutorial_conf, key, variable):
+    """Whoever may trigger must not pick whose password goes into the cluster."""
+    errors = errors_for(tutorial_conf, **{key: "some_database"})
+    assert errors == [f"{key}: set by the deployer ({variable}), not by a run"]
+    assert key not in SETTING_FIELDS
 
 
 def test_existing_cluster_needs_no_reservation(tutorial_conf):

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
-from tpu_rl import blueprint, cluster_toolkit
-from tpu_rl.settings import RunSettings, load_settings
+from tpu_rl import blueprint, cluster_toolkit, deployment
+from tpu_rl.limits import time_left
+from tpu_rl.settings import RunSettings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -54,7 +56,10 @@ def _key_secrets(key_file: str | None) -> list[str]:
 
 
 class _GclusterOperator(BaseOperator):
-    """Renders the Cluster Toolkit inputs into a fresh folder and runs gcluster there."""
+    """Renders the Cluster Toolkit inputs into a fresh folder and runs gcluster there.
+
+    `settings`: the cluster's settings; None: the run's (its Params).
+    """
 
     template_fields: Sequence[str] = ("settings", "gcp_conn_id", "state_prefix")
     template_fields_renderers = {"settings": "json"}
@@ -62,7 +67,7 @@ class _GclusterOperator(BaseOperator):
     def __init__(
         self,
         *,
-        settings: Mapping[str, Any],
+        settings: Mapping[str, Any] | None = None,
         gcp_conn_id: str | None = None,
         state_prefix: str | None = None,
         **kwargs: Any,
@@ -83,7 +88,11 @@ class _GclusterOperator(BaseOperator):
         return None
 
     def execute(self, context: Context) -> None:
-        settings = load_settings(self.settings)
+        raw = self.settings if self.settings is not None else context["params"]
+        try:
+            settings = load_settings(dict(raw))
+        except SettingsError as err:
+            raise AirflowSkipException(f"settings invalid, so no cluster was made: {err}") from err
         if reason := self._skip_reason(settings):
             self.log.info("Nothing to do: %s", reason)
             return
@@ -98,7 +107,10 @@ class _GclusterOperator(BaseOperator):
             settings.gcs_bucket,
             prefix,
         )
-        conn_id = self.gcp_conn_id or settings.gcp_conn_id
+        conn_id = self.gcp_conn_id or deployment.check_gcp_connection()
+        timeout = settings.cluster_timeout_minutes * 60.0
+        if (left := time_left(self)) is not None:  # the run's deadline may come first
+            timeout = min(timeout, left.total_seconds())
         with (
             tempfile.TemporaryDirectory(prefix=f"gcluster-{settings.cluster_name}-") as tmp,
             google_env(conn_id, settings.project) as (env, secrets),
@@ -109,7 +121,7 @@ class _GclusterOperator(BaseOperator):
                     argv,
                     Path(tmp),
                     self.log,
-                    timeout=settings.cluster_timeout_minutes * 60,
+                    timeout=timeout,
                     env=env,
                     secrets=secrets,
                     started=self._started,

@@ -74,7 +74,7 @@ class KubeApi:
 
     def list(self, kind: str) -> list[dict[str, Any]]:
         """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none."""
-        ns, selector = self.namespace, janitor.MANAGED_SELECTOR
+        ns, selector = self.namespace, janitor.managed_selector()
         if kind == "jobsets":
             try:
                 items = CustomObjectsApi(self.client).list_namespaced_custom_object(
@@ -222,7 +222,10 @@ class JanitorSweepOperator(BaseOperator):
     ui_color = "#fff2cc"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        p = JanitorParams.from_params(context["params"])
+        from airflow.sdk import Variable
+
+        stored = Variable.get("tpu_rl_janitor_params", default={}, deserialize_json=True)
+        p = JanitorParams.from_params(context["params"], stored)
         if not p.project or not p.region:
             raise AirflowFailException(
                 "project and region are required: set them in the Params or in the Variable "

@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from tpu_rl import manifests
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
+from tpu_rl.limits import time_left
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.storage import newest_checkpoint_step, object_exists
 
@@ -141,12 +142,13 @@ class RunJobOperator(GKEStartJobOperator):
     def defer(
         self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None
     ) -> None:
-        """Defer with the task's execution_timeout: the provider's Job trigger has none."""
+        """Defer with what is left of the task's limit (the run's settings): the provider's
+        Job trigger has no timeout, and Airflow does not apply execution_timeout to a deferral."""
         super().defer(
             trigger=trigger,
             method_name=method_name,
             kwargs=kwargs,
-            timeout=timeout or self.execution_timeout,
+            timeout=timeout or time_left(self) or self.execution_timeout,
         )
 
 

@@ -12,14 +12,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
-from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
-from airflow.sdk.log import mask_secret
 from kubernetes import watch
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import manifests
+from tpu_rl import deployment, manifests
 from tpu_rl.layout import RUN_LABEL, RunLayout
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import RunSettings, SettingsError
@@ -64,7 +63,7 @@ class RunClusterOperator(GKEOperatorMixin, BaseOperator):
         project_id: str,
         location: str,
         cluster_name: str,
-        gcp_conn_id: str = "google_cloud_default",
+        gcp_conn_id: str | None = None,
         impersonation_chain: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -72,20 +71,17 @@ class RunClusterOperator(GKEOperatorMixin, BaseOperator):
         self.project_id = project_id
         self.location = location
         self.cluster_name = cluster_name
-        self.gcp_conn_id = gcp_conn_id
+        self.gcp_conn_id = gcp_conn_id or deployment.gcp_conn_id()
         self.impersonation_chain = impersonation_chain
         self.use_internal_ip = False
         self.use_dns_endpoint = False
 
-    def skip_unless_started(self, context: Context, task_id: str) -> RunLayout:
-        """The run's layout, or a skip when nothing this operator acts on can exist."""
+    def run_layout(self, context: Context) -> RunLayout:
+        """The run's layout, or a skip with the reason when its settings are invalid."""
         try:
-            layout = layout_from_context(context)
+            return layout_from_context(context)
         except SettingsError as err:
-            raise AirflowSkipException("settings invalid: nothing was created") from err
-        if not _task_started(context, task_id):
-            raise AirflowSkipException(f"{task_id} never ran: nothing of it to remove")
-        return layout
+            raise AirflowSkipException(f"settings invalid, so nothing was created: {err}") from err
 
     @property
     def core(self) -> CoreV1Api:
@@ -106,13 +102,10 @@ class HfTokenSecretOperator(RunClusterOperator):
 
     def execute(self, context: Context) -> None:
         layout = layout_from_context(context)
-        token = BaseHook.get_connection(layout.settings.hf_conn_id).password
-        if not token:
-            raise AirflowFailException(
-                f"connection {layout.settings.hf_conn_id!r} has no password: put the Hugging "
-                "Face token there"
-            )
-        mask_secret(token)
+        try:
+            token = deployment.hf_token()
+        except deployment.DeploymentError as err:
+            raise AirflowFailException(str(err)) from err
         secret = manifests.token_secret(layout, token)
         namespace, name = layout.settings.namespace, layout.token_secret
         try:
@@ -122,7 +115,7 @@ class HfTokenSecretOperator(RunClusterOperator):
                 raise
             self.core.replace_namespaced_secret(name=name, namespace=namespace, body=secret)
         self.log.info(
-            "Secret %s/%s holds the token of %s.", namespace, name, layout.settings.hf_conn_id
+            "Secret %s/%s holds the token of %s.", namespace, name, deployment.hf_conn_id()
         )
 
 
@@ -222,13 +215,18 @@ class BackendStopOperator(RunClusterOperator):
 class CleanupKubernetesOperator(RunClusterOperator):
     """Deletes every Job, JobSet and Secret labelled with this run; each part runs regardless."""
 
-    def __init__(self, *, needs_task: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.needs_task = needs_task
-
     def execute(self, context: Context) -> dict[str, list[str]]:
-        layout = self.skip_unless_started(context, self.needs_task)
-        namespace, selector = layout.settings.namespace, f"{RUN_LABEL}={layout.slug}"
+        removed, errors = self.remove_run_objects(self.run_layout(context))
+        if errors:
+            raise AirflowException("cleanup incomplete (retrying is safe): " + "; ".join(errors))
+        return removed
+
+    def remove_run_objects(self, layout: RunLayout) -> tuple[dict[str, list[str]], list[str]]:
+        """Delete the run's JobSets, Jobs and Secrets: what was removed, and what went wrong."""
+        namespace = layout.settings.namespace
+        selector = (
+            f"{RUN_LABEL}={layout.slug},{deployment.DEPLOYMENT_LABEL}={deployment.deployment_id()}"
+        )
         removed: dict[str, list[str]] = {"jobs": [], "jobsets": [], "secrets": []}
         errors = []
         parts = {
@@ -272,15 +270,4 @@ class CleanupKubernetesOperator(RunClusterOperator):
             except Exception as err:  # each part runs even when another failed
                 errors.append(f"{kind}: {err}")
         self.log.info("Removed from %s: %s", namespace, removed)
-        if errors:
-            raise AirflowException("cleanup incomplete (retrying is safe): " + "; ".join(errors))
-        return removed
-
-
-def _task_started(context: Context, task_id: str) -> bool:
-    """Whether a task of this run got as far as starting."""
-    states = context["ti"].get_task_states(
-        dag_id=context["dag"].dag_id, task_ids=[task_id], run_ids=[context["run_id"]]
-    )
-    state = states.get(context["run_id"], {}).get(task_id)
-    return state not in (None, "skipped", "upstream_failed", "removed")
+        return removed, errors

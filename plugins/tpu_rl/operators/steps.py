@@ -20,7 +20,8 @@ class ValidateSettingsOperator(BaseOperator):
     """The run's settings (Params + conf), checked; every problem in one failure."""
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return validate_settings(context["params"])
+        timeout = context["dag"].dagrun_timeout
+        return validate_settings(context["params"], timeout.total_seconds() / 60)
 
 
 class RewardGateOperator(BaseOperator):

@@ -1,7 +1,8 @@
 """FastAPI app mounted by the api-server under /tpu-rl: the page and the JSON it reads.
 
-The page is static (no data in it); /api/runs needs a user allowed to read this DAG's runs,
-authenticated like Airflow's own API (the UI's session cookie or a bearer token).
+The page is static (no data in it); /api/runs serves what the runs' XComs hold (rewards, gate
+verdicts), so it needs a user allowed to read this DAG's runs AND its XComs (what Airflow's own
+XCom endpoints require), authenticated like Airflow's API (the UI's session cookie or a token).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ MAX_RUNS = 2000
 
 app = FastAPI(title="RL post-training", docs_url=None, redoc_url=None, openapi_url=None)
 can_read_runs = Depends(requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=DAG_ID))
+can_read_xcoms = Depends(requires_access_dag("GET", DagAccessEntity.XCOM, param_dag_id=DAG_ID))
 
 
 @app.get("/", include_in_schema=False)
@@ -34,7 +36,7 @@ def script() -> FileResponse:
     return FileResponse(STATIC / "page.js", headers={"Cache-Control": "no-cache"})
 
 
-@app.get("/api/runs", dependencies=[can_read_runs])
+@app.get("/api/runs", dependencies=[can_read_runs, can_read_xcoms])
 def runs(
     session: SessionDep, limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 500
 ) -> dict[str, Any]:

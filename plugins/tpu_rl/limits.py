@@ -1,0 +1,168 @@
+"""Every task's time limit, from the run's settings: applied at run time, checked against the
+DAG's dagrun_timeout before any cloud call.
+
+`execution_timeout` is fixed when the DAG file is parsed (from the defaults); `apply_run_limits`,
+the tasks' pre_execute hook, replaces it with the run's value and caps it at the run's work
+deadline (run start + dagrun_timeout - the cleanup reserve), so work stops in time for the
+teardowns: the scheduler's dagrun_timeout skips teardowns that have not finished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from tpu_rl.settings import RunSettings, SettingsError, load_settings
+
+STEP_MINUTES = 10  # the short steps (checks, bucket, Secret, submissions); no setting of their own
+DEADLINE_ATTR = "tpu_rl_deadline"  # epoch seconds this try of the task must end by
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One task's limit per try, the tries it gets, and the settings the limit comes from."""
+
+    minutes: Callable[[RunSettings], float]
+    tries: int
+    settings: tuple[str, ...] = ()
+
+    @property
+    def retries(self) -> int:
+        return self.tries - 1
+
+
+def _step(s: RunSettings) -> float:
+    return STEP_MINUTES
+
+
+def _pending_plus(name: str) -> Callable[[RunSettings], float]:
+    return lambda s: s.pending_timeout_minutes + getattr(s, name)
+
+
+# The work, in the order it runs (one path: the sum is the worst case).
+WORK: dict[str, Limit] = {
+    "validate": Limit(_step, 1),
+    "ensure_bucket": Limit(_step, 2),
+    "create_cluster": Limit(lambda s: s.cluster_timeout_minutes, 2, ("cluster_timeout_minutes",)),
+    "hf_token_secret": Limit(_step, 2),
+    "convert": Limit(
+        _pending_plus("conversion_timeout_minutes"),
+        2,
+        ("pending_timeout_minutes", "conversion_timeout_minutes"),
+    ),
+    "start_backend": Limit(
+        lambda s: s.pending_timeout_minutes + STEP_MINUTES, 2, ("pending_timeout_minutes",)
+    ),
+    "train": Limit(
+        lambda s: s.pending_timeout_minutes + STEP_MINUTES, 2, ("pending_timeout_minutes",)
+    ),
+    # a total from the first start, whatever the deferrals: one try
+    "wait_for_rewards": Limit(
+        lambda s: s.training_timeout_minutes, 1, ("training_timeout_minutes",)
+    ),
+    "gate": Limit(_step, 1),
+    "export": Limit(
+        _pending_plus("export_timeout_minutes"),
+        2,
+        ("pending_timeout_minutes", "export_timeout_minutes"),
+    ),
+    "verify": Limit(_step, 2),
+}
+# Beside the path (runs while the gate and export do): not part of the sum.
+SIDE: dict[str, Limit] = {"stop_backend": Limit(_step, 2)}
+# The teardowns, in order: their worst case is the reserve the work must leave them.
+CLEANUP: dict[str, Limit] = {
+    "cleanup_kubernetes": Limit(_step, 4),
+    "cleanup_cluster": Limit(lambda s: s.cluster_timeout_minutes, 4, ("cluster_timeout_minutes",)),
+    "outcome": Limit(_step, 1),
+}
+LIMITS: dict[str, Limit] = {**WORK, **SIDE, **CLEANUP}
+DEFAULTS = RunSettings()
+
+
+def task_args(task_id: str) -> dict[str, Any]:
+    """The parse-time retries and execution_timeout of a task (the defaults' limit)."""
+    limit = LIMITS[task_id]
+    return {
+        "retries": limit.retries,
+        "execution_timeout": timedelta(minutes=limit.minutes(DEFAULTS)),
+    }
+
+
+def _total(limits: dict[str, Limit], s: RunSettings) -> float:
+    return sum(limit.minutes(s) * limit.tries for limit in limits.values())
+
+
+def work_minutes(s: RunSettings) -> float:
+    """The worst case of the work: every limit times its tries."""
+    return _total(WORK, s)
+
+
+def cleanup_reserve_minutes(s: RunSettings) -> float:
+    """The worst case of the teardowns, which the work must leave before dagrun_timeout."""
+    return _total(CLEANUP, s)
+
+
+def budget_problem(s: RunSettings, dagrun_timeout_minutes: float) -> str | None:
+    """Why the run's limits cannot fit the DAG's dagrun_timeout, naming the settings; or None."""
+    work, reserve = work_minutes(s), cleanup_reserve_minutes(s)
+    if work + reserve <= dagrun_timeout_minutes:
+        return None
+    terms = [
+        f"{task_id} {limit.minutes(s):g} min x {limit.tries}"
+        for task_id, limit in {**WORK, **CLEANUP}.items()
+        if limit.settings
+    ]
+    names = sorted({name for limit in LIMITS.values() for name in limit.settings})
+    return (
+        f"time limits: the worst case, {work:g} min of work + {reserve:g} min of cleanup "
+        f"(largest: {', '.join(terms)}; each limit x its tries), exceeds the DAG's "
+        f"dagrun_timeout of {dagrun_timeout_minutes:g} min (TPU_RL_DAGRUN_TIMEOUT_MINUTES, set by "
+        f"the deployer): lower {', '.join(names)}, or raise TPU_RL_DAGRUN_TIMEOUT_MINUTES"
+    )
+
+
+def work_deadline(context: Any, s: RunSettings) -> float | None:
+    """Epoch seconds the run's work must end by to leave the teardowns their reserve."""
+    dag_run, timeout = context.get("dag_run"), getattr(context.get("dag"), "dagrun_timeout", None)
+    started = getattr(dag_run, "start_date", None)
+    if started is None or timeout is None:
+        return None
+    return started.timestamp() + timeout.total_seconds() - cleanup_reserve_minutes(s) * 60
+
+
+def apply_run_limits(context: Any) -> None:
+    """pre_execute hook: the task's limit for this try from the run's settings, capped at the
+    run's work deadline; also kept as an epoch deadline for deferrals (`time_left`)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    task = context["task"]
+    limit = LIMITS.get(task.task_id)
+    if limit is None:
+        return
+    try:
+        s = load_settings(dict(context["params"]))
+    except SettingsError:
+        return  # validate reports it; the parse-time limit stays
+    seconds = limit.minutes(s) * 60
+    if task.task_id not in CLEANUP and (deadline := work_deadline(context, s)) is not None:
+        left = deadline - time.time()
+        if left <= 0:
+            raise AirflowFailException(
+                "the run's time is up: what is left of dagrun_timeout is the cleanup's reserve "
+                f"({cleanup_reserve_minutes(s):g} min)"
+            )
+        seconds = min(seconds, left)
+    task.execution_timeout = timedelta(seconds=seconds)
+    setattr(task, DEADLINE_ATTR, time.time() + seconds)
+
+
+def time_left(task: Any) -> timedelta | None:
+    """What is left of this try's limit (for a deferral's timeout); None before the hook ran."""
+    deadline = getattr(task, DEADLINE_ATTR, None)
+    if deadline is None:
+        return None
+    return timedelta(seconds=max(1.0, deadline - time.time()))
