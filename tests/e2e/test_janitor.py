@@ -1,9 +1,11 @@
 """The janitor DAG in the sandbox: what a killed run left is removed, and nothing else.
 
 Three clusters, each with its own Kubernetes API emulator: `gemma4-rl` (a run killed mid-training
-left its JobSet, Job and Secret, and an unlabelled Job of someone else), `rl-busy` (an active
-run's objects) and `shared` (labelled, but listed in existing_clusters: a leftover Job only);
-`foreign` has no labels. One test, phases in order, each a dag.test() run of the janitor.
+left its JobSet, Job and Secret, beside an unlabelled Job of someone else, the same leftovers of
+a run of ANOTHER Airflow deployment, and a Job of another DAG), `rl-busy` (an active run's
+objects) and `shared` (labelled, but listed in existing_clusters: a leftover Job only);
+`foreign` has no labels and `elsewhere` is another deployment's. One test, phases in order,
+each a dag.test() run of the janitor.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ MAIN_DAG = "tpu_rl_post_training"
 JANITOR_DAG = "tpu_rl_janitor"
 KILLED_RUN = "manual__2026-01-01T00:00:00+00:00"
 OLD_RUN = "manual__2025-12-01T00:00:00+00:00"
+OTHER_DEPLOYMENT_RUN = "manual__2025-12-24T00:00:00+00:00"
 ACTIVE_RUN = "manual__active-run"
 MANAGED = "app.kubernetes.io/managed-by=tpu-rl-airflow"
 BASE_CONF = {
@@ -191,6 +194,13 @@ def test_janitor_removes_only_what_no_active_run_owns(airflow_db, tmp_path: Path
         foreign_job = manifests.train_job(killed)
         foreign_job["metadata"] = {"name": "someone-elses-job", "labels": {"team": "other"}}
         create_aged(emu, foreign_job, three_hours)
+        with mock.patch.dict(os.environ, {"TPU_RL_DEPLOYMENT_ID": "another-airflow"}):
+            other_deployment = layout(OTHER_DEPLOYMENT_RUN, "gemma4-rl")
+            run_objects(emu, other_deployment, three_hours)
+            add_cluster(state_file, "elsewhere", True, five_hours)
+        other_dag_job = manifests.train_job(layout(OLD_RUN, "gemma4-rl"))
+        other_dag_job["metadata"]["labels"]["tpu-rl.dev/dag"] = "some_other_dag"
+        create_aged(emu, other_dag_job, three_hours)
         run_objects(busy_emu, layout(ACTIVE_RUN, "rl-busy"), three_hours)
         create_aged(shared_emu, manifests.conversion_job(layout(OLD_RUN, "shared")), three_hours)
         make_active_run()
@@ -226,9 +236,18 @@ def test_janitor_removes_only_what_no_active_run_owns(airflow_db, tmp_path: Path
         assert "existing_clusters" in report["clusters_kept"]["shared"]
         active_train = f"rl-busy/default/jobs/job-{layout(ACTIVE_RUN, 'rl-busy').train_job_base}"
         assert report["kept"][active_train] == f"its run {ACTIVE_RUN} is active"
-        assert everything(emu, shared_emu) == [["jobs/someone-elses-job"], []]
+        untouched = sorted(
+            [
+                "jobs/someone-elses-job",
+                f"jobs/job-{layout(OLD_RUN, 'gemma4-rl').train_job_base}",  # another DAG's
+                f"jobsets/{other_deployment.backend_jobset}",  # another deployment's
+                f"jobs/job-{other_deployment.train_job_base}",
+                f"secrets/{other_deployment.token_secret}",
+            ]
+        )
+        assert everything(emu, shared_emu) == [untouched, []]
         assert everything(busy_emu) == [before[1]]
-        assert cluster_names(state_file) == {"rl-busy", "shared", "foreign"}
+        assert cluster_names(state_file) == {"rl-busy", "shared", "foreign", "elsewhere"}
         assert gcluster_calls() == [["create", "blueprint.yaml"], ["destroy", "gemma4-rl"]]
 
         # The active run ends; a deletion fails: the janitor fails, naming it.
@@ -240,3 +259,4 @@ def test_janitor_removes_only_what_no_active_run_owns(airflow_db, tmp_path: Path
         assert list(report["failed"]) == [secret]
         assert everything(busy_emu) == [[f"secrets/{layout(ACTIVE_RUN, 'rl-busy').token_secret}"]]
         assert "rl-busy" not in cluster_names(state_file)  # destroying it removes the Secret too
+        assert "elsewhere" in cluster_names(state_file)  # another deployment's, never touched

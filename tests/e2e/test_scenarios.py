@@ -48,7 +48,8 @@ def converted_already(box: Sandbox) -> None:
 
 def no_cloud_call(result: RunResult) -> None:
     assert result.emu.requests == [] and result.calls == [] and result.gke_lookups == 0
-    states_are(validate="failed", cleanup_kubernetes="skipped")(result)
+    # teardowns whose setups never ran are not started at all
+    states_are(validate="failed", cleanup_kubernetes="upstream_failed", outcome="failed")(result)
 
 
 def api_faults(box: Sandbox) -> Workloads:
@@ -124,7 +125,7 @@ CASES = [
         "conversion_job_fails",
         "failed",
         workloads=lambda box: Workloads(convert_exit_code=1),
-        check=states_are(convert="failed", run_succeeded="upstream_failed"),
+        check=states_are(convert="failed", cleanup_kubernetes="success", outcome="failed"),
     ),
     Case(
         "backend_worker_crashes_during_training",

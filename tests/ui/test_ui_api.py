@@ -169,3 +169,24 @@ def test_a_conf_validation_would_refuse_costs_nothing_but_its_tpu_hours(client, 
     row = next(r for r in get_runs(client, auth_token) if r["run_id"].endswith("-0000"))
     assert row["tpu_hours"] is None and row["estimated_cost_usd"] is None
     assert row["gate"] == "passed"
+
+
+def test_needs_the_permission_to_read_the_runs_xcoms(client, auth_token, monkeypatch):
+    """The rewards come from XComs: a user who may read runs but not XComs gets nothing."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+
+    manager = get_auth_manager()
+    allowed = manager.is_authorized_dag
+    asked = []
+
+    def no_xcoms(*, method, access_entity=None, details=None, user):
+        asked.append(access_entity)
+        if access_entity == DagAccessEntity.XCOM:
+            return False
+        return allowed(method=method, access_entity=access_entity, details=details, user=user)
+
+    monkeypatch.setattr(manager, "is_authorized_dag", no_xcoms)
+    response = client.get("/api/runs", cookies={"_token": auth_token})
+    assert response.status_code == 403, response.text
+    assert DagAccessEntity.RUN in asked and DagAccessEntity.XCOM in asked

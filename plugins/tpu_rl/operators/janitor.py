@@ -191,7 +191,7 @@ class Sweep:
         if name in self.p.existing_clusters:
             return "listed in existing_clusters: never destroyed"
         if not janitor.is_labelled(name, cluster.resource_labels):
-            return "not labelled by this package: never destroyed"
+            return "not labelled as a cluster of this deployment's runs: never destroyed"
         if unknown:
             return unknown
         if name in active:

@@ -1,0 +1,66 @@
+"""The run's time budget: limits x tries plus the cleanup reserve must fit dagrun_timeout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from tpu_rl import limits
+from tpu_rl.settings import load_settings
+from tpu_rl.tasks import validate_settings
+
+DAY = 24 * 60
+
+
+def test_the_defaults_fit_the_default_timeout(tutorial_conf):
+    s = load_settings(tutorial_conf)
+    assert limits.budget_problem(s, 3 * DAY) is None
+    # each limit x its tries: e.g. the conversion (pending + conversion) twice
+    assert limits.work_minutes(s) == pytest.approx(2220)
+    assert limits.cleanup_reserve_minutes(s) == pytest.approx(4 * 10 + 4 * 90 + 10)
+
+
+def test_a_combination_that_cannot_fit_is_named(tutorial_conf):
+    s = load_settings({**tutorial_conf, "training_timeout_minutes": 3000})
+    problem = limits.budget_problem(s, 3 * DAY)
+    assert problem is not None
+    for part in (
+        "exceeds the DAG's dagrun_timeout of 4320 min",
+        "wait_for_rewards 3000 min x 1",
+        "convert 240 min x 2",
+        "cleanup_cluster 90 min x 4",
+        "training_timeout_minutes",
+        "TPU_RL_DAGRUN_TIMEOUT_MINUTES",
+    ):
+        assert part in problem, (part, problem)
+
+
+def test_validate_rejects_it_before_any_cloud_call(tutorial_conf, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HUGGINGFACE_DEFAULT", json.dumps({"conn_type": "http", "password": "hf_x1"})
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform"})
+    )
+    assert validate_settings(tutorial_conf, 3 * DAY)["cluster_name"] == "gemma4-rl"
+    with pytest.raises(AirflowFailException, match="training_timeout_minutes"):
+        validate_settings(tutorial_conf, 20 * 60)
+
+
+def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HUGGINGFACE_DEFAULT",
+        json.dumps({"conn_type": "postgres", "password": "db-secret"}),
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform"})
+    )
+    with pytest.raises(AirflowFailException, match="'huggingface_default' has type 'postgres'"):
+        validate_settings(tutorial_conf, 3 * DAY)
+
+
+def test_every_task_of_the_dag_has_a_limit_and_tries():
+    assert all(limit.tries >= 1 for limit in limits.LIMITS.values())
+    assert limits.task_args("cleanup_cluster")["retries"] == 3
