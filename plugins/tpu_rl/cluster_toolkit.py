@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import tempfile
 import threading
@@ -28,6 +29,7 @@ CONFIG_SECTION = "tpu_rl"  # [tpu_rl] in airflow.cfg, or AIRFLOW__TPU_RL__<KEY> 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "tpu-rl-airflow" / "gcluster"
 DOWNLOAD_TIMEOUT_SECONDS = 300
 TAIL_LINES = 30
+GUARD = Path(__file__).with_name("gcluster_guard.py")
 TERRAFORM_HELP = (
     "terraform is not on PATH; Cluster Toolkit runs it for deploy and destroy. Install "
     "Terraform (https://developer.hashicorp.com/terraform/install) on the Airflow workers "
@@ -154,7 +156,7 @@ def run_gcluster(
     log.info("Running: %s (in %s)", mask(" ".join(argv), secrets), cwd)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     proc = subprocess.Popen(
-        argv,
+        [sys.executable, str(GUARD), *argv],  # the group dies with this process
         cwd=cwd,
         env=dict(env) if env is not None else None,
         stdin=subprocess.DEVNULL,

@@ -23,15 +23,24 @@ DEADLINE_ATTR = "tpu_rl_deadline"  # epoch seconds this try of the task must end
 
 @dataclass(frozen=True)
 class Limit:
-    """One task's limit per try, the tries it gets, and the settings the limit comes from."""
+    """One task's limit per try, the tries it gets, and the settings the limit comes from.
+
+    `total`: the limit holds for all tries together (a deadline fixed at the first start).
+    """
 
     minutes: Callable[[RunSettings], float]
     tries: int
     settings: tuple[str, ...] = ()
+    total: bool = False
 
     @property
     def retries(self) -> int:
         return self.tries - 1
+
+    @property
+    def counted_tries(self) -> int:
+        """How many times the limit can pass in the worst case."""
+        return 1 if self.total else self.tries
 
 
 def _step(s: RunSettings) -> float:
@@ -59,9 +68,10 @@ WORK: dict[str, Limit] = {
     "train": Limit(
         lambda s: s.pending_timeout_minutes + STEP_MINUTES, 2, ("pending_timeout_minutes",)
     ),
-    # a total from the first start, whatever the deferrals: one try
+    # a total from the first start, whatever the deferrals and retries (a retry survives a
+    # worker lost with the scheduler before the wait deferred)
     "wait_for_rewards": Limit(
-        lambda s: s.training_timeout_minutes, 1, ("training_timeout_minutes",)
+        lambda s: s.training_timeout_minutes, 2, ("training_timeout_minutes",), total=True
     ),
     "gate": Limit(_step, 1),
     "export": Limit(
@@ -93,7 +103,7 @@ def task_args(task_id: str) -> dict[str, Any]:
 
 
 def _total(limits: dict[str, Limit], s: RunSettings) -> float:
-    return sum(limit.minutes(s) * limit.tries for limit in limits.values())
+    return sum(limit.minutes(s) * limit.counted_tries for limit in limits.values())
 
 
 def work_minutes(s: RunSettings) -> float:
@@ -112,7 +122,7 @@ def budget_problem(s: RunSettings, dagrun_timeout_minutes: float) -> str | None:
     if work + reserve <= dagrun_timeout_minutes:
         return None
     terms = [
-        f"{task_id} {limit.minutes(s):g} min x {limit.tries}"
+        f"{task_id} {limit.minutes(s):g} min x {limit.counted_tries}"
         for task_id, limit in {**WORK, **CLEANUP}.items()
         if limit.settings
     ]

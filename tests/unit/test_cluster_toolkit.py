@@ -7,7 +7,9 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -178,6 +180,46 @@ def test_timeout_stops_the_process_group(tmp_path):
     argv = script(tmp_path, "import time\nprint('waiting', flush=True)\ntime.sleep(60)\n")
     with pytest.raises(ClusterToolkitError, match=r"(?s)tool.py timed out after 1s.*waiting"):
         cluster_toolkit.run_gcluster(argv, tmp_path, logging.getLogger("t"), 1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_a_killed_worker_takes_gcluster_and_terraform_down_with_it(tmp_path):
+    """SIGKILL of the task process: no gcluster deploys on as an orphan beside the retry."""
+    pids = tmp_path / "pids"
+    argv = script(
+        tmp_path,
+        "import os, subprocess, time\n"
+        "terraform = subprocess.Popen(['sleep', '120'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{terraform.pid}}')\n"
+        "time.sleep(120)\n",
+    )
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import logging, pathlib, sys; from tpu_rl import cluster_toolkit as c; "
+            f"c.run_gcluster({argv!r}, pathlib.Path({str(tmp_path)!r}), logging.getLogger(), 300)",
+        ],
+        env={**os.environ, "PYTHONPATH": str(Path(cluster_toolkit.__file__).parents[1])},
+    )
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gcluster, terraform = (int(p) for p in pids.read_text().split())
+    assert _alive(gcluster) and _alive(terraform)
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 20
+    while (_alive(gcluster) or _alive(terraform)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(gcluster) and not _alive(terraform)
 
 
 # operators ------------------------------------------------------------------------------

@@ -64,3 +64,13 @@ def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf,
 def test_every_task_of_the_dag_has_a_limit_and_tries():
     assert all(limit.tries >= 1 for limit in limits.LIMITS.values())
     assert limits.task_args("cleanup_cluster")["retries"] == 3
+
+
+def test_the_wait_may_retry_but_its_total_limit_counts_once(tutorial_conf):
+    """A retry survives a worker lost before the wait deferred; the deadline stays the first's."""
+    wait = limits.LIMITS["wait_for_rewards"]
+    assert wait.retries == 1 and wait.counted_tries == 1
+    problem = limits.budget_problem(
+        load_settings({**tutorial_conf, "training_timeout_minutes": 3000}), 3 * DAY
+    )
+    assert "wait_for_rewards 3000 min x 1" in problem
