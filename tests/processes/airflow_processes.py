@@ -72,15 +72,15 @@ class AirflowProcesses:
         proc.wait(60)
 
     def stop(self, name: str, grace_s: float = 20) -> None:
-        """SIGTERM as a service manager would, SIGKILL after the grace period."""
+        """SIGTERM to the process as a service manager sends it, then SIGKILL to its group."""
         proc = self.procs[name]
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None

@@ -39,6 +39,18 @@ class AirflowApi:
         body = {"dag_run_id": run_id, "conf": conf, "logical_date": None}
         return self._json("POST", f"/dags/{DAG_ID}/dagRuns", json=body)
 
+    def trigger_dag(self, dag_id: str, conf: dict[str, Any], run_id: str) -> dict[str, Any]:
+        body = {"dag_run_id": run_id, "conf": conf, "logical_date": None}
+        return self._json("POST", f"/dags/{dag_id}/dagRuns", json=body)
+
+    def wait_finished_dag(self, dag_id: str, run_id: str, timeout_s: float = 120) -> str:
+        path = f"/dags/{dag_id}/dagRuns/{run_id}"
+        return self.wait(
+            f"{dag_id} run {run_id} to finish",
+            lambda: (s := self._json("GET", path)["state"]) in FINISHED and s,
+            timeout_s,
+        )
+
     def run(self, run_id: str) -> dict[str, Any]:
         return self._json("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}")
 

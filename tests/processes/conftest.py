@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,13 +16,22 @@ from tests.processes.postgres import missing
 
 
 @pytest.fixture(scope="session")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def deployment() -> Iterator[Deployment]:
+    """Its folder (Airflow home, logs, sandbox files) is removed at the end unless
+    $PROCESS_HARNESS_KEEP is set; not under pytest's basetemp, which other sessions prune."""
     reason = missing()
     if reason:
         pytest.skip(reason)
-    with running_deployment(tmp_path_factory.mktemp("processes")) as d:
-        print(f"\nprocess harness start-up: {json.dumps(d.timings)}")
-        yield d
+    folder = Path(tempfile.mkdtemp(prefix="tpu-rl-processes-"))
+    try:
+        with running_deployment(folder) as d:
+            print(f"\nprocess harness start-up: {json.dumps(d.timings)}")
+            yield d
+    finally:
+        if os.environ.get("PROCESS_HARNESS_KEEP"):
+            print(f"\nprocess harness folder kept: {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

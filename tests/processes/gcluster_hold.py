@@ -18,6 +18,9 @@ if sys.argv[1:2] == ["deploy"]:
     pids.mkdir(exist_ok=True)
     (pids / str(os.getpid())).write_text(json.dumps(sys.argv[1:]))
     hold = json.loads(control.read_text()).get("deploy_hold_seconds", 0) if control.exists() else 0
-    time.sleep(hold)
+    try:
+        time.sleep(hold)
+    except KeyboardInterrupt:  # SIGINT, as real gcluster gets it to stop terraform
+        sys.exit("gcluster: interrupted while deploying")
 real = os.environ["FAKE_GCLUSTER_REAL"]
 os.execv(sys.executable, [sys.executable, real, *sys.argv[1:]])

@@ -50,15 +50,19 @@ def start_run(
     name: str,
     hold_training_s: float = 0,
     hold_convert_s: float = 0,
+    admit_training_after_s: float = 0,
     **settings: Any,
 ) -> Run:
     """Pods' scripts for this run (training held `hold_training_s` wall seconds after its first
-    Intermediate line, the conversion `hold_convert_s` before it writes, if asked), then trigger
-    it as the UI does."""
+    Intermediate line, the conversion `hold_convert_s` before it writes, the training's pods
+    admitted `admit_training_after_s` after its Job is created, if asked), then trigger it as
+    the UI does."""
     run = Run(name, f"proc__{name}", settings_for(name, **settings))
-    scenario = build_scenario(run.settings, d.sandbox.gcs, Workloads())
+    workloads = Workloads(admit_after=admit_training_after_s / TIME_SCALE)
+    scenario = build_scenario(run.settings, d.sandbox.gcs, workloads)
     if hold_training_s:
-        scenario.rules.insert(0, Rule(_held_training(run, d, hold_training_s), "-train"))
+        train = _held_training(run, d, hold_training_s)
+        scenario.rules.insert(0, Rule(train, "-train", admit_after=workloads.admit_after))
     if hold_convert_s:
         held = [call(lambda _i: run.convert_held.set()), sleep(hold_convert_s / TIME_SCALE)]
         scenario.rules.insert(0, Rule(PodScript([*held, exit(0)]), "-convert", index=0))

@@ -85,7 +85,8 @@ def test_marked_failed_while_gcluster_deploys(deployment: Deployment, e2e_report
         assert gone(pid), "gcluster deploy went on after its run was marked failed"
     finally:
         box.hold_deploy(0)
-    cleanups_ran(finish(deployment, run, "failed", e2e_report))
+    tasks = finish(deployment, run, "failed", e2e_report)
+    assert tasks["cleanup_cluster"] == "success", tasks  # the half-deployed cluster
 
 
 def test_worker_killed_mid_create_cluster(deployment: Deployment, e2e_report) -> None:
@@ -108,6 +109,36 @@ def test_worker_killed_mid_create_cluster(deployment: Deployment, e2e_report) ->
         box.hold_deploy(0)
     tasks = finish(deployment, run, "success", e2e_report)
     assert api.task_instances(run.run_id)["create_cluster"]["try_number"] == 2, tasks
+
+
+def test_worker_killed_mid_train(deployment: Deployment, e2e_report) -> None:
+    """SIGKILL train's task process while it waits for its pods; the retry adopts the same Job."""
+    api, emu = deployment.api(), deployment.sandbox.emu
+    run = start_run(
+        deployment, api, "worker_killed_train", hold_training_s=10, admit_training_after_s=15
+    )
+    ti = api.wait_task(run.run_id, "train", {"running"}, timeout_s=150)
+    job = api.wait(
+        "the train Job",
+        lambda: next(
+            (j for j in emu.list("jobs") if j["metadata"]["name"].endswith(f"{run.label}-train")),
+            None,
+        ),
+        timeout_s=60,
+    )
+    os.kill(ti["pid"], signal.SIGKILL)
+    retried = api.wait(
+        "train's retry to succeed",
+        lambda: (
+            (t := api.task_instances(run.run_id)["train"])["try_number"] == 2
+            and t["state"] == "success"
+        ),
+        timeout_s=120,
+    )
+    assert retried
+    same = emu.get("jobs", job["metadata"]["namespace"], job["metadata"]["name"])
+    assert same["metadata"]["uid"] == job["metadata"]["uid"], "the retry made a second Job"
+    finish(deployment, run, "success", e2e_report)
 
 
 def test_triggerer_killed_mid_wait(deployment: Deployment, e2e_report) -> None:
@@ -150,6 +181,39 @@ def test_scheduler_restarted_mid_run(deployment: Deployment, e2e_report) -> None
     api, procs = deployment.api(), deployment.processes
     run = start_run(deployment, api, "scheduler_restarted", hold_training_s=20)
     wait_for_event(api, run, run.training_held, "training's first evaluation")
+    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
     procs.stop("scheduler")
     procs.start("scheduler")
     cleanups_ran(finish(deployment, run, "success", e2e_report))
+
+
+def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None:
+    """The deployer's dagrun_timeout (TPU_RL_DAGRUN_TIMEOUT_MINUTES) passes while training runs:
+    the timeout callback removes the run's Kubernetes objects and the janitor its cluster.
+
+    Runs last: it restarts the scheduler and DAG processor with a 0.5-minute timeout.
+    """
+    api, procs = deployment.api(), deployment.processes
+    run = start_run(deployment, api, "dagrun_timeout", hold_training_s=120)
+    wait_for_event(api, run, run.training_held, "training's first evaluation")
+    procs.env["TPU_RL_DAGRUN_TIMEOUT_MINUTES"] = "0.5"
+    for name in ("dag-processor", "scheduler"):
+        procs.stop(name)
+        procs.start(name)
+    api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
+    api.wait(
+        "the timeout callback to remove the run's objects",
+        lambda: not deployment.sandbox.leftovers(run.label),
+        60,
+    )
+    settings = run.settings
+    sweep = {
+        "project": settings["project"],
+        "region": settings["region"],
+        "gcs_bucket": settings["gcs_bucket"],
+        "dry_run": False,
+        "grace_minutes": 0,
+    }
+    janitor = api.trigger_dag("tpu_rl_janitor", sweep, "proc__janitor_after_timeout")
+    assert api.wait_finished_dag("tpu_rl_janitor", janitor["dag_run_id"]) == "success"
+    finish(deployment, run, "failed", e2e_report)

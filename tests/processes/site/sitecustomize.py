@@ -45,6 +45,20 @@ def _get_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) 
     )
 
 
+class _ClusterManager:
+    """GKEHook.get_cluster_manager_client: list_clusters answered by the sandbox's control plane."""
+
+    def list_clusters(self, parent: str | None = None, **_: Any) -> Any:
+        saved = dict(os.environ)
+        from tests.sandbox.cloud import GkeControlPlane  # its conftest import rewrites os.environ
+
+        os.environ.clear()
+        os.environ.update(saved)
+        seam = _seam()
+        emulator = type("Emulator", (), {"url": seam["kube_url"], "ca_b64": seam["ca_b64"]})()
+        return GkeControlPlane(emulator, Path(seam["state_file"])).list_clusters(parent or "")
+
+
 def _credentials_and_project(hook: Any) -> tuple[Any, str]:
     """GoogleBaseHook.get_credentials_and_project_id: a token the emulator accepts."""
     import google.auth.credentials
@@ -63,6 +77,7 @@ def _credentials_and_project(hook: Any) -> tuple[Any, str]:
 def _patch(module: Any) -> None:
     if module.__name__ == GKE_HOOKS:
         module.GKEHook.get_cluster = _get_cluster
+        module.GKEHook.get_cluster_manager_client = lambda hook, *a, **kw: _ClusterManager()
     else:
         module.GoogleBaseHook.get_credentials_and_project_id = _credentials_and_project
 
