@@ -35,11 +35,10 @@ class AirflowApi:
         return self._json("GET", f"/dags/{DAG_ID}")
 
     def trigger(self, conf: dict[str, Any], run_id: str) -> dict[str, Any]:
-        """The UI's Trigger button."""
-        body = {"dag_run_id": run_id, "conf": conf, "logical_date": None}
-        return self._json("POST", f"/dags/{DAG_ID}/dagRuns", json=body)
+        return self.trigger_dag(DAG_ID, conf, run_id)
 
     def trigger_dag(self, dag_id: str, conf: dict[str, Any], run_id: str) -> dict[str, Any]:
+        """The UI's Trigger button."""
         body = {"dag_run_id": run_id, "conf": conf, "logical_date": None}
         return self._json("POST", f"/dags/{dag_id}/dagRuns", json=body)
 

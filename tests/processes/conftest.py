@@ -32,10 +32,3 @@ def deployment() -> Iterator[Deployment]:
             print(f"\nprocess harness folder kept: {folder}")
         else:
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """All process scenarios share one deployment: one xdist worker runs them (--dist loadgroup)."""
-    for item in items:
-        if "tests/processes/" in str(item.path):
-            item.add_marker(pytest.mark.xdist_group("processes"))

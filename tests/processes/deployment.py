@@ -188,4 +188,8 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder, running_deployment(Path(folder)) as d:
-        print(json.dumps(d.timings, indent=1), d.url, d.username, d.password, flush=True)
+        print(json.dumps(d.timings, indent=1))
+        print(f"Airflow UI: {d.url}  user {d.username}  password {d.password}  (Ctrl-C stops)")
+        with contextlib.suppress(KeyboardInterrupt):
+            while all(d.processes.alive(name) for name in d.processes.procs):
+                time.sleep(1)
