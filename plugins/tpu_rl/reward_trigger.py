@@ -41,6 +41,10 @@ STREAM_TIMEOUT = aiohttp.ClientTimeout(
 )
 STREAM_WAIT_S = 0.2  # longest a poll waits for news on an open log stream
 BACKOFF_CAP_S = 60.0
+# On the training Job: "<timestamp> <n>", the last progress line logged and how many were logged
+# at that timestamp, so a trigger rebuilt from its deferral kwargs (a triggerer killed and
+# restarted) does not log those lines again.
+LOGGED_UNTIL_ANNOTATION = "tpu-rl.dev/rewards-logged-until"
 _FINISHED = ("Succeeded", "Failed")
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
@@ -202,6 +206,23 @@ class _Kube:
     async def get_text(self, path: str, query: list[tuple[str, str]]) -> str:
         return (await self._get(path, query)).decode("utf-8", errors="replace")
 
+    async def annotate(self, path: str, key: str, value: str) -> None:
+        """Merge-patch one annotation onto an object."""
+        with _answered(path):
+            response = await self._client.call_api(
+                path,
+                "PATCH",
+                body={"metadata": {"annotations": {key: value}}},
+                header_params={"Content-Type": "application/merge-patch+json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT_S,
+            )
+            async with response:
+                body = await response.read()
+        if not 200 <= response.status < 300:
+            raise _api_error(path, response.status, None, body)
+
 
 def _api_error(path: str, status: int, retry_header: str | None, body: bytes) -> KubeApiError:
     message = body.decode("utf-8", errors="replace")[:500]
@@ -330,6 +351,10 @@ class LogFollower:
         self.stream_log = stream_log
         self.bytes_read = 0
         self._stream: _LogStream | None = None
+        self.logged_until: str | None = None  # stamp of the last progress line logged
+        self._logged_at_last = 0  # progress lines logged at that stamp
+        self._skip_at_last = 0  # of those, how many this follower has yet to read again
+        self._unrecorded = False  # newer than the Job's annotation
 
     @cached_property
     def hook(self) -> GKEKubernetesAsyncHook:
@@ -417,10 +442,13 @@ class LogFollower:
         )
         if job is None:
             return _error("job_failed", f"Job {self.namespace}/{self.job_name} not found")
+        self._logged_until_from(job)
         pods = await self._list_pods(kube, f"job-name={self.job_name}")
         pod = self._current_pod(pods)
         if pod is not None:
-            if (result := await self._follow(kube, pod, pods)) is not None:
+            result = await self._follow(kube, pod, pods)
+            await self._record_logged_until(kube)
+            if result is not None:
                 return result
             pod = self._current_pod(pods)
         failure = self._job_failure(job, pods, pod)
@@ -604,11 +632,57 @@ class LogFollower:
                 return result
         return None
 
+    def _logged_until_from(self, job: dict[str, Any]) -> None:
+        """Take the Job's mark of what an earlier trigger already logged, if it is newer."""
+        annotations = (job.get("metadata") or {}).get("annotations") or {}
+        stamp, _, count = (annotations.get(LOGGED_UNTIL_ANNOTATION) or "").partition(" ")
+        if not _STAMP.match(stamp) or not count.isdigit():
+            return
+        if self.logged_until is None or _time_key(stamp) > _time_key(self.logged_until):
+            self.logged_until = stamp
+            self._logged_at_last = self._skip_at_last = int(count)
+
+    async def _record_logged_until(self, kube: _Kube) -> None:
+        """Best effort: a failed mark only means a restarted trigger logs a line again."""
+        if not self._unrecorded or self.logged_until is None:
+            return
+        path = (
+            f"/apis/batch/v1/namespaces/{quote(self.namespace, safe='')}/jobs/"
+            f"{quote(self.job_name, safe='')}"
+        )
+        try:
+            mark = f"{self.logged_until} {self._logged_at_last}"
+            await kube.annotate(path, LOGGED_UNTIL_ANNOTATION, mark)
+        except (KubeApiError, aiohttp.ClientError) as error:
+            self.log.debug("Could not mark the logged lines on %s: %s", self.job_name, error)
+            return
+        self._unrecorded = False
+
+    def _first_time_logged(self, stamp: str) -> bool:
+        """Whether a progress line at `stamp` is new to the Airflow log (and mark it logged)."""
+        last = _time_key(self.logged_until) if self.logged_until else None
+        key = _time_key(stamp)
+        if last is not None and key < last:
+            return False
+        if key == last and self._skip_at_last:
+            self._skip_at_last -= 1
+            return False
+        if key == last:
+            self._logged_at_last += 1
+        else:
+            self.logged_until, self._logged_at_last, self._skip_at_last = stamp, 1, 0
+        self._unrecorded = True
+        return True
+
     def _on_line(self, stamp: str, text: str) -> dict[str, Any] | None:
         parsed = parse_line(text)
         if parsed is None:
             return None
         metrics = parsed.metrics.as_dict()
+        if parsed.kind != "post" and not self._first_time_logged(stamp):
+            if parsed.kind == "pre":
+                self.state.pre = metrics
+            return None
         if parsed.kind == "intermediate":
             self.log.info(
                 "Intermediate Eval step=%s mean_reward=%s accuracy=%s%%",
