@@ -22,7 +22,7 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     """Remove the timed-out run's Kubernetes objects; other failures have their teardowns."""
     if context.get("reason") != "timed_out":
         return None
-    from airflow.sdk import XCom
+    from airflow.sdk.execution_time.xcom import XCom
 
     from tpu_rl.operators.kubernetes import CleanupKubernetesOperator
 
