@@ -87,7 +87,10 @@ def checked_connection(conn_id: str, allowed_types: set[str], purpose: str) -> o
     """The connection, after checking its type fits `purpose` (a DB password is no HF token)."""
     from airflow.sdk import BaseHook
 
-    conn = BaseHook.get_connection(conn_id)
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as err:  # AirflowNotFoundException, or the secrets backend's own
+        raise DeploymentError(f"connection {conn_id!r} cannot be read: {err}") from err
     conn_type = (conn.conn_type or "").lower()
     if conn_type not in allowed_types:
         raise DeploymentError(

@@ -99,3 +99,9 @@ def test_a_bad_dagrun_timeout_is_refused(monkeypatch, raw):
     monkeypatch.setenv("TPU_RL_DAGRUN_TIMEOUT_MINUTES", raw)
     with pytest.raises(deployment.DeploymentError, match="positive number"):
         deployment.dagrun_timeout_minutes()
+
+
+def test_a_missing_connection_is_named(monkeypatch):
+    monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_nowhere")
+    with pytest.raises(deployment.DeploymentError, match="'hf_nowhere' cannot be read"):
+        deployment.hf_token()

@@ -26,7 +26,7 @@ class RunRewardSensor(RewardSensor):
 
     def execute(self, context: Context) -> Any:
         s = layout_from_context(context).settings
-        deployment.hf_token()
+        self._mask_token()
         self.poll_interval = self.poke_interval = float(s.poll_interval_seconds)
         self.pending_timeout = s.pending_timeout_minutes * 60.0
         self.timeout = s.training_timeout_minutes * 60.0
@@ -34,11 +34,18 @@ class RunRewardSensor(RewardSensor):
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        deployment.hf_token()
+        self._mask_token()
         try:
             return super().execute_complete(context, event)
         finally:
             self._release_tpus()
+
+    def _mask_token(self) -> None:
+        """Register the token with the masker; one this process cannot read it cannot log."""
+        try:
+            deployment.hf_token()
+        except deployment.DeploymentError as err:
+            self.log.warning("Hugging Face token not registered for masking: %s", err)
 
     def _release_tpus(self) -> None:
         """Delete the backend; never raises (the rewards are worth more than this delete)."""
