@@ -85,6 +85,14 @@ class ProcessSandbox:
             for obj in self.emu.list(plural, label_selector=selector)
         ]
 
+    def hold_task(self, run_id: str, task_id: str, seconds: float) -> Path:
+        """The GKE seam parks that task's first process; returns the marker holding its pid."""
+        seam = Path(self.env["TPU_RL_SANDBOX_SEAM"])
+        facts = json.loads(seam.read_text())
+        facts["hold"] = {"run_id": run_id, "task_id": task_id, "seconds": seconds}
+        seam.write_text(json.dumps(facts))
+        return seam.parent / f"held-{run_id}-{task_id}"
+
     def use(self, scenario: Scenario) -> None:
         """Pods created from now on follow this scenario."""
         self.controller.scenario = scenario

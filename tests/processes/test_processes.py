@@ -104,9 +104,9 @@ def test_worker_killed_mid_create_cluster(deployment: Deployment, e2e_report) ->
         before = box.deploy_pids()
         run = start_run(deployment, api, "worker_killed_deploy")
         pid = new_deploy(deployment, before)
-        task_process = psutil.Process(pid).parent()
-        assert task_process is not None
-        os.kill(task_process.pid, signal.SIGKILL)
+        task_pid = api.task_instances(run.run_id)["create_cluster"]["pid"]
+        assert task_pid in [p.pid for p in psutil.Process(pid).parents()], "not its task's gcluster"
+        os.kill(task_pid, signal.SIGKILL)
         box.hold_deploy(0)  # the retry deploys at once
         retry = new_deploy(deployment, [*before, pid])
         assert not psutil.pid_exists(pid) or gone(pid, 0.1), (
@@ -119,33 +119,19 @@ def test_worker_killed_mid_create_cluster(deployment: Deployment, e2e_report) ->
 
 
 def test_worker_killed_mid_train(deployment: Deployment, e2e_report) -> None:
-    """SIGKILL train's task process while it waits for its pods; the retry adopts the same Job."""
-    api, emu = deployment.api(), deployment.sandbox.emu
-    run = start_run(
-        deployment, api, "worker_killed_train", hold_training_s=10, admit_training_after_s=15
+    """SIGKILL train's task process while it talks to GKE; the retry submits one Job and the run
+    ends as usual."""
+    api, box = deployment.api(), deployment.sandbox
+    run_id = "proc__worker_killed_train"
+    marker = box.hold_task(run_id, "train", seconds=60)
+    run = start_run(deployment, api, "worker_killed_train", hold_training_s=5)
+    pid = int(
+        api.wait("train's process to be held", lambda: marker.exists() and marker.read_text(), 150)
     )
-    ti = api.wait_task(run.run_id, "train", {"running"}, timeout_s=150)
-    job = api.wait(
-        "the train Job",
-        lambda: next(
-            (j for j in emu.list("jobs") if j["metadata"]["name"].endswith(f"{run.label}-train")),
-            None,
-        ),
-        timeout_s=60,
-    )
-    os.kill(ti["pid"], signal.SIGKILL)
-    retried = api.wait(
-        "train's retry to succeed",
-        lambda: (
-            (t := api.task_instances(run.run_id)["train"])["try_number"] == 2
-            and t["state"] == "success"
-        ),
-        timeout_s=120,
-    )
-    assert retried
-    same = emu.get("jobs", job["metadata"]["namespace"], job["metadata"]["name"])
-    assert same["metadata"]["uid"] == job["metadata"]["uid"], "the retry made a second Job"
-    finish(deployment, run, "success", e2e_report)
+    assert api.task_instances(run_id)["train"]["pid"] == pid, "the held process is train's"
+    os.kill(pid, signal.SIGKILL)
+    tasks = finish(deployment, run, "success", e2e_report)
+    assert api.task_instances(run_id)["train"]["try_number"] == 2, tasks
 
 
 def test_triggerer_killed_mid_wait(deployment: Deployment, e2e_report) -> None:

@@ -14,6 +14,7 @@ import importlib.machinery
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,33 @@ def _seam() -> dict[str, Any]:
     return json.loads(Path(SEAM_FILE or "").read_text())
 
 
+def _hold_if_asked(seam: dict[str, Any]) -> None:
+    """Park the first task process of the run + task the seam's "hold" names for its seconds,
+    leaving its pid in a marker file, so a test can kill it mid-task (retries pass through)."""
+    hold = seam.get("hold") or {}
+    run_id, task_id = (
+        os.environ.get("AIRFLOW_CTX_DAG_RUN_ID"),
+        os.environ.get("AIRFLOW_CTX_TASK_ID"),
+    )
+    if not hold or (run_id, task_id) != (hold["run_id"], hold["task_id"]):
+        return
+    marker = Path(SEAM_FILE or "").parent / f"held-{run_id}-{task_id}"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    time.sleep(hold["seconds"])
+
+
 def _get_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) -> Any:
     """GKEHook.get_cluster: RUNNING clusters of the fake cloud, served by the emulator."""
     from google.api_core.exceptions import NotFound
     from google.cloud.container_v1.types import Cluster
 
     seam = _seam()
+    _hold_if_asked(seam)
     state_file = Path(seam["state_file"])
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     record = state.get("clusters", {}).get(name)
