@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """gcluster as the process harness ships it in the release bundle: the sandbox's fake gcluster,
-but `deploy` first records its pid and holds for the seconds the control file asks, so a test
-can act while gcluster is deploying and see whether that process outlives its task.
+but `deploy` first records its pid and holds for the seconds the control file asks (so a test can
+act while gcluster is deploying and see whether that process outlives its task), and a deployed
+cluster gets a creation time, as GKE reports one (the janitor's grace period reads it).
 
 Kept dependency-free: it runs as the bundle's `gcluster` under the worker's Python.
 """
 
+import datetime
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 control = Path(os.environ["FAKE_GCLUSTER_CONTROL"])
-if sys.argv[1:2] == ["deploy"]:
+deploying = sys.argv[1:2] == ["deploy"]
+if deploying:
     pids = control.parent / "deploy-pids"
     pids.mkdir(exist_ok=True)
     (pids / str(os.getpid())).write_text(json.dumps(sys.argv[1:]))
@@ -23,4 +27,14 @@ if sys.argv[1:2] == ["deploy"]:
     except KeyboardInterrupt:  # SIGINT, as real gcluster gets it to stop terraform
         sys.exit("gcluster: interrupted while deploying")
 real = os.environ["FAKE_GCLUSTER_REAL"]
-os.execv(sys.executable, [sys.executable, real, *sys.argv[1:]])
+if not deploying:
+    os.execv(sys.executable, [sys.executable, real, *sys.argv[1:]])
+code = subprocess.call([sys.executable, real, *sys.argv[1:]])
+state_file = Path(os.environ["FAKE_CLOUD_STATE"])
+if code == 0 and state_file.exists():
+    state = json.loads(state_file.read_text())
+    now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+    for record in state.get("clusters", {}).values():
+        record.setdefault("create_time", now)
+    state_file.write_text(json.dumps(state, indent=1))
+sys.exit(code)
