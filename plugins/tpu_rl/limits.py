@@ -158,7 +158,8 @@ def apply_run_limits(context: Any) -> None:
     except SettingsError:
         return  # validate reports it; the parse-time limit stays
     seconds = limit.minutes(s) * 60
-    if task.task_id not in CLEANUP and (deadline := work_deadline(context, s)) is not None:
+    capped = task.task_id not in CLEANUP and not _resuming(context)
+    if capped and (deadline := work_deadline(context, s)) is not None:
         left = deadline - time.time()
         if left <= 0:
             raise AirflowFailException(
@@ -168,6 +169,13 @@ def apply_run_limits(context: Any) -> None:
         seconds = min(seconds, left)
     task.execution_timeout = timedelta(seconds=seconds)
     setattr(task, DEADLINE_ATTR, time.time() + seconds)
+
+
+def _resuming(context: Any) -> bool:
+    """Whether this try resumes after a deferral: its wait is over, its result must not be
+    lost to the work deadline (the Task SDK keeps this only on the server's TI context)."""
+    server = getattr(context.get("ti"), "_ti_context_from_server", None)
+    return bool(getattr(server, "next_method", None))
 
 
 def time_left(task: Any) -> timedelta | None:

@@ -239,3 +239,15 @@ def test_the_work_stops_in_time_for_the_cleanup_before_dagrun_timeout(tutorial_c
     cleanup = dag.get_task("cleanup_cluster")  # a teardown keeps its whole limit
     apply_run_limits(_run_context(dag, cleanup, tutorial_conf, started_ago=started + left))
     assert cleanup.execution_timeout == timedelta(minutes=90)
+
+
+def test_a_wait_that_ended_in_time_is_not_lost_to_the_deadline(tutorial_conf):
+    """The resume after a deferral (the rewards arrived) is not capped: its result counts."""
+    dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
+    wait = dag.get_task("wait_for_rewards")
+    context = _run_context(dag, wait, tutorial_conf, started_ago=dag.dagrun_timeout)
+    context["ti"] = SimpleNamespace(
+        _ti_context_from_server=SimpleNamespace(next_method="execute_complete")
+    )
+    apply_run_limits(context)
+    assert wait.execution_timeout == timedelta(minutes=720)
