@@ -33,7 +33,8 @@ def finish(d: Deployment, run: Run, expected: str, e2e_report: list) -> dict:
         raise
     entry = report_entry(d, run, state, expected, tasks)
     e2e_report.append(entry)
-    assert state == expected, tasks
+    unusual = {t: s for t, s in tasks.items() if s not in ("success", "skipped")}
+    assert state == expected, f"run {state}; tasks not success/skipped: {unusual}; logs {d.log_dir}"
     cleanups = {t: s for t, s in tasks.items() if t.startswith("cleanup")}
     assert entry["cleanup_complete"], f"left {entry['leftover_objects']}; {cleanups}"
     assert entry["token_leaks"] == []
