@@ -84,7 +84,7 @@ class RunJobOperator(GKEStartJobOperator):
         return super().execute(context)
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
-        """Create the Job; on a retry, reuse the one this run already created unless it failed."""
+        """Create the Job; on a retry, follow the one this run already created while it runs."""
         try:
             return super().create_job(job_request_obj)
         except ApiException as err:
@@ -92,8 +92,13 @@ class RunJobOperator(GKEStartJobOperator):
                 raise
         name, namespace = job_request_obj.metadata.name, job_request_obj.metadata.namespace
         existing = self.hook.get_job_status(job_name=name, namespace=namespace)
-        if self.hook.is_job_failed(job=existing):
-            self.log.info("Job %s from an earlier try failed; replacing it.", name)
+        if existing.metadata.deletion_timestamp:  # an earlier run's cleanup is removing it
+            self.log.info("Job %s of an earlier run is being deleted; waiting for it.", name)
+            self._wait_until_gone(name, namespace)
+            return super().create_job(job_request_obj)
+        # finished: failed, or complete with its pods gone (a cleared task is meant to redo it)
+        if self.hook.is_job_failed(job=existing) or self.hook.is_job_complete(job=existing):
+            self.log.info("Job %s from an earlier try has finished; replacing it.", name)
             self.hook.batch_v1_client.delete_namespaced_job(
                 name=name, namespace=namespace, propagation_policy="Foreground"
             )
