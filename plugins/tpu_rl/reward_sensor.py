@@ -13,7 +13,8 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 if TYPE_CHECKING:
-    from tpu_rl.reward_trigger import FollowState, LogFollower
+    from tpu_rl.follower import FollowState
+    from tpu_rl.reward_poll import LogFollower
 
 # The trigger module (aiohttp, kubernetes_asyncio) is imported where it is used, not when the
 # DAG file is parsed.
@@ -120,7 +121,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         return self._result(event)
 
     def poke(self, context: Context) -> PokeReturnValue:
-        from tpu_rl.reward_trigger import FollowState, KubeApiError
+        from tpu_rl.follower import FollowState
+        from tpu_rl.kube_async import KubeApiError
 
         store = context.get("task_state_store")
         follower = self._follower(
@@ -138,7 +140,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=self._result(event))
 
     def _follower(self, context: Context, state: FollowState) -> LogFollower:
-        from tpu_rl.reward_trigger import LogFollower
+        from tpu_rl.reward_poll import LogFollower
 
         cluster_url, ssl_ca_cert = self.cluster_info
         return LogFollower(

@@ -29,7 +29,9 @@ from tests.sandbox.workloads import (
     grpo_client_script,
     pathways_server_script,
 )
-from tpu_rl.reward_trigger import FollowState, LogFollower, RewardTrigger
+from tpu_rl.follower import FollowState
+from tpu_rl.reward_poll import LogFollower
+from tpu_rl.reward_trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
 
@@ -238,6 +240,18 @@ def follower(emu: KubeEmulator, **overrides: Any) -> LogFollower:
     return LogFollower(log=logging.getLogger("test.follower"), **kwargs)
 
 
+class SettledFollower(LogFollower):
+    """A streaming follower whose poll also gives the stream time to read what was logged.
+
+    The stream is read in the background as lines arrive; a poll reports what it found."""
+
+    async def poll(self) -> dict[str, Any] | None:
+        if (event := await super().poll()) is not None:
+            return event
+        await asyncio.sleep(0.3)
+        return await super().poll()
+
+
 @pytest.fixture(params=[False, True], ids=["get", "stream"])
 async def make_follower(
     request: pytest.FixtureRequest, emu: KubeEmulator
@@ -247,7 +261,10 @@ async def make_follower(
     made: list[LogFollower] = []
 
     def make(**overrides: Any) -> LogFollower:
-        made.append(follower(emu, stream_log=request.param, **overrides))
+        kwargs = trigger_kwargs(emu, stream_log=request.param, **overrides)
+        kwargs.pop("poll_interval")
+        kind = SettledFollower if request.param else LogFollower
+        made.append(kind(log=logging.getLogger("test.follower"), **kwargs))
         return made[-1]
 
     yield make
@@ -269,6 +286,15 @@ async def wait_for(condition: Any, timeout: float = 5) -> None:
     while not condition():
         assert time.monotonic() < end, "condition not met in time"
         await asyncio.sleep(0.02)
+
+
+async def poll_until(f: LogFollower, condition: Any, timeout: float = 5) -> None:
+    """Poll (each poll None) until the condition holds."""
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        assert await f.poll() is None
+        await asyncio.sleep(0.05)
 
 
 def log_requests(emu: KubeEmulator) -> list[Any]:
@@ -648,13 +674,14 @@ async def test_bytes_fetched_stay_close_to_the_log_size(emu, creds):
 
 
 async def test_streamed_log_is_fetched_about_once_over_many_polls(emu, creds, steps):
-    """55 polls, 4 per second of log time, fetch the log about once: one stream, no re-reads."""
+    """56 polls, 4 per second of log time, fetch the log about once: one stream, no re-reads."""
     make_job(emu)
     make_pod(emu, "train-a")
     f = follower(emu, stream_log=True)
     at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     rendered = 0
     try:
+        assert await f.poll() is None  # opens the stream
         for n in range(1, 56):
             lines = [
                 f"I1129 10:00:{n % 60:02d}.000000 140213 rl_cluster.py:311] actor step {n}.{i}: "
@@ -665,6 +692,7 @@ async def test_streamed_log_is_fetched_about_once_over_many_polls(emu, creds, st
             at += dt.timedelta(seconds=0.25)
             emu.append_log(NS, "train-a", C, "".join(lines), at=at)
             rendered += sum(len(rfc3339nano(at)) + 1 + len(line) for line in lines)
+            await wait_for(lambda n=n: f.found() is not None or n in steps())  # read as it comes
             event = await f.poll()
             assert (event is None) == (n < 55)
     finally:
@@ -728,14 +756,12 @@ async def test_stream_broken_mid_line_resumes_without_gaps_or_repeats(emu, creds
             emu.append_log(NS, "train-a", C, step(10), at=clock())
             emu.append_log(NS, "train-a", C, step(20)[:30], at=clock())
             assert await f.poll() is None
-            assert steps() == [10]
+            await wait_for(lambda: steps() == [10])
             relay.cut()  # the stream breaks with half a line received
             emu.append_log(NS, "train-a", C, step(20)[30:] + step(30), at=clock())
-            assert await f.poll() is None  # finds the stream broken, closes it
-            assert steps() == [10]
-            assert await f.poll() is None  # reopens it from the last line's second
-            assert steps() == [10, 20, 30]
+            await poll_until(f, lambda: steps() == [10, 20, 30])  # reopened from the last second
             emu.append_log(NS, "train-a", C, post(), at=clock())
+            await wait_for(lambda: f.found() is not None)
             event = await f.poll()
         finally:
             await f.close()
@@ -759,12 +785,13 @@ async def test_restart_while_streaming_moves_to_the_new_instance(emu, creds, ste
         emu.restart_container(NS, "train-a", C)
         emu.append_log(NS, "train-a", C, pre(corr=8) + step(10, reward=0.5))
         assert await f.poll() is None
-        assert steps() == [10, 20, 10]
+        await wait_for(lambda: steps() == [10, 20, 10])
         await wait_for(lambda: len(log_requests(emu)) == 2)  # the old stream was closed
         previous, old = sorted(log_requests(emu), key=lambda r: "follow" in r.query)
         assert previous.query["previous"] == "true" and "follow" not in previous.query
         assert old.query["follow"] == "true" and "sinceTime" not in old.query
         emu.append_log(NS, "train-a", C, post())
+        await wait_for(lambda: f.found() is not None)
         event = await f.poll()
     finally:
         await f.close()
