@@ -10,7 +10,6 @@ import asyncio
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -18,9 +17,9 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 
 from tpu_rl import kube, verdicts
-from tpu_rl.follower import FollowState, Result, consume, since_time
-from tpu_rl.kube_async import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
-from tpu_rl.log_stream import LogStream
+from tpu_rl.follower import FollowState, Result
+from tpu_rl.kube_async import AsyncKube, KubeApiError
+from tpu_rl.pod_log import PodLogReader
 from tpu_rl.rewards import redact
 
 TAIL_LINES = 20
@@ -67,12 +66,17 @@ class LogFollower:
         self.container_name = container_name
         self.backend_jobset_name = backend_jobset_name
         self.pending_timeout = pending_timeout
-        self.state = state or FollowState()
         self.log = log or logging.getLogger(__name__)
         self.stream_log = stream_log
-        self.news = asyncio.Event()
-        self.bytes_read = 0
-        self._stream: LogStream | None = None
+        self.reader = PodLogReader(
+            hook=self.hook,
+            namespace=namespace,
+            container_name=container_name,
+            state=state or FollowState(),
+            log=self.log,
+            stream_log=stream_log,
+        )
+        self._bytes_read = 0
         self._saved: str | None = None  # the position last saved on the Job
 
     @cached_property
@@ -85,16 +89,26 @@ class LogFollower:
             use_dns_endpoint=self.use_dns_endpoint,
         )
 
+    @property
+    def state(self) -> FollowState:
+        return self.reader.state
+
+    @property
+    def news(self) -> asyncio.Event:
+        """Set when there is something to poll for: a result, a reward line, a stream end."""
+        return self.reader.news
+
+    @property
+    def bytes_read(self) -> int:
+        return self._bytes_read + self.reader.bytes_read
+
     async def close(self) -> None:
         """Close the log stream, if one is open."""
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            self.bytes_read += stream.bytes_read
-            await stream.close()
+        await self.reader.close()
 
     def found(self) -> Result | None:
         """The result the open stream has found, if any (no API call)."""
-        return self._stream.result if self._stream else None
+        return self.reader.found()
 
     async def release_backend(self) -> None:
         """Delete the backend JobSet now that the wait is over: the TPUs are free the moment
@@ -138,7 +152,7 @@ class LogFollower:
             try:
                 return await self._poll(api)
             finally:
-                self.bytes_read += api.bytes_read
+                self._bytes_read += api.bytes_read
 
     async def _poll(self, api: AsyncKube) -> Result | None:
         if time.time() >= self.deadline:
@@ -150,7 +164,7 @@ class LogFollower:
         pods = await api.list_items(kube.pods_path(self.namespace), f"job-name={self.job_name}")
         pod = verdicts.current_pod(pods, self.state.pod_uid)
         if pod is not None:
-            if (result := await self._follow(api, pod, pods)) is not None:
+            if (result := await self.reader.follow(api, pod, pods)) is not None:
                 return result
             pod = verdicts.current_pod(pods, self.state.pod_uid)
         await self._save_position(api)
@@ -170,7 +184,7 @@ class LogFollower:
         saved = ((job.get("metadata") or {}).get("annotations") or {}).get(POSITION_ANNOTATION)
         if not saved or self.state.pod_uid is not None or self._saved is not None:
             return
-        self.state, self._saved = FollowState.from_dict(json.loads(saved)), saved
+        self.reader.state, self._saved = FollowState.from_dict(json.loads(saved)), saved
         self.log.info("Resuming the log after %s (position saved on the Job)", self.state.last_time)
 
     async def _save_position(self, api: AsyncKube) -> None:
@@ -184,125 +198,6 @@ class LogFollower:
         body = {"metadata": {"annotations": {POSITION_ANNOTATION: position}}}
         await api.merge_patch(kube.job_path(self.namespace, self.job_name), body)
         self._saved = position
-
-    # -- the log ----------------------------------------------------------------------------
-
-    async def _follow(
-        self, api: AsyncKube, pod: dict[str, Any], pods: list[dict[str, Any]]
-    ) -> Result | None:
-        """Read the followed pod's new lines; move on to a newer pod once it has finished."""
-        result = await self._read_pod(api, pod)
-        newest = max(pods, key=verdicts.recency)
-        if result is None and verdicts.phase(pod) in verdicts.FINISHED and newest is not pod:
-            result = await self._read_pod(api, newest)
-        return result
-
-    async def _read_pod(self, api: AsyncKube, pod: dict[str, Any]) -> Result | None:
-        meta, state = pod["metadata"], self.state
-        container = self._container(pod)
-        status = next(
-            (
-                s
-                for s in (pod.get("status") or {}).get("containerStatuses") or []
-                if s.get("name") == container
-            ),
-            {},
-        )
-        restarts, container_id = status.get("restartCount"), status.get("containerID")
-        replaced = meta.get("uid") != state.pod_uid
-        if replaced or self._restarted(restarts, container_id):
-            await self.close()  # the stream's instance is over: no more lines from it
-        if replaced:
-            if state.pod_uid is not None:
-                self.log.info(
-                    "Pod %s was replaced by %s; reading its log from the start",
-                    state.pod_name,
-                    meta.get("name"),
-                )
-            state.pod_uid, state.pod_name = meta.get("uid"), meta.get("name")
-            state.start_container(None, None)
-        elif self._restarted(restarts, container_id):
-            self.log.info(
-                "Container %s of pod %s restarted (restartCount %s); reading its new log",
-                container,
-                meta.get("name"),
-                restarts,
-            )
-            if restarts == (state.restart_count or 0) + 1 and state.last_time:
-                result = await self._read_log(api, pod, container, previous=True, final=True)
-                if result is not None:
-                    return result
-            state.start_container(restarts, container_id)
-        if restarts is not None:
-            state.restart_count, state.container_id = restarts, container_id
-        phase_state = status.get("state") or {}
-        if "waiting" in phase_state or (not phase_state and verdicts.phase(pod) == "Pending"):
-            return None
-        return await self._read_log(api, pod, container, final="terminated" in phase_state)
-
-    def _restarted(self, restarts: int | None, container_id: str | None) -> bool:
-        known = self.state.restart_count
-        if known is None or restarts is None:
-            return False
-        return restarts != known or bool(
-            container_id and self.state.container_id and container_id != self.state.container_id
-        )
-
-    def _container(self, pod: dict[str, Any]) -> str:
-        if self.container_name:
-            return self.container_name
-        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        if len(names) != 1:
-            raise KubeApiError(
-                400, f"pod {verdicts.pod_name(pod)} has containers {names}: set container_name"
-            )
-        return names[0]
-
-    async def _read_log(
-        self,
-        api: AsyncKube,
-        pod: dict[str, Any],
-        container: str,
-        *,
-        previous: bool = False,
-        final: bool = False,
-    ) -> Result | None:
-        """Consume the lines from the last position's second on (a stream kept open, or one
-        GET); a trailing partial line is left for the next read unless the container ended."""
-        state = self.state
-        instance = (state.pod_uid, container, state.restart_count, state.container_id, previous)
-        follow = self.stream_log and not previous
-        if self._stream is None or self._stream.instance != instance:
-            await self.close()
-            query = [("container", container), ("timestamps", "true")]
-            query += [("previous", "true")] if previous else [("follow", "true")] if follow else []
-            if state.last_time:
-                query.append(("sinceTime", since_time(state.last_time)))
-            resent = Counter(state.seen_at_last_time)
-            logged = state.reward_lines
-            try:
-                self._stream = await LogStream.open(
-                    self.hook.get_conn,
-                    kube.pod_log_path(self.namespace, pod["metadata"]["name"]),
-                    query,
-                    STREAM_TIMEOUT if follow else REQUEST_TIMEOUT_S,
-                    instance=instance,
-                    consume=lambda lines: consume(state, lines, resent, self.log),
-                    news=self.news,
-                    progressed=lambda: state.reward_lines != logged,
-                )
-            except KubeApiError as error:
-                if error.status == 400:  # container not started yet, or no previous instance
-                    self.log.debug("Log not readable yet: %s", error)
-                    return None
-                raise
-        stream = self._stream
-        if final or not follow:
-            await stream.until_end(REQUEST_TIMEOUT_S)
-        result = stream.outcome(final=final)
-        if stream.ended or not follow:
-            await self.close()
-        return result
 
     # -- the Job and the backend ------------------------------------------------------------
 
@@ -359,7 +254,7 @@ class LogFollower:
         tail = ""
         if name:
             try:
-                container = self._container(pod) if pod else self.container_name
+                container = self.reader.container(pod) if pod else self.container_name
                 tail = await api.tail_log(self.namespace, name, container, TAIL_LINES)
             except KubeApiError as error:
                 tail = f"(log not available: {error})"
