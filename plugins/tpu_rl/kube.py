@@ -127,7 +127,7 @@ def delete_backend(api_client: Any, namespace: str, name: str) -> bool:
     )
 
 
-SWEPT_KINDS = ("jobs", "jobsets", "secrets")
+SWEPT_KINDS = ("jobsets", "jobs", "secrets")  # JobSets first: they hold the TPUs
 
 
 def list_labelled(api_client: Any, kind: str, namespace: str, selector: str) -> list[dict]:

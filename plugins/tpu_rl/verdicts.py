@@ -151,7 +151,7 @@ def pods_verdict(
         return ("not_found", f"{what} not found (deleted?)"), None
     if failed := true_conditions(owner).get("Failed"):
         return ("failed", f"{what} failed: {condition_text(failed)}"), None
-    for pod in pods:
+    for pod in pods if need_running else []:  # a Job replaces failed pods itself
         if phase(pod) == "Failed":
             return ("failed", f"{what}: pod {pod_name(pod)} {exit_text(pod)}"), None
     active = [p for p in pods if phase(p) not in FINISHED]

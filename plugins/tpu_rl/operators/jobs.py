@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
-from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 from kubernetes.client.rest import ApiException
 
@@ -22,11 +21,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 JobBuilder = Callable[[RunLayout], manifests.Manifest]
-
-
-def to_v1_job(manifest: manifests.Manifest) -> k8s.V1Job:
-    """The kubernetes client's V1Job for a manifest dict (the provider takes models, not dicts)."""
-    return ApiClient()._ApiClient__deserialize(manifest, "V1Job")
 
 
 class RunJobOperator(GKEStartJobOperator):
@@ -61,6 +55,8 @@ class RunJobOperator(GKEStartJobOperator):
         layout = layout_from_context(context)
         manifest = self.prepare(layout, context)
         meta, spec = manifest["metadata"], manifest["spec"]
+        from tpu_rl.kube import to_v1_job
+
         self.full_job_spec = to_v1_job(manifest)
         self.name = meta["name"].removeprefix(JOB_NAME_PREFIX)
         self.namespace = meta["namespace"]
@@ -116,27 +112,45 @@ class RunJobOperator(GKEStartJobOperator):
     def get_pods(
         self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
     ) -> Sequence[k8s.V1Pod]:
-        """Wait for all the Job's pods, up to the pending timeout, instead of failing at once."""
-        deadline = time.monotonic() + self._pending_timeout.total_seconds()
-        while True:
-            label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
-            pods = self.client.list_namespaced_pod(
-                namespace=pod_request_obj.metadata.namespace, label_selector=label_selector
-            ).items
-            if len(pods) >= (self.parallelism or 1):
-                return pods
-            if time.monotonic() > deadline:
-                raise AirflowException(
-                    f"{len(pods)} of {self.parallelism} pods of Job {self.job.metadata.name} exist "
-                    f"after {self._pending_timeout}: TPU capacity or Kueue admission is missing"
-                )
-            self.log.info(
-                "Waiting for pods of %s (%d/%d).",
-                self.job.metadata.name,
-                len(pods),
-                self.parallelism,
+        """All the Job's pods; until they exist (Kueue, TPU capacity), wait in the triggerer."""
+        from tpu_rl.kube import job_path
+        from tpu_rl.pods_trigger import PodsReadyTrigger
+
+        namespace = pod_request_obj.metadata.namespace
+        label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
+        pods = self.client.list_namespaced_pod(
+            namespace=namespace, label_selector=label_selector
+        ).items
+        if len(pods) >= (self.parallelism or 1):
+            return pods
+        name = self.job.metadata.name
+        self.log.info("Waiting in the triggerer for the %d pods of Job %s.", self.parallelism, name)
+        cluster_url, ssl_ca_cert = self.cluster_info
+        self.defer(
+            trigger=PodsReadyTrigger(
+                cluster_url=cluster_url,
+                ssl_ca_cert=ssl_ca_cert,
+                namespace=namespace,
+                what=f"Job {name}",
+                owner_path=job_path(namespace, name),
+                selector=label_selector,
+                expected=self.parallelism or 1,
+                deadline=time.time() + self._pending_timeout.total_seconds(),
+                poll_interval=self._poll_interval,
+                gcp_conn_id=self.gcp_conn_id,
+                impersonation_chain=self.impersonation_chain,
+                use_dns_endpoint=self.use_dns_endpoint,
+            ),
+            method_name="execute_when_pods_exist",
+        )
+
+    def execute_when_pods_exist(self, context: Context, event: dict[str, Any]) -> Any:
+        """Go on once the pods exist: execute again finds the Job and its pods, then defers."""
+        if event.get("status") != "success":
+            raise AirflowException(
+                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
             )
-            time.sleep(self._poll_interval)
+        return self.execute(context)
 
     def defer(
         self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.operators.kubernetes import delete_backend
+from tpu_rl.kube import delete_backend
 from tpu_rl.reward_sensor import RewardSensor
 from tpu_rl.runtime import layout_from_context
 
