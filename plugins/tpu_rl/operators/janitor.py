@@ -15,7 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from tpu_rl import janitor
 from tpu_rl.janitor import ACTIVE_STATES, KINDS, MAIN_DAG_ID, JanitorParams, KubeObject
-from tpu_rl.operators.kubernetes import JOBSET, ignore_gone
+from tpu_rl.kube import JOBSET, ignore_gone
 from tpu_rl.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
