@@ -29,8 +29,10 @@ from tests.sandbox.workloads import (
     grpo_client_script,
     pathways_server_script,
 )
+from tpu_rl import kube
 from tpu_rl.follower import FollowState
-from tpu_rl.reward_poll import LogFollower
+from tpu_rl.pods_trigger import PodsReadyTrigger
+from tpu_rl.reward_poll import POSITION_ANNOTATION, LogFollower
 from tpu_rl.reward_trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
@@ -929,3 +931,118 @@ async def test_a_failed_wait_releases_the_backend_too(emu, creds):
     event = await first_event(RewardTrigger(**trigger_kwargs(emu, backend_jobset_name=JOBSET)))
     assert event["reason"] == "job_failed"
     assert emu.get("jobsets", NS, JOBSET) is None
+
+
+# -- push latency, restarts, capacity waits --------------------------------------------------
+
+SLOW_POLL = 30.0  # the production default: the timer poll must not be what ends a wait
+
+
+async def started(trigger: Any) -> asyncio.Task:
+    """The trigger's first event as a task, once its first poll is over (stream open)."""
+    task = asyncio.create_task(first_event(trigger, timeout=20))
+    await asyncio.sleep(0.8)
+    assert not task.done(), task.result()
+    return task
+
+
+async def test_post_line_ends_the_wait_at_once_whatever_the_poll_interval(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, pre())
+    task = await started(RewardTrigger(**trigger_kwargs(emu, poll_interval=SLOW_POLL)))
+    logged = time.monotonic()
+    emu.append_log(NS, "train-a", C, post())
+    event = await task
+    assert event["status"] == "success" and event["pre"]["corr"] == 7
+    assert time.monotonic() - logged < 2.0
+
+
+async def test_job_failure_ends_the_wait_at_once_whatever_the_poll_interval(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    task = await started(RewardTrigger(**trigger_kwargs(emu, poll_interval=SLOW_POLL)))
+    failed = time.monotonic()
+    emu.set_job_condition(NS, JOB, "Failed", reason="BackoffLimitExceeded")
+    event = await task
+    assert event["reason"] == "job_failed" and "BackoffLimitExceeded" in event["message"]
+    assert time.monotonic() - failed < 2.0
+
+
+async def test_rebuilt_trigger_resumes_from_the_position_saved_on_the_job(emu, creds, steps):
+    """A triggerer restart rebuilds the trigger from its deferral kwargs (no position in
+    them): it resumes from the Job's annotation, logs no line twice, re-reads little."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    kwargs = trigger_kwargs(emu, poll_interval=SLOW_POLL)
+    clock = Clock(gap=1.1)  # one line a second: sinceTime sends only the last one again
+    for line in (pre(), step(10), step(20)):
+        emu.append_log(NS, "train-a", C, line, at=clock())
+    first = await started(RewardTrigger(**kwargs))
+    await wait_for(lambda: steps() == [10, 20])
+
+    def saved() -> str:
+        (job,) = emu.list("jobs", NS)
+        return job["metadata"].get("annotations", {}).get(POSITION_ANNOTATION, "")
+
+    await wait_for(lambda: '"reward_lines": 3' in saved())
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    read_before = sum(r.response_bytes for r in log_requests(emu))
+    emu.append_log(NS, "train-a", C, step(30), at=clock())
+    task = await started(RewardTrigger(**kwargs))
+    emu.append_log(NS, "train-a", C, post(), at=clock())
+    event = await task
+    assert event["status"] == "success" and event["pre"]["corr"] == 7
+    assert steps() == [10, 20, 30]
+    await wait_for(lambda: len(log_requests(emu)) == 2)
+    resumed = log_requests(emu)[1]
+    assert "sinceTime" in resumed.query
+    reread = resumed.response_bytes - len(step(30)) - len(post())
+    assert reread < len(step(20)) + 100, (reread, read_before)
+
+
+def pods_trigger(emu: KubeEmulator, **overrides: Any) -> PodsReadyTrigger:
+    kwargs: dict[str, Any] = {
+        "cluster_url": emu.url,
+        "ssl_ca_cert": emu.ca_b64,
+        "namespace": NS,
+        "what": f"backend JobSet {JOBSET}",
+        "owner_path": kube.jobset_path(NS, JOBSET),
+        "selector": f"{kube.JOBSET_NAME_LABEL}={JOBSET}",
+        "expected": 2,
+        "need_running": True,
+        "deadline": time.time() + 20,
+        "poll_interval": SLOW_POLL,
+    }
+    kwargs.update(overrides)
+    classpath, serialized = PodsReadyTrigger(**kwargs).serialize()
+    return import_string(classpath)(**serialized)
+
+
+def backend_pod(emu: KubeEmulator, name: str, phase: str = "Pending") -> None:
+    make_pod(emu, name, labels={kube.JOBSET_NAME_LABEL: JOBSET}, phase=phase)
+
+
+async def test_capacity_wait_ends_the_moment_the_last_pod_runs(emu, creds):
+    make_jobset(emu)
+    backend_pod(emu, "pw-head", "Running")
+    backend_pod(emu, "pw-worker")
+    task = await started(pods_trigger(emu))
+    running = time.monotonic()
+    emu.set_pod_phase(NS, "pw-worker", "Running")
+    assert await task == {"status": "success"}
+    assert time.monotonic() - running < 2.0
+
+
+async def test_capacity_wait_fails_on_a_failed_pod_a_missing_owner_or_the_deadline(emu, creds):
+    assert "not found" in (await first_event(pods_trigger(emu)))["message"]
+    make_jobset(emu, suspend=True)
+    event = await first_event(pods_trigger(emu, deadline=time.time() + 0.5))
+    assert event["status"] == "error" and "not admitted by Kueue" in event["message"]
+    backend_pod(emu, "pw-head")
+    task = await started(pods_trigger(emu))
+    emu.set_pod_phase(NS, "pw-head", "Failed")
+    event = await task
+    assert event["status"] == "error" and "pod pw-head" in event["message"]
