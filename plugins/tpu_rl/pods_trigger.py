@@ -61,6 +61,19 @@ class PodsReadyTrigger(BaseTrigger):
             "use_dns_endpoint": use_dns_endpoint,
         }
 
+    @classmethod
+    def for_operator(cls, operator: Any, **kwargs: Any) -> PodsReadyTrigger:
+        """The trigger on a GKE operator's cluster and credentials (GKEOperatorMixin)."""
+        cluster_url, ssl_ca_cert = operator.cluster_info
+        return cls(
+            cluster_url=cluster_url,
+            ssl_ca_cert=ssl_ca_cert,
+            gcp_conn_id=operator.gcp_conn_id,
+            impersonation_chain=operator.impersonation_chain,
+            use_dns_endpoint=operator.use_dns_endpoint,
+            **kwargs,
+        )
+
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return "tpu_rl.pods_trigger.PodsReadyTrigger", dict(self.kwargs)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -35,59 +35,25 @@ class RewardTrigger(BaseTrigger):
     """
 
     def __init__(
-        self,
-        *,
-        cluster_url: str,
-        ssl_ca_cert: str,
-        namespace: str,
-        job_name: str,
-        deadline: float,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
-        container_name: str | None = None,
-        backend_jobset_name: str | None = None,
-        poll_interval: float = 30.0,
-        pending_timeout: float = 1800.0,
-        state: dict[str, Any] | None = None,
+        self, *, poll_interval: float = 30.0, state: dict[str, Any] | None = None, **follow: Any
     ) -> None:
+        """`follow`: LogFollower's keyword arguments (cluster_url, ssl_ca_cert, namespace,
+        job_name, deadline, and optionally gcp_conn_id, impersonation_chain, use_dns_endpoint,
+        container_name, backend_jobset_name, pending_timeout)."""
         super().__init__()
         self.poll_interval = poll_interval
+        self.follow = follow
         self.follower = LogFollower(
-            cluster_url=cluster_url,
-            ssl_ca_cert=ssl_ca_cert,
-            namespace=namespace,
-            job_name=job_name,
-            deadline=deadline,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-            container_name=container_name,
-            backend_jobset_name=backend_jobset_name,
-            pending_timeout=pending_timeout,
-            state=FollowState.from_dict(state),
-            log=self.log,
-            stream_log=True,
+            **follow, state=FollowState.from_dict(state), log=self.log, stream_log=True
         )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        f = self.follower
         return (
             "tpu_rl.reward_trigger.RewardTrigger",
             {
-                "cluster_url": f.cluster_url,
-                "ssl_ca_cert": f.ssl_ca_cert,
-                "namespace": f.namespace,
-                "job_name": f.job_name,
-                "deadline": f.deadline,
-                "gcp_conn_id": f.gcp_conn_id,
-                "impersonation_chain": f.impersonation_chain,
-                "use_dns_endpoint": f.use_dns_endpoint,
-                "container_name": f.container_name,
-                "backend_jobset_name": f.backend_jobset_name,
+                **self.follow,
                 "poll_interval": self.poll_interval,
-                "pending_timeout": f.pending_timeout,
-                "state": f.state.as_dict(),
+                "state": self.follower.state.as_dict(),
             },
         )
 

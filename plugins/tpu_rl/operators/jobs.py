@@ -125,11 +125,9 @@ class RunJobOperator(GKEStartJobOperator):
             return pods
         name = self.job.metadata.name
         self.log.info("Waiting in the triggerer for the %d pods of Job %s.", self.parallelism, name)
-        cluster_url, ssl_ca_cert = self.cluster_info
         self.defer(
-            trigger=PodsReadyTrigger(
-                cluster_url=cluster_url,
-                ssl_ca_cert=ssl_ca_cert,
+            trigger=PodsReadyTrigger.for_operator(
+                self,
                 namespace=namespace,
                 what=f"Job {name}",
                 owner_path=job_path(namespace, name),
@@ -137,9 +135,6 @@ class RunJobOperator(GKEStartJobOperator):
                 expected=self.parallelism or 1,
                 deadline=time.time() + self._pending_timeout.total_seconds(),
                 poll_interval=self._poll_interval,
-                gcp_conn_id=self.gcp_conn_id,
-                impersonation_chain=self.impersonation_chain,
-                use_dns_endpoint=self.use_dns_endpoint,
             ),
             method_name="execute_when_pods_exist",
         )

@@ -125,11 +125,9 @@ class BackendStartOperator(RunClusterOperator):
         from tpu_rl.pods_trigger import PodsReadyTrigger
 
         namespace, name = layout.settings.namespace, layout.backend_jobset
-        cluster_url, ssl_ca_cert = self.cluster_info
         self.defer(
-            trigger=PodsReadyTrigger(
-                cluster_url=cluster_url,
-                ssl_ca_cert=ssl_ca_cert,
+            trigger=PodsReadyTrigger.for_operator(
+                self,
                 namespace=namespace,
                 what=f"backend JobSet {name}",
                 owner_path=jobset_path(namespace, name),
@@ -138,9 +136,6 @@ class BackendStartOperator(RunClusterOperator):
                 need_running=True,
                 deadline=time.time() + layout.settings.pending_timeout_minutes * 60,
                 poll_interval=float(layout.settings.poll_interval_seconds),
-                gcp_conn_id=self.gcp_conn_id,
-                impersonation_chain=self.impersonation_chain,
-                use_dns_endpoint=self.use_dns_endpoint,
             ),
             method_name="execute_complete",
         )
