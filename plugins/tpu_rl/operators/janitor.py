@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -10,12 +9,11 @@ from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook, GKEK
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from google.cloud.container_v1.types import Cluster
-from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api, CustomObjectsApi
-from kubernetes.client.rest import ApiException
+from kubernetes.client import ApiClient
 
 from tpu_rl import janitor
 from tpu_rl.janitor import ACTIVE_STATES, KINDS, MAIN_DAG_ID, JanitorParams, KubeObject
-from tpu_rl.kube import JOBSET, ignore_gone
+from tpu_rl.kube import delete_labelled, list_labelled
 from tpu_rl.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -73,37 +71,14 @@ class KubeApi:
         self.namespace = namespace
 
     def list(self, kind: str) -> list[dict[str, Any]]:
-        """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none."""
-        ns, selector = self.namespace, janitor.MANAGED_SELECTOR
-        if kind == "jobsets":
-            try:
-                items = CustomObjectsApi(self.client).list_namespaced_custom_object(
-                    namespace=ns, label_selector=selector, **JOBSET
-                )["items"]
-            except ApiException as err:
-                if err.status == 404:
-                    return []
-                raise
-            return [o["metadata"] for o in items]
-        if kind == "jobs":
-            items = BatchV1Api(self.client).list_namespaced_job(ns, label_selector=selector).items
-        else:  # only metadata is kept: a Secret's data never leaves this call
-            items = CoreV1Api(self.client).list_namespaced_secret(ns, label_selector=selector).items
-        return [self.client.sanitize_for_serialization(o.metadata) for o in items]
+        """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none.
+
+        Only metadata is kept: a Secret's data never leaves this call."""
+        return list_labelled(self.client, kind, self.namespace, janitor.MANAGED_SELECTOR)
 
     def delete(self, kind: str, name: str) -> bool:
         """Delete (Jobs and JobSets with their pods first); False when already gone."""
-        ns = self.namespace
-        calls: dict[str, Callable[[], Any]] = {
-            "jobsets": lambda: CustomObjectsApi(self.client).delete_namespaced_custom_object(
-                namespace=ns, name=name, propagation_policy="Foreground", **JOBSET
-            ),
-            "jobs": lambda: BatchV1Api(self.client).delete_namespaced_job(
-                name, ns, propagation_policy="Foreground"
-            ),
-            "secrets": lambda: CoreV1Api(self.client).delete_namespaced_secret(name, ns),
-        }
-        return ignore_gone(calls[kind])
+        return delete_labelled(self.client, kind, self.namespace, name)
 
 
 def list_region_clusters(p: JanitorParams) -> list[Cluster]:
