@@ -120,7 +120,11 @@ class PodsReadyTrigger(BaseTrigger):
                 said = waiting
             remaining = k["deadline"] - time.time()
             if remaining <= 0:
-                return {"status": "error", "message": f"{k['what']} not ready in time: {waiting}"}
+                counts, _, reason = waiting.partition("; ")
+                ready = counts.split()[0]  # "n/expected"
+                state = "pods running after" if k["need_running"] else "pods created after"
+                message = f"{k['what']}: {ready} {state} the pending timeout ({reason})"
+                return {"status": "error", "message": message}
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(k["poll_interval"], remaining)):
                     await news.wait()
