@@ -7,12 +7,10 @@ lines. `FollowState` is JSON-safe, so a rebuilt trigger or the next poke continu
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,7 +33,7 @@ class FollowState:
     restart_count: int | None = None
     container_id: str | None = None
     last_time: str | None = None  # RFC3339Nano of the last consumed line
-    seen_at_last_time: list[str] = field(default_factory=list)  # hashes of lines at last_time
+    seen_at_last_time: int = 0  # lines consumed at last_time (a re-read sends them again)
     pre: dict[str, Any] | None = None
     pending_since: float | None = None  # epoch seconds something has been waiting to run
     backend_pods_seen: bool = False
@@ -44,7 +42,10 @@ class FollowState:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+        values = {k: v for k, v in (data or {}).items() if k in known}
+        if isinstance(values.get("seen_at_last_time"), list):  # saved as hashes before
+            values["seen_at_last_time"] = len(values["seen_at_last_time"])
+        return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,7 +53,15 @@ class FollowState:
     def start_container(self, restart_count: int | None, container_id: str | None) -> None:
         """Read a new container instance's log from its beginning."""
         self.restart_count, self.container_id = restart_count, container_id
-        self.last_time, self.seen_at_last_time = None, []
+        self.last_time, self.seen_at_last_time = None, 0
+
+
+@dataclass
+class Resent:
+    """How many lines at the last timestamp a read sends again that were consumed already
+    (one from `sinceTime` does: the server starts at that whole second)."""
+
+    count: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,36 +129,31 @@ def since_time(stamp: str) -> str:
     return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _line_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def consume(
-    state: FollowState, lines: Iterable[Line], resent: Counter[str], log: logging.Logger
+    state: FollowState, lines: Iterable[Line], resent: Resent, log: logging.Logger
 ) -> Result | None:
     """Read the new lines: the success result at the Post line, else None.
 
-    Skips lines already consumed: before the last timestamp, or at it and in `resent`, which
-    counts (by hash) the consumed lines at the last timestamp a read sends again (one from
-    `sinceTime` does); updated in place, so the chunks of one read share it.
+    Skips lines already consumed: before the last timestamp, or the first `resent.count` at
+    it (a log is sent in the same order each time). `resent` is updated in place, so the
+    chunks of one read share it; memory stays constant however many lines share a stamp.
     """
     last = time_key(state.last_time) if state.last_time else None
     for line in lines:
         stamp, text = split_timestamp(line.text)
         if stamp is None:  # the tail of a line that began before sinceTime: seen already
             continue
-        key, digest = time_key(stamp), _line_hash(text)
+        key = time_key(stamp)
         if last is not None and key < last:
             continue
         if key == last:
-            if resent[digest] > 0:
-                resent[digest] -= 1
+            if resent.count > 0:
+                resent.count -= 1
                 continue
-            state.seen_at_last_time.append(digest)
+            state.seen_at_last_time += 1
         else:
-            last = key
-            resent.clear()
-            state.last_time, state.seen_at_last_time = stamp, [digest]
+            last, resent.count = key, 0
+            state.last_time, state.seen_at_last_time = stamp, 1
         if line.cut:
             log.warning(
                 "Log line at %s is over %d bytes: cut, not read for rewards", stamp, LINE_CAP

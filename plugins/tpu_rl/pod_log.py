@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 
 from tpu_rl import kube, verdicts
-from tpu_rl.follower import FollowState, Result, consume, since_time
+from tpu_rl.follower import FollowState, Resent, Result, consume, since_time
 from tpu_rl.kube_async import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
 from tpu_rl.log_stream import LogStream
 
@@ -145,7 +144,7 @@ class PodLogReader:
             query += [("previous", "true")] if previous else [("follow", "true")] if follow else []
             if state.last_time:
                 query.append(("sinceTime", since_time(state.last_time)))
-            resent = Counter(state.seen_at_last_time)
+            resent = Resent(state.seen_at_last_time)
             logged = state.reward_lines
             try:
                 self._stream = await LogStream.open(

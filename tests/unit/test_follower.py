@@ -3,11 +3,10 @@
 import logging
 import time
 import tracemalloc
-from collections import Counter
 
 from tests.unit.test_reward_trigger import post, step
 from tpu_rl import verdicts
-from tpu_rl.follower import LINE_CAP, FollowState, Line, LineCutter, consume
+from tpu_rl.follower import LINE_CAP, FollowState, Line, LineCutter, Resent, consume
 
 STAMP = "2026-12-01T05:00:00.123456789Z "
 
@@ -46,7 +45,7 @@ def test_a_16_mib_backlog_of_short_lines_is_consumed_in_linear_time():
     )
     cutter, started, total = LineCutter(), time.perf_counter(), 0
     while total < 16 << 20:
-        consume(state, cutter.feed(lines), Counter(), log)
+        consume(state, cutter.feed(lines), Resent(), log)
         total += len(lines)
     assert time.perf_counter() - started < 15
 
@@ -57,8 +56,8 @@ def test_a_cut_line_is_logged_once_and_never_read_as_a_reward(caplog):
     long_post = (STAMP + post().rstrip("\n") + " " + "z" * LINE_CAP + "\n").encode()
     lines = LineCutter().feed(long_post + (STAMP[:-2] + "1Z " + step(10)).encode())
     assert lines[0].cut and "Post RL Training" in lines[0].text
-    assert consume(state, lines, Counter(), log) is None
-    assert consume(state, lines, Counter(state.seen_at_last_time), log) is None  # read again
+    assert consume(state, lines, Resent(), log) is None
+    assert consume(state, lines, Resent(state.seen_at_last_time), log) is None  # read again
     cut = [r for r in caplog.records if "cut, not read for rewards" in r.getMessage()]
     assert len(cut) == 1 and cut[0].levelno == logging.WARNING
     assert state.reward_lines == 1  # the step line after it

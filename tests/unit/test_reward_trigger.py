@@ -824,8 +824,10 @@ async def test_cancelled_trigger_closes_its_stream(emu, creds, steps):
 
 
 async def test_state_round_trip():
-    state = FollowState(pod_uid="u", last_time="2026-01-01T00:00:00.5Z", seen_at_last_time=["a"])
+    state = FollowState(pod_uid="u", last_time="2026-01-01T00:00:00.5Z", seen_at_last_time=2)
     assert FollowState.from_dict(json.loads(json.dumps(state.as_dict()))) == state
+    saved_before = {**state.as_dict(), "seen_at_last_time": ["a", "b"]}  # hashes, as once saved
+    assert FollowState.from_dict(saved_before) == state
 
 
 # -- with the sandbox's simulated controller and MaxText workload scripts --------------------
