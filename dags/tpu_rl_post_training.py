@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
+# Named here so the DAG processor imports them once in its parent process
+# (`_pre_import_airflow_modules`), not in every forked parse: our operators build on them.
+import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset

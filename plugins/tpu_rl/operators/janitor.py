@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
 REACHABLE = {Cluster.Status.RUNNING, Cluster.Status.RECONCILING, Cluster.Status.DEGRADED}
 BUSY = {Cluster.Status.PROVISIONING, Cluster.Status.STOPPING}
+PARAMS_VARIABLE = "tpu_rl_janitor_params"
 
 
 class RunStates:
@@ -187,6 +188,18 @@ class Sweep:
         return None
 
 
+def run_params(context: Context) -> dict[str, Any]:
+    """The Params' defaults, then the JSON Variable tpu_rl_janitor_params, then the run's conf.
+
+    The Variable is read here, when the sweep runs, not on every parse of the DAG file.
+    """
+    from airflow.sdk import Variable
+
+    conf = context["dag_run"].conf or {}
+    defaults = Variable.get(PARAMS_VARIABLE, default={}, deserialize_json=True)
+    return {**context["params"], **{k: v for k, v in defaults.items() if k not in conf}}
+
+
 class JanitorSweepOperator(BaseOperator):
     """Removes leftover Jobs, JobSets and Secrets and picks the clusters to destroy.
 
@@ -197,7 +210,7 @@ class JanitorSweepOperator(BaseOperator):
     ui_color = "#fff2cc"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        p = JanitorParams.from_params(context["params"])
+        p = JanitorParams.from_params(run_params(context))
         if not p.project or not p.region:
             raise AirflowFailException(
                 "project and region are required: set them in the Params or in the Variable "
