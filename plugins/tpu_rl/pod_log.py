@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
@@ -18,29 +19,20 @@ from tpu_rl.kube_async import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, Kube
 from tpu_rl.log_stream import LogStream
 
 
+@dataclass(eq=False)
 class PodLogReader:
     """Reads the followed pod's new lines into `state`; with `stream_log` the log is one
     `follow=true` response pumped in the background (set `news` on progress), else a GET."""
 
-    def __init__(
-        self,
-        *,
-        hook: GKEKubernetesAsyncHook,
-        namespace: str,
-        container_name: str | None,
-        state: FollowState,
-        log: logging.Logger,
-        stream_log: bool,
-    ) -> None:
-        self.hook = hook
-        self.namespace = namespace
-        self.container_name = container_name
-        self.state = state
-        self.log = log
-        self.stream_log = stream_log
-        self.news = asyncio.Event()
-        self.bytes_read = 0
-        self._stream: LogStream | None = None
+    hook: GKEKubernetesAsyncHook
+    namespace: str
+    container_name: str | None
+    state: FollowState
+    log: logging.Logger
+    stream_log: bool
+    news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    bytes_read: int = field(default=0, init=False)
+    _stream: LogStream | None = field(default=None, init=False)
 
     async def close(self) -> None:
         """Close the log stream, if one is open."""

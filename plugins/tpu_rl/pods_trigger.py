@@ -62,8 +62,13 @@ class PodsReadyTrigger(BaseTrigger):
         }
 
     @classmethod
-    def for_operator(cls, operator: Any, **kwargs: Any) -> PodsReadyTrigger:
-        """The trigger on a GKE operator's cluster and credentials (GKEOperatorMixin)."""
+    def for_operator(
+        cls, operator: Any, owner: tuple[str, str, str], selector: str, expected: int, **kwargs: Any
+    ) -> PodsReadyTrigger:
+        """The trigger on a GKE operator's cluster and credentials (GKEOperatorMixin), for the
+        pods of `owner`: ("Job" or "JobSet", namespace, name)."""
+        kind, namespace, name = owner
+        path = kube.job_path if kind == "Job" else kube.jobset_path
         cluster_url, ssl_ca_cert = operator.cluster_info
         return cls(
             cluster_url=cluster_url,
@@ -71,6 +76,11 @@ class PodsReadyTrigger(BaseTrigger):
             gcp_conn_id=operator.gcp_conn_id,
             impersonation_chain=operator.impersonation_chain,
             use_dns_endpoint=operator.use_dns_endpoint,
+            namespace=namespace,
+            what=f"{kind} {name}",
+            owner_path=path(namespace, name),
+            selector=selector,
+            expected=expected,
             **kwargs,
         )
 

@@ -113,7 +113,6 @@ class RunJobOperator(GKEStartJobOperator):
         self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
     ) -> Sequence[k8s.V1Pod]:
         """All the Job's pods; until they exist (Kueue, TPU capacity), wait in the triggerer."""
-        from tpu_rl.kube import job_path
         from tpu_rl.pods_trigger import PodsReadyTrigger
 
         namespace = pod_request_obj.metadata.namespace
@@ -128,11 +127,9 @@ class RunJobOperator(GKEStartJobOperator):
         self.defer(
             trigger=PodsReadyTrigger.for_operator(
                 self,
-                namespace=namespace,
-                what=f"Job {name}",
-                owner_path=job_path(namespace, name),
-                selector=label_selector,
-                expected=self.parallelism or 1,
+                ("Job", namespace, name),
+                label_selector,
+                self.parallelism or 1,
                 deadline=time.time() + self._pending_timeout.total_seconds(),
                 poll_interval=self._poll_interval,
             ),

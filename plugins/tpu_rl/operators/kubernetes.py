@@ -19,7 +19,7 @@ from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
 from tpu_rl import manifests
-from tpu_rl.kube import JOBSET, JOBSET_NAME_LABEL, delete_backend, jobset_path, sweep
+from tpu_rl.kube import JOBSET, JOBSET_NAME_LABEL, delete_backend, sweep
 from tpu_rl.layout import RUN_LABEL, RunLayout
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import SettingsError
@@ -125,17 +125,16 @@ class BackendStartOperator(RunClusterOperator):
         from tpu_rl.pods_trigger import PodsReadyTrigger
 
         namespace, name = layout.settings.namespace, layout.backend_jobset
+        settings = layout.settings
         self.defer(
             trigger=PodsReadyTrigger.for_operator(
                 self,
-                namespace=namespace,
-                what=f"backend JobSet {name}",
-                owner_path=jobset_path(namespace, name),
-                selector=f"{JOBSET_NAME_LABEL}={name}",
-                expected=1 + layout.hosts * layout.settings.cluster_nodepool_count,
+                ("JobSet", namespace, name),
+                f"{JOBSET_NAME_LABEL}={name}",
+                1 + layout.hosts * settings.cluster_nodepool_count,
                 need_running=True,
-                deadline=time.time() + layout.settings.pending_timeout_minutes * 60,
-                poll_interval=float(layout.settings.poll_interval_seconds),
+                deadline=time.time() + settings.pending_timeout_minutes * 60,
+                poll_interval=float(settings.poll_interval_seconds),
             ),
             method_name="execute_complete",
         )
