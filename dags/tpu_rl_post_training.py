@@ -107,9 +107,6 @@ with DAG(
     )
     wait_for_rewards = RunRewardSensor(
         task_id="wait_for_rewards",
-        namespace="{{ params.namespace }}",
-        job_name="{{ ti.xcom_pull(task_ids='train', key='job_name') }}",
-        backend_jobset_name="{{ ti.xcom_pull(task_ids='start_backend') }}",
         retries=0,
         **CLUSTER,
     )
