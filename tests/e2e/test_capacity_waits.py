@@ -74,16 +74,20 @@ def test_start_backend_defers_until_every_pod_runs(box):
         op.execute_complete(ctx, {"status": "error", "message": "JobSet x: 0/5 pods running"})
 
 
-def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
-    ctx = context()
-    ctx["ti"].xcom_push = lambda **kwargs: None
-    op = RunJobOperator(
+def convert_operator() -> RunJobOperator:
+    return RunJobOperator(
         task_id="convert",
         build=manifests.conversion_job,
         deferrable=True,
         wait_until_job_complete=True,
         **CLUSTER,
     )
+
+
+def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
+    ctx = context()
+    ctx["ti"].xcom_push = lambda **kwargs: None
+    op = convert_operator()
     deferral, held = deferred(lambda: op.execute(ctx))
     assert held < 2.0 and deferral.method_name == "execute_when_pods_exist"
     kwargs = deferral.trigger.serialize()[1]
@@ -93,5 +97,9 @@ def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
     for i in range(kwargs["expected"]):  # one per TPU host; Pending is enough: they exist
         pod(box, f"convert-{i}", labels, "Pending")
     assert first_event(deferral) == {"status": "success"}
+    resumed = convert_operator()  # a worker builds the task afresh to resume it
+    again, held = deferred(lambda: resumed.execute_when_pods_exist(ctx, {"status": "success"}))
+    assert held < 2.0 and again.method_name == "execute_complete"  # the provider's Job wait
+    assert len(box.emu.list("jobs", namespace=NS)) == 1
     with pytest.raises(AirflowException, match="TPU capacity or Kueue admission"):
         op.execute_when_pods_exist(ctx, {"status": "error", "message": "Job j: 0/1 pods created"})

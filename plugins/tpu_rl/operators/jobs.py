@@ -43,6 +43,7 @@ class RunJobOperator(GKEStartJobOperator):
         self.build = build or self.build
         self._pending_timeout = timedelta(hours=1)
         self._poll_interval = 10.0
+        self._resumed = False  # back from the pods wait: this try created the Job
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
         """The Job to submit; subclasses may skip or adapt it."""
@@ -80,6 +81,8 @@ class RunJobOperator(GKEStartJobOperator):
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, reuse the one this run already created unless it failed."""
+        if self._resumed:  # no create call: the hook would retry its 409 for 15 s first
+            return job_request_obj
         try:
             return super().create_job(job_request_obj)
         except ApiException as err:
@@ -142,6 +145,7 @@ class RunJobOperator(GKEStartJobOperator):
             raise AirflowException(
                 f"{event.get('message')}: TPU capacity or Kueue admission is missing"
             )
+        self._resumed = True
         return self.execute(context)
 
     def defer(
