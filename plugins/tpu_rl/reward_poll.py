@@ -78,6 +78,7 @@ class LogFollower:
         )
         self._bytes_read = 0
         self._saved: str | None = None  # the position last saved on the Job
+        self._saving = True  # off once the API refuses the Job annotation
 
     @cached_property
     def hook(self) -> GKEKubernetesAsyncHook:
@@ -190,13 +191,19 @@ class LogFollower:
     async def _save_position(self, api: AsyncKube) -> None:
         """Save the position on the Job when it moved: after each logged reward line, so a
         rebuilt trigger logs none twice and reads again at most one poll's worth of log."""
-        if not self.stream_log or self.state.pod_uid is None:
+        if not (self.stream_log and self._saving) or self.state.pod_uid is None:
             return
         position = json.dumps(self.state.as_dict(), sort_keys=True)
         if position == self._saved:
             return
         body = {"metadata": {"annotations": {POSITION_ANNOTATION: position}}}
-        await api.merge_patch(kube.job_path(self.namespace, self.job_name), body)
+        try:
+            await api.merge_patch(kube.job_path(self.namespace, self.job_name), body)
+        except KubeApiError as error:  # a restart then reads from the deferral's position
+            if not error.transient:
+                self.log.warning("Cannot save the log position on the Job (%s): not saving", error)
+                self._saving = False
+            return
         self._saved = position
 
     # -- the Job and the backend ------------------------------------------------------------

@@ -51,8 +51,9 @@ async def _watch_one(
                     else:
                         seen[uid] = status
                     news.set()
-        except KubeApiError as error:
+        except (KubeApiError, ValueError) as error:  # ValueError: a bad or huge event line
             log.debug("Watch of %s: %s; again in %.0fs", path, error, RETRY_S)
+            version = None if isinstance(error, ValueError) else version
             await asyncio.sleep(RETRY_S)
         else:
             if loop.time() - opened < 1:  # a server ending watches at once: don't spin

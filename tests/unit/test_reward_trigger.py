@@ -31,6 +31,7 @@ from tests.sandbox.workloads import (
 )
 from tpu_rl import kube
 from tpu_rl.follower import FollowState
+from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.pods_trigger import PodsReadyTrigger
 from tpu_rl.reward_poll import POSITION_ANNOTATION, LogFollower
 from tpu_rl.reward_trigger import RewardTrigger
@@ -1048,3 +1049,21 @@ async def test_capacity_wait_fails_on_a_failed_pod_a_missing_owner_or_the_deadli
     emu.set_pod_phase(NS, "pw-head", "Failed")
     event = await task
     assert event["status"] == "error" and "pod pw-head" in event["message"]
+
+
+async def test_a_refused_position_save_does_not_end_the_wait(emu, creds, monkeypatch):
+    """Without RBAC to patch Jobs the wait goes on; only a restart then reads more again."""
+    calls: list[str] = []
+
+    async def refused(self: AsyncKube, path: str, body: dict[str, Any]) -> None:
+        calls.append(path)
+        raise KubeApiError(403, f"PATCH {path}: forbidden")
+
+    monkeypatch.setattr(AsyncKube, "merge_patch", refused)
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, pre() + step(10))
+    task = await started(RewardTrigger(**trigger_kwargs(emu)))
+    emu.append_log(NS, "train-a", C, step(20) + post())
+    event = await task
+    assert event["status"] == "success" and len(calls) == 1
