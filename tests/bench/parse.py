@@ -1,10 +1,11 @@
 """parse_overhead_ms and parse_ratio: each DAG file's parse against a bare DAG's, as Airflow parses.
 
-Each file gets its own DAG-processor stand-in (tests/bench/parse_child.py): the parent
-pre-imports the `airflow.*` modules the file names (`_pre_import_airflow_modules`),
-`gc.freeze()`, then forks one child per parse, which runs the processor's `_parse_file`. The
-bare DAG has the same provider operators and the same task count, with nothing of ours. Files
-alternate round by round so both sides see the same machine load; medians are compared.
+One DAG-processor stand-in (tests/bench/parse_child.py) parses every file, as one processor
+parses a DAG folder: before each parse its parent pre-imports the `airflow.*` modules the file
+names (`_pre_import_airflow_modules`) and calls `gc.freeze()`, then forks one child, which runs
+the processor's `_parse_file`. The bare DAGs have the same provider operators and task count,
+with nothing of ours. Files take turns (the order reversed every other round), so both sides see
+the same machine load; medians are compared.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "dags" / "tpu_rl_post_training.py"
 JANITOR_FILE = REPO / "dags" / "tpu_rl_janitor.py"
 GOAL_MS = 25.0
-ROUNDS = 2
-PARSES_PER_ROUND = 5
+RUNS = 8  # parses of each file
 
 BARE_MAIN = '''"""Bare DAG: the provider operators the real one uses, EmptyOperator for the rest."""
 from datetime import datetime
@@ -90,10 +90,10 @@ def child_env(home: Path) -> dict[str, str]:
     return env
 
 
-def processor(path: Path, runs: int, env: dict[str, str], *flags: str) -> tuple[list[dict], str]:
-    """Parse `path` `runs` times in one DAG-processor stand-in; (results, its stderr)."""
+def processor(paths: list[Path], runs: int, env: dict[str, str], *flags: str) -> tuple[dict, str]:
+    """Parse each file `runs` times in one DAG-processor stand-in; ({ms, tasks}, its stderr)."""
     done = subprocess.run(
-        [sys.executable, *flags, "-m", "tests.bench.parse_child", str(path), str(runs)],
+        [sys.executable, *flags, "-m", "tests.bench.parse_child", str(runs), *map(str, paths)],
         env=env,
         cwd=REPO,
         capture_output=True,
@@ -105,17 +105,21 @@ def processor(path: Path, runs: int, env: dict[str, str], *flags: str) -> tuple[
         for line in done.stdout.splitlines()
         if line.startswith(MARK)
     ]
-    if done.returncode or len(results) != runs:
-        raise RuntimeError(f"parsing {path} failed:\n{done.stderr[-3000:]}")
+    if done.returncode or len(results) != runs * len(paths):
+        raise RuntimeError(f"parsing {paths} failed:\n{done.stderr[-3000:]}")
+    times: dict[str, list[float]] = {str(path): [] for path in paths}
+    tasks: dict[str, int] = {}
     for result in results:
         if result["errors"]:
-            raise RuntimeError(f"parsing {path} failed: {result['errors']}")
-    return results, done.stderr
+            raise RuntimeError(f"parsing {result['file']} failed: {result['errors']}")
+        times[result["file"]].append(result["seconds"] * 1000)
+        tasks[result["file"]] = result["tasks"]
+    return {"ms": times, "tasks": tasks}, done.stderr
 
 
 def child_imports(path: Path, env: dict[str, str]) -> dict[str, float]:
     """The modules a parse itself imports (not pre-imported), slowest first: cumulative ms."""
-    _, err = processor(path, 1, env, "-X", "importtime")
+    _, err = processor([path], 1, env, "-X", "importtime")
     child = err.split(CHILD_START)[-1]  # the timed child's lines come after its marker
     top: dict[str, float] = {}
     for line in child.splitlines():
@@ -127,41 +131,20 @@ def child_imports(path: Path, env: dict[str, str]) -> dict[str, float]:
     return dict(sorted(top.items(), key=lambda kv: -kv[1])[:10])
 
 
-def why(ours: Path, params_dag: Path | None, bare_ms: float, env: dict[str, str]) -> dict:
-    """Where an overhead over the goal goes: imports in each parse, and (main DAG) the DAG's
-    Params, which Airflow's serializer validates per task on every parse."""
-    found: dict[str, Any] = {"imports_in_each_parse_ms": child_imports(ours, env)}
-    if params_dag is not None:
-        results, _ = processor(params_dag, PARSES_PER_ROUND, env)
-        with_params = statistics.median(r["seconds"] * 1000 for r in results)
-        found["bare_with_our_params_median_ms"] = round(with_params, 2)
-        found["params_share_ms"] = round(with_params - bare_ms, 2)
-    return found
-
-
-def compare(variants: dict[str, Path], env: dict[str, str]) -> dict[str, Any]:
-    """Median parse ms of each variant ("ours", "bare", ...), rounds alternating the order."""
-    times: dict[str, list[float]] = {side: [] for side in variants}
-    tasks: dict[str, int] = {}
-    for round_ in range(ROUNDS):
-        order = list(variants.items())
-        for side, path in order if round_ % 2 == 0 else reversed(order):
-            results, _ = processor(path, PARSES_PER_ROUND, env)
-            times[side] += [r["seconds"] * 1000 for r in results]
-            tasks[side] = results[0]["tasks"]
-    if len(set(tasks.values())) != 1:
-        raise RuntimeError(f"the bare DAG's task count differs from ours: {tasks}")
-    medians = {side: statistics.median(ms) for side, ms in times.items()}
-    ours, bare = medians["ours"], medians["bare"]
-    entry: dict[str, Any] = {
-        "file": variants["ours"].name,
-        "overhead_ms": round(ours - bare, 2),
-        "ratio": round(ours / bare, 3),
-        "median_ms": {side: round(ms, 2) for side, ms in medians.items()},
-        "runs_ms": {side: [round(t, 1) for t in ms] for side, ms in times.items()},
+def compare(ours: Path, bare: Path, parsed: dict) -> dict[str, Any]:
+    ours_ms, bare_ms = parsed["ms"][str(ours)], parsed["ms"][str(bare)]
+    tasks = {"ours": parsed["tasks"][str(ours)], "bare": parsed["tasks"][str(bare)]}
+    if tasks["ours"] != tasks["bare"]:
+        raise RuntimeError(f"the bare DAG's task count differs from {ours.name}'s: {tasks}")
+    ours_median, bare_median = statistics.median(ours_ms), statistics.median(bare_ms)
+    return {
+        "file": ours.name,
+        "overhead_ms": round(ours_median - bare_median, 2),
+        "ratio": round(ours_median / bare_median, 3),
+        "median_ms": {"ours": round(ours_median, 2), "bare": round(bare_median, 2)},
+        "runs_ms": {"ours": [round(t, 1) for t in ours_ms], "bare": [round(t, 1) for t in bare_ms]},
         "tasks": tasks["ours"],
     }
-    return entry
 
 
 def task_count(path: Path) -> int:
@@ -187,22 +170,23 @@ def measure() -> dict[str, dict[str, Any]]:
             )
         )
         janitor.write_text(BARE_JANITOR.format())
+        parsed, _ = processor([DAG_FILE, bare, with_params, JANITOR_FILE, janitor], RUNS, env)
         files = {
-            "post_training": compare({"ours": DAG_FILE, "bare": bare}, env),
-            "janitor": compare({"ours": JANITOR_FILE, "bare": janitor}, env),
+            "post_training": compare(DAG_FILE, bare, parsed),
+            "janitor": compare(JANITOR_FILE, janitor, parsed),
         }
-        for name, ours, params_dag in (
-            ("post_training", DAG_FILE, with_params),
-            ("janitor", JANITOR_FILE, None),
-        ):
+        params_ms = statistics.median(parsed["ms"][str(with_params)])
+        main = files["post_training"]
+        main["bare_with_our_params_median_ms"] = round(params_ms, 2)
+        main["params_share_ms"] = round(params_ms - main["median_ms"]["bare"], 2)
+        for name, path in (("post_training", DAG_FILE), ("janitor", JANITOR_FILE)):
             if files[name]["overhead_ms"] > GOAL_MS:
-                bare_ms = files[name]["median_ms"]["bare"]
-                files[name]["why"] = why(ours, params_dag, bare_ms, env)
+                files[name]["imports_in_each_parse_ms"] = child_imports(path, env)
     worst = max(files.values(), key=lambda f: f["overhead_ms"])
     how = (
         "parent pre-imports the file's airflow.* modules (_pre_import_airflow_modules), "
         "gc.freeze(), fork; the child runs the processor's _parse_file (DagBag + serialization); "
-        f"{ROUNDS} rounds x {PARSES_PER_ROUND} parses per variant, medians"
+        f"{RUNS} parses of each file in one processor, files taking turns, medians"
     )
     overhead = metric(
         worst["overhead_ms"],
@@ -213,9 +197,9 @@ def measure() -> dict[str, dict[str, Any]]:
         details={
             "worst_file": worst["file"],
             "how": how,
-            "params_share_ms": "(over the goal only) the bare DAG with our Params minus the bare "
-            "DAG: Airflow's serializer resolves each task's copy of the DAG's Params, a jsonschema "
-            "check per Param per task, on every parse",
+            "params_share_ms": "the bare DAG with our Params minus the bare DAG: Airflow's "
+            "serializer resolves each task's copy of the DAG's Params (a jsonschema check per "
+            "Param per task) on every parse",
             **files,
         },
     )

@@ -1,11 +1,12 @@
-"""One DAG processor, reduced to what a parse costs: python -m tests.bench.parse_child FILE RUNS.
+"""A DAG processor reduced to what a parse costs: python -m tests.bench.parse_child RUNS FILE...
 
 As Airflow's DAG processor does (dag_processing/manager.py and processor.py): the parent has
-the manager's modules imported and calls `_pre_import_airflow_modules(FILE)`, which imports
-every `airflow.*` module the file names; `gc.freeze()`; then each parse is a forked child that
-runs the processor's own `_parse_file` (DagBag + serialization) and reports its time. The first
-child is not timed: it writes the byte-code caches a long-running processor would have.
-With IMPORTTIME set, the timed children print `python -X importtime` lines after a marker.
+the manager's modules imported; before each parse it calls `_pre_import_airflow_modules(FILE)`,
+which imports every `airflow.*` module the file names, and `gc.freeze()`; then the parse is a
+forked child that runs the processor's own `_parse_file` (DagBag + serialization) and reports
+its time. Files take turns, RUNS rounds, the order reversed every other round. One untimed
+parse of each file first writes the byte-code caches a long-running processor would have.
+Under `python -X importtime`, each child's import lines follow a marker on stderr.
 """
 
 from __future__ import annotations
@@ -54,20 +55,25 @@ def fork_parse(path: Path, log: object) -> dict[str, object]:
     return json.loads(data)
 
 
-def main(path: Path, runs: int) -> None:
+def main(runs: int, paths: list[Path]) -> None:
     import airflow
     import airflow.dag_processing.manager  # noqa: F401  (the manager process has these)
     import structlog
     from airflow.dag_processing.processor import _pre_import_airflow_modules
 
     log = structlog.get_logger()
-    _pre_import_airflow_modules(str(path), log)  # type: ignore[arg-type]
-    gc.freeze()
-    fork_parse(path, log)  # byte-code caches
-    for _ in range(runs):
+
+    def parse(path: Path) -> dict[str, object]:
         _pre_import_airflow_modules(str(path), log)  # type: ignore[arg-type]
-        print(MARK + json.dumps(fork_parse(path, log)), flush=True)
+        gc.freeze()
+        return fork_parse(path, log)
+
+    for path in paths:
+        parse(path)  # byte-code caches
+    for round_ in range(runs):
+        for path in paths if round_ % 2 == 0 else paths[::-1]:
+            print(MARK + json.dumps({"file": str(path), **parse(path)}), flush=True)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), [Path(a) for a in sys.argv[2:]])
