@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "dags" / "tpu_rl_post_training.py"
 JANITOR_FILE = REPO / "dags" / "tpu_rl_janitor.py"
 GOAL_MS = 25.0
-RUNS = 8  # parses of each file
+RUNS = 7  # parses of each file
 
 BARE_MAIN = '''"""Bare DAG: the provider operators the real one uses, EmptyOperator for the rest."""
 from datetime import datetime
@@ -35,11 +35,10 @@ from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, chain
-{params_import}
+
 CLUSTER = {{"project_id": "p", "location": "us-east5", "cluster_name": "c"}}
 
-with DAG(dag_id="bare_tpu_rl", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
-         params={params}):
+with DAG(dag_id="bare_tpu_rl", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
     tasks = [GKEStartJobOperator(task_id=f"job_{{i}}", **CLUSTER) for i in range(3)]
     tasks.append(GCSCreateBucketOperator(task_id="bucket", bucket_name="b", project_id="p"))
     tasks += [EmptyOperator(task_id=f"empty_{{i}}") for i in range({tasks} - 4)]
@@ -159,26 +158,14 @@ def measure() -> dict[str, dict[str, Any]]:
         root = Path(tmp)
         (root / "home").mkdir()
         env = child_env(root / "home")
-        bare, with_params, janitor = (root / f"{n}.py" for n in ("bare", "params", "janitor"))
-        tasks = task_count(DAG_FILE)
-        bare.write_text(BARE_MAIN.format(tasks=tasks, params_import="", params="None"))
-        with_params.write_text(
-            BARE_MAIN.format(
-                tasks=tasks,
-                params_import="from tpu_rl.params import dag_params\n",
-                params="dag_params()",
-            )
-        )
+        bare, janitor = root / "bare.py", root / "bare_janitor.py"
+        bare.write_text(BARE_MAIN.format(tasks=task_count(DAG_FILE)))
         janitor.write_text(BARE_JANITOR.format())
-        parsed, _ = processor([DAG_FILE, bare, with_params, JANITOR_FILE, janitor], RUNS, env)
+        parsed, _ = processor([DAG_FILE, bare, JANITOR_FILE, janitor], RUNS, env)
         files = {
             "post_training": compare(DAG_FILE, bare, parsed),
             "janitor": compare(JANITOR_FILE, janitor, parsed),
         }
-        params_ms = statistics.median(parsed["ms"][str(with_params)])
-        main = files["post_training"]
-        main["bare_with_our_params_median_ms"] = round(params_ms, 2)
-        main["params_share_ms"] = round(params_ms - main["median_ms"]["bare"], 2)
         for name, path in (("post_training", DAG_FILE), ("janitor", JANITOR_FILE)):
             if files[name]["overhead_ms"] > GOAL_MS:
                 files[name]["imports_in_each_parse_ms"] = child_imports(path, env)
@@ -197,9 +184,6 @@ def measure() -> dict[str, dict[str, Any]]:
         details={
             "worst_file": worst["file"],
             "how": how,
-            "params_share_ms": "the bare DAG with our Params minus the bare DAG: Airflow's "
-            "serializer resolves each task's copy of the DAG's Params (a jsonschema check per "
-            "Param per task) on every parse",
             **files,
         },
     )
