@@ -18,10 +18,28 @@ from tpu_rl.settings import SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
 # The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
-PLAN_BLUEPRINT = (
-    Path(__file__).resolve().parents[2] / "include" / "cluster-toolkit" / blueprint.BLUEPRINT_FILE
-)
+PLAN_BLUEPRINT = Path("cluster-toolkit") / blueprint.BLUEPRINT_FILE
+# Where include/ is: beside plugins/ in the repository; on Cloud Composer,
+# scripts/deploy_composer.sh puts it under the bucket's data/ folder, mounted here.
+COMPOSER_INCLUDE = Path("/home/airflow/gcs/data/tpu_rl_airflow/include")
 Step = dict[str, Any]
+
+
+def include_dirs() -> list[Path]:
+    """Candidate include/ folders, in the order they are tried."""
+    return [Path(__file__).resolve().parents[2] / "include", COMPOSER_INCLUDE]
+
+
+def include_file(relative: Path) -> Path:
+    """A file of include/, from the repository or from Composer's data folder."""
+    tried = [folder / relative for folder in include_dirs()]
+    for path in tried:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"include/{relative} not found; looked in {', '.join(map(str, tried))} "
+        "(deploy with scripts/deploy_composer.sh, or run from a full clone)"
+    )
 
 
 def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
@@ -106,7 +124,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
 
 def _cluster_plan(layout: RunLayout) -> blueprint.ClusterToolkitPlan:
     return blueprint.plan(
-        PLAN_BLUEPRINT.read_text(), layout.settings, layout.terraform_state_prefix
+        include_file(PLAN_BLUEPRINT).read_text(), layout.settings, layout.terraform_state_prefix
     )
 
 
@@ -173,7 +191,11 @@ def main(argv: list[str]) -> int:
         print(f"{argv[0]}: {err}", file=sys.stderr)
         return 1
     layout = RunLayout(settings, argv[2] if len(argv) == 3 else PLAN_RUN_ID)
-    path = write_plan(layout, Path(argv[1]))
+    try:
+        path = write_plan(layout, Path(argv[1]))
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(f"wrote {path} and {len(list(path.parent.iterdir())) - 1} rendered files")
     return 0
 

@@ -155,3 +155,33 @@ def test_plan_needs_no_credentials_airflow_or_network(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("no-airflow")
+
+
+def test_plan_shows_the_clients_storage_identity(tmp_path):
+    plan = render(tmp_path)
+    train = next(step for step in plan["steps"] if step["id"] == "train")
+    spec = yaml.safe_load((tmp_path / train["object"]).read_text())["spec"]["template"]["spec"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+
+
+def test_the_blueprint_is_found_in_composers_data_folder_too(tmp_path, monkeypatch):
+    import tpu_rl.plan as plan_module
+
+    composer = tmp_path / "data" / "include"
+    (composer / "cluster-toolkit").mkdir(parents=True)
+    (composer / plan_module.PLAN_BLUEPRINT).write_text(
+        (REPO / "include" / plan_module.PLAN_BLUEPRINT).read_text()
+    )
+    monkeypatch.setattr(plan_module, "include_dirs", lambda: [tmp_path / "none", composer])
+    assert plan_module.include_file(plan_module.PLAN_BLUEPRINT).parent.parent == composer
+    assert render(tmp_path / "out")["steps"][2]["id"] == "create_cluster"
+
+
+def test_a_missing_include_folder_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    import tpu_rl.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "include_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
+    assert main([str(TUTORIAL_CONF), str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "include/cluster-toolkit/blueprint.yaml not found" in err and str(tmp_path / "b") in err
