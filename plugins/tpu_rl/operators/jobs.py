@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 from tpu_rl import manifests
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
 from tpu_rl.runtime import layout_from_context
-from tpu_rl.storage import newest_checkpoint_step, object_exists
+from tpu_rl.storage import COMMIT_MARKERS, checkpoint_steps, object_exists
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -166,12 +166,24 @@ class ConvertJobOperator(RunJobOperator):
 
 
 class ExportJobOperator(RunJobOperator):
-    """Exports the newest checkpoint step this run's training wrote."""
+    """Exports the newest checkpoint step this run's training finished saving."""
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
-        step = newest_checkpoint_step(layout.checkpoints_dir, self.gcp_conn_id)
+        complete, unfinished = checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
+        step = complete[-1] if complete else None
+        newer = [s for s in unfinished if step is None or s > step]
+        if newer:
+            self.log.warning(
+                "Checkpoint step(s) %s have no Orbax commit marker (%s): their save did not "
+                "finish; not exporting from them.",
+                newer,
+                " or ".join(COMMIT_MARKERS),
+            )
         if step is None:
-            raise AirflowException(f"no checkpoint under {layout.checkpoints_dir}")
+            raise AirflowException(
+                f"no complete checkpoint under {layout.checkpoints_dir}"
+                + (f" (steps {unfinished} were never committed)" if unfinished else "")
+            )
         self.log.info("Exporting checkpoint step %d.", step)
         context["ti"].xcom_push(key="checkpoint_step", value=step)
         return manifests.export_job(layout, step)
