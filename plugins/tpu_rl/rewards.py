@@ -186,8 +186,15 @@ class LineAssembler:
         return [line.rstrip("\r") for line in complete]
 
     def flush(self) -> str | None:
-        """Return and clear the partial tail (for a stream that ended without a newline)."""
+        """Return and clear the partial tail (for a stream that ended without a newline).
+
+        A reward line without its newline is dropped: MaxText ends every line, so the output
+        stopped inside it (the container exited mid-write) and its last number may be cut
+        short (`mean_reward=0.1` of `0.1875`). Only complete lines count.
+        """
         tail, self._pending = self._pending.rstrip("\r"), ""
+        if _MARKER.search(split_timestamp(tail)[1]):
+            return None
         return tail or None
 
 

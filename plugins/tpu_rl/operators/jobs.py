@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from tpu_rl import manifests
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
+from tpu_rl.rewards import redact
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.storage import COMMIT_MARKERS, checkpoint_steps, object_exists
 
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 JobBuilder = Callable[[RunLayout], manifests.Manifest]
+# What a failed Job leaves in the task log, per failed pod and in all.
+FAILED_POD_LOG_LINES = 50
+FAILED_POD_LOG_CHARS = 8000
+FAILED_PODS_SHOWN = 3
 
 
 def to_v1_job(manifest: manifests.Manifest) -> k8s.V1Job:
@@ -138,6 +143,44 @@ class RunJobOperator(GKEStartJobOperator):
             )
             time.sleep(self._poll_interval)
 
+    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
+        """On failure, first the failed pods' last log lines: the provider raises without
+        writing them and then deletes the pods, and with them the reason."""
+        if event.get("status") == "error":
+            try:
+                self._log_failed_pods(event)
+            except ApiException as err:
+                self.log.warning("Could not read the failed pods' logs: %s", err.reason)
+        return super().execute_complete(context, event, **kwargs)
+
+    def _log_failed_pods(self, event: dict) -> None:
+        job = event.get("name") or (self.job.metadata.name if self.job else None)
+        namespace = event.get("namespace") or self.namespace
+        pods = self.client.list_namespaced_pod(
+            namespace=namespace, label_selector=f"job-name={job}"
+        ).items
+        failed = [p for p in pods if _pod_failed(p)][:FAILED_PODS_SHOWN]
+        if not failed:
+            self.log.error("Job %s failed; none of its %d pods shows a failure.", job, len(pods))
+        for pod in failed:
+            name = pod.metadata.name
+            try:
+                text = self.client.read_namespaced_pod_log(
+                    name=name,
+                    namespace=namespace,
+                    container=manifests.CONTAINER,
+                    tail_lines=FAILED_POD_LOG_LINES,
+                )
+            except ApiException as err:
+                self.log.error("Pod %s failed; its log is not readable: %s", name, err.reason)
+                continue
+            self.log.error(
+                "Pod %s failed (%s). Last log lines:\n%s",
+                name,
+                _pod_failure(pod),
+                redact(text.rstrip()[-FAILED_POD_LOG_CHARS:]),
+            )
+
     def defer(
         self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None
     ) -> None:
@@ -148,6 +191,25 @@ class RunJobOperator(GKEStartJobOperator):
             kwargs=kwargs,
             timeout=timeout or self.execution_timeout,
         )
+
+
+def _terminated(pod: k8s.V1Pod) -> list[Any]:
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    return [c.state.terminated for c in statuses if c.state and c.state.terminated]
+
+
+def _pod_failed(pod: k8s.V1Pod) -> bool:
+    """The pod failed, or one of its containers ended with a non-zero exit code."""
+    phase = pod.status.phase if pod.status else None
+    return phase == "Failed" or any(t.exit_code for t in _terminated(pod))
+
+
+def _pod_failure(pod: k8s.V1Pod) -> str:
+    """A short why: the container's exit code and reason, else the pod's reason."""
+    for t in _terminated(pod):
+        if t.exit_code:
+            return f"exit code {t.exit_code}" + (f", {t.reason}" if t.reason else "")
+    return (pod.status.reason if pod.status else None) or "phase Failed"
 
 
 class ConvertJobOperator(RunJobOperator):
