@@ -12,13 +12,14 @@ from typing import Any
 
 import yaml
 
-from tpu_rl import blueprint, manifests
+from tpu_rl import blueprint, kueue_config, manifests
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
 # The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
 PLAN_BLUEPRINT = Path("cluster-toolkit") / blueprint.BLUEPRINT_FILE
+PLAN_KUEUE_CONFIG = Path("cluster-toolkit") / kueue_config.CONFIG_FILE
 # Where include/ is: beside plugins/ in the repository; on Cloud Composer,
 # scripts/deploy_composer.sh puts it under the bucket's data/ folder, mounted here.
 COMPOSER_INCLUDE = Path("/home/airflow/gcs/data/tpu_rl_airflow/include")
@@ -56,6 +57,8 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
     cluster = _cluster_plan(layout) if s.cluster_mode == "create" else None
     if cluster:
         files.update(cluster.files)
+        kueue_text = include_file(PLAN_KUEUE_CONFIG).read_text()
+        files[kueue_config.CONFIG_FILE] = kueue_config.edit_kueue_config(kueue_text)
         steps.append(
             {
                 "id": "create_cluster",

@@ -19,7 +19,7 @@ from kubernetes import watch
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import manifests
+from tpu_rl import kueue, manifests
 from tpu_rl.layout import RUN_LABEL, RunLayout
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import RunSettings, SettingsError
@@ -133,6 +133,11 @@ class BackendStartOperator(RunClusterOperator):
         layout = layout_from_context(context)
         jobset = manifests.backend_jobset(layout)
         namespace, name = layout.settings.namespace, layout.backend_jobset
+        if layout.settings.kueue_queue:
+            try:
+                kueue.ensure_coverage(self.custom, layout, jobset, self.log)
+            except kueue.KueueError as err:
+                raise AirflowFailException(str(err)) from err
         try:
             self.custom.create_namespaced_custom_object(namespace=namespace, body=jobset, **JOBSET)
             self.log.info("Created JobSet %s/%s.", namespace, name)
@@ -157,6 +162,10 @@ class BackendStartOperator(RunClusterOperator):
             )
             if failed:
                 raise AirflowException(f"backend JobSet {name} failed: {failed}")
+            if layout.settings.kueue_queue and (
+                why := kueue.never_admitted_reason(self.custom, namespace, "JobSet", name)
+            ):
+                raise AirflowFailException(f"Kueue cannot admit backend {name}: {why}")
             pods = self.core.list_namespaced_pod(namespace=namespace, label_selector=selector)
             phases = [p.status.phase for p in pods.items]
             if "Failed" in phases:
