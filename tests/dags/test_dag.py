@@ -152,7 +152,7 @@ def test_operator_job_spec_equals_the_plan(
 
 
 def test_the_bucket_is_created_with_a_class_a_region_accepts(dag):
-    """GCSCreateBucketOperator defaults to MULTI_REGIONAL, which Cloud Storage refuses in a region."""
+    """The operator defaults to MULTI_REGIONAL, which Cloud Storage refuses in a region."""
     ensure = dag.get_task("ensure_bucket")
     assert ensure.storage_class == "STANDARD"
     assert ensure.location == "{{ params.region }}"
