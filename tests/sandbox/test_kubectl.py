@@ -27,8 +27,13 @@ if KUBECTL is None and os.geteuid() != 0:
         "kubernetes-client",
         allow_module_level=True,
     )
-VARS = {"project_id": "proj", "deployment_name": "kc", "zone": "us-east5-b", "num_slices": 1,
-        "tpu_topology": "4x8"}  # fmt: skip
+VARS = {
+    "project_id": "proj",
+    "deployment_name": "kc",
+    "zone": "us-east5-b",
+    "num_slices": 1,
+    "tpu_topology": "4x8",
+}
 
 
 @pytest.fixture
@@ -47,8 +52,10 @@ def kubeconfig(emu: KubeEmulator, directory: Path) -> Path:
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [
-                    {"name": "sandbox",
-                     "cluster": {"server": emu.url, "certificate-authority": emu.ca_file}}
+                    {
+                        "name": "sandbox",
+                        "cluster": {"server": emu.url, "certificate-authority": emu.ca_file},
+                    }
                 ],
                 "users": [{"name": "sandbox", "user": {"token": emu.token}}],
                 "contexts": [
@@ -57,14 +64,17 @@ def kubeconfig(emu: KubeEmulator, directory: Path) -> Path:
                 "current-context": "sandbox",
             }
         )
-    )  # fmt: skip
+    )
     return path
 
 
 def job(name: str, grace_s: int = 30) -> dict:
     container = {"name": "main", "image": "busybox", "resources": {"limits": {"cpu": "1"}}}
-    pod_spec = {"restartPolicy": "Never", "containers": [container],
-                "terminationGracePeriodSeconds": grace_s}  # fmt: skip
+    pod_spec = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "terminationGracePeriodSeconds": grace_s,
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -105,8 +115,14 @@ def test_kubectl_get_watch_logs_and_foreground_delete(emu: KubeEmulator, tmp_pat
             assert pod.startswith("pod/printer-")
             followed = kubectl("logs", "-f", pod)
             assert followed == "step 1\nstep 2\n"
-            _until(lambda: "Complete" in kubectl("get", "job", "printer", "-o",
-                                                 "jsonpath={.status.conditions[*].type}"))  # fmt: skip
+            _until(
+                lambda: (
+                    "Complete"
+                    in kubectl(
+                        "get", "job", "printer", "-o", "jsonpath={.status.conditions[*].type}"
+                    )
+                )
+            )
             table = kubectl("get", "jobs")
             assert "printer" in table.splitlines()[1]
         finally:
