@@ -111,6 +111,16 @@ class GcsEmulator:
         self.gate = GcsGate()
         self.storage = Storage(use_memory_fs=True)
         gate, storage = self.gate, self.storage
+        creating: list[dict[str, Any]] = []  # the bucket create being handled (one at a time)
+        store_bucket = storage.create_bucket
+
+        def create_bucket(name: str, bucket: dict[str, Any]) -> None:
+            """Keep the location and storage class asked for (the emulator drops them)."""
+            if creating:
+                bucket.update(_bucket_class(creating[0]))
+            store_bucket(name, bucket)
+
+        storage.create_bucket = create_bucket
 
         class GatedHandler(RequestHandler):
             def _gated(self, method: str) -> None:
@@ -127,9 +137,8 @@ class GcsEmulator:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
+                creating[:] = [json.loads(body)] if body else []
                 getattr(super(), f"do_{method}")()
-                if body:
-                    _record_bucket_class(storage, json.loads(body))
 
             def do_GET(self) -> None:
                 self._gated("GET")
@@ -210,14 +219,13 @@ class PrincipalToken(google.auth.credentials.Credentials):
         pass
 
 
-def _record_bucket_class(storage: Any, request: dict[str, Any]) -> None:
-    """Keep the location and storage class the create asked for (the emulator drops them)."""
-    bucket = storage.get_bucket(request.get("name", ""))
-    if bucket is not None:
-        location = str(request.get("location") or "US").upper()
-        bucket["location"] = location
-        bucket["storageClass"] = str(request.get("storageClass") or "STANDARD").upper()
-        bucket["locationType"] = "multi-region" if location in MULTI_REGIONS else "region"
+def _bucket_class(request: dict[str, Any]) -> dict[str, str]:
+    location = str(request.get("location") or "US").upper()
+    return {
+        "location": location,
+        "storageClass": str(request.get("storageClass") or "STANDARD").upper(),
+        "locationType": "multi-region" if location in MULTI_REGIONS else "region",
+    }
 
 
 class SandboxCredentials(google.auth.credentials.Credentials):

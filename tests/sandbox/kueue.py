@@ -209,7 +209,7 @@ class Kueue:
             )
             if group is None:
                 return {}, f"resource {resource} unavailable in ClusterQueue"
-            problem = ""
+            problems: list[str] = []
             flavors = {
                 f["name"]: self.emu.get("resourceflavors", "", f["name"])
                 for f in group.get("flavors") or []
@@ -222,7 +222,7 @@ class Kueue:
             for flavor in group.get("flavors") or []:
                 fname = flavor["name"]
                 if not _flavor_fits(flavors[fname], group_keys, pod_spec):
-                    problem = f"flavor {fname} doesn't match node affinity"
+                    problems.append(f"flavor {fname} doesn't match node affinity")
                     continue
                 quota = next(
                     (
@@ -232,18 +232,23 @@ class Kueue:
                     ),
                     0.0,
                 )
+                if wanted[resource] > quota:
+                    problems.append(
+                        f"insufficient quota for {resource} in flavor {fname}, request > maximum "
+                        f"capacity ({_format(wanted[resource])} > {_format(quota)})"
+                    )
+                    continue
                 missing = used[(fname, resource)] + wanted[resource] - quota
                 if missing > 0:
-                    problem = (
+                    problems.append(
                         f"insufficient unused quota for {resource} in flavor {fname}, "
                         f"{_format(missing)} more needed"
                     )
                     continue
                 chosen[resource] = fname
-                problem = ""
                 break
-            if problem:
-                return {}, problem
+            else:
+                return {}, ", ".join(problems)
         return chosen, ""
 
     def _usage(self, cq_name: str) -> Counter[tuple[str, str]]:

@@ -124,6 +124,7 @@ class Scheduler:
     def __init__(self, emu: ClusterState) -> None:
         self.emu = emu
         self._reported: dict[str, str] = {}  # pod uid -> last FailedScheduling message
+        self._not_scaled: set[str] = set()  # pods the autoscaler has said it cannot help
 
     def schedule(self) -> None:
         nodes = self.emu.list("nodes")
@@ -225,7 +226,31 @@ class Scheduler:
                 "Normal",
             )
             return True
+        self._no_scale_up(pod, model, nodes)
         return False
+
+    def _no_scale_up(self, pod: dict[str, Any], model: Any, nodes: list[dict[str, Any]]) -> None:
+        """The autoscaler's NotTriggerScaleUp: why no node pool could host the pod."""
+        uid = pod["metadata"]["uid"]
+        if uid in self._not_scaled:
+            return
+        self._not_scaled.add(uid)
+        reasons: Counter[str] = Counter()
+        for pool in model.pools:
+            template = pool.node(model.name, model.zone, 0)
+            name = template["metadata"]["name"]
+            why = self._unfit(pod["spec"], template, {name: Counter()}, {name: set()})
+            if not why and pool.max_nodes <= pool.nodes:
+                why = ["max node group size reached"]
+            reasons.update(why or ["max node group size reached"])
+        parts = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+        self._event(
+            pod,
+            "NotTriggerScaleUp",
+            f"pod didn't trigger scale-up: {parts}",
+            "cluster-autoscaler",
+            "Normal",
+        )
 
     def _condition(self, pod: dict[str, Any], status: str, reason: str, message: str) -> None:
         meta = pod["metadata"]

@@ -52,8 +52,9 @@ def container(cpu: str = "1", memory: str = "1Gi", tpu: int = 0, ports=()) -> di
     }
 
 
-def events_for(state: ClusterState, name: str) -> list[dict]:
-    return state.list("events", field_selector=f"involvedObject.name={name}")
+def events_for(state: ClusterState, name: str, reason: str | None = None) -> list[dict]:
+    found = state.list("events", field_selector=f"involvedObject.name={name}")
+    return [e for e in found if reason in (None, e["reason"])]
 
 
 def test_tutorial_cluster_has_its_pools_labels_taints_and_allocatable():
@@ -92,14 +93,19 @@ def test_scheduler_binds_what_fits_and_explains_what_does_not():
         "gke-gemma4-rl-cpu-np"
     )
     assert "nodeName" not in state.get("pods", "default", "tpu")["spec"]
-    [tpu_event] = events_for(state, "tpu")
+    [tpu_event] = events_for(state, "tpu", "FailedScheduling")
     assert tpu_event["reason"] == "FailedScheduling" and tpu_event["type"] == "Warning"
     assert tpu_event["message"] == (
         "0/12 nodes are available: 4 node(s) didn't match Pod's node affinity/selector, "
         "8 node(s) had untolerated taint {google.com/tpu: present}. preemption: 0/12 nodes are "
         "available: 12 Preemption is not helpful for scheduling."
     )
-    [nowhere] = events_for(state, "nowhere")
+    [nowhere] = events_for(state, "nowhere", "FailedScheduling")
+    [autoscaler] = events_for(state, "nowhere", "NotTriggerScaleUp")
+    assert autoscaler["message"] == (
+        "pod didn't trigger scale-up: 1 node(s) had untolerated taint {google.com/tpu: present}, "
+        "2 node(s) didn't match Pod's node affinity/selector"
+    )
     assert nowhere["message"].startswith(
         "0/12 nodes are available: 4 node(s) didn't match Pod's node affinity/selector, 8 node(s) "
         "had untolerated taint"
@@ -120,7 +126,7 @@ def test_scheduler_counts_resources_and_host_ports_and_scales_cpu_pool_up():
     Scheduler(state).schedule()
     bound = [p for p in state.list("pods") if p["spec"].get("nodeName")]
     assert len(bound) == 8 and len({p["spec"]["nodeName"] for p in bound}) == 8
-    [event] = events_for(state, "w8")
+    [event] = events_for(state, "w8", "FailedScheduling")
     assert "8 node(s) didn't have free ports for the requested pod ports" in event["message"]
     big = {"nodeSelector": CPU_POOL, "containers": [container("60", "200Gi")]}
     for i in range(3):
