@@ -94,7 +94,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
         ),
         _object_step(
             "train",
-            "Submit the GRPO client (train_rl) without waiting.",
+            f"Submit the GRPO client (train_rl) without waiting; {_identity(layout)}.",
             manifests.train_job(layout),
             files,
             python_argv(manifests.TRAIN_MODULE, manifests.train_flags(layout)),
@@ -123,6 +123,13 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
         _cleanup_step(layout, cluster),
     ]
     return steps, files
+
+
+def _identity(layout: RunLayout) -> str:
+    """Which Google identity the pods that use the bucket have, in words."""
+    if account := layout.settings.client_service_account:
+        return f"its pods run as service account {account} (Workload Identity)"
+    return "its pods use the host network, so the node pool's service account"
 
 
 def _cluster_plan(layout: RunLayout) -> blueprint.ClusterToolkitPlan:

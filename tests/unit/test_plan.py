@@ -161,6 +161,7 @@ def test_plan_needs_no_credentials_airflow_or_network(tmp_path):
 def test_plan_shows_the_clients_storage_identity(tmp_path):
     plan = render(tmp_path)
     train = next(step for step in plan["steps"] if step["id"] == "train")
+    assert "the node pool's service account" in train["description"]
     spec = yaml.safe_load((tmp_path / train["object"]).read_text())["spec"]["template"]["spec"]
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert spec["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
