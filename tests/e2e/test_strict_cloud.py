@@ -29,6 +29,7 @@ class Strict:
     conf: dict[str, Any] = field(default_factory=dict)
     workloads: Workloads = field(default_factory=Workloads)
     existing_cluster: bool = False
+    cluster_vars: dict[str, Any] = field(default_factory=dict)  # how the existing one differs
     converted: bool = False
 
 
@@ -103,8 +104,9 @@ STRICT = [
         "conversion_pods_match_no_node_pool",
         "failed",
         scheduler_reason_surfaced,
-        conf={**EXISTING, "tpu_type": "v6e-8", "topology": "2x4"},  # the cluster has 4x8
+        conf=EXISTING,  # the run wants a 4x8 slice; the existing cluster's pool is 8x8
         existing_cluster=True,
+        cluster_vars={"tpu_topology": "8x8"},
     ),
     Strict(
         "conversion_fails_with_its_last_lines_in_the_task_log",
@@ -117,9 +119,8 @@ STRICT = [
 
 @pytest.mark.parametrize("case", STRICT, ids=[c.name for c in STRICT])
 def test_strict_cloud(case: Strict, airflow_db, tmp_path, capfd, e2e_report):
-    with Sandbox(tmp_path).up(
-        existing_cluster="gemma4-rl" if case.existing_cluster else None
-    ) as box:
+    existing = "gemma4-rl" if case.existing_cluster else None
+    with Sandbox(tmp_path).up(existing, existing_cluster_vars=case.cluster_vars) as box:
         if case.converted:
             base = f"gs://{SETTINGS['gcs_bucket']}/gemma4-26b/max-text-format/0"
             box.gcs.write(f"{base}/items/_METADATA")

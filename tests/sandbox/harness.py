@@ -167,8 +167,12 @@ class Sandbox:
 
     @contextlib.contextmanager
     def up(
-        self, existing_cluster: str | None = None, env: dict[str, str] | None = None
+        self,
+        existing_cluster: str | None = None,
+        env: dict[str, str] | None = None,
+        existing_cluster_vars: dict[str, Any] | None = None,
     ) -> Iterator[Sandbox]:
+        """`existing_cluster_vars` override how the existing cluster is described."""
         bundles = BundleServer()
         gcs = GcsEmulator()
         with contextlib.ExitStack() as stack:
@@ -199,7 +203,10 @@ class Sandbox:
             state_file = Path(environment["FAKE_CLOUD_STATE"])
             if existing_cluster:
                 add_running_cluster(
-                    state_file, existing_cluster, SETTINGS["project"], EXISTING_CLUSTER_VARS
+                    state_file,
+                    existing_cluster,
+                    SETTINGS["project"],
+                    {**EXISTING_CLUSTER_VARS, **(existing_cluster_vars or {})},
                 )
             gcs.gate.roles_of = lambda principal: (
                 self.emu.cluster.roles_of(principal) if self.emu.cluster else set()
