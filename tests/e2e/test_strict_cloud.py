@@ -97,8 +97,9 @@ STRICT = [
         "cluster_queue_without_cpu_and_memory",
         "failed",
         backend_refused_at_once,
-        conf=EXISTING,  # the tutorial's Kueue template: google.com/tpu only
+        conf=EXISTING,
         existing_cluster=True,
+        cluster_vars={"kueue": "tutorial"},  # the blueprint's Kueue template: google.com/tpu only
     ),
     Strict(
         "conversion_pods_match_no_node_pool",
@@ -106,7 +107,7 @@ STRICT = [
         scheduler_reason_surfaced,
         conf=EXISTING,  # the run wants a 4x8 slice; the existing cluster's pool is 8x8
         existing_cluster=True,
-        cluster_vars={"tpu_topology": "8x8"},
+        cluster_vars={"tpu_topology": "8x8", "kueue": "tutorial"},
     ),
     Strict(
         "conversion_fails_with_its_last_lines_in_the_task_log",

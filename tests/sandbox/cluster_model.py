@@ -111,8 +111,15 @@ class ClusterModel:
 
     @classmethod
     def described(cls, variables: dict[str, Any]) -> ClusterModel:
-        """An existing cluster made from the tutorial's blueprint (with its storage.admin edit)."""
+        """An existing cluster made from the tutorial's blueprint (with its storage.admin edit).
+
+        `variables["kueue"]`: "tutorial" (default) is the blueprint's Kueue template (covers
+        google.com/tpu only); "pathways" is Cluster Toolkit's Pathways Kueue configuration
+        (tpu, cpu and memory, a TPU flavor and a cpu-np flavor).
+        """
         blueprint = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
+        variables = dict(variables)
+        kueue = variables.pop("kueue", "tutorial")
         blueprint["vars"].update(variables)
         for module in _modules(blueprint):
             if module["id"] == "node_pool_service_account":
@@ -120,9 +127,17 @@ class ClusterModel:
                 module["settings"]["project_roles"] = [
                     "storage.admin" if r == "storage.objectViewer" else r for r in roles
                 ]
-        return cls._build(
+        model = cls._build(
             blueprint, lambda path: (BLUEPRINT_FIXTURES / _STAGE.sub(r"\1", path)).read_text()
         )
+        if kueue == "pathways":
+            model.kueue = pathways_kueue(
+                str(blueprint["vars"].get("accelerator_type")),
+                str(blueprint["vars"].get("tpu_topology")),
+                sum(MACHINE_TYPES[p.machine_type].tpu * p.nodes for p in model.pools),
+                model.namespace,
+            )
+        return model
 
     @classmethod
     def _build(cls, blueprint: dict[str, Any], staged_file: Any) -> ClusterModel:
@@ -248,6 +263,36 @@ class ClusterModel:
                 )
 
         return check
+
+
+def pathways_kueue(
+    accelerator: str, topology: str, tpu_quota: int, namespace: str
+) -> list[dict[str, Any]]:
+    """Cluster Toolkit's kubectl-apply/kueue/kueue-configuration-pathways.yaml.tftpl, rendered
+    (GoogleCloudPlatform/cluster-toolkit; high cpu/memory quotas on the TPU flavor)."""
+    flavor = f"flavor-{accelerator}"
+
+    def quota(tpu: Any, cpu: Any, memory: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": TPU, "nominalQuota": tpu},
+            {"name": "cpu", "nominalQuota": cpu},
+            {"name": "memory", "nominalQuota": memory},
+        ]
+
+    return [
+        {"kind": "ResourceFlavor", "metadata": {"name": flavor},
+         "spec": {"nodeLabels": {ACCELERATOR_LABEL: accelerator, TOPOLOGY_LABEL: topology},
+                  "tolerations": [{"effect": "NoSchedule", "key": TPU, "value": "present"}]}},
+        {"kind": "ResourceFlavor", "metadata": {"name": "pathways-flavor"},
+         "spec": {"nodeLabels": {POOL_LABEL: "cpu-np"}}},
+        {"kind": "ClusterQueue", "metadata": {"name": "cluster-queue"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [
+             {"coveredResources": [TPU, "cpu", "memory"],
+              "flavors": [{"name": flavor, "resources": quota(tpu_quota, 10000, "10000Gi")},
+                          {"name": "pathways-flavor", "resources": quota("0", 480, "2000G")}]}]}},
+        {"kind": "LocalQueue", "metadata": {"namespace": namespace, "name": "user-queue"},
+         "spec": {"clusterQueue": "cluster-queue"}},
+    ]  # fmt: skip
 
 
 def _modules(blueprint: dict[str, Any]) -> list[dict[str, Any]]:

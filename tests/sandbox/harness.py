@@ -57,6 +57,7 @@ EXISTING_CLUSTER_VARS = {
     "num_slices": 1,
     "tpu_topology": "4x8",
     "reservation": SETTINGS["reservation"],
+    "kueue": "pathways",  # Cluster Toolkit's Pathways Kueue configuration: tpu, cpu, memory
 }
 
 
