@@ -128,7 +128,9 @@ class GcsEmulator:
                 if method == "POST" and re.match(r"^(/storage/v1)?/b(\?|$)", self.path):
                     body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                     self.rfile = io.BytesIO(body)
-                answer = gate.check(method, self.path, self.headers.get("Authorization", ""), body)
+                name = json.loads(body).get("name", "") if body else ""
+                asked = b"" if storage.get_bucket(name) else body  # a taken name answers 409 first
+                answer = gate.check(method, self.path, self.headers.get("Authorization", ""), asked)
                 if answer is not None:
                     status, payload = answer
                     self.send_response(status)
