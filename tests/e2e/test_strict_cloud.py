@@ -2,8 +2,9 @@
 
 Each scenario fails against the product before issue 13 (commit 67d7151): its training client
 had no storage identity, its bucket was MULTI_REGIONAL in a region, it submitted a backend
-Kueue could not admit and noticed only after the pending timeout, and a failed conversion's
-pods were gone before their logs reached the task log.
+Kueue could not admit and noticed only after the pending timeout, a failed conversion's pods
+were gone before their logs reached the task log, it exported the newest step even when its
+save was cut off, and a second (injected) container in the training pod failed the wait.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ def conversion_lines_logged(result: RunResult, log: str) -> None:
     assert CONVERSION_LAST_LINE in log
 
 
+def exported_committed_step(result: RunResult, log: str) -> None:
+    assert result.xcoms.get("export.checkpoint_step") == 25, result.xcoms  # not the cut step 50
+
+
+def wait_ignored_the_sidecar(result: RunResult, log: str) -> None:
+    assert result.task_states["wait_for_rewards"] == "success", result.task_states
+
+
 STRICT = [
     Strict(
         "client_without_storage_identity",
@@ -114,6 +123,18 @@ STRICT = [
         "failed",
         conversion_lines_logged,
         workloads=Workloads(convert_exit_code=1),
+    ),
+    Strict(
+        "export_takes_the_newest_committed_step",
+        "success",
+        exported_committed_step,
+        workloads=Workloads(train_cut_last_save=True),
+    ),
+    Strict(
+        "training_pod_with_an_injected_sidecar",
+        "success",
+        wait_ignored_the_sidecar,
+        workloads=Workloads(sidecar=True),
     ),
 ]
 

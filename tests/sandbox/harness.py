@@ -74,6 +74,8 @@ class Workloads:
     admit_after: float = 0.0
     worker_script: Any = None
     during_training: Callable[[], None] | None = None  # runs once training has started
+    train_cut_last_save: bool = False  # the final checkpoint lacks Orbax's commit marker
+    sidecar: bool = False  # a webhook injects a second container into the training pod
 
 
 def build_scenario(
@@ -108,6 +110,7 @@ def build_scenario(
             fail_at_step=w.train_fail_at_step,
             write_object=storage("trainers/post_train/rl/train_rl.py"),
             load_parameters_path=loads(info),
+            cut_last_save=w.train_cut_last_save,
         )
         if w.during_training is None:
             return script
@@ -241,7 +244,10 @@ class Sandbox:
         from airflow.dag_processing.dagbag import DagBag
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
-        scenario = build_scenario(conf, self.gcs, workloads or Workloads(), self.emu)
+        w = workloads or Workloads()
+        scenario = build_scenario(conf, self.gcs, w, self.emu)
+        if w.sidecar:
+            self.emu.admission_hooks.append(inject_sidecar)
         with Controller(self.emu, scenario, time_scale=0.001):
             dag_run = dag.test(run_conf=conf)
         return self.result(dag_run)
@@ -285,6 +291,14 @@ class Sandbox:
             for plural in ("jobs", "jobsets", "secrets", "pods")
             for obj in self.emu.list(plural, label_selector=MANAGED_LABEL)
         ]
+
+
+def inject_sidecar(resource: Any, obj: dict[str, Any]) -> None:
+    """A mutating webhook (as a service mesh's) adding a proxy container to training pods."""
+    name = obj["metadata"].get("name", "")
+    if resource.kind == "Pod" and "-train-" in name:
+        proxy = {"name": "istio-proxy", "image": "docker.io/istio/proxyv2:1.24.0"}
+        obj["spec"]["containers"] = [*obj["spec"]["containers"], proxy]
 
 
 def _value(state: Any) -> str | None:

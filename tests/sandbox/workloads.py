@@ -142,8 +142,11 @@ def grpo_client_script(
     write_object: Storage | None = None,
     container: str | None = None,
     load_parameters_path: str | None = None,
+    cut_last_save: bool = False,
 ) -> PodScript:
     """`train_rl` in headless Pathways mode, over simulated time (steps of `step_seconds`).
+
+    `cut_last_save`: the last checkpoint's save is cut off (arrays without Orbax's marker).
 
     With a PodStorage as `write_object`, the converted checkpoint at `load_parameters_path`
     is read first, as the pod.
@@ -189,7 +192,10 @@ def grpo_client_script(
                 )
             )
         if step % checkpoint_every == 0 or step == num_batches:
-            steps += _writes(write_object, checkpoint_uris(base_output_directory, run_name, step))
+            uris = checkpoint_uris(base_output_directory, run_name, step)
+            if cut_last_save and step == num_batches:
+                uris = uris[:-1]
+            steps += _writes(write_object, uris)
             steps.append(
                 log(absl("I", f"Saved checkpoint at step {step}", "checkpoint_manager.py:1516"))
             )
