@@ -128,3 +128,81 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
         AirflowException, match=r"no complete checkpoint .* \[50\] were never committed"
     ):
         op.prepare(layout, {"ti": ti})
+
+
+SCHEDULER_SAYS = (
+    "0/12 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
+    "8 node(s) had untolerated taint {google.com/tpu: present}."
+)
+
+
+def pending_pod(name: str, scheduled: bool) -> k8s.V1Pod:
+    condition = k8s.V1PodCondition(
+        type="PodScheduled",
+        status="True" if scheduled else "False",
+        reason=None if scheduled else "Unschedulable",
+        message=None if scheduled else SCHEDULER_SAYS,
+    )
+    return k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name=name),
+        status=k8s.V1PodStatus(phase="Pending", conditions=[condition]),
+    )
+
+
+def waiting_operator(operator, pods, monkeypatch, queued: bool = False, workloads=()):
+    from datetime import timedelta
+
+    core = FakeCoreV1(pods, {})
+    operator.__dict__["client"] = core
+    labels = {"kueue.x-k8s.io/queue-name": "user-queue"} if queued else {}
+    operator.job = k8s.V1Job(
+        metadata=k8s.V1ObjectMeta(name="j", namespace="default", labels=labels)
+    )
+    operator.parallelism = len(pods)
+    operator._pending_timeout = timedelta(seconds=0)
+    operator._poll_interval = 0.0
+    monkeypatch.setattr(operator, "_build_find_pod_label_selector", lambda *a, **k: "job-name=j")
+    custom = SimpleNamespace(list_namespaced_custom_object=lambda **kw: {"items": list(workloads)})
+    monkeypatch.setattr(jobs, "CustomObjectsApi", lambda api_client: custom)
+    monkeypatch.setattr(
+        type(operator), "hook", property(lambda self: SimpleNamespace(get_conn=lambda: None))
+    )
+    request = k8s.V1Pod(metadata=k8s.V1ObjectMeta(namespace="default"))
+    return lambda: operator.get_pods(request, {})
+
+
+def test_pods_the_scheduler_cannot_place_fail_with_its_reason(operator, monkeypatch):
+    get = waiting_operator(
+        operator, [pending_pod("convert-0", False), pending_pod("convert-1", True)], monkeypatch
+    )
+    with pytest.raises(AirflowException) as err:
+        get()
+    assert "1 pod(s) of Job j not scheduled" in str(err.value)
+    assert "convert-0: " + SCHEDULER_SAYS in str(err.value)
+
+
+def test_scheduled_pods_are_returned(operator, monkeypatch):
+    pods = [pending_pod("convert-0", True), pending_pod("convert-1", True)]
+    assert waiting_operator(operator, pods, monkeypatch)() == pods
+
+
+def test_a_queued_job_kueue_can_never_admit_fails_at_once(operator, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    workload = {
+        "metadata": {"name": "job-j-1a2b3", "ownerReferences": [{"kind": "Job", "name": "j"}]},
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: resource "
+                    "google.com/tpu unavailable in ClusterQueue",
+                }
+            ]
+        },
+    }
+    get = waiting_operator(operator, [], monkeypatch, queued=True, workloads=[workload])
+    with pytest.raises(AirflowFailException, match="job-j-1a2b3: couldn't assign flavors"):
+        get()

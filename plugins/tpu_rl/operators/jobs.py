@@ -8,12 +8,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
-from kubernetes.client import ApiClient
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from kubernetes.client import ApiClient, CustomObjectsApi
 from kubernetes.client import models as k8s
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import manifests
+from tpu_rl import kueue, manifests
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
 from tpu_rl.rewards import redact
 from tpu_rl.runtime import layout_from_context
@@ -121,27 +121,49 @@ class RunJobOperator(GKEStartJobOperator):
     def get_pods(
         self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
     ) -> Sequence[k8s.V1Pod]:
-        """Wait for all the Job's pods, up to the pending timeout, instead of failing at once."""
+        """Wait for all the Job's pods to exist and be scheduled, up to the pending timeout,
+        instead of failing at once; fail early when Kueue says it can never admit the Job, and
+        with the scheduler's reason when pods stay unschedulable."""
         deadline = time.monotonic() + self._pending_timeout.total_seconds()
+        name = self.job.metadata.name
         while True:
             label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
             pods = self.client.list_namespaced_pod(
                 namespace=pod_request_obj.metadata.namespace, label_selector=label_selector
             ).items
-            if len(pods) >= (self.parallelism or 1):
+            unscheduled = {p.metadata.name: why for p in pods if (why := _unschedulable(p))}
+            if len(pods) >= (self.parallelism or 1) and not unscheduled:
                 return pods
+            if why := self._never_admitted(name):
+                raise AirflowFailException(f"Kueue cannot admit Job {name}: {why}")
             if time.monotonic() > deadline:
+                if unscheduled:
+                    pod, why = next(iter(unscheduled.items()))
+                    raise AirflowException(
+                        f"{len(unscheduled)} pod(s) of Job {name} not scheduled after "
+                        f"{self._pending_timeout}; {pod}: {why}"
+                    )
                 raise AirflowException(
-                    f"{len(pods)} of {self.parallelism} pods of Job {self.job.metadata.name} exist "
+                    f"{len(pods)} of {self.parallelism} pods of Job {name} exist "
                     f"after {self._pending_timeout}: TPU capacity or Kueue admission is missing"
                 )
-            self.log.info(
-                "Waiting for pods of %s (%d/%d).",
-                self.job.metadata.name,
-                len(pods),
-                self.parallelism,
-            )
+            if unscheduled:
+                self.log.info("Pods of %s not scheduled yet: %s", name, unscheduled)
+            else:
+                self.log.info("Waiting for pods of %s (%d/%d).", name, len(pods), self.parallelism)
             time.sleep(self._poll_interval)
+
+    def _never_admitted(self, name: str) -> str | None:
+        """Kueue's reason when the Job's Workload can never be admitted (queued Jobs only)."""
+        if manifests.QUEUE_LABEL not in (self.job.metadata.labels or {}):
+            return None
+        custom = CustomObjectsApi(self.hook.get_conn())
+        try:
+            return kueue.never_admitted_reason(custom, self.job.metadata.namespace, "Job", name)
+        except ApiException as err:
+            if err.status == 404:  # no Workload API: Kueue is not installed
+                return None
+            raise
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
         """On failure, first the failed pods' last log lines: the provider raises without
@@ -191,6 +213,16 @@ class RunJobOperator(GKEStartJobOperator):
             kwargs=kwargs,
             timeout=timeout or self.execution_timeout,
         )
+
+
+def _unschedulable(pod: k8s.V1Pod) -> str | None:
+    """The scheduler's message for a pending pod it could not place (PodScheduled False)."""
+    if not pod.status or pod.status.phase != "Pending":
+        return None
+    for cond in pod.status.conditions or []:
+        if cond.type == "PodScheduled" and cond.status == "False":
+            return cond.message or cond.reason or "unschedulable"
+    return None
 
 
 def _terminated(pod: k8s.V1Pod) -> list[Any]:
