@@ -30,7 +30,7 @@ venv: $(STAMP) ## create .venv from the pinned requirements (once)
 demo: $(STAMP) ## one whole DAG run on the local sandbox, with a table of what happened
 	$(PY) -m tests.sandbox.demo
 
-test: $(STAMP) chromium ## run the whole test suite (and lint)
+test: $(STAMP) chromium kubectl ## run the whole test suite (and lint)
 	$(VENV)/bin/ruff check plugins dags tests
 	$(PY) -m pytest -q -n 2
 
@@ -66,6 +66,12 @@ deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LO
 chromium: ## install Debian's chromium and chromium-driver (as root; without them the page test skips)
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@command -v chromium >/dev/null || echo "chromium not installed (not root): the UI page test will be skipped"
+
+# --- kubectl for the emulator test (tests/sandbox/test_kubectl.py) ---
+.PHONY: kubectl
+kubectl: ## install Debian's kubernetes-client (as root; without it the kubectl test skips)
+	@command -v kubectl >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
+	@command -v kubectl >/dev/null || echo "kubectl not installed (not root): the kubectl test will be skipped"
 
 # --- benchmarks ---
 .PHONY: bench

@@ -81,6 +81,7 @@ with DAG(
         bucket_name="{{ params.gcs_bucket }}",
         project_id="{{ params.project }}",
         location="{{ params.region }}",
+        storage_class="STANDARD",  # the operator's MULTI_REGIONAL is refused in a region
         gcp_conn_id="{{ params.gcp_conn_id }}",
     )
     create_cluster = GclusterDeployOperator(

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tpu_rl.rewards import parse_line, split_timestamp
+from tpu_rl.rewards import is_reward_line, parse_line, split_timestamp
 
 # Longest log line kept, in bytes: the rest of a longer line is dropped, the line is logged
 # once as cut and never read as a reward line (MaxText's reward lines are ~200 bytes).
@@ -96,8 +96,13 @@ class LineCutter:
         return lines
 
     def flush(self) -> Line | None:
-        """The partial last line, for a log that ended without a newline."""
-        return self._take() if self._size or self._cut else None
+        """The partial last line, for a log that ended without a newline; never a reward
+        line: MaxText ends every line, so one without its newline was cut mid-write (the
+        container exited) and its last number may be short (`0.1` of `0.1875`)."""
+        if not (self._size or self._cut):
+            return None
+        line = self._take()
+        return None if is_reward_line(line.text) else line
 
     def _keep(self, piece: memoryview) -> None:
         room = self.cap - self._size

@@ -17,15 +17,17 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from tpu_rl import kube, verdicts
+from tpu_rl import kube, kueue_rules, verdicts
 from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.watch import watching
 
 
 class PodsReadyTrigger(BaseTrigger):
-    """Fires {"status": "success"} once `expected` pods matching `selector` exist (or run,
-    with `need_running`); {"status": "error", "message"} when the owner (`owner_path`, a Job
-    or JobSet) or a pod fails, the owner is gone, or `deadline` (epoch s) passes first."""
+    """Fires {"status": "success"} once `expected` pods matching `selector` exist and are
+    scheduled (or run, with `need_running`); {"status": "error", "reason", "message"} when the
+    owner (`owner_path`, a Job or JobSet) or a pod fails, the owner is gone, Kueue can never
+    admit the owner's Workload (`queued`; reason verdicts.KUEUE_REFUSED), or `deadline`
+    (epoch s) passes first (its message ends with the first pending pod's reason)."""
 
     def __init__(
         self,
@@ -43,6 +45,7 @@ class PodsReadyTrigger(BaseTrigger):
         gcp_conn_id: str = "google_cloud_default",
         impersonation_chain: str | Sequence[str] | None = None,
         use_dns_endpoint: bool = False,
+        queued: bool = False,
     ) -> None:
         super().__init__()
         self.kwargs = {
@@ -59,6 +62,7 @@ class PodsReadyTrigger(BaseTrigger):
             "gcp_conn_id": gcp_conn_id,
             "impersonation_chain": impersonation_chain,
             "use_dns_endpoint": use_dns_endpoint,
+            "queued": queued,
         }
 
     @classmethod
@@ -121,7 +125,7 @@ class PodsReadyTrigger(BaseTrigger):
                 self.log.warning("Kubernetes API: %s; checking again later", error)
                 failure, waiting = None, said or "the Kubernetes API is failing"
             if failure is not None:
-                return {"status": "error", "message": failure[1]}
+                return {"status": "error", "reason": failure[0], "message": failure[1]}
             if waiting is None:
                 self.log.info("%s: all %d pods ready.", k["what"], k["expected"])
                 return {"status": "success"}
@@ -132,17 +136,32 @@ class PodsReadyTrigger(BaseTrigger):
             if remaining <= 0:
                 counts, _, reason = waiting.partition("; ")
                 ready = counts.split()[0]  # "n/expected"
-                state = "pods running after" if k["need_running"] else "pods created after"
+                state = "pods running after" if k["need_running"] else "pods scheduled after"
                 message = f"{k['what']}: {ready} {state} the pending timeout ({reason})"
-                return {"status": "error", "message": message}
+                return {"status": "error", "reason": "pending_timeout", "message": message}
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(k["poll_interval"], remaining)):
                     await news.wait()
 
     async def _check(self) -> tuple[verdicts.Failure | None, str | None]:
         k = self.kwargs
+        owner_name = k["owner_path"].rsplit("/", 1)[1]
+        owner_kind = "JobSet" if "/jobsets/" in k["owner_path"] else "Job"
         async with self.hook.get_conn() as client:
             api = AsyncKube(client)
             owner = await api.get_optional(k["owner_path"])
             pods = await api.list_items(kube.pods_path(k["namespace"]), k["selector"])
+            workloads = await self._workloads(api) if k["queued"] and owner else []
+        if refusal := verdicts.kueue_refusal(k["what"], workloads, owner_kind, owner_name):
+            return refusal, None
         return verdicts.pods_verdict(k["what"], owner, pods, k["expected"], k["need_running"])
+
+    async def _workloads(self, api: AsyncKube) -> list[dict[str, Any]]:
+        """The namespace's Kueue Workloads; none when Kueue is not installed (404)."""
+        path = kueue_rules.workloads_path(self.kwargs["namespace"])
+        try:
+            return (await api.get_json(path)).get("items") or []
+        except KubeApiError as error:
+            if error.status == 404:
+                return []
+            raise

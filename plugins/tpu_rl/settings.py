@@ -80,6 +80,14 @@ class RunSettings:
         "Kueue queue",
         "LocalQueue for TPU workloads (the blueprint creates `user-queue`); empty: no Kueue.",
     )
+    client_service_account: str = setting(
+        "",
+        "Storage service account",
+        "Kubernetes service account, bound by Workload Identity to a Google service account "
+        "with storage access, for the conversion, training client and export pods (the "
+        "blueprint creates `workload-identity-k8s-sa`); empty: the pods use the host's "
+        "network and so the node pool's service account, as the tutorial does.",
+    )
     gcp_conn_id: str = setting(
         "google_cloud_default", "GCP connection", "Airflow connection with Google credentials."
     )
@@ -237,7 +245,9 @@ def _type_error(name: str, value: Any) -> str | None:
     ok = {
         "string": isinstance(value, str),
         "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "number": isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and (isinstance(value, float) or abs(value) < 2**1023),  # float() would overflow
         "boolean": isinstance(value, bool),
         "array": isinstance(value, list) and all(isinstance(v, str) for v in value),
     }[expected]
@@ -247,7 +257,16 @@ def _type_error(name: str, value: Any) -> str | None:
         "array": "a list of strings",
         "integer": "an integer",
     }.get(expected, f"a {expected}")
-    return f"{name}: must be {shown}, got {value!r}"
+    return f"{name}: must be {shown}, got {_short_repr(value)}"
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    """repr() cut to `limit` characters (an int past Python's digit limit has none)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "an integer too long to print"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
@@ -278,7 +297,7 @@ def load_settings_file(path: str | Path) -> RunSettings:
     """Settings from a JSON file with the Params' names."""
     try:
         raw = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
+    except ValueError as err:  # JSONDecodeError, or an integer past Python's digit limit
         raise SettingsError([f"{path}: not valid JSON ({err})"]) from err
     if not isinstance(raw, dict):
         raise SettingsError([f"{path}: must hold a JSON object of settings"])

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpu_rl import kueue_rules
 from tpu_rl.kube import condition_text, true_conditions
 
 Failure = tuple[str, str]  # (reason, message)
+KUEUE_REFUSED = "kueue_refused"  # the failure reason when Kueue can never admit the Workload
 FINISHED = ("Succeeded", "Failed")
 
 
@@ -47,6 +49,14 @@ def pod_waiting_reason(pod: dict[str, Any]) -> str:
         if waiting:
             return condition_text({"type": "Waiting", **waiting})
     return f"phase {phase(pod)}"
+
+
+def unscheduled(pod: dict[str, Any]) -> bool:
+    """A pending pod the scheduler could not place (PodScheduled False)."""
+    return phase(pod) == "Pending" and any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def pod_failed(pod: dict[str, Any]) -> bool:
@@ -145,8 +155,9 @@ def pods_verdict(
     expected: int,
     need_running: bool,
 ) -> tuple[Failure | None, str | None]:
-    """For a capacity wait: (failure, waiting reason); both None once enough pods exist
-    (or run, with `need_running`)."""
+    """For a capacity wait: (failure, waiting reason); both None once enough pods exist and
+    none is unschedulable (or run, with `need_running`). The waiting reason names the first
+    pending pod and why (the scheduler's PodScheduled message)."""
     if owner is None:
         return ("not_found", f"{what} not found (deleted?)"), None
     if failed := true_conditions(owner).get("Failed"):
@@ -155,9 +166,23 @@ def pods_verdict(
         if phase(pod) == "Failed":
             return ("failed", f"{what}: pod {pod_name(pod)} {exit_text(pod)}"), None
     active = [p for p in pods if phase(p) not in FINISHED]
-    ready = [p for p in active if phase(p) == "Running"] if need_running else pods
-    if len(ready) >= expected:
+    if need_running:
+        ready = [p for p in active if phase(p) == "Running"]
+    else:
+        ready = [p for p in pods if not unscheduled(p)]
+    if len(ready) >= expected and (need_running or len(ready) == len(pods)):
         return None, None
-    state = "running" if need_running else "created"
+    state = "running" if need_running else "scheduled"
     reason = set_waiting(what, owner, active) or "pods are starting"
     return None, f"{len(ready)}/{expected} pods {state}; {reason}"
+
+
+def kueue_refusal(
+    what: str, workloads: list[dict[str, Any]], kind: str, name: str
+) -> Failure | None:
+    """A failure when the Workload Kueue made for `kind` `name` can never be admitted."""
+    workload = kueue_rules.workload_for(workloads, kind, name)
+    if workload and (reason := kueue_rules.never_admitted(workload)):
+        workload_name = workload["metadata"].get("name")
+        return KUEUE_REFUSED, f"Kueue cannot admit {what}: Workload {workload_name}: {reason}"
+    return None

@@ -20,6 +20,14 @@ def test_lines_split_across_chunks_come_out_whole():
     assert cutter.flush() is None
 
 
+def test_a_post_line_cut_at_container_exit_does_not_count():
+    cutter = LineCutter()
+    whole = post(reward=0.1875)
+    assert cutter.feed(whole[:-3].encode()) == []  # the exit cut `0.1875` to `0.18`
+    assert cutter.flush() is None
+    assert cutter.feed(whole.encode())[0].text == whole.rstrip("\n")
+
+
 def test_a_64_mib_line_without_newline_stays_in_bounded_memory_and_linear_time():
     chunk = b"x" * (1 << 20)
     cutter = LineCutter()

@@ -29,7 +29,7 @@ from tests.sandbox.workloads import (
     grpo_client_script,
     pathways_server_script,
 )
-from tpu_rl import kube
+from tpu_rl import kube, verdicts
 from tpu_rl.follower import FollowState
 from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.pods_trigger import PodsReadyTrigger
@@ -1067,3 +1067,61 @@ async def test_a_refused_position_save_does_not_end_the_wait(emu, creds, monkeyp
     emu.append_log(NS, "train-a", C, step(20) + post())
     event = await task
     assert event["status"] == "success" and len(calls) == 1
+
+
+async def test_capacity_wait_ends_within_one_poll_when_kueue_can_never_admit(emu, creds):
+    make_jobset(emu, suspend=True)
+    never = (
+        "couldn't assign flavors to pod set pathways-head: resource cpu unavailable in ClusterQueue"
+    )
+    emu.create(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {
+                "name": f"jobset-{JOBSET}-1a2b3",
+                "namespace": NS,
+                "ownerReferences": [{"kind": "JobSet", "name": JOBSET}],
+            },
+            "status": {
+                "conditions": [
+                    {
+                        "type": "QuotaReserved",
+                        "status": "False",
+                        "reason": "Pending",
+                        "message": never,
+                    }
+                ]
+            },
+        }
+    )
+    started_at = time.monotonic()
+    event = await first_event(pods_trigger(emu, queued=True))
+    assert event["reason"] == verdicts.KUEUE_REFUSED and never in event["message"]
+    assert time.monotonic() - started_at < SLOW_POLL
+    event = await first_event(pods_trigger(emu, deadline=time.time() + 0.5))
+    assert event["reason"] == "pending_timeout"  # not queued: Kueue is not read
+
+
+async def test_capacity_wait_times_out_with_the_schedulers_reason(emu, creds):
+    make_job(emu)
+    said = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": said,
+    }
+    make_pod(emu, "convert-a", phase="Pending", conditions=[unschedulable])
+    trigger = pods_trigger(
+        emu,
+        what=f"Job {JOB}",
+        owner_path=kube.job_path(NS, JOB),
+        selector=f"job-name={JOB}",
+        expected=1,
+        need_running=False,
+        deadline=time.time() + 0.5,
+    )
+    event = await first_event(trigger)
+    assert event["status"] == "error" and event["reason"] == "pending_timeout"
+    assert "0/1 pods scheduled" in event["message"] and said in event["message"]

@@ -18,7 +18,7 @@ from airflow.sdk.log import mask_secret
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import manifests
+from tpu_rl import kueue, manifests, verdicts
 from tpu_rl.kube import JOBSET, JOBSET_NAME_LABEL, delete_backend, sweep
 from tpu_rl.layout import RUN_LABEL, RunLayout
 from tpu_rl.runtime import layout_from_context
@@ -108,6 +108,11 @@ class BackendStartOperator(RunClusterOperator):
         layout = layout_from_context(context)
         jobset = manifests.backend_jobset(layout)
         namespace, name = layout.settings.namespace, layout.backend_jobset
+        if layout.settings.kueue_queue:
+            try:
+                kueue.ensure_coverage(self.custom, layout, jobset, self.log)
+            except kueue.KueueError as err:
+                raise AirflowFailException(str(err)) from err
         try:
             self.custom.create_namespaced_custom_object(namespace=namespace, body=jobset, **JOBSET)
             self.log.info("Created JobSet %s/%s.", namespace, name)
@@ -121,7 +126,8 @@ class BackendStartOperator(RunClusterOperator):
         return name
 
     def _wait_running(self, layout: RunLayout) -> None:
-        """Wait in the triggerer (no worker slot) until all the backend's pods run."""
+        """Wait in the triggerer (no worker slot) until all the backend's pods run; a Workload
+        Kueue can never admit ends the wait within one poll."""
         from tpu_rl.pods_trigger import PodsReadyTrigger
 
         namespace, name = layout.settings.namespace, layout.backend_jobset
@@ -135,6 +141,7 @@ class BackendStartOperator(RunClusterOperator):
                 need_running=True,
                 deadline=time.time() + settings.pending_timeout_minutes * 60,
                 poll_interval=float(settings.poll_interval_seconds),
+                queued=bool(settings.kueue_queue),
             ),
             method_name="execute_complete",
         )
@@ -142,6 +149,8 @@ class BackendStartOperator(RunClusterOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """The backend JobSet's name once all its pods run (the training client may start)."""
         layout = layout_from_context(context)
+        if event.get("reason") == verdicts.KUEUE_REFUSED:
+            raise AirflowFailException(f"Pathways backend: {event.get('message')}")
         if event.get("status") != "success":
             raise AirflowException(f"{event.get('message')} (TPU capacity or Kueue)")
         return layout.backend_jobset

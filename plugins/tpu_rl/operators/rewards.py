@@ -34,6 +34,8 @@ class RunRewardSensor(RewardSensor):
         self.poll_interval = self.poke_interval = float(s.poll_interval_seconds)
         self.pending_timeout = s.pending_timeout_minutes * 60.0
         self.timeout = s.training_timeout_minutes * 60.0
+        # by name: a webhook-injected sidecar makes the client pod's container list ambiguous
+        self.container_name = self.container_name or manifests.CONTAINER
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
