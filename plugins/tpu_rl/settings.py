@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpu_rl.setting_types import type_error
+
 TUTORIAL_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
 TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
 
@@ -239,36 +241,6 @@ def json_type(f: dataclasses.Field) -> str:
     return _JSON_TYPES.get(str(f.type), "array")
 
 
-def _type_error(name: str, value: Any) -> str | None:
-    """A message when `value` has the wrong JSON type for setting `name`."""
-    expected = json_type(SETTING_FIELDS[name])
-    ok = {
-        "string": isinstance(value, str),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and (isinstance(value, float) or abs(value) < 2**1023),  # float() would overflow
-        "boolean": isinstance(value, bool),
-        "array": isinstance(value, list) and all(isinstance(v, str) for v in value),
-    }[expected]
-    if ok:
-        return None
-    shown = {
-        "array": "a list of strings",
-        "integer": "an integer",
-    }.get(expected, f"a {expected}")
-    return f"{name}: must be {shown}, got {_short_repr(value)}"
-
-
-def _short_repr(value: Any, limit: int = 80) -> str:
-    """repr() cut to `limit` characters (an int past Python's digit limit has none)."""
-    try:
-        text = repr(value)
-    except ValueError:
-        return "an integer too long to print"
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     """Build and validate settings; raises SettingsError listing every problem."""
     from tpu_rl.validation import validate
@@ -282,7 +254,7 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     for key, value in raw.items():
         if key not in SETTING_FIELDS:
             continue
-        if problem := _type_error(key, value):
+        if problem := type_error(key, value, json_type(SETTING_FIELDS[key])):
             errors.append(problem)
             continue
         values[key] = float(value) if json_type(SETTING_FIELDS[key]) == "number" else value
