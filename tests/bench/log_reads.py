@@ -118,6 +118,9 @@ def burst(box: Sandbox, conf: dict[str, Any]) -> dict[str, Any]:
         ended = time.time()
     if event.get("status") != "success":
         raise RuntimeError(f"the follower did not find the Post line after the burst: {event}")
+    deadline = time.monotonic() + 5  # the emulator records a stream when it sees the client go
+    while not fetched(box.emu, layout, before)[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
     _, container_log = box.emu.read_log(layout.settings.namespace, pod_name(box.emu, layout), None)
     post_record = next(r for r in container_log.records if "Post RL Training:" in r.text)
     return {
