@@ -30,7 +30,7 @@ venv: $(STAMP) ## create .venv from the pinned requirements (once)
 demo: $(STAMP) ## one whole DAG run on the local sandbox, with a table of what happened
 	$(PY) -m tests.sandbox.demo
 
-test: $(STAMP) chromium postgresql ## run the whole test suite (and lint)
+test: $(STAMP) chromium postgresql kubectl ## run the whole test suite (and lint)
 	$(VENV)/bin/ruff check plugins dags tests
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
@@ -72,6 +72,11 @@ chromium: ## install Debian's chromium and chromium-driver (as root; without the
 postgresql: ## install Debian's postgresql server (as root; without it the process scenarios skip)
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || echo "postgresql not installed (not root): the process scenarios will be skipped"
+# --- kubectl for the emulator test (tests/sandbox/test_kubectl.py) ---
+.PHONY: kubectl
+kubectl: ## install Debian's kubernetes-client (as root; without it the kubectl test skips)
+	@command -v kubectl >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
+	@command -v kubectl >/dev/null || echo "kubectl not installed (not root): the kubectl test will be skipped"
 
 # --- benchmarks ---
 .PHONY: bench

@@ -178,6 +178,13 @@ def _resuming(context: Any) -> bool:
     return bool(getattr(server, "next_method", None))
 
 
+def capped_deadline(task: Any, seconds: float) -> float:
+    """Epoch seconds `seconds` from now, but no later than this try's deadline (if set)."""
+    deadline = time.time() + seconds
+    cap = getattr(task, DEADLINE_ATTR, None)
+    return deadline if cap is None else min(deadline, cap)
+
+
 def time_left(task: Any) -> timedelta | None:
     """What is left of this try's limit (for a deferral's timeout); None before the hook ran."""
     deadline = getattr(task, DEADLINE_ATTR, None)

@@ -251,3 +251,10 @@ def test_a_wait_that_ended_in_time_is_not_lost_to_the_deadline(tutorial_conf):
     )
     apply_run_limits(context)
     assert wait.execution_timeout == timedelta(minutes=720)
+
+
+def test_the_bucket_is_created_with_a_class_a_region_accepts(dag):
+    """The operator defaults to MULTI_REGIONAL, which Cloud Storage refuses in a region."""
+    ensure = dag.get_task("ensure_bucket")
+    assert ensure.storage_class == "STANDARD"
+    assert ensure.location == "{{ params.region }}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,6 +21,7 @@ from tests.unit.test_reward_trigger import (
     pre,
     trigger_kwargs,
 )
+from tpu_rl.operators import rewards as run_rewards
 from tpu_rl.operators.rewards import RunRewardSensor
 from tpu_rl.reward_trigger import RewardTrigger
 from tpu_rl.rewards import redact
@@ -76,6 +78,11 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(emu, monkeypatch,
     )
     make_jobset(emu)
     emu.inject_faults(503, 5, path_regex="/jobsets/")
+    # the sensor follows the run's Job and backend, named from the run
+    layout = SimpleNamespace(
+        settings=SimpleNamespace(namespace=NS), train_job_base="x", backend_jobset=JOBSET
+    )
+    monkeypatch.setattr(run_rewards, "layout_from_context", lambda context: layout)
     sensor = RunRewardSensor(
         task_id="wait_for_rewards",
         project_id="demo-project",

@@ -1,10 +1,11 @@
 """A triggerer killed and restarted rebuilds the trigger from the kwargs it had at deferral (no
 progress in them): the resumed wait still finds the Post line, and logs no progress line twice,
-thanks to the mark it keeps on the training Job."""
+thanks to the follower position it saves on the training Job."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -25,7 +26,8 @@ from tests.unit.test_reward_trigger import (  # noqa: F401 (fixtures emu, creds,
     trigger_kwargs,
     wait_for,
 )
-from tpu_rl.reward_trigger import LOGGED_UNTIL_ANNOTATION, RewardTrigger
+from tpu_rl.reward_poll import POSITION_ANNOTATION
+from tpu_rl.reward_trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,16 +41,16 @@ async def test_a_trigger_rebuilt_from_its_deferral_kwargs_logs_no_line_twice(emu
     task = asyncio.create_task(first_event(first))
     emu.append_log(NS, "train-a", C, pre(), at=clock())
     emu.append_log(NS, "train-a", C, step(10), at=clock())
-    twin = clock()  # two lines with one timestamp: the mark counts them
+    twin = clock()  # two lines with one timestamp: the saved position counts them
     emu.append_log(NS, "train-a", C, step(20) + step(30), at=twin)
     await wait_for(lambda: steps() == [10, 20, 30])
-    await wait_for(
-        lambda: (
-            (emu.get("jobs", NS, JOB)["metadata"].get("annotations") or {})
-            .get(LOGGED_UNTIL_ANNOTATION, "")
-            .endswith(" 2")
-        )
-    )
+
+    def saved_position() -> dict:
+        annotations = emu.get("jobs", NS, JOB)["metadata"].get("annotations") or {}
+        return json.loads(annotations.get(POSITION_ANNOTATION) or "{}")
+
+    await wait_for(lambda: saved_position().get("seen_at_last_time") == 2)
+    assert saved_position()["pre"]["corr"] == 7
     task.cancel()  # SIGKILL: the progress in `first` is lost with the process
     with pytest.raises(asyncio.CancelledError):
         await task

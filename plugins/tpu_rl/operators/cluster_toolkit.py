@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from tpu_rl import blueprint, cluster_toolkit, deployment
+from tpu_rl import blueprint, deployment
 from tpu_rl.limits import time_left
 from tpu_rl.settings import RunSettings, SettingsError, load_settings
+
+# tpu_rl.cluster_toolkit (tarfile, urllib, subprocess plumbing) is imported where a task runs it,
+# not on every parse of the DAG files.
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -88,6 +91,8 @@ class _GclusterOperator(BaseOperator):
         return None
 
     def execute(self, context: Context) -> None:
+        from tpu_rl import cluster_toolkit
+
         raw = self.settings if self.settings is not None else context["params"]
         try:
             settings = load_settings(dict(raw))
@@ -131,6 +136,8 @@ class _GclusterOperator(BaseOperator):
         self._proc = proc
 
     def on_kill(self) -> None:
+        from tpu_rl import cluster_toolkit
+
         if self._proc is not None:
             cluster_toolkit.stop(self._proc)
 
