@@ -69,24 +69,29 @@ def required_names(s: RunSettings) -> Iterator[str]:
             yield f"{name}: required, and empty"
 
 
-@rule
-def project_id(s: RunSettings) -> Iterator[str]:
-    if s.project and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", s.project):
-        yield (
-            f"project: {s.project!r} is not a project ID (6-30 characters: lower-case letters, "
-            "digits, hyphens; starts with a letter, does not end with a hyphen)"
-        )
+# name -> (pattern, what a value that does not match it breaks)
+NAME_PATTERNS = {
+    "project": (
+        r"[a-z][a-z0-9-]{4,28}[a-z0-9]",
+        "is not a project ID (6-30 characters: lower-case letters, "
+        "digits, hyphens; starts with a letter, does not end with a hyphen)",
+    ),
+    "cluster_name": (
+        r"[a-z][a-z0-9-]{0,19}",
+        "must start with a lower-case letter, hold only "
+        "lower-case letters, digits and hyphens, and be at most 20 characters",
+    ),
+}
 
 
 @rule
-def cluster_name(s: RunSettings) -> Iterator[str]:
-    if s.cluster_name and not re.fullmatch(r"[a-z][a-z0-9-]{0,19}", s.cluster_name):
-        yield (
-            f"cluster_name: {s.cluster_name!r} must start with a lower-case letter, hold only "
-            "lower-case letters, digits and hyphens, and be at most 20 characters"
-        )
-    elif s.cluster_name.endswith("-"):
-        yield f"cluster_name: {s.cluster_name!r} must not end with a hyphen (GKE rule)"
+def names(s: RunSettings) -> Iterator[str]:
+    for name, (pattern, rule_text) in NAME_PATTERNS.items():
+        value = getattr(s, name)
+        if value and not re.fullmatch(pattern, value):
+            yield f"{name}: {value!r} {rule_text}"
+        elif name == "cluster_name" and value.endswith("-"):
+            yield f"cluster_name: {value!r} must not end with a hyphen (GKE rule)"
 
 
 @rule
