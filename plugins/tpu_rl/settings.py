@@ -223,6 +223,8 @@ class RunSettings:
 
 
 SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
+# May be left empty; the trigger form sends an emptied field as null, read as empty.
+OPTIONAL_SETTINGS = ("reservation", "kueue_queue", "extra_train_args")
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 
 
@@ -263,6 +265,8 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     for key, value in raw.items():
         if key not in SETTING_FIELDS:
             continue
+        if value is None and key in OPTIONAL_SETTINGS:
+            value = [] if json_type(SETTING_FIELDS[key]) == "array" else ""
         if problem := _type_error(key, value):
             errors.append(problem)
             continue
