@@ -1,0 +1,143 @@
+"""Airflow's own trigger form in headless Chromium: only the required fields, then Trigger.
+
+The DAGs are serialized into the test DB as the DAG processor would; the api-server (Airflow's
+app factory) serves the real UI on loopback; the run the form creates is read back over REST.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import REPO
+from tests.ui.chromium import Chromium, chromium_path
+from tests.ui.test_ui_page import api_server
+
+DAG_ID = "tpu_rl_post_training"
+SCREENSHOTS = REPO / "test-artifacts"
+# The fields the form marks required (a type without null and no default), as a user fills them.
+REQUIRED = {
+    "project": "my-tpu-project",
+    "region": "us-east5",
+    "zone": "us-east5-b",
+    "cluster_name": "gemma4-rl",
+    "gcs_bucket": "my-tpu-project-rl",
+}
+SET_VALUE = """(id, value) => {
+  const el = document.getElementById(id);
+  const proto = Object.getPrototypeOf(el);
+  Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, value);
+  el.dispatchEvent(new Event('input', {bubbles: true}));
+}"""
+
+
+def serialize_dags() -> None:
+    """What the DAG processor does: bundles, then every DAG of the bundle, into the DB."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        manager = DagBundlesManager()
+        manager.sync_bundles_to_db(session=session)
+        session.commit()
+        for bundle in manager.get_all_dag_bundles():
+            bundle.initialize()
+            bag = BundleDagBag(bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+            assert not bag.import_errors, bag.import_errors
+            sync_bag_to_db(bag, bundle.name, None, session=session)
+
+
+def runs(base: str, token: str) -> list[dict]:
+    response = httpx.get(
+        f"{base}/api/v2/dags/{DAG_ID}/dagRuns", headers={"Authorization": f"Bearer {token}"}
+    )
+    response.raise_for_status()
+    return response.json()["dag_runs"]
+
+
+def trigger_enabled(browser: Chromium) -> bool:
+    return browser.evaluate("!document.querySelector('[data-testid=trigger-dag-submit]').disabled")
+
+
+def section_button(title: str) -> str:
+    return (
+        "[...document.querySelectorAll('button')]"
+        f".find(b => b.textContent.trim().startsWith({json.dumps(title)}))"
+    )
+
+
+def click(browser: Chromium, element: str) -> None:
+    """A real mouse click in the middle of the element the expression finds."""
+    box = browser.evaluate(
+        f"(() => {{ const el = {element}; el.scrollIntoView({{block: 'center'}});"
+        " const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];"
+        " })()"
+    )
+    for kind in ("mousePressed", "mouseReleased"):
+        browser.call(
+            "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
+        )
+
+
+def set_field(browser: Chromium, name: str, value: str) -> None:
+    browser.wait_for(f"!!document.getElementById('element_{name}')")
+    browser.evaluate(f"({SET_VALUE})('element_{name}', {json.dumps(value)})")
+
+
+def fill_and_trigger(base: str, token: str, profile: Path) -> dict:
+    """Fill the form as a user would, screenshot it, press Trigger; what the form showed."""
+    browser = Chromium(profile)
+    seen = {}
+    try:
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=1400,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
+        browser.call("Page.navigate", url=f"{base}/dags/{DAG_ID}")
+        browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
+        click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
+        browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
+        seen["enabled_before"] = trigger_enabled(browser)
+        click(browser, section_button("Google Cloud"))
+        for name, value in REQUIRED.items():
+            set_field(browser, name, value)
+        set_field(browser, "kueue_queue", "")  # "empty: no Kueue" must not block the form
+        time.sleep(0.5)
+        seen["enabled_after"] = trigger_enabled(browser)
+        browser.evaluate("window.scrollTo(0, 0)")
+        browser.screenshot(SCREENSHOTS / "trigger-form.png")
+        click(browser, "document.querySelector('[data-testid=trigger-dag-submit]')")
+        deadline = time.monotonic() + 30
+        while not (found := runs(base, token)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        seen["runs"] = found
+    finally:
+        browser.close()
+    return seen
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_the_trigger_form_takes_only_the_required_fields(airflow_db, auth_token, tmp_path):
+    serialize_dags()
+    with api_server() as base:
+        assert runs(base, auth_token) == []
+        seen = fill_and_trigger(base, auth_token, tmp_path / "profile")
+    assert seen["enabled_before"] is False  # the required fields are empty
+    assert seen["enabled_after"] is True, "the form still blocks Trigger"
+    [run] = seen["runs"]
+    conf = run["conf"]
+    assert {k: conf[k] for k in REQUIRED} == REQUIRED
+    assert conf["kueue_queue"] is None and conf["reservation"] == ""
+    assert conf["num_batches"] == 50 and conf["cluster_mode"] == "create"
+    assert (SCREENSHOTS / "trigger-form.png").read_bytes()[:4] == b"\x89PNG"
