@@ -13,6 +13,9 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset
 
 from tpu_rl import manifests
+from tpu_rl.docs import document
+from tpu_rl.links import add_links
+from tpu_rl.notify import RunFailureNotifier
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
 from tpu_rl.operators.kubernetes import (
@@ -70,7 +73,12 @@ with DAG(
     dagrun_timeout=timedelta(hours=24),
     params=dag_params(),
     tags=["tpu", "rl", "maxtext", "gke"],
-    default_args={"owner": "ml-platform", "retries": 1},
+    default_args={
+        "owner": "ml-platform",
+        "retries": 1,
+        "on_failure_callback": RunFailureNotifier(),
+    },
+    on_failure_callback=RunFailureNotifier(),
 ) as dag:
     settings = ValidateSettingsOperator(task_id="validate", retries=0).output
 
@@ -157,3 +165,5 @@ with DAG(
     wait_for_rewards >> [passed_gate, export, verified]
     work >> run_succeeded
     work >> cleanup_kubernetes >> destroy_cluster
+    document(dag)
+    add_links(dag)

@@ -199,3 +199,38 @@ def test_first_line_of_an_error():
     )
     assert first_line(RuntimeError()) == "RuntimeError"
     assert first_line(None) == "no error message"
+
+
+def test_the_dag_tells_why_the_gate_stopped_and_links_the_console(
+    airflow_db, smtp_sink, http_sink, monkeypatch, tmp_path
+):
+    """The real DAG in the sandbox: the gate stops the export; one mail, one post, the links."""
+    from tests.sandbox.harness import SETTINGS, Sandbox, Workloads
+    from tests.sandbox.workloads import EvalResult
+
+    (sink, smtp_port), (bodies, http_port) = smtp_sink, http_sink
+    configure(monkeypatch, smtp_port, http_port)
+    with Sandbox(tmp_path).up() as box:
+        result = box.run(dict(SETTINGS), Workloads(post=EvalResult(corr=5, mean_reward=-0.05)))
+    assert result.state == "failed" and result.task_states["gate"] == "failed"
+
+    [mail] = sink.messages  # the gate's failure only: upstream_failed tasks run no callback
+    assert (
+        mail["Subject"] == f"[tpu_rl_post_training] reward gate stopped the export: {result.run_id}"
+    )
+    [posted] = bodies
+    assert "rewards: mean_reward pre 0.0821 -> post -0.0500 (gain -0.1321)" in posted["text"]
+    assert result.xcoms["gate.failure"].startswith("reward gate: post-training mean_reward=-0.0500")
+
+    project, cluster = SETTINGS["project"], SETTINGS["cluster_name"]
+    workloads = result.xcoms["train._link_GkeWorkloadsLink"]
+    assert workloads.startswith("https://console.cloud.google.com/kubernetes/workload/overview")
+    assert f"gke%2F{SETTINGS['region']}%2F{cluster}" in workloads
+    logs = result.xcoms["wait_for_rewards._link_PodLogsLink"]
+    train_job = result.xcoms["train.job_name"]
+    assert f"k8s-pod%2Fjob-name%22%3D%22{train_job}%22" in logs and f"project={project}" in logs
+    checkpoints = result.xcoms["gate._link_CheckpointsLink"]
+    assert checkpoints.startswith(
+        f"https://console.cloud.google.com/storage/browser/{SETTINGS['gcs_bucket']}/gemma4-26b/trained/rl-"
+    )
+    assert "verify._link_ExportLink" not in result.xcoms  # upstream_failed: it never ran
