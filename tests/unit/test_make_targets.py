@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 
 from tests.conftest import REPO
@@ -74,3 +75,48 @@ def test_make_demo_is_quiet_live_and_ends_with_its_summary(tmp_path):
     # what the terminal no longer shows went to the log
     assert "DagRun Finished" in log.read_text()
     assert "Marking run" not in done.stdout
+
+
+def test_make_help_lists_every_target():
+    makefile = (REPO / "Makefile").read_text()
+    phony = {t for line in re.findall(r"^\.PHONY: (.+)$", makefile, re.M) for t in line.split()}
+    done = make("help")
+    listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+    assert {"e2e", "chromium", "bench", "demo-ui", "clean", "lint"} <= phony
+    assert listed == phony, phony ^ listed
+
+
+def test_make_test_runs_the_format_check_before_the_suite():
+    done = make("-n", "test")
+    lines = [line for line in done.stdout.splitlines() if "ruff" in line or "pytest" in line]
+    assert lines == [
+        ".venv/bin/ruff check plugins dags tests",
+        ".venv/bin/ruff format --check plugins dags tests",
+        ".venv/bin/python -m pytest -q -n 2",
+    ]
+
+
+def test_make_chromium_says_what_it_installs_as_root_before_apt_get(tmp_path):
+    """With no chromium on PATH, as root: one line naming the packages, then apt-get."""
+    calls = tmp_path / "apt-get.log"
+    for name, body in {
+        "id": "echo 0",
+        "apt-get": f'echo "$*" >> {calls}',
+    }.items():
+        (tmp_path / name).write_text(f"#!/bin/bash\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    done = subprocess.run(
+        [shutil.which("make"), "--no-print-directory", "chromium"],
+        cwd=REPO,
+        env={"PATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "chromium is missing: installing Debian's chromium as root"
+        " (apt-get update; apt-get install -y chromium)"
+    ]
+    assert calls.read_text().splitlines() == ["update -qq", "install -y -qq chromium"]

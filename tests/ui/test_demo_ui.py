@@ -1,0 +1,177 @@
+"""`make demo-ui` driven once in headless Chromium, as a person uses it.
+
+Starts the demo (Airflow's own api-server, scheduler, dag-processor and triggerer wired to the
+sandbox), logs in on Airflow's login page, triggers tpu_rl_post_training from its form, waits for
+the run to succeed, takes screenshots of the form, the grid, the graph, a task's log and the RL
+post-training page (test-artifacts/demo-ui/), and checks that the run's rewards are on that page
+and that the demo printed the run's report.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.demo_ui.processes import PASSWORD, USER, Api, free_port
+from tests.ui.chromium import Chromium, chromium_path
+
+DAG_ID = "tpu_rl_post_training"
+SHOTS = REPO / "test-artifacts" / "demo-ui"
+READY_S, RUN_S = 300, 300
+
+
+class Demo:
+    """`python -m tests.demo_ui` in the background, its output collected line by line."""
+
+    def __init__(self, home: Path, port: int) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{REPO / 'plugins'}:{REPO}",
+            "DEMO_UI_HOME": str(home),
+            "DEMO_UI_PORT": str(port),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.demo_ui"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_line(self, text: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if found := [line for line in self.lines if text in line]:
+                return found[0]
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise AssertionError(f"no line with {text!r}:\n" + "\n".join(self.lines))
+
+    def stop(self) -> int:
+        """Ctrl-C, as a person stops it; the demo stops Airflow's processes itself."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def log_in(browser: Chromium, url: str) -> None:
+    """Airflow's login page (the simple auth manager's), typed into as a person does."""
+    browser.call("Page.navigate", url=url)
+    browser.wait_for("!!document.querySelector('input[name=username]')")
+    for name, text in (("username", USER), ("password", PASSWORD)):
+        browser.evaluate(f"document.querySelector('input[name={name}]').focus()")
+        browser.call("Input.insertText", text=text)
+    browser.wait_for("!document.querySelector('button[type=submit]').disabled")
+    browser.evaluate("document.querySelector('button[type=submit]').click()")
+    browser.wait_for("!location.pathname.startsWith('/auth/')")
+
+
+def trigger_from_the_form(browser: Chromium) -> None:
+    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
+    browser.evaluate("document.querySelector('[data-testid=trigger-dag-button]').click()")
+    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
+    browser.wait_for("document.body.innerText.includes('Run control')")
+    browser.screenshot(SHOTS / "form.png")
+    browser.evaluate("document.querySelector('[data-testid=trigger-dag-submit]').click()")
+
+
+def wait_for_run(api: Api) -> dict:
+    deadline = time.monotonic() + RUN_S
+    while time.monotonic() < deadline:
+        runs = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns").json()["dag_runs"]
+        if runs and runs[0]["state"] in ("success", "failed"):
+            return runs[0]
+        time.sleep(2)
+    raise AssertionError(f"the run did not end in {RUN_S} s")
+
+
+def page_text(browser: Chromium, url: str, until: str, shot: str) -> str:
+    browser.call("Page.navigate", url=url)
+    browser.wait_for(until)
+    time.sleep(1)  # let the last requests paint
+    browser.screenshot(SHOTS / shot)
+    return browser.evaluate("document.body.innerText")
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    demo = Demo(tmp_path / "home", port)
+    browser = None
+    try:
+        assert demo.wait_for_line("Airflow UI:", READY_S) == f"Airflow UI: {base}/dags/{DAG_ID}"
+        assert demo.wait_for_line("login:", 5).startswith(f"login: {USER} / {PASSWORD}")
+        browser = Chromium(tmp_path / "profile", timeout=120)
+        log_in(browser, f"{base}/dags/{DAG_ID}")
+        trigger_from_the_form(browser)
+        api = Api(base)
+        api.login()
+        run = wait_for_run(api)
+        assert run["state"] == "success"
+        assert run["conf"]["project"] == "tpu-rl-sandbox"  # the form sent the sandbox's settings
+        run_url = f"{base}/dags/{DAG_ID}/runs/{run['dag_run_id']}"
+
+        grid = page_text(
+            browser,
+            run_url,
+            "document.body.innerText.includes('cleanup_cluster')",
+            "grid.png",
+        )
+        assert "validate" in grid and "wait_for_rewards" in grid
+        browser.evaluate("document.querySelector('[aria-label*=raph i]').click()")
+        browser.wait_for("document.querySelectorAll('.react-flow__node').length >= 15")
+        time.sleep(1)
+        browser.screenshot(SHOTS / "graph.png")
+
+        log = page_text(
+            browser,
+            f"{run_url}/tasks/wait_for_rewards",
+            "document.body.innerText.includes('Post RL Training')",
+            "task-log.png",
+        )
+        assert "mean_reward" in log
+
+        browser.call("Page.navigate", url=f"{base}/tpu-rl/")
+        assert browser.wait_for("document.body && document.body.dataset.state") == "ready"
+        rows = browser.evaluate(
+            "[...document.querySelectorAll('#runs tbody tr')]"
+            ".map(tr => [...tr.cells].map(td => td.textContent))"
+        )
+        browser.screenshot(SHOTS / "rl-page.png")
+        assert len(rows) == 1
+        assert {"0.0821", "0.1234", "+0.0413", "passed"} <= set(rows[0])
+
+        report = demo.wait_for_line("mean_reward went from", 60)
+        assert "0.0821 to 0.1234" in report and "gate passed" in report
+        assert demo.wait_for_line("run report:", 5).endswith("run-report.md?alt=media")
+    finally:
+        if browser:
+            browser.close()
+        returncode = demo.stop()
+    assert returncode == 0, "\n".join(demo.lines)
+    assert demo.lines[-1] == "stopping Airflow and the sandbox"
+    # the terminal shows the demo's lines only; Airflow's and the emulators' go to files
+    assert not [line for line in demo.lines if "[info" in line or "Traceback" in line]
