@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,22 +28,18 @@ READY_S, RUN_S = 300, 300
 
 
 class Demo:
-    """`python -m tests.demo_ui` in the background, its output collected line by line."""
+    """`make demo-ui PORT=<port>` in the background, its output collected line by line."""
 
     def __init__(self, home: Path, port: int) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": f"{REPO / 'plugins'}:{REPO}",
-            "DEMO_UI_HOME": str(home),
-            "DEMO_UI_PORT": str(port),
-        }
+        # -o: the venv stamp counts as up to date, so make does not reinstall while tests run
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.demo_ui"],
+            ["make", "--no-print-directory", "-o", ".venv/.installed", "demo-ui", f"PORT={port}"],
             cwd=REPO,
-            env=env,
+            env={**os.environ, "DEMO_UI_HOME": str(home)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=True,  # its own process group, as a terminal gives it
         )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -64,13 +59,14 @@ class Demo:
         raise AssertionError(f"no line with {text!r}:\n" + "\n".join(self.lines))
 
     def stop(self) -> int:
-        """Ctrl-C, as a person stops it; the demo stops Airflow's processes itself."""
+        """Ctrl-C (SIGINT to make and the demo, as a terminal sends it); the demo then stops
+        Airflow's processes, which run in process groups of their own."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            os.killpg(self.proc.pid, signal.SIGINT)
         try:
             return self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)
             return self.proc.wait()
 
 

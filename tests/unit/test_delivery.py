@@ -631,7 +631,17 @@ def test_readme_delivery_commands_run_with_fakes(tmp_path):
             project.mkdir(exist_ok=True)
             shutil.copy2(source, project / name)
     (tmp_path / "home").mkdir()
-    env = fake_env(tmp_path, HOME=str(tmp_path / "home"), HF_TOKEN="hf_readmetoken")
+    (tmp_path / "www").mkdir()
+    sums = {
+        arch: write_bundle(tmp_path / "www" / f"gcluster_bundle_linux_{arch}.tgz")
+        for arch in ("amd64", "arm64")
+    }
+    env = fake_env(
+        tmp_path,
+        HOME=str(tmp_path / "home"),
+        HF_TOKEN="hf_readmetoken",
+        FAKE_CURL_ROOT=str(tmp_path / "www"),
+    )
     ran_make_airflow = False
     for block in blocks:
         block_env = dict(env)
@@ -648,7 +658,15 @@ def test_readme_delivery_commands_run_with_fakes(tmp_path):
         )
         assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
     assert ran_make_airflow
-    assert (project / ".env").read_text() == (REPO / ".env.example").read_text()
+    # .env is the example with the bundle's checksum pinned by scripts/pin_gcluster_bundle.sh
+    arch = "arm64" if os.uname().machine in ("aarch64", "arm64") else "amd64"
+    pinned = f"GCLUSTER_BUNDLE_SHA256={sums[arch]}\n"
+    example = (REPO / ".env.example").read_text()
+    assert (project / ".env").read_text() == example.replace("GCLUSTER_BUNDLE_SHA256=\n", pinned)
+    version = dockerfile_args()["CLUSTER_TOOLKIT_VERSION"]
+    assert (tmp_path / "curl.log").read_text().splitlines() == [
+        blueprint.bundle_url(version, f"gcluster_bundle_linux_{arch}.tgz")
+    ]
 
     services = set(compose()["services"])
     docker = calls(tmp_path / "docker.jsonl")

@@ -120,3 +120,29 @@ def test_make_chromium_says_what_it_installs_as_root_before_apt_get(tmp_path):
         " (apt-get update; apt-get install -y chromium)"
     ]
     assert calls.read_text().splitlines() == ["update -qq", "install -y -qq chromium"]
+
+
+def test_make_e2e_writes_its_report_where_asked():
+    done = make("-n", "e2e", "REPORT=out/e2e.json")
+    assert done.stdout.strip() == (
+        f"E2E_REPORT={REPO}/out/e2e.json .venv/bin/python -m pytest -q tests/e2e/test_scenarios.py"
+    )
+
+
+def test_make_clean_removes_what_the_readme_says():
+    done = make("-n", "clean")
+    assert done.stdout.split() == [
+        "rm",
+        "-rf",
+        ".venv",
+        ".airflow",
+        "plan-out",
+        "test-artifacts",
+        ".pytest_cache",
+        ".ruff_cache",
+    ]
+
+
+def test_make_lint_passes():
+    done = make("lint")
+    assert done.returncode == 0, done.stdout + done.stderr
