@@ -5,15 +5,15 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+
 import pytest
 import yaml
 
+from tests.conftest import BLUEPRINT_FIXTURES as FIXTURES
+from tests.conftest import SEED
 from tpu_rl import blueprint
 from tpu_rl.blueprint import BlueprintError
 from tpu_rl.settings import load_settings
-
-from tests.conftest import BLUEPRINT_FIXTURES as FIXTURES
-from tests.conftest import SEED
 
 BLUEPRINT = (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()
 TUTORIAL = SEED.read_text()
