@@ -157,6 +157,8 @@ def main() -> int:
     except (RuntimeError, TimeoutError) as err:
         say(err)
         return 1
+    finally:
+        say("stopped")
 
 
 if __name__ == "__main__":
