@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -52,9 +53,9 @@ def serialize_dags() -> None:
             sync_bag_to_db(bag, bundle.name, None, session=session)
 
 
-def runs(base: str, token: str) -> list[dict]:
+def runs(base: str, token: str, dag_id: str = DAG_ID) -> list[dict]:
     response = httpx.get(
-        f"{base}/api/v2/dags/{DAG_ID}/dagRuns", headers={"Authorization": f"Bearer {token}"}
+        f"{base}/api/v2/dags/{dag_id}/dagRuns", headers={"Authorization": f"Bearer {token}"}
     )
     response.raise_for_status()
     return response.json()["dag_runs"]
@@ -89,7 +90,17 @@ def set_field(browser: Chromium, name: str, value: str) -> None:
     browser.evaluate(f"({SET_VALUE})('element_{name}', {json.dumps(value)})")
 
 
-def fill_and_trigger(base: str, token: str, profile: Path) -> dict:
+@dataclass
+class Form:
+    """One DAG's trigger form as a user fills it: the section to open, the fields to set."""
+
+    dag_id: str
+    section: str
+    fields: dict[str, str]
+    screenshot: str
+
+
+def fill_and_trigger(base: str, token: str, profile: Path, form: Form) -> dict:
     """Fill the form as a user would, screenshot it, press Trigger; what the form showed."""
     browser = Chromium(profile)
     seen = {}
@@ -102,22 +113,24 @@ def fill_and_trigger(base: str, token: str, profile: Path) -> dict:
             mobile=False,
         )
         browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-        browser.call("Page.navigate", url=f"{base}/dags/{DAG_ID}")
+        browser.call("Page.navigate", url=f"{base}/dags/{form.dag_id}")
         browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
         click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
         browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
         seen["enabled_before"] = trigger_enabled(browser)
-        click(browser, section_button("Google Cloud"))
-        for name, value in REQUIRED.items():
+        click(browser, section_button(form.section))
+        for name, value in form.fields.items():
             set_field(browser, name, value)
-        set_field(browser, "kueue_queue", "")  # "empty: no Kueue" must not block the form
         time.sleep(0.5)
         seen["enabled_after"] = trigger_enabled(browser)
+        seen["sections"] = browser.evaluate(
+            "[...document.querySelectorAll('[role=dialog] button')].map(b => b.textContent.trim())"
+        )
         browser.evaluate("window.scrollTo(0, 0)")
-        browser.screenshot(SCREENSHOTS / "trigger-form.png")
+        browser.screenshot(SCREENSHOTS / form.screenshot)
         click(browser, "document.querySelector('[data-testid=trigger-dag-submit]')")
         deadline = time.monotonic() + 30
-        while not (found := runs(base, token)) and time.monotonic() < deadline:
+        while not (found := runs(base, token, form.dag_id)) and time.monotonic() < deadline:
             time.sleep(0.2)
         seen["runs"] = found
     finally:
@@ -128,16 +141,34 @@ def fill_and_trigger(base: str, token: str, profile: Path) -> dict:
 @pytest.mark.skipif(
     chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
 )
-def test_the_trigger_form_takes_only_the_required_fields(airflow_db, auth_token, tmp_path):
+def test_the_trigger_forms_take_only_the_required_fields(airflow_db, auth_token, tmp_path):
     serialize_dags()
+    # "empty: no Kueue" must not block the form
+    main = Form(DAG_ID, "Google Cloud", {**REQUIRED, "kueue_queue": ""}, "trigger-form.png")
+    # a dry run needs no bucket
+    janitor = Form(
+        "tpu_rl_janitor",
+        "What to sweep",
+        {"project": REQUIRED["project"], "region": REQUIRED["region"]},
+        "janitor-form.png",
+    )
     with api_server() as base:
         assert runs(base, auth_token) == []
-        seen = fill_and_trigger(base, auth_token, tmp_path / "profile")
+        seen = fill_and_trigger(base, auth_token, tmp_path / "main", main)
+        swept = fill_and_trigger(base, auth_token, tmp_path / "janitor", janitor)
     assert seen["enabled_before"] is False  # the required fields are empty
     assert seen["enabled_after"] is True, "the form still blocks Trigger"
+    sections = ["Google Cloud", "Model", "GRPO", "Run control"]
+    assert [b for b in seen["sections"] if b in sections] == sections
     [run] = seen["runs"]
     conf = run["conf"]
     assert {k: conf[k] for k in REQUIRED} == REQUIRED
     assert conf["kueue_queue"] is None and conf["reservation"] == ""
     assert conf["num_batches"] == 50 and conf["cluster_mode"] == "create"
     assert (SCREENSHOTS / "trigger-form.png").read_bytes()[:4] == b"\x89PNG"
+
+    assert (swept["enabled_before"], swept["enabled_after"]) == (False, True)
+    sections = ["What to sweep", "How", "Destroying clusters"]
+    assert [b for b in swept["sections"] if b in sections] == sections
+    [sweep] = swept["runs"]
+    assert sweep["conf"]["dry_run"] is True and sweep["conf"]["gcs_bucket"] == ""
