@@ -18,7 +18,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests.sandbox.cloud import free_port
-from tpu_rl.notify import FAILURE_XCOM_KEY, first_line
+from tpu_rl.notify import FAILURE_XCOM_KEY, RunFailureNotifier, first_line
 
 
 class SmtpSink:
@@ -234,3 +234,22 @@ def test_the_dag_tells_why_the_gate_stopped_and_links_the_console(
         f"https://console.cloud.google.com/storage/browser/{SETTINGS['gcs_bucket']}/gemma4-26b/trained/rl-"
     )
     assert "verify._link_ExportLink" not in result.xcoms  # upstream_failed: it never ran
+
+
+def test_the_dags_callback_speaks_only_when_no_task_did(http_sink, monkeypatch):
+    """The DAG's failure callback (the DAG processor's minimal context): a timeout is told."""
+    from types import SimpleNamespace
+
+    bodies, http_port = http_sink
+    configure(monkeypatch, free_port(), http_port)
+    monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
+    dag = SimpleNamespace(dag_id="tpu_rl_post_training")
+    context = {"dag": dag, "run_id": "scheduled__2026-12-01", "reason": "task_failure"}
+    RunFailureNotifier().notify(context)
+    assert bodies == []  # the failed task's own callback told it
+    RunFailureNotifier().notify({**context, "reason": "timed_out"})
+    [posted] = bodies
+    lines = posted["text"].splitlines()
+    assert lines[0] == "[tpu_rl_post_training] run failed: scheduled__2026-12-01"
+    assert "reason: the run ended: timed_out" in lines
+    assert lines[-1].endswith("/dags/tpu_rl_post_training/runs/scheduled__2026-12-01")
