@@ -36,11 +36,11 @@ def say(text: object) -> None:
 
 WATCH_S = 2.0  # how often the terminal asks Airflow about the runs
 READY_TIMEOUT_S = 300
-# Simulated time runs 200x faster (training's 50 steps of 60 s take about 15 s): slow enough to
+# Simulated time runs 100x faster (training's 50 steps of 60 s take about 30 s): slow enough to
 # watch, and the reward trigger fires well after its task deferred. Fired within a scheduler
 # loop or two, Airflow 3.3.2 can count the deferring process's exit as the resumed attempt's end
 # and fail it (apache/airflow#72716); `make demo`'s dag.test() has no scheduler and runs 1000x.
-TIME_SCALE = 0.005
+TIME_SCALE = 0.01
 
 
 def port_is_free(port: int) -> bool:
@@ -81,10 +81,19 @@ class RunWatcher:
         done = self.api.get(f"{path}/return_value", deserialize=True)
         return done.json().get("value") if done.status_code == 200 else None
 
+    def failed_tasks(self, run_id: str) -> list[str]:
+        done = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
+        tis = done.json().get("task_instances", []) if done.status_code == 200 else []
+        return [ti["task_id"] for ti in tis if ti["state"] == "failed"]
+
     def ended(self, run_id: str, state: str) -> None:
         rewards = self.xcom(run_id, "wait_for_rewards") or {}
         pre, post = ((rewards.get(k) or {}).get("mean_reward") for k in ("pre", "post"))
-        say(f"run {run_id}: {state.upper()}, mean_reward {pre} -> {post}")
+        failed = self.failed_tasks(run_id)
+        say(
+            f"run {run_id}: {state.upper()}, mean_reward {pre} -> {post}"
+            + (f"; failed: {', '.join(failed)} (see their logs)" if failed else "")
+        )
         export = self.xcom(run_id, "verify")
         if export:
             summary, url = report_link(self.gcs, export)
