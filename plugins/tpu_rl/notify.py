@@ -32,9 +32,14 @@ GATE_TASK = "gate"
 
 
 def first_line(error: object) -> str:
-    """The first non-empty line of an error, without secrets Airflow knows about."""
+    """The first non-empty line of an error, without secrets Airflow knows about.
+
+    A line that only announces a list ("2 invalid setting(s):") brings the list's first item.
+    """
     lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
     text = lines[0] if lines else type(error).__name__ if error else "no error message"
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
     return str(redact(text))[:500]
 
 

@@ -198,6 +198,9 @@ def test_first_line_of_an_error():
         "Job failed: BackoffLimitExceeded"
     )
     assert first_line(RuntimeError()) == "RuntimeError"
+    assert first_line(
+        RuntimeError("2 invalid setting(s):\n- project: required, and empty\n- x")
+    ) == ("2 invalid setting(s): - project: required, and empty")
     assert first_line(None) == "no error message"
 
 
