@@ -34,7 +34,7 @@ PORT ?= 8080
 demo-ui: $(STAMP) ## Airflow's UI on the sandbox: trigger the DAG from its form on http://127.0.0.1:8080 (PORT=<n> for another), login admin/admin; Ctrl-C stops it
 	@DEMO_UI_PORT=$(PORT) $(PY) -m tests.demo_ui
 
-test: $(STAMP) chromium ## lint (ruff check, ruff format --check) and the whole test suite
+test: $(STAMP) chromium kubectl ## lint (ruff check, ruff format --check) and the whole test suite
 	$(VENV)/bin/ruff check plugins dags tests
 	$(VENV)/bin/ruff format --check plugins dags tests
 	$(PY) -m pytest -q -n 2
@@ -74,6 +74,12 @@ chromium: ## install Debian's chromium with apt-get when missing (only as root, 
 	  echo "chromium is missing: installing Debian's chromium as root (apt-get update; apt-get install -y chromium)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "chromium is not installed and this is not root: the UI tests will be skipped"; fi
+
+# --- kubectl for the emulator test (tests/sandbox/test_kubectl.py) ---
+.PHONY: kubectl
+kubectl: ## install Debian's kubernetes-client (as root; without it the kubectl test skips)
+	@command -v kubectl >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
+	@command -v kubectl >/dev/null || echo "kubectl not installed (not root): the kubectl test will be skipped"
 
 # --- benchmarks ---
 .PHONY: bench

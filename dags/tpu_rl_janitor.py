@@ -5,9 +5,14 @@ Thin wiring only: the rules live in tpu_rl.janitor, the I/O in tpu_rl.operators.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Variable, task
+# Named here so the DAG processor imports them once in its parent process
+# (`_pre_import_airflow_modules`), not in every forked parse: the sweep builds on them.
+import airflow.providers.google.cloud.hooks.kubernetes_engine
+import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
+from airflow.sdk import DAG, task
 
 from tpu_rl.janitor import janitor_params
 from tpu_rl.operators.cluster_toolkit import GclusterDestroyOperator
@@ -21,19 +26,21 @@ Finds the Jobs, JobSets and Secrets this package labelled in the region's labell
 older than `grace_minutes` (JobSets and Jobs first, then Secrets), then destroys labelled
 clusters no active run uses and older than the grace period, with `gcluster destroy` as
 `cleanup_cluster` does. `existing_clusters` are never destroyed. `dry_run` (the default) only
-reports. Defaults of the Params: the JSON Variable `tpu_rl_janitor_params`.
+reports. Defaults of the Params: the JSON Variable `tpu_rl_janitor_params`, read when the sweep
+runs; the schedule: the environment variable `TPU_RL_JANITOR_SCHEDULE` (no lookup per parse).
 """
+# environment, not an Airflow Variable: read when the file is parsed, so it must cost nothing
+SCHEDULE = os.environ.get("TPU_RL_JANITOR_SCHEDULE") or "*/30 * * * *"
 
 with DAG(
     dag_id="tpu_rl_janitor",
     description="Removes leftover TPU Jobs, JobSets, Secrets and clusters of tpu_rl_post_training",
     doc_md=DOC,
-    schedule=Variable.get("tpu_rl_janitor_schedule", default="*/30 * * * *"),
+    schedule=SCHEDULE,
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=4),
-    params=janitor_params(Variable.get("tpu_rl_janitor_params", default={}, deserialize_json=True)),
     tags=["tpu", "rl", "gke", "janitor"],
     default_args={"owner": "ml-platform", "retries": 0},
 ) as dag:
@@ -56,3 +63,6 @@ with DAG(
         return verdict(context)
 
     [sweep, destroy] >> report()
+    # Last, on the DAG alone: tasks made while the DAG has Params keep copies that Airflow
+    # validates Param by Param on every parse; at run time the DAG's are merged in anyway.
+    dag.params = janitor_params({})

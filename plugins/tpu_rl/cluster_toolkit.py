@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tpu_rl import blueprint
+from tpu_rl import blueprint, kueue_config
 from tpu_rl.settings import RunSettings
 
 CONFIG_SECTION = "tpu_rl"  # [tpu_rl] in airflow.cfg, or AIRFLOW__TPU_RL__<KEY> env vars
@@ -127,6 +127,9 @@ def prepare_workdir(
     )
     for name, text in steps.files.items():
         (workdir / name).write_text(text)
+    staged_kueue = workdir / kueue_config.CONFIG_FILE
+    if staged_kueue.is_file():  # the blueprint's own; cover what the Pathways backend asks for
+        staged_kueue.write_text(kueue_config.edit_kueue_config(staged_kueue.read_text()))
     return steps
 
 

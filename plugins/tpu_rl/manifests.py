@@ -182,12 +182,33 @@ def _queue_label(layout: RunLayout) -> dict[str, str]:
     return {QUEUE_LABEL: layout.settings.kueue_queue} if layout.settings.kueue_queue else {}
 
 
-def _tpu_pod_spec(layout: RunLayout, containers: list[Manifest], restart_policy: str) -> Manifest:
-    """Pod spec on the TPU slice's hosts, as gcluster schedules them."""
+HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+
+
+def storage_identity(layout: RunLayout) -> Manifest:
+    """How a pod that reads and writes the bucket gets its Google identity.
+
+    By default as the tutorial's head pod: on the host's network, so GKE's metadata server
+    answers with the node pool's service account (cpu-np: the cluster's gke-wl-sa; TPU pool:
+    gke-np-sa, given storage.admin by the blueprint edit). With `client_service_account`, the
+    pod runs as that Kubernetes service account, bound to a Google one by Workload Identity
+    (which does not reach host-network pods).
+    """
+    account = layout.settings.client_service_account
+    return {"serviceAccountName": account} if account else dict(HOST_NETWORK)
+
+
+def _tpu_pod_spec(
+    layout: RunLayout,
+    containers: list[Manifest],
+    restart_policy: str,
+    identity: Manifest | None = None,
+) -> Manifest:
+    """Pod spec on the TPU slice's hosts, as gcluster schedules them (host network unless an
+    identity says otherwise)."""
     return {
         "restartPolicy": restart_policy,
-        "hostNetwork": True,
-        "dnsPolicy": "ClusterFirstWithHostNet",
+        **(HOST_NETWORK if identity is None else identity),
         "nodeSelector": {
             "cloud.google.com/gke-tpu-accelerator": ACCELERATOR_LABEL,
             "cloud.google.com/gke-tpu-topology": layout.settings.topology,
@@ -227,7 +248,7 @@ def _conversion_like_job(
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
             "template": {
                 "metadata": {"labels": dict(layout.labels)},
-                "spec": _tpu_pod_spec(layout, [container], "Never"),
+                "spec": _tpu_pod_spec(layout, [container], "Never", storage_identity(layout)),
             },
         },
     }
@@ -299,6 +320,7 @@ def train_job(layout: RunLayout) -> Manifest:
                 "metadata": {"labels": dict(layout.labels)},
                 "spec": {
                     "restartPolicy": "Never",
+                    **storage_identity(layout),
                     "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_NODE_POOL},
                     "containers": [container],
                 },

@@ -12,16 +12,35 @@ from typing import Any
 
 import yaml
 
-from tpu_rl import blueprint, manifests
+from tpu_rl import blueprint, kueue_config, manifests
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
 # The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
-PLAN_BLUEPRINT = (
-    Path(__file__).resolve().parents[2] / "include" / "cluster-toolkit" / blueprint.BLUEPRINT_FILE
-)
+PLAN_BLUEPRINT = Path("cluster-toolkit") / blueprint.BLUEPRINT_FILE
+PLAN_KUEUE_CONFIG = Path("cluster-toolkit") / kueue_config.CONFIG_FILE
+# Where include/ is: beside plugins/ in the repository; on Cloud Composer,
+# scripts/deploy_composer.sh puts it under the bucket's data/ folder, mounted here.
+COMPOSER_INCLUDE = Path("/home/airflow/gcs/data/tpu_rl_airflow/include")
 Step = dict[str, Any]
+
+
+def include_dirs() -> list[Path]:
+    """Candidate include/ folders, in the order they are tried."""
+    return [Path(__file__).resolve().parents[2] / "include", COMPOSER_INCLUDE]
+
+
+def include_file(relative: Path) -> Path:
+    """A file of include/, from the repository or from Composer's data folder."""
+    tried = [folder / relative for folder in include_dirs()]
+    for path in tried:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"include/{relative} not found; looked in {', '.join(map(str, tried))} "
+        "(deploy with scripts/deploy_composer.sh, or run from a full clone)"
+    )
 
 
 def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
@@ -38,6 +57,8 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
     cluster = _cluster_plan(layout) if s.cluster_mode == "create" else None
     if cluster:
         files.update(cluster.files)
+        kueue_text = include_file(PLAN_KUEUE_CONFIG).read_text()
+        files[kueue_config.CONFIG_FILE] = kueue_config.edit_kueue_config(kueue_text)
         steps.append(
             {
                 "id": "create_cluster",
@@ -73,7 +94,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
         ),
         _object_step(
             "train",
-            "Submit the GRPO client (train_rl) without waiting.",
+            f"Submit the GRPO client (train_rl) without waiting; {_identity(layout)}.",
             manifests.train_job(layout),
             files,
             python_argv(manifests.TRAIN_MODULE, manifests.train_flags(layout)),
@@ -104,9 +125,16 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
     return steps, files
 
 
+def _identity(layout: RunLayout) -> str:
+    """Which Google identity the pods that use the bucket have, in words."""
+    if account := layout.settings.client_service_account:
+        return f"its pods run as service account {account} (Workload Identity)"
+    return "its pods use the host network, so the node pool's service account"
+
+
 def _cluster_plan(layout: RunLayout) -> blueprint.ClusterToolkitPlan:
     return blueprint.plan(
-        PLAN_BLUEPRINT.read_text(), layout.settings, layout.terraform_state_prefix
+        include_file(PLAN_BLUEPRINT).read_text(), layout.settings, layout.terraform_state_prefix
     )
 
 
@@ -173,7 +201,11 @@ def main(argv: list[str]) -> int:
         print(f"{argv[0]}: {err}", file=sys.stderr)
         return 1
     layout = RunLayout(settings, argv[2] if len(argv) == 3 else PLAN_RUN_ID)
-    path = write_plan(layout, Path(argv[1]))
+    try:
+        path = write_plan(layout, Path(argv[1]))
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(f"wrote {path} and {len(list(path.parent.iterdir())) - 1} rendered files")
     return 0
 

@@ -1,9 +1,11 @@
 """The per-run report: run-report.json and run-report.md next to the exported model.
 
-TPU-hours are hosts x hours the TPU pool existed, the pool being the Pathways backend JobSet
-(from start_backend to the reward sensor's end, which deletes it). The cost is an estimate:
-chip-hours times the list price below, which ignores committed-use and spot discounts,
-regional differences and the cluster's CPU nodes, disks and network.
+TPU-hours are hosts x hours of what bills (`billing_rule`): a node pool on a reservation, or a
+static pool, bills for its whole life, whether pods run on it or not; an autoscaled pool bills
+while its TPU nodes exist, that is while the run's TPU steps (conversion, the Pathways backend,
+export) hold them. The cost is an estimate: chip-hours times the list price below, which
+ignores committed-use and spot discounts, regional differences and the cluster's CPU nodes,
+disks and network.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
@@ -27,6 +30,19 @@ PRICE_PER_CHIP_HOUR_USD = {"v6e": 2.70}
 # The steps the backend JobSet lives through, in order: start_backend creates it, the reward
 # sensor deletes it the moment its wait ends (stop_backend then finds it gone).
 BACKEND_STEPS = ("start_backend", "train", "wait_for_rewards")
+# Steps whose pods hold every host of the slice: conversion and export run on each host.
+TPU_STEPS = ("convert", *BACKEND_STEPS, "export")
+# How TPU-hours are counted: what bills for the run's settings (see billing_rule).
+CREATED_POOL = "created_pool"
+EXISTING_STATIC_POOL = "existing_static_pool"
+TPU_NODES = "tpu_nodes"
+RULES = {
+    CREATED_POOL: "the run's cluster and its reserved TPU node pool: from create_cluster's start "
+    "to cleanup_cluster's end",
+    EXISTING_STATIC_POOL: "an existing cluster's reserved (static) TPU node pool: the run's span",
+    TPU_NODES: "an existing cluster without a reservation: the TPU nodes' life, the steps "
+    "that hold them (convert, start_backend to the end of the reward wait, export)",
+}
 JSON_NAME = "run-report.json"
 MARKDOWN_NAME = "run-report.md"
 
@@ -34,6 +50,14 @@ MARKDOWN_NAME = "run-report.md"
 def pool_hosts(layout: RunLayout) -> int:
     """TPU VM hosts of the whole pool: hosts per slice x slices."""
     return layout.hosts * layout.settings.cluster_nodepool_count
+
+
+def billing_rule(settings: RunSettings) -> str:
+    """What bills: a cluster the run creates takes its TPU pool on the reservation (static size);
+    an existing cluster with a reservation is taken as a static pool; otherwise the nodes."""
+    if settings.cluster_mode == "create":
+        return CREATED_POOL
+    return EXISTING_STATIC_POOL if settings.reservation else TPU_NODES
 
 
 def tpu_hours(hosts: int, pool_seconds: float) -> float:
@@ -69,10 +93,19 @@ def build_report(
     gate: Mapping[str, Any] | None,
     checkpoint_step: int | None,
     durations: Mapping[str, float],
+    run_seconds: float,
 ) -> dict[str, Any]:
-    """The report as a JSON-ready dict. The token is never a setting, so it cannot be here."""
+    """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
+
+    `run_seconds` is the run's age when the report is written (at verify): for a pool that bills
+    for its whole life, the TPU-hours so far; cleanup, still to come, adds its minutes.
+    """
     settings = layout.settings
-    pool_seconds = sum(durations.get(step, 0.0) for step in BACKEND_STEPS)
+    rule = billing_rule(settings)
+    if rule == TPU_NODES:
+        pool_seconds = sum(durations.get(step, 0.0) for step in TPU_STEPS)
+    else:
+        pool_seconds = run_seconds
     hosts = pool_hosts(layout)
     hours = tpu_hours(hosts, pool_seconds)
     rewards = rewards or {}
@@ -91,6 +124,13 @@ def build_report(
             "hosts": hosts,
             "pool_seconds": pool_seconds,
             "tpu_hours": hours,
+            "rule": rule,
+            "rule_text": RULES[rule]
+            + (
+                ""
+                if rule == TPU_NODES
+                else "; counted from the run's start to this report, before cleanup"
+            ),
             "estimated_cost_usd": estimated_cost_usd(settings, hours),
             "price_per_chip_hour_usd": price_per_chip_hour(settings),
         },
@@ -114,8 +154,8 @@ def summary(report: Mapping[str, Any]) -> str:
     return (
         f"GRPO post-training of {s['hf_model_path']} ({s['model_name']}) for "
         f"{s['num_batches']} batches on {tpu['slices']} x {tpu['tpu_type']}: {reward}. "
-        f"The TPU pool of {tpu['hosts']} hosts existed {tpu['pool_seconds'] / 3600:.2f} h, "
-        f"{tpu['tpu_hours']:.2f} TPU-hours ({cost_text}). "
+        f"{tpu['hosts']} TPU hosts billed {tpu['pool_seconds'] / 3600:.2f} h, "
+        f"{tpu['tpu_hours']:.2f} TPU-hours ({cost_text}; counted as {tpu['rule_text']}). "
         f"Checkpoint step {report['checkpoint_step']} exported to {report['export_uri']}."
     )
 
@@ -150,6 +190,12 @@ def write_report(report: Mapping[str, Any], gcp_conn_id: str) -> list[str]:
     return [f"gs://{bucket}/{prefix}{name}" for name in files]
 
 
+def run_age_seconds(context: Any) -> float:
+    """Seconds since the run started (the first task's start when the run has no start yet)."""
+    started = getattr(context["dag_run"], "start_date", None) or context["ti"].start_date
+    return max(0.0, (datetime.now(UTC) - started).total_seconds())
+
+
 def publish_run_report(layout: RunLayout, context: Any) -> str:
     """Build the report from this run's XComs and finished steps, upload it; its summary."""
     ti = context["ti"]
@@ -159,6 +205,7 @@ def publish_run_report(layout: RunLayout, context: Any) -> str:
         gate=ti.xcom_pull(task_ids="gate"),
         checkpoint_step=ti.xcom_pull(task_ids="export", key="checkpoint_step"),
         durations=step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id)),
+        run_seconds=run_age_seconds(context),
     )
     for uri in write_report(report, layout.settings.gcp_conn_id):
         log.info("Wrote %s", uri)

@@ -13,7 +13,8 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 if TYPE_CHECKING:
-    from tpu_rl.reward_trigger import FollowState, LogFollower
+    from tpu_rl.follower import FollowState
+    from tpu_rl.reward_poll import LogFollower
 
 # The trigger module (aiohttp, kubernetes_asyncio) is imported where it is used, not when the
 # DAG file is parsed.
@@ -94,22 +95,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             raise AirflowSensorTimeout(f"RewardSensor timed out ({self.timeout:.0f}s in total)")
         from tpu_rl.reward_trigger import RewardTrigger
 
-        cluster_url, ssl_ca_cert = self.cluster_info
         self.defer(
-            trigger=RewardTrigger(
-                cluster_url=cluster_url,
-                ssl_ca_cert=ssl_ca_cert,
-                namespace=self.namespace,
-                job_name=self.job_name,
-                deadline=deadline,
-                gcp_conn_id=self.gcp_conn_id,
-                impersonation_chain=self.impersonation_chain,
-                use_dns_endpoint=self.use_dns_endpoint,
-                container_name=self.container_name,
-                backend_jobset_name=self.backend_jobset_name,
-                poll_interval=self.poll_interval,
-                pending_timeout=self.pending_timeout,
-            ),
+            trigger=RewardTrigger(**self._follow(deadline), poll_interval=self.poll_interval),
             method_name="execute_complete",
             # a backstop only: the trigger reports the timeout itself, with the last log lines
             timeout=timedelta(seconds=remaining + 2 * self.poll_interval + 60),
@@ -120,7 +107,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         return self._result(event)
 
     def poke(self, context: Context) -> PokeReturnValue:
-        from tpu_rl.reward_trigger import FollowState, KubeApiError
+        from tpu_rl.follower import FollowState
+        from tpu_rl.kube_async import KubeApiError
 
         store = context.get("task_state_store")
         follower = self._follower(
@@ -138,24 +126,26 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=self._result(event))
 
     def _follower(self, context: Context, state: FollowState) -> LogFollower:
-        from tpu_rl.reward_trigger import LogFollower
+        from tpu_rl.reward_poll import LogFollower
 
+        return LogFollower(**self._follow(self._deadline(context)), state=state, log=self.log)
+
+    def _follow(self, deadline: float) -> dict[str, Any]:
+        """What to follow, and how: the trigger's and the poke's follower arguments."""
         cluster_url, ssl_ca_cert = self.cluster_info
-        return LogFollower(
-            cluster_url=cluster_url,
-            ssl_ca_cert=ssl_ca_cert,
-            namespace=self.namespace,
-            job_name=self.job_name,
-            deadline=self._deadline(context),
-            gcp_conn_id=self.gcp_conn_id,
-            impersonation_chain=self.impersonation_chain,
-            use_dns_endpoint=self.use_dns_endpoint,
-            container_name=self.container_name,
-            backend_jobset_name=self.backend_jobset_name,
-            pending_timeout=self.pending_timeout,
-            state=state,
-            log=self.log,
-        )
+        return {
+            "cluster_url": cluster_url,
+            "ssl_ca_cert": ssl_ca_cert,
+            "namespace": self.namespace,
+            "job_name": self.job_name,
+            "deadline": deadline,
+            "gcp_conn_id": self.gcp_conn_id,
+            "impersonation_chain": self.impersonation_chain,
+            "use_dns_endpoint": self.use_dns_endpoint,
+            "container_name": self.container_name,
+            "backend_jobset_name": self.backend_jobset_name,
+            "pending_timeout": self.pending_timeout,
+        }
 
     def _deadline(self, context: Context) -> float:
         """Epoch seconds of the total timeout, fixed at the first start of the first try.

@@ -97,6 +97,11 @@ class RewardLog:
         }
 
 
+def is_reward_line(line: str) -> bool:
+    """The line (with or without its timestamp) carries one of MaxText's reward markers."""
+    return _MARKER.search(split_timestamp(line)[1]) is not None
+
+
 def split_timestamp(line: str) -> tuple[str | None, str]:
     """Split an optional Kubernetes RFC3339 prefix from a log line (CR/LF stripped)."""
     line = line.rstrip("\r\n")
@@ -186,8 +191,15 @@ class LineAssembler:
         return [line.rstrip("\r") for line in complete]
 
     def flush(self) -> str | None:
-        """Return and clear the partial tail (for a stream that ended without a newline)."""
+        """Return and clear the partial tail (for a stream that ended without a newline).
+
+        A reward line without its newline is dropped: MaxText ends every line, so the output
+        stopped inside it (the container exited mid-write) and its last number may be cut
+        short (`mean_reward=0.1` of `0.1875`). Only complete lines count.
+        """
         tail, self._pending = self._pending.rstrip("\r"), ""
+        if is_reward_line(tail):
+            return None
         return tail or None
 
 

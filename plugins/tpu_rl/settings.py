@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpu_rl.setting_types import type_error
+
 TUTORIAL_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
 TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
 
@@ -79,6 +81,14 @@ class RunSettings:
         "user-queue",
         "Kueue queue",
         "LocalQueue for TPU workloads (the blueprint creates `user-queue`); empty: no Kueue.",
+    )
+    client_service_account: str = setting(
+        "",
+        "Storage service account",
+        "Kubernetes service account, bound by Workload Identity to a Google service account "
+        "with storage access, for the conversion, training client and export pods (the "
+        "blueprint creates `workload-identity-k8s-sa`); empty: the pods use the host's "
+        "network and so the node pool's service account, as the tutorial does.",
     )
     gcp_conn_id: str = setting(
         "google_cloud_default", "GCP connection", "Airflow connection with Google credentials."
@@ -224,32 +234,13 @@ class RunSettings:
 
 SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
 # May be left empty; the trigger form sends an emptied field as null, read as empty.
-OPTIONAL_SETTINGS = ("reservation", "kueue_queue", "extra_train_args")
+OPTIONAL_SETTINGS = ("reservation", "kueue_queue", "client_service_account", "extra_train_args")
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 
 
 def json_type(f: dataclasses.Field) -> str:
     """The JSON-schema type of a setting."""
     return _JSON_TYPES.get(str(f.type), "array")
-
-
-def _type_error(name: str, value: Any) -> str | None:
-    """A message when `value` has the wrong JSON type for setting `name`."""
-    expected = json_type(SETTING_FIELDS[name])
-    ok = {
-        "string": isinstance(value, str),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-        "array": isinstance(value, list) and all(isinstance(v, str) for v in value),
-    }[expected]
-    if ok:
-        return None
-    shown = {
-        "array": "a list of strings",
-        "integer": "an integer",
-    }.get(expected, f"a {expected}")
-    return f"{name}: must be {shown}, got {value!r}"
 
 
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
@@ -267,7 +258,7 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
             continue
         if value is None and key in OPTIONAL_SETTINGS:
             value = [] if json_type(SETTING_FIELDS[key]) == "array" else ""
-        if problem := _type_error(key, value):
+        if problem := type_error(key, value, json_type(SETTING_FIELDS[key])):
             errors.append(problem)
             continue
         values[key] = float(value) if json_type(SETTING_FIELDS[key]) == "number" else value
@@ -282,7 +273,7 @@ def load_settings_file(path: str | Path) -> RunSettings:
     """Settings from a JSON file with the Params' names."""
     try:
         raw = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
+    except ValueError as err:  # JSONDecodeError, or an integer past Python's digit limit
         raise SettingsError([f"{path}: not valid JSON ({err})"]) from err
     if not isinstance(raw, dict):
         raise SettingsError([f"{path}: must hold a JSON object of settings"])

@@ -22,16 +22,27 @@ def object_exists(uri: str, gcp_conn_id: str) -> bool:
     return GCSHook(gcp_conn_id=gcp_conn_id).exists(bucket, name)
 
 
-def newest_checkpoint_step(checkpoints_uri: str, gcp_conn_id: str) -> int | None:
-    """The highest <step>/ under .../checkpoints/actor/ that holds model_params."""
+# What Orbax writes into a step's folder once the save finished (it writes the arrays first):
+# the step metadata, and on older releases commit_success.txt.
+COMMIT_MARKERS = ("_CHECKPOINT_METADATA", "commit_success.txt")
+
+
+def checkpoint_steps(checkpoints_uri: str, gcp_conn_id: str) -> tuple[list[int], list[int]]:
+    """The <step>/ folders under .../checkpoints/actor/ holding model_params, in ascending
+    order: those whose save finished (a commit marker), and those without one."""
     _, prefix = split_gcs_uri(checkpoints_uri)
-    steps = set()
+    with_params, committed = set(), set()
     for name in _list(checkpoints_uri, gcp_conn_id):
         rest = name[len(prefix) :]
         match = STEP_DIR.match(rest)
-        if match and rest[match.end() :].startswith("model_params/"):
-            steps.add(int(match.group(1)))
-    return max(steps, default=None)
+        if not match:
+            continue
+        inside = rest[match.end() :]
+        if inside.startswith("model_params/"):
+            with_params.add(int(match.group(1)))
+        elif inside in COMMIT_MARKERS:
+            committed.add(int(match.group(1)))
+    return sorted(with_params & committed), sorted(with_params - committed)
 
 
 def missing_export_files(export_uri: str, gcp_conn_id: str) -> list[str]:

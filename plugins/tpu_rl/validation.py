@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 
+from tpu_rl.references import IMAGE_TAG, hf_repo_id_problem, image_reference_problem
 from tpu_rl.settings import SETTING_FIELDS, RunSettings
 from tpu_rl.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
 
@@ -46,7 +47,13 @@ def rule(fn: Rule) -> Rule:
 
 
 def validate(s: RunSettings) -> list[str]:
-    """Every problem the rules find, in rule order."""
+    """Every problem the rules find, in rule order.
+
+    Integers out of their bounds are reported alone: the other rules compute with them
+    (10**400 chips would overflow a float).
+    """
+    if out_of_bounds := list(positive_counts(s)):
+        return out_of_bounds
     return [problem for check in RULES for problem in check(s)]
 
 
@@ -138,33 +145,51 @@ def tpu_shape(s: RunSettings) -> Iterator[str]:
         yield f"topology: {s.topology} ({s.chips} chips) is not whole {s.compute_type} hosts"
 
 
+# (minimum, maximum) of every integer setting; bounds well past any real run, so that a
+# typo such as 10**400 is a settings error rather than an OverflowError somewhere later.
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "cluster_nodepool_count": (1, 64),
+    "num_batches": (1, 10_000_000),
+    "batch_size": (1, 65_536),
+    "train_micro_batch_size": (1, 65_536),
+    "max_target_length": (1, 1_048_576),
+    "max_prefill_predict_length": (1, 1_048_576),
+    "rollout_tensor_parallelism": (1, 4096),
+    "rollout_expert_parallelism": (1, 4096),
+    # -1: auto, for one of the three; the mesh rule checks the rest
+    "ici_tensor_parallelism": (-1, 4096),
+    "ici_expert_parallelism": (-1, 4096),
+    "ici_fsdp_parallelism": (-1, 4096),
+    "decode_sampling_top_k": (1, 1_000_000),
+    "learning_rate_schedule_steps": (1, 100_000_000),
+    "rl_num_generations": (1, 4096),  # group_size asks for at least 2
+    "rl_reshard_chunk_size": (1, 4096),
+    "backend_restarts": (0, 1000),
+    "poll_interval_seconds": (1, 3600),
+    "pending_timeout_minutes": (1, 7 * 24 * 60),
+    "cluster_timeout_minutes": (1, 24 * 60),
+    "conversion_timeout_minutes": (1, 7 * 24 * 60),
+    "training_timeout_minutes": (1, 30 * 24 * 60),
+    "export_timeout_minutes": (1, 7 * 24 * 60),
+}
+DEFAULT_INT_BOUNDS = (-(2**31), 2**31 - 1)  # an int setting without its own bounds
+
+
 @rule
 def positive_counts(s: RunSettings) -> Iterator[str]:
-    for name in (
-        "cluster_nodepool_count",
-        "num_batches",
-        "batch_size",
-        "train_micro_batch_size",
-        "max_target_length",
-        "max_prefill_predict_length",
-        "rollout_tensor_parallelism",
-        "rollout_expert_parallelism",
-        "ici_tensor_parallelism",
-        "ici_expert_parallelism",
-        "decode_sampling_top_k",
-        "learning_rate_schedule_steps",
-        "rl_reshard_chunk_size",
-        "poll_interval_seconds",
-        "pending_timeout_minutes",
-        "cluster_timeout_minutes",
-        "conversion_timeout_minutes",
-        "training_timeout_minutes",
-        "export_timeout_minutes",
-    ):
-        if getattr(s, name) < 1:
-            yield f"{name}: must be at least 1, got {getattr(s, name)}"
-    if s.backend_restarts < 0:
-        yield f"backend_restarts: must be 0 or more, got {s.backend_restarts}"
+    """Every integer setting within its bounds."""
+    for name, f in SETTING_FIELDS.items():
+        if str(f.type) != "int":
+            continue
+        low, high = INT_BOUNDS.get(name, DEFAULT_INT_BOUNDS)
+        value = getattr(s, name)
+        shown = (
+            value if abs(value) < 10**30 else f"a {int(value.bit_length() * 0.30103)}-digit number"
+        )
+        if value < low:
+            yield f"{name}: must be {'0 or more' if low == 0 else f'at least {low}'}, got {shown}"
+        elif value > high:
+            yield f"{name}: must be at most {high}, got {shown}"
 
 
 @rule
@@ -327,23 +352,26 @@ def kubernetes_names(s: RunSettings) -> Iterator[str]:
         yield f"namespace: {s.namespace!r} is not a Kubernetes namespace name (DNS-1123 label)"
     if s.kueue_queue and not (DNS_LABEL.fullmatch(s.kueue_queue) and len(s.kueue_queue) <= 63):
         yield f"kueue_queue: {s.kueue_queue!r} is not a LocalQueue name (DNS-1123 label)"
+    account = s.client_service_account
+    if account and not (
+        len(account) <= 253 and all(DNS_LABEL.fullmatch(part) for part in account.split("."))
+    ):
+        yield (
+            f"client_service_account: {account!r} is not a Kubernetes service account name "
+            "(DNS-1123 subdomain)"
+        )
 
 
 @rule
 def model_references(s: RunSettings) -> Iterator[str]:
     for name in ("hf_model_path", "tokenizer_path"):
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", getattr(s, name)):
-            yield f"{name}: {getattr(s, name)!r} must be a Hugging Face repo id like 'org/name'"
+        if problem := hf_repo_id_problem(getattr(s, name)):
+            yield f"{name}: {getattr(s, name)!r} {problem}"
     if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", s.model_name):
         yield f"model_name: {s.model_name!r} is not a MaxText model name like 'gemma4-26b'"
-    if not re.fullmatch(
-        r"[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+|@sha256:[0-9a-f]{64})", s.cloud_image_name
-    ):
-        yield (
-            f"cloud_image_name: {s.cloud_image_name!r} must be a full image reference "
-            "with a tag or digest"
-        )
-    if not re.fullmatch(r"[\w][\w.-]{0,127}", s.pathways_image_tag):
+    if problem := image_reference_problem(s.cloud_image_name):
+        yield f"cloud_image_name: {s.cloud_image_name!r} {problem}"
+    if not IMAGE_TAG.fullmatch(s.pathways_image_tag):
         yield f"pathways_image_tag: {s.pathways_image_tag!r} is not an image tag"
 
 

@@ -1,12 +1,14 @@
-"""A training Job (and its Pathways backend) as the DAG creates them, in a running sandbox."""
+"""A training Job (and its Pathways backend) as the DAG creates them, and the trigger on it."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 from tests.sandbox.controller import Scenario
 from tests.sandbox.harness import Sandbox, Workloads, build_scenario
+from tests.sandbox.kube_emulator import KubeEmulator
 from tpu_rl import manifests
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import load_settings
@@ -28,3 +30,28 @@ def train_job_name(layout: RunLayout) -> str:
 def scenario(box: Sandbox, conf: dict[str, Any]) -> Scenario:
     """The tutorial's happy path: MaxText's GRPO client, Pathways servers that run until deleted."""
     return build_scenario(conf, box.gcs, Workloads())
+
+
+def reward_trigger(emu: KubeEmulator, layout: RunLayout, poll_s: float) -> Any:
+    """The product's reward trigger on the run's training Job, as the sensor defers on it."""
+    from tpu_rl.reward_trigger import RewardTrigger
+
+    return RewardTrigger(
+        cluster_url=emu.url,
+        ssl_ca_cert=emu.ca_b64,
+        namespace=layout.settings.namespace,
+        job_name=train_job_name(layout),
+        deadline=time.time() + 600,
+        poll_interval=poll_s,
+        pending_timeout=600,
+    )
+
+
+async def first_event_of(trigger: Any) -> dict[str, Any]:
+    async for event in trigger.run():
+        return event.payload
+    raise RuntimeError("the trigger ended without an event")
+
+
+async def first_event(emu: KubeEmulator, layout: RunLayout, poll_s: float) -> dict[str, Any]:
+    return await first_event_of(reward_trigger(emu, layout, poll_s))

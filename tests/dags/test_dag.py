@@ -156,3 +156,10 @@ def test_operator_job_spec_equals_the_plan(
     for key in ("nodeSelector", "tolerations", "hostNetwork", "dnsPolicy", "restartPolicy"):
         assert _without_defaults(submitted_spec).get(key) == planned_spec.get(key), key
     assert pod_planned["metadata"]["labels"].items() <= pod_submitted["metadata"]["labels"].items()
+
+
+def test_the_bucket_is_created_with_a_class_a_region_accepts(dag):
+    """The operator defaults to MULTI_REGIONAL, which Cloud Storage refuses in a region."""
+    ensure = dag.get_task("ensure_bucket")
+    assert ensure.storage_class == "STANDARD"
+    assert ensure.location == "{{ params.region }}"

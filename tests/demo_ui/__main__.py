@@ -102,13 +102,14 @@ class RunWatcher:
 
 
 def serve(home: Path, port: int) -> int:
+    from tests.demo_ui.provision import ClusterProvisioner
     from tests.sandbox.controller import Controller
     from tests.sandbox.harness import SETTINGS, Sandbox, Workloads, build_scenario
 
     base = f"http://127.0.0.1:{port}"
     (home / "sandbox").mkdir()
     with Sandbox(home / "sandbox").up() as box:
-        seam = home / "seam.json"
+        seam, ready_file = home / "seam.json", home / "cluster-ready"
         seam.write_text(
             json.dumps(
                 {
@@ -116,6 +117,7 @@ def serve(home: Path, port: int) -> int:
                     "kube_ca_b64": box.emu.ca_b64,
                     "kube_token": box.emu.token,
                     "state_file": str(box.state_file),
+                    "cluster_ready_file": str(ready_file),
                     "project": SETTINGS["project"],
                     "form_defaults": SETTINGS,
                 }
@@ -123,9 +125,12 @@ def serve(home: Path, port: int) -> int:
         )
         processes = AirflowProcesses(home, airflow_env(home, port, seam))
         api = Api(base)
-        scenario = build_scenario(SETTINGS, box.gcs, Workloads())
+        scenario = build_scenario(SETTINGS, box.gcs, Workloads(), box.emu)
+        provisioner = ClusterProvisioner(
+            box.control_plane, SETTINGS["cluster_name"], ready_file, poll_s=0.2
+        )
         try:
-            with Controller(box.emu, scenario, time_scale=TIME_SCALE, tick_s=0.05):
+            with provisioner, Controller(box.emu, scenario, time_scale=TIME_SCALE, tick_s=0.05):
                 processes.start()
                 api.wait_ready(DAG_ID, processes, READY_TIMEOUT_S)
                 say(f"Airflow UI: {base}/dags/{DAG_ID}")

@@ -6,10 +6,12 @@ everything after it (Kubernetes API, GCS JSON API, gcluster) is real traffic on 
 
 from __future__ import annotations
 
+import functools
 import http.server
 import io
 import json
 import os
+import re
 import socket
 import tarfile
 import threading
@@ -21,6 +23,8 @@ from google.api_core.exceptions import NotFound
 from google.cloud.container_v1.types import Cluster, ListClustersResponse
 
 from tests.conftest import BLUEPRINT_FIXTURES
+from tests.sandbox.cluster_model import ClusterModel
+from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
 from tests.sandbox.kube_emulator import KubeEmulator
 
 SANDBOX_BIN = Path(__file__).parent / "bin"
@@ -94,33 +98,102 @@ class BundleServer:
 
 
 class GcsEmulator:
-    """gcp-storage-emulator on loopback; google-cloud-storage finds it by STORAGE_EMULATOR_HOST."""
+    """gcp-storage-emulator on loopback behind Cloud Storage's IAM and bucket checks (gcs_iam).
+
+    google-cloud-storage finds it by STORAGE_EMULATOR_HOST. `gate.roles_of` (principal ->
+    roles) is set once a cluster model exists; calls made `as_principal` are then checked.
+    """
 
     def __init__(self) -> None:
-        from gcp_storage_emulator.server import create_server
+        from gcp_storage_emulator.server import RequestHandler
+        from gcp_storage_emulator.storage import Storage
+
+        self.gate = GcsGate()
+        self.storage = Storage(use_memory_fs=True)
+        gate, storage = self.gate, self.storage
+        creating: list[dict[str, Any]] = []  # the bucket create being handled (one at a time)
+        store_bucket = storage.create_bucket
+
+        def create_bucket(name: str, bucket: dict[str, Any]) -> None:
+            """Keep the location and storage class asked for (the emulator drops them)."""
+            if creating:
+                bucket.update(_bucket_class(creating[0]))
+            store_bucket(name, bucket)
+
+        storage.create_bucket = create_bucket
+
+        class GatedHandler(RequestHandler):
+            def _gated(self, method: str) -> None:
+                body = b""
+                if method == "POST" and re.match(r"^(/storage/v1)?/b(\?|$)", self.path):
+                    body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self.rfile = io.BytesIO(body)
+                name = json.loads(body).get("name", "") if body else ""
+                asked = b"" if storage.get_bucket(name) else body  # a taken name answers 409 first
+                answer = gate.check(method, self.path, self.headers.get("Authorization", ""), asked)
+                if answer is not None:
+                    status, payload = answer
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                creating[:] = [json.loads(body)] if body else []
+                getattr(super(), f"do_{method}")()
+
+            def do_GET(self) -> None:
+                self._gated("GET")
+
+            def do_POST(self) -> None:
+                self._gated("POST")
+
+            def do_PUT(self) -> None:
+                self._gated("PUT")
+
+            def do_PATCH(self) -> None:
+                self._gated("PATCH")
+
+            def do_DELETE(self) -> None:
+                self._gated("DELETE")
 
         self.port = free_port()
         self.host = f"http://127.0.0.1:{self.port}"
-        self.server = create_server("127.0.0.1", self.port, in_memory=True)
-        self.server.start()
+        self.httpd = http.server.HTTPServer(
+            ("127.0.0.1", self.port), functools.partial(GatedHandler, storage)
+        )
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
 
-    def client(self) -> Any:
+    def client(self, principal: str | None = None) -> Any:
+        """A storage client as the product (None) or as a workload's Google principal."""
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
+        credentials = AnonymousCredentials() if principal is None else PrincipalToken(principal)
         return storage.Client(
             project="sandbox",
-            credentials=AnonymousCredentials(),
+            credentials=credentials,
             client_options={"api_endpoint": self.host},
         )
 
-    def write(self, uri: str, data: bytes = b"x") -> None:
+    def write(self, uri: str, data: bytes = b"x", principal: str | None = None) -> None:
+        """Upload an object; as the owner (principal None) the bucket is made if missing."""
         bucket, _, name = uri.removeprefix("gs://").partition("/")
-        client = self.client()
+        client = self.client(principal)
         b = client.bucket(bucket)
-        if not b.exists():
+        if principal is None and not b.exists():
             client.create_bucket(bucket)
         b.blob(name).upload_from_string(data)
+
+    def read(self, uri: str, principal: str | None = None) -> bytes:
+        bucket, _, name = uri.removeprefix("gs://").partition("/")
+        return self.client(principal).bucket(bucket).blob(name).download_as_bytes()
+
+    def bucket_metadata(self, bucket: str) -> dict[str, Any] | None:
+        return self.storage.get_bucket(bucket)
 
     def names(self, bucket: str, prefix: str = "") -> list[str]:
         client = self.client()
@@ -129,7 +202,32 @@ class GcsEmulator:
         return [b.name for b in client.list_blobs(bucket, prefix=prefix)]
 
     def stop(self) -> None:
-        self.server.stop()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class PrincipalToken(google.auth.credentials.Credentials):
+    """What a pod's GKE metadata server hands out: a token naming its Google principal."""
+
+    def __init__(self, principal: str) -> None:
+        super().__init__()
+        self.token = TOKEN_PREFIX + principal
+
+    @property
+    def expired(self) -> bool:
+        return False
+
+    def refresh(self, request: Any) -> None:
+        pass
+
+
+def _bucket_class(request: dict[str, Any]) -> dict[str, str]:
+    location = str(request.get("location") or "US").upper()
+    return {
+        "location": location,
+        "storageClass": str(request.get("storageClass") or "STANDARD").upper(),
+        "locationType": "multi-region" if location in MULTI_REGIONS else "region",
+    }
 
 
 class SandboxCredentials(google.auth.credentials.Credentials):
@@ -162,12 +260,22 @@ class GkeControlPlane:
         cluster = state.get("clusters", {}).get(name)
         if not cluster or cluster.get("status") != "RUNNING":
             raise NotFound(f"cluster {name} not found")
+        if self.emu.cluster is None:  # the cluster's nodes, accounts and Kueue, once
+            self.model(name, cluster).provision(self.emu)
         return Cluster(
             name=name,
             endpoint=self.emu.url.removeprefix("https://"),
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
         )
+
+    @staticmethod
+    def model(name: str, record: dict[str, Any]) -> ClusterModel:
+        """What gcluster deployed, or an existing cluster described by its vars."""
+        if record.get("blueprint"):
+            return ClusterModel.from_blueprint(record["blueprint"], record.get("staged") or {})
+        variables = {"deployment_name": name, "project_id": record.get("project", "")}
+        return ClusterModel.described({**variables, **(record.get("vars") or {})})
 
     def list_clusters(self, parent: str) -> ListClustersResponse:
         """ClusterManagerClient.list_clusters: the project's clusters, with what deploy recorded.
@@ -218,10 +326,18 @@ class GkeControlPlane:
         return ListClustersResponse(clusters=clusters)
 
 
-def add_running_cluster(state_file: Path, name: str, project: str) -> None:
-    """Record a cluster as existing before the run (for cluster_mode=existing)."""
+def add_running_cluster(
+    state_file: Path, name: str, project: str, variables: dict[str, Any] | None = None
+) -> None:
+    """Record a cluster as existing before the run (for cluster_mode=existing).
+
+    `variables` describe it as tutorial-blueprint vars (zone, num_slices, tpu_topology, ...).
+    """
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
-    state.setdefault("clusters", {})[name] = {"status": "RUNNING", "project": project, "labels": {}}
+    record: dict[str, Any] = {"status": "RUNNING", "project": project, "labels": {}}
+    if variables:
+        record["vars"] = variables
+    state.setdefault("clusters", {})[name] = record
     state_file.write_text(json.dumps(state))
 
 

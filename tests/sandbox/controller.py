@@ -16,6 +16,8 @@ from typing import Any
 
 from tests.sandbox.kube_emulator import KubeEmulator
 from tests.sandbox.kube_state import ApiError
+from tests.sandbox.kueue import Kueue
+from tests.sandbox.scheduler import Scheduler
 
 JOBSET_PREFIX = "jobset.sigs.k8s.io/"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
@@ -66,8 +68,19 @@ def run_forever() -> Step:
 
 
 def call(fn: Callable[[PodInfo], None]) -> Step:
-    """Run a side effect, e.g. write checkpoint objects to the GCS emulator."""
+    """Run a side effect, e.g. write checkpoint objects to the GCS emulator.
+
+    The side effect may raise ContainerExit to end the container (e.g. a 403 from GCS).
+    """
     return Step("call", fn=fn)
+
+
+class ContainerExit(Exception):
+    """Raised by a `call` step: the container prints `output` and exits with `code`."""
+
+    def __init__(self, code: int, output: str) -> None:
+        super().__init__(output)
+        self.code, self.output = code, output
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,7 @@ class Scenario:
         default_factory=lambda: PodScript([log("done\n"), sleep(5), exit(0)])
     )
     pending_s: float = 2.0  # how long a created pod stays Pending
+    terminate_s: float = 5.0  # how long a deleted pod stays Terminating (at most its grace)
     crash_backoff_s: float = 10.0  # kubelet's back-off before restarting a failed container
 
     def on(
@@ -161,6 +175,9 @@ class Controller:
         self.time_scale, self.tick_s = time_scale, tick_s
         self._runs: dict[str, _Run] = {}  # by pod uid
         self._job_seen: dict[str, float] = {}  # Job uid -> wall time it was first unsuspended
+        self._terminating: dict[str, float] = {}  # pod uid -> wall time its kubelet removes it
+        self._refused: dict[str, str] = {}  # Job uid -> the last pod creation refusal reported
+        self.kueue, self.scheduler = Kueue(emu), Scheduler(emu)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
@@ -194,11 +211,13 @@ class Controller:
                 raise
 
     def reconcile(self) -> None:
-        """One pass: JobSets, then Jobs, then the kubelet's pods."""
+        """One pass: Kueue, JobSets, Jobs, the scheduler, then the kubelet's pods."""
+        self.kueue.reconcile()
         for jobset in self.emu.list("jobsets"):
             self._reconcile_jobset(jobset)
         for job in self.emu.list("jobs"):
             self._reconcile_job(job)
+        self.scheduler.schedule()
         self._run_pods()
 
     def _wall(self, simulated_s: float) -> float:
@@ -209,7 +228,11 @@ class Controller:
     def _reconcile_job(self, job: dict[str, Any]) -> None:
         meta, spec, status = job["metadata"], job["spec"], job.get("status") or {}
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        if _condition(job, "Complete") or _condition(job, "Failed"):
+        if (
+            _condition(job, "Complete")
+            or _condition(job, "Failed")
+            or meta.get("deletionTimestamp")
+        ):
             return
         if spec.get("suspend"):
             if not _condition(job, "Suspended"):
@@ -234,7 +257,12 @@ class Controller:
         indexed = spec.get("completionMode") == "Indexed"
         completions = spec.get("completions") or spec.get("parallelism", 1)
         done = _phase_in(pods, "Succeeded")
-        active = [p for p in pods if p["status"].get("phase") in ("Pending", "Running")]
+        terminating = [p for p in pods if p["metadata"].get("deletionTimestamp")]
+        active = [
+            p
+            for p in pods
+            if p["status"].get("phase") in ("Pending", "Running") and p not in terminating
+        ]
         failed = len(_phase_in(pods, "Failed")) + sum(
             s.get("restartCount", 0)
             for p in active
@@ -249,7 +277,7 @@ class Controller:
             "ready": len([p for p in active if p["status"].get("phase") == "Running"]),
             "succeeded": succeeded,
             "failed": len(_phase_in(pods, "Failed")),
-            "terminating": 0,
+            "terminating": len(terminating),
             "uncountedTerminatedPods": {},
         }
         if indexed:
@@ -300,7 +328,13 @@ class Controller:
             wanted = [None] * (completions - len(_phase_in(pods, "Succeeded")) - len(active))
         for index in wanted[: max(room, 0)]:
             attempt = len([p for p in pods if _index(p) == index])
-            pod = self.emu.create(_pod_from_job(job, index, attempt))
+            try:
+                pod = self.emu.create(_pod_from_job(job, index, attempt))
+            except ApiError as refused:  # e.g. its service account does not exist
+                if self._refused.get(job["metadata"]["uid"]) != str(refused):
+                    self._refused[job["metadata"]["uid"]] = str(refused)
+                    self._event(job, "FailedCreate", f"Error creating: {refused}", type_="Warning")
+                return
             self._event(job, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
 
     def _fail_job(
@@ -351,7 +385,7 @@ class Controller:
     def _reconcile_jobset(self, jobset: dict[str, Any]) -> None:
         meta, spec, status = jobset["metadata"], jobset["spec"], jobset.get("status") or {}
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        if status.get("terminalState"):
+        if status.get("terminalState") or meta.get("deletionTimestamp"):
             return
         restarts = status.get("restarts", 0)
         children = {
@@ -384,12 +418,7 @@ class Controller:
                 if current is None and may_create:
                     self.emu.create(job)
                 elif current and current["spec"].get("suspend") != bool(spec.get("suspend")):
-                    self.emu.patch(
-                        "jobs",
-                        ns,
-                        current["metadata"]["name"],
-                        {"spec": {"suspend": bool(spec.get("suspend"))}},
-                    )
+                    self._set_job_suspend(current, job, bool(spec.get("suspend")))
             mine = [
                 children[j["metadata"]["name"]] for j in jobs if j["metadata"]["name"] in children
             ]
@@ -430,6 +459,20 @@ class Controller:
                 message="jobset completed successfully",
             )
 
+    def _set_job_suspend(
+        self, current: dict[str, Any], wanted: dict[str, Any], suspend: bool
+    ) -> None:
+        """Suspend or resume a JobSet's Job; resuming takes the JobSet's scheduling directives
+        (nodeSelector, tolerations: what Kueue added at admission) into the pod template."""
+        patch: dict[str, Any] = {"suspend": suspend}
+        if not suspend:
+            pod_spec = wanted["spec"]["template"].get("spec") or {}
+            directives = {k: pod_spec[k] for k in ("nodeSelector", "tolerations") if k in pod_spec}
+            if directives:
+                patch["template"] = {"spec": directives}
+        meta = current["metadata"]
+        self.emu.patch("jobs", meta["namespace"], meta["name"], {"spec": patch})
+
     def _end_jobset(self, ns: str, name: str, state: str, *, reason: str, message: str) -> None:
         """The JobSet's terminalState and its condition of the same type, as the controller sets."""
         self.emu.patch_status("jobsets", ns, name, {"terminalState": state})
@@ -440,9 +483,15 @@ class Controller:
     def _run_pods(self) -> None:
         now = time.monotonic()
         alive = set()
+        scheduled = bool(self.emu.list("nodes"))  # a cluster model: pods wait for a node
         for pod in self.emu.list("pods"):
             uid = pod["metadata"]["uid"]
             alive.add(uid)
+            if pod["metadata"].get("deletionTimestamp"):
+                self._terminate(pod, now)
+                continue
+            if scheduled and not pod["spec"].get("nodeName"):
+                continue
             run = self._runs.get(uid)
             if run is None:
                 run = self._runs[uid] = self._new_run(pod, now)
@@ -450,6 +499,21 @@ class Controller:
                 self._advance(run, now)
         for uid in set(self._runs) - alive:
             del self._runs[uid]
+        for uid in set(self._terminating) - alive:
+            del self._terminating[uid]
+
+    def _terminate(self, pod: dict[str, Any], now: float) -> None:
+        """The kubelet stops a deleted pod's containers, then removes the pod (grace 0)."""
+        meta = pod["metadata"]
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        due = self._terminating.setdefault(
+            meta["uid"], now + self._wall(min(grace, self.scenario.terminate_s))
+        )
+        run = self._runs.get(meta["uid"])
+        if run is not None:
+            run.state = "Done"
+        if now >= due:
+            self.emu.delete("pods", meta["namespace"], meta["name"], grace_period_seconds=0)
 
     def _new_run(self, pod: dict[str, Any], now: float) -> _Run | None:
         meta = pod["metadata"]
@@ -496,7 +560,11 @@ class Controller:
             elif step.action == "sleep":
                 run.due = now + self._wall(step.seconds)
             elif step.action == "call" and step.fn:
-                step.fn(run.info)
+                try:
+                    step.fn(run.info)
+                except ContainerExit as ended:
+                    self.emu.append_log(ns, pod, run.container, ended.output)
+                    self._finish(run, ended.code, now)
             elif step.action == "exit":
                 self._finish(run, step.code, now)
             elif step.action == "forever":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +23,10 @@ from tests.sandbox.cloud import (
 )
 from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from tests.sandbox.pod_storage import PodStorage
 from tests.sandbox.workloads import (
     EvalResult,
+    Storage,
     grpo_client_script,
     pathways_server_script,
     to_huggingface_script,
@@ -34,7 +37,9 @@ DAG_ID = "tpu_rl_post_training"
 HF_TOKEN = "hf_SandboxSecretToken0123456789abcdef"
 RUN_LABEL = "tpu-rl.dev/run"
 MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
-TRAINING_STARTED_STEP = 12  # past checkpoint loading and the Pre line, a few steps in
+TRAINING_STARTED_STEP = 13  # past checkpoint loading and the Pre line, a few steps in
+MAXTEXT = "/deps/src/maxtext/"
+LOAD_PATH = re.compile(r"load_parameters_path=(\S+)")
 SETTINGS = {
     "project": "tpu-rl-sandbox",
     "region": "us-east5",
@@ -44,6 +49,15 @@ SETTINGS = {
     "reservation": "v6e-32-reservation",
     "poll_interval_seconds": 1,
     "pending_timeout_minutes": 1,
+}
+# The cluster an existing-cluster run finds: the tutorial's, in the run's zone.
+EXISTING_CLUSTER_VARS = {
+    "zone": SETTINGS["zone"],
+    "region": SETTINGS["region"],
+    "num_slices": 1,
+    "tpu_topology": "4x8",
+    "reservation": SETTINGS["reservation"],
+    "kueue": "pathways",  # Cluster Toolkit's Pathways Kueue configuration: tpu, cpu, memory
 }
 
 
@@ -60,11 +74,31 @@ class Workloads:
     admit_after: float = 0.0
     worker_script: Any = None
     during_training: Callable[[], None] | None = None  # runs once training has started
+    train_cut_last_save: bool = False  # the final checkpoint lacks Orbax's commit marker
+    sidecar: bool = False  # a webhook injects a second container into the training pod
 
 
-def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> Scenario:
-    """Scripts for the run's pods, writing what MaxText writes into the GCS emulator."""
+def build_scenario(
+    settings: dict[str, Any], gcs: GcsEmulator, w: Workloads, emu: KubeEmulator | None = None
+) -> Scenario:
+    """Scripts for the run's pods, writing what MaxText writes into the GCS emulator.
+
+    With `emu`, pods read and write as their own Google identity (a refused call fails them).
+    """
     root = f"gs://{settings['gcs_bucket']}/gemma4-26b"
+
+    def storage(entrypoint: str) -> Storage:
+        return PodStorage(emu, gcs, MAXTEXT + entrypoint) if emu is not None else gcs.write
+
+    def loads(info: PodInfo) -> str | None:
+        """The load_parameters_path the product gave the pod's command."""
+        pod = emu.get("pods", info.namespace, info.pod) if emu is not None else None
+        command = " ".join(
+            " ".join(c.get("command") or [])
+            for c in (pod or {"spec": {}})["spec"].get("containers") or []
+        )
+        found = LOAD_PATH.search(command)
+        return found.group(1) if found else None
 
     def train(info: PodInfo) -> PodScript:
         script = grpo_client_script(
@@ -74,7 +108,9 @@ def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> 
             post=w.post,
             exit_code=w.train_exit_code,
             fail_at_step=w.train_fail_at_step,
-            write_object=gcs.write,
+            write_object=storage("trainers/post_train/rl/train_rl.py"),
+            load_parameters_path=loads(info),
+            cut_last_save=w.train_cut_last_save,
         )
         if w.during_training is None:
             return script
@@ -86,8 +122,9 @@ def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> 
     def export(info: PodInfo) -> PodScript:
         return to_huggingface_script(
             f"{root}/hf-trained/{info.labels[RUN_LABEL]}/",
-            write_object=gcs.write,
+            write_object=storage("checkpoint_conversion/to_huggingface.py"),
             exit_code=w.export_exit_code,
+            load_parameters_path=loads(info),
         )
 
     scenario = (
@@ -95,7 +132,11 @@ def build_scenario(settings: dict[str, Any], gcs: GcsEmulator, w: Workloads) -> 
         .on("-train", train, admit_after=w.admit_after)
         .on(
             "-convert",
-            to_maxtext_script(f"{root}/max-text-format/", gcs.write, w.convert_exit_code),
+            to_maxtext_script(
+                f"{root}/max-text-format/",
+                storage("checkpoint_conversion/to_maxtext.py"),
+                w.convert_exit_code,
+            ),
             index=0,
         )
         .on("-export", export, index=0)
@@ -130,8 +171,12 @@ class Sandbox:
 
     @contextlib.contextmanager
     def up(
-        self, existing_cluster: str | None = None, env: dict[str, str] | None = None
+        self,
+        existing_cluster: str | None = None,
+        env: dict[str, str] | None = None,
+        existing_cluster_vars: dict[str, Any] | None = None,
     ) -> Iterator[Sandbox]:
+        """`existing_cluster_vars` override how the existing cluster is described."""
         bundles = BundleServer()
         gcs = GcsEmulator()
         with contextlib.ExitStack() as stack:
@@ -161,7 +206,15 @@ class Sandbox:
             stack.enter_context(mock.patch.dict(os.environ, environment))
             state_file = Path(environment["FAKE_CLOUD_STATE"])
             if existing_cluster:
-                add_running_cluster(state_file, existing_cluster, SETTINGS["project"])
+                add_running_cluster(
+                    state_file,
+                    existing_cluster,
+                    SETTINGS["project"],
+                    {**EXISTING_CLUSTER_VARS, **(existing_cluster_vars or {})},
+                )
+            gcs.gate.roles_of = lambda principal: (
+                self.emu.cluster.roles_of(principal) if self.emu.cluster else set()
+            )
             self.control_plane = GkeControlPlane(self.emu, state_file)
             from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
             from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
@@ -191,7 +244,10 @@ class Sandbox:
         from airflow.dag_processing.dagbag import DagBag
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
-        scenario = build_scenario(conf, self.gcs, workloads or Workloads())
+        w = workloads or Workloads()
+        scenario = build_scenario(conf, self.gcs, w, self.emu)
+        if w.sidecar:
+            self.emu.admission_hooks.append(inject_sidecar)
         with Controller(self.emu, scenario, time_scale=0.001):
             dag_run = dag.test(run_conf=conf)
         return self.result(dag_run)
@@ -235,6 +291,14 @@ class Sandbox:
             for plural in ("jobs", "jobsets", "secrets", "pods")
             for obj in self.emu.list(plural, label_selector=MANAGED_LABEL)
         ]
+
+
+def inject_sidecar(resource: Any, obj: dict[str, Any]) -> None:
+    """A mutating webhook (as a service mesh's) adding a proxy container to training pods."""
+    name = obj["metadata"].get("name", "")
+    if resource.kind == "Pod" and "-train-" in name:
+        proxy = {"name": "istio-proxy", "image": "docker.io/istio/proxyv2:1.24.0"}
+        obj["spec"]["containers"] = [*obj["spec"]["containers"], proxy]
 
 
 def _value(state: Any) -> str | None:

@@ -335,7 +335,11 @@ class KubeEmulator(ClusterState):
         self, request: web.Request, resource: Resource, namespace: str, name: str
     ) -> web.Response:
         obj = self._require(resource.plural, namespace, name)
-        self.delete(resource.plural, namespace, name, await _propagation(request))
+        policy, grace = await _delete_options(request)
+        self.delete(resource.plural, namespace, name, policy, grace)
+        still = self.get(resource.plural, namespace, name)
+        if still is not None:  # Terminating: finalizers or a pod's grace period
+            return _json(still, 202 if policy == "Foreground" else 200)
         if resource.plural == "pods":
             obj["metadata"]["deletionTimestamp"] = timestamp()
             return _json(obj)
@@ -358,9 +362,9 @@ class KubeEmulator(ClusterState):
         self, request: web.Request, resource: Resource, namespace: str | None
     ) -> web.Response:
         body = self._list_body(request, resource, namespace)
-        policy = await _propagation(request)
+        policy, grace = await _delete_options(request)
         for obj in body["items"]:
-            self.delete(resource.plural, current_ns(obj), obj["metadata"]["name"], policy)
+            self.delete(resource.plural, current_ns(obj), obj["metadata"]["name"], policy, grace)
         return _json(body)
 
     async def _log(self, request: web.Request, namespace: str, pod: str) -> web.StreamResponse:
@@ -436,7 +440,13 @@ class KubeEmulator(ClusterState):
                     break
                 await asyncio.sleep(POLL_S)
                 events = []
-                for change_rv, type_, plural, obj in self.changes_since(last):
+                try:
+                    changes = self.changes_since(last)
+                except ApiError as gone:  # the API answers a too-old watch with an ERROR event
+                    events = [("ERROR", gone.status())]
+                    deadline = 0.0
+                    continue
+                for change_rv, type_, plural, obj in changes:
                     last = change_rv
                     wanted = plural == resource.plural and namespace in (None, current_ns(obj))
                     if wanted and labels(obj) and fields(obj):
@@ -447,7 +457,12 @@ class KubeEmulator(ClusterState):
         return response
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
-        groups = sorted({(r.group, r.version) for r in RESOURCES.values() if r.group})
+        group_versions: dict[str, list[str]] = {}
+        for r in RESOURCES.values():
+            if r.group:
+                known = group_versions.setdefault(r.group, [])
+                known += [v for v in r.versions if v not in known]
+        groups = sorted((g, v) for g, vs in group_versions.items() for v in vs)
         if path == "/api":
             return {
                 "kind": "APIVersions",
@@ -460,12 +475,13 @@ class KubeEmulator(ClusterState):
             return {
                 "kind": "APIGroupList",
                 "apiVersion": "v1",
-                "groups": [_group_body(g, v) for g, v in groups],
+                "groups": [_group_body(g, vs) for g, vs in sorted(group_versions.items())],
             }
         for group, version in [("", "v1"), *groups]:
             prefix = f"/apis/{group}" if group else "/api"
             if group and path == prefix:
-                return {"kind": "APIGroup", "apiVersion": "v1", **_group_body(group, version)}
+                body = _group_body(group, group_versions[group])
+                return {"kind": "APIGroup", "apiVersion": "v1", **body}
             if path == f"{prefix}/{version}":
                 return {
                     "kind": "APIResourceList",
@@ -476,15 +492,15 @@ class KubeEmulator(ClusterState):
         return None
 
 
-def _group_body(group: str, version: str) -> dict[str, Any]:
-    gv = {"groupVersion": f"{group}/{version}", "version": version}
-    return {"name": group, "versions": [gv], "preferredVersion": gv}
+def _group_body(group: str, versions: list[str]) -> dict[str, Any]:
+    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
 
 
 def _resource_list(group: str, version: str) -> list[dict[str, Any]]:
     out = []
     for r in RESOURCES.values():
-        if (r.group, r.version) != (group, version):
+        if r.group != group or version not in r.versions:
             continue
         verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         out.append(
@@ -528,7 +544,7 @@ def _route(path: str) -> tuple[Resource, str | None, str | None, str | None]:
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
         raise ApiError(404, "the server could not find the requested resource")
-    served = {r.plural: r for r in RESOURCES.values() if (r.group, r.version) == (group, version)}
+    served = {r.plural: r for r in RESOURCES.values() if r.group == group and version in r.versions}
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in served:
         namespace, rest = rest[1], rest[2:]
@@ -549,19 +565,24 @@ def _route(path: str) -> tuple[Resource, str | None, str | None, str | None]:
     return resource, namespace, name, sub
 
 
-async def _propagation(request: web.Request) -> str | None:
-    """propagationPolicy from the query or a DeleteOptions body."""
+async def _delete_options(request: web.Request) -> tuple[str | None, int | None]:
+    """propagationPolicy and gracePeriodSeconds from the query or a DeleteOptions body."""
     policy = request.query.get("propagationPolicy")
+    grace = request.query.get("gracePeriodSeconds")
     if request.can_read_body:
         with contextlib.suppress(ValueError):
             body = await request.json()
             if isinstance(body, dict):
                 policy = body.get("propagationPolicy") or policy
+                grace = body.get("gracePeriodSeconds", grace)
                 if body.get("orphanDependents") is True:
                     policy = "Orphan"
     if _flag(request.query, "orphanDependents"):
         policy = "Orphan"
-    return policy
+    try:
+        return policy, int(grace) if grace is not None else None
+    except ValueError as error:
+        raise ApiError(400, f"invalid gracePeriodSeconds: {grace}") from error
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:

@@ -8,6 +8,7 @@ import datetime as dt
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,11 @@ class Resource:
     kind: str
     namespaced: bool = True
     has_status: bool = True
+    also_served: tuple[str, ...] = ()  # older versions served with the same bodies
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.also_served)
 
     @property
     def api_version(self) -> str:
@@ -36,6 +42,11 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+FOREGROUND = "foregroundDeletion"
+DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds default
+HISTORY_LIMIT = 2000  # changes a watch can resume from; older resourceVersions answer 410
+
 RESOURCES = {
     r.plural: r
     for r in (
@@ -45,6 +56,17 @@ RESOURCES = {
         Resource("events", "", "v1", "Event", has_status=False),
         Resource("jobs", "batch", "v1", "Job"),
         Resource("jobsets", "jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        Resource("serviceaccounts", "", "v1", "ServiceAccount", has_status=False),
+        Resource("nodes", "", "v1", "Node", namespaced=False),
+        *(
+            Resource(plural, KUEUE_GROUP, "v1beta2", kind, namespaced, also_served=("v1beta1",))
+            for plural, kind, namespaced in (
+                ("resourceflavors", "ResourceFlavor", False),
+                ("clusterqueues", "ClusterQueue", False),
+                ("localqueues", "LocalQueue", True),
+                ("workloads", "Workload", True),
+            )
+        ),
     )
 }
 KINDS = {r.kind: r for r in RESOURCES.values()}
@@ -59,6 +81,7 @@ _STATUS_REASONS = {
     404: "NotFound",
     405: "MethodNotAllowed",
     409: "AlreadyExists",
+    410: "Expired",
     415: "UnsupportedMediaType",
     422: "Invalid",
     429: "TooManyRequests",
@@ -157,6 +180,10 @@ class ClusterState:
         self._logs: dict[tuple[str, str, str], list[ContainerLog]] = {}
         self._changes: list[tuple[int, str, str, dict[str, Any]]] = []
         self._rv = 1000
+        self.history_limit = HISTORY_LIMIT
+        # Mutating admission webhooks: fn(resource, object) may change the object on create.
+        self.admission_hooks: list[Callable[[Resource, dict[str, Any]], None]] = []
+        self.cluster: Any = None  # the cluster_model.ClusterModel provisioned here, if any
         for ns in DEFAULT_NAMESPACES:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
@@ -198,6 +225,8 @@ class ClusterState:
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=timestamp(), generation=1)
             if resource.namespaced:
                 meta["namespace"] = namespace
+            for hook in self.admission_hooks:
+                hook(resource, obj)
             _apply_defaults(resource, obj)
             self._store(resource, key, obj, "ADDED")
             return copy.deepcopy(obj)
@@ -224,19 +253,31 @@ class ClusterState:
             ]
 
     def delete(
-        self, plural: str, namespace: str, name: str, propagation_policy: str | None = None
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> bool:
-        """Delete; dependents (ownerReferences) go too unless the policy is Orphan.
+        """Delete as the API server and garbage collector do; False if there is no such object.
 
         The default policy is the API server's: Orphan for batch/v1 Jobs, Background otherwise.
+        Foreground keeps the owner (deletionTimestamp, finalizer `foregroundDeletion`) until its
+        dependents are gone. A pod bound to a node is Terminating (deletionTimestamp) until its
+        kubelet removes it (`grace_period_seconds=0`), unless it has already terminated.
         """
         with self._lock:
             obj = self._objects.get((plural, self._ns(plural, namespace), name))
             if obj is None:
                 return False
             policy = propagation_policy or ("Orphan" if plural == "jobs" else "Background")
-            self._delete_tree(obj, orphan=policy == "Orphan")
+            self._delete_object(copy.deepcopy(obj), policy, grace_period_seconds)
+            self._collect_garbage()
             return True
+
+    def terminating(self, obj: dict[str, Any]) -> bool:
+        return bool(obj["metadata"].get("deletionTimestamp"))
 
     def patch(self, plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict:
         """Merge-patch an object's metadata and spec (status is kept)."""
@@ -290,7 +331,16 @@ class ClusterState:
                 same_spec = new.get("spec") == current.get("spec")
                 gen = current["metadata"].get("generation", 1)
                 new["metadata"]["generation"] = gen if same_spec else gen + 1
-            self._store(resource, (plural, current_ns(current), name), new, "MODIFIED")
+            new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if new == current:
+                return current  # a no-op update makes no new resourceVersion
+            key = (plural, current_ns(current), name)
+            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+                self._store(resource, key, new, "MODIFIED")
+                self._remove(new)  # the last finalizer is gone
+                self._collect_garbage()
+            else:
+                self._store(resource, key, new, "MODIFIED")
             return copy.deepcopy(new)
 
     # -- pods and their logs ----------------------------------------------------------------
@@ -417,6 +467,9 @@ class ClusterState:
     def changes_since(self, rv: int) -> list[tuple[int, str, str, dict[str, Any]]]:
         """Watch events (resourceVersion, type, plural, object) after `rv`."""
         with self._lock:
+            oldest = self._changes[0][0] if self._changes else self._rv + 1
+            if rv < oldest - 1:
+                raise ApiError(410, f"too old resource version: {rv} ({oldest - 1})")
             return [c for c in self._changes if c[0] > rv]
 
     @property
@@ -443,27 +496,84 @@ class ClusterState:
         else:
             self._objects[key] = obj
         self._changes.append((self._rv, kind, resource.plural, copy.deepcopy(obj)))
+        if len(self._changes) > self.history_limit:
+            del self._changes[: -self.history_limit]
 
-    def _delete_tree(self, obj: dict[str, Any], orphan: bool) -> None:
-        uid = obj["metadata"]["uid"]
-        for key, child in list(self._objects.items()):
+    def _delete_object(self, obj: dict[str, Any], policy: str, grace: int | None) -> None:
+        meta = obj["metadata"]
+        resource = KINDS[obj["kind"]]
+        if obj["kind"] == "Pod" and self._graceful(obj, grace):
+            if not self.terminating(obj):
+                meta["deletionTimestamp"] = timestamp()
+                meta["deletionGracePeriodSeconds"] = (
+                    grace
+                    if grace is not None
+                    else obj["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+                )
+                self._store(resource, _key(resource, obj), obj, "MODIFIED")
+            return
+        if self.terminating(obj) and not (obj["kind"] == "Pod" and grace == 0):
+            return  # already being deleted
+        uid = meta["uid"]
+        for child in list(self._objects.values()):
             refs = child["metadata"].get("ownerReferences") or []
             if not any(r.get("uid") == uid for r in refs):
                 continue
-            if orphan:
+            if policy == "Orphan":
                 child = copy.deepcopy(child)
                 child["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid]
-                self._store(RESOURCES[key[0]], key, child, "MODIFIED")
+                self._store(
+                    KINDS[child["kind"]], _key(KINDS[child["kind"]], child), child, "MODIFIED"
+                )
             else:
-                self._delete_tree(child, orphan=False)
+                self._delete_object(copy.deepcopy(child), "Background", None)
+        finalizers = list(meta.get("finalizers") or [])
+        if policy == "Foreground" and self._dependents(uid):
+            finalizers.append(FOREGROUND)
+        if finalizers:
+            meta["finalizers"], meta["deletionTimestamp"] = finalizers, timestamp()
+            self._store(resource, _key(resource, obj), obj, "MODIFIED")
+        else:
+            self._remove(obj)
+
+    def _graceful(self, pod: dict[str, Any], grace: int | None) -> bool:
+        """A pod on a node whose containers still run waits for its kubelet."""
+        bound = bool(pod["spec"].get("nodeName"))
+        finished = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        return bound and not finished and grace != 0
+
+    def _dependents(self, uid: str) -> bool:
+        return any(
+            any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])
+            for o in self._objects.values()
+        )
+
+    def _remove(self, obj: dict[str, Any]) -> None:
         resource = KINDS[obj["kind"]]
-        key = (resource.plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        key = _key(resource, obj)
         if resource.plural == "pods":
             for log_key in [k for k in self._logs if k[:2] == key[1:]]:
                 del self._logs[log_key]
-        gone = copy.deepcopy(obj)
-        gone["metadata"]["deletionTimestamp"] = timestamp()
+        gone = copy.deepcopy(self._objects.get(key, obj))
+        gone["metadata"].setdefault("deletionTimestamp", timestamp())
         self._store(resource, key, gone, "DELETED")
+
+    def _collect_garbage(self) -> None:
+        """Finish foreground deletions whose dependents are all gone."""
+        done = False
+        while not done:
+            done = True
+            for obj in list(self._objects.values()):
+                finalizers = obj["metadata"].get("finalizers") or []
+                if FOREGROUND in finalizers and not self._dependents(obj["metadata"]["uid"]):
+                    left = [f for f in finalizers if f != FOREGROUND]
+                    obj = copy.deepcopy(obj)
+                    obj["metadata"]["finalizers"] = left
+                    resource = KINDS[obj["kind"]]
+                    self._store(resource, _key(resource, obj), obj, "MODIFIED")
+                    if not left:
+                        self._remove(obj)
+                    done = False
 
     def _container(self, namespace: str, pod: str, container: str) -> None:
         obj = self._require("pods", namespace, pod)
@@ -511,6 +621,10 @@ class ClusterState:
 
 def current_ns(obj: dict[str, Any]) -> str:
     return obj["metadata"].get("namespace", "")
+
+
+def _key(resource: Resource, obj: dict[str, Any]) -> tuple[str, str, str]:
+    return (resource.plural, current_ns(obj), obj["metadata"]["name"])
 
 
 def _invalid(resource: Resource, name: str, field: str, detail: str) -> ApiError:

@@ -2,17 +2,30 @@
 conversions and the Pathways servers, printing MaxText's real line formats (maxtext-v0.2.4).
 
 Objects the jobs "write" go through an ObjectWriter(uri, data) that the end-to-end tests wire
-to the GCS emulator.
+to the GCS emulator, or through a PodStorage that reads and writes as the pod's own identity
+(tests/sandbox/pod_storage.py) and ends the container when GCS refuses.
 """
 
 import datetime as dt
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tests.sandbox.controller import PodInfo, PodScript, Step, call, exit, log, run_forever, sleep
 
 ObjectWriter = Callable[[str, bytes], None]
+
+
+class PodStorage(Protocol):
+    """GCS with the calling pod's identity; raises ContainerExit when the call is refused."""
+
+    def write(self, info: PodInfo, uri: str, data: bytes) -> None: ...
+
+    def read(self, info: PodInfo, uri: str) -> bytes: ...
+
+
+Storage = ObjectWriter | PodStorage
 
 
 def absl(level: str, message: str, source: str = "train_rl.py:824") -> Callable[[], str]:
@@ -68,23 +81,37 @@ def _join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *parts])
 
 
-def _writes(write: ObjectWriter | None, uris: list[str]) -> list[Step]:
+def _writes(write: Storage | None, uris: list[str]) -> list[Step]:
     if write is None:
         return []
 
-    def write_all(_info: PodInfo) -> None:
+    def write_all(info: PodInfo) -> None:
         for uri in uris:
-            write(uri, b"{}" if uri.endswith(".json") else b"\0")
+            data = b"{}" if uri.endswith(".json") else b"\0"
+            if callable(write):
+                write(uri, data)
+            else:
+                write.write(info, uri, data)
 
     return [call(write_all)]
 
 
+def _reads(storage: Storage | None, uri: str | None) -> list[Step]:
+    """Read an object first (a checkpoint to load), as the pod; only a PodStorage reads."""
+    if storage is None or callable(storage) or not uri:
+        return []
+    return [call(lambda info: storage.read(info, uri))]
+
+
 def checkpoint_uris(base_output_directory: str, run_name: str, step: int) -> list[str]:
-    """The objects of one actor checkpoint (`.../checkpoints/actor/<step>/model_params/...`)."""
+    """The objects of one actor checkpoint (`.../checkpoints/actor/<step>/model_params/...`).
+
+    Orbax writes the step's `_CHECKPOINT_METADATA` last, once the save is complete.
+    """
     step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(step))
     return [
-        _join(step_dir, "_CHECKPOINT_METADATA"),
         *(_join(step_dir, "model_params", f) for f in ("_METADATA", "_sharding", "manifest.ocdbt")),
+        _join(step_dir, "_CHECKPOINT_METADATA"),
     ]
 
 
@@ -112,10 +139,17 @@ def grpo_client_script(
     post: EvalResult | None = DEFAULT_POST,
     fail_at_step: int | None = None,
     exit_code: int = 0,
-    write_object: ObjectWriter | None = None,
+    write_object: Storage | None = None,
     container: str | None = None,
+    load_parameters_path: str | None = None,
+    cut_last_save: bool = False,
 ) -> PodScript:
     """`train_rl` in headless Pathways mode, over simulated time (steps of `step_seconds`).
+
+    `cut_last_save`: the last checkpoint's save is cut off (arrays without Orbax's marker).
+
+    With a PodStorage as `write_object`, the converted checkpoint at `load_parameters_path`
+    is read first, as the pod.
 
     `pre=None, post=None` is a run with num_test_batches=0 (neither line); `post=None` alone
     completes without a Post line; `fail_at_step` dies with a gRPC error (a backend worker
@@ -125,6 +159,9 @@ def grpo_client_script(
         log(STDERR_NOISE),
         log(absl("I", f"Config param run_name: {run_name}", "pyconfig.py:1068")),
         log(absl("I", "Loading checkpoint from load_parameters_path", "checkpointing.py:611")),
+        *_reads(
+            write_object, load_parameters_path and f"{load_parameters_path.rstrip('/')}/_METADATA"
+        ),
         log("Loading checkpoint shards:  50%|#####     | 1/2 [00:41<00:41, 41.0s/it]"),
         sleep(45),
         log("\rLoading checkpoint shards: 100%|##########| 2/2 [01:20<00:00, 40.1s/it]\n"),
@@ -155,7 +192,10 @@ def grpo_client_script(
                 )
             )
         if step % checkpoint_every == 0 or step == num_batches:
-            steps += _writes(write_object, checkpoint_uris(base_output_directory, run_name, step))
+            uris = checkpoint_uris(base_output_directory, run_name, step)
+            if cut_last_save and step == num_batches:
+                uris = uris[:-1]
+            steps += _writes(write_object, uris)
             steps.append(
                 log(absl("I", f"Saved checkpoint at step {step}", "checkpoint_manager.py:1516"))
             )
@@ -168,7 +208,7 @@ def grpo_client_script(
 
 def to_maxtext_script(
     base_output_directory: str = "gs://bucket/gemma4-26b/max-text-format/",
-    write_object: ObjectWriter | None = None,
+    write_object: Storage | None = None,
     exit_code: int = 0,
 ) -> PodScript:
     """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`).
@@ -182,28 +222,49 @@ def to_maxtext_script(
         _join(items, "params.params.decoder.layers_0.mlp.wi_0.kernel", ".zarray"),
     ]
     committed = [] if exit_code else [_join(base_output_directory, "0", "_CHECKPOINT_METADATA")]
+    ending = log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655"))
+    if exit_code:
+        ending = log(CONVERSION_FAILURE)
     return PodScript(
         [
             log(absl("I", "Loading HF model google/gemma-4-26b-a4b-it", "to_maxtext.py:402")),
             sleep(60),
             *_writes(write_object, arrays),
             *_writes(write_object, committed),
-            log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655")),
+            ending,
             exit(exit_code),
         ]
     )
 
 
+CONVERSION_FAILURE = (
+    "Traceback (most recent call last):\n"
+    '  File "/deps/src/maxtext/checkpoint_conversion/to_maxtext.py", line 702, in <module>\n'
+    "    app.run(main)\n"
+    '  File "/deps/src/maxtext/checkpoint_conversion/to_maxtext.py", line 431, in main\n'
+    "    hf_model = AutoModelForCausalLM.from_pretrained(model_id, token=hf_token)\n"
+    "RuntimeError: Error(s) in loading state_dict for Gemma4ForCausalLM:\n"
+    "\tsize mismatch for model.layers.0.mlp.experts.gate_up_proj: copying a param with shape "
+    "torch.Size([128, 2816, 1408]) from checkpoint, the shape in current model is "
+    "torch.Size([128, 2816, 2816]).\n"
+)
+
+
 def to_huggingface_script(
     base_output_directory: str = "gs://bucket/gemma4-26b/hf-trained/",
-    write_object: ObjectWriter | None = None,
+    write_object: Storage | None = None,
     exit_code: int = 0,
+    load_parameters_path: str | None = None,
 ) -> PodScript:
     """`to_huggingface`: config, safetensors and tokenizer files straight into the base dir."""
     uris = [_join(base_output_directory, f) for f in HF_EXPORT_FILES]
     return PodScript(
         [
             log(absl("I", "Loading MaxText checkpoint", "to_huggingface.py:311")),
+            *_reads(
+                write_object,
+                load_parameters_path and f"{load_parameters_path.rstrip('/')}/_METADATA",
+            ),
             sleep(60),
             *([] if exit_code else _writes(write_object, uris)),
             log(absl("I", f"Saved HF model to {base_output_directory}", "to_huggingface.py:480")),

@@ -1,7 +1,9 @@
 """Synthetic runs of tpu_rl_post_training in Airflow's DB: DagRuns, task instances, XComs.
 
 Bulk inserts with the shapes the real tasks write: every 7th run stopped by the gate, the
-newest one still running.
+newest one still running. A finished run's timeline, from its start: create_cluster 0-15 min,
+convert 15-20 min, start_backend at 20 min, the reward wait 2 h, export 10 min, cleanup_cluster
+ending at 4 h, the run's end.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from sqlalchemy import delete, insert, select
 DAG_ID = "tpu_rl_post_training"
 START = datetime(2026, 1, 5, 6, 0, tzinfo=UTC)
 POOL_SECONDS = 2 * 3600.0
+RUN_HOURS = 4
+CONVERT_SECONDS = 5 * 60.0
+EXPORT_SECONDS = 10 * 60.0
 
 
 def rewards(i: int) -> tuple[float, float]:
@@ -59,13 +64,16 @@ def add_runs(count: int) -> list[str]:
                     "state": "running" if running else "failed" if stopped else "success",
                     "run_after": begin,
                     "start_date": begin,
-                    "end_date": None if running else begin + timedelta(hours=4),
+                    "end_date": None if running else begin + timedelta(hours=RUN_HOURS),
                     "conf": {"cluster_nodepool_count": 1 + i % 2},
                     "clear_number": 0,
                 }
             )
             pool_start = begin + timedelta(minutes=20)
             pool_end = pool_start + timedelta(seconds=POOL_SECONDS)
+            convert_start = pool_start - timedelta(seconds=CONVERT_SECONDS)
+            tis.append(ti_row(run_id, "create_cluster", "success", begin, convert_start))
+            tis.append(ti_row(run_id, "convert", "success", convert_start, pool_start))
             tis.append(ti_row(run_id, "start_backend", "success", pool_start, pool_start))
             if running:
                 tis.append(ti_row(run_id, "wait_for_rewards", "deferred", pool_start))
@@ -74,7 +82,12 @@ def add_runs(count: int) -> list[str]:
                 tis.append(ti_row(run_id, "stop_backend", "success", pool_end, pool_end))
                 tis.append(ti_row(run_id, "gate", "failed" if stopped else "success", pool_end))
             if not running and not stopped:
-                tis += [ti_row(run_id, task, "success", pool_end) for task in ("export", "verify")]
+                export_end = pool_end + timedelta(seconds=EXPORT_SECONDS)
+                tis.append(ti_row(run_id, "export", "success", pool_end, export_end))
+                tis.append(ti_row(run_id, "verify", "success", export_end))
+            if not running:
+                end = begin + timedelta(hours=RUN_HOURS)
+                tis.append(ti_row(run_id, "cleanup_cluster", "success", end, end))
             plan[run_id] = (i, running, stopped)
         session.execute(insert(DagRun.__table__), runs)
         session.execute(insert(TaskInstance.__table__), tis)

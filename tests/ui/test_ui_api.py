@@ -47,9 +47,12 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert passed["pre_accuracy"] == 12.5 and passed["post_accuracy"] == 18.75
     assert passed["gate"] == "passed" and passed["state"] == "success"
     assert passed["duration_seconds"] == 4 * 3600
-    # 1 slice of v6e-32: 8 hosts x 2 h; 4 chips a host at 2.70 per chip-hour
-    assert passed["tpu_hours"] == pytest.approx(16.0)
-    assert passed["estimated_cost_usd"] == pytest.approx(16.0 * 4 * 2.70)
+    # the run made its cluster: the reserved pool bills from create_cluster's start to
+    # cleanup_cluster's end, 4 h; 1 slice of v6e-32: 8 hosts; 4 chips a host at 2.70/chip-hour
+    assert passed["tpu_hours_rule"] == "created_pool"
+    assert "cleanup_cluster" in passed["tpu_hours_rule_text"]
+    assert passed["tpu_hours"] == pytest.approx(32.0)
+    assert passed["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 2.70)
     assert passed["checkpoint_step"] == 50
     assert passed["export_uri"] == "gs://bucket/gemma4-26b/hf-trained/rl-0000000000/"
     assert passed["export_url"] == (
@@ -58,7 +61,7 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert passed["run_url"] == "dags/tpu_rl_post_training/runs/scheduled__synthetic-0000"
     assert passed["logs_url"].endswith("/tasks/wait_for_rewards")
 
-    assert by_id["scheduled__synthetic-0001"]["tpu_hours"] == pytest.approx(32.0)  # 2 slices
+    assert by_id["scheduled__synthetic-0001"]["tpu_hours"] == pytest.approx(64.0)  # 2 slices
     stopped = by_id["scheduled__synthetic-0003"]
     pre, post = synthetic.rewards(3)
     assert stopped["gate"] == "stopped" and post < pre
@@ -74,6 +77,30 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert running["tpu_hours"] is None  # the pool is still up
 
 
+def set_conf(run_id: str, conf: dict) -> None:
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    with create_session() as session:
+        session.execute(update(DagRun).where(DagRun.run_id == run_id).values(conf=conf))
+
+
+def test_an_existing_reserved_pool_bills_the_runs_span(client, auth_token):
+    set_conf("scheduled__synthetic-0000", {"cluster_mode": "existing", "reservation": "r"})
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"].endswith("-0000"))
+    assert row["tpu_hours_rule"] == "existing_static_pool"
+    assert row["tpu_hours"] == pytest.approx(8 * synthetic.RUN_HOURS)
+
+
+def test_without_a_reservation_the_tpu_nodes_bill_convert_and_export_included(client, auth_token):
+    set_conf("scheduled__synthetic-0000", {"cluster_mode": "existing", "reservation": ""})
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"].endswith("-0000"))
+    assert row["tpu_hours_rule"] == "tpu_nodes" and "convert" in row["tpu_hours_rule_text"]
+    seconds = synthetic.CONVERT_SECONDS + synthetic.POOL_SECONDS + synthetic.EXPORT_SECONDS
+    assert row["tpu_hours"] == pytest.approx(8 * seconds / 3600)
+
+
 @pytest.mark.parametrize(
     ("wait_state", "pool_end_task"),
     [("failed", "wait_for_rewards"), ("upstream_failed", "cleanup_kubernetes")],
@@ -81,12 +108,16 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
 def test_a_failed_runs_tpu_hours_end_where_its_backend_was_deleted(
     client, auth_token, wait_state, pool_end_task
 ):
-    """Training failed: the sensor deleted the backend; it never waited: cleanup did."""
+    """Training failed: the sensor deleted the backend; it never waited: cleanup did.
+
+    On an existing cluster without a reservation, where the backend's TPU nodes are what bills.
+    """
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
-    from sqlalchemy import insert, update
+    from sqlalchemy import delete, insert, update
 
     run_id = "scheduled__synthetic-0000"
+    set_conf(run_id, {"cluster_mode": "existing", "reservation": ""})
     pool_start = synthetic.START + timedelta(minutes=20)
     ends = {"wait_for_rewards": pool_start + timedelta(hours=1)}
     ends["stop_backend"] = ends["wait_for_rewards"] + timedelta(seconds=1)  # upstream_failed
@@ -107,6 +138,12 @@ def test_a_failed_runs_tpu_hours_end_where_its_backend_was_deleted(
             ends["cleanup_kubernetes"],
         )
         session.execute(insert(TaskInstance.__table__), [cleanup])
+        for task_id in ("convert", "export"):  # only the backend's time is asserted here
+            session.execute(
+                delete(TaskInstance).where(
+                    TaskInstance.run_id == run_id, TaskInstance.task_id == task_id
+                )
+            )
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     hours = (ends[pool_end_task] - pool_start).total_seconds() / 3600
     assert row["tpu_hours"] == pytest.approx(8 * hours)  # 8 hosts of v6e-32

@@ -65,6 +65,7 @@ def check_reports(runs: list[dict[str, Any]]) -> None:
             report["durations_seconds"]
         )
         assert report["tpu"]["hosts"] == 8 and report["tpu"]["tpu_hours"] > 0
+        assert report["tpu"]["rule"] == "created_pool"  # the run made its cluster
         assert report["summary"] in run["reports"]["run-report.md"]
         assert all(HF_TOKEN not in text for text in run["reports"].values())
     assert runs[2]["reports"] == {}
@@ -165,6 +166,7 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
         "post_acc",
         "gate",
         "tpu_hours",
+        "counted_as",
         "cost",
         "checkpoint",
         "export",
@@ -177,6 +179,7 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
     assert {r["pre"] for r in table} == {"0.0821"}
     assert [r["export"] for r in table] == ["", "export", "export"]
     assert all(r["logs"] == "logs" and r["tpu_hours"] for r in table)
+    assert {r["counted_as"] for r in table} == {"run's reserved pool"}
     assert chart["circles"] == 6 and chart["lines"] == 2 and chart["width"] > 600
     assert chart["status"] == "3 runs, newest first."
     assert chart["overflow"] == 0 and chart["tableOverflow"] == 0  # fits 1280 px

@@ -304,3 +304,28 @@ def test_operators_template_the_settings():
         "state_prefix",
     }
     assert GclusterDestroyOperator.template_fields == GclusterDeployOperator.template_fields
+
+
+def test_the_staged_kueue_configuration_covers_the_pathways_backend(tmp_path):
+    """The blueprint stages kueue-configuration.yaml.tftpl from beside itself: edited there."""
+    import yaml
+
+    from tests.conftest import BLUEPRINT_FIXTURES, TUTORIAL_CONF
+
+    bundle = tmp_path / "bundle"
+    example = bundle / "examples" / "gke-tpu-v6e"
+    example.mkdir(parents=True)
+    for name in ("gke-tpu-v6e-advanced.yaml", "kueue-configuration.yaml.tftpl"):
+        shutil.copy(BLUEPRINT_FIXTURES / name, example / name)
+    work = tmp_path / "work"
+    work.mkdir()
+    settings = load_settings(json.loads(Path(TUTORIAL_CONF).read_text()))
+    cluster_toolkit.prepare_workdir(work, bundle, settings, "prefix")
+    docs = list(yaml.safe_load_all((work / "kueue-configuration.yaml.tftpl").read_text()))
+    (queue,) = [d for d in docs if d["kind"] == "ClusterQueue"]
+    assert set(queue["spec"]["resourceGroups"][0]["coveredResources"]) == {
+        "google.com/tpu",
+        "cpu",
+        "memory",
+    }
+    assert "${tpu_quota}" in (work / "kueue-configuration.yaml.tftpl").read_text()

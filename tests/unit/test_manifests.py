@@ -275,3 +275,35 @@ def test_jobs_stop_themselves_at_their_timeout(layout):
     )
     assert m.train_job(layout)["spec"]["activeDeadlineSeconds"] == s.training_timeout_minutes * 60
     assert m.export_job(layout, 7)["spec"]["activeDeadlineSeconds"] == s.export_timeout_minutes * 60
+
+
+def pod_spec(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]
+
+
+def test_pods_that_use_the_bucket_get_the_node_pools_identity_as_the_tutorials_head_pod(layout):
+    """Host network: GKE's metadata server then answers with the node pool's service account
+    (storage.admin); a pod on the pod network with the default KSA would have no identity."""
+    for job in (m.conversion_job(layout), m.train_job(layout), m.export_job(layout, 50)):
+        spec = pod_spec(job)
+        assert spec["hostNetwork"] is True, job["metadata"]["name"]
+        assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+        assert "serviceAccountName" not in spec
+        # a host-network pod on cpu-np must not claim the Pathways head's host ports
+        assert all("ports" not in c for c in spec["containers"])
+
+
+def test_a_workload_identity_service_account_replaces_the_host_network(tutorial_conf):
+    layout = RunLayout(
+        load_settings({**tutorial_conf, "client_service_account": "workload-identity-k8s-sa"}),
+        RUN_ID,
+    )
+    for job in (m.conversion_job(layout), m.train_job(layout), m.export_job(layout, 50)):
+        spec = pod_spec(job)
+        assert spec["serviceAccountName"] == "workload-identity-k8s-sa"
+        assert "hostNetwork" not in spec and "dnsPolicy" not in spec
+        validate_manifest(job)
+    # the Pathways backend keeps gcluster's host network
+    backend = m.backend_jobset(layout)
+    for rj in backend["spec"]["replicatedJobs"]:
+        assert rj["template"]["spec"]["template"]["spec"]["hostNetwork"] is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -155,3 +156,42 @@ def test_plan_needs_no_credentials_airflow_or_network(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("no-airflow")
+
+
+def test_plan_shows_the_clients_storage_identity(tmp_path):
+    plan = render(tmp_path)
+    train = next(step for step in plan["steps"] if step["id"] == "train")
+    assert "the node pool's service account" in train["description"]
+    spec = yaml.safe_load((tmp_path / train["object"]).read_text())["spec"]["template"]["spec"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
+
+
+def test_the_blueprint_is_found_in_composers_data_folder_too(tmp_path, monkeypatch):
+    import tpu_rl.plan as plan_module
+
+    composer = tmp_path / "data" / "include"
+    shutil.copytree(REPO / "include", composer)
+    monkeypatch.setattr(plan_module, "include_dirs", lambda: [tmp_path / "none", composer])
+    assert plan_module.include_file(plan_module.PLAN_BLUEPRINT).parent.parent == composer
+    assert render(tmp_path / "out")["steps"][2]["id"] == "create_cluster"
+
+
+def test_a_missing_include_folder_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    import tpu_rl.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "include_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
+    assert main([str(TUTORIAL_CONF), str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "include/cluster-toolkit/blueprint.yaml not found" in err and str(tmp_path / "b") in err
+
+
+def test_the_plan_shows_the_kueue_configuration_covering_the_backend(tmp_path):
+    render(tmp_path)
+    text = (tmp_path / "kueue-configuration.yaml.tftpl").read_text()
+    (queue,) = [d for d in yaml.safe_load_all(text) if d and d["kind"] == "ClusterQueue"]
+    assert queue["spec"]["resourceGroups"][0]["coveredResources"] == [
+        "google.com/tpu",
+        "cpu",
+        "memory",
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -20,8 +21,9 @@ REWARDS = {
     "post_time": "2026-03-01T10:00:00Z",
 }
 GATE = {"pre_mean_reward": 0.0821, "post_mean_reward": 0.1234, "gain": 0.0413}
-# seconds; the backend JobSet lives from start_backend through wait_for_rewards: 2 h in all
+# seconds; the TPU steps (convert, start_backend through wait_for_rewards, export) take 2.5 h
 DURATIONS = {
+    "convert": 600.0,
     "validate": 1.0,
     "create_cluster": 900.0,
     "start_backend": 300.0,
@@ -31,22 +33,41 @@ DURATIONS = {
     "gate": 1.0,
     "export": 1200.0,
 }
+RUN_SECONDS = 4 * 3600.0  # the run's age when verify writes the report
 
 
 def layout(conf: dict[str, Any], **overrides: Any) -> RunLayout:
     return RunLayout(load_settings({**conf, **overrides}), "manual__2026-03-01T08:00:00+00:00")
 
 
-def test_tpu_hours_are_hosts_times_the_pool_lifetime(tutorial_conf):
-    one = report.build_report(layout(tutorial_conf), REWARDS, GATE, 50, DURATIONS)["tpu"]
-    # v6e-32 = 4x8 = 32 chips on ct6e-standard-4t (4 chips a host): 8 hosts, 2 h
-    assert one["hosts"] == 8 and one["pool_seconds"] == 7200.0
-    assert one["tpu_hours"] == pytest.approx(16.0)
-    assert one["estimated_cost_usd"] == pytest.approx(16.0 * 4 * 2.70)
-    two = report.build_report(
-        layout(tutorial_conf, cluster_nodepool_count=2), REWARDS, GATE, 50, DURATIONS
-    )["tpu"]
-    assert two["hosts"] == 16 and two["tpu_hours"] == pytest.approx(32.0)
+def build(conf: dict[str, Any], durations: dict[str, float] = DURATIONS, **overrides: Any):
+    return report.build_report(layout(conf, **overrides), REWARDS, GATE, 50, durations, RUN_SECONDS)
+
+
+def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
+    """The blueprint's pool takes the reservation at a fixed size: it bills idle or not."""
+    one = build(tutorial_conf)["tpu"]
+    # v6e-32 = 4x8 = 32 chips on ct6e-standard-4t (4 chips a host): 8 hosts, 4 h
+    assert one["rule"] == report.CREATED_POOL and "create_cluster" in one["rule_text"]
+    assert one["hosts"] == 8 and one["pool_seconds"] == RUN_SECONDS
+    assert one["tpu_hours"] == pytest.approx(32.0)
+    assert one["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 2.70)
+    two = build(tutorial_conf, cluster_nodepool_count=2)["tpu"]
+    assert two["hosts"] == 16 and two["tpu_hours"] == pytest.approx(64.0)
+
+
+def test_an_existing_reserved_pool_bills_the_runs_span(tutorial_conf):
+    tpu = build(tutorial_conf, cluster_mode="existing")["tpu"]
+    assert tpu["rule"] == report.EXISTING_STATIC_POOL and "run's span" in tpu["rule_text"]
+    assert tpu["tpu_hours"] == pytest.approx(32.0)
+
+
+def test_without_a_reservation_the_tpu_steps_bill_convert_and_export_included(tutorial_conf):
+    tpu = build(tutorial_conf, cluster_mode="existing", reservation="")["tpu"]
+    assert tpu["rule"] == report.TPU_NODES and "convert" in tpu["rule_text"]
+    # convert 600 + start_backend 300 + train 60 + wait 6840 + export 1200 = 9000 s; not
+    # validate, create_cluster, stop_backend or gate, whose pods hold no TPU host
+    assert tpu["pool_seconds"] == 9000.0 and tpu["tpu_hours"] == pytest.approx(20.0)
 
 
 def test_missing_steps_count_as_zero_and_unknown_generation_has_no_price(tutorial_conf):
@@ -54,20 +75,20 @@ def test_missing_steps_count_as_zero_and_unknown_generation_has_no_price(tutoria
     assert report.tpu_hours(8, 0.0) == 0.0
     unpriced = dataclasses.replace(settings, tpu_type="v9x-32")
     assert report.estimated_cost_usd(unpriced, 10.0) is None
-    partial = report.build_report(layout(tutorial_conf), REWARDS, GATE, 1, {"train": 3600.0})
+    partial = build(tutorial_conf, {"train": 3600.0}, cluster_mode="existing", reservation="")
     assert partial["tpu"]["tpu_hours"] == pytest.approx(8.0)
 
 
 def test_report_content_and_summary(tutorial_conf):
     run = layout(tutorial_conf)
-    built = report.build_report(run, REWARDS, GATE, 50, DURATIONS)
+    built = report.build_report(run, REWARDS, GATE, 50, DURATIONS, RUN_SECONDS)
     assert built["export_uri"] == run.export_dir and built["checkpoint_step"] == 50
     assert built["metrics"] == {"pre": REWARDS["pre"], "post": REWARDS["post"]}
     assert built["gate"] == GATE and built["durations_seconds"] == DURATIONS
     assert built["settings"] == load_settings(tutorial_conf).to_dict()
     summary = built["summary"]
     assert "\n" not in summary
-    for part in ("0.0821", "0.1234", "+0.0413", "16.00 TPU-hours", "$172.80", "step 50"):
+    for part in ("0.0821", "0.1234", "+0.0413", "32.00 TPU-hours", "$345.60", "step 50"):
         assert part in summary, (part, summary)
     markdown = report.render_markdown(built)
     assert markdown.startswith(f"# Run report: {run.run_id}\n\n{summary}\n")
@@ -80,7 +101,7 @@ def test_the_token_is_in_neither_file(tutorial_conf, monkeypatch):
         "AIRFLOW_CONN_HUGGINGFACE_DEFAULT",
         json.dumps({"conn_type": "generic", "password": HF_TOKEN}),
     )
-    built = report.build_report(layout(tutorial_conf), REWARDS, GATE, 50, DURATIONS)
+    built = build(tutorial_conf)
     assert built["settings"]["hf_conn_id"] == "huggingface_default"
     assert HF_TOKEN not in json.dumps(built) and HF_TOKEN not in report.render_markdown(built)
 
@@ -102,12 +123,13 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
         ("export", "checkpoint_step"): 50,
     }
     ti = mock.Mock(dag_id="tpu_rl_post_training", run_id=run.run_id)
+    dag_run = mock.Mock(start_date=datetime.now(UTC) - timedelta(hours=2))
     ti.xcom_pull.side_effect = lambda task_ids, key="return_value": xcoms[(task_ids, key)]
     ti.get_task_breadcrumbs.return_value = [
         {"task_id": k, "map_index": -1, "duration": v} for k, v in DURATIONS.items()
     ]
     with mock.patch.object(report, "GCSHook") as hook:
-        summary = report.publish_run_report(run, {"ti": ti})
+        summary = report.publish_run_report(run, {"ti": ti, "dag_run": dag_run})
     ti.get_task_breadcrumbs.assert_called_once_with("tpu_rl_post_training", run.run_id)
     hook.assert_called_once_with(gcp_conn_id="google_cloud_default")
     uploads = {c.args[1]: c.kwargs for c in hook.return_value.upload.call_args_list}
@@ -117,3 +139,4 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
     uploaded = json.loads(uploads[prefix + "run-report.json"]["data"])
     assert uploaded["summary"] == summary and uploaded["checkpoint_step"] == 50
     assert uploads[prefix + "run-report.md"]["mime_type"] == "text/markdown"
+    assert uploaded["tpu"]["pool_seconds"] == pytest.approx(7200.0, abs=60)  # the run's age

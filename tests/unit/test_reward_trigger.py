@@ -29,7 +29,12 @@ from tests.sandbox.workloads import (
     grpo_client_script,
     pathways_server_script,
 )
-from tpu_rl.reward_trigger import FollowState, LogFollower, RewardTrigger
+from tpu_rl import kube, verdicts
+from tpu_rl.follower import FollowState
+from tpu_rl.kube_async import AsyncKube, KubeApiError
+from tpu_rl.pods_trigger import PodsReadyTrigger
+from tpu_rl.reward_poll import POSITION_ANNOTATION, LogFollower
+from tpu_rl.reward_trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
 
@@ -238,6 +243,18 @@ def follower(emu: KubeEmulator, **overrides: Any) -> LogFollower:
     return LogFollower(log=logging.getLogger("test.follower"), **kwargs)
 
 
+class SettledFollower(LogFollower):
+    """A streaming follower whose poll also gives the stream time to read what was logged.
+
+    The stream is read in the background as lines arrive; a poll reports what it found."""
+
+    async def poll(self) -> dict[str, Any] | None:
+        if (event := await super().poll()) is not None:
+            return event
+        await asyncio.sleep(0.3)
+        return await super().poll()
+
+
 @pytest.fixture(params=[False, True], ids=["get", "stream"])
 async def make_follower(
     request: pytest.FixtureRequest, emu: KubeEmulator
@@ -247,7 +264,10 @@ async def make_follower(
     made: list[LogFollower] = []
 
     def make(**overrides: Any) -> LogFollower:
-        made.append(follower(emu, stream_log=request.param, **overrides))
+        kwargs = trigger_kwargs(emu, stream_log=request.param, **overrides)
+        kwargs.pop("poll_interval")
+        kind = SettledFollower if request.param else LogFollower
+        made.append(kind(log=logging.getLogger("test.follower"), **kwargs))
         return made[-1]
 
     yield make
@@ -269,6 +289,15 @@ async def wait_for(condition: Any, timeout: float = 5) -> None:
     while not condition():
         assert time.monotonic() < end, "condition not met in time"
         await asyncio.sleep(0.02)
+
+
+async def poll_until(f: LogFollower, condition: Any, timeout: float = 5) -> None:
+    """Poll (each poll None) until the condition holds."""
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        assert await f.poll() is None
+        await asyncio.sleep(0.05)
 
 
 def log_requests(emu: KubeEmulator) -> list[Any]:
@@ -648,13 +677,14 @@ async def test_bytes_fetched_stay_close_to_the_log_size(emu, creds):
 
 
 async def test_streamed_log_is_fetched_about_once_over_many_polls(emu, creds, steps):
-    """55 polls, 4 per second of log time, fetch the log about once: one stream, no re-reads."""
+    """56 polls, 4 per second of log time, fetch the log about once: one stream, no re-reads."""
     make_job(emu)
     make_pod(emu, "train-a")
     f = follower(emu, stream_log=True)
     at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     rendered = 0
     try:
+        assert await f.poll() is None  # opens the stream
         for n in range(1, 56):
             lines = [
                 f"I1129 10:00:{n % 60:02d}.000000 140213 rl_cluster.py:311] actor step {n}.{i}: "
@@ -665,6 +695,7 @@ async def test_streamed_log_is_fetched_about_once_over_many_polls(emu, creds, st
             at += dt.timedelta(seconds=0.25)
             emu.append_log(NS, "train-a", C, "".join(lines), at=at)
             rendered += sum(len(rfc3339nano(at)) + 1 + len(line) for line in lines)
+            await wait_for(lambda n=n: f.found() is not None or n in steps())  # read as it comes
             event = await f.poll()
             assert (event is None) == (n < 55)
     finally:
@@ -728,14 +759,12 @@ async def test_stream_broken_mid_line_resumes_without_gaps_or_repeats(emu, creds
             emu.append_log(NS, "train-a", C, step(10), at=clock())
             emu.append_log(NS, "train-a", C, step(20)[:30], at=clock())
             assert await f.poll() is None
-            assert steps() == [10]
+            await wait_for(lambda: steps() == [10])
             relay.cut()  # the stream breaks with half a line received
             emu.append_log(NS, "train-a", C, step(20)[30:] + step(30), at=clock())
-            assert await f.poll() is None  # finds the stream broken, closes it
-            assert steps() == [10]
-            assert await f.poll() is None  # reopens it from the last line's second
-            assert steps() == [10, 20, 30]
+            await poll_until(f, lambda: steps() == [10, 20, 30])  # reopened from the last second
             emu.append_log(NS, "train-a", C, post(), at=clock())
+            await wait_for(lambda: f.found() is not None)
             event = await f.poll()
         finally:
             await f.close()
@@ -759,12 +788,13 @@ async def test_restart_while_streaming_moves_to_the_new_instance(emu, creds, ste
         emu.restart_container(NS, "train-a", C)
         emu.append_log(NS, "train-a", C, pre(corr=8) + step(10, reward=0.5))
         assert await f.poll() is None
-        assert steps() == [10, 20, 10]
+        await wait_for(lambda: steps() == [10, 20, 10])
         await wait_for(lambda: len(log_requests(emu)) == 2)  # the old stream was closed
         previous, old = sorted(log_requests(emu), key=lambda r: "follow" in r.query)
         assert previous.query["previous"] == "true" and "follow" not in previous.query
         assert old.query["follow"] == "true" and "sinceTime" not in old.query
         emu.append_log(NS, "train-a", C, post())
+        await wait_for(lambda: f.found() is not None)
         event = await f.poll()
     finally:
         await f.close()
@@ -795,8 +825,10 @@ async def test_cancelled_trigger_closes_its_stream(emu, creds, steps):
 
 
 async def test_state_round_trip():
-    state = FollowState(pod_uid="u", last_time="2026-01-01T00:00:00.5Z", seen_at_last_time=["a"])
+    state = FollowState(pod_uid="u", last_time="2026-01-01T00:00:00.5Z", seen_at_last_time=2)
     assert FollowState.from_dict(json.loads(json.dumps(state.as_dict()))) == state
+    saved_before = {**state.as_dict(), "seen_at_last_time": ["a", "b"]}  # hashes, as once saved
+    assert FollowState.from_dict(saved_before) == state
 
 
 # -- with the sandbox's simulated controller and MaxText workload scripts --------------------
@@ -902,3 +934,194 @@ async def test_a_failed_wait_releases_the_backend_too(emu, creds):
     event = await first_event(RewardTrigger(**trigger_kwargs(emu, backend_jobset_name=JOBSET)))
     assert event["reason"] == "job_failed"
     assert emu.get("jobsets", NS, JOBSET) is None
+
+
+# -- push latency, restarts, capacity waits --------------------------------------------------
+
+SLOW_POLL = 30.0  # the production default: the timer poll must not be what ends a wait
+
+
+async def started(trigger: Any) -> asyncio.Task:
+    """The trigger's first event as a task, once its first poll is over (stream open)."""
+    task = asyncio.create_task(first_event(trigger, timeout=20))
+    await asyncio.sleep(0.8)
+    assert not task.done(), task.result()
+    return task
+
+
+async def test_post_line_ends_the_wait_at_once_whatever_the_poll_interval(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, pre())
+    task = await started(RewardTrigger(**trigger_kwargs(emu, poll_interval=SLOW_POLL)))
+    logged = time.monotonic()
+    emu.append_log(NS, "train-a", C, post())
+    event = await task
+    assert event["status"] == "success" and event["pre"]["corr"] == 7
+    assert time.monotonic() - logged < 2.0
+
+
+async def test_job_failure_ends_the_wait_at_once_whatever_the_poll_interval(emu, creds):
+    make_job(emu)
+    make_pod(emu, "train-a")
+    task = await started(RewardTrigger(**trigger_kwargs(emu, poll_interval=SLOW_POLL)))
+    failed = time.monotonic()
+    emu.set_job_condition(NS, JOB, "Failed", reason="BackoffLimitExceeded")
+    event = await task
+    assert event["reason"] == "job_failed" and "BackoffLimitExceeded" in event["message"]
+    assert time.monotonic() - failed < 2.0
+
+
+async def test_rebuilt_trigger_resumes_from_the_position_saved_on_the_job(emu, creds, steps):
+    """A triggerer restart rebuilds the trigger from its deferral kwargs (no position in
+    them): it resumes from the Job's annotation, logs no line twice, re-reads little."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    kwargs = trigger_kwargs(emu, poll_interval=SLOW_POLL)
+    clock = Clock(gap=1.1)  # one line a second: sinceTime sends only the last one again
+    for line in (pre(), step(10), step(20)):
+        emu.append_log(NS, "train-a", C, line, at=clock())
+    first = await started(RewardTrigger(**kwargs))
+    await wait_for(lambda: steps() == [10, 20])
+
+    def saved() -> str:
+        (job,) = emu.list("jobs", NS)
+        return job["metadata"].get("annotations", {}).get(POSITION_ANNOTATION, "")
+
+    await wait_for(lambda: '"reward_lines": 3' in saved())
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    read_before = sum(r.response_bytes for r in log_requests(emu))
+    emu.append_log(NS, "train-a", C, step(30), at=clock())
+    task = await started(RewardTrigger(**kwargs))
+    emu.append_log(NS, "train-a", C, post(), at=clock())
+    event = await task
+    assert event["status"] == "success" and event["pre"]["corr"] == 7
+    assert steps() == [10, 20, 30]
+    await wait_for(lambda: len(log_requests(emu)) == 2)
+    resumed = log_requests(emu)[1]
+    assert "sinceTime" in resumed.query
+    reread = resumed.response_bytes - len(step(30)) - len(post())
+    assert reread < len(step(20)) + 100, (reread, read_before)
+
+
+def pods_trigger(emu: KubeEmulator, **overrides: Any) -> PodsReadyTrigger:
+    kwargs: dict[str, Any] = {
+        "cluster_url": emu.url,
+        "ssl_ca_cert": emu.ca_b64,
+        "namespace": NS,
+        "what": f"backend JobSet {JOBSET}",
+        "owner_path": kube.jobset_path(NS, JOBSET),
+        "selector": f"{kube.JOBSET_NAME_LABEL}={JOBSET}",
+        "expected": 2,
+        "need_running": True,
+        "deadline": time.time() + 20,
+        "poll_interval": SLOW_POLL,
+    }
+    kwargs.update(overrides)
+    classpath, serialized = PodsReadyTrigger(**kwargs).serialize()
+    return import_string(classpath)(**serialized)
+
+
+def backend_pod(emu: KubeEmulator, name: str, phase: str = "Pending") -> None:
+    make_pod(emu, name, labels={kube.JOBSET_NAME_LABEL: JOBSET}, phase=phase)
+
+
+async def test_capacity_wait_ends_the_moment_the_last_pod_runs(emu, creds):
+    make_jobset(emu)
+    backend_pod(emu, "pw-head", "Running")
+    backend_pod(emu, "pw-worker")
+    task = await started(pods_trigger(emu))
+    running = time.monotonic()
+    emu.set_pod_phase(NS, "pw-worker", "Running")
+    assert await task == {"status": "success"}
+    assert time.monotonic() - running < 2.0
+
+
+async def test_capacity_wait_fails_on_a_failed_pod_a_missing_owner_or_the_deadline(emu, creds):
+    assert "not found" in (await first_event(pods_trigger(emu)))["message"]
+    make_jobset(emu, suspend=True)
+    event = await first_event(pods_trigger(emu, deadline=time.time() + 0.5))
+    assert event["status"] == "error" and "not admitted by Kueue" in event["message"]
+    backend_pod(emu, "pw-head")
+    task = await started(pods_trigger(emu))
+    emu.set_pod_phase(NS, "pw-head", "Failed")
+    event = await task
+    assert event["status"] == "error" and "pod pw-head" in event["message"]
+
+
+async def test_a_refused_position_save_does_not_end_the_wait(emu, creds, monkeypatch):
+    """Without RBAC to patch Jobs the wait goes on; only a restart then reads more again."""
+    calls: list[str] = []
+
+    async def refused(self: AsyncKube, path: str, body: dict[str, Any]) -> None:
+        calls.append(path)
+        raise KubeApiError(403, f"PATCH {path}: forbidden")
+
+    monkeypatch.setattr(AsyncKube, "merge_patch", refused)
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, pre() + step(10))
+    task = await started(RewardTrigger(**trigger_kwargs(emu)))
+    emu.append_log(NS, "train-a", C, step(20) + post())
+    event = await task
+    assert event["status"] == "success" and len(calls) == 1
+
+
+async def test_capacity_wait_ends_within_one_poll_when_kueue_can_never_admit(emu, creds):
+    make_jobset(emu, suspend=True)
+    never = (
+        "couldn't assign flavors to pod set pathways-head: resource cpu unavailable in ClusterQueue"
+    )
+    emu.create(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {
+                "name": f"jobset-{JOBSET}-1a2b3",
+                "namespace": NS,
+                "ownerReferences": [{"kind": "JobSet", "name": JOBSET}],
+            },
+            "status": {
+                "conditions": [
+                    {
+                        "type": "QuotaReserved",
+                        "status": "False",
+                        "reason": "Pending",
+                        "message": never,
+                    }
+                ]
+            },
+        }
+    )
+    started_at = time.monotonic()
+    event = await first_event(pods_trigger(emu, queued=True))
+    assert event["reason"] == verdicts.KUEUE_REFUSED and never in event["message"]
+    assert time.monotonic() - started_at < SLOW_POLL
+    event = await first_event(pods_trigger(emu, deadline=time.time() + 0.5))
+    assert event["reason"] == "pending_timeout"  # not queued: Kueue is not read
+
+
+async def test_capacity_wait_times_out_with_the_schedulers_reason(emu, creds):
+    make_job(emu)
+    said = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": said,
+    }
+    make_pod(emu, "convert-a", phase="Pending", conditions=[unschedulable])
+    trigger = pods_trigger(
+        emu,
+        what=f"Job {JOB}",
+        owner_path=kube.job_path(NS, JOB),
+        selector=f"job-name={JOB}",
+        expected=1,
+        need_running=False,
+        deadline=time.time() + 0.5,
+    )
+    event = await first_event(trigger)
+    assert event["status"] == "error" and event["reason"] == "pending_timeout"
+    assert "0/1 pods scheduled" in event["message"] and said in event["message"]

@@ -218,3 +218,25 @@ def test_cli_crlf_pass_at_k_log():
 def test_cli_log_without_eval(capsys):
     assert main([str(LOGS / "train_rl_no_eval.log")]) == 0
     assert json.loads(capsys.readouterr().out) == {"pre": None, "post": None, "intermediate": []}
+
+
+@pytest.mark.parametrize("prefix", ["", ABSL, "2026-11-29T10:00:00.5Z " + ABSL])
+def test_a_post_line_cut_at_container_exit_does_not_count(prefix):
+    """`mean_reward=0.12` of `0.1234`: without its newline the line's last number may be short."""
+    assembler = LineAssembler()
+    assert assembler.feed("progress\n" + prefix + POST[:-2]) == ["progress"]
+    assert assembler.flush() is None
+    assert assembler.pending == ""
+
+
+def test_a_post_line_with_its_newline_counts_and_other_partial_tails_are_kept():
+    assembler = LineAssembler()
+    (line,) = assembler.feed(ABSL + POST + "\nTraceback (most recent")
+    assert parse_line(line).metrics.mean_reward == 0.1234
+    assert assembler.flush() == "Traceback (most recent"
+
+
+def test_cli_ignores_a_cut_post_line_at_the_end_of_a_saved_log(tmp_path):
+    log_file = tmp_path / "cut.log"
+    log_file.write_text(ABSL + POST.replace("0.1234", "0.9") + "\n" + ABSL + POST[:-2])
+    assert _run_cli(log_file)["post"]["mean_reward"] == 0.9

@@ -114,6 +114,12 @@ RULE_CASES = [
     ),
     ("positive_counts", {"num_batches": -5}, "num_batches: must be at least 1"),
     ("positive_counts", {"backend_restarts": -1}, "backend_restarts: must be 0 or more"),
+    (
+        "positive_counts",
+        {"cluster_nodepool_count": 10**400},
+        "cluster_nodepool_count: must be at most 64, got a 400-digit number",
+    ),
+    ("positive_counts", {"poll_interval_seconds": 10**9}, "poll_interval_seconds: must be at most"),
     ("batch_division", {"train_micro_batch_size": 3}, "does not divide batch_size 4"),
     ("sequence_lengths", {"max_prefill_predict_length": 640}, "must be below max_target_length"),
     ("group_size", {"rl_num_generations": 1}, "needs at least 2"),
@@ -151,6 +157,15 @@ RULE_CASES = [
     ("model_references", {"model_name": "Gemma4"}, "not a MaxText model name"),
     ("model_references", {"cloud_image_name": "maxtext"}, "full image reference"),
     ("model_references", {"pathways_image_tag": "-bad"}, "not an image tag"),
+    ("model_references", {"pathways_image_tag": "lätest"}, "not an image tag"),
+    ("model_references", {"cloud_image_name": "gcr.io/p/MaxText:1"}, "not an image reference"),
+    ("model_references", {"cloud_image_name": "gcr.io/p/maxtëxt:1"}, "not an image reference"),
+    ("model_references", {"cloud_image_name": "gcr.io/p/m@sha256:AB"}, "not an image reference"),
+    ("model_references", {"hf_model_path": "google/gemma--4"}, "'--' or '..'"),
+    ("model_references", {"tokenizer_path": "google/gémma"}, "Hugging Face repo id"),
+    ("model_references", {"tokenizer_path": "google/" + "g" * 90}, "at most 96"),
+    ("model_references", {"hf_model_path": "google/-gemma"}, "Hugging Face repo id"),
+    ("kubernetes_names", {"client_service_account": "WI_sa"}, "client_service_account"),
     ("toolkit_version", {"cluster_toolkit_version": "1.103"}, "must be a release tag"),
     ("vllm_overrides_json", {"vllm_hf_overrides": "{'a': 1}"}, "not valid JSON"),
     ("vllm_overrides_json", {"vllm_hf_overrides": "[1]"}, "must be a JSON object"),
@@ -199,3 +214,35 @@ def test_settings_file_errors(tmp_path, tutorial_conf):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(tutorial_conf))
     assert load_settings_file(good).cluster_name == "gemma4-rl"
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4",
+        "localhost:5000/team/maxtext:dev",
+        "maxtext:1",
+        "gcr.io/p/maxtext@sha256:" + "0a" * 32,
+        "gcr.io/p/maxtext:v1@sha256:" + "0a" * 32,
+        "registry.example.com:443/a__b/c-d.e:Tag_1.0",
+    ],
+)
+def test_image_references_the_oci_grammar_accepts(tutorial_conf, reference):
+    assert errors_for(tutorial_conf, cloud_image_name=reference) == []
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), 2**63])
+def test_huge_integers_are_settings_errors_for_every_int_setting(tutorial_conf, value):
+    """Never an OverflowError (or a 400-digit message) from anywhere in validation."""
+    for name, f in SETTING_FIELDS.items():
+        if str(f.type) == "int" or (str(f.type) == "float" and abs(value) > 2**1023):
+            errors = errors_for(tutorial_conf, **{name: value})
+            assert errors and all(len(e) < 300 for e in errors), (name, errors)
+            assert any(e.startswith(f"{name}: must be") for e in errors), (name, errors)
+
+
+def test_a_json_file_with_an_integer_past_pythons_digit_limit_is_a_settings_error(tmp_path):
+    bad = tmp_path / "huge.json"
+    bad.write_text('{"num_batches": ' + "9" * 5000 + "}")
+    with pytest.raises(SettingsError, match="not valid JSON"):
+        load_settings_file(bad)

@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from tpu_rl import blueprint, cluster_toolkit
+from tpu_rl import blueprint
 from tpu_rl.settings import RunSettings, load_settings
+
+# tpu_rl.cluster_toolkit (tarfile, urllib, subprocess plumbing) is imported where a task runs it,
+# not on every parse of the DAG files.
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -83,6 +86,8 @@ class _GclusterOperator(BaseOperator):
         return None
 
     def execute(self, context: Context) -> None:
+        from tpu_rl import cluster_toolkit
+
         settings = load_settings(self.settings)
         if reason := self._skip_reason(settings):
             self.log.info("Nothing to do: %s", reason)
@@ -119,6 +124,8 @@ class _GclusterOperator(BaseOperator):
         self._proc = proc
 
     def on_kill(self) -> None:
+        from tpu_rl import cluster_toolkit
+
         if self._proc is not None:
             cluster_toolkit.stop(self._proc)
 

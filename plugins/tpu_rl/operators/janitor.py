@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -10,12 +9,11 @@ from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook, GKEK
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from google.cloud.container_v1.types import Cluster
-from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api, CustomObjectsApi
-from kubernetes.client.rest import ApiException
+from kubernetes.client import ApiClient
 
 from tpu_rl import janitor
 from tpu_rl.janitor import ACTIVE_STATES, KINDS, MAIN_DAG_ID, JanitorParams, KubeObject
-from tpu_rl.operators.kubernetes import JOBSET, ignore_gone
+from tpu_rl.kube import delete_labelled, list_labelled
 from tpu_rl.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -24,6 +22,7 @@ if TYPE_CHECKING:
 FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
 REACHABLE = {Cluster.Status.RUNNING, Cluster.Status.RECONCILING, Cluster.Status.DEGRADED}
 BUSY = {Cluster.Status.PROVISIONING, Cluster.Status.STOPPING}
+PARAMS_VARIABLE = "tpu_rl_janitor_params"
 
 
 class RunStates:
@@ -73,37 +72,14 @@ class KubeApi:
         self.namespace = namespace
 
     def list(self, kind: str) -> list[dict[str, Any]]:
-        """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none."""
-        ns, selector = self.namespace, janitor.MANAGED_SELECTOR
-        if kind == "jobsets":
-            try:
-                items = CustomObjectsApi(self.client).list_namespaced_custom_object(
-                    namespace=ns, label_selector=selector, **JOBSET
-                )["items"]
-            except ApiException as err:
-                if err.status == 404:
-                    return []
-                raise
-            return [o["metadata"] for o in items]
-        if kind == "jobs":
-            items = BatchV1Api(self.client).list_namespaced_job(ns, label_selector=selector).items
-        else:  # only metadata is kept: a Secret's data never leaves this call
-            items = CoreV1Api(self.client).list_namespaced_secret(ns, label_selector=selector).items
-        return [self.client.sanitize_for_serialization(o.metadata) for o in items]
+        """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none.
+
+        Only metadata is kept: a Secret's data never leaves this call."""
+        return list_labelled(self.client, kind, self.namespace, janitor.MANAGED_SELECTOR)
 
     def delete(self, kind: str, name: str) -> bool:
         """Delete (Jobs and JobSets with their pods first); False when already gone."""
-        ns = self.namespace
-        calls: dict[str, Callable[[], Any]] = {
-            "jobsets": lambda: CustomObjectsApi(self.client).delete_namespaced_custom_object(
-                namespace=ns, name=name, propagation_policy="Foreground", **JOBSET
-            ),
-            "jobs": lambda: BatchV1Api(self.client).delete_namespaced_job(
-                name, ns, propagation_policy="Foreground"
-            ),
-            "secrets": lambda: CoreV1Api(self.client).delete_namespaced_secret(name, ns),
-        }
-        return ignore_gone(calls[kind])
+        return delete_labelled(self.client, kind, self.namespace, name)
 
 
 def list_region_clusters(p: JanitorParams) -> list[Cluster]:
@@ -212,6 +188,18 @@ class Sweep:
         return None
 
 
+def run_params(context: Context) -> dict[str, Any]:
+    """The Params' defaults, then the JSON Variable tpu_rl_janitor_params, then the run's conf.
+
+    The Variable is read here, when the sweep runs, not on every parse of the DAG file.
+    """
+    from airflow.sdk import Variable
+
+    conf = context["dag_run"].conf or {}
+    defaults = Variable.get(PARAMS_VARIABLE, default={}, deserialize_json=True)
+    return {**context["params"], **{k: v for k, v in defaults.items() if k not in conf}}
+
+
 class JanitorSweepOperator(BaseOperator):
     """Removes leftover Jobs, JobSets and Secrets and picks the clusters to destroy.
 
@@ -222,7 +210,7 @@ class JanitorSweepOperator(BaseOperator):
     ui_color = "#fff2cc"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        p = JanitorParams.from_params(context["params"])
+        p = JanitorParams.from_params(run_params(context))
         if not p.project or not p.region:
             raise AirflowFailException(
                 "project and region are required: set them in the Params or in the Variable "

@@ -8,25 +8,24 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
-from kubernetes.client import ApiClient
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from kubernetes.client import models as k8s
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import manifests
+from tpu_rl import manifests, verdicts
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
+from tpu_rl.rewards import redact
 from tpu_rl.runtime import layout_from_context
-from tpu_rl.storage import newest_checkpoint_step, object_exists
+from tpu_rl.storage import COMMIT_MARKERS, checkpoint_steps, object_exists
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 JobBuilder = Callable[[RunLayout], manifests.Manifest]
-
-
-def to_v1_job(manifest: manifests.Manifest) -> k8s.V1Job:
-    """The kubernetes client's V1Job for a manifest dict (the provider takes models, not dicts)."""
-    return ApiClient()._ApiClient__deserialize(manifest, "V1Job")
+# What a failed Job leaves in the task log, per failed pod and in all.
+FAILED_POD_LOG_LINES = 50
+FAILED_POD_LOG_CHARS = 8000
+FAILED_PODS_SHOWN = 3
 
 
 class RunJobOperator(GKEStartJobOperator):
@@ -49,6 +48,7 @@ class RunJobOperator(GKEStartJobOperator):
         self.build = build or self.build
         self._pending_timeout = timedelta(hours=1)
         self._poll_interval = 10.0
+        self._resumed = False  # back from the pods wait: this try created the Job
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
         """The Job to submit; subclasses may skip or adapt it."""
@@ -61,6 +61,8 @@ class RunJobOperator(GKEStartJobOperator):
         layout = layout_from_context(context)
         manifest = self.prepare(layout, context)
         meta, spec = manifest["metadata"], manifest["spec"]
+        from tpu_rl.kube import to_v1_job
+
         self.full_job_spec = to_v1_job(manifest)
         self.name = meta["name"].removeprefix(JOB_NAME_PREFIX)
         self.namespace = meta["namespace"]
@@ -84,6 +86,8 @@ class RunJobOperator(GKEStartJobOperator):
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, reuse the one this run already created unless it failed."""
+        if self._resumed:  # no create call: the hook would retry its 409 for 15 s first
+            return job_request_obj
         try:
             return super().create_job(job_request_obj)
         except ApiException as err:
@@ -116,27 +120,81 @@ class RunJobOperator(GKEStartJobOperator):
     def get_pods(
         self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
     ) -> Sequence[k8s.V1Pod]:
-        """Wait for all the Job's pods, up to the pending timeout, instead of failing at once."""
-        deadline = time.monotonic() + self._pending_timeout.total_seconds()
-        while True:
-            label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
-            pods = self.client.list_namespaced_pod(
-                namespace=pod_request_obj.metadata.namespace, label_selector=label_selector
-            ).items
-            if len(pods) >= (self.parallelism or 1):
-                return pods
-            if time.monotonic() > deadline:
-                raise AirflowException(
-                    f"{len(pods)} of {self.parallelism} pods of Job {self.job.metadata.name} exist "
-                    f"after {self._pending_timeout}: TPU capacity or Kueue admission is missing"
-                )
-            self.log.info(
-                "Waiting for pods of %s (%d/%d).",
-                self.job.metadata.name,
-                len(pods),
-                self.parallelism,
+        """All the Job's pods; until they exist and are scheduled (Kueue, TPU capacity), wait in
+        the triggerer, which ends the wait with the scheduler's or Kueue's reason."""
+        from tpu_rl.pods_trigger import PodsReadyTrigger
+
+        namespace = pod_request_obj.metadata.namespace
+        label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
+        pods = self.client.list_namespaced_pod(
+            namespace=namespace, label_selector=label_selector
+        ).items
+        if len(pods) >= (self.parallelism or 1) and not any(map(_unschedulable, pods)):
+            return pods
+        name = self.job.metadata.name
+        self.log.info("Waiting in the triggerer for the %d pods of Job %s.", self.parallelism, name)
+        self.defer(
+            trigger=PodsReadyTrigger.for_operator(
+                self,
+                ("Job", namespace, name),
+                label_selector,
+                self.parallelism or 1,
+                deadline=time.time() + self._pending_timeout.total_seconds(),
+                poll_interval=self._poll_interval,
+                queued=manifests.QUEUE_LABEL in (self.job.metadata.labels or {}),
+            ),
+            method_name="execute_when_pods_exist",
+        )
+
+    def execute_when_pods_exist(self, context: Context, event: dict[str, Any]) -> Any:
+        """Go on once the pods exist and are scheduled: execute again finds the Job and its
+        pods, then defers; a Workload Kueue can never admit fails without retries."""
+        if event.get("reason") == verdicts.KUEUE_REFUSED:
+            raise AirflowFailException(event.get("message"))
+        if event.get("status") != "success":
+            raise AirflowException(
+                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
             )
-            time.sleep(self._poll_interval)
+        self._resumed = True
+        return self.execute(context)
+
+    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
+        """On failure, first the failed pods' last log lines: the provider raises without
+        writing them and then deletes the pods, and with them the reason."""
+        if event.get("status") == "error":
+            try:
+                self._log_failed_pods(event)
+            except ApiException as err:
+                self.log.warning("Could not read the failed pods' logs: %s", err.reason)
+        return super().execute_complete(context, event, **kwargs)
+
+    def _log_failed_pods(self, event: dict) -> None:
+        job = event.get("name") or (self.job.metadata.name if self.job else None)
+        namespace = event.get("namespace") or self.namespace
+        pods = self.client.list_namespaced_pod(
+            namespace=namespace, label_selector=f"job-name={job}"
+        ).items
+        failed = [p for p in pods if _pod_failed(p)][:FAILED_PODS_SHOWN]
+        if not failed:
+            self.log.error("Job %s failed; none of its %d pods shows a failure.", job, len(pods))
+        for pod in failed:
+            name = pod.metadata.name
+            try:
+                text = self.client.read_namespaced_pod_log(
+                    name=name,
+                    namespace=namespace,
+                    container=manifests.CONTAINER,
+                    tail_lines=FAILED_POD_LOG_LINES,
+                )
+            except ApiException as err:
+                self.log.error("Pod %s failed; its log is not readable: %s", name, err.reason)
+                continue
+            self.log.error(
+                "Pod %s failed (%s). Last log lines:\n%s",
+                name,
+                _pod_failure(pod),
+                redact(text.rstrip()[-FAILED_POD_LOG_CHARS:]),
+            )
 
     def defer(
         self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None
@@ -148,6 +206,34 @@ class RunJobOperator(GKEStartJobOperator):
             kwargs=kwargs,
             timeout=timeout or self.execution_timeout,
         )
+
+
+def _unschedulable(pod: k8s.V1Pod) -> bool:
+    """A pending pod the scheduler could not place (PodScheduled False)."""
+    if not pod.status or pod.status.phase != "Pending":
+        return False
+    return any(
+        c.type == "PodScheduled" and c.status == "False" for c in pod.status.conditions or []
+    )
+
+
+def _terminated(pod: k8s.V1Pod) -> list[Any]:
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    return [c.state.terminated for c in statuses if c.state and c.state.terminated]
+
+
+def _pod_failed(pod: k8s.V1Pod) -> bool:
+    """The pod failed, or one of its containers ended with a non-zero exit code."""
+    phase = pod.status.phase if pod.status else None
+    return phase == "Failed" or any(t.exit_code for t in _terminated(pod))
+
+
+def _pod_failure(pod: k8s.V1Pod) -> str:
+    """A short why: the container's exit code and reason, else the pod's reason."""
+    for t in _terminated(pod):
+        if t.exit_code:
+            return f"exit code {t.exit_code}" + (f", {t.reason}" if t.reason else "")
+    return (pod.status.reason if pod.status else None) or "phase Failed"
 
 
 class ConvertJobOperator(RunJobOperator):
@@ -166,12 +252,24 @@ class ConvertJobOperator(RunJobOperator):
 
 
 class ExportJobOperator(RunJobOperator):
-    """Exports the newest checkpoint step this run's training wrote."""
+    """Exports the newest checkpoint step this run's training finished saving."""
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
-        step = newest_checkpoint_step(layout.checkpoints_dir, self.gcp_conn_id)
+        complete, unfinished = checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
+        step = complete[-1] if complete else None
+        newer = [s for s in unfinished if step is None or s > step]
+        if newer:
+            self.log.warning(
+                "Checkpoint step(s) %s have no Orbax commit marker (%s): their save did not "
+                "finish; not exporting from them.",
+                newer,
+                " or ".join(COMMIT_MARKERS),
+            )
         if step is None:
-            raise AirflowException(f"no checkpoint under {layout.checkpoints_dir}")
+            raise AirflowException(
+                f"no complete checkpoint under {layout.checkpoints_dir}"
+                + (f" (steps {unfinished} were never committed)" if unfinished else "")
+            )
         self.log.info("Exporting checkpoint step %d.", step)
         context["ti"].xcom_push(key="checkpoint_step", value=step)
         return manifests.export_job(layout, step)

@@ -15,42 +15,17 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperat
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from airflow.sdk.log import mask_secret
-from kubernetes import watch
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import manifests
+from tpu_rl import kueue, manifests, verdicts
+from tpu_rl.kube import JOBSET, JOBSET_NAME_LABEL, delete_backend, sweep
 from tpu_rl.layout import RUN_LABEL, RunLayout
 from tpu_rl.runtime import layout_from_context
-from tpu_rl.settings import RunSettings, SettingsError
+from tpu_rl.settings import SettingsError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-JOBSET = {"group": "jobset.x-k8s.io", "version": "v1alpha2", "plural": "jobsets"}
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-
-
-def ignore_gone(call: Any, *args: Any, **kwargs: Any) -> bool:
-    """Run a delete; True when it deleted something, False when it was already gone."""
-    try:
-        call(*args, **kwargs)
-    except ApiException as err:
-        if err.status == 404:
-            return False
-        raise
-    return True
-
-
-def delete_backend(api_client: Any, namespace: str, name: str) -> bool:
-    """Delete the backend JobSet (it holds the TPUs); False when it was already gone."""
-    return ignore_gone(
-        CustomObjectsApi(api_client).delete_namespaced_custom_object,
-        namespace=namespace,
-        name=name,
-        propagation_policy="Foreground",
-        **JOBSET,
-    )
 
 
 class RunClusterOperator(GKEOperatorMixin, BaseOperator):
@@ -133,6 +108,11 @@ class BackendStartOperator(RunClusterOperator):
         layout = layout_from_context(context)
         jobset = manifests.backend_jobset(layout)
         namespace, name = layout.settings.namespace, layout.backend_jobset
+        if layout.settings.kueue_queue:
+            try:
+                kueue.ensure_coverage(self.custom, layout, jobset, self.log)
+            except kueue.KueueError as err:
+                raise AirflowFailException(str(err)) from err
         try:
             self.custom.create_namespaced_custom_object(namespace=namespace, body=jobset, **JOBSET)
             self.log.info("Created JobSet %s/%s.", namespace, name)
@@ -146,59 +126,34 @@ class BackendStartOperator(RunClusterOperator):
         return name
 
     def _wait_running(self, layout: RunLayout) -> None:
+        """Wait in the triggerer (no worker slot) until all the backend's pods run; a Workload
+        Kueue can never admit ends the wait within one poll."""
+        from tpu_rl.pods_trigger import PodsReadyTrigger
+
         namespace, name = layout.settings.namespace, layout.backend_jobset
-        expected = 1 + layout.hosts * layout.settings.cluster_nodepool_count
-        deadline = time.monotonic() + layout.settings.pending_timeout_minutes * 60
-        selector = f"{JOBSET_NAME_LABEL}={name}"
-        while True:
-            failed = _condition(
-                self.custom.get_namespaced_custom_object(namespace=namespace, name=name, **JOBSET),
-                "Failed",
-            )
-            if failed:
-                raise AirflowException(f"backend JobSet {name} failed: {failed}")
-            pods = self.core.list_namespaced_pod(namespace=namespace, label_selector=selector)
-            phases = [p.status.phase for p in pods.items]
-            if "Failed" in phases:
-                raise AirflowException(f"a backend pod of {name} failed: {phases}")
-            running = phases.count("Running")
-            self.log.info("Backend %s: %d/%d pods running.", name, running, expected)
-            if running >= expected:
-                return
-            if time.monotonic() > deadline:
-                raise AirflowException(
-                    f"backend {name}: {running}/{expected} pods running after "
-                    f"{layout.settings.pending_timeout_minutes} min (TPU capacity or Kueue)"
-                )
-            self._next_pod_change(
-                namespace, selector, pods.metadata.resource_version, layout.settings
-            )
+        settings = layout.settings
+        self.defer(
+            trigger=PodsReadyTrigger.for_operator(
+                self,
+                ("JobSet", namespace, name),
+                f"{JOBSET_NAME_LABEL}={name}",
+                1 + layout.hosts * settings.cluster_nodepool_count,
+                need_running=True,
+                deadline=time.time() + settings.pending_timeout_minutes * 60,
+                poll_interval=float(settings.poll_interval_seconds),
+                queued=bool(settings.kueue_queue),
+            ),
+            method_name="execute_complete",
+        )
 
-    def _next_pod_change(
-        self, namespace: str, selector: str, resource_version: str, settings: RunSettings
-    ) -> None:
-        """Block until a backend pod changes (a watch), at most one poll interval.
-
-        The training client is submitted the moment the last pod runs: every second the
-        backend holds TPUs without a client is paid for.
-        """
-        watcher = watch.Watch()
-        for _ in watcher.stream(
-            self.core.list_namespaced_pod,
-            namespace=namespace,
-            label_selector=selector,
-            resource_version=resource_version,
-            timeout_seconds=max(1, settings.poll_interval_seconds),
-        ):
-            watcher.stop()
-
-
-def _condition(obj: dict, kind: str) -> str | None:
-    """The message of a true status condition of that type, if there is one."""
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return cond.get("message") or cond.get("reason") or kind
-    return None
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        """The backend JobSet's name once all its pods run (the training client may start)."""
+        layout = layout_from_context(context)
+        if event.get("reason") == verdicts.KUEUE_REFUSED:
+            raise AirflowFailException(f"Pathways backend: {event.get('message')}")
+        if event.get("status") != "success":
+            raise AirflowException(f"{event.get('message')} (TPU capacity or Kueue)")
+        return layout.backend_jobset
 
 
 class BackendStopOperator(RunClusterOperator):
@@ -229,48 +184,7 @@ class CleanupKubernetesOperator(RunClusterOperator):
     def execute(self, context: Context) -> dict[str, list[str]]:
         layout = self.skip_unless_started(context, self.needs_task)
         namespace, selector = layout.settings.namespace, f"{RUN_LABEL}={layout.slug}"
-        removed: dict[str, list[str]] = {"jobs": [], "jobsets": [], "secrets": []}
-        errors = []
-        parts = {
-            "jobsets": (
-                lambda: [
-                    o["metadata"]["name"]
-                    for o in self.custom.list_namespaced_custom_object(
-                        namespace=namespace, label_selector=selector, **JOBSET
-                    )["items"]
-                ],
-                lambda n: self.custom.delete_namespaced_custom_object(
-                    namespace=namespace, name=n, propagation_policy="Foreground", **JOBSET
-                ),
-            ),
-            "jobs": (
-                lambda: [
-                    j.metadata.name
-                    for j in self.batch.list_namespaced_job(
-                        namespace, label_selector=selector
-                    ).items
-                ],
-                lambda n: self.batch.delete_namespaced_job(
-                    n, namespace, propagation_policy="Foreground"
-                ),
-            ),
-            "secrets": (
-                lambda: [
-                    s.metadata.name
-                    for s in self.core.list_namespaced_secret(
-                        namespace, label_selector=selector
-                    ).items
-                ],
-                lambda n: self.core.delete_namespaced_secret(n, namespace),
-            ),
-        }
-        for kind, (list_names, delete) in parts.items():
-            try:
-                for name in list_names():
-                    if ignore_gone(delete, name):
-                        removed[kind].append(name)
-            except Exception as err:  # each part runs even when another failed
-                errors.append(f"{kind}: {err}")
+        removed, errors = sweep(self.custom.api_client, namespace, selector)
         self.log.info("Removed from %s: %s", namespace, removed)
         if errors:
             raise AirflowException("cleanup incomplete (retrying is safe): " + "; ".join(errors))

@@ -1,7 +1,8 @@
 """Rows of the "RL post-training" page from Airflow's metadata DB: two queries for any count.
 
-One query reads the DAG runs with the task instances the page needs joined in (the backend's
-start and the steps that delete it, the gate's state); one reads the XComs of all those runs.
+One query reads the DAG runs with the task instances the page needs joined in (the cluster's
+creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
+one reads the XComs of all those runs. TPU-hours count what bills (tpu_rl.report.billing_rule).
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import RunLayout, split_gcs_uri
 from tpu_rl.notify import FAILURE_XCOM_KEY
-from tpu_rl.report import estimated_cost_usd, pool_hosts, tpu_hours
+from tpu_rl.report import (
+    CREATED_POOL,
+    EXISTING_STATIC_POOL,
+    RULES,
+    billing_rule,
+    estimated_cost_usd,
+    pool_hosts,
+    tpu_hours,
+)
 from tpu_rl.settings import SETTING_FIELDS, RunSettings
 
 DAG_ID = "tpu_rl_post_training"
@@ -35,8 +44,17 @@ RAN = ("success", "failed")  # task states of a step that ran (not upstream_fail
 # Steps that delete the backend, first to last: the pool ended at the first of them that ran.
 # The reward sensor deletes it when its wait ends; cleanup_kubernetes when the wait never ran.
 POOL_ENDERS = ("wait_for_rewards", "stop_backend", "cleanup_kubernetes")
-# the task instances joined into each row: the pool's start and ends, and the gate's verdict
-JOINED_TASKS = ("start_backend", *POOL_ENDERS, "gate")
+# Steps whose pods hold every host of the slice besides the backend's: conversion and export.
+HOST_STEPS = ("convert", "export")
+# the task instances joined into each row: the cluster's life, the TPU steps, the gate's verdict
+JOINED_TASKS = (
+    "create_cluster",
+    "cleanup_cluster",
+    "start_backend",
+    *POOL_ENDERS,
+    *HOST_STEPS,
+    "gate",
+)
 
 
 def _ti(task_id: str) -> tuple[Any, Any]:
@@ -118,12 +136,30 @@ def _settings(conf: Mapping[str, Any] | None) -> RunSettings:
     return RunSettings(**{k: v for k, v in (conf or {}).items() if k in SETTING_FIELDS})
 
 
-def _pool_seconds(run: Any) -> float | None:
+def _backend_seconds(run: Any) -> float:
     """How long the backend's TPU pool existed: start_backend's start to the first deleter."""
     if run.start_backend_state not in RAN:
-        return None
+        return 0.0
     ends = (getattr(run, f"{t}_end") for t in POOL_ENDERS if getattr(run, f"{t}_state") in RAN)
-    return _seconds(run.start_backend_start, next(ends, None))
+    return _seconds(run.start_backend_start, next(ends, None)) or 0.0
+
+
+def _billed_seconds(run: Any, rule: str) -> float | None:
+    """Seconds the TPUs billed under `rule`; None while the run is still going."""
+    if run.end_date is None:
+        return None
+    if rule == CREATED_POOL:
+        if run.create_cluster_start is None:  # the run stopped before creating anything
+            return 0.0
+        return _seconds(run.create_cluster_start, run.cleanup_cluster_end or run.end_date)
+    if rule == EXISTING_STATIC_POOL:
+        return _seconds(run.start_date, run.end_date)
+    steps = (
+        _seconds(getattr(run, f"{t}_start"), getattr(run, f"{t}_end"))
+        for t in HOST_STEPS
+        if getattr(run, f"{t}_state") in RAN
+    )
+    return _backend_seconds(run) + sum(s or 0.0 for s in steps)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
@@ -142,7 +178,8 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
     gate = x.get("gate") or {}
     settings = _settings(run.conf)
-    pool_seconds = _pool_seconds(run)
+    rule = billing_rule(settings)
+    pool_seconds = _billed_seconds(run, rule)
     hours = cost = None
     if pool_seconds is not None:
         try:
@@ -165,6 +202,8 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "gate": VERDICTS.get(run.gate_state or "", "pending" if run.end_date is None else "-"),
         "failure": x.get("failure") if run.state == "failed" else None,
         "tpu_hours": hours,
+        "tpu_hours_rule": rule,
+        "tpu_hours_rule_text": RULES[rule],
         "estimated_cost_usd": cost,
         "checkpoint_step": x.get("checkpoint_step"),
         "export_uri": export_uri,

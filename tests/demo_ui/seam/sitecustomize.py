@@ -15,10 +15,13 @@ import importlib.machinery
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+READY_WAIT_S = 60  # how long get_cluster waits for the sandbox to provision a RUNNING cluster
 
 
 def _seam() -> dict[str, Any]:
@@ -31,12 +34,16 @@ def _patch_gke_hook(module: ModuleType) -> None:
     from google.cloud.container_v1.types import Cluster
 
     def get_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
+        """The cluster once the sandbox's process provisioned it (tests/demo_ui/provision.py)."""
         seam = _seam()
         state_file = Path(seam["state_file"])
         state = json.loads(state_file.read_text()) if state_file.exists() else {}
         record = state.get("clusters", {}).get(name)
         if not record or record.get("status") != "RUNNING":
             raise NotFound(f"cluster {name} not found")
+        ready, deadline = Path(seam["cluster_ready_file"]), time.monotonic() + READY_WAIT_S
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)  # the sandbox's process is putting the cluster's nodes in place
         return Cluster(
             name=name,
             endpoint=seam["kube_url"].removeprefix("https://"),

@@ -13,6 +13,12 @@ const MONTH = new Intl.DateTimeFormat(undefined, { month: "short", year: "numeri
 const COLUMNS = 15;
 // Past this many runs the chart draws lines only: a dot per run would just be noise.
 const MAX_DOTS = 100;
+// How a row's TPU-hours were counted (tpu_rl.report.RULES has the whole sentence, as a tooltip).
+const RULES = {
+  created_pool: "run's reserved pool",
+  existing_static_pool: "static pool, run span",
+  tpu_nodes: "TPU nodes",
+};
 
 function num(value, digits) {
   return value === null || value === undefined ? "" : Number(value).toFixed(digits);
@@ -67,6 +73,10 @@ function drawTable(runs) {
     cell(tr, num(r.post_accuracy, 2));
     cell(tr, r.gate, `text ${r.gate}`);
     cell(tr, num(r.tpu_hours, 2));
+    const rule = document.createElement("span");
+    rule.textContent = RULES[r.tpu_hours_rule] || r.tpu_hours_rule || "";
+    rule.title = r.tpu_hours_rule_text || "";
+    cell(tr, rule, "text rule");
     cell(tr, r.estimated_cost_usd === null ? "" : `$${num(r.estimated_cost_usd, 2)}`);
     cell(tr, r.checkpoint_step === null ? "" : String(r.checkpoint_step));
     cell(tr, link(r.export_url, "export", false), "text");

@@ -1,0 +1,180 @@
+"""Kubernetes access shared by the operators, the triggers, cleanup and the janitor.
+
+API paths and labels, status-condition helpers, and the JobSet/label-sweep calls that
+tolerate "already exists" (409) and "already gone" (404), on the provider hooks' clients.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client import models as k8s
+from kubernetes.client.rest import ApiException
+
+JOBSET = {"group": "jobset.x-k8s.io", "version": "v1alpha2", "plural": "jobsets"}
+JOBSET_API = f"/apis/{JOBSET['group']}/{JOBSET['version']}"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOB_NAME_LABEL = "job-name"
+FOREGROUND = "Foreground"
+
+
+def ns_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}"
+
+
+def pods_path(namespace: str) -> str:
+    return f"{ns_path(namespace)}/pods"
+
+
+def pod_log_path(namespace: str, pod: str) -> str:
+    return f"{pods_path(namespace)}/{quote(pod, safe='')}/log"
+
+
+def jobs_path(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs"
+
+
+def job_path(namespace: str, name: str) -> str:
+    return f"{jobs_path(namespace)}/{quote(name, safe='')}"
+
+
+def jobsets_path(namespace: str) -> str:
+    return f"{JOBSET_API}/namespaces/{quote(namespace, safe='')}/jobsets"
+
+
+def jobset_path(namespace: str, name: str) -> str:
+    return f"{jobsets_path(namespace)}/{quote(name, safe='')}"
+
+
+def true_conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The object's status conditions that are True, by type."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {c.get("type", ""): c for c in conditions if c.get("status") == "True"}
+
+
+def condition_text(condition: dict[str, Any]) -> str:
+    parts = [condition.get("reason") or "", condition.get("message") or ""]
+    return ": ".join(p for p in parts if p) or condition.get("type", "")
+
+
+def condition(obj: dict[str, Any], kind: str) -> str | None:
+    """The message of a true status condition of that type, if there is one."""
+    if (found := true_conditions(obj).get(kind)) is None:
+        return None
+    return found.get("message") or found.get("reason") or kind
+
+
+class _JsonResponse:
+    """What ApiClient.deserialize reads: a response whose `data` is the JSON text."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data = json.dumps(body)
+
+
+def to_v1_job(manifest: dict[str, Any]) -> k8s.V1Job:
+    """The kubernetes client's V1Job for a manifest dict (the provider takes models, not dicts)."""
+    return ApiClient().deserialize(_JsonResponse(manifest), "V1Job")
+
+
+def ignore_gone(call: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+    """Run a delete; True when it deleted something, False when it was already gone."""
+    try:
+        call(*args, **kwargs)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+def create_jobset(api_client: Any, namespace: str, body: dict[str, Any]) -> bool:
+    """Create a JobSet; False when it exists already (an earlier try made it)."""
+    try:
+        CustomObjectsApi(api_client).create_namespaced_custom_object(
+            namespace=namespace, body=body, **JOBSET
+        )
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        return False
+    return True
+
+
+def get_jobset(api_client: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    """The JobSet, or None when it does not exist."""
+    try:
+        return CustomObjectsApi(api_client).get_namespaced_custom_object(
+            namespace=namespace, name=name, **JOBSET
+        )
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def delete_backend(api_client: Any, namespace: str, name: str) -> bool:
+    """Delete the backend JobSet (it holds the TPUs); False when it was already gone."""
+    return ignore_gone(
+        CustomObjectsApi(api_client).delete_namespaced_custom_object,
+        namespace=namespace,
+        name=name,
+        propagation_policy=FOREGROUND,
+        **JOBSET,
+    )
+
+
+SWEPT_KINDS = ("jobsets", "jobs", "secrets")  # JobSets first: they hold the TPUs
+
+
+def list_labelled(api_client: Any, kind: str, namespace: str, selector: str) -> list[dict]:
+    """Metadata (JSON form) of a kind's objects with those labels; no JobSet CRD: none."""
+    if kind == "jobsets":
+        try:
+            items = CustomObjectsApi(api_client).list_namespaced_custom_object(
+                namespace=namespace, label_selector=selector, **JOBSET
+            )["items"]
+        except ApiException as err:
+            if err.status == 404:
+                return []
+            raise
+        return [item["metadata"] for item in items]
+    if kind == "jobs":
+        objects = BatchV1Api(api_client).list_namespaced_job(namespace, label_selector=selector)
+    else:
+        objects = CoreV1Api(api_client).list_namespaced_secret(namespace, label_selector=selector)
+    return [api_client.sanitize_for_serialization(o.metadata) for o in objects.items]
+
+
+def delete_labelled(api_client: Any, kind: str, namespace: str, name: str) -> bool:
+    """Delete one object of a swept kind (Foreground for Jobs and JobSets); False if gone."""
+    if kind == "jobsets":
+        return delete_backend(api_client, namespace, name)
+    if kind == "jobs":
+        return ignore_gone(
+            BatchV1Api(api_client).delete_namespaced_job,
+            name,
+            namespace,
+            propagation_policy=FOREGROUND,
+        )
+    return ignore_gone(CoreV1Api(api_client).delete_namespaced_secret, name, namespace)
+
+
+def sweep(api_client: Any, namespace: str, selector: str) -> tuple[dict[str, list[str]], list]:
+    """Delete every Job, JobSet and Secret with those labels; each kind runs regardless.
+
+    Returns the names deleted by kind, and the errors ("kind: error") of kinds that failed.
+    """
+    removed: dict[str, list[str]] = {kind: [] for kind in SWEPT_KINDS}
+    errors: list[str] = []
+    for kind in SWEPT_KINDS:
+        try:
+            for meta in list_labelled(api_client, kind, namespace, selector):
+                if delete_labelled(api_client, kind, namespace, meta["name"]):
+                    removed[kind].append(meta["name"])
+        except Exception as err:  # each kind runs even when another failed
+            errors.append(f"{kind}: {err}")
+    return removed, errors

@@ -1,0 +1,105 @@
+"""Waiting for TPU capacity or Kueue holds no worker slot: the operators defer at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from airflow._shared.module_loading import import_string
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
+
+from tests.e2e.test_retries import CLUSTER, context
+from tests.sandbox.harness import Sandbox
+from tpu_rl import kube, manifests
+from tpu_rl.operators.jobs import RunJobOperator
+from tpu_rl.operators.kubernetes import BackendStartOperator
+from tpu_rl.runtime import layout_from_context
+
+NS = "default"
+
+
+@pytest.fixture
+def box(tmp_path):
+    with Sandbox(tmp_path).up(existing_cluster="gemma4-rl") as sandbox:
+        yield sandbox
+
+
+def deferred(call: Any) -> tuple[TaskDeferred, float]:
+    """The TaskDeferred a worker-side call raises, and the seconds it held the worker."""
+    started = time.monotonic()
+    with pytest.raises(TaskDeferred) as caught:
+        call()
+    return caught.value, time.monotonic() - started
+
+
+def first_event(deferral: TaskDeferred) -> dict[str, Any]:
+    """Run the trigger as the triggerer does: rebuilt from its serialized kwargs."""
+    classpath, kwargs = deferral.trigger.serialize()
+
+    async def run() -> dict[str, Any]:
+        async for event in import_string(classpath)(**kwargs).run():
+            return event.payload
+        raise AssertionError("no event")
+
+    return asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def pod(box: Sandbox, name: str, labels: dict[str, str], phase: str) -> None:
+    box.emu.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        }
+    )
+    box.emu.set_pod_phase(NS, name, phase)
+
+
+def test_start_backend_defers_until_every_pod_runs(box):
+    ctx = context()
+    layout = layout_from_context(ctx)
+    op = BackendStartOperator(task_id="start_backend", **CLUSTER)
+    deferral, held = deferred(lambda: op.execute(ctx))
+    assert held < 2.0 and deferral.method_name == "execute_complete"
+    expected = deferral.trigger.serialize()[1]["expected"]
+    labels = {kube.JOBSET_NAME_LABEL: layout.backend_jobset}
+    for i in range(expected):
+        pod(box, f"pw-{i}", labels, "Running")
+    assert first_event(deferral) == {"status": "success"}
+    assert op.execute_complete(ctx, {"status": "success"}) == layout.backend_jobset
+    with pytest.raises(AirflowException, match="TPU capacity or Kueue"):
+        op.execute_complete(ctx, {"status": "error", "message": "JobSet x: 0/5 pods running"})
+
+
+def convert_operator() -> RunJobOperator:
+    return RunJobOperator(
+        task_id="convert",
+        build=manifests.conversion_job,
+        deferrable=True,
+        wait_until_job_complete=True,
+        **CLUSTER,
+    )
+
+
+def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
+    ctx = context()
+    ctx["ti"].xcom_push = lambda **kwargs: None
+    op = convert_operator()
+    deferral, held = deferred(lambda: op.execute(ctx))
+    assert held < 2.0 and deferral.method_name == "execute_when_pods_exist"
+    kwargs = deferral.trigger.serialize()[1]
+    assert kwargs["owner_path"] == kube.job_path(NS, op.job.metadata.name)
+    labels = dict(item.split("=") for item in kwargs["selector"].split(",") if "=" in item)
+    labels = {k: v for k, v in labels.items() if not k.endswith("!")}
+    for i in range(kwargs["expected"]):  # one per TPU host; Pending is enough: they exist
+        pod(box, f"convert-{i}", labels, "Pending")
+    assert first_event(deferral) == {"status": "success"}
+    resumed = convert_operator()  # a worker builds the task afresh to resume it
+    again, held = deferred(lambda: resumed.execute_when_pods_exist(ctx, {"status": "success"}))
+    assert held < 2.0 and again.method_name == "execute_complete"  # the provider's Job wait
+    assert len(box.emu.list("jobs", namespace=NS)) == 1
+    with pytest.raises(AirflowException, match="TPU capacity or Kueue admission"):
+        op.execute_when_pods_exist(ctx, {"status": "error", "message": "Job j: 0/1 pods created"})

@@ -1,0 +1,163 @@
+"""Whole DAG runs in the strict sandbox (issue 13): identity, bucket class, Kueue, scheduling.
+
+Each scenario fails against the product before issue 13 (commit 67d7151): its training client
+had no storage identity, its bucket was MULTI_REGIONAL in a region, it submitted a backend
+Kueue could not admit and noticed only after the pending timeout, a failed conversion's pods
+were gone before their logs reached the task log, it exported the newest step even when its
+save was cut off, and a second (injected) container in the training pod failed the wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads
+
+EXISTING = {"cluster_mode": "existing", "reservation": ""}
+FORBIDDEN = "does not have storage.objects.get access to the Google Cloud Storage object"
+CONVERSION_LAST_LINE = "size mismatch for model.layers.0.mlp.experts.gate_up_proj"
+
+
+@dataclass
+class Strict:
+    name: str
+    expected: str
+    check: Callable[[RunResult, str], None]
+    conf: dict[str, Any] = field(default_factory=dict)
+    workloads: Workloads = field(default_factory=Workloads)
+    existing_cluster: bool = False
+    cluster_vars: dict[str, Any] = field(default_factory=dict)  # how the existing one differs
+    converted: bool = False
+
+
+def task_seconds(result: RunResult, task_id: str) -> float:
+    """How long one task instance ran (start to end), from Airflow's metadata database."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = session.query(TaskInstance).filter_by(run_id=result.run_id, task_id=task_id).one()
+        return (ti.end_date - ti.start_date).total_seconds()
+
+
+def client_refused(result: RunResult, log: str) -> None:
+    assert result.task_states["wait_for_rewards"] == "failed", result.task_states
+    principal = "subject/ns/default/sa/default"
+    assert any(principal in denied[0] for denied in result.gcs.gate.denied), result.gcs.gate.denied
+    assert FORBIDDEN in log  # MaxText's error, in the failing task's log
+
+
+def own_cluster_serves_the_run(result: RunResult, log: str) -> None:
+    bucket = result.gcs.bucket_metadata(SETTINGS["gcs_bucket"])
+    assert (bucket["location"], bucket["storageClass"]) == ("US-EAST5", "STANDARD")
+    assert result.gcs.gate.denied == []  # every pod had the identity it needed
+    trained = result.gcs.names(SETTINGS["gcs_bucket"], "gemma4-26b/trained/")
+    assert any(name.endswith("/_CHECKPOINT_METADATA") for name in trained), trained
+    admitted = [
+        e
+        for e in result.emu.list("events")
+        if e["involvedObject"]["kind"] == "Workload" and e["reason"] == "QuotaReserved"
+    ]
+    assert any(e["involvedObject"]["name"].startswith("jobset-") for e in admitted), admitted
+
+
+def backend_refused_at_once(result: RunResult, log: str) -> None:
+    assert result.task_states["start_backend"] == "failed", result.task_states
+    assert task_seconds(result, "start_backend") < 20  # the pending timeout is 60 s
+    kueue_says = "resource cpu unavailable in ClusterQueue" in log
+    product_says = "does not cover cpu, memory" in log and "cluster-queue" in log
+    assert kueue_says or product_says, "no Kueue coverage message in the task log"
+
+
+def scheduler_reason_surfaced(result: RunResult, log: str) -> None:
+    assert result.task_states["convert"] == "failed", result.task_states
+    assert "didn't match Pod's node affinity/selector" in log
+
+
+def conversion_lines_logged(result: RunResult, log: str) -> None:
+    assert result.task_states["convert"] == "failed", result.task_states
+    assert CONVERSION_LAST_LINE in log
+
+
+def exported_committed_step(result: RunResult, log: str) -> None:
+    assert result.xcoms.get("export.checkpoint_step") == 25, result.xcoms  # not the cut step 50
+
+
+def wait_ignored_the_sidecar(result: RunResult, log: str) -> None:
+    assert result.task_states["wait_for_rewards"] == "success", result.task_states
+
+
+STRICT = [
+    Strict(
+        "client_without_storage_identity",
+        "failed",
+        client_refused,
+        conf={"client_service_account": "default"},  # an unbound Kubernetes SA
+        converted=True,
+    ),
+    Strict(
+        "own_cluster_regional_bucket_identity_and_admission", "success", own_cluster_serves_the_run
+    ),
+    Strict(
+        "cluster_queue_without_cpu_and_memory",
+        "failed",
+        backend_refused_at_once,
+        conf=EXISTING,
+        existing_cluster=True,
+        cluster_vars={"kueue": "tutorial"},  # the blueprint's Kueue template: google.com/tpu only
+    ),
+    Strict(
+        "conversion_pods_match_no_node_pool",
+        "failed",
+        scheduler_reason_surfaced,
+        conf=EXISTING,  # the run wants a 4x8 slice; the existing cluster's pool is 8x8
+        existing_cluster=True,
+        cluster_vars={"tpu_topology": "8x8", "kueue": "tutorial"},
+    ),
+    Strict(
+        "conversion_fails_with_its_last_lines_in_the_task_log",
+        "failed",
+        conversion_lines_logged,
+        workloads=Workloads(convert_exit_code=1),
+    ),
+    Strict(
+        "export_takes_the_newest_committed_step",
+        "success",
+        exported_committed_step,
+        workloads=Workloads(train_cut_last_save=True),
+    ),
+    Strict(
+        "training_pod_with_an_injected_sidecar",
+        "success",
+        wait_ignored_the_sidecar,
+        workloads=Workloads(sidecar=True),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", STRICT, ids=[c.name for c in STRICT])
+def test_strict_cloud(case: Strict, airflow_db, tmp_path, capfd, e2e_report):
+    existing = "gemma4-rl" if case.existing_cluster else None
+    with Sandbox(tmp_path).up(existing, existing_cluster_vars=case.cluster_vars) as box:
+        if case.converted:
+            base = f"gs://{SETTINGS['gcs_bucket']}/gemma4-26b/max-text-format/0"
+            box.gcs.write(f"{base}/items/_METADATA")
+            box.gcs.write(f"{base}/_CHECKPOINT_METADATA")
+        result = box.run({**SETTINGS, **case.conf}, case.workloads)
+        output = capfd.readouterr()
+        log = output.out + output.err
+        e2e_report.append(
+            {
+                "name": case.name,
+                "dag_run_state": result.state,
+                "expected_state": case.expected,
+                "passed": result.state == case.expected,
+            }
+        )
+        assert result.state == case.expected, result.task_states
+        assert result.leftovers == [], result.leftovers
+        case.check(result, log)

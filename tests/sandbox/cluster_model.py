@@ -1,0 +1,327 @@
+"""A GKE cluster as the deployed blueprint makes it: node pools, nodes, IAM, Kueue objects.
+
+`ClusterModel.from_blueprint` reads what the fake gcluster deployed (the expanded blueprint and
+its staged Kueue template); `ClusterModel.described` stands for an existing cluster built from
+the tutorial's blueprint. `provision(emu)` creates the nodes, service accounts and Kueue
+objects in the emulator, once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import BLUEPRINT_FIXTURES
+from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState
+from tests.sandbox.kueue import suspend_webhook
+
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+TPU = "google.com/tpu"
+TPU_TAINT = {"key": TPU, "value": "present", "effect": "NoSchedule"}
+GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
+WORKLOAD_IDENTITY_KSA = "workload-identity-k8s-sa"  # what configure_workload_identity_sa makes
+PROJECT_NUMBER = 123456789012
+KUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue")
+_VAR = re.compile(r"^\$\(vars\.(\w+)\)$")
+_STAGE = re.compile(r'^\$\(ghpc_stage\("\./(.+)"\)\)$')
+_TEMPLATE_VAR = re.compile(r"\$\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class MachineType:
+    """A machine type's allocatable resources on GKE (capacity minus system reservations)."""
+
+    cpu: str
+    memory: str
+    tpu: int = 0
+
+
+MACHINE_TYPES = {
+    "ct6e-standard-4t": MachineType("179500m", "683Gi", tpu=4),
+    "n4-standard-64": MachineType("63770m", "232Gi"),
+    "e2-standard-8": MachineType("7910m", "27Gi"),
+    "n2-standard-8": MachineType("7910m", "27Gi"),
+}
+
+
+@dataclass
+class NodePool:
+    """One node pool: its nodes' machine, labels, taints and the Google SA they run as."""
+
+    name: str
+    machine_type: str
+    nodes: int
+    service_account: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    max_nodes: int = 0  # > nodes: the cluster autoscaler may add nodes up to this
+
+    def node(self, cluster: str, zone: str, index: int) -> dict[str, Any]:
+        machine = MACHINE_TYPES[self.machine_type]
+        allocatable = {"cpu": machine.cpu, "memory": machine.memory, "pods": "110"}
+        if machine.tpu:
+            allocatable[TPU] = str(machine.tpu)
+        name = f"gke-{cluster}-{self.name}-{index:04d}"[:63].rstrip("-")
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    **self.labels,
+                    POOL_LABEL: self.name,
+                    "kubernetes.io/hostname": name,
+                    "node.kubernetes.io/instance-type": self.machine_type,
+                    "topology.kubernetes.io/zone": zone,
+                },
+            },
+            "spec": {"taints": [dict(t) for t in self.taints]},
+            "status": {
+                "capacity": dict(allocatable),
+                "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            },
+        }
+
+
+@dataclass
+class ClusterModel:
+    """What the cluster has: pools, IAM roles per Google principal, Kueue objects, bound KSAs."""
+
+    name: str
+    project: str
+    zone: str
+    namespace: str
+    pools: list[NodePool]
+    roles: dict[str, set[str]]
+    kueue: list[dict[str, Any]]
+    bound_ksas: dict[str, str]  # KSA name in `namespace` -> Google SA
+
+    @classmethod
+    def from_blueprint(cls, expanded: dict[str, Any], staged: dict[str, str]) -> ClusterModel:
+        """The cluster an expanded blueprint deploys; `staged` holds its ghpc_stage'd files."""
+        return cls._build(expanded, lambda path: staged[Path(path).name])
+
+    @classmethod
+    def described(cls, variables: dict[str, Any]) -> ClusterModel:
+        """An existing cluster made from the tutorial's blueprint (with its storage.admin edit).
+
+        `variables["kueue"]`: "tutorial" (default) is the blueprint's Kueue template (covers
+        google.com/tpu only); "pathways" is Cluster Toolkit's Pathways Kueue configuration
+        (tpu, cpu and memory, a TPU flavor and a cpu-np flavor).
+        """
+        blueprint = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
+        variables = dict(variables)
+        kueue = variables.pop("kueue", "tutorial")
+        blueprint["vars"].update(variables)
+        for module in _modules(blueprint):
+            if module["id"] == "node_pool_service_account":
+                roles = module["settings"]["project_roles"]
+                module["settings"]["project_roles"] = [
+                    "storage.admin" if r == "storage.objectViewer" else r for r in roles
+                ]
+        model = cls._build(
+            blueprint, lambda path: (BLUEPRINT_FIXTURES / _STAGE.sub(r"\1", path)).read_text()
+        )
+        if kueue == "pathways":
+            model.kueue = pathways_kueue(
+                str(blueprint["vars"].get("accelerator_type")),
+                str(blueprint["vars"].get("tpu_topology")),
+                sum(MACHINE_TYPES[p.machine_type].tpu * p.nodes for p in model.pools),
+                model.namespace,
+            )
+        return model
+
+    @classmethod
+    def _build(cls, blueprint: dict[str, Any], staged_file: Any) -> ClusterModel:
+        v = blueprint["vars"]
+        project, name, zone = v["project_id"], v["deployment_name"], v.get("zone") or ""
+        modules = {m["id"]: m for m in _modules(blueprint)}
+        by_source = {m["source"]: m for m in modules.values()}
+
+        def setting(module: dict[str, Any], key: str, default: Any = None) -> Any:
+            return _resolve((module.get("settings") or {}).get(key, default), v)
+
+        roles: dict[str, set[str]] = {}
+        emails: dict[str, str] = {}
+        for module in modules.values():
+            if module["source"] == "modules/project/service-account":
+                email = f"{setting(module, 'name')}@{project}.iam.gserviceaccount.com"
+                emails[module["id"]] = email
+                roles[email] = set(setting(module, "project_roles", []))
+        cluster = by_source["modules/scheduler/gke-cluster"]
+        tpu_module = by_source["modules/compute/gke-node-pool"]
+        machine = str(setting(tpu_module, "machine_type"))
+        topology = str((setting(tpu_module, "placement_policy") or {}).get("tpu_topology"))
+        hosts = prod(int(x) for x in topology.split("x")) // MACHINE_TYPES[machine].tpu
+        slices = int(setting(tpu_module, "num_slices", 1) or 1)
+        namespace = str(setting(cluster, "namespace", "default"))
+        cluster_sa = next((emails[u] for u in cluster.get("use", []) if u in emails), "")
+        pool_sa = next((emails[u] for u in tpu_module.get("use", []) if u in emails), "")
+        system_sa = f"{project}-compute@developer.gserviceaccount.com"
+        pools = [
+            NodePool("system", str(setting(cluster, "system_node_pool_machine_type")), 2, system_sa)
+        ]
+        if setting(cluster, "enable_pathways_for_tpus"):
+            pools.append(
+                NodePool("cpu-np", "n4-standard-64", 2, cluster_sa or system_sa, max_nodes=10)
+            )
+        base = str(setting(tpu_module, "name"))
+        tpu_labels = {
+            ACCELERATOR_LABEL: str(v.get("accelerator_type") or "tpu-v6e-slice"),
+            TOPOLOGY_LABEL: topology,
+        }
+        for i in range(slices):
+            pool_name = base if slices == 1 else f"{base}-{i}"
+            pools.append(NodePool(pool_name, machine, hosts, pool_sa, tpu_labels, [TPU_TAINT]))
+        bound = (
+            {WORKLOAD_IDENTITY_KSA: cluster_sa}
+            if setting(cluster, "configure_workload_identity_sa")
+            else {}
+        )
+        kueue: list[dict[str, Any]] = []
+        installer = by_source.get("modules/management/kubectl-apply")
+        kueue_settings = setting(installer, "kueue", {}) if installer else {}
+        if kueue_settings.get("install") and kueue_settings.get("config_path"):
+            template = staged_file(_resolve(kueue_settings["config_path"], v))
+            values = {
+                "tpu_quota": str(slices * hosts * MACHINE_TYPES[machine].tpu),
+                "accelerator_type": tpu_labels[ACCELERATOR_LABEL],
+                "namespace": namespace,
+            }
+            rendered = _TEMPLATE_VAR.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+            kueue = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") in KUEUE_KINDS]
+        return cls(name, project, zone, namespace, pools, roles, kueue, bound)
+
+    def provision(self, emu: ClusterState) -> None:
+        """Nodes, namespaces' service accounts and Kueue objects in the emulator (idempotent)."""
+        for pool in self.pools:
+            for i in range(pool.nodes):
+                _create(emu, pool.node(self.name, self.zone, i))
+        namespaces = {"default", self.namespace}
+        for ns in sorted(namespaces):
+            if emu.get("namespaces", "", ns) is None:
+                _create(emu, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            _create(emu, _service_account(ns, "default"))
+        for ksa, gsa in self.bound_ksas.items():
+            _create(emu, _service_account(self.namespace, ksa, {GSA_ANNOTATION: gsa}))
+        for obj in self.kueue:
+            _create(emu, {**obj, "apiVersion": f"{KUEUE_GROUP}/v1beta2"})
+        if emu.cluster is None:
+            emu.admission_hooks.append(self.admit_pod(emu))
+            if self.kueue:
+                emu.admission_hooks.append(suspend_webhook)
+        emu.cluster = self
+
+    def pool(self, name: str) -> NodePool | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+    def principal_of(self, emu: ClusterState, namespace: str, pod_name: str) -> str:
+        """The Google identity a pod's GCS calls carry under Workload Identity.
+
+        hostNetwork pods reach the node's metadata server: the node pool's service account.
+        Other pods get their Kubernetes SA's bound Google SA, else its bare federated principal.
+        """
+        pod = emu.get("pods", namespace, pod_name) or {"spec": {}}
+        spec = pod["spec"]
+        if spec.get("hostNetwork"):
+            node = emu.get("nodes", "", spec.get("nodeName") or "") or {"metadata": {}}
+            pool = self.pool((node["metadata"].get("labels") or {}).get(POOL_LABEL, ""))
+            return pool.service_account if pool else ""
+        ksa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+        account = emu.get("serviceaccounts", namespace, ksa) or {"metadata": {}}
+        bound = (account["metadata"].get("annotations") or {}).get(GSA_ANNOTATION)
+        return bound or (
+            f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/"
+            f"workloadIdentityPools/{self.project}.svc.id.goog/subject/ns/{namespace}/sa/{ksa}"
+        )
+
+    def roles_of(self, principal: str) -> set[str]:
+        return set(self.roles.get(principal, set()))
+
+    def admit_pod(self, emu: ClusterState) -> Any:
+        """The ServiceAccount admission plugin: a pod's service account must exist."""
+
+        def check(resource: Any, obj: dict[str, Any]) -> None:
+            if resource.kind != "Pod":
+                return
+            ns, spec = obj["metadata"].get("namespace", "default"), obj.get("spec") or {}
+            ksa = spec.get("serviceAccountName") or "default"
+            if emu.get("serviceaccounts", ns, ksa) is None:
+                raise ApiError(
+                    403,
+                    f'pods "{obj["metadata"].get("name", "")}" is forbidden: error looking up '
+                    f'service account {ns}/{ksa}: serviceaccount "{ksa}" not found',
+                    reason="Forbidden",
+                )
+
+        return check
+
+
+def pathways_kueue(
+    accelerator: str, topology: str, tpu_quota: int, namespace: str
+) -> list[dict[str, Any]]:
+    """Cluster Toolkit's kubectl-apply/kueue/kueue-configuration-pathways.yaml.tftpl, rendered
+    (GoogleCloudPlatform/cluster-toolkit; high cpu/memory quotas on the TPU flavor)."""
+    flavor = f"flavor-{accelerator}"
+
+    def quota(tpu: Any, cpu: Any, memory: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": TPU, "nominalQuota": tpu},
+            {"name": "cpu", "nominalQuota": cpu},
+            {"name": "memory", "nominalQuota": memory},
+        ]
+
+    return [
+        {"kind": "ResourceFlavor", "metadata": {"name": flavor},
+         "spec": {"nodeLabels": {ACCELERATOR_LABEL: accelerator, TOPOLOGY_LABEL: topology},
+                  "tolerations": [{"effect": "NoSchedule", "key": TPU, "value": "present"}]}},
+        {"kind": "ResourceFlavor", "metadata": {"name": "pathways-flavor"},
+         "spec": {"nodeLabels": {POOL_LABEL: "cpu-np"}}},
+        {"kind": "ClusterQueue", "metadata": {"name": "cluster-queue"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [
+             {"coveredResources": [TPU, "cpu", "memory"],
+              "flavors": [{"name": flavor, "resources": quota(tpu_quota, 10000, "10000Gi")},
+                          {"name": "pathways-flavor", "resources": quota("0", 480, "2000G")}]}]}},
+        {"kind": "LocalQueue", "metadata": {"namespace": namespace, "name": "user-queue"},
+         "spec": {"clusterQueue": "cluster-queue"}},
+    ]  # fmt: skip
+
+
+def _modules(blueprint: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for g in blueprint["deployment_groups"] for m in g.get("modules") or []]
+
+
+def _resolve(value: Any, variables: dict[str, Any]) -> Any:
+    """`$(vars.x)` -> the var's value (the only expression form the pool settings need)."""
+    if isinstance(value, str) and (m := _VAR.match(value)):
+        return variables.get(m.group(1))
+    if isinstance(value, dict):
+        return {k: _resolve(x, variables) for k, x in value.items()}
+    if isinstance(value, list):
+        return [_resolve(x, variables) for x in value]
+    return value
+
+
+def _service_account(
+    namespace: str, name: str, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+
+
+def _create(emu: ClusterState, obj: dict[str, Any]) -> None:
+    try:
+        emu.create(obj)
+    except ApiError as error:
+        if error.code != 409:
+            raise

@@ -1,0 +1,129 @@
+"""Cloud Storage's checks in front of gcp-storage-emulator: who may do what, and bucket classes.
+
+A caller presents `Authorization: Bearer sandbox-identity:<principal>` (what a simulated pod's
+metadata server would give it); any other caller is the product's own Google credentials,
+the project owner. A principal without a role granting the permission gets GCS's 403.
+Bucket creation refuses location / storage-class combinations Cloud Storage refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import urlsplit
+
+TOKEN_PREFIX = "sandbox-identity:"
+ROLE_PERMISSIONS = {
+    "storage.admin": {"*"},
+    "storage.objectAdmin": {"storage.objects.*"},
+    "storage.objectUser": {"storage.objects.*"},
+    "storage.objectViewer": {"storage.objects.get", "storage.objects.list"},
+    "storage.objectCreator": {"storage.objects.create"},
+    "owner": {"*"},
+    "editor": {"*"},
+}
+MULTI_REGIONS = {"US", "EU", "ASIA"}
+DUAL_REGIONS = {"NAM4", "EUR4", "ASIA1", "EUR5", "EUR7", "EUR8"}
+ANYWHERE_CLASSES = {"STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"}
+BAD_COMBINATION = (
+    "The combination of locationConstraint and storageClass you provided is not supported for "
+    "your project"
+)
+_OBJECT = re.compile(r"^(?:/download|/upload)?(?:/storage/v1)?/b/([^/]+)/o(?:/(.+))?$")
+_BUCKET = re.compile(r"^(?:/storage/v1)?/b(?:/([^/]+))?$")
+
+RolesOf = Callable[[str], set[str]]
+
+
+def permission(method: str, path: str) -> tuple[str, str] | None:
+    """(permission, what it is on: 'object' or 'bucket') for a JSON API request."""
+    path = urlsplit(path).path
+    if m := _OBJECT.match(path):
+        if m.group(2) is None:
+            return (
+                ("storage.objects.create", "object")
+                if method == "POST"
+                else ("storage.objects.list", "bucket")
+            )
+        verb = {"GET": "get", "DELETE": "delete", "PATCH": "update", "PUT": "create"}
+        return f"storage.objects.{verb.get(method, 'get')}", "object"
+    if m := _BUCKET.match(path):
+        if m.group(1) is None:
+            return (
+                "storage.buckets.create" if method == "POST" else "storage.buckets.list"
+            ), "bucket"
+        return {"GET": "storage.buckets.get", "DELETE": "storage.buckets.delete"}.get(
+            method, "storage.buckets.update"
+        ), "bucket"
+    return None
+
+
+def allowed(roles: set[str], wanted: str) -> bool:
+    for role in roles:
+        for granted in ROLE_PERMISSIONS.get(role.removeprefix("roles/"), set()):
+            if granted == "*" or granted == wanted:
+                return True
+            if granted.endswith(".*") and wanted.startswith(granted[:-1]):
+                return True
+    return False
+
+
+def location_class_error(body: dict[str, Any]) -> str | None:
+    """GCS's answer to a bucket's location and storage class, None when it accepts them."""
+    location = str(body.get("location") or "US").upper()
+    storage_class = str(body.get("storageClass") or "STANDARD").upper()
+    multi = location in MULTI_REGIONS or location in DUAL_REGIONS
+    if storage_class in ANYWHERE_CLASSES:
+        return None
+    if storage_class == "MULTI_REGIONAL" and multi:
+        return None
+    if storage_class == "REGIONAL" and not multi:
+        return None
+    return BAD_COMBINATION
+
+
+def error_body(code: int, message: str, reason: str) -> bytes:
+    return json.dumps(
+        {
+            "error": {
+                "code": code,
+                "message": message,
+                "errors": [{"message": message, "domain": "global", "reason": reason}],
+            }
+        }
+    ).encode()
+
+
+class GcsGate:
+    """Decides each request: None to pass it to the emulator, or (status, JSON body)."""
+
+    def __init__(self) -> None:
+        self.roles_of: RolesOf | None = None  # None: every caller is the owner
+        self.denied: list[tuple[str, str, str]] = []  # (principal, permission, path)
+
+    def check(
+        self, method: str, path: str, authorization: str, body: bytes
+    ) -> tuple[int, bytes] | None:
+        token = authorization.removeprefix("Bearer ").strip()
+        wanted = permission(method, path)
+        if token.startswith(TOKEN_PREFIX) and wanted and self.roles_of is not None:
+            principal = token.removeprefix(TOKEN_PREFIX)
+            if not allowed(self.roles_of(principal), wanted[0]):
+                self.denied.append((principal, wanted[0], path))
+                message = (
+                    f"{principal} does not have {wanted[0]} access to the Google Cloud Storage "
+                    f"{wanted[1]}. Permission '{wanted[0]}' denied on resource "
+                    "(or it may not exist)."
+                )
+                return HTTPStatus.FORBIDDEN, error_body(403, message, "forbidden")
+        if wanted and wanted[0] == "storage.buckets.create" and body:
+            try:
+                request = json.loads(body)
+            except ValueError:
+                return None
+            if problem := location_class_error(request):
+                return HTTPStatus.BAD_REQUEST, error_body(400, problem, "invalid")
+        return None

@@ -1,0 +1,230 @@
+"""A failed conversion/export Job: its pods' last log lines reach the task log first."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.providers.cncf.kubernetes.operators.job import KubernetesJobOperator
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from kubernetes.client import ApiClient
+from kubernetes.client import models as k8s
+
+from tpu_rl import verdicts
+from tpu_rl.operators import jobs
+
+TOKEN = "hf_AbCdEfGhIjKlMnOpQr"
+
+
+def pod(name: str, phase: str, exit_code: int | None) -> k8s.V1Pod:
+    state = k8s.V1ContainerState(
+        terminated=k8s.V1ContainerStateTerminated(exit_code=exit_code, reason="Error")
+        if exit_code is not None
+        else None
+    )
+    return k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name=name),
+        status=k8s.V1PodStatus(
+            phase=phase,
+            container_statuses=[
+                k8s.V1ContainerStatus(
+                    name="maxtext",
+                    state=state,
+                    image="i",
+                    image_id="",
+                    ready=False,
+                    restart_count=0,
+                )
+            ],
+        ),
+    )
+
+
+class FakeCoreV1:
+    def __init__(self, pods: list[k8s.V1Pod], logs: dict[str, str]) -> None:
+        self.pods, self.logs, self.calls = pods, logs, []
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+        self.calls.append(("list", namespace, label_selector))
+        return SimpleNamespace(items=self.pods)
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, tail_lines: int):
+        self.calls.append(("log", name, container, tail_lines))
+        return self.logs[name]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def _add(self, msg: str, *args: Any) -> None:
+        self.lines.append(msg % args)
+
+    info = warning = error = _add
+
+
+@pytest.fixture
+def operator(monkeypatch):
+    provider_calls = []
+
+    def provider_execute_complete(self, context, event, **kwargs):
+        provider_calls.append(event["status"])
+        if event["status"] == "error":
+            raise AirflowException(event["message"])  # and then deletes the pods
+        return None
+
+    monkeypatch.setattr(KubernetesJobOperator, "execute_complete", provider_execute_complete)
+    op = jobs.ConvertJobOperator(task_id="convert", project_id="p", location="l", cluster_name="c")
+    op.namespace = "default"
+    recorder = Recorder()
+    monkeypatch.setattr(type(op), "log", property(lambda self: recorder))
+    op.provider_calls = provider_calls
+    op.recorder = recorder
+    return op
+
+
+def test_the_failed_pods_last_lines_are_logged_before_the_provider_fails(operator):
+    traceback = "\n".join(f"line {i}" for i in range(200))
+    core = FakeCoreV1(
+        [pod("convert-0", "Failed", 1), pod("convert-1", "Succeeded", 0)],
+        {"convert-0": f"hf_access_token={TOKEN}\n{traceback}\nOSError: gemma not found\n"},
+    )
+    operator.__dict__["client"] = core
+    event = {"status": "error", "name": "tpu-rl-convert", "namespace": "default", "message": "m"}
+    with pytest.raises(AirflowException, match="m"):
+        operator.execute_complete({"ti": None}, event)
+    assert operator.provider_calls == ["error"]
+    assert ("list", "default", "job-name=tpu-rl-convert") in core.calls
+    assert ("log", "convert-0", "maxtext", jobs.FAILED_POD_LOG_LINES) in core.calls
+    assert not any(c[:2] == ("log", "convert-1") for c in core.calls)  # it did not fail
+    (logged,) = operator.recorder.lines
+    assert "Pod convert-0 failed (exit code 1, Error)" in logged
+    assert logged.endswith("OSError: gemma not found") and TOKEN not in logged
+    assert len(logged) <= jobs.FAILED_POD_LOG_CHARS + 200
+
+
+def test_success_reads_no_logs(operator):
+    core = FakeCoreV1([pod("convert-0", "Succeeded", 0)], {})
+    operator.__dict__["client"] = core
+    operator.execute_complete({"ti": None}, {"status": "success", "name": "j"})
+    assert core.calls == [] and operator.provider_calls == ["success"]
+
+
+def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch, tutorial_conf):
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.settings import load_settings
+
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    op = jobs.ExportJobOperator(task_id="export", project_id="p", location="l", cluster_name="c")
+    pushed = {}
+    ti = SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))
+    monkeypatch.setattr(jobs, "checkpoint_steps", lambda uri, conn: ([25], [50]))
+    manifest = op.prepare(layout, {"ti": ti})
+    assert pushed == {"checkpoint_step": 25}
+    assert layout.checkpoint_params(25) in " ".join(
+        manifest["spec"]["template"]["spec"]["containers"][0]["command"]
+    )
+    monkeypatch.setattr(jobs, "checkpoint_steps", lambda uri, conn: ([], [50]))
+    with pytest.raises(
+        AirflowException, match=r"no complete checkpoint .* \[50\] were never committed"
+    ):
+        op.prepare(layout, {"ti": ti})
+
+
+SCHEDULER_SAYS = (
+    "0/12 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
+    "8 node(s) had untolerated taint {google.com/tpu: present}."
+)
+
+
+def pending_pod(name: str, scheduled: bool) -> k8s.V1Pod:
+    condition = k8s.V1PodCondition(
+        type="PodScheduled",
+        status="True" if scheduled else "False",
+        reason=None if scheduled else "Unschedulable",
+        message=None if scheduled else SCHEDULER_SAYS,
+    )
+    return k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name=name),
+        status=k8s.V1PodStatus(phase="Pending", conditions=[condition]),
+    )
+
+
+def waiting_operator(operator, pods, monkeypatch, queued: bool = False):
+    from datetime import timedelta
+
+    core = FakeCoreV1(pods, {})
+    operator.__dict__["client"] = core
+    labels = {"kueue.x-k8s.io/queue-name": "user-queue"} if queued else {}
+    operator.job = k8s.V1Job(
+        metadata=k8s.V1ObjectMeta(name="j", namespace="default", labels=labels)
+    )
+    operator.parallelism = len(pods) or 1
+    operator._pending_timeout = timedelta(seconds=60)
+    operator._poll_interval = 1.0
+    monkeypatch.setattr(operator, "_build_find_pod_label_selector", lambda *a, **k: "job-name=j")
+    monkeypatch.setattr(type(operator), "cluster_info", property(lambda self: ("https://k", "ca")))
+    request = k8s.V1Pod(metadata=k8s.V1ObjectMeta(namespace="default"))
+    return lambda: operator.get_pods(request, {})
+
+
+def as_dict(pod: k8s.V1Pod) -> dict:
+    return ApiClient().sanitize_for_serialization(pod)
+
+
+def test_pods_the_scheduler_cannot_place_wait_in_the_triggerer(operator, monkeypatch):
+    pods = [pending_pod("convert-0", False), pending_pod("convert-1", True)]
+    get = waiting_operator(operator, pods, monkeypatch)
+    with pytest.raises(TaskDeferred) as deferred:
+        get()
+    assert deferred.value.method_name == "execute_when_pods_exist"
+    assert deferred.value.trigger.kwargs["queued"] is False
+    # what the trigger decides on these pods: waiting, with the scheduler's reason
+    failure, waiting = verdicts.pods_verdict("Job j", {}, [as_dict(p) for p in pods], 2, False)
+    assert failure is None and waiting.startswith("1/2 pods scheduled")
+    assert "convert-0: Unschedulable: " + SCHEDULER_SAYS in waiting
+
+
+def test_the_pending_timeout_fails_with_the_schedulers_reason(operator, monkeypatch):
+    waiting_operator(operator, [pending_pod("convert-0", False)], monkeypatch)
+    message = (
+        "Job j: 0/1 pods scheduled after the pending timeout "
+        f"(pod convert-0: Unschedulable: {SCHEDULER_SAYS})"
+    )
+    event = {"status": "error", "reason": "pending_timeout", "message": message}
+    with pytest.raises(AirflowException, match="didn't match Pod's node affinity/selector"):
+        operator.execute_when_pods_exist({}, event)
+
+
+def test_scheduled_pods_are_returned(operator, monkeypatch):
+    pods = [pending_pod("convert-0", True), pending_pod("convert-1", True)]
+    assert waiting_operator(operator, pods, monkeypatch)() == pods
+    assert verdicts.pods_verdict("Job j", {}, [as_dict(p) for p in pods], 2, False) == (None, None)
+
+
+def test_a_queued_job_kueue_can_never_admit_fails_at_once(operator, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    workload = {
+        "metadata": {"name": "job-j-1a2b3", "ownerReferences": [{"kind": "Job", "name": "j"}]},
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: resource "
+                    "google.com/tpu unavailable in ClusterQueue",
+                }
+            ]
+        },
+    }
+    get = waiting_operator(operator, [], monkeypatch, queued=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        get()
+    assert deferred.value.trigger.kwargs["queued"] is True
+    reason, message = verdicts.kueue_refusal("Job j", [workload], "Job", "j")
+    event = {"status": "error", "reason": reason, "message": message}
+    with pytest.raises(AirflowFailException, match="job-j-1a2b3: couldn't assign flavors"):
+        operator.execute_when_pods_exist({}, event)

@@ -1,0 +1,245 @@
+"""Kueue: the backend's queue covers what it asks for; an inadmissible Workload ends the wait."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+import yaml
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from kubernetes.client.rest import ApiException
+
+from tests.conftest import BLUEPRINT_FIXTURES
+from tpu_rl import kueue, kueue_rules, manifests, verdicts
+from tpu_rl.kueue_config import edit_kueue_config
+from tpu_rl.layout import RunLayout
+from tpu_rl.operators import kubernetes as kube_ops
+from tpu_rl.settings import load_settings
+
+TEMPLATE = (BLUEPRINT_FIXTURES / "kueue-configuration.yaml.tftpl").read_text()
+UNCOVERED = (
+    "couldn't assign flavors to pod set pathways-head: resource cpu unavailable in ClusterQueue"
+)
+
+
+@pytest.fixture
+def layout(tutorial_conf) -> RunLayout:
+    return RunLayout(load_settings(tutorial_conf), "manual__1")
+
+
+def render(template: str, **values: Any) -> list[dict]:
+    """terraform's templatefile, for the template's ${name} variables."""
+    text = re.sub(r"\$\{(\w+)\}", lambda m: str(values[m.group(1)]), template)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def blueprint_queue(covered: list[str]) -> dict:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cluster-queue", "resourceVersion": "7"},
+        "spec": {"resourceGroups": [{"coveredResources": covered, "flavors": []}]}
+        if covered
+        else {},
+    }
+
+
+class FakeCustom:
+    """CustomObjectsApi over a dict of Kueue objects, recording writes."""
+
+    def __init__(self, cluster_queue: dict | None, workloads: list[dict] = ()) -> None:
+        self.cluster_queue = cluster_queue
+        self.local_queue = {"spec": {"clusterQueue": "cluster-queue"}}
+        self.workloads = list(workloads)
+        self.writes: list[tuple[str, Any]] = []
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        if plural == "localqueues":
+            if self.local_queue is None:
+                raise ApiException(status=404)
+            assert (group, version, namespace, name) == (
+                kueue.GROUP,
+                "v1beta2",
+                "default",
+                "user-queue",
+            )
+            return self.local_queue
+        return {"status": {}}  # the JobSet
+
+    def get_cluster_custom_object(self, group, version, plural, name):
+        assert (plural, name) == ("clusterqueues", "cluster-queue")
+        if self.cluster_queue is None:
+            raise ApiException(status=404)
+        return copy.deepcopy(self.cluster_queue)
+
+    def create_cluster_custom_object(self, group, version, plural, body):
+        self.writes.append((f"create {plural}", body["metadata"]["name"]))
+
+    def replace_cluster_custom_object(self, group, version, plural, name, body):
+        self.writes.append((f"replace {plural}", body))
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
+        self.writes.append((f"create {plural}", body["metadata"]["name"]))
+
+    def list_namespaced_custom_object(self, group, version, namespace, plural):
+        assert plural == "workloads"
+        return {"items": self.workloads}
+
+
+class Log:
+    def info(self, *args: Any) -> None:
+        pass
+
+
+def test_the_backend_requests_tpu_cpu_and_memory(layout):
+    assert kueue.requested_resources(manifests.backend_jobset(layout)) == {
+        "google.com/tpu",
+        "cpu",
+        "memory",
+    }
+
+
+def test_the_blueprints_kueue_template_covers_only_tpus_and_our_edit_covers_the_backend(layout):
+    values = {"tpu_quota": 32, "accelerator_type": "tpu-v6e-slice", "namespace": "default"}
+    (before,) = [d for d in render(TEMPLATE, **values) if d["kind"] == "ClusterQueue"]
+    assert kueue.covered_resources(before) == {"google.com/tpu"}
+    edited = render(edit_kueue_config(TEMPLATE), **values)
+    (queue,) = [d for d in edited if d["kind"] == "ClusterQueue"]
+    assert kueue.requested_resources(manifests.backend_jobset(layout)) <= kueue.covered_resources(
+        queue
+    )
+    (group,) = queue["spec"]["resourceGroups"]
+    for flavor in group["flavors"]:  # Kueue wants a quota of every covered resource per flavor
+        assert {r["name"] for r in flavor["resources"]} == set(group["coveredResources"])
+    flavors = {d["metadata"]["name"]: d for d in edited if d["kind"] == "ResourceFlavor"}
+    assert [f["name"] for f in group["flavors"]] == ["tpuv6e-flavor", "pathways-flavor"]
+    assert flavors["pathways-flavor"]["spec"]["nodeLabels"] == {
+        "cloud.google.com/gke-nodepool": "cpu-np"
+    }
+    assert flavors["tpuv6e-flavor"]["spec"]["nodeLabels"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"
+    }
+    # everything else of the template is kept, and editing again changes nothing
+    assert [d["kind"] for d in edited].count("PriorityClass") == 5
+    assert edit_kueue_config(edit_kueue_config(TEMPLATE)) == edit_kueue_config(TEMPLATE)
+
+
+def test_a_covering_queue_lets_the_backend_through_untouched(layout):
+    api = FakeCustom(blueprint_queue(["google.com/tpu", "cpu", "memory"]))
+    kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+    assert api.writes == []
+
+
+def test_a_tpu_only_queue_is_refused_naming_the_queue_and_the_missing_resources(layout):
+    api = FakeCustom(blueprint_queue(["google.com/tpu"]))
+    with pytest.raises(kueue.KueueError) as err:
+        kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+    message = str(err.value)
+    assert "ClusterQueue 'cluster-queue' (LocalQueue default/user-queue)" in message
+    assert "does not cover cpu, memory" in message and api.writes == []
+
+
+def test_an_empty_queue_is_filled_as_gcluster_does(layout):
+    api = FakeCustom(blueprint_queue([]))
+    kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+    assert api.writes[:2] == [
+        ("create resourceflavors", "tpu-flavor"),
+        ("create resourceflavors", "pathways-flavor"),
+    ]
+    kind, body = api.writes[2]
+    assert kind == "replace clusterqueues" and body["metadata"]["resourceVersion"] == "7"
+    assert kueue.covered_resources(body) == {"google.com/tpu", "cpu", "memory"}
+    tpu_quota = body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert tpu_quota == {"name": "google.com/tpu", "nominalQuota": 32}
+
+
+def test_a_missing_local_or_cluster_queue_is_a_clear_error(layout):
+    api = FakeCustom(blueprint_queue(["google.com/tpu"]))
+    api.local_queue = None
+    with pytest.raises(kueue.KueueError, match="LocalQueue default/user-queue does not exist"):
+        kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+    with pytest.raises(kueue.KueueError, match="ClusterQueue 'cluster-queue' of LocalQueue"):
+        kueue.ensure_coverage(FakeCustom(None), layout, manifests.backend_jobset(layout), Log())
+
+
+def workload(owner: str, reason: str, message: str) -> dict:
+    return {
+        "metadata": {
+            "name": f"jobset-{owner}-1a2b3",
+            "ownerReferences": [{"kind": "JobSet", "name": owner}],
+        },
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "False", "reason": reason, "message": message}
+            ]
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "never"),
+    [
+        ("Pending", UNCOVERED, True),
+        ("Inadmissible", "ClusterQueue cluster-queue is inactive", True),
+        (
+            "Pending",
+            "couldn't assign flavors to pod set worker: insufficient quota for google.com/tpu "
+            "in flavor tpuv6e-flavor, request > maximum capacity (64 > 32)",
+            True,
+        ),
+        (
+            "Pending",
+            "couldn't assign flavors to pod set worker: insufficient unused quota for "
+            "google.com/tpu in flavor tpuv6e-flavor, 32 more needed",
+            False,  # another run holds the TPUs: waiting is right
+        ),
+    ],
+)
+def test_only_a_workload_that_can_never_be_admitted_ends_the_wait(reason, message, never):
+    assert (kueue_rules.never_admitted(workload("b", reason, message)) == message) is never
+
+
+def test_start_backend_refuses_an_uncovering_queue_before_submitting(layout, monkeypatch):
+    api = FakeCustom(blueprint_queue(["google.com/tpu"]))
+    op = backend_operator(monkeypatch, layout, api, pods=[])
+    with pytest.raises(AirflowFailException, match="does not cover cpu, memory"):
+        op.execute({})
+    assert api.writes == []  # no JobSet
+
+
+def test_start_backend_waits_in_the_triggerer_watching_kueue(layout, monkeypatch):
+    api = FakeCustom(blueprint_queue(["google.com/tpu", "cpu", "memory"]))
+    op = backend_operator(monkeypatch, layout, api, pods=[])
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute({})
+    assert api.writes == [("create jobsets", layout.backend_jobset)]
+    kwargs = deferred.value.trigger.kwargs
+    assert kwargs["queued"] is True and kwargs["need_running"] is True
+
+
+def test_kueues_refusal_fails_start_backend_without_retries(layout, monkeypatch):
+    workloads = [
+        workload("someone-else", "Pending", "x"),
+        workload(layout.backend_jobset, "Pending", UNCOVERED),
+    ]
+    what = f"JobSet {layout.backend_jobset}"
+    assert verdicts.kueue_refusal(what, workloads, "JobSet", "someone-else-not") is None
+    reason, message = verdicts.kueue_refusal(what, workloads, "JobSet", layout.backend_jobset)
+    assert reason == verdicts.KUEUE_REFUSED
+    assert UNCOVERED in message and f"jobset-{layout.backend_jobset}-1a2b3" in message
+    op = backend_operator(monkeypatch, layout, FakeCustom(blueprint_queue([])), pods=[])
+    event = {"status": "error", "reason": reason, "message": message}
+    with pytest.raises(AirflowFailException, match="Kueue cannot admit"):
+        op.execute_complete({}, event)
+
+
+def backend_operator(monkeypatch, layout, api, pods):
+    monkeypatch.setattr(kube_ops, "layout_from_context", lambda context: layout)
+    op = kube_ops.BackendStartOperator(
+        task_id="start_backend", project_id="p", location="l", cluster_name="c"
+    )
+    op.__dict__["custom"] = api
+    monkeypatch.setattr(type(op), "cluster_info", property(lambda self: ("https://k", "ca")))
+    return op
