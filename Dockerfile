@@ -12,15 +12,24 @@ SHELL ["/bin/bash", "-o", "pipefail", "-o", "errexit", "-o", "nounset", "-c"]
 ARG TERRAFORM_VERSION=1.12.2
 # The gcluster release: the default of the `cluster_toolkit_version` setting.
 ARG CLUSTER_TOOLKIT_VERSION=v1.103.0
+# sha256 of that release's gcluster_bundle_linux_<arch>.tgz, required: Cluster Toolkit publishes
+# no checksum file, so it is pinned by whoever builds (scripts/pin_gcluster_bundle.sh writes it
+# into .env, and docker compose passes it here) and checked before anything is extracted.
+ARG GCLUSTER_BUNDLE_SHA256=
 # Where tpu_rl.cluster_toolkit.ensure_bundle looks for the bundle:
 # <cache>/<version>/gcluster_bundle_linux_<arch>/gcluster.
 ENV AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR=/opt/tpu-rl/gcluster
 
 USER root
 # terraform from HashiCorp's release zip, checked against the release's SHA256SUMS, and the
-# Cluster Toolkit bundle extracted (read-only) where ensure_bundle finds it. The architecture
-# comes from `uname -m`, as in the tutorial and in ensure_bundle (platform.machine()).
-RUN case "$(uname -m)" in \
+# Cluster Toolkit bundle, checked against GCLUSTER_BUNDLE_SHA256, extracted (read-only) where
+# ensure_bundle finds it. The architecture comes from `uname -m`, as in the tutorial and in
+# ensure_bundle (platform.machine()).
+RUN if [ -z "${GCLUSTER_BUNDLE_SHA256}" ]; then \
+      echo "set the build arg GCLUSTER_BUNDLE_SHA256 (scripts/pin_gcluster_bundle.sh writes it into .env)" >&2; \
+      exit 1; \
+    fi \
+    && case "$(uname -m)" in \
       x86_64) arch=amd64 ;; \
       aarch64) arch=arm64 ;; \
       *) echo "no terraform / gcluster build for $(uname -m)" >&2; exit 1 ;; \
@@ -34,23 +43,30 @@ RUN case "$(uname -m)" in \
     && python -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("terraform", sys.argv[2])' \
        "${tmp}/${zip}" /usr/local/bin \
     && chmod 0755 /usr/local/bin/terraform \
-    && rm -rf "${tmp}" \
     && terraform version \
     && bundle="gcluster_bundle_linux_${arch}" \
     && bundle_dir="${AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR}/${CLUSTER_TOOLKIT_VERSION}/${bundle}" \
+    && curl -fsSL -o "${tmp}/${bundle}.tgz" \
+       "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download/${CLUSTER_TOOLKIT_VERSION}/${bundle}.tgz" \
+    && echo "${GCLUSTER_BUNDLE_SHA256}  ${tmp}/${bundle}.tgz" | sha256sum -c - \
     && mkdir -p "${bundle_dir}" \
-    && curl -fsSL "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download/${CLUSTER_TOOLKIT_VERSION}/${bundle}.tgz" \
-       | tar -xz --no-same-owner -C "${bundle_dir}" \
+    && tar -xzf "${tmp}/${bundle}.tgz" --no-same-owner -C "${bundle_dir}" \
+    && rm -rf "${tmp}" \
     && test -x "${bundle_dir}/gcluster" \
     && test -f "${bundle_dir}/examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml" \
     && chmod -R a+rX "${AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR}"
 
 USER airflow
-# The image ships Airflow and these providers; pin them to the versions the tests run with,
-# keeping apache-airflow at the image's version. The test tools are not installed.
-RUN pip install --no-cache-dir \
+# Airflow and the providers at requirements.txt's pins, and every package pip installs or
+# changes at requirements.lock's version (the lock is what the tests ran with); then
+# scripts/check_locked.py fails the build if any installed package the lock names differs.
+# The test tools are not installed.
+COPY requirements.lock scripts/check_locked.py /opt/tpu-rl/
+RUN pip install --no-cache-dir --constraint /opt/tpu-rl/requirements.lock \
       "apache-airflow==3.3.2" \
       "apache-airflow-providers-google==22.8.0" \
       "apache-airflow-providers-cncf-kubernetes==10.25.0" \
+      "apache-airflow-providers-http==6.3.0" \
       "PyYAML==6.0.3" \
-      "jsonschema==4.26.0"
+      "jsonschema==4.26.0" \
+    && python /opt/tpu-rl/check_locked.py /opt/tpu-rl/requirements.lock

@@ -13,10 +13,10 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 CONF ?= include/examples/tutorial.json
 OUT ?= plan-out
 
-.PHONY: help venv demo test e2e lint plan rewards clean
+.PHONY: help venv demo demo-ui test e2e lint plan rewards clean
 
-help:
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+help: ## list every target with what it does
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 $(STAMP): requirements.lock requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) on PATH"; exit 1; }
@@ -27,11 +27,16 @@ $(STAMP): requirements.lock requirements.txt
 
 venv: $(STAMP) ## create .venv from the pinned requirements (once)
 
-demo: $(STAMP) ## one whole DAG run on the local sandbox, with a table of what happened
-	$(PY) -m tests.sandbox.demo
+demo: $(STAMP) ## one whole DAG run on the local sandbox: a line per task, then the summary (full log: DEMO_LOG, default .airflow/demo.log)
+	@$(PY) -m tests.sandbox.demo
 
-test: $(STAMP) chromium postgresql kubectl ## run the whole test suite (and lint)
+PORT ?= 8080
+demo-ui: $(STAMP) ## Airflow's UI on the sandbox: trigger the DAG from its form on http://127.0.0.1:8080 (PORT=<n> for another), login admin/admin; Ctrl-C stops it
+	@DEMO_UI_PORT=$(PORT) $(PY) -m tests.demo_ui
+
+test: $(STAMP) chromium postgresql kubectl ## lint (ruff check, ruff format --check) and the whole test suite
 	$(VENV)/bin/ruff check plugins dags tests
+	$(VENV)/bin/ruff format --check plugins dags tests
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
@@ -48,8 +53,8 @@ rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
 	@test -n "$(LOG)" || { echo "usage: make rewards LOG=<file>"; exit 2; }
 	@$(PY) -m tpu_rl.rewards $(LOG)
 
-clean:
-	rm -rf $(VENV) .airflow plan-out .pytest_cache .ruff_cache
+clean: ## remove .venv, .airflow (demo databases and logs), plan-out, test-artifacts and caches
+	rm -rf $(VENV) .airflow plan-out test-artifacts .pytest_cache .ruff_cache
 
 # --- delivery targets (airflow, deploy-composer) below this line ---
 .PHONY: airflow deploy-composer
@@ -61,21 +66,24 @@ deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LO
 	@test -n "$(ENV)" -a -n "$(LOCATION)" || { echo "usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]"; exit 2; }
 	DRY_RUN='$(DRY_RUN)' PYPI_PACKAGES='$(PYPI_PACKAGES)' scripts/deploy_composer.sh '$(ENV)' '$(LOCATION)' $(if $(PROJECT),'$(PROJECT)')
 
-# --- headless Chromium for the UI test (tests/ui/test_ui_page.py) ---
+# --- headless Chromium for the UI tests (tests/ui/) ---
 .PHONY: chromium
-chromium: ## install Debian's chromium and chromium-driver (as root; without them the page test skips)
-	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
-	@command -v chromium >/dev/null || echo "chromium not installed (not root): the UI page test will be skipped"
+chromium: ## install Debian's chromium with apt-get when missing (only as root, and says so first; without it the UI tests skip)
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "chromium is missing: installing Debian's chromium as root (apt-get update; apt-get install -y chromium)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "chromium is not installed and this is not root: the UI tests will be skipped"; fi
 
 # --- PostgreSQL for the production-shaped process harness (tests/processes) ---
 .PHONY: postgresql
 postgresql: ## install Debian's postgresql server (as root; without it the process scenarios skip)
-	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { echo "postgresql is missing: installing Debian's postgresql as root (apt-get install -y postgresql)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || echo "postgresql not installed (not root): the process scenarios will be skipped"
 # --- kubectl for the emulator test (tests/sandbox/test_kubectl.py) ---
 .PHONY: kubectl
 kubectl: ## install Debian's kubernetes-client (as root; without it the kubectl test skips)
-	@command -v kubectl >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
+	@command -v kubectl >/dev/null || [ "$$(id -u)" != 0 ] || { echo "kubectl is missing: installing Debian's kubernetes-client as root (apt-get install -y kubernetes-client)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
 	@command -v kubectl >/dev/null || echo "kubectl not installed (not root): the kubectl test will be skipped"
 
 # --- benchmarks ---

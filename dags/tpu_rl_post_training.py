@@ -16,7 +16,10 @@ from airflow.sdk import DAG, Asset
 
 from tpu_rl import deployment, manifests
 from tpu_rl.callbacks import cleanup_after_timeout
+from tpu_rl.docs import document
 from tpu_rl.limits import WORK, apply_run_limits, task_args
+from tpu_rl.links import add_links
+from tpu_rl.notify import RunFailureNotifier
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
 from tpu_rl.operators.kubernetes import (
@@ -72,11 +75,17 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(minutes=deployment.dagrun_timeout_minutes()),
-    # the scheduler skips the teardowns of a timed-out run: this removes its Kubernetes objects
-    on_failure_callback=cleanup_after_timeout,
+    # the scheduler skips the teardowns of a timed-out run: the first removes its Kubernetes
+    # objects; the notifier tells people when no task's own callback did (a timed-out run)
+    on_failure_callback=[cleanup_after_timeout, RunFailureNotifier()],
     tags=["tpu", "rl", "maxtext", "gke"],
-    # each task's limit: the run's settings at run time (the defaults' until then)
-    default_args={"owner": "ml-platform", "pre_execute": apply_run_limits},
+    # each task's limit: the run's settings at run time (the defaults' until then); a failed
+    # task tells the deployer's channels (tpu_rl.notify)
+    default_args={
+        "owner": "ml-platform",
+        "pre_execute": apply_run_limits,
+        "on_failure_callback": RunFailureNotifier(),
+    },
 ) as dag:
     validate = ValidateSettingsOperator(task_id="validate", **task_args("validate"))
     ensure_bucket = GCSCreateBucketOperator(
@@ -147,6 +156,8 @@ with DAG(
     wait_for_rewards >> verified
     wait_for_rewards >> stop_backend
     [verified, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
+    document(dag)
+    add_links(dag)
     # The Params last, on the DAG alone: a task made while the DAG has them keeps a deep copy,
     # which Airflow's serializer validates Param by Param (jsonschema) on every parse, 85% of
     # the parse (make bench, parse_overhead_ms); at run time the DAG's are merged in anyway

@@ -1,9 +1,11 @@
-"""Airflow plugin: the "RL post-training" page (FastAPI app + a link in the UI's navigation)."""
+"""Airflow plugin: the "RL post-training" page (FastAPI app + a link in the UI's navigation) and
+the tasks' console links."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from tpu_rl.links import LINK_CLASSES
 from tpu_rl.ui.app import app
 
 URL_PREFIX = "/tpu-rl"
@@ -21,3 +23,4 @@ class TpuRlPlugin(AirflowPlugin):
             "url_route": "rl-post-training",
         }
     ]
+    operator_extra_links = [link() for link in LINK_CLASSES]

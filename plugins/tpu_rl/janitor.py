@@ -72,7 +72,7 @@ class JanitorParams:
             namespace=str(params["namespace"]),
             grace_minutes=int(params["grace_minutes"]),
             dry_run=bool(params["dry_run"]),
-            gcs_bucket=str(params["gcs_bucket"]).strip(),
+            gcs_bucket=str(params["gcs_bucket"] or "").strip(),
             cluster_toolkit_version=str(params["cluster_toolkit_version"]),
         )
 
@@ -86,50 +86,86 @@ class JanitorParams:
 
 
 def janitor_params() -> dict[str, Param]:
-    """The DAG's Params with their built-in defaults."""
+    """The DAG's Params with their built-in defaults (the Variable is merged in at run time).
 
-    def param(name: str, default: Any, description: str, **schema: Any) -> Param:
-        return Param(default, description=description, title=name, **schema)
+    Fields that may stay empty accept null, which the trigger form sends for an emptied field.
+    """
 
-    names = {"type": "array", "items": {"type": "string"}}
+    def param(name: str, default: Any, title: str, section: str, description: str, **schema):
+        return Param(
+            default,
+            title=title,
+            description=description,
+            section=section,
+            **schema,
+        )
+
+    names = {"type": ["null", "array"], "items": {"type": "string"}}
+    where, how, destroy = "What to sweep", "How", "Destroying clusters"
     return {
-        "project": param("project", "", "Google Cloud project to sweep.", type="string"),
-        "region": param("region", "", "Region whose clusters are swept.", type="string"),
+        "project": param(
+            "project", "", "Project", where, "Google Cloud project to sweep.", type="string"
+        ),
+        "region": param(
+            "region", "", "Region", where, "Region whose clusters are swept.", type="string"
+        ),
         "clusters": param(
             "clusters",
             [],
-            "Clusters to inspect; empty: every cluster in the region labelled by this package.",
+            "Clusters",
+            where,
+            "Clusters to inspect, one per line; empty: every cluster in the region labelled by "
+            "this package.",
             **names,
         ),
         "existing_clusters": param(
             "existing_clusters",
             [],
-            "Clusters used with cluster_mode=existing (or kept): their leftover Jobs, JobSets "
-            "and Secrets are removed, the clusters are never destroyed.",
+            "Existing clusters",
+            where,
+            "Clusters used with cluster_mode=existing (or kept), one per line: their leftover "
+            "Jobs, JobSets and Secrets are removed, the clusters are never destroyed.",
             **names,
         ),
         "namespace": param(
-            "namespace", DEFAULTS.namespace, "Namespace of the runs' objects.", type="string"
+            "namespace",
+            DEFAULTS.namespace,
+            "Namespace",
+            where,
+            "Kubernetes namespace of the runs' objects.",
+            type="string",
+        ),
+        "dry_run": param(
+            "dry_run",
+            True,
+            "Dry run",
+            how,
+            "Only report what would be removed; change nothing.",
+            type="boolean",
         ),
         "grace_minutes": param(
             "grace_minutes",
             120,
+            "Grace period (min)",
+            how,
             "Only what is older than this is removed.",
             type="integer",
             minimum=0,
         ),
-        "dry_run": param(
-            "dry_run", True, "Only report what would be removed; change nothing.", type="boolean"
-        ),
         "gcs_bucket": param(
             "gcs_bucket",
             "",
-            "Bucket of the clusters' terraform state (the runs' gcs_bucket); needed to destroy.",
-            type="string",
+            "GCS bucket",
+            destroy,
+            "Bucket of the clusters' terraform state (the runs' gcs_bucket); needed to destroy "
+            "a cluster, not for a dry run.",
+            type=["null", "string"],
         ),
         "cluster_toolkit_version": param(
             "cluster_toolkit_version",
             DEFAULTS.cluster_toolkit_version,
+            "Cluster Toolkit version",
+            destroy,
             "gcluster release that destroys clusters.",
             type="string",
         ),

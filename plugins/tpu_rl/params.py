@@ -6,23 +6,45 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from tpu_rl.settings import SETTING_FIELDS, json_type
+from tpu_rl.settings import OPTIONAL_SETTINGS, SETTING_FIELDS, json_type
 
-SECTION_BREAKS = {"project": "Google Cloud", "model_name": "Model", "data_template_path": "GRPO"}
+# The form's sections, each starting at the named setting (settings are declared in this order).
+# Airflow's form files a Param under its own `section` only, so every Param carries one.
+SECTION_STARTS = {
+    "project": "Google Cloud",
+    "model_name": "Model",
+    "data_template_path": "GRPO",
+    "backend_restarts": "Run control",
+}
+
+
+def sections() -> dict[str, str]:
+    """Each setting's section in the trigger form."""
+    found, current = {}, ""
+    for name in SETTING_FIELDS:
+        current = SECTION_STARTS.get(name, current)
+        found[name] = current
+    return found
+
+
+SECTIONS = sections()
 
 
 def param_schema(name: str) -> dict[str, Any]:
-    """JSON-schema keywords of one setting: type, title, description, bounds, choices."""
+    """JSON-schema keywords of one setting: type, title, description, section, bounds, choices.
+
+    A setting that may be empty also accepts null: the form sends null for an emptied field
+    and marks every field whose type excludes null as required.
+    """
     f = SETTING_FIELDS[name]
-    schema: dict[str, Any] = {
-        "type": json_type(f),
+    kind = json_type(f)
+    return {
+        "type": ["null", kind] if name in OPTIONAL_SETTINGS else kind,
         "title": f.metadata["title"],
         "description": f.metadata["description"],
+        "section": SECTIONS[name],
         **f.metadata["schema"],
     }
-    if name in SECTION_BREAKS:
-        schema["section"] = SECTION_BREAKS[name]
-    return schema
 
 
 def dag_params() -> dict[str, Param]:

@@ -227,6 +227,8 @@ class RunSettings:
 # Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
 DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}
 SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
+# May be left empty; the trigger form sends an emptied field as null, read as empty.
+OPTIONAL_SETTINGS = ("reservation", "kueue_queue", "client_service_account", "extra_train_args")
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 
 
@@ -250,6 +252,8 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     for key, value in raw.items():
         if key not in SETTING_FIELDS:
             continue
+        if value is None and key in OPTIONAL_SETTINGS:
+            value = [] if json_type(SETTING_FIELDS[key]) == "array" else ""
         if problem := type_error(key, value, json_type(SETTING_FIELDS[key])):
             errors.append(problem)
             continue

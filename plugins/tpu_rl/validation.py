@@ -186,6 +186,16 @@ def reservation(s: RunSettings) -> Iterator[str]:
 
 
 @rule
+def cluster_mode_dependencies(s: RunSettings) -> Iterator[str]:
+    """Settings that only mean something with the other cluster mode."""
+    if s.cluster_mode == "existing" and s.keep_cluster:
+        yield (
+            "keep_cluster: only applies with cluster_mode=create (a run never destroys an "
+            "existing cluster); leave it off"
+        )
+
+
+@rule
 def choices(s: RunSettings) -> Iterator[str]:
     if s.cluster_mode not in ("create", "existing"):
         yield f"cluster_mode: must be 'create' or 'existing', got {s.cluster_mode!r}"

@@ -1,42 +1,117 @@
 """`make demo`: one whole tpu_rl_post_training run with the tutorial's settings, in the sandbox.
 
-Prints the tasks with their states and durations, the rewards, and what cleanup removed.
+Quiet and live: the terminal gets one line per task (when it starts, completed when it ends,
+with its state and seconds) and a summary; Airflow's and the emulators' own output goes to a
+log file whose path is printed first (`DEMO_LOG` chooses it; default `.airflow/demo.log`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
+import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TextIO
 
-from tests.conftest import TUTORIAL_CONF  # sets Airflow's environment before it is imported
-from tests.sandbox.harness import DAG_ID, Sandbox
+from tests.conftest import REPO, TUTORIAL_CONF  # sets Airflow's environment before its import
 
+DAG_ID = "tpu_rl_post_training"
 # The sandbox compresses time: poll every second, give up on pending pods after a minute.
 SANDBOX_OVERRIDES = {"poll_interval_seconds": 1, "pending_timeout_minutes": 1}
+FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
+STARTED = {"running", "deferred", "up_for_retry", "up_for_reschedule"}
+POLL_S = 0.25
 
 
-def task_rows(run_id: str) -> list[tuple[str, str, float]]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
+def redirect_output(log_path: Path) -> TextIO:
+    """Send this process's stdout and stderr (fds 1 and 2) to the log; return the terminal."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    terminal = os.fdopen(os.dup(1), "w", buffering=1)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    return terminal
 
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter_by(dag_id=DAG_ID, run_id=run_id).all()
-        rows = [
-            (
-                ti.task_id,
-                str(getattr(ti.state, "value", ti.state)),
-                (ti.end_date - ti.start_date).total_seconds()
-                if ti.start_date and ti.end_date
-                else 0.0,
-                ti.start_date,
+
+class Progress(threading.Thread):
+    """Watches the run's task instances in the metadata DB and prints one line per task."""
+
+    def __init__(self, out: TextIO, started_at: datetime) -> None:
+        super().__init__(daemon=True)
+        self.out = out
+        self.started_at = started_at
+        self.stopping = threading.Event()
+        self.started: set[str] = set()
+        self.ended: set[str] = set()
+        self.open_line: str | None = None  # the task whose line waits for its end
+
+    def run(self) -> None:
+        while not self.stopping.wait(POLL_S):
+            self.poll()
+
+    def finish(self) -> None:
+        self.stopping.set()
+        self.join()
+        self.poll()
+        self._close_open_line()
+
+    def poll(self) -> None:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            rows = (
+                session.query(
+                    TaskInstance.task_id,
+                    TaskInstance.state,
+                    TaskInstance.start_date,
+                    TaskInstance.end_date,
+                )
+                .filter(TaskInstance.dag_id == DAG_ID)
+                .order_by(TaskInstance.start_date)
+                .all()
             )
-            for ti in tis
-        ]
-    rows.sort(key=lambda r: (r[3] is None, r[3]))
-    return [(task, state, seconds) for task, state, seconds, _ in rows]
+        for task_id, state, start, end in rows:
+            state = str(getattr(state, "value", state))
+            if task_id in self.ended:
+                continue
+            if state in STARTED and start and task_id not in self.started:
+                self._start(task_id, start)
+            if state in FINISHED:
+                self._end(task_id, state, start, end)
+
+    def _at(self, when: datetime | None) -> float:
+        return max(0.0, ((when or datetime.now(UTC)) - self.started_at).total_seconds())
+
+    def _close_open_line(self) -> None:
+        if self.open_line:
+            self.out.write("\n")
+            self.open_line = None
+
+    def _start(self, task_id: str, start: datetime) -> None:
+        self._close_open_line()
+        self.started.add(task_id)
+        self.out.write(f"{self._at(start):6.1f}s  {task_id:<20}")
+        self.out.flush()
+        self.open_line = task_id
+
+    def _end(self, task_id: str, state: str, start: datetime | None, end: datetime | None) -> None:
+        self.ended.add(task_id)
+        seconds = (end - start).total_seconds() if start and end else 0.0
+        verdict = f"{state:<16}{seconds:5.1f} s\n"
+        if self.open_line == task_id:
+            self.out.write(verdict)
+            self.open_line = None
+            return
+        self._close_open_line()
+        self.out.write(f"{self._at(start or end):6.1f}s  {task_id:<20}{verdict}")
 
 
 def start_execution_api() -> float:
@@ -54,33 +129,93 @@ def start_execution_api() -> float:
     return time.monotonic() - started
 
 
+def gate_line(state: str | None, gate: dict[str, Any] | None, min_gain: float) -> str:
+    """What the reward gate decided, in words."""
+    if state == "success" and gate:
+        return (
+            f"passed: post {gate['post_mean_reward']:.4f} >= pre {gate['pre_mean_reward']:.4f}"
+            f" + min_reward_gain {min_gain:g}"
+        )
+    if state == "failed":
+        return "stopped the export (its reason is in the log)"
+    return f"not reached ({state})"
+
+
+def removed_line(removed: dict[str, list[str]]) -> str:
+    """cleanup_kubernetes's XCom, e.g. `3 jobs (a, b, c), 1 secret (d)`."""
+    parts = [
+        f"{len(names)} {kind if len(names) != 1 else kind.removesuffix('s')} ({', '.join(names)})"
+        for kind, names in removed.items()
+        if names
+    ]
+    return "; ".join(parts) or "nothing"
+
+
+def run_report_summary(result: Any) -> str:
+    """The summary line of the run report verify wrote next to the export, if any."""
+    export = result.xcoms.get("verify.return_value")
+    if not export:
+        return "none (no export)"
+    bucket, _, prefix = export.removeprefix("gs://").partition("/")
+    blob = result.gcs.client().bucket(bucket).blob(prefix + "run-report.json")
+    if not blob.exists():
+        return "missing"
+    return f"{export}run-report.md\n          {json.loads(blob.download_as_text())['summary']}"
+
+
+def summary(result: Any, conf: dict[str, Any], took: float, report: str) -> list[str]:
+    rewards = result.xcoms.get("wait_for_rewards.return_value") or {}
+    pre, post = (rewards.get(k) or {} for k in ("pre", "post"))
+    destroyed = [
+        c["argv"][1] for c in result.calls if c["tool"] == "gcluster" and c["argv"][0] == "destroy"
+    ]
+    failed = [task for task, state in result.task_states.items() if state == "failed"]
+    return [
+        f"{DAG_ID}: {result.state.upper()} in {took:.0f} s"
+        + (f" (failed: {', '.join(failed)})" if failed else ""),
+        f"rewards:  mean_reward pre {pre.get('mean_reward')} -> post {post.get('mean_reward')}"
+        f", accuracy {pre.get('accuracy')}% -> {post.get('accuracy')}%",
+        "gate:     "
+        + gate_line(
+            result.task_states.get("gate"),
+            result.xcoms.get("gate.return_value"),
+            float(conf.get("min_reward_gain", 0.0)),
+        ),
+        f"export:   {result.xcoms.get('verify.return_value') or 'none'}",
+        f"report:   {report}",
+        "cleanup:  removed "
+        + removed_line(result.xcoms.get("cleanup_kubernetes.return_value") or {})
+        + f"; cluster destroyed: {', '.join(destroyed) or 'none'}",
+        f"left in the sandbox: {', '.join(result.leftovers) or 'nothing'}",
+    ]
+
+
 def main() -> int:
+    log_path = Path(os.environ.get("DEMO_LOG") or REPO / ".airflow" / "demo.log").resolve()
+    terminal = redirect_output(log_path)
+    terminal.write(f"{DAG_ID} on the local sandbox (emulated GKE, GCS, gcluster)\n")
+    terminal.write(f"full log (Airflow, emulators): {log_path}\n")
     from airflow.utils import db
+
+    from tests.sandbox.harness import Sandbox
 
     db.resetdb()
     conf = {**json.loads(TUTORIAL_CONF.read_text()), **SANDBOX_OVERRIDES}
     api_seconds = start_execution_api()
-    started = time.monotonic()
+    terminal.write(f"Airflow's in-process Execution API started in {api_seconds:.0f} s\n\n")
+    started, started_at = time.monotonic(), datetime.now(UTC)
+    progress = Progress(terminal, started_at)
+    progress.start()
     with tempfile.TemporaryDirectory(prefix="tpu-rl-demo-") as tmp, Sandbox(Path(tmp)).up() as box:
-        result = box.run(conf)
-    rows = task_rows(result.run_id)
+        try:
+            result = box.run(conf)
+        finally:
+            progress.finish()
+        report = run_report_summary(result)
     took = time.monotonic() - started
-    print(f"\ntpu_rl_post_training in the sandbox: {result.state.upper()} in {took:.0f} s")
-    print(f"(before it: {api_seconds:.0f} s for Airflow's in-process Execution API to start)\n")
-    print(f"{'task':<22}{'state':<18}{'seconds':>8}")
-    for task, state, seconds in rows:
-        print(f"{task:<22}{state:<18}{seconds:>8.1f}")
-    rewards = result.xcoms.get("wait_for_rewards.return_value") or {}
-    pre, post = (rewards.get(k) or {} for k in ("pre", "post"))
-    print(f"\nmean_reward: pre {pre.get('mean_reward')} -> post {post.get('mean_reward')}")
-    print(f"export: {result.xcoms.get('verify.return_value')}")
-    removed = result.xcoms.get("cleanup_kubernetes.return_value") or {}
-    print(f"cleanup removed: {json.dumps(removed)}")
-    destroyed = [
-        c["argv"][1] for c in result.calls if c["tool"] == "gcluster" and c["argv"][0] == "destroy"
-    ]
-    print(f"cluster destroyed: {', '.join(destroyed) or 'none'}")
-    print(f"left in the sandbox: {', '.join(result.leftovers) or 'nothing'}")
+    terminal.write("\n" + "\n".join(summary(result, conf, took, report)) + "\n")
+    terminal.write(f"full log: {log_path}\n")
+    terminal.flush()
     return 0 if result.state == "success" else 1
 
 

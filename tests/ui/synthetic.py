@@ -99,7 +99,8 @@ def add_runs(count: int) -> list[str]:
             for run_id, (i, running, stopped) in plan.items()
             for x in _xcoms(ids[run_id], run_id, i, running, stopped)
         ]
-        session.execute(insert(XComModel.__table__), xcoms)
+        if xcoms:  # a lone running run has none
+            session.execute(insert(XComModel.__table__), xcoms)
     return list(plan)
 
 
@@ -138,7 +139,12 @@ def _xcoms(dag_run_id: int, run_id: str, i: int, running: bool, stopped: bool) -
             "post_time": "2026-01-05T08:00:00Z",
         }
     }
-    if not stopped:
+    if stopped:  # what the failure callback records
+        values[("gate", "failure")] = (
+            f"reward gate: post-training mean_reward={post:.4f} is below pre-training "
+            f"mean_reward={pre:.4f} + min_reward_gain=0; not exporting"
+        )
+    else:
         export = f"gs://bucket/gemma4-26b/hf-trained/rl-{i:010d}/"
         values[("gate", "return_value")] = {
             "pre_mean_reward": pre,

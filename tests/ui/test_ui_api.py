@@ -67,6 +67,11 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert stopped["gate"] == "stopped" and post < pre
     assert stopped["gain"] == pytest.approx(post - pre)
     assert stopped["export_uri"] is None and stopped["checkpoint_step"] is None
+    assert stopped["failure"]["task_id"] == "gate"  # what the failure callback recorded
+    assert stopped["failure"]["message"].startswith(
+        f"reward gate: post-training mean_reward={post}"
+    )
+    assert passed["failure"] is None
     running = runs[0]
     assert running["gate"] == "pending" and running["pre_mean_reward"] is None
     assert running["tpu_hours"] is None  # the pool is still up

@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -103,22 +104,38 @@ def check_plugin_registered(base: str, token: str) -> None:
 
 
 def read_page(base: str, token: str, profile: Path) -> tuple[list[list[str]], dict[str, Any]]:
-    """The table's cells and the chart's element counts once the page's script is done."""
+    """The table's cells and the chart's element counts once the page's script is done, at the
+    1280 px a laptop gives it."""
     browser = Chromium(profile)
     try:
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
         browser.call("Page.navigate", url=f"{base}/tpu-rl/")
         state = browser.wait_for("document.body && document.body.dataset.state")
         status = browser.evaluate("document.getElementById('status').textContent")
         assert state == "ready", status
         rows = browser.evaluate(
-            "[...document.querySelectorAll('#runs tbody tr')]"
+            "[...document.querySelectorAll('#runs tbody tr.run')]"
             ".map(tr => [...tr.cells].map(td => td.textContent))"
         )
         chart = browser.evaluate(
             "({circles: document.querySelectorAll('#chart circle').length,"
             " lines: document.querySelectorAll('#chart polyline').length,"
-            " width: document.getElementById('chart').getBoundingClientRect().width})"
+            " width: document.getElementById('chart').getBoundingClientRect().width,"
+            " yticks: [...document.querySelectorAll('#chart text.ytick')].map(t => t.textContent),"
+            " xticks: [...document.querySelectorAll('#chart text.xtick')].map(t => t.textContent),"
+            " reasons: [...document.querySelectorAll('#runs tr.reason')].map(t => t.textContent),"
+            " status: document.getElementById('status').textContent,"
+            " overflow: document.documentElement.scrollWidth"
+            "   - document.documentElement.clientWidth,"
+            " tableOverflow: document.querySelector('.table').scrollWidth"
+            "   - document.querySelector('.table').clientWidth})"
         )
         browser.screenshot(SCREENSHOT)
     finally:
@@ -164,4 +181,13 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
     assert all(r["logs"] == "logs" and r["tpu_hours"] for r in table)
     assert {r["counted_as"] for r in table} == {"run's reserved pool"}
     assert chart["circles"] == 6 and chart["lines"] == 2 and chart["width"] > 600
+    assert chart["status"] == "3 runs, newest first."
+    assert chart["overflow"] == 0 and chart["tableOverflow"] == 0  # fits 1280 px
+    # round y ticks, evenly spaced; the runs' dates (today, same day: with the time) on x
+    steps = {round(float(b) - float(a), 6) for a, b in pairwise(chart["yticks"])}
+    assert len(steps) == 1 and len(chart["yticks"]) >= 3
+    assert all(len(t.split(".")[-1]) <= 3 for t in chart["yticks"])
+    assert chart["xticks"] and all(any(c.isdigit() for c in t) for t in chart["xticks"])
+    [reason] = chart["reasons"]  # the stopped run's: which task, its message's first line
+    assert reason.startswith("failed at gate: reward gate: post-training mean_reward=-0.0500")
     assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

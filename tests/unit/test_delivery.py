@@ -180,8 +180,23 @@ def test_dockerfile_image_and_pins_match_requirements():
     installed = pins("\n".join(re.findall(r'"([^"]+==[^"]+)"', install)))
     assert installed == runtime  # airflow kept at the image's version, no test tools
     assert "_PIP_ADDITIONAL_REQUIREMENTS" not in (REPO / "docker-compose.yaml").read_text()
-    assert [word for word, _ in dockerfile()][-2:] == ["USER", "RUN"]  # pip runs as airflow
+    assert [word for word, _ in dockerfile()][-3:] == ["USER", "COPY", "RUN"]  # pip as airflow
     assert ("USER", "airflow") in dockerfile()
+    # every dependency at the lock's version, checked after the install
+    assert ("COPY", "requirements.lock scripts/check_locked.py /opt/tpu-rl/") in dockerfile()
+    assert "pip install --no-cache-dir --constraint /opt/tpu-rl/requirements.lock " in install
+    assert install.endswith("&& python /opt/tpu-rl/check_locked.py /opt/tpu-rl/requirements.lock")
+
+
+def test_check_locked_passes_on_the_locked_venv_and_names_a_drifted_package(tmp_path):
+    check = [sys.executable, str(REPO / "scripts" / "check_locked.py")]
+    lock = REPO / "requirements.lock"
+    assert subprocess.run([*check, str(lock)], capture_output=True).returncode == 0
+    drifted = tmp_path / "requirements.lock"
+    drifted.write_text(re.sub(r"^pytest==\S+$", "pytest==0.0.1", lock.read_text(), flags=re.M))
+    done = subprocess.run([*check, str(drifted)], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr == f"pytest: {metadata.version('pytest')} installed, 0.0.1 locked\n"
 
 
 def test_dockerfile_versions_match_settings_and_readme():
@@ -205,7 +220,12 @@ def build_fixtures(root: Path, terraform_version: str, toolkit_version: str, arc
     (root / f"terraform_{terraform_version}_SHA256SUMS").write_text(
         f"{'0' * 64}  terraform_{terraform_version}_darwin_{arch}.zip\n{digest}  {zip_name}\n"
     )
-    with tarfile.open(root / f"gcluster_bundle_linux_{arch}.tgz", "w:gz") as tar:
+    write_bundle(root / f"gcluster_bundle_linux_{arch}.tgz")
+
+
+def write_bundle(path: Path) -> str:
+    """A gcluster bundle as the release serves it; returns its sha256."""
+    with tarfile.open(path, "w:gz") as tar:
         for name, text, mode in [
             ("gcluster", "#!/bin/sh\n", 0o755),
             (blueprint.BUNDLE_BLUEPRINT, "blueprint_name: x\n", 0o644),
@@ -213,9 +233,16 @@ def build_fixtures(root: Path, terraform_version: str, toolkit_version: str, arc
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(text), mode
             tar.addfile(info, io.BytesIO(text.encode()))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def run_root_step(tmp_path: Path) -> subprocess.CompletedProcess:
+def bundle_sha(tmp_path: Path) -> str:
+    return hashlib.sha256(
+        (tmp_path / "www" / "gcluster_bundle_linux_amd64.tgz").read_bytes()
+    ).hexdigest()
+
+
+def run_root_step(tmp_path: Path, bundle_sha256: str) -> subprocess.CompletedProcess:
     """The Dockerfile's terraform + bundle RUN, with fake curl and /usr/local/bin in tmp_path."""
     args = dockerfile_args()
     bin_dir = tmp_path / "bin"
@@ -226,6 +253,7 @@ def run_root_step(tmp_path: Path) -> subprocess.CompletedProcess:
         PATH=f"{FAKES}:{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
         TERRAFORM_VERSION=args["TERRAFORM_VERSION"],
         CLUSTER_TOOLKIT_VERSION=args["CLUSTER_TOOLKIT_VERSION"],
+        GCLUSTER_BUNDLE_SHA256=bundle_sha256,
         AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR=str(tmp_path / "cache"),
     )
     script = root_run().replace("/usr/local/bin", str(bin_dir))
@@ -239,7 +267,7 @@ def test_dockerfile_installs_terraform_and_the_bundle_where_ensure_bundle_reads_
     version = args["CLUSTER_TOOLKIT_VERSION"]
     build_fixtures(tmp_path / "www", args["TERRAFORM_VERSION"], version, "amd64")
 
-    done = run_root_step(tmp_path)
+    done = run_root_step(tmp_path, bundle_sha(tmp_path))
 
     assert done.returncode == 0, done.stderr
     assert f"Terraform v{args['TERRAFORM_VERSION']}" in done.stdout
@@ -266,11 +294,35 @@ def test_dockerfile_stops_on_a_terraform_checksum_mismatch(tmp_path):
     zip_file = tmp_path / "www" / f"terraform_{args['TERRAFORM_VERSION']}_linux_amd64.zip"
     zip_file.write_bytes(zip_file.read_bytes() + b"tampered")
 
-    done = run_root_step(tmp_path)
+    done = run_root_step(tmp_path, bundle_sha(tmp_path))
 
     assert done.returncode != 0
     assert not (tmp_path / "bin" / "terraform").exists()
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="fixtures are built for amd64")
+def test_dockerfile_stops_on_a_bundle_checksum_mismatch_before_extracting(tmp_path):
+    args = dockerfile_args()
+    build_fixtures(tmp_path / "www", args["TERRAFORM_VERSION"], "v0", "amd64")
+    pinned = bundle_sha(tmp_path)
+    bundle = tmp_path / "www" / "gcluster_bundle_linux_amd64.tgz"
+    bundle.write_bytes(bundle.read_bytes() + b"\0")  # what a swapped release asset would be
+
+    done = run_root_step(tmp_path, pinned)
+
+    assert done.returncode != 0
+    assert "FAILED" in done.stdout + done.stderr  # sha256sum -c
+    assert not (tmp_path / "cache").exists()
+
+
+def test_dockerfile_requires_the_bundle_checksum(tmp_path):
+    (tmp_path / "www").mkdir()
+    done = run_root_step(tmp_path, "")
+
+    assert done.returncode == 1
+    assert "set the build arg GCLUSTER_BUNDLE_SHA256" in done.stderr
+    assert not (tmp_path / "curl.log").exists()  # nothing downloaded
 
 
 def test_dockerfile_maps_every_linux_machine_the_toolkit_publishes():
@@ -290,7 +342,10 @@ def test_compose_services_executor_examples_and_health_checks():
     for name in AIRFLOW_SERVICES:
         service = services[name]
         env = service["environment"]
-        assert service["build"] == "."
+        assert service["build"] == {
+            "context": ".",
+            "args": {"GCLUSTER_BUNDLE_SHA256": "${GCLUSTER_BUNDLE_SHA256:-}"},
+        }
         assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
         assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "false"
         assert "airflow-apiserver:8080/execution/" in env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]
@@ -335,11 +390,32 @@ def test_compose_hugging_face_connection_comes_from_env_file():
         raw = compose()["services"][name]["environment"]["AIRFLOW_CONN_HUGGINGFACE_DEFAULT"]
         conn = json.loads(interpolate(raw, {"HF_TOKEN": "hf_fromdotenv"}))
         assert conn == {"conn_type": "generic", "password": "hf_fromdotenv"}
-        with pytest.raises(KeyError, match="HF_TOKEN"):
-            interpolate(raw, {})
+        # empty works: every compose command (build, down...) runs with the example's .env
+        assert json.loads(interpolate(raw, {}))["password"] == ""
+    assert ":?" not in (REPO / "docker-compose.yaml").read_text()
     ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=REPO)
     assert ignored.returncode == 0
     assert subprocess.run(["git", "check-ignore", "-q", ".env.example"], cwd=REPO).returncode == 1
+
+
+def init_script() -> str:
+    """airflow-init's bash script as the container runs it (compose's $$ unescaped)."""
+    return interpolate(compose()["services"]["airflow-init"]["command"][1], {})
+
+
+@pytest.mark.parametrize(("token", "warned"), [("", True), ("hf_fromdotenv", False)])
+def test_compose_init_warns_when_the_hugging_face_token_is_empty(tmp_path, token, warned):
+    raw = compose()["services"]["airflow-init"]["environment"]["AIRFLOW_CONN_HUGGINGFACE_DEFAULT"]
+    script = init_script()
+    check = script[script.index('if [[ "${AIRFLOW_CONN_HUGGINGFACE_DEFAULT}"') :]
+    check = check[: check.index("fi\n") + 3]
+    env = {
+        "PATH": os.environ["PATH"],
+        "AIRFLOW_CONN_HUGGINGFACE_DEFAULT": interpolate(raw, {"HF_TOKEN": token}),
+    }
+    done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True)
+    assert done.returncode == 0
+    assert ("WARNING: HF_TOKEN is empty in .env" in done.stdout) is warned
 
 
 def test_compose_variables_are_all_in_env_example():
@@ -351,9 +427,15 @@ def test_compose_variables_are_all_in_env_example():
     assert used == example
 
 
-def test_dockerignore_keeps_the_build_context_empty():
-    assert (REPO / ".dockerignore").read_text().splitlines()[-1] == "*"
-    assert not [args for word, args in dockerfile() if word in ("COPY", "ADD")]
+def test_dockerignore_sends_only_the_lock_and_its_checker():
+    rules = [
+        line
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert rules == ["*", "!requirements.lock", "!scripts/check_locked.py"]
+    copies = [args.split()[:-1] for word, args in dockerfile() if word in ("COPY", "ADD")]
+    assert copies == [["requirements.lock", "scripts/check_locked.py"]]
 
 
 # ---------- Composer: nothing to install ----------
@@ -549,7 +631,17 @@ def test_readme_delivery_commands_run_with_fakes(tmp_path):
             project.mkdir(exist_ok=True)
             shutil.copy2(source, project / name)
     (tmp_path / "home").mkdir()
-    env = fake_env(tmp_path, HOME=str(tmp_path / "home"), HF_TOKEN="hf_readmetoken")
+    (tmp_path / "www").mkdir()
+    sums = {
+        arch: write_bundle(tmp_path / "www" / f"gcluster_bundle_linux_{arch}.tgz")
+        for arch in ("amd64", "arm64")
+    }
+    env = fake_env(
+        tmp_path,
+        HOME=str(tmp_path / "home"),
+        HF_TOKEN="hf_readmetoken",
+        FAKE_CURL_ROOT=str(tmp_path / "www"),
+    )
     ran_make_airflow = False
     for block in blocks:
         block_env = dict(env)
@@ -566,7 +658,15 @@ def test_readme_delivery_commands_run_with_fakes(tmp_path):
         )
         assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
     assert ran_make_airflow
-    assert (project / ".env").read_text() == (REPO / ".env.example").read_text()
+    # .env is the example with the bundle's checksum pinned by scripts/pin_gcluster_bundle.sh
+    arch = "arm64" if os.uname().machine in ("aarch64", "arm64") else "amd64"
+    pinned = f"GCLUSTER_BUNDLE_SHA256={sums[arch]}\n"
+    example = (REPO / ".env.example").read_text()
+    assert (project / ".env").read_text() == example.replace("GCLUSTER_BUNDLE_SHA256=\n", pinned)
+    version = dockerfile_args()["CLUSTER_TOOLKIT_VERSION"]
+    assert (tmp_path / "curl.log").read_text().splitlines() == [
+        blueprint.bundle_url(version, f"gcluster_bundle_linux_{arch}.tgz")
+    ]
 
     services = set(compose()["services"])
     docker = calls(tmp_path / "docker.jsonl")

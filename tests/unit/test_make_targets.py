@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 
 from tests.conftest import REPO
@@ -42,3 +45,105 @@ def test_make_rewards_prints_the_metrics():
     assert done.returncode == 0, done.stderr
     parsed = json.loads(done.stdout)
     assert set(parsed) == {"pre", "post", "intermediate"}
+
+
+def test_make_demo_is_quiet_live_and_ends_with_its_summary(tmp_path):
+    log = tmp_path / "demo.log"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-o", ".venv/.installed", "demo"],
+        cwd=REPO,
+        env={**os.environ, "DEMO_LOG": str(log)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) < 40, done.stdout
+    assert done.stderr == ""
+    task_lines = [line.split() for line in lines if re.match(r"^ *\d+\.\ds  ", line)]
+    tasks = [words[1] for words in task_lines]
+    assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 15
+    assert all(words[2] == "success" and words[-1] == "s" for words in task_lines)
+    summary = "\n".join(lines[lines.index(next(x for x in lines if "SUCCESS in" in x)) :])
+    for label in ("rewards:", "gate:", "export:", "report:", "cleanup:", "full log:"):
+        assert f"\n{label}" in f"\n{summary}", label
+    assert "mean_reward pre 0.0821 -> post 0.1234" in summary
+    assert "gate:     passed" in summary and "run-report.md" in summary
+    assert f"full log: {log}" in summary
+    # what the terminal no longer shows went to the log
+    assert "DagRun Finished" in log.read_text()
+    assert "Marking run" not in done.stdout
+
+
+def test_make_help_lists_every_target():
+    makefile = (REPO / "Makefile").read_text()
+    phony = {t for line in re.findall(r"^\.PHONY: (.+)$", makefile, re.M) for t in line.split()}
+    done = make("help")
+    listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+    assert {"e2e", "chromium", "bench", "demo-ui", "clean", "lint"} <= phony
+    assert listed == phony, phony ^ listed
+
+
+def test_make_test_runs_the_format_check_before_the_suite():
+    done = make("-n", "test")
+    lines = [line for line in done.stdout.splitlines() if "ruff" in line or "pytest" in line]
+    assert lines == [
+        ".venv/bin/ruff check plugins dags tests",
+        ".venv/bin/ruff format --check plugins dags tests",
+        ".venv/bin/python -m pytest -q -n 2 --dist loadgroup",
+    ]
+
+
+def test_make_chromium_says_what_it_installs_as_root_before_apt_get(tmp_path):
+    """With no chromium on PATH, as root: one line naming the packages, then apt-get."""
+    calls = tmp_path / "apt-get.log"
+    for name, body in {
+        "id": "echo 0",
+        "apt-get": f'echo "$*" >> {calls}',
+    }.items():
+        (tmp_path / name).write_text(f"#!/bin/bash\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    done = subprocess.run(
+        [shutil.which("make"), "--no-print-directory", "chromium"],
+        cwd=REPO,
+        env={"PATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "chromium is missing: installing Debian's chromium as root"
+        " (apt-get update; apt-get install -y chromium)"
+    ]
+    assert calls.read_text().splitlines() == ["update -qq", "install -y -qq chromium"]
+
+
+def test_make_e2e_writes_its_report_where_asked():
+    done = make("-n", "e2e", "REPORT=out/e2e.json")
+    assert done.stdout.strip().splitlines()[-1] == (
+        f"E2E_REPORT={REPO}/out/e2e.json .venv/bin/python -m pytest -q"
+        " tests/e2e/test_scenarios.py tests/processes"
+    )
+
+
+def test_make_clean_removes_what_the_readme_says():
+    done = make("-n", "clean")
+    assert done.stdout.split() == [
+        "rm",
+        "-rf",
+        ".venv",
+        ".airflow",
+        "plan-out",
+        "test-artifacts",
+        ".pytest_cache",
+        ".ruff_cache",
+    ]
+
+
+def test_make_lint_passes():
+    done = make("lint")
+    assert done.returncode == 0, done.stdout + done.stderr

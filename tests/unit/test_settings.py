@@ -141,6 +141,11 @@ RULE_CASES = [
     ("ranges", {"min_reward_gain": float("nan")}, "min_reward_gain: must be a finite number"),
     ("reservation", {"reservation": ""}, "required with cluster_mode=create"),
     ("reservation", {"reservation": "Res_1"}, "is not a reservation name"),
+    (
+        "cluster_mode_dependencies",
+        {"cluster_mode": "existing", "keep_cluster": True},
+        "keep_cluster: only applies with cluster_mode=create",
+    ),
     ("choices", {"cluster_mode": "reuse"}, "cluster_mode: must be 'create' or 'existing'"),
     ("choices", {"optimizer": "sgd"}, "optimizer: must be"),
     ("choices", {"mu_dtype": "fp8"}, "mu_dtype: must be one of"),

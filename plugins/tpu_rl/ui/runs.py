@@ -15,10 +15,11 @@ from urllib.parse import quote
 from airflow.models.dagrun import DagRun
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
-from sqlalchemy import and_, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.notify import FAILURE_XCOM_KEY
 from tpu_rl.report import (
     CREATED_POOL,
     EXISTING_STATIC_POOL,
@@ -105,18 +106,28 @@ def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     if not run_ids:
         return {}
     rows = session.execute(
-        select(XComModel.dag_run_id, XComModel.task_id, XComModel.key, XComModel.value).where(
+        select(XComModel.dag_run_id, XComModel.task_id, XComModel.key, XComModel.value)
+        .where(
             XComModel.dag_run_id.in_(run_ids),
-            XComModel.task_id.in_({task for task, _ in XCOMS}),
-            XComModel.key.in_({key for _, key in XCOMS}),
+            or_(
+                and_(
+                    XComModel.task_id.in_({task for task, _ in XCOMS}),
+                    XComModel.key.in_({key for _, key in XCOMS}),
+                ),
+                XComModel.key == FAILURE_XCOM_KEY,  # any task's failure, the first one wins
+            ),
             XComModel.map_index == -1,
         )
+        .order_by(XComModel.timestamp)
     )
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
-        name = XCOMS.get((row.task_id, row.key))
-        if name:
-            found.setdefault(row.dag_run_id, {})[name] = XComModel.deserialize_value(row)
+        values = found.setdefault(row.dag_run_id, {})
+        if row.key == FAILURE_XCOM_KEY:
+            failure = {"task_id": row.task_id, "message": XComModel.deserialize_value(row)}
+            values.setdefault("failure", failure)
+        elif name := XCOMS.get((row.task_id, row.key)):
+            values[name] = XComModel.deserialize_value(row)
     return found
 
 
@@ -189,6 +200,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "post_accuracy": post.get("accuracy"),
         "gain": gate.get("gain", _gain(pre, post)),
         "gate": VERDICTS.get(run.gate_state or "", "pending" if run.end_date is None else "-"),
+        "failure": x.get("failure") if run.state == "failed" else None,
         "tpu_hours": hours,
         "tpu_hours_rule": rule,
         "tpu_hours_rule_text": RULES[rule],

@@ -5,6 +5,12 @@ const SVG = "http://www.w3.org/2000/svg";
 // Airflow's UI root, relative to this page (mounted one level below it).
 const AIRFLOW_ROOT = new URL("../", window.location.href);
 const DATE = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const DAY = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric" });
+const DAY_TIME = new Intl.DateTimeFormat(undefined, {
+  month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+});
+const MONTH = new Intl.DateTimeFormat(undefined, { month: "short", year: "numeric" });
+const COLUMNS = 15;
 // Past this many runs the chart draws lines only: a dot per run would just be noise.
 const MAX_DOTS = 100;
 // How a row's TPU-hours were counted (tpu_rl.report.RULES has the whole sentence, as a tooltip).
@@ -16,6 +22,10 @@ const RULES = {
 
 function num(value, digits) {
   return value === null || value === undefined ? "" : Number(value).toFixed(digits);
+}
+
+function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
 function duration(seconds) {
@@ -49,10 +59,11 @@ function drawTable(runs) {
   const rows = document.createDocumentFragment();
   for (const r of runs) {
     const tr = document.createElement("tr");
+    tr.className = "run";
     const runUrl = new URL(r.run_url, AIRFLOW_ROOT).href;
     cell(tr, link(runUrl, r.run_id, true), "text run");
     cell(tr, r.state || "", `text ${r.state || ""}`);
-    cell(tr, r.run_after ? DATE.format(new Date(r.run_after)) : "", "text");
+    cell(tr, r.run_after ? DATE.format(new Date(r.run_after)) : "", "text date");
     cell(tr, duration(r.duration_seconds));
     cell(tr, num(r.pre_mean_reward, 4));
     cell(tr, num(r.post_mean_reward, 4));
@@ -71,8 +82,30 @@ function drawTable(runs) {
     cell(tr, link(r.export_url, "export", false), "text");
     cell(tr, link(new URL(r.logs_url, AIRFLOW_ROOT).href, "logs", true), "text");
     rows.appendChild(tr);
+    if (r.failure) rows.appendChild(reasonRow(r.failure));
   }
   document.querySelector("#runs tbody").replaceChildren(rows);
+}
+
+// A failed run's reason, under its row: the task that failed and its message's first line.
+function reasonRow(failure) {
+  const tr = document.createElement("tr");
+  tr.className = "reason";
+  const td = document.createElement("td");
+  td.colSpan = COLUMNS;
+  const task = document.createElement("b");
+  task.textContent = failure.task_id;
+  td.append("failed at ", task, `: ${failure.message}`);
+  tr.appendChild(td);
+  return tr;
+}
+
+// A round tick step (1, 2 or 5 times a power of ten) giving about `count` steps over `span`.
+function niceStep(span, count) {
+  const raw = span / count;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const norm = raw / magnitude;
+  return (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * magnitude;
 }
 
 function el(name, attrs, parent) {
@@ -102,20 +135,36 @@ function drawChart(runs) {
   let lo = Math.min(...values);
   let hi = Math.max(...values);
   if (hi === lo) { lo -= 0.05; hi += 0.05; }
-  const margin = (hi - lo) * 0.1;
-  lo -= margin; hi += margin;
+  const step = niceStep(hi - lo, 4);
+  lo = Math.floor(lo / step) * step;
+  hi = Math.ceil(hi / step) * step;
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
   const innerW = width - pad.left - pad.right;
   const innerH = height - pad.top - pad.bottom;
   const x = (i) => pad.left + (points.length === 1 ? innerW / 2 : (i * innerW) / (points.length - 1));
   const y = (v) => pad.top + innerH - ((v - lo) / (hi - lo)) * innerH;
-  for (let t = 0; t <= 4; t++) {
-    const v = lo + ((hi - lo) * t) / 4;
+  for (let v = lo; v <= hi + step / 2; v += step) {
     el("line", { class: "axis", x1: pad.left, x2: width - pad.right, y1: y(v), y2: y(v) }, svg);
-    el("text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" }, svg).textContent = v.toFixed(3);
+    el("text", { class: "ytick", x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" }, svg)
+      .textContent = (Math.abs(v) < step / 2 ? 0 : v).toFixed(decimals);
   }
-  el("text", { x: pad.left, y: height - 8 }, svg).textContent = "oldest";
-  el("text", { x: width - pad.right, y: height - 8, "text-anchor": "end" }, svg).textContent =
-    `newest (${points.length} runs)`;
+  // Dates under the runs, as many as fit without overlapping.
+  const dates = points.map((r) => (r.run_after ? new Date(r.run_after) : null));
+  const known = dates.filter(Boolean);
+  const spanDays = known.length ? (known[known.length - 1] - known[0]) / 86400000 : 0;
+  // the date's precision follows the span: hours within two days, months past most of a year
+  const [format, labelWidth] = spanDays < 2 ? [DAY_TIME, 120] : spanDays < 300 ? [DAY, 80] : [MONTH, 90];
+  const labels = Math.max(1, Math.min(points.length, Math.floor(innerW / labelWidth)));
+  const every = points.length === 1 ? 1 : (points.length - 1) / Math.max(1, labels - 1);
+  const shown = new Set();
+  for (let k = 0; k < labels; k++) shown.add(Math.round(k * every));
+  for (const i of shown) {
+    if (!dates[i] || i >= points.length) continue;
+    el("line", { class: "axis", x1: x(i), x2: x(i), y1: pad.top + innerH, y2: pad.top + innerH + 4 }, svg);
+    const anchor = points.length === 1 ? "middle" : i === 0 ? "start" : i === points.length - 1 ? "end" : "middle";
+    el("text", { class: "xtick", x: x(i), y: height - 8, "text-anchor": anchor }, svg).textContent =
+      format.format(dates[i]);
+  }
   for (const key of ["pre", "post"]) {
     const field = `${key}_mean_reward`;
     const coords = points.map((r, i) => (r[field] === null ? null : `${x(i)},${y(r[field])}`));
@@ -129,15 +178,31 @@ function drawChart(runs) {
   }
 }
 
+// Logged out (or not allowed): say so, with a way to log in that comes back here.
+function showLogin(status, code) {
+  const login = new URL("api/v2/auth/login", AIRFLOW_ROOT);
+  login.searchParams.set("next", window.location.href);
+  const a = link(login.href, "Log in to Airflow", true);
+  status.replaceChildren(
+    code === 401 ? "You are not logged in. " : "Your user may not read this DAG's runs. ",
+    a,
+  );
+  document.body.dataset.state = "login";
+}
+
 async function load() {
   const status = document.getElementById("status");
   try {
     const response = await fetch("api/runs?limit=500", { credentials: "same-origin" });
+    if (response.status === 401 || response.status === 403) {
+      showLogin(status, response.status);
+      return;
+    }
     if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
     const data = await response.json();
     drawChart(data.runs); // first: it measures the page, cheaper before the table is in
     drawTable(data.runs);
-    status.textContent = `${data.runs.length} runs, newest first.`;
+    status.textContent = `${plural(data.runs.length, "run")}, newest first.`;
     document.body.dataset.loadMs = Math.round(performance.now());
     document.body.dataset.state = "ready";
   } catch (error) {

@@ -1,0 +1,166 @@
+"""Extra links from the DAG's tasks to the Google Cloud console: GKE, Cloud Logging, Cloud Storage.
+
+Airflow 3 computes an operator's links in the worker when the task ends and keeps them as XComs,
+so each link reads what the run already recorded: the settings `validate` returned, and the Job
+name a Job task pushed. Before `validate` succeeded a link is empty (shown disabled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import quote
+
+from airflow.providers.google.cloud.links.kubernetes_engine import (
+    KUBERNETES_CLUSTER_LINK,
+    KUBERNETES_WORKLOADS_LINK,
+)
+from airflow.sdk import BaseOperatorLink
+from airflow.sdk.execution_time.xcom import XCom
+
+from tpu_rl.layout import RUN_LABEL, RunLayout, split_gcs_uri
+from tpu_rl.settings import SETTING_FIELDS, RunSettings
+
+if TYPE_CHECKING:
+    from airflow.sdk import DAG, BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
+
+CONSOLE = "https://console.cloud.google.com"
+SETTINGS_TASK = "validate"
+# Whose Job a task's pod logs are: its own, or the Job it watches.
+JOB_OF_TASK = {
+    "convert": "convert",
+    "train": "train",
+    "wait_for_rewards": "train",
+    "export": "export",
+}
+JOBSET_TASKS = {"start_backend", "stop_backend"}
+
+
+def run_layout(ti_key: TaskInstanceKey) -> RunLayout | None:
+    """The run's layout from the settings `validate` returned; None before it succeeded."""
+    recorded = XCom.get_one(
+        key="return_value", dag_id=ti_key.dag_id, task_id=SETTINGS_TASK, run_id=ti_key.run_id
+    )
+    if not isinstance(recorded, Mapping):
+        return None
+    settings = RunSettings(**{k: v for k, v in recorded.items() if k in SETTING_FIELDS})
+    return RunLayout(settings, ti_key.run_id)
+
+
+def storage_browser(uri: str, project: str) -> str:
+    bucket, path = split_gcs_uri(uri)
+    return f"{CONSOLE}/storage/browser/{bucket}/{path};tab=objects?project={quote(project)}"
+
+
+def pod_log_query(layout: RunLayout, task_id: str, job_name: str | None) -> str:
+    """Cloud Logging query for the containers of this run (and of the task's Job or JobSet)."""
+    s = layout.settings
+    lines = [
+        'resource.type="k8s_container"',
+        f'resource.labels.project_id="{s.project}"',
+        f'resource.labels.cluster_name="{s.cluster_name}"',
+        f'resource.labels.namespace_name="{s.namespace}"',
+        # pod labels in Cloud Logging: dots become underscores under the k8s-pod/ prefix
+        f'labels."k8s-pod/{RUN_LABEL.replace(".", "_")}"="{layout.slug}"',
+    ]
+    if job_name:
+        lines.append(f'labels."k8s-pod/job-name"="{job_name}"')
+    elif task_id in JOBSET_TASKS:
+        lines.append(f'labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="{layout.backend_jobset}"')
+    return "\n".join(lines)
+
+
+class RunLink(BaseOperatorLink):
+    """A console link computed from the run's layout; empty while there is none."""
+
+    name: ClassVar[str]
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        layout = run_layout(ti_key)
+        return self.url(layout, ti_key) if layout else ""
+
+    def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
+        raise NotImplementedError
+
+
+class GkeClusterLink(RunLink):
+    name = "GKE cluster"
+
+    def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
+        s = layout.settings
+        path = KUBERNETES_CLUSTER_LINK.format(
+            location=s.region, cluster_name=s.cluster_name, project_id=s.project
+        )
+        return CONSOLE + path
+
+
+class GkeWorkloadsLink(RunLink):
+    name = "GKE workloads"
+
+    def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
+        s = layout.settings
+        path = KUBERNETES_WORKLOADS_LINK.format(
+            location=s.region,
+            cluster_name=s.cluster_name,
+            namespace=s.namespace,
+            project_id=s.project,
+        )
+        return CONSOLE + path
+
+
+class PodLogsLink(RunLink):
+    name = "Pod logs (Cloud Logging)"
+
+    def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
+        job_task = JOB_OF_TASK.get(ti_key.task_id)
+        job_name = (
+            XCom.get_one(
+                key="job_name", dag_id=ti_key.dag_id, task_id=job_task, run_id=ti_key.run_id
+            )
+            if job_task
+            else None
+        )
+        query = pod_log_query(layout, ti_key.task_id, job_name)
+        project = quote(layout.settings.project)
+        return f"{CONSOLE}/logs/query;query={quote(query, safe='')};duration=P7D?project={project}"
+
+
+class CheckpointsLink(RunLink):
+    name = "Checkpoints (Cloud Storage)"
+
+    def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
+        return storage_browser(layout.checkpoints_dir, layout.settings.project)
+
+
+class ExportLink(RunLink):
+    name = "Exported model (Cloud Storage)"
+
+    def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
+        return storage_browser(layout.export_dir, layout.settings.project)
+
+
+CLUSTER_LINKS = (GkeWorkloadsLink(), PodLogsLink())
+LINKS_BY_TASK: dict[str, tuple[RunLink, ...]] = {
+    "create_cluster": (GkeClusterLink(),),
+    "hf_token_secret": (GkeWorkloadsLink(),),
+    "convert": CLUSTER_LINKS,
+    "start_backend": CLUSTER_LINKS,
+    "train": (*CLUSTER_LINKS, CheckpointsLink()),
+    "wait_for_rewards": (*CLUSTER_LINKS, CheckpointsLink()),
+    "stop_backend": CLUSTER_LINKS,
+    "gate": (CheckpointsLink(),),
+    "export": (*CLUSTER_LINKS, CheckpointsLink(), ExportLink()),
+    "verify": (ExportLink(),),
+    "cleanup_kubernetes": (GkeWorkloadsLink(),),
+    "cleanup_cluster": (GkeClusterLink(),),
+}
+LINK_CLASSES = [GkeClusterLink, GkeWorkloadsLink, PodLogsLink, CheckpointsLink, ExportLink]
+
+
+def add_links(dag: DAG) -> None:
+    """Adds the console links to the DAG's tasks, after the links their operators have."""
+    for task_id, links in LINKS_BY_TASK.items():
+        if task_id in dag.task_dict:
+            task: Any = dag.task_dict[task_id]
+            task.operator_extra_links = (*type(task).operator_extra_links, *links)

@@ -1,0 +1,172 @@
+"""Failure and reward-gate notifications: why a run stopped, to whoever the deployer named.
+
+No code to change: the deployer names the channels in Airflow's configuration, section
+`[tpu_rl]` (or `AIRFLOW__TPU_RL__<KEY>` environment variables), and keeps the credentials in
+Airflow connections:
+
+- `notify_email_to`: comma-separated addresses, mailed through the SMTP connection
+  `notify_smtp_conn_id` (default `smtp_default`; its extra `from_email` is the sender);
+- `notify_webhook_conn_id`: an HTTP connection whose host is a webhook URL that takes
+  `{"text": ...}` (Google Chat and Slack incoming webhooks do).
+
+Each channel is the provider's own notifier (SmtpNotifier, HttpNotifier); a channel that fails
+is logged and never hides the run's own failure. Every failure's first line is also kept as the
+task's XCom `failure`, which the RL post-training page shows.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.configuration import conf
+from airflow.sdk._shared.secrets_masker import redact
+from airflow.sdk.bases.notifier import BaseNotifier
+
+CONFIG_SECTION = "tpu_rl"
+FAILURE_XCOM_KEY = "failure"
+REWARDS_TASK = "wait_for_rewards"
+GATE_TASK = "gate"
+
+
+def first_line(error: object) -> str:
+    """The first non-empty line of an error, without secrets Airflow knows about.
+
+    A line that only announces a list ("2 invalid setting(s):") brings the list's first item.
+    """
+    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__ if error else "no error message"
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    return str(redact(text))[:500]
+
+
+def rewards_line(rewards: Mapping[str, Any] | None) -> str:
+    """`pre 0.0821 -> post 0.1234 (gain +0.0413)`, or why there is none."""
+    if not rewards or not rewards.get("post"):
+        return "no rewards yet (training did not report them)"
+    post = float(rewards["post"]["mean_reward"])
+    if not rewards.get("pre"):
+        return f"post mean_reward {post:.4f} (no pre-training line)"
+    pre = float(rewards["pre"]["mean_reward"])
+    return f"mean_reward pre {pre:.4f} -> post {post:.4f} (gain {post - pre:+.4f})"
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """What a person needs to know about a stopped run."""
+
+    dag_id: str
+    run_id: str
+    task_id: str | None
+    reason: str
+    rewards: str
+    url: str
+
+    @property
+    def gate_stopped(self) -> bool:
+        return self.task_id == GATE_TASK
+
+    @property
+    def subject(self) -> str:
+        what = (
+            "reward gate stopped the export"
+            if self.gate_stopped
+            else f"{self.task_id} failed"
+            if self.task_id
+            else "run failed"
+        )
+        return f"[{self.dag_id}] {what}: {self.run_id}"
+
+    @property
+    def text(self) -> str:
+        return "\n".join(
+            [
+                self.subject,
+                f"task: {self.task_id or '-'}",
+                f"reason: {self.reason}",
+                f"rewards: {self.rewards}",
+                f"details: {self.url}",
+            ]
+        )
+
+
+def failure_from_context(context: Mapping[str, Any]) -> RunFailure:
+    """The failure a task's (or the DAG's) failure callback context describes."""
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    base = conf.get("api", "base_url", fallback="http://localhost:8080/").rstrip("/")
+    if context.get("reason"):  # the DAG's callback: the run itself ended (e.g. timed out)
+        return RunFailure(
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=None,
+            reason=f"the run ended: {context['reason']}",
+            rewards="see the run's wait_for_rewards task",
+            url=f"{base}/dags/{dag_id}/runs/{run_id}",
+        )
+    ti = context["ti"]
+    rewards = ti.xcom_pull(task_ids=REWARDS_TASK)
+    return RunFailure(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=ti.task_id,
+        reason=first_line(context.get("exception")),
+        rewards=rewards_line(rewards if isinstance(rewards, Mapping) else None),
+        url=ti.log_url,
+    )
+
+
+def setting(key: str) -> str:
+    return (conf.get(CONFIG_SECTION, key, fallback="") or "").strip()
+
+
+def channels(failure: RunFailure) -> list[BaseNotifier]:
+    """The provider notifiers the deployer configured, each carrying this failure's message."""
+    found: list[BaseNotifier] = []
+    if to := [a.strip() for a in setting("notify_email_to").split(",") if a.strip()]:
+        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+        found.append(
+            SmtpNotifier(
+                to=to,
+                from_email=setting("notify_email_from") or None,
+                subject=failure.subject,
+                html_content=f"<pre>{html.escape(failure.text)}</pre>",
+                smtp_conn_id=setting("notify_smtp_conn_id") or "smtp_default",
+            )
+        )
+    if webhook := setting("notify_webhook_conn_id"):
+        from airflow.providers.http.notifications.http import HttpNotifier
+
+        found.append(
+            HttpNotifier(
+                http_conn_id=webhook,
+                endpoint="",
+                json={"text": failure.text},
+                headers={"Content-Type": "application/json"},
+            )
+        )
+    return found
+
+
+class RunFailureNotifier(BaseNotifier):
+    """Tells the configured channels why a run stopped; as a task's or the DAG's failure callback.
+
+    The DAG's callback speaks only when no task did (the run timed out or was marked failed):
+    a task's failure has already been told by that task's callback.
+    """
+
+    def notify(self, context: Any) -> None:
+        if context.get("reason") == "task_failure":
+            return
+        failure = failure_from_context(context)
+        if failure.task_id:
+            context["ti"].xcom_push(FAILURE_XCOM_KEY, failure.reason)
+        for channel in channels(failure):
+            try:
+                # notify(), not __call__: the message is plain text, never a Jinja template
+                channel.notify(context)
+            except Exception:
+                self.log.exception("Could not send the notification via %s", type(channel).__name__)

@@ -1,0 +1,179 @@
+"""`make demo-ui`: Airflow's real processes and UI wired to the sandbox; Ctrl-C stops it all.
+
+A person triggers tpu_rl_post_training from the form, watches the grid and graph, reads the
+task logs, and sees the RL post-training page and each run's report fill in. The sandbox (the
+Kubernetes API and GCS emulators, the simulated pods, fake gcluster/terraform) runs in this
+process; the Airflow processes reach it over loopback through seam/sitecustomize.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote
+
+import httpx
+
+from tests.conftest import REPO
+from tests.demo_ui.processes import PASSWORD, USER, AirflowProcesses, Api, airflow_env
+from tests.sandbox.demo import redirect_output
+
+DAG_ID = "tpu_rl_post_training"
+TERMINAL: list[TextIO] = [sys.stdout]  # where say() writes, whatever else prints
+
+
+def say(text: object) -> None:
+    print(text, file=TERMINAL[0], flush=True)
+
+
+WATCH_S = 2.0  # how often the terminal asks Airflow about the runs
+READY_TIMEOUT_S = 300
+# Simulated time runs 100x faster (training's 50 steps of 60 s take about 30 s): slow enough to
+# watch, and the reward trigger fires well after its task deferred. Fired within a scheduler
+# loop or two, Airflow 3.3.2 can count the deferring process's exit as the resumed attempt's end
+# and fail it (apache/airflow#72716); `make demo`'s dag.test() has no scheduler and runs 1000x.
+TIME_SCALE = 0.01
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def report_link(gcs: Any, export: str) -> tuple[str, str]:
+    """The run report's summary and a URL the browser opens it at (the GCS emulator's)."""
+    bucket, _, prefix = export.removeprefix("gs://").partition("/")
+    blob = gcs.client().bucket(bucket).blob(prefix + "run-report.json")
+    summary = json.loads(blob.download_as_text())["summary"] if blob.exists() else "no report"
+    url = f"{gcs.host}/storage/v1/b/{bucket}/o/{quote(prefix + 'run-report.md', safe='')}?alt=media"
+    return summary, url
+
+
+class RunWatcher:
+    """Prints each run of the DAG when it starts and when it ends (with rewards and report)."""
+
+    def __init__(self, api: Api, gcs: Any) -> None:
+        self.api, self.gcs = api, gcs
+        self.seen: dict[str, str] = {}
+
+    def poll(self) -> None:
+        runs = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns", order_by="-run_after", limit=20)
+        for run in reversed(runs.json().get("dag_runs", [])) if runs.status_code == 200 else []:
+            run_id, state = run["dag_run_id"], run["state"]
+            if self.seen.get(run_id) == state:
+                continue
+            self.seen[run_id] = state
+            if state in ("success", "failed"):
+                self.ended(run_id, state)
+            else:
+                say(f"run {run_id}: {state}: {self.api.base}/dags/{DAG_ID}/runs/{run_id}")
+
+    def xcom(self, run_id: str, task_id: str) -> Any:
+        path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries"
+        done = self.api.get(f"{path}/return_value", deserialize=True)
+        return done.json().get("value") if done.status_code == 200 else None
+
+    def failed_tasks(self, run_id: str) -> list[str]:
+        done = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
+        tis = done.json().get("task_instances", []) if done.status_code == 200 else []
+        return [ti["task_id"] for ti in tis if ti["state"] == "failed"]
+
+    def ended(self, run_id: str, state: str) -> None:
+        rewards = self.xcom(run_id, "wait_for_rewards") or {}
+        pre, post = ((rewards.get(k) or {}).get("mean_reward") for k in ("pre", "post"))
+        failed = self.failed_tasks(run_id)
+        say(
+            f"run {run_id}: {state.upper()}, mean_reward {pre} -> {post}"
+            + (f"; failed: {', '.join(failed)} (see their logs)" if failed else "")
+        )
+        export = self.xcom(run_id, "verify")
+        if export:
+            summary, url = report_link(self.gcs, export)
+            say(f"  run report: {url}\n  {summary}")
+        say(f"  RL post-training page: {self.api.base}/tpu-rl/")
+
+
+def serve(home: Path, port: int) -> int:
+    from tests.demo_ui.provision import ClusterProvisioner
+    from tests.sandbox.controller import Controller
+    from tests.sandbox.harness import SETTINGS, Sandbox, Workloads, build_scenario
+
+    base = f"http://127.0.0.1:{port}"
+    (home / "sandbox").mkdir()
+    with Sandbox(home / "sandbox").up() as box:
+        seam, ready_file = home / "seam.json", home / "cluster-ready"
+        seam.write_text(
+            json.dumps(
+                {
+                    "kube_url": box.emu.url,
+                    "kube_ca_b64": box.emu.ca_b64,
+                    "kube_token": box.emu.token,
+                    "state_file": str(box.state_file),
+                    "cluster_ready_file": str(ready_file),
+                    "project": SETTINGS["project"],
+                    "form_defaults": SETTINGS,
+                }
+            )
+        )
+        processes = AirflowProcesses(home, airflow_env(home, port, seam))
+        api = Api(base)
+        scenario = build_scenario(SETTINGS, box.gcs, Workloads(), box.emu)
+        provisioner = ClusterProvisioner(
+            box.control_plane, SETTINGS["cluster_name"], ready_file, poll_s=0.2
+        )
+        try:
+            with provisioner, Controller(box.emu, scenario, time_scale=TIME_SCALE, tick_s=0.05):
+                processes.start()
+                api.wait_ready(DAG_ID, processes, READY_TIMEOUT_S)
+                say(f"Airflow UI: {base}/dags/{DAG_ID}")
+                say(f"login: {USER} / {PASSWORD} (simple auth manager, demo only)")
+                say(f"RL post-training page: {base}/tpu-rl/")
+                say(f"logs: {processes.logs}/, {home}/sandbox.log, task logs in {home}/logs/")
+                say("Trigger the DAG from its page (the form holds the sandbox's settings).")
+                say("Ctrl-C stops Airflow and the sandbox.")
+                watcher = RunWatcher(api, box.gcs)
+                while not (dead := processes.dead()):
+                    with contextlib.suppress(httpx.HTTPError):  # a busy api-server: next time
+                        watcher.poll()
+                    sys.stdout.flush()
+                    time.sleep(WATCH_S)
+                say(f"{', '.join(dead)} exited: see {processes.logs}")
+                return 1
+        except KeyboardInterrupt:
+            say("stopping Airflow and the sandbox")
+            return 0
+        finally:
+            processes.stop()
+
+
+def main() -> int:
+    port = int(os.environ.get("DEMO_UI_PORT") or 8080)
+    home = Path(os.environ.get("DEMO_UI_HOME") or REPO / ".airflow" / "demo-ui").resolve()
+    if not port_is_free(port):
+        say(f"port {port} is in use: stop what uses it, or make demo-ui PORT=<port>")
+        return 2
+    shutil.rmtree(home, ignore_errors=True)  # each demo starts from an empty database
+    home.mkdir(parents=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
+    say(f"starting Airflow on the local sandbox in {home} (about a minute)")
+    # the terminal gets this module's lines; the sandbox's and Airflow's own output a file
+    TERMINAL[0] = redirect_output(home / "sandbox.log")
+    try:
+        return serve(home, port)
+    except (RuntimeError, TimeoutError) as err:
+        say(err)
+        return 1
+    finally:
+        say("stopped")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

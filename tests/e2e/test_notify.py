@@ -1,0 +1,258 @@
+"""Failure notifications, through Airflow's own task runner, to a local SMTP and HTTP sink.
+
+A two-task DAG (the reward wait and the real gate operator) runs with `dag.test()`; the gate's
+failure callback is the product's notifier, configured only by environment: an SMTP connection
+and a webhook connection, as a deployer would set them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from email import message_from_bytes
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from tests.sandbox.cloud import free_port
+from tpu_rl.notify import FAILURE_XCOM_KEY, RunFailureNotifier, first_line
+
+
+class SmtpSink:
+    """aiosmtpd's handler interface: keeps every message it is sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        self.messages.append(message_from_bytes(envelope.content))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp_sink() -> Iterator[tuple[SmtpSink, int]]:
+    sink, port = SmtpSink(), free_port()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield sink, port
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def http_sink() -> Iterator[tuple[list[dict], int]]:
+    bodies: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield bodies, server.server_port
+    finally:
+        server.shutdown()
+
+
+DAG_FILE = """
+from datetime import datetime
+
+from airflow.sdk import DAG, BaseOperator
+
+from tpu_rl.notify import RunFailureNotifier
+from tpu_rl.operators.steps import RewardGateOperator
+
+
+class Rewards(BaseOperator):
+    def execute(self, context):
+        post = context["params"]["post_mean_reward"]
+        return {"pre": {"mean_reward": 0.0821}, "post": {"mean_reward": post}}
+
+
+with DAG(
+    "notify_test",
+    start_date=datetime(2026, 1, 1),
+    schedule=None,
+    params={"min_reward_gain": 0.0, "post_mean_reward": 0.0},
+    default_args={"on_failure_callback": RunFailureNotifier()},
+):
+    rewards = Rewards(task_id="wait_for_rewards")
+    RewardGateOperator(task_id="gate", rewards=rewards.output, retries=0)
+"""
+
+
+@pytest.fixture
+def gate_dag(tmp_path, monkeypatch):
+    """A reward wait and the real gate, in a DAG folder of their own (dag.test needs a bundle)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    (tmp_path / "notify_test.py").write_text(DAG_FILE)
+    bundle = {
+        "name": "notify-test",
+        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+        "kwargs": {"path": str(tmp_path)},
+    }
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
+    bag = DagBag(str(tmp_path))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags["notify_test"]
+
+
+def configure(monkeypatch, smtp_port: int, http_port: int) -> None:
+    """What a deployer sets: two connections and three [tpu_rl] options."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_NOTIFY_SMTP",
+        json.dumps(
+            {
+                "conn_type": "smtp",
+                "host": "127.0.0.1",
+                "port": smtp_port,
+                "extra": {
+                    "from_email": "airflow@example.com",
+                    "disable_tls": True,
+                    "disable_ssl": True,
+                },
+            }
+        ),
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CHAT_WEBHOOK",
+        json.dumps({"conn_type": "http", "host": f"http://127.0.0.1:{http_port}/webhook"}),
+    )
+    monkeypatch.setenv(
+        "AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO", "ml-team@example.com, oncall@example.com"
+    )
+    monkeypatch.setenv("AIRFLOW__TPU_RL__NOTIFY_SMTP_CONN_ID", "notify_smtp")
+    monkeypatch.setenv("AIRFLOW__TPU_RL__NOTIFY_WEBHOOK_CONN_ID", "chat_webhook")
+
+
+def test_a_gate_stop_is_mailed_and_posted_with_the_reason_and_rewards(
+    airflow_db, gate_dag, smtp_sink, http_sink, monkeypatch
+):
+    (sink, smtp_port), (bodies, http_port) = smtp_sink, http_sink
+    configure(monkeypatch, smtp_port, http_port)
+    run = gate_dag.test(run_conf={"post_mean_reward": -0.05})
+    assert str(run.state) == "failed"
+
+    [mail] = sink.messages
+    assert mail["Subject"] == f"[notify_test] reward gate stopped the export: {run.run_id}"
+    assert mail["From"] == "airflow@example.com"
+    assert "ml-team@example.com" in mail["To"] and "oncall@example.com" in mail["To"]
+    [body] = [
+        p.get_payload(decode=True).decode()
+        for p in mail.walk()
+        if p.get_content_maintype() == "text"
+    ]
+    assert "task: gate" in body
+    assert "reason: reward gate: post-training mean_reward=-0.0500 is below" in body
+    assert "rewards: mean_reward pre 0.0821 -&gt; post -0.0500 (gain -0.1321)" in body
+
+    [posted] = bodies
+    lines = posted["text"].splitlines()
+    assert lines[0] == mail["Subject"]
+    assert "rewards: mean_reward pre 0.0821 -> post -0.0500 (gain -0.1321)" in lines
+    assert lines[-1].startswith("details: http") and "/runs/" in lines[-1]
+
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        recorded = (
+            session.query(XComModel)
+            .filter_by(dag_id="notify_test", run_id=run.run_id, key=FAILURE_XCOM_KEY)
+            .one()
+        )
+    assert recorded.task_id == "gate"
+    assert str(recorded.value).startswith("reward gate: post-training mean_reward=-0.0500")
+
+
+def test_a_successful_run_tells_no_one(airflow_db, gate_dag, smtp_sink, http_sink, monkeypatch):
+    (sink, smtp_port), (bodies, http_port) = smtp_sink, http_sink
+    configure(monkeypatch, smtp_port, http_port)
+    assert str(gate_dag.test(run_conf={"post_mean_reward": 0.2}).state) == "success"
+    assert sink.messages == [] and bodies == []
+
+
+def test_a_channel_that_cannot_be_reached_does_not_hide_the_failure(
+    airflow_db, gate_dag, http_sink, monkeypatch
+):
+    bodies, http_port = http_sink
+    configure(monkeypatch, free_port(), http_port)  # nothing listens on the SMTP port
+    run = gate_dag.test(run_conf={"post_mean_reward": -0.05})
+    assert str(run.state) == "failed"
+    assert len(bodies) == 1  # the webhook still got it
+
+
+def test_first_line_of_an_error():
+    assert first_line(RuntimeError("\n  Job failed: BackoffLimitExceeded\n  at ...")) == (
+        "Job failed: BackoffLimitExceeded"
+    )
+    assert first_line(RuntimeError()) == "RuntimeError"
+    assert first_line(
+        RuntimeError("2 invalid setting(s):\n- project: required, and empty\n- x")
+    ) == ("2 invalid setting(s): - project: required, and empty")
+    assert first_line(None) == "no error message"
+
+
+def test_the_dag_tells_why_the_gate_stopped_and_links_the_console(
+    airflow_db, smtp_sink, http_sink, monkeypatch, tmp_path
+):
+    """The real DAG in the sandbox: the gate stops the export; one mail, one post, the links."""
+    from tests.sandbox.harness import SETTINGS, Sandbox, Workloads
+    from tests.sandbox.workloads import EvalResult
+
+    (sink, smtp_port), (bodies, http_port) = smtp_sink, http_sink
+    configure(monkeypatch, smtp_port, http_port)
+    with Sandbox(tmp_path).up() as box:
+        result = box.run(dict(SETTINGS), Workloads(post=EvalResult(corr=5, mean_reward=-0.05)))
+    assert result.state == "failed" and result.task_states["gate"] == "failed"
+
+    [mail] = sink.messages  # the gate's failure only: upstream_failed tasks run no callback
+    assert (
+        mail["Subject"] == f"[tpu_rl_post_training] reward gate stopped the export: {result.run_id}"
+    )
+    [posted] = bodies
+    assert "rewards: mean_reward pre 0.0821 -> post -0.0500 (gain -0.1321)" in posted["text"]
+    assert result.xcoms["gate.failure"].startswith("reward gate: post-training mean_reward=-0.0500")
+
+    project, cluster = SETTINGS["project"], SETTINGS["cluster_name"]
+    workloads = result.xcoms["train._link_GkeWorkloadsLink"]
+    assert workloads.startswith("https://console.cloud.google.com/kubernetes/workload/overview")
+    assert f"gke%2F{SETTINGS['region']}%2F{cluster}" in workloads
+    logs = result.xcoms["wait_for_rewards._link_PodLogsLink"]
+    train_job = result.xcoms["train.job_name"]
+    assert f"k8s-pod%2Fjob-name%22%3D%22{train_job}%22" in logs and f"project={project}" in logs
+    checkpoints = result.xcoms["gate._link_CheckpointsLink"]
+    assert checkpoints.startswith(
+        f"https://console.cloud.google.com/storage/browser/{SETTINGS['gcs_bucket']}/gemma4-26b/trained/rl-"
+    )
+    assert "verify._link_ExportLink" not in result.xcoms  # upstream_failed: it never ran
+
+
+def test_the_dags_callback_speaks_only_when_no_task_did(http_sink, monkeypatch):
+    """The DAG's failure callback (the DAG processor's minimal context): a timeout is told."""
+    from types import SimpleNamespace
+
+    bodies, http_port = http_sink
+    configure(monkeypatch, free_port(), http_port)
+    monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
+    dag = SimpleNamespace(dag_id="tpu_rl_post_training")
+    context = {"dag": dag, "run_id": "scheduled__2026-12-01", "reason": "task_failure"}
+    RunFailureNotifier().notify(context)
+    assert bodies == []  # the failed task's own callback told it
+    RunFailureNotifier().notify({**context, "reason": "timed_out"})
+    [posted] = bodies
+    lines = posted["text"].splitlines()
+    assert lines[0] == "[tpu_rl_post_training] run failed: scheduled__2026-12-01"
+    assert "reason: the run ended: timed_out" in lines
+    assert lines[-1].endswith("/dags/tpu_rl_post_training/runs/scheduled__2026-12-01")

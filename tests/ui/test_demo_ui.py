@@ -1,0 +1,193 @@
+"""`make demo-ui` driven once in headless Chromium, as a person uses it.
+
+Starts the demo (Airflow's own api-server, scheduler, dag-processor and triggerer wired to the
+sandbox), logs in on Airflow's login page, triggers tpu_rl_post_training from its form, waits for
+the run to succeed, takes screenshots of the form, the grid, the graph, a task's log and the RL
+post-training page (test-artifacts/demo-ui/), and checks that the run's rewards are on that page
+and that the demo printed the run's report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import REPO
+from tests.demo_ui.processes import PASSWORD, USER, Api, free_port
+from tests.ui.chromium import Chromium, chromium_path
+
+DAG_ID = "tpu_rl_post_training"
+SHOTS = REPO / "test-artifacts" / "demo-ui"
+READY_S, RUN_S = 300, 400  # generous: on a loaded 2-core machine a run took 2.5 min
+
+
+class Demo:
+    """`make demo-ui PORT=<port>` in the background, its output collected line by line."""
+
+    def __init__(self, home: Path, port: int) -> None:
+        # -o: the venv stamp counts as up to date, so make does not reinstall while tests run
+        self.proc = subprocess.Popen(
+            ["make", "--no-print-directory", "-o", ".venv/.installed", "demo-ui", f"PORT={port}"],
+            cwd=REPO,
+            env={**os.environ, "DEMO_UI_HOME": str(home)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own process group, as a terminal gives it
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_line(self, text: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if found := [line for line in self.lines if text in line]:
+                return found[0]
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise AssertionError(f"no line with {text!r}:\n" + "\n".join(self.lines))
+
+    def stop(self) -> int:
+        """Ctrl-C (SIGINT to make and the demo, as a terminal sends it); the demo then stops
+        Airflow's processes, which run in process groups of their own."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait()
+
+
+def log_in(browser: Chromium, url: str) -> None:
+    """Airflow's login page (the simple auth manager's), typed into as a person does."""
+    browser.call("Page.navigate", url=url)
+    browser.wait_for("!!document.querySelector('input[name=username]')")
+    for name, text in (("username", USER), ("password", PASSWORD)):
+        browser.evaluate(f"document.querySelector('input[name={name}]').focus()")
+        browser.call("Input.insertText", text=text)
+    browser.wait_for("!document.querySelector('button[type=submit]').disabled")
+    browser.evaluate("document.querySelector('button[type=submit]').click()")
+    browser.wait_for("!location.pathname.startsWith('/auth/')")
+
+
+def trigger_from_the_form(browser: Chromium) -> None:
+    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
+    browser.evaluate("document.querySelector('[data-testid=trigger-dag-button]').click()")
+    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
+    browser.wait_for("document.body.innerText.includes('Run control')")
+    browser.screenshot(SHOTS / "form.png")
+    browser.evaluate("document.querySelector('[data-testid=trigger-dag-submit]').click()")
+
+
+def wait_for_run(api: Api) -> dict:
+    deadline = time.monotonic() + RUN_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):  # an api-server too busy to answer: ask again
+            runs = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns").json()["dag_runs"]
+            if runs and runs[0]["state"] in ("success", "failed"):
+                return runs[0]
+        time.sleep(2)
+    raise AssertionError(f"the run did not end in {RUN_S} s")
+
+
+def keep_logs(home: Path) -> None:
+    """A failed run's Airflow logs where a later test run does not rotate them away."""
+    target = SHOTS / "logs"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(home / "processes", target / "processes")
+    shutil.copytree(home / "logs", target / "tasks", ignore=shutil.ignore_patterns("dag_processor"))
+
+
+def page_text(browser: Chromium, url: str, until: str, shot: str) -> str:
+    browser.call("Page.navigate", url=url)
+    browser.wait_for(until)
+    time.sleep(1)  # let the last requests paint
+    browser.screenshot(SHOTS / shot)
+    return browser.evaluate("document.body.innerText")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    demo = Demo(tmp_path / "home", port)
+    browser, done = None, False
+    try:
+        assert demo.wait_for_line("Airflow UI:", READY_S) == f"Airflow UI: {base}/dags/{DAG_ID}"
+        assert demo.wait_for_line("login:", 5).startswith(f"login: {USER} / {PASSWORD}")
+        browser = Chromium(tmp_path / "profile", timeout=120)
+        log_in(browser, f"{base}/dags/{DAG_ID}")
+        trigger_from_the_form(browser)
+        api = Api(base)
+        api.login()
+        run = wait_for_run(api)
+        assert run["state"] == "success", "\n".join(demo.lines)
+        assert run["conf"]["project"] == "tpu-rl-sandbox"  # the form sent the sandbox's settings
+        run_url = f"{base}/dags/{DAG_ID}/runs/{run['dag_run_id']}"
+
+        grid = page_text(
+            browser,
+            run_url,
+            "document.body.innerText.includes('cleanup_cluster')",
+            "grid.png",
+        )
+        assert "validate" in grid and "wait_for_rewards" in grid
+        browser.evaluate("document.querySelector('[aria-label*=raph i]').click()")
+        browser.wait_for("document.querySelectorAll('.react-flow__node').length >= 15")
+        time.sleep(1)
+        browser.screenshot(SHOTS / "graph.png")
+
+        log = page_text(
+            browser,
+            f"{run_url}/tasks/wait_for_rewards",
+            "document.body.innerText.includes('Post RL Training')",
+            "task-log.png",
+        )
+        assert "mean_reward" in log
+
+        browser.call("Page.navigate", url=f"{base}/tpu-rl/")
+        assert browser.wait_for("document.body && document.body.dataset.state") == "ready"
+        rows = browser.evaluate(
+            "[...document.querySelectorAll('#runs tbody tr')]"
+            ".map(tr => [...tr.cells].map(td => td.textContent))"
+        )
+        browser.screenshot(SHOTS / "rl-page.png")
+        assert len(rows) == 1
+        assert {"0.0821", "0.1234", "+0.0413", "passed"} <= set(rows[0])
+
+        report = demo.wait_for_line("mean_reward went from", 60)
+        assert "0.0821 to 0.1234" in report and "gate passed" in report
+        assert demo.wait_for_line("run report:", 5).endswith("run-report.md?alt=media")
+        done = True
+    finally:
+        if browser:
+            browser.close()
+        returncode = demo.stop()
+        if not done:
+            keep_logs(tmp_path / "home")
+    # make itself dies of the SIGINT, as on a terminal; the demo stopped everything it started
+    assert returncode in (0, -signal.SIGINT), "\n".join(demo.lines)
+    assert demo.lines[-2:] == ["stopping Airflow and the sandbox", "stopped"]
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0  # the api-server is gone
+    # the terminal shows the demo's lines only; Airflow's and the emulators' go to files
+    assert not [line for line in demo.lines if "[info" in line or "Traceback" in line]

@@ -1,0 +1,60 @@
+"""The page in headless Chromium when there is little to show: one run, or no login at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.ui import synthetic
+from tests.ui.chromium import Chromium, chromium_path
+from tests.ui.test_ui_page import api_server
+
+
+def open_page(base: str, profile: Path, token: str | None) -> tuple[Chromium, str]:
+    browser = Chromium(profile)
+    if token:
+        browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
+    browser.call("Page.navigate", url=f"{base}/tpu-rl/")
+    return browser, browser.wait_for("document.body && document.body.dataset.state")
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_one_run_and_a_logged_out_visitor(airflow_db, auth_token, tmp_path):
+    synthetic.add_runs(1)  # one run, still running: no rewards yet
+    with api_server() as base:
+        browser, state = open_page(base, tmp_path / "in", auth_token)
+        try:
+            assert state == "ready"
+            assert browser.evaluate("document.getElementById('status').textContent") == (
+                "1 run, newest first."
+            )
+            assert browser.evaluate("document.getElementById('chart').textContent") == (
+                "No rewards yet."
+            )
+        finally:
+            browser.close()
+
+        browser, state = open_page(base, tmp_path / "out", None)
+        try:
+            assert state == "login"
+            status = browser.evaluate("document.getElementById('status').textContent")
+            assert status == "You are not logged in. Log in to Airflow"
+            assert (
+                browser.evaluate("getComputedStyle(document.getElementById('chart')).display")
+                == "none"
+            )
+            assert (
+                browser.evaluate("getComputedStyle(document.querySelector('.table')).display")
+                == "none"
+            )
+            browser.evaluate("document.querySelector('#status a').click()")
+            # Airflow's login route hands over to the auth manager's login page, then back here
+            browser.wait_for("location.pathname.startsWith('/auth/')")
+            landed = urlparse(browser.evaluate("location.href"))
+            assert parse_qs(landed.query)["next"] == [f"{base}/tpu-rl/"]
+        finally:
+            browser.close()

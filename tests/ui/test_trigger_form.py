@@ -1,0 +1,182 @@
+"""Airflow's own trigger form in headless Chromium: only the required fields, then Trigger.
+
+The DAGs are serialized into the test DB as the DAG processor would; the api-server (Airflow's
+app factory) serves the real UI on loopback; the run the form creates is read back over REST.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import REPO
+from tests.ui.chromium import Chromium, chromium_path
+from tests.ui.test_ui_page import api_server
+
+DAG_ID = "tpu_rl_post_training"
+SCREENSHOTS = REPO / "test-artifacts"
+# The fields the form marks required (a type without null and no default), as a user fills them.
+REQUIRED = {
+    "project": "my-tpu-project",
+    "region": "us-east5",
+    "zone": "us-east5-b",
+    "cluster_name": "gemma4-rl",
+    "gcs_bucket": "my-tpu-project-rl",
+}
+SET_VALUE = """(id, value) => {
+  const el = document.getElementById(id);
+  const proto = Object.getPrototypeOf(el);
+  Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, value);
+  el.dispatchEvent(new Event('input', {bubbles: true}));
+}"""
+
+
+def serialize_dags() -> None:
+    """What the DAG processor does: bundles, then every DAG of the bundle, into the DB."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        manager = DagBundlesManager()
+        manager.sync_bundles_to_db(session=session)
+        session.commit()
+        for bundle in manager.get_all_dag_bundles():
+            bundle.initialize()
+            bag = BundleDagBag(bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+            assert not bag.import_errors, bag.import_errors
+            sync_bag_to_db(bag, bundle.name, None, session=session)
+
+
+def runs(base: str, token: str, dag_id: str = DAG_ID) -> list[dict]:
+    """The DAG's newest runs, over REST (the session's DB may hold other tests' runs)."""
+    response = httpx.get(
+        f"{base}/api/v2/dags/{dag_id}/dagRuns",
+        params={"order_by": "-id", "limit": 5},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    response.raise_for_status()
+    return response.json()["dag_runs"]
+
+
+def trigger_enabled(browser: Chromium) -> bool:
+    return browser.evaluate("!document.querySelector('[data-testid=trigger-dag-submit]').disabled")
+
+
+def section_button(title: str) -> str:
+    return (
+        "[...document.querySelectorAll('button')]"
+        f".find(b => b.textContent.trim().startsWith({json.dumps(title)}))"
+    )
+
+
+def click(browser: Chromium, element: str) -> None:
+    """A real mouse click in the middle of the element the expression finds."""
+    box = browser.evaluate(
+        f"(() => {{ const el = {element}; el.scrollIntoView({{block: 'center'}});"
+        " const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];"
+        " })()"
+    )
+    for kind in ("mousePressed", "mouseReleased"):
+        browser.call(
+            "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
+        )
+
+
+def set_field(browser: Chromium, name: str, value: str) -> None:
+    browser.wait_for(f"!!document.getElementById('element_{name}')")
+    browser.evaluate(f"({SET_VALUE})('element_{name}', {json.dumps(value)})")
+
+
+@dataclass
+class Form:
+    """One DAG's trigger form as a user fills it: the section to open, the fields to set."""
+
+    dag_id: str
+    section: str
+    fields: dict[str, str]
+    screenshot: str
+
+
+def fill_and_trigger(base: str, token: str, profile: Path, form: Form) -> dict:
+    """Fill the form as a user would, screenshot it, press Trigger; what the form showed."""
+    before = {r["dag_run_id"] for r in runs(base, token, form.dag_id)}
+    browser = Chromium(profile)
+    seen = {}
+    try:
+        browser.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=1400,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
+        browser.call("Page.navigate", url=f"{base}/dags/{form.dag_id}")
+        browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
+        click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
+        browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
+        seen["enabled_before"] = trigger_enabled(browser)
+        click(browser, section_button(form.section))
+        for name, value in form.fields.items():
+            set_field(browser, name, value)
+        time.sleep(0.5)
+        seen["enabled_after"] = trigger_enabled(browser)
+        seen["sections"] = browser.evaluate(
+            "[...document.querySelectorAll('[role=dialog] button')].map(b => b.textContent.trim())"
+        )
+        browser.evaluate("window.scrollTo(0, 0)")
+        browser.screenshot(SCREENSHOTS / form.screenshot)
+        click(browser, "document.querySelector('[data-testid=trigger-dag-submit]')")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = [r for r in runs(base, token, form.dag_id) if r["dag_run_id"] not in before]
+            if found:
+                break
+            time.sleep(0.2)
+        seen["runs"] = found
+        browser.screenshot(SCREENSHOTS / form.screenshot.replace(".png", "-triggered.png"))
+    finally:
+        browser.close()
+    return seen
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_the_trigger_forms_take_only_the_required_fields(airflow_db, auth_token, tmp_path):
+    serialize_dags()
+    # "empty: no Kueue" must not block the form
+    main = Form(DAG_ID, "Google Cloud", {**REQUIRED, "kueue_queue": ""}, "trigger-form.png")
+    # a dry run needs no bucket
+    janitor = Form(
+        "tpu_rl_janitor",
+        "What to sweep",
+        {"project": REQUIRED["project"], "region": REQUIRED["region"]},
+        "janitor-form.png",
+    )
+    with api_server() as base:
+        seen = fill_and_trigger(base, auth_token, tmp_path / "main", main)
+        swept = fill_and_trigger(base, auth_token, tmp_path / "janitor", janitor)
+    assert seen["enabled_before"] is False  # the required fields are empty
+    assert seen["enabled_after"] is True, "the form still blocks Trigger"
+    sections = ["Google Cloud", "Model", "GRPO", "Run control"]
+    assert [b for b in seen["sections"] if b in sections] == sections
+    [run] = seen["runs"]
+    conf = run["conf"]
+    assert {k: conf[k] for k in REQUIRED} == REQUIRED
+    assert conf["kueue_queue"] is None and conf["reservation"] == ""
+    assert conf["num_batches"] == 50 and conf["cluster_mode"] == "create"
+    assert (SCREENSHOTS / "trigger-form.png").read_bytes()[:4] == b"\x89PNG"
+
+    assert (swept["enabled_before"], swept["enabled_after"]) == (False, True)
+    sections = ["What to sweep", "How", "Destroying clusters"]
+    assert [b for b in swept["sections"] if b in sections] == sections
+    [sweep] = swept["runs"]
+    assert sweep["conf"]["dry_run"] is True and sweep["conf"]["gcs_bucket"] == ""

@@ -1,0 +1,116 @@
+"""Every task documented; the console links each task carries, and the URLs they build."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models.taskinstancekey import TaskInstanceKey
+
+from tests.conftest import REPO
+from tpu_rl import links
+from tpu_rl.docs import TASK_DOCS
+from tpu_rl.settings import RunSettings, load_settings
+
+RUN_ID = "manual__2026-11-29T10:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def dag():
+    return DagBag(str(REPO / "dags")).dags["tpu_rl_post_training"]
+
+
+def test_every_task_has_its_documentation(dag):
+    assert {t.task_id for t in dag.tasks} == set(TASK_DOCS)
+    for task in dag.tasks:
+        assert task.doc_md and len(task.doc_md.strip()) > 60, task.task_id
+
+
+def test_tasks_carry_their_console_links_after_their_operators_own(dag):
+    assert set(links.LINKS_BY_TASK) <= {t.task_id for t in dag.tasks}
+    names = {t.task_id: [link.name for link in t.operator_extra_links] for t in dag.tasks}
+    assert names["train"][0] == "Kubernetes Job"  # the provider's link stays first
+    assert names["train"][1:] == [
+        "GKE workloads",
+        "Pod logs (Cloud Logging)",
+        "Checkpoints (Cloud Storage)",
+    ]
+    assert "Exported model (Cloud Storage)" in names["verify"]
+    assert names["create_cluster"] == ["GKE cluster"]
+    assert names["validate"] == []
+
+
+def test_links_survive_serialization(dag):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    assert "Pod logs (Cloud Logging)" in restored.get_task("wait_for_rewards").extra_links
+
+
+@pytest.fixture
+def recorded(tutorial_conf, monkeypatch):
+    """XComs the run wrote, as the links read them in the worker."""
+    xcoms = {
+        ("validate", "return_value"): load_settings(tutorial_conf).to_dict(),
+        ("train", "job_name"): "job-rl-abc-train-x1y2",
+    }
+    monkeypatch.setattr(
+        links.XCom,
+        "get_one",
+        lambda key, dag_id, task_id, run_id, **kw: xcoms.get((task_id, key)),
+    )
+    return xcoms
+
+
+def key(task_id: str) -> TaskInstanceKey:
+    return TaskInstanceKey("tpu_rl_post_training", task_id, RUN_ID, 1, -1)
+
+
+def link_of(task_id: str, cls: type) -> str:
+    [link] = [link for link in links.LINKS_BY_TASK[task_id] if isinstance(link, cls)]
+    return link.get_link(None, ti_key=key(task_id))
+
+
+def test_storage_links_open_the_runs_checkpoints_and_export(recorded, tutorial_conf):
+    layout = links.run_layout(key("gate"))
+    bucket = tutorial_conf["gcs_bucket"]
+    assert link_of("gate", links.CheckpointsLink) == (
+        f"https://console.cloud.google.com/storage/browser/{bucket}/gemma4-26b/trained/"
+        f"{layout.slug}/checkpoints/actor/;tab=objects?project={tutorial_conf['project']}"
+    )
+    assert link_of("verify", links.ExportLink).startswith(
+        f"https://console.cloud.google.com/storage/browser/{bucket}/gemma4-26b/hf-trained/"
+        f"{layout.slug}/"
+    )
+
+
+def test_pod_logs_query_names_the_run_and_the_job_it_watches(recorded, tutorial_conf):
+    url = link_of("wait_for_rewards", links.PodLogsLink)
+    assert url.startswith("https://console.cloud.google.com/logs/query;query=")
+    query = unquote(url.split(";query=")[1].split(";duration=")[0])
+    slug = links.run_layout(key("train")).slug
+    assert query.splitlines() == [
+        'resource.type="k8s_container"',
+        f'resource.labels.project_id="{tutorial_conf["project"]}"',
+        f'resource.labels.cluster_name="{tutorial_conf["cluster_name"]}"',
+        'resource.labels.namespace_name="default"',
+        f'labels."k8s-pod/tpu-rl_dev/run"="{slug}"',
+        'labels."k8s-pod/job-name"="job-rl-abc-train-x1y2"',
+    ]
+    backend = unquote(link_of("start_backend", links.PodLogsLink))
+    assert f'jobset-name"="{slug}-backend"' in backend
+
+
+def test_gke_links_name_the_cluster(recorded, tutorial_conf):
+    s = RunSettings(**recorded[("validate", "return_value")])
+    assert link_of("create_cluster", links.GkeClusterLink) == (
+        f"https://console.cloud.google.com/kubernetes/clusters/details/{s.region}/"
+        f"{s.cluster_name}/details?project={s.project}"
+    )
+    assert f"gke%2F{s.region}%2F{s.cluster_name}" in link_of("convert", links.GkeWorkloadsLink)
+
+
+def test_no_link_before_the_settings_were_validated(monkeypatch):
+    monkeypatch.setattr(links.XCom, "get_one", lambda **kw: None)
+    assert link_of("train", links.CheckpointsLink) == ""

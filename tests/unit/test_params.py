@@ -1,0 +1,88 @@
+"""The trigger forms' Params: a section on every field, null accepted where a field may be empty."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk import Param
+from airflow.sdk.definitions.param import ParamsDict
+
+from tests.conftest import REPO
+from tpu_rl.janitor import JanitorParams, janitor_params
+from tpu_rl.params import SECTION_STARTS, dag_params
+from tpu_rl.settings import OPTIONAL_SETTINGS, SETTING_FIELDS, SettingsError, load_settings
+from tpu_rl.validation import REQUIRED_SETTINGS
+
+
+def required_in_form(p: Param) -> bool:
+    """The UI's rule: a field is required unless its type admits null."""
+    kind = p.schema.get("type")
+    return bool(kind) and not (isinstance(kind, list) and "null" in kind)
+
+
+def test_every_setting_is_in_its_section_in_declaration_order():
+    params = dag_params()
+    assert list(params) == list(SETTING_FIELDS)
+    found = [p.schema["section"] for p in params.values()]
+    assert all(found)
+    # each section is one contiguous run of fields, in the order of SECTION_STARTS
+    runs = [s for i, s in enumerate(found) if i == 0 or found[i - 1] != s]
+    assert runs == list(SECTION_STARTS.values())
+    assert params["project"].schema["section"] == "Google Cloud"
+    assert params["kueue_queue"].schema["section"] == "Google Cloud"
+    assert params["scan_layers"].schema["section"] == "Model"
+    assert params["extra_train_args"].schema["section"] == "GRPO"
+    assert params["export_timeout_minutes"].schema["section"] == "Run control"
+
+
+def test_only_settings_that_may_be_empty_are_optional_in_the_form():
+    params = dag_params()
+    optional = {name for name, p in params.items() if not required_in_form(p)}
+    assert optional == set(OPTIONAL_SETTINGS)
+    assert not optional & set(REQUIRED_SETTINGS)
+
+
+@pytest.mark.parametrize("name", OPTIONAL_SETTINGS)
+def test_an_emptied_optional_field_passes_the_form_and_reads_as_empty(name, tutorial_conf):
+    ParamsDict(dag_params()).__setitem__(name, None)  # Param validation accepts null
+    conf = {**tutorial_conf, "cluster_mode": "existing", name: None}
+    settings = load_settings(conf)
+    assert getattr(settings, name) in ("", [])
+
+
+def test_an_emptied_required_field_is_refused_by_the_form_and_by_validate(tutorial_conf):
+    params = ParamsDict(dag_params())
+    with pytest.raises(Exception, match="None is not of type 'string'"):
+        params["project"] = None
+    with pytest.raises(SettingsError, match="project: must be a string, got None"):
+        load_settings({**tutorial_conf, "project": None})
+
+
+def test_the_dag_serializes_with_nullable_params():
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dag = DagBag(str(REPO / "dags")).dags["tpu_rl_post_training"]
+    restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    assert restored.params.get_param("kueue_queue").schema["type"] == ["null", "string"]
+    assert restored.params.get_param("batch_size").schema["section"] == "GRPO"
+
+
+def test_janitor_params_have_titles_descriptions_sections():
+    params = janitor_params()
+    for name, p in params.items():
+        assert p.schema["title"] and p.schema["title"] != name, name
+        assert p.description and p.schema["section"], name
+    assert {name for name, p in params.items() if not required_in_form(p)} == {
+        "gcs_bucket",
+        "clusters",
+        "existing_clusters",
+    }
+
+
+def test_a_janitor_dry_run_needs_no_bucket():
+    params = ParamsDict(janitor_params())
+    params["project"], params["region"] = "my-project-1", "us-east5"
+    params["gcs_bucket"] = None
+    params["clusters"] = None
+    parsed = JanitorParams.from_params(params.dump())
+    assert parsed.gcs_bucket == "" and parsed.clusters == () and parsed.dry_run
