@@ -188,10 +188,15 @@ def vars_flag(settings: RunSettings) -> str:
     return ",".join(f"{k}={v[k]}" for k in keys)
 
 
-def _blueprint_argv(
-    verb: str, settings: RunSettings, gcluster: str, blueprint: str, deployment: str
+def blueprint_argv(
+    verb: str,
+    settings: RunSettings,
+    gcluster: str = "gcluster",
+    blueprint: str = BLUEPRINT_FILE,
+    deployment: str = DEPLOYMENT_FILE,
 ) -> list[str]:
-    """`gcluster <verb> <blueprint> -d <deployment> --vars ... -l IGNORE` (+ approval flags)."""
+    """`gcluster deploy` as the tutorial runs it (plus `-d` for the state backend), or
+    `gcluster create` with deploy's inputs (rewrites the deployment folder, applies nothing)."""
     approve = ["--auto-approve"] if verb == "deploy" else []
     return [
         gcluster,
@@ -206,26 +211,6 @@ def _blueprint_argv(
         *approve,
         "-w",
     ]
-
-
-def deploy_argv(
-    settings: RunSettings,
-    gcluster: str = "gcluster",
-    blueprint: str = BLUEPRINT_FILE,
-    deployment: str = DEPLOYMENT_FILE,
-) -> list[str]:
-    """`gcluster deploy` as the tutorial runs it, plus `-d` for the state backend."""
-    return _blueprint_argv("deploy", settings, gcluster, blueprint, deployment)
-
-
-def create_argv(
-    settings: RunSettings,
-    gcluster: str = "gcluster",
-    blueprint: str = BLUEPRINT_FILE,
-    deployment: str = DEPLOYMENT_FILE,
-) -> list[str]:
-    """`gcluster create` with deploy's inputs: rewrites the deployment folder, applies nothing."""
-    return _blueprint_argv("create", settings, gcluster, blueprint, deployment)
 
 
 def destroy_argv(settings: RunSettings, gcluster: str = "gcluster") -> list[str]:
@@ -256,8 +241,8 @@ def plan(
             BLUEPRINT_FILE: edit_blueprint(blueprint_yaml, settings),
             DEPLOYMENT_FILE: deployment_file(settings, prefix),
         },
-        deploy=deploy_argv(settings, gcluster),
-        create=create_argv(settings, gcluster),
+        deploy=blueprint_argv("deploy", settings, gcluster),
+        create=blueprint_argv("create", settings, gcluster),
         destroy=destroy_argv(settings, gcluster),
     )
 

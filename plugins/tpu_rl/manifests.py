@@ -7,14 +7,19 @@ import shlex
 from typing import Any
 
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
-from tpu_rl.tpu import ACCELERATOR_LABEL, PATHWAYS_INSTANCE_TYPE
+from tpu_rl.maxtext_flags import (
+    TOKEN_ENV,
+    conversion_flags,
+    export_flags,
+    python_command,
+    train_flags,
+)
+from tpu_rl.tpu import ACCELERATOR_LABEL
 
 Manifest = dict[str, Any]
 
 CONTAINER = "maxtext"
 TOKEN_KEY = "token"
-TOKEN_ENV = "HF_TOKEN"
-TOKEN_FLAG = f"hf_access_token=${{{TOKEN_ENV}}}"
 CONVERT_MODULE = "maxtext.checkpoint_conversion.to_maxtext"
 EXPORT_MODULE = "maxtext.checkpoint_conversion.to_huggingface"
 TRAIN_MODULE = "maxtext.trainers.post_train.rl.train_rl"
@@ -38,124 +43,6 @@ OPTIMIZER_PATCH = (
     "assert n, 'optimizer patch: optax.adamw(...) not found in ' + str(p); "
     "p.write_text(s)"
 )
-
-
-def flag(name: str, value: Any) -> str:
-    """A MaxText key=value flag; floats in short form."""
-    if isinstance(value, float):
-        value = format(value, "g")
-    return f"{name}={value}"
-
-
-def _json_bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
-def conversion_flags(layout: RunLayout) -> list[str]:
-    """to_maxtext's flags, as in the tutorial."""
-    s = layout.settings
-    return [
-        flag("model_name", s.model_name),
-        TOKEN_FLAG,
-        flag("--hf_model_path", s.hf_model_path),
-        flag("base_output_directory", layout.maxtext_dir),
-        flag("scan_layers", s.scan_layers),
-        "use_multimodal=False",
-        "skip_jax_distributed_system=true",
-        "checkpoint_storage_use_zarr3=0",
-        "checkpoint_storage_use_ocdbt=0",
-        "hardware=cpu",
-        "--lazy_load_tensors=True",
-    ]
-
-
-def export_flags(layout: RunLayout, step: int) -> list[str]:
-    """to_huggingface's flags, from checkpoint `step` of this run."""
-    s = layout.settings
-    return [
-        flag("model_name", s.model_name),
-        TOKEN_FLAG,
-        flag("load_parameters_path", layout.checkpoint_params(step)),
-        flag("base_output_directory", layout.export_dir),
-        "skip_jax_distributed_system=true",
-        "hardware=cpu",
-        flag("scan_layers", s.scan_layers),
-        "use_multimodal=False",
-        flag("weight_dtype", s.weight_dtype),
-        "--override_model_architecture",
-    ]
-
-
-def vllm_additional_config(layout: RunLayout) -> str:
-    s = layout.settings
-    return (
-        "{'maxtext_config': {"
-        f"'model_name': '{s.model_name}', 'model_call_mode': 'inference', "
-        f"'enable_dp_attention': {_json_bool(s.enable_dp_attention)}, "
-        f"'allow_split_physical_axes': {_json_bool(s.allow_split_physical_axes)}, "
-        "'use_ragged_sort': false, "
-        f"'ragged_gather_reduce_fallback': {_json_bool(s.ragged_gather_reduce_fallback)}, "
-        f"'prefuse_moe_weights': true, 'weight_dtype': '{s.weight_dtype}'}}}}"
-    )
-
-
-TRAIN_SETTING_FLAGS = (
-    "data_template_path",
-    "num_batches",
-    "batch_size",
-    "train_micro_batch_size",
-    "max_target_length",
-    "max_prefill_predict_length",
-    "mu_dtype",
-    "grad_dtype",
-    "rollout_tensor_parallelism",
-    "rollout_expert_parallelism",
-    "trainer_devices_fraction",
-    "sampler_devices_fraction",
-    "tokenizer_path",
-    "ici_tensor_parallelism",
-    "ici_expert_parallelism",
-    "ici_fsdp_parallelism",
-    "hbm_utilization_vllm",
-    "remat_policy",
-    "async_scheduling",
-    "allow_split_physical_axes",
-    "ragged_gather_reduce_fallback",
-    "enable_dp_attention",
-    "decode_sampling_temperature",
-    "decode_sampling_top_k",
-    "decode_sampling_nucleus_p",
-    "learning_rate",
-    "learning_rate_schedule_steps",
-)
-
-
-def train_flags(layout: RunLayout) -> list[str]:
-    """train_rl's flags: the tutorial's, with this run's own run_name and paths."""
-    s = layout.settings
-    return [
-        flag("run_name", layout.slug),
-        flag("base_output_directory", layout.trained_dir),
-        flag("model_name", s.model_name),
-        flag("scan_layers", s.scan_layers),
-        flag("load_parameters_path", layout.maxtext_items),
-        TOKEN_FLAG,
-        *(flag(name, getattr(s, name)) for name in TRAIN_SETTING_FLAGS),
-        flag("rl.num_generations", s.rl_num_generations),
-        flag("rl.reshard_chunk_size", s.rl_reshard_chunk_size),
-        flag("debug", s.debug),
-        flag("vllm_hf_overrides", s.vllm_hf_overrides),
-        flag("vllm_additional_config", vllm_additional_config(layout)),
-        *s.extra_train_args,
-    ]
-
-
-def python_command(module: str, flags: list[str]) -> str:
-    """A shell line running `python3 -m module flags`, the token read from the environment."""
-    words = [
-        f'hf_access_token="${{{TOKEN_ENV}}}"' if f == TOKEN_FLAG else shlex.quote(f) for f in flags
-    ]
-    return " ".join(["python3", "-m", module, *words])
 
 
 def _env(values: dict[str, str]) -> list[dict[str, Any]]:
@@ -325,120 +212,6 @@ def train_job(layout: RunLayout) -> Manifest:
                     "containers": [container],
                 },
             },
-        },
-    }
-
-
-def _label_env(name: str, label: str) -> Manifest:
-    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{label}']"}}}
-
-
-HEAD_ENV = _label_env("PATHWAYS_HEAD", "jobset.sigs.k8s.io/coordinator")
-
-
-def _pathways_image(name: str, layout: RunLayout) -> str:
-    return f"{PATHWAYS_REPO}/{name}:{layout.settings.pathways_image_tag}"
-
-
-def backend_jobset(layout: RunLayout) -> Manifest:
-    """The headless Pathways backend: proxy + resource manager on cpu-np, workers on the slice."""
-    s = layout.settings
-    scratch = f"--gcs_scratch_location={layout.pathways_scratch}"
-    rm_address = "--resource_manager_address=$(PATHWAYS_HEAD):29001"
-    common_env = _env(PATHWAYS_ENV)
-    proxy = {
-        "name": "pathways-proxy",
-        "image": _pathways_image("proxy_server", layout),
-        "args": ["--server_port=29000", rm_address, scratch],
-        "ports": [{"containerPort": 29000}],
-        "env": [HEAD_ENV, *common_env],
-        "resources": {"limits": {"cpu": "16", "memory": "100Gi"}},
-    }
-    resource_manager = {
-        "name": "pathways-rm",
-        "image": _pathways_image("server", layout),
-        "args": [
-            "--server_port=29001",
-            scratch,
-            "--node_type=resource_manager",
-            f"--instance_count={s.cluster_nodepool_count}",
-            f"--instance_type={PATHWAYS_INSTANCE_TYPE}:{s.topology}",
-        ],
-        "ports": [{"containerPort": 29001}, {"containerPort": 29002}],
-        "env": [HEAD_ENV, *_env({"TPU_SKIP_MDS_QUERY": "true"}), *common_env],
-        "resources": {"limits": {"cpu": "8", "memory": "32Gi"}},
-    }
-    worker = {
-        "name": "pathways-worker",
-        "image": _pathways_image("server", layout),
-        "args": ["--server_port=29005", rm_address, scratch],
-        "ports": [{"containerPort": p} for p in (29005, 29006, 8471, 8080)],
-        "env": [
-            HEAD_ENV,
-            _label_env("MEGASCALE_COORDINATOR_ADDRESS", "jobset.sigs.k8s.io/coordinator"),
-            _label_env("MEGASCALE_NUM_SLICES", "jobset.sigs.k8s.io/replicatedjob-replicas"),
-            _label_env("MEGASCALE_SLICE_ID", "jobset.sigs.k8s.io/job-index"),
-            *_env({"XCLOUD_ENVIRONMENT": "GCP", "MEGASCALE_GRPC_ENABLE_XOR_TRACER": "false"}),
-            *common_env,
-        ],
-        "resources": _tpu_limits(),
-    }
-    head_pod = {
-        "restartPolicy": "Never",
-        "hostNetwork": True,
-        "dnsPolicy": "ClusterFirstWithHostNet",
-        "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_NODE_POOL},
-        "containers": [proxy, resource_manager],
-    }
-    hosts = layout.hosts
-    metadata = _metadata(layout, layout.backend_jobset, _queue_label(layout))
-    metadata["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] = (
-        "cloud.google.com/gke-nodepool"
-    )
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": metadata,
-        "spec": {
-            "network": {"enableDNSHostnames": True},
-            "coordinator": {"replicatedJob": "pathways-head"},
-            "startupPolicy": {"startupPolicyOrder": "InOrder"},
-            "failurePolicy": {"maxRestarts": s.backend_restarts},
-            "replicatedJobs": [
-                {
-                    "name": "pathways-head",
-                    "replicas": 1,
-                    "template": {
-                        "metadata": {"labels": dict(layout.labels)},
-                        "spec": {
-                            "parallelism": 1,
-                            "completions": 1,
-                            "backoffLimit": 0,
-                            "template": {
-                                "metadata": {"labels": dict(layout.labels)},
-                                "spec": head_pod,
-                            },
-                        },
-                    },
-                },
-                {
-                    "name": "worker",
-                    "replicas": s.cluster_nodepool_count,
-                    "template": {
-                        "metadata": {"labels": dict(layout.labels)},
-                        "spec": {
-                            "completionMode": "Indexed",
-                            "parallelism": hosts,
-                            "completions": hosts,
-                            "backoffLimit": hosts * 4,
-                            "template": {
-                                "metadata": {"labels": dict(layout.labels)},
-                                "spec": _tpu_pod_spec(layout, [worker], "OnFailure"),
-                            },
-                        },
-                    },
-                },
-            ],
         },
     }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tpu_rl import blueprint, deployment, kueue_config, manifests
+from tpu_rl import blueprint, deployment, kueue_config, manifests, maxtext_flags, pathways_jobset
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import SettingsError, load_settings_file
 
@@ -84,12 +84,12 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             "(skipped when a complete checkpoint is there).",
             manifests.conversion_job(layout),
             files,
-            python_argv(manifests.CONVERT_MODULE, manifests.conversion_flags(layout)),
+            python_argv(manifests.CONVERT_MODULE, maxtext_flags.conversion_flags(layout)),
         ),
         _object_step(
             "start_backend",
             f"Start the headless Pathways backend on {s.tpu_type}; wait for its pods.",
-            manifests.backend_jobset(layout),
+            pathways_jobset.backend_jobset(layout),
             files,
         ),
         _object_step(
@@ -97,7 +97,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             f"Submit the GRPO client (train_rl) without waiting; {_identity(layout)}.",
             manifests.train_job(layout),
             files,
-            python_argv(manifests.TRAIN_MODULE, manifests.train_flags(layout)),
+            python_argv(manifests.TRAIN_MODULE, maxtext_flags.train_flags(layout)),
         ),
         {
             "id": "wait_for_rewards",
@@ -114,7 +114,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             f"(step {s.num_batches} shown).",
             manifests.export_job(layout, s.num_batches),
             files,
-            python_argv(manifests.EXPORT_MODULE, manifests.export_flags(layout, s.num_batches)),
+            python_argv(manifests.EXPORT_MODULE, maxtext_flags.export_flags(layout, s.num_batches)),
         ),
         {
             "id": "verify_export",

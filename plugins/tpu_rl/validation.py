@@ -8,6 +8,8 @@ import math
 import re
 from collections.abc import Callable, Iterator
 
+from tpu_rl.grpo_rules import GRPO_RULES
+from tpu_rl.int_bounds import positive_counts
 from tpu_rl.references import IMAGE_TAG, hf_repo_id_problem, image_reference_problem
 from tpu_rl.settings import SETTING_FIELDS, RunSettings
 from tpu_rl.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
@@ -67,24 +69,29 @@ def required_names(s: RunSettings) -> Iterator[str]:
             yield f"{name}: required, and empty"
 
 
-@rule
-def project_id(s: RunSettings) -> Iterator[str]:
-    if s.project and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", s.project):
-        yield (
-            f"project: {s.project!r} is not a project ID (6-30 characters: lower-case letters, "
-            "digits, hyphens; starts with a letter, does not end with a hyphen)"
-        )
+# name -> (pattern, what a value that does not match it breaks)
+NAME_PATTERNS = {
+    "project": (
+        r"[a-z][a-z0-9-]{4,28}[a-z0-9]",
+        "is not a project ID (6-30 characters: lower-case letters, "
+        "digits, hyphens; starts with a letter, does not end with a hyphen)",
+    ),
+    "cluster_name": (
+        r"[a-z][a-z0-9-]{0,19}",
+        "must start with a lower-case letter, hold only "
+        "lower-case letters, digits and hyphens, and be at most 20 characters",
+    ),
+}
 
 
 @rule
-def cluster_name(s: RunSettings) -> Iterator[str]:
-    if s.cluster_name and not re.fullmatch(r"[a-z][a-z0-9-]{0,19}", s.cluster_name):
-        yield (
-            f"cluster_name: {s.cluster_name!r} must start with a lower-case letter, hold only "
-            "lower-case letters, digits and hyphens, and be at most 20 characters"
-        )
-    elif s.cluster_name.endswith("-"):
-        yield f"cluster_name: {s.cluster_name!r} must not end with a hyphen (GKE rule)"
+def names(s: RunSettings) -> Iterator[str]:
+    for name, (pattern, rule_text) in NAME_PATTERNS.items():
+        value = getattr(s, name)
+        if value and not re.fullmatch(pattern, value):
+            yield f"{name}: {value!r} {rule_text}"
+        elif name == "cluster_name" and value.endswith("-"):
+            yield f"cluster_name: {value!r} must not end with a hyphen (GKE rule)"
 
 
 @rule
@@ -145,145 +152,8 @@ def tpu_shape(s: RunSettings) -> Iterator[str]:
         yield f"topology: {s.topology} ({s.chips} chips) is not whole {s.compute_type} hosts"
 
 
-# (minimum, maximum) of every integer setting; bounds well past any real run, so that a
-# typo such as 10**400 is a settings error rather than an OverflowError somewhere later.
-INT_BOUNDS: dict[str, tuple[int, int]] = {
-    "cluster_nodepool_count": (1, 64),
-    "num_batches": (1, 10_000_000),
-    "batch_size": (1, 65_536),
-    "train_micro_batch_size": (1, 65_536),
-    "max_target_length": (1, 1_048_576),
-    "max_prefill_predict_length": (1, 1_048_576),
-    "rollout_tensor_parallelism": (1, 4096),
-    "rollout_expert_parallelism": (1, 4096),
-    # -1: auto, for one of the three; the mesh rule checks the rest
-    "ici_tensor_parallelism": (-1, 4096),
-    "ici_expert_parallelism": (-1, 4096),
-    "ici_fsdp_parallelism": (-1, 4096),
-    "decode_sampling_top_k": (1, 1_000_000),
-    "learning_rate_schedule_steps": (1, 100_000_000),
-    "rl_num_generations": (1, 4096),  # group_size asks for at least 2
-    "rl_reshard_chunk_size": (1, 4096),
-    "backend_restarts": (0, 1000),
-    "poll_interval_seconds": (1, 3600),
-    "pending_timeout_minutes": (1, 7 * 24 * 60),
-    "cluster_timeout_minutes": (1, 24 * 60),
-    "conversion_timeout_minutes": (1, 7 * 24 * 60),
-    "training_timeout_minutes": (1, 30 * 24 * 60),
-    "export_timeout_minutes": (1, 7 * 24 * 60),
-}
-DEFAULT_INT_BOUNDS = (-(2**31), 2**31 - 1)  # an int setting without its own bounds
-
-
-@rule
-def positive_counts(s: RunSettings) -> Iterator[str]:
-    """Every integer setting within its bounds."""
-    for name, f in SETTING_FIELDS.items():
-        if str(f.type) != "int":
-            continue
-        low, high = INT_BOUNDS.get(name, DEFAULT_INT_BOUNDS)
-        value = getattr(s, name)
-        shown = (
-            value if abs(value) < 10**30 else f"a {int(value.bit_length() * 0.30103)}-digit number"
-        )
-        if value < low:
-            yield f"{name}: must be {'0 or more' if low == 0 else f'at least {low}'}, got {shown}"
-        elif value > high:
-            yield f"{name}: must be at most {high}, got {shown}"
-
-
-@rule
-def batch_division(s: RunSettings) -> Iterator[str]:
-    if s.train_micro_batch_size >= 1 and s.batch_size % s.train_micro_batch_size:
-        yield (
-            f"train_micro_batch_size: {s.train_micro_batch_size} does not divide "
-            f"batch_size {s.batch_size}"
-        )
-
-
-@rule
-def sequence_lengths(s: RunSettings) -> Iterator[str]:
-    if s.max_prefill_predict_length >= s.max_target_length:
-        yield (
-            f"max_prefill_predict_length: {s.max_prefill_predict_length} must be below "
-            f"max_target_length {s.max_target_length} (room to generate)"
-        )
-
-
-@rule
-def group_size(s: RunSettings) -> Iterator[str]:
-    if s.rl_num_generations < 2:
-        yield (
-            f"rl_num_generations: GRPO compares answers within a group; needs at least 2, "
-            f"got {s.rl_num_generations}"
-        )
-
-
-@rule
-def device_fractions(s: RunSettings) -> Iterator[str]:
-    for name in ("trainer_devices_fraction", "sampler_devices_fraction"):
-        if not 0 < getattr(s, name) <= 1:
-            yield f"{name}: must be in (0, 1], got {getattr(s, name)}"
-    total = s.trainer_devices_fraction + s.sampler_devices_fraction
-    if total > 1 + 1e-9:
-        yield (
-            f"trainer_devices_fraction + sampler_devices_fraction: {total:g} exceeds 1 "
-            "(the trainer and sampler would share chips)"
-        )
-
-
-def _whole_chips(s: RunSettings, fraction_name: str) -> int | str | None:
-    """Chips behind a fraction setting: a count, an error when not whole, None to skip.
-
-    None when the topology or the fraction is invalid: other rules report those.
-    """
-    fraction = getattr(s, fraction_name)
-    if not s.chips or not 0 < fraction <= 1:
-        return None
-    total = s.chips * s.cluster_nodepool_count
-    exact = total * fraction
-    if abs(exact - round(exact)) > 1e-9 or round(exact) == 0:
-        return f"{fraction_name}: {fraction} of {total} chips is not a whole number of chips"
-    return round(exact)
-
-
-@rule
-def trainer_mesh(s: RunSettings) -> Iterator[str]:
-    devices = _whole_chips(s, "trainer_devices_fraction")
-    if isinstance(devices, str):
-        yield devices
-    if not isinstance(devices, int):
-        return
-    axes = {
-        "ici_tensor_parallelism": s.ici_tensor_parallelism,
-        "ici_expert_parallelism": s.ici_expert_parallelism,
-        "ici_fsdp_parallelism": s.ici_fsdp_parallelism,
-    }
-    auto = [name for name, v in axes.items() if v == -1]
-    if any(v == 0 or v < -1 for v in axes.values()) or len(auto) > 1:
-        yield "ici_*_parallelism: each must be positive, and at most one may be -1 (auto)"
-        return
-    fixed = math.prod(v for v in axes.values() if v != -1)
-    if (auto and devices % fixed) or (not auto and devices != fixed):
-        yield (
-            f"ici_*_parallelism: tensor x expert x fsdp = {fixed}"
-            f"{' x auto' if auto else ''} does not fit the trainer's {devices} chips"
-        )
-
-
-@rule
-def sampler_mesh(s: RunSettings) -> Iterator[str]:
-    devices = _whole_chips(s, "sampler_devices_fraction")
-    if isinstance(devices, str):
-        yield devices
-    if not isinstance(devices, int):
-        return
-    product = s.rollout_tensor_parallelism * s.rollout_expert_parallelism
-    if product >= 1 and devices % product:
-        yield (
-            f"rollout_tensor_parallelism x rollout_expert_parallelism = {product} does not "
-            f"divide the sampler's {devices} chips"
-        )
+# The integer bounds and the GRPO rules live in modules of their own; they run here, in this order.
+RULES.extend((positive_counts, *GRPO_RULES))
 
 
 @rule

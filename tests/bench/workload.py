@@ -9,7 +9,7 @@ from typing import Any
 from tests.sandbox.controller import Scenario
 from tests.sandbox.harness import Sandbox, Workloads, build_scenario
 from tests.sandbox.kube_emulator import KubeEmulator
-from tpu_rl import manifests
+from tpu_rl import manifests, pathways_jobset
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import load_settings
 
@@ -18,7 +18,7 @@ def new_run(box: Sandbox, conf: dict[str, Any], *, backend: bool) -> RunLayout:
     """Create a fresh run's training Job (and backend JobSet) from the product's manifests."""
     layout = RunLayout(load_settings(dict(conf)), f"bench__{uuid.uuid4().hex}")
     if backend:
-        box.emu.create(manifests.backend_jobset(layout))
+        box.emu.create(pathways_jobset.backend_jobset(layout))
     box.emu.create(manifests.train_job(layout))
     return layout
 

@@ -23,7 +23,7 @@ import pytest
 
 from tests.sandbox.harness import SETTINGS, Sandbox
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tpu_rl import manifests
+from tpu_rl import manifests, pathways_jobset
 from tpu_rl.blueprint import cluster_labels, default_state_prefix, deployment_vars
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import load_settings
@@ -57,7 +57,7 @@ def create_aged(emu: KubeEmulator, obj: dict[str, Any], age: timedelta) -> None:
 
 def run_objects(emu: KubeEmulator, lay: RunLayout, age: timedelta) -> None:
     """What a run has at training time: the backend JobSet, the training Job, the token Secret."""
-    create_aged(emu, manifests.backend_jobset(lay), age)
+    create_aged(emu, pathways_jobset.backend_jobset(lay), age)
     create_aged(emu, manifests.train_job(lay), age)
     create_aged(emu, manifests.token_secret(lay, "hf_NotARealToken"), age)
 

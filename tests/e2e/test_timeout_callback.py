@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.sandbox.harness import SETTINGS, Sandbox
-from tpu_rl import callbacks, manifests
+from tpu_rl import callbacks, manifests, pathways_jobset
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import load_settings
 
@@ -22,7 +22,7 @@ def box(tmp_path):
 
 def run_objects(box: Sandbox, settings: dict) -> RunLayout:
     layout = RunLayout(load_settings(settings), RUN_ID)
-    box.emu.create(manifests.backend_jobset(layout))
+    box.emu.create(pathways_jobset.backend_jobset(layout))
     box.emu.create(manifests.train_job(layout))
     box.emu.create(manifests.token_secret(layout, "hf_NotARealToken123"))
     return layout

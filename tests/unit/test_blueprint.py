@@ -261,7 +261,7 @@ def flags(argv: list[str], valued: set[str]) -> tuple[list[str], dict[str, str |
 def test_deploy_argv_matches_the_tutorial_flag_by_flag(settings):
     variables = {**tutorial_exports(), "BLUEPRINT_FILE": "/tmp/x/gke-tpu-v6e-advanced.yaml"}
     tutorial = tutorial_command('./gcluster deploy "${BLUEPRINT_FILE}"', variables)
-    ours = blueprint.deploy_argv(settings, "./gcluster", variables["BLUEPRINT_FILE"])
+    ours = blueprint.blueprint_argv("deploy", settings, "./gcluster", variables["BLUEPRINT_FILE"])
     valued = {"--vars", "-l", "-d"}
     t_pos, t_opts = flags(tutorial, valued)
     o_pos, o_opts = flags(ours, valued)
@@ -295,8 +295,8 @@ def test_destroy_argv_matches_the_tutorial(settings):
 
 
 def test_create_argv_has_deploys_inputs_without_applying(settings):
-    deploy = blueprint.deploy_argv(settings)
-    create = blueprint.create_argv(settings)
+    deploy = blueprint.blueprint_argv("deploy", settings)
+    create = blueprint.blueprint_argv("create", settings)
     assert create[1] == "create" and "--auto-approve" not in create
     assert [a for a in deploy if a not in ("deploy", "--auto-approve")] == [
         a for a in create if a != "create"

@@ -264,7 +264,7 @@ def test_deploy_then_destroy_from_another_empty_folder(cloud, server):
 
 def test_deploy_argv_is_the_planned_one(cloud):
     run(GclusterDeployOperator)
-    expected = blueprint.deploy_argv(load_settings(SETTINGS))
+    expected = blueprint.blueprint_argv("deploy", load_settings(SETTINGS))
     assert cloud.calls("gcluster")[0]["argv"] == expected[1:]
 
 

@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from kubernetes.client.rest import ApiException
 
 from tests.conftest import BLUEPRINT_FIXTURES
-from tpu_rl import kueue, kueue_rules, manifests, verdicts
+from tpu_rl import kueue, kueue_rules, pathways_jobset, verdicts
 from tpu_rl.kueue_config import edit_kueue_config
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import kubernetes as kube_ops
@@ -94,7 +94,7 @@ class Log:
 
 
 def test_the_backend_requests_tpu_cpu_and_memory(layout):
-    assert kueue.requested_resources(manifests.backend_jobset(layout)) == {
+    assert kueue.requested_resources(pathways_jobset.backend_jobset(layout)) == {
         "google.com/tpu",
         "cpu",
         "memory",
@@ -107,9 +107,9 @@ def test_the_blueprints_kueue_template_covers_only_tpus_and_our_edit_covers_the_
     assert kueue.covered_resources(before) == {"google.com/tpu"}
     edited = render(edit_kueue_config(TEMPLATE), **values)
     (queue,) = [d for d in edited if d["kind"] == "ClusterQueue"]
-    assert kueue.requested_resources(manifests.backend_jobset(layout)) <= kueue.covered_resources(
-        queue
-    )
+    assert kueue.requested_resources(
+        pathways_jobset.backend_jobset(layout)
+    ) <= kueue.covered_resources(queue)
     (group,) = queue["spec"]["resourceGroups"]
     for flavor in group["flavors"]:  # Kueue wants a quota of every covered resource per flavor
         assert {r["name"] for r in flavor["resources"]} == set(group["coveredResources"])
@@ -128,14 +128,14 @@ def test_the_blueprints_kueue_template_covers_only_tpus_and_our_edit_covers_the_
 
 def test_a_covering_queue_lets_the_backend_through_untouched(layout):
     api = FakeCustom(blueprint_queue(["google.com/tpu", "cpu", "memory"]))
-    kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+    kueue.ensure_coverage(api, layout, pathways_jobset.backend_jobset(layout), Log())
     assert api.writes == []
 
 
 def test_a_tpu_only_queue_is_refused_naming_the_queue_and_the_missing_resources(layout):
     api = FakeCustom(blueprint_queue(["google.com/tpu"]))
     with pytest.raises(kueue.KueueError) as err:
-        kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+        kueue.ensure_coverage(api, layout, pathways_jobset.backend_jobset(layout), Log())
     message = str(err.value)
     assert "ClusterQueue 'cluster-queue' (LocalQueue default/user-queue)" in message
     assert "does not cover cpu, memory" in message and api.writes == []
@@ -143,7 +143,7 @@ def test_a_tpu_only_queue_is_refused_naming_the_queue_and_the_missing_resources(
 
 def test_an_empty_queue_is_filled_as_gcluster_does(layout):
     api = FakeCustom(blueprint_queue([]))
-    kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+    kueue.ensure_coverage(api, layout, pathways_jobset.backend_jobset(layout), Log())
     assert api.writes[:2] == [
         ("create resourceflavors", "tpu-flavor"),
         ("create resourceflavors", "pathways-flavor"),
@@ -159,9 +159,11 @@ def test_a_missing_local_or_cluster_queue_is_a_clear_error(layout):
     api = FakeCustom(blueprint_queue(["google.com/tpu"]))
     api.local_queue = None
     with pytest.raises(kueue.KueueError, match="LocalQueue default/user-queue does not exist"):
-        kueue.ensure_coverage(api, layout, manifests.backend_jobset(layout), Log())
+        kueue.ensure_coverage(api, layout, pathways_jobset.backend_jobset(layout), Log())
     with pytest.raises(kueue.KueueError, match="ClusterQueue 'cluster-queue' of LocalQueue"):
-        kueue.ensure_coverage(FakeCustom(None), layout, manifests.backend_jobset(layout), Log())
+        kueue.ensure_coverage(
+            FakeCustom(None), layout, pathways_jobset.backend_jobset(layout), Log()
+        )
 
 
 def workload(owner: str, reason: str, message: str) -> dict:

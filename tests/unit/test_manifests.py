@@ -11,6 +11,8 @@ import pytest
 from tests.schemas import validate_manifest
 from tests.tutorial_text import as_mapping, same_value, tutorial_python_flags
 from tpu_rl import manifests as m
+from tpu_rl import maxtext_flags as mf
+from tpu_rl import pathways_jobset as pw
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings import load_settings
 
@@ -26,7 +28,7 @@ def all_objects(layout: RunLayout) -> list[dict]:
     return [
         m.token_secret(layout),
         m.conversion_job(layout),
-        m.backend_jobset(layout),
+        pw.backend_jobset(layout),
         m.train_job(layout),
         m.export_job(layout, 50),
     ]
@@ -68,7 +70,7 @@ def test_a_wrong_field_fails_validation(layout):
     job["spec"]["template"]["spec"]["containers"][0]["enviroment"] = []
     with pytest.raises(Exception, match="enviroment"):
         validate_manifest(job)
-    jobset = m.backend_jobset(layout)
+    jobset = pw.backend_jobset(layout)
     jobset["spec"]["replicatedJobs"][0]["replica"] = 1
     with pytest.raises(Exception, match="replica"):
         validate_manifest(jobset)
@@ -82,7 +84,7 @@ def test_tpu_workers_cover_every_host_of_the_slice(tutorial_conf, topology, tpu_
     layout = RunLayout(
         load_settings({**tutorial_conf, "topology": topology, "tpu_type": tpu_type}), RUN_ID
     )
-    worker = m.backend_jobset(layout)["spec"]["replicatedJobs"][1]
+    worker = pw.backend_jobset(layout)["spec"]["replicatedJobs"][1]
     assert worker["name"] == "worker" and worker["replicas"] == 1
     spec = worker["template"]["spec"]
     assert spec["parallelism"] == spec["completions"] == hosts and spec["backoffLimit"] == hosts * 4
@@ -94,7 +96,7 @@ def test_tpu_workers_cover_every_host_of_the_slice(tutorial_conf, topology, tpu_
     assert pod["containers"][0]["resources"]["limits"]["google.com/tpu"] == "4"
     assert pod["hostNetwork"] and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert pod["restartPolicy"] == "OnFailure"
-    rm = m.backend_jobset(layout)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+    rm = pw.backend_jobset(layout)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
         "spec"
     ]["containers"][1]
     assert f"--instance_type=tpuv6e:{topology}" in rm["args"]
@@ -103,7 +105,7 @@ def test_tpu_workers_cover_every_host_of_the_slice(tutorial_conf, topology, tpu_
 
 
 def test_backend_is_headless_pathways_as_gcluster_builds_it(layout):
-    js = m.backend_jobset(layout)
+    js = pw.backend_jobset(layout)
     spec = js["spec"]
     assert spec["coordinator"] == {"replicatedJob": "pathways-head"}
     assert spec["network"] == {"enableDNSHostnames": True}
@@ -134,7 +136,7 @@ def test_every_container_defines_the_variables_its_args_expand(layout):
 
 
 def test_every_pathways_container_gets_the_tutorials_environment(layout):
-    for c in containers(m.backend_jobset(layout)) + containers(m.train_job(layout)):
+    for c in containers(pw.backend_jobset(layout)) + containers(m.train_job(layout)):
         env = {e["name"]: e.get("value") for e in c["env"]}
         assert env["GRPC_DNS_RESOLVER"] == "native"
         assert env["FLAGS_pathways_enforce_subset_devices_form_subslice"] == "false"
@@ -178,7 +180,7 @@ def test_optimizer_patch_fails_loudly_when_maxtext_changed(tmp_path):
 
 
 def test_conversion_flags_match_the_tutorial(layout, tutorial_conf):
-    ours = m.conversion_flags(layout)
+    ours = mf.conversion_flags(layout)
     theirs = tutorial_python_flags(
         "maxtext.checkpoint_conversion.to_maxtext", tutorial_vars(tutorial_conf)
     )
@@ -188,7 +190,7 @@ def test_conversion_flags_match_the_tutorial(layout, tutorial_conf):
 
 
 def test_training_flags_match_the_tutorial_but_for_the_runs_own_name(layout, tutorial_conf):
-    ours = as_mapping(m.train_flags(layout))
+    ours = as_mapping(mf.train_flags(layout))
     theirs = as_mapping(
         tutorial_python_flags(
             "maxtext.trainers.post_train.rl.train_rl", tutorial_vars(tutorial_conf)
@@ -201,7 +203,7 @@ def test_training_flags_match_the_tutorial_but_for_the_runs_own_name(layout, tut
 
 
 def test_export_flags_match_the_tutorial_with_per_run_paths(layout, tutorial_conf):
-    ours = as_mapping(m.export_flags(layout, 50))
+    ours = as_mapping(mf.export_flags(layout, 50))
     theirs = as_mapping(
         tutorial_python_flags(
             "maxtext.checkpoint_conversion.to_huggingface", tutorial_vars(tutorial_conf)
@@ -221,7 +223,7 @@ def test_extra_train_args_are_appended(tutorial_conf):
     layout = RunLayout(
         load_settings({**tutorial_conf, "extra_train_args": ["num_test_batches=8"]}), RUN_ID
     )
-    assert m.train_flags(layout)[-1] == "num_test_batches=8"
+    assert mf.train_flags(layout)[-1] == "num_test_batches=8"
 
 
 def test_two_runs_never_share_names_or_outputs(tutorial_conf):
@@ -304,6 +306,6 @@ def test_a_workload_identity_service_account_replaces_the_host_network(tutorial_
         assert "hostNetwork" not in spec and "dnsPolicy" not in spec
         validate_manifest(job)
     # the Pathways backend keeps gcluster's host network
-    backend = m.backend_jobset(layout)
+    backend = pw.backend_jobset(layout)
     for rj in backend["spec"]["replicatedJobs"]:
         assert rj["template"]["spec"]["template"]["spec"]["hostNetwork"] is True

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import deployment, kueue, manifests, verdicts
+from tpu_rl import deployment, kueue, manifests, pathways_jobset, verdicts
 from tpu_rl.kube import JOBSET, JOBSET_NAME_LABEL, delete_backend, sweep
 from tpu_rl.layout import RUN_LABEL, RunLayout
 from tpu_rl.limits import capped_deadline
@@ -99,7 +99,7 @@ class BackendStartOperator(RunClusterOperator):
 
     def execute(self, context: Context) -> str:
         layout = layout_from_context(context)
-        jobset = manifests.backend_jobset(layout)
+        jobset = pathways_jobset.backend_jobset(layout)
         namespace, name = layout.settings.namespace, layout.backend_jobset
         if layout.settings.kueue_queue:
             try:
