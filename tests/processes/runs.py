@@ -9,9 +9,8 @@ from typing import Any
 
 from tests.processes.api import AirflowApi
 from tests.processes.deployment import Deployment
-from tests.sandbox.controller import PodInfo, PodScript, Rule, call, exit, sleep
+from tests.sandbox.controller import PodInfo, PodScript, Rule, ScriptSource, call, exit, sleep
 from tests.sandbox.harness import HF_TOKEN, SETTINGS, Workloads, build_scenario
-from tests.sandbox.workloads import grpo_client_script
 from tpu_rl.layout import run_slug
 
 UNFINISHED = {"queued", "scheduled", "running", "deferred", "up_for_retry", "restarting"}
@@ -59,9 +58,11 @@ def start_run(
     the UI does."""
     run = Run(name, f"proc__{name}", settings_for(name, **settings))
     workloads = Workloads(admit_after=admit_training_after_s / TIME_SCALE)
-    scenario = build_scenario(run.settings, d.sandbox.gcs, workloads)
+    # with the emulator: pods read and write GCS as their own Google identity (strict sandbox)
+    scenario = build_scenario(run.settings, d.sandbox.gcs, workloads, d.sandbox.emu)
     if hold_training_s:
-        train = _held_training(run, d, hold_training_s)
+        trains = next(r.script for r in scenario.rules if r.job == "-train")
+        train = _held_training(run, trains, hold_training_s)
         scenario.rules.insert(0, Rule(train, "-train", admit_after=workloads.admit_after))
     if hold_convert_s:
         held = [call(lambda _i: run.convert_held.set()), sleep(hold_convert_s / TIME_SCALE)]
@@ -71,15 +72,12 @@ def start_run(
     return run
 
 
-def _held_training(run: Run, d: Deployment, hold_s: float):
-    root = f"gs://{run.settings['gcs_bucket']}/gemma4-26b"
+def _held_training(run: Run, trains: ScriptSource, hold_s: float):
+    """The sandbox's training script, held `hold_s` wall seconds after its first Intermediate
+    line."""
 
     def script(info: PodInfo) -> PodScript:
-        base = grpo_client_script(
-            base_output_directory=f"{root}/trained/",
-            run_name=info.labels["tpu-rl.dev/run"],
-            write_object=d.sandbox.gcs.write,
-        )
+        base = trains(info) if callable(trains) else trains
         steps = list(base.steps)
         first_eval = next(
             i

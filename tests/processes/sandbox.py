@@ -10,19 +10,28 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import BLUEPRINT_FIXTURES
-from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, GcsEmulator, make_bundle, sandbox_env
+from tests.sandbox.cloud import (
+    SANDBOX_BIN,
+    BundleServer,
+    GcsEmulator,
+    GkeControlPlane,
+    make_bundle,
+    sandbox_env,
+)
 from tests.sandbox.controller import Controller, Scenario
 from tests.sandbox.harness import HF_TOKEN, MANAGED_LABEL, SETTINGS
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 
 HERE = Path(__file__).parent
 GCLUSTER_VERSION = "v1.103.0"
+PROVISIONED = "provisioned.json"  # beside the seam file: clusters whose model is in the emulator
 
 
 def holding_bundle() -> bytes:
@@ -98,6 +107,29 @@ class ProcessSandbox:
         self.controller.scenario = scenario
 
 
+def _provision_running_clusters(
+    emu: KubeEmulator, state_file: Path, marker: Path, stop: threading.Event
+) -> None:
+    """What the in-process sandbox does on its first get_cluster, for the Airflow processes:
+    once the fake gcluster records a cluster RUNNING, its model (nodes, service accounts, Kueue
+    from the deployed blueprint) is put in the emulator, then the cluster is named in `marker`,
+    which the seam's get_cluster waits for. The runs' clusters are alike: one model serves all."""
+    named: list[str] = []
+    while not stop.wait(0.02):
+        try:
+            clusters = json.loads(state_file.read_text()).get("clusters", {})
+        except (FileNotFoundError, json.JSONDecodeError):  # not yet, or being rewritten
+            continue
+        running = [n for n, r in clusters.items() if r.get("status") == "RUNNING"]
+        for name in running:
+            if name in named:
+                continue
+            if emu.cluster is None:
+                GkeControlPlane.model(name, clusters[name]).provision(emu)
+            named.append(name)
+            marker.write_text(json.dumps(named))
+
+
 @contextlib.contextmanager
 def running_sandbox(tmp: Path) -> Iterator[ProcessSandbox]:
     """Everything started, its environment for the Airflow processes; all stopped on exit."""
@@ -136,5 +168,17 @@ def running_sandbox(tmp: Path) -> Iterator[ProcessSandbox]:
             ),
         }
         env["PATH"] = f"{SANDBOX_BIN}:{Path(sys.executable).parent}:/usr/bin:/bin"
+        gcs.gate.roles_of = lambda principal: (
+            emu.cluster.roles_of(principal) if emu.cluster else set()
+        )
+        stop = threading.Event()
+        provisioner = threading.Thread(
+            target=_provision_running_clusters,
+            args=(emu, tmp / "cloud.json", tmp / PROVISIONED, stop),
+            daemon=True,
+        )
+        provisioner.start()
+        stack.callback(provisioner.join)
+        stack.callback(stop.set)
         controller = stack.enter_context(Controller(emu, Scenario(), time_scale=0.001))
         yield ProcessSandbox(tmp, emu, gcs, controller, env)

@@ -87,7 +87,11 @@ class Kueue:
             for owner in self.emu.list(plural):
                 if not _queue(owner) or _owned_by_jobset(owner):
                     continue
-                workload = workloads.get(owner["metadata"]["uid"]) or self._create(owner)
+                workload = workloads.get(owner["metadata"]["uid"])
+                if workload is None:
+                    if owner["metadata"].get("deletionTimestamp"):
+                        continue  # as Kueue: no new Workload for a Job or JobSet being deleted
+                    workload = self._create(owner)
                 self._sync(owner, workload)
 
     # -- Workloads --------------------------------------------------------------------------

@@ -242,6 +242,28 @@ def test_kueue_admits_what_its_queue_covers_and_holds_quota():
     assert state.get("jobsets", "default", "second")["spec"]["suspend"] is False
 
 
+def test_a_foreground_deleted_owner_gets_no_new_workload_and_goes():
+    """Kueue makes no Workload for a JobSet being deleted: one made after the cascade removed
+    the first would hold the owner's foreground deletion (and quota) for ever."""
+    state = cluster()
+    jobset = state.create(queued_jobset("backend", {"google.com/tpu": "4"}))
+    Kueue(state).reconcile()
+    assert workload_of(state, jobset) is not None
+    node = state.list("nodes")[0]["metadata"]["name"]  # bound: Terminating until its kubelet
+    state.create(pod("backend-head", {"containers": [container()], "nodeName": node}))
+    head = state.get("pods", "default", "backend-head")
+    head["metadata"]["ownerReferences"] = [
+        {"kind": "JobSet", "name": "backend", "uid": jobset["metadata"]["uid"]}
+    ]
+    state.replace("pods", "default", "backend-head", head)
+    state.delete("jobsets", "default", "backend", propagation_policy="Foreground")
+    assert state.get("jobsets", "default", "backend")["metadata"]["deletionTimestamp"]
+    Kueue(state).reconcile()  # the cascade took the Workload; the owner still terminates
+    assert state.list("workloads") == []
+    state.delete("pods", "default", "backend-head", grace_period_seconds=0)
+    assert state.get("jobsets", "default", "backend") is None
+
+
 def test_missing_local_queue_is_reported():
     state = cluster()
     body = queued_jobset("backend", {"google.com/tpu": "4"})
