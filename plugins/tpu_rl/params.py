@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from tpu_rl.settings import OPTIONAL_SETTINGS, SETTING_FIELDS, json_type
+from tpu_rl.settings import OPTIONAL_SETTINGS, SETTING_FIELDS, describe, json_type
 
 # The form's sections, each starting at the named setting (settings are declared in this order).
 # Airflow's form files a Param under its own `section` only, so every Param carries one.
@@ -41,7 +41,7 @@ def param_schema(name: str) -> dict[str, Any]:
     return {
         "type": ["null", kind] if name in OPTIONAL_SETTINGS else kind,
         "title": f.metadata["title"],
-        "description": f.metadata["description"],
+        "description": describe(f),
         "section": SECTIONS[name],
         **f.metadata["schema"],
     }

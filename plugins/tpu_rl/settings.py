@@ -15,12 +15,22 @@ TUTORIAL_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_tra
 TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
 
 
-def setting(default: Any, title: str, description: str, **schema: Any) -> Any:
+def setting(default: Any, title: str, description: str | None, **schema: Any) -> Any:
     """A dataclass field carrying its UI title, description and extra JSON-schema keywords."""
     meta = {"title": title, "description": description, "schema": schema}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def maxtext(default: Any, title: str, **schema: Any) -> Any:
+    """A setting passed to MaxText as the flag of its own name (described by `describe`)."""
+    return setting(default, title, None, **schema)
+
+
+def limit(default: int, step: str, what: str) -> Any:
+    """A time limit in minutes for one step of the run."""
+    return setting(default, f"{step} timeout (min)", f"Limit for {what}.")
 
 
 class SettingsError(ValueError):
@@ -119,59 +129,41 @@ class RunSettings:
         "MaxText data_template_path.",
     )
     num_batches: int = setting(50, "Batches", "MaxText num_batches (training steps).", minimum=1)
-    batch_size: int = setting(4, "Batch size", "MaxText batch_size.", minimum=1)
-    train_micro_batch_size: int = setting(
-        2, "Micro batch size", "MaxText train_micro_batch_size.", minimum=1
-    )
-    max_target_length: int = setting(640, "Max target length", "MaxText max_target_length.")
-    max_prefill_predict_length: int = setting(
-        256, "Max prefill length", "MaxText max_prefill_predict_length."
-    )
-    mu_dtype: str = setting("bfloat16", "mu dtype", "MaxText mu_dtype.")
-    grad_dtype: str = setting("bfloat16", "grad dtype", "MaxText grad_dtype.")
-    rollout_tensor_parallelism: int = setting(
-        4, "Rollout TP", "MaxText rollout_tensor_parallelism."
-    )
-    rollout_expert_parallelism: int = setting(
-        1, "Rollout EP", "MaxText rollout_expert_parallelism."
-    )
+    batch_size: int = maxtext(4, "Batch size", minimum=1)
+    train_micro_batch_size: int = maxtext(2, "Micro batch size", minimum=1)
+    max_target_length: int = maxtext(640, "Max target length")
+    max_prefill_predict_length: int = maxtext(256, "Max prefill length")
+    mu_dtype: str = maxtext("bfloat16", "mu dtype")
+    grad_dtype: str = maxtext("bfloat16", "grad dtype")
+    rollout_tensor_parallelism: int = maxtext(4, "Rollout TP")
+    rollout_expert_parallelism: int = maxtext(1, "Rollout EP")
     trainer_devices_fraction: float = setting(
         0.5, "Trainer fraction", "Share of the slice's chips for the trainer."
     )
     sampler_devices_fraction: float = setting(
         0.5, "Sampler fraction", "Share of the slice's chips for the vLLM sampler."
     )
-    ici_tensor_parallelism: int = setting(2, "ICI TP", "MaxText ici_tensor_parallelism.")
-    ici_expert_parallelism: int = setting(4, "ICI EP", "MaxText ici_expert_parallelism.")
+    ici_tensor_parallelism: int = maxtext(2, "ICI TP")
+    ici_expert_parallelism: int = maxtext(4, "ICI EP")
     ici_fsdp_parallelism: int = setting(
         -1, "ICI FSDP", "MaxText ici_fsdp_parallelism (-1: the rest of the trainer's chips)."
     )
-    hbm_utilization_vllm: float = setting(0.7, "vLLM HBM share", "MaxText hbm_utilization_vllm.")
-    remat_policy: str = setting("full", "Remat policy", "MaxText remat_policy.")
-    async_scheduling: bool = setting(False, "Async scheduling", "MaxText async_scheduling.")
-    allow_split_physical_axes: bool = setting(
-        True, "Split physical axes", "MaxText allow_split_physical_axes."
-    )
-    ragged_gather_reduce_fallback: bool = setting(
-        True, "Ragged gather fallback", "MaxText ragged_gather_reduce_fallback."
-    )
-    enable_dp_attention: bool = setting(False, "DP attention", "MaxText enable_dp_attention.")
-    decode_sampling_temperature: float = setting(
-        0.8, "Sampling temperature", "MaxText decode_sampling_temperature."
-    )
-    decode_sampling_top_k: int = setting(50, "Sampling top-k", "MaxText decode_sampling_top_k.")
-    decode_sampling_nucleus_p: float = setting(
-        0.95, "Sampling top-p", "MaxText decode_sampling_nucleus_p."
-    )
-    learning_rate: float = setting(2e-5, "Learning rate", "MaxText learning_rate.")
-    learning_rate_schedule_steps: int = setting(
-        100, "LR schedule steps", "MaxText learning_rate_schedule_steps."
-    )
+    hbm_utilization_vllm: float = maxtext(0.7, "vLLM HBM share")
+    remat_policy: str = maxtext("full", "Remat policy")
+    async_scheduling: bool = maxtext(False, "Async scheduling")
+    allow_split_physical_axes: bool = maxtext(True, "Split physical axes")
+    ragged_gather_reduce_fallback: bool = maxtext(True, "Ragged gather fallback")
+    enable_dp_attention: bool = maxtext(False, "DP attention")
+    decode_sampling_temperature: float = maxtext(0.8, "Sampling temperature")
+    decode_sampling_top_k: int = maxtext(50, "Sampling top-k")
+    decode_sampling_nucleus_p: float = maxtext(0.95, "Sampling top-p")
+    learning_rate: float = maxtext(2e-5, "Learning rate")
+    learning_rate_schedule_steps: int = maxtext(100, "LR schedule steps")
     rl_num_generations: int = setting(
         4, "Generations per prompt", "MaxText rl.num_generations (GRPO group size)."
     )
     rl_reshard_chunk_size: int = setting(4, "Reshard chunk", "MaxText rl.reshard_chunk_size.")
-    debug: bool = setting(True, "Debug", "MaxText debug.")
+    debug: bool = maxtext(True, "Debug")
     vllm_hf_overrides: str = setting(
         '{"architectures": ["MaxTextForCausalLM"]}',
         "vLLM HF overrides",
@@ -198,18 +190,10 @@ class RunSettings:
     pending_timeout_minutes: int = setting(
         60, "Pending timeout (min)", "How long pods may wait for TPU capacity or Kueue."
     )
-    cluster_timeout_minutes: int = setting(
-        90, "Cluster timeout (min)", "Limit for gcluster deploy / destroy."
-    )
-    conversion_timeout_minutes: int = setting(
-        180, "Conversion timeout (min)", "Limit for the HF -> MaxText conversion Job."
-    )
-    training_timeout_minutes: int = setting(
-        720, "Training timeout (min)", "Limit for GRPO training, deferred time included."
-    )
-    export_timeout_minutes: int = setting(
-        180, "Export timeout (min)", "Limit for the MaxText -> HF export Job."
-    )
+    cluster_timeout_minutes: int = limit(90, "Cluster", "gcluster deploy / destroy")
+    conversion_timeout_minutes: int = limit(180, "Conversion", "the HF -> MaxText conversion Job")
+    training_timeout_minutes: int = limit(720, "Training", "GRPO training, deferred time included")
+    export_timeout_minutes: int = limit(180, "Export", "the MaxText -> HF export Job")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -227,6 +211,13 @@ class RunSettings:
 # Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
 DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}
 SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
+
+
+def describe(f: dataclasses.Field) -> str:
+    """A setting's description; a MaxText pass-through's names its flag."""
+    return f.metadata["description"] or f"MaxText {f.name}."
+
+
 # May be left empty; the trigger form sends an emptied field as null, read as empty.
 OPTIONAL_SETTINGS = ("reservation", "kueue_queue", "client_service_account", "extra_train_args")
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}

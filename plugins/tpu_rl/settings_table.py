@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from tpu_rl.settings import SETTING_FIELDS, json_type
+from tpu_rl.settings import SETTING_FIELDS, describe, json_type
 from tpu_rl.validation import REQUIRED_SETTINGS
 
 
@@ -16,7 +16,7 @@ def settings_table() -> str:
     for name, f in SETTING_FIELDS.items():
         default = f.default_factory() if callable(f.default_factory) else f.default
         shown = "required" if name in REQUIRED_SETTINGS else f"`{json.dumps(default)}`"
-        rows.append(f"| `{name}` | {json_type(f)} | {shown} | {f.metadata['description']} |")
+        rows.append(f"| `{name}` | {json_type(f)} | {shown} | {describe(f)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -10,6 +10,7 @@ from tpu_rl.settings import (
     SETTING_FIELDS,
     RunSettings,
     SettingsError,
+    describe,
     load_settings,
     load_settings_file,
 )
@@ -39,7 +40,7 @@ def test_tutorial_settings_are_valid_and_defaults_are_the_tutorials(tutorial_con
 
 def test_every_setting_has_a_title_a_description_and_a_json_type():
     for name, f in SETTING_FIELDS.items():
-        assert f.metadata["title"] and f.metadata["description"], name
+        assert f.metadata["title"] and describe(f), name
     assert {str(f.type) for f in SETTING_FIELDS.values()} <= {
         "str",
         "int",
