@@ -145,6 +145,8 @@ with DAG(
         task_id="outcome",
         final_task="verify",
         watched=[*WORK, "stop_backend", "cleanup_kubernetes", "cleanup_cluster"],
+        # a failed step has told people already; the verdict speaks for a run marked failed
+        on_failure_callback=RunFailureNotifier(only_when_untold=True),
         **task_args("outcome"),
     ).as_teardown(on_failure_fail_dagrun=True)
 

@@ -151,15 +151,30 @@ def channels(failure: RunFailure) -> list[BaseNotifier]:
     return found
 
 
+def another_task_failed(context: Mapping[str, Any]) -> bool:
+    """Whether a task of this run other than the current one failed (and so told people)."""
+    ti, run_id = context["ti"], context["run_id"]
+    others = [task_id for task_id in context["dag"].task_ids if task_id != ti.task_id]
+    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=others, run_ids=[run_id])
+    return "failed" in states.get(run_id, {}).values()
+
+
 class RunFailureNotifier(BaseNotifier):
     """Tells the configured channels why a run stopped; as a task's or the DAG's failure callback.
 
     The DAG's callback speaks only when no task did (the run timed out or was marked failed):
-    a task's failure has already been told by that task's callback.
+    a task's failure has already been told by that task's callback. With `only_when_untold`
+    (the run's verdict task), it speaks only when no other task of the run failed.
     """
+
+    def __init__(self, *, only_when_untold: bool = False) -> None:
+        super().__init__()
+        self.only_when_untold = only_when_untold
 
     def notify(self, context: Any) -> None:
         if context.get("reason") == "task_failure":
+            return
+        if self.only_when_untold and another_task_failed(context):
             return
         failure = failure_from_context(context)
         if failure.task_id:

@@ -161,14 +161,17 @@ def test_triggerer_killed_mid_wait(deployment: Deployment, e2e_report) -> None:
 
 
 def test_export_cleared_and_rerun(deployment: Deployment, e2e_report) -> None:
-    """Clear a finished run's export as the UI does: it exports again, no retraining, no leak."""
+    """Clear a finished run's export as the UI does: it exports again, no retraining, no leak.
+
+    The run is its own (not another scenario's), so the test holds wherever xdist places it.
+    """
     api = deployment.api()
-    run = Run("triggerer_killed", "proc__triggerer_killed", {})
-    assert api.run(run.run_id)["state"] == "success", "needs the previous scenario's run"
+    run = start_run(deployment, api, "export_cleared")
+    finish(deployment, run, "success", e2e_report)
     tries = {t: ti["try_number"] for t, ti in api.task_instances(run.run_id).items()}
     api.clear_task(run.run_id, "export")
     api.wait("the run to start again", lambda: api.run(run.run_id)["state"] != "success", 30)
-    run.name, run.settings = "export_cleared_rerun", {"cluster_name": "p-triggerer-killed"}
+    run.name = "export_cleared_rerun"
     tasks = finish(deployment, run, "success", e2e_report)
     after = {t: ti["try_number"] for t, ti in api.task_instances(run.run_id).items()}
     assert after["export"] == tries["export"] + 1, tasks
