@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.sandbox import kube_events
 from tests.sandbox.kube_emulator import KubeEmulator
 from tests.sandbox.kube_state import ApiError
 from tests.sandbox.kueue import Kueue
@@ -270,7 +271,7 @@ class Controller:
         )
         done_indexes = sorted({_index(p) for p in done}) if indexed else []
         succeeded = len(done_indexes) if indexed else len(done)
-        start = status.get("startTime") or _now_ts()
+        start = status.get("startTime") or kube_events.now()
         new_status: dict[str, Any] = {
             "startTime": start,
             "active": len(active),
@@ -354,31 +355,7 @@ class Controller:
         self._event(job, reason, message, type_="Warning")
 
     def _event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        meta = obj["metadata"]
-        self.emu.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {
-                    "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                    "namespace": meta["namespace"],
-                },
-                "involvedObject": {
-                    "apiVersion": obj["apiVersion"],
-                    "kind": obj["kind"],
-                    "name": meta["name"],
-                    "namespace": meta["namespace"],
-                    "uid": meta["uid"],
-                },
-                "reason": reason,
-                "message": message,
-                "type": type_,
-                "count": 1,
-                "firstTimestamp": _now_ts(),
-                "lastTimestamp": _now_ts(),
-                "source": {"component": "job-controller"},
-            }
-        )
+        self.emu.create(kube_events.event(obj, reason, message, "job-controller", type_))
 
     # -- JobSets ----------------------------------------------------------------------------
 
@@ -580,10 +557,6 @@ class Controller:
             return
         self.emu.set_pod_phase(ns, pod, "Succeeded" if code == 0 else "Failed", exit_code=code)
         run.state = "Done"
-
-
-def _now_ts() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _condition(obj: dict[str, Any], type_: str) -> bool:

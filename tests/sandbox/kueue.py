@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import time
-import uuid
 from collections import Counter
 from typing import Any
 
+from tests.sandbox import kube_events
 from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState, Resource
 from tests.sandbox.scheduler import match_expression, pod_requests, quantity
 
@@ -302,7 +301,7 @@ class Kueue:
         workload = self.emu.get("workloads", ns, name)
         if workload is None:
             return
-        now = _now()
+        now = kube_events.now()
         conditions = [
             c for c in (workload.get("status") or {}).get("conditions") or [] if c["type"] != type_
         ]
@@ -321,31 +320,7 @@ class Kueue:
     def _event(
         self, workload: dict[str, Any], reason: str, message: str, type_: str = "Normal"
     ) -> None:
-        meta = workload["metadata"]
-        self.emu.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {
-                    "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                    "namespace": meta["namespace"],
-                },
-                "involvedObject": {
-                    "apiVersion": f"{KUEUE_GROUP}/v1beta2",
-                    "kind": "Workload",
-                    "name": meta["name"],
-                    "namespace": meta["namespace"],
-                    "uid": meta["uid"],
-                },
-                "reason": reason,
-                "message": message,
-                "type": type_,
-                "count": 1,
-                "firstTimestamp": _now(),
-                "lastTimestamp": _now(),
-                "source": {"component": "kueue-admission"},
-            }
-        )
+        self.emu.create(kube_events.event(workload, reason, message, "kueue-admission", type_))
 
 
 def _has(obj: dict[str, Any], type_: str) -> bool:
@@ -374,7 +349,3 @@ def _format(value: float) -> str:
     if value >= 2**30 and value % 2**30 == 0:
         return f"{int(value // 2**30)}Gi"
     return f"{round(value * 1000)}m" if value < 1e6 else str(int(value))
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

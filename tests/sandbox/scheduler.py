@@ -9,11 +9,10 @@ no Node objects (no cluster model) nothing is scheduled here and pods run where 
 from __future__ import annotations
 
 import re
-import time
-import uuid
 from collections import Counter
 from typing import Any
 
+from tests.sandbox import kube_events
 from tests.sandbox.kube_state import ClusterState
 
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
@@ -261,7 +260,7 @@ class Scheduler:
             "type": "PodScheduled",
             "status": status,
             "lastProbeTime": None,
-            "lastTransitionTime": _now(),
+            "lastTransitionTime": kube_events.now(),
         }
         if reason:
             scheduled.update(reason=reason, message=message)
@@ -272,32 +271,4 @@ class Scheduler:
     def _event(
         self, pod: dict[str, Any], reason: str, message: str, component: str, type_: str = "Warning"
     ) -> None:
-        meta = pod["metadata"]
-        self.emu.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {
-                    "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                    "namespace": meta["namespace"],
-                },
-                "involvedObject": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": meta["name"],
-                    "namespace": meta["namespace"],
-                    "uid": meta["uid"],
-                },
-                "reason": reason,
-                "message": message,
-                "type": type_,
-                "count": 1,
-                "firstTimestamp": _now(),
-                "lastTimestamp": _now(),
-                "source": {"component": component},
-            }
-        )
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.emu.create(kube_events.event(pod, reason, message, component, type_))
