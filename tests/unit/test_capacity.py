@@ -14,9 +14,11 @@ from tests.conftest import BLUEPRINT_FIXTURES, REPO, TUTORIAL_CONF
 from tpu_rl import capacity
 from tpu_rl import manifests as m
 from tpu_rl import pathways_jobset as pw
+from tpu_rl.deployment import DEFAULT_DAGRUN_TIMEOUT_MINUTES
 from tpu_rl.layout import RunLayout
+from tpu_rl.limits import budget_problem
 from tpu_rl.plan import main
-from tpu_rl.settings import load_settings
+from tpu_rl.settings import load_settings, load_settings_file
 
 EXAMPLES = BLUEPRINT_FIXTURES / "consumption-options"
 FLEX = "dws-flex-start__gke-tpu-v6e__"
@@ -219,11 +221,14 @@ def test_an_existing_clusters_plan_names_its_pools_mode_and_edits_nothing(tmp_pa
     }
 
 
-def test_the_example_files_render(tmp_path):
+def test_the_example_files_render_and_fit_the_default_dagrun_timeout(tmp_path):
+    """flex-start.json's longer pending timeout still fits (validate checks it at run time)."""
     for name, mode in (("flex-start", "flex_start"), ("spot", "spot")):
         conf = REPO / "include" / "examples" / f"{name}.json"
         assert main([str(conf), str(tmp_path / name)]) == 0
         assert json.loads((tmp_path / name / "plan.json").read_text())["capacity"]["mode"] == mode
+        settings = load_settings_file(conf)
+        assert budget_problem(settings, DEFAULT_DAGRUN_TIMEOUT_MINUTES) is None, name
 
 
 LABELS = {
