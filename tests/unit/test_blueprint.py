@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import shlex
 
@@ -283,10 +284,14 @@ def test_deploy_argv_matches_the_tutorial_flag_by_flag(settings):
     }
 
 
-def test_deployment_file_agrees_with_the_cli_vars(settings):
+@pytest.mark.parametrize("capacity", ["reservation", "flex_start", "spot"])
+def test_deployment_file_agrees_with_the_cli_vars(settings, capacity):
+    if capacity != "reservation":
+        settings = dataclasses.replace(settings, capacity=capacity, reservation="")
     dep = yaml.safe_load(blueprint.deployment_file(settings, "p"))["vars"]
     cli = dict(kv.split("=", 1) for kv in blueprint.vars_flag(settings).split(","))
     assert {k: yaml.safe_load(v) for k, v in cli.items()} == {k: dep[k] for k in cli}
+    assert ("reservation" in cli) == (capacity == "reservation")
 
 
 def test_destroy_argv_matches_the_tutorial(settings):
