@@ -126,11 +126,14 @@ def _edit_node_pool_roles(service_account: dict) -> None:
 
 
 def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
-    """The capacity mode's edits (tpu_rl.capacity): vars, the TPU pool, its static count's uses."""
+    """The capacity mode's edits (tpu_rl.capacity): vars, the TPU pool, its static count's uses;
+    none for a reservation (the tutorial's pool)."""
+    if settings.capacity == capacity.RESERVATION:
+        return bp
     pool = _module(groups, "source", NODE_POOL_SOURCE)
     pool["settings"] = capacity.edit_pool(_settings_of(pool, "machine_type"), settings)
     bp["vars"] = capacity.edit_vars(bp["vars"], settings)
-    return capacity.edit_static_counts(bp, pool["id"], settings)
+    return capacity.edit_static_counts(bp, pool["id"])
 
 
 def edit_blueprint(blueprint_yaml: str, settings: RunSettings) -> str:

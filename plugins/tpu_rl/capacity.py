@@ -59,10 +59,8 @@ def capacity_vars(settings: RunSettings) -> dict[str, Any]:
 
 
 def edit_vars(variables: dict[str, Any], settings: RunSettings) -> dict[str, Any]:
-    """Blueprint vars: the reservation var gives way to the mode's own (declared empty or
-    switched on, as the example declares them; the deployment file sets them)."""
-    if settings.capacity == RESERVATION:
-        return variables
+    """Blueprint vars of a pool from zero: the reservation var gives way to the mode's own
+    (declared empty or switched on, as the example declares them; the deployment file sets them)."""
     declared = {k: (v if v is True else None) for k, v in capacity_vars(settings).items()}
     edited: dict[str, Any] = {}
     for key, value in variables.items():
@@ -74,9 +72,7 @@ def edit_vars(variables: dict[str, Any], settings: RunSettings) -> dict[str, Any
 
 
 def edit_pool(pool_settings: dict[str, Any], settings: RunSettings) -> dict[str, Any]:
-    """The TPU pool's settings for the mode: no reservation, autoscaling from zero."""
-    if settings.capacity == RESERVATION:
-        return pool_settings
+    """The TPU pool's settings for flex_start or spot: no reservation, autoscaling from zero."""
     added = POOL_SETTINGS[settings.capacity]
     kept = {k: v for k, v in pool_settings.items() if k not in (*DROPPED_POOL_SETTINGS, *added)}
     if POOL_ANCHOR not in kept:
@@ -89,21 +85,15 @@ def edit_pool(pool_settings: dict[str, Any], settings: RunSettings) -> dict[str,
     return edited
 
 
-def static_count_reference(pool_id: str) -> str:
-    return f"{pool_id}.node_count_static"
-
-
-def edit_static_counts(node: Any, pool_id: str, settings: RunSettings) -> Any:
+def edit_static_counts(node: Any, pool_id: str) -> Any:
     """Every `<pool>.node_count_static` (Kueue's tpu_quota, the fio job's node_count) reads
     vars.autoscaling_max_node_count instead, as the example does: the pool has no static nodes."""
-    if settings.capacity == RESERVATION:
-        return node
     if isinstance(node, dict):
-        return {k: edit_static_counts(v, pool_id, settings) for k, v in node.items()}
+        return {k: edit_static_counts(v, pool_id) for k, v in node.items()}
     if isinstance(node, list):
-        return [edit_static_counts(v, pool_id, settings) for v in node]
+        return [edit_static_counts(v, pool_id) for v in node]
     if isinstance(node, str):
-        return node.replace(static_count_reference(pool_id), f"vars.{MAX_NODES_VAR}")
+        return node.replace(f"{pool_id}.node_count_static", f"vars.{MAX_NODES_VAR}")
     return node
 
 

@@ -205,6 +205,21 @@ def test_missing_anchor_fails_naming_it(settings, broken, message):
         blueprint.edit_blueprint(broken, settings)
 
 
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (_without(("gke-tpu-v6e-pool",)), "modules/compute/gke-node-pool"),
+        (_without(("gke-tpu-v6e-pool", "machine_type")), "'machine_type'"),
+    ],
+)
+def test_a_capacity_edit_without_its_tpu_pool_fails_naming_it(settings, broken, message):
+    """flex_start/spot edit the TPU pool; a reservation leaves the blueprint's pool alone."""
+    spot = dataclasses.replace(settings, capacity="spot", reservation="")
+    with pytest.raises(BlueprintError, match=re.escape(message)):
+        blueprint.edit_blueprint(broken, spot)
+    blueprint.edit_blueprint(broken, settings)
+
+
 def test_two_gke_cluster_modules_are_ambiguous(settings):
     bp = yaml.safe_load(BLUEPRINT)
     mods = bp["deployment_groups"][0]["modules"]
