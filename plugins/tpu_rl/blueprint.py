@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from tpu_rl import capacity
 from tpu_rl.deployment import deployment_id
 from tpu_rl.settings import RunSettings
 
@@ -19,19 +20,22 @@ BLUEPRINT_FILE = "blueprint.yaml"
 DEPLOYMENT_FILE = "deployment.yaml"
 
 GKE_CLUSTER_SOURCE = "modules/scheduler/gke-cluster"
+NODE_POOL_SOURCE = "modules/compute/gke-node-pool"  # the TPU pool; the CPU pool is the cluster's
 NODE_POOL_SA_ID = "node_pool_service_account"
 SYSTEM_POOL_MACHINE_TYPE = "e2-standard-8"  # the tutorial's n2-standard-8 -> e2-standard-8
 SYSTEM_POOL_ZONES = ["$(vars.zone)"]
 READ_ROLE, WRITE_ROLE = "storage.objectViewer", "storage.admin"
 MANAGED_BY = "tpu-rl-airflow"
 
-# The tutorial's `case "$(uname -s)-$(uname -m)"` table.
+# The tutorial's `case "$(uname -s)-$(uname -m)"` table: uname -s -> uname -m -> bundle platform.
+_PLATFORMS = {
+    "Linux": {"x86_64": "linux_amd64", "aarch64": "linux_arm64", "arm64": "linux_arm64"},
+    "Darwin": {"x86_64": "mac_amd64", "arm64": "mac_arm64"},
+}
 BUNDLES = {
-    ("Linux", "x86_64"): "gcluster_bundle_linux_amd64.tgz",
-    ("Linux", "aarch64"): "gcluster_bundle_linux_arm64.tgz",
-    ("Linux", "arm64"): "gcluster_bundle_linux_arm64.tgz",
-    ("Darwin", "x86_64"): "gcluster_bundle_mac_amd64.tgz",
-    ("Darwin", "arm64"): "gcluster_bundle_mac_arm64.tgz",
+    (system, machine): f"gcluster_bundle_{bundle}.tgz"
+    for system, machines in _PLATFORMS.items()
+    for machine, bundle in machines.items()
 }
 
 
@@ -121,8 +125,20 @@ def _edit_node_pool_roles(service_account: dict) -> None:
     ]
 
 
+def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
+    """The capacity mode's edits (tpu_rl.capacity): vars, the TPU pool, its static count's uses;
+    none for a reservation (the tutorial's pool)."""
+    if settings.capacity == capacity.RESERVATION:
+        return bp
+    pool = _module(groups, "source", NODE_POOL_SOURCE)
+    pool["settings"] = capacity.edit_pool(_settings_of(pool, "machine_type"), settings)
+    bp["vars"] = capacity.edit_vars(bp["vars"], settings)
+    return capacity.edit_static_counts(bp, pool["id"])
+
+
 def edit_blueprint(blueprint_yaml: str, settings: RunSettings) -> str:
-    """The tutorial's three sed edits, made on the YAML structure, plus the cluster's labels."""
+    """The tutorial's three sed edits, made on the YAML structure, the capacity mode's edits,
+    and the cluster's labels."""
     bp = yaml.safe_load(blueprint_yaml)
     if not isinstance(bp, dict) or not isinstance(bp.get("vars"), dict):
         raise BlueprintError("blueprint: no top-level `vars` mapping")
@@ -140,11 +156,12 @@ def edit_blueprint(blueprint_yaml: str, settings: RunSettings) -> str:
     if not isinstance(labels, dict):
         raise BlueprintError("blueprint: vars.labels must be a mapping")
     bp["vars"]["labels"] = {**labels, **cluster_labels(settings)}
-    return dump_yaml(bp)
+    return dump_yaml(_edit_capacity(bp, groups, settings))
 
 
 def deployment_vars(settings: RunSettings) -> dict[str, Any]:
-    """The blueprint vars a run sets (the tutorial's --vars, plus machine type and namespace)."""
+    """The blueprint vars a run sets (the tutorial's --vars, plus machine type and namespace;
+    the capacity mode's vars in place of the reservation for flex-start and Spot)."""
     return {
         "project_id": settings.project,
         "deployment_name": settings.cluster_name,
@@ -154,7 +171,7 @@ def deployment_vars(settings: RunSettings) -> dict[str, Any]:
         "machine_type": settings.compute_type,
         "tpu_topology": settings.topology,
         "authorized_cidr": settings.authorized_cidr,
-        "reservation": settings.reservation,
+        **capacity.capacity_vars(settings),
         "user_namespace": settings.namespace,
     }
 
@@ -173,7 +190,7 @@ def deployment_file(settings: RunSettings, state_prefix: str) -> str:
 
 
 def vars_flag(settings: RunSettings) -> str:
-    """The tutorial's --vars value, in its order."""
+    """The tutorial's --vars value, in its order (no reservation where the mode takes none)."""
     v = deployment_vars(settings)
     keys = (
         "project_id",
@@ -185,7 +202,7 @@ def vars_flag(settings: RunSettings) -> str:
         "authorized_cidr",
         "reservation",
     )
-    return ",".join(f"{k}={v[k]}" for k in keys)
+    return ",".join(f"{k}={v[k]}" for k in keys if k in v)
 
 
 def blueprint_argv(

@@ -25,7 +25,9 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "learning_rate_schedule_steps": (1, 100_000_000),
     "rl_num_generations": (1, 4096),  # group_size asks for at least 2
     "rl_reshard_chunk_size": (1, 4096),
+    "checkpoint_period": (1, 10_000_000),
     "backend_restarts": (0, 1000),
+    "max_training_restarts": (0, 100),
     "poll_interval_seconds": (1, 3600),
     "pending_timeout_minutes": (1, 7 * 24 * 60),
     "cluster_timeout_minutes": (1, 24 * 60),

@@ -6,6 +6,7 @@ import base64
 import shlex
 from typing import Any
 
+from tpu_rl import capacity
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
 from tpu_rl.maxtext_flags import (
     TOKEN_ENV,
@@ -92,13 +93,14 @@ def _tpu_pod_spec(
     identity: Manifest | None = None,
 ) -> Manifest:
     """Pod spec on the TPU slice's hosts, as gcluster schedules them (host network unless an
-    identity says otherwise)."""
+    identity says otherwise), on nodes of the run's capacity mode (GKE's flex-start/Spot label)."""
     return {
         "restartPolicy": restart_policy,
         **(HOST_NETWORK if identity is None else identity),
         "nodeSelector": {
             "cloud.google.com/gke-tpu-accelerator": ACCELERATOR_LABEL,
             "cloud.google.com/gke-tpu-topology": layout.settings.topology,
+            **capacity.node_selector(layout.settings),
         },
         "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
         "containers": containers,

@@ -98,6 +98,7 @@ TRAIN_SETTING_FLAGS = (
     "decode_sampling_nucleus_p",
     "learning_rate",
     "learning_rate_schedule_steps",
+    "checkpoint_period",
 )
 
 

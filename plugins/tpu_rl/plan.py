@@ -12,9 +12,17 @@ from typing import Any
 
 import yaml
 
-from tpu_rl import blueprint, deployment, kueue_config, manifests, maxtext_flags, pathways_jobset
+from tpu_rl import (
+    blueprint,
+    capacity,
+    deployment,
+    kueue_config,
+    manifests,
+    maxtext_flags,
+    pathways_jobset,
+)
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings import SettingsError, load_settings_file
+from tpu_rl.settings import RunSettings, SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
 # The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
@@ -63,13 +71,19 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             {
                 "id": "create_cluster",
                 "description": f"Deploy GKE cluster {s.cluster_name} with Cluster Toolkit "
-                f"{s.cluster_toolkit_version} (terraform state in gs://{s.gcs_bucket}).",
+                f"{s.cluster_toolkit_version} (terraform state in gs://{s.gcs_bucket}), "
+                f"its TPU pool on {s.capacity} capacity.",
+                "capacity_edits": capacity.describe_edits(s),
                 "argv": cluster.deploy,
             }
         )
     else:
         steps.append(
-            {"id": "use_cluster", "description": f"Use the existing cluster {s.cluster_name}."}
+            {
+                "id": "use_cluster",
+                "description": f"Use the existing cluster {s.cluster_name}, its TPU pool on "
+                f"{s.capacity} capacity.",
+            }
         )
     steps += [
         _object_step(
@@ -183,12 +197,24 @@ def write_plan(layout: RunLayout, out_dir: Path) -> Path:
     plan = {
         "run_id": layout.run_id,
         "run_slug": layout.slug,
+        "capacity": capacity_summary(layout.settings),
         "settings": layout.settings.to_dict(),
         "steps": steps,
     }
     path = out_dir / "plan.json"
     path.write_text(json.dumps(plan, indent=2) + "\n")
     return path
+
+
+def capacity_summary(s: RunSettings) -> dict[str, Any]:
+    """The capacity mode and what it changes: the blueprint's edits (a cluster the run creates)
+    and the node label the TPU pods select."""
+    edits = capacity.describe_edits(s) if s.cluster_mode == "create" else []
+    return {
+        "mode": s.capacity,
+        "blueprint_edits": edits,
+        "node_selector": capacity.node_selector(s),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -207,6 +233,12 @@ def main(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"wrote {path} and {len(list(path.parent.iterdir())) - 1} rendered files")
+    summary = capacity_summary(settings)
+    print(f"TPU capacity: {summary['mode']}")
+    for edit in summary["blueprint_edits"]:
+        print(f"  blueprint: {edit}")
+    for label, value in summary["node_selector"].items():
+        print(f"  TPU pods select node label {label}={value}")
     return 0
 
 

@@ -28,6 +28,11 @@ def maxtext(default: Any, title: str, **schema: Any) -> Any:
     return setting(default, title, None, **schema)
 
 
+def choice(title: str, description: str, *options: str) -> Any:
+    """A setting taking one of `options`; the first is the default."""
+    return setting(options[0], title, description, enum=list(options))
+
+
 def limit(default: int, step: str, what: str) -> Any:
     """A time limit in minutes for one step of the run."""
     return setting(default, f"{step} timeout (min)", f"Limit for {what}.")
@@ -57,18 +62,30 @@ class RunSettings:
     gcs_bucket: str = setting(
         "", "GCS bucket", "Bucket for checkpoints, exports and terraform state (GCS_BUCKET)."
     )
-    cluster_mode: str = setting(
-        "create",
+    cluster_mode: str = choice(
         "Cluster mode",
         "`create`: deploy with Cluster Toolkit and destroy at the end; "
         "`existing`: use the named cluster as it is.",
-        enum=["create", "existing"],
+        "create",
+        "existing",
     )
     keep_cluster: bool = setting(
         False, "Keep cluster", "Do not destroy a cluster this run created (TPUs keep billing)."
     )
+    capacity: str = choice(
+        "TPU capacity",
+        "How the TPU pool gets its VMs: `reservation` (a static pool in a specific reservation, "
+        "the tutorial's), `flex_start` (Dynamic Workload Scheduler, scales from zero) or `spot` "
+        "(preemptible, scales from zero). With cluster_mode=existing: what the existing pool is.",
+        "reservation",
+        "flex_start",
+        "spot",
+    )
     reservation: str = setting(
-        "", "Reservation", "TPU v6e reservation name (RESERVATION); needed to create a cluster."
+        "",
+        "Reservation",
+        "TPU v6e reservation name (RESERVATION); needed to create a cluster with "
+        "capacity=reservation, empty with flex_start and spot.",
     )
     authorized_cidr: str = setting(
         "0.0.0.0/0",
@@ -112,11 +129,11 @@ class RunSettings:
     pathways_image_tag: str = setting(
         "latest", "Pathways image tag", "Tag of the Pathways proxy_server and server images."
     )
-    optimizer: str = setting(
-        "adafactor",
+    optimizer: str = choice(
         "Optimizer",
         "`adafactor`: the tutorial's patch of MaxText's optax.adamw; `adamw`: MaxText as is.",
-        enum=["adafactor", "adamw"],
+        "adafactor",
+        "adamw",
     )
     weight_dtype: str = setting(
         "bfloat16", "Weight dtype", "Weights dtype for vLLM rollouts and the export."
@@ -159,6 +176,13 @@ class RunSettings:
     decode_sampling_nucleus_p: float = maxtext(0.95, "Sampling top-p")
     learning_rate: float = maxtext(2e-5, "Learning rate")
     learning_rate_schedule_steps: int = maxtext(100, "LR schedule steps")
+    checkpoint_period: int = setting(
+        50,
+        "Checkpoint period",
+        "MaxText checkpoint_period: steps between checkpoints; a resume after lost capacity "
+        "recomputes at most this many.",
+        minimum=1,
+    )
     rl_num_generations: int = setting(
         4, "Generations per prompt", "MaxText rl.num_generations (GRPO group size)."
     )
@@ -178,6 +202,13 @@ class RunSettings:
     # Run control
     backend_restarts: int = setting(
         0, "Backend restarts", "Pathways JobSet failurePolicy.maxRestarts (--restarts)."
+    )
+    max_training_restarts: int = setting(
+        2,
+        "Training resumes",
+        "How many times training resumes from its newest checkpoint after TPU capacity is "
+        "lost (preemption, flex-start reclaim); 0: the run fails instead.",
+        minimum=0,
     )
     min_reward_gain: float = setting(
         0.0,

@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 
+from tpu_rl.capacity_rules import CAPACITY_RULES
 from tpu_rl.grpo_rules import GRPO_RULES
 from tpu_rl.int_bounds import positive_counts
 from tpu_rl.references import IMAGE_TAG, hf_repo_id_problem, image_reference_problem
@@ -152,8 +153,9 @@ def tpu_shape(s: RunSettings) -> Iterator[str]:
         yield f"topology: {s.topology} ({s.chips} chips) is not whole {s.compute_type} hosts"
 
 
-# The integer bounds and the GRPO rules live in modules of their own; they run here, in this order.
-RULES.extend((positive_counts, *GRPO_RULES))
+# The integer bounds, the GRPO and the capacity rules live in modules of their own; they run
+# here, in this order.
+RULES.extend((positive_counts, *GRPO_RULES, *CAPACITY_RULES))
 
 
 @rule
@@ -171,21 +173,6 @@ def ranges(s: RunSettings) -> Iterator[str]:
 
 
 @rule
-def reservation(s: RunSettings) -> Iterator[str]:
-    if s.cluster_mode == "create" and not s.reservation:
-        yield (
-            "reservation: required with cluster_mode=create (the blueprint's TPU pool "
-            "consumes a SPECIFIC_RESERVATION)"
-        )
-    elif s.reservation and not re.fullmatch(
-        r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/"
-        r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
-        s.reservation,
-    ):
-        yield f"reservation: {s.reservation!r} is not a reservation name"
-
-
-@rule
 def cluster_mode_dependencies(s: RunSettings) -> Iterator[str]:
     """Settings that only mean something with the other cluster mode."""
     if s.cluster_mode == "existing" and s.keep_cluster:
@@ -197,10 +184,11 @@ def cluster_mode_dependencies(s: RunSettings) -> Iterator[str]:
 
 @rule
 def choices(s: RunSettings) -> Iterator[str]:
-    if s.cluster_mode not in ("create", "existing"):
-        yield f"cluster_mode: must be 'create' or 'existing', got {s.cluster_mode!r}"
-    if s.optimizer not in ("adafactor", "adamw"):
-        yield f"optimizer: must be 'adafactor' or 'adamw', got {s.optimizer!r}"
+    for name, f in SETTING_FIELDS.items():
+        options = f.metadata["schema"].get("enum")
+        if options and getattr(s, name) not in options:
+            listed = ", ".join(map(repr, options[:-1])) + f" or {options[-1]!r}"
+            yield f"{name}: must be {listed}, got {getattr(s, name)!r}"
     for name in ("mu_dtype", "grad_dtype", "weight_dtype"):
         if getattr(s, name) not in DTYPES:
             yield f"{name}: must be one of {sorted(DTYPES)}, got {getattr(s, name)!r}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import shlex
 
@@ -204,6 +205,21 @@ def test_missing_anchor_fails_naming_it(settings, broken, message):
         blueprint.edit_blueprint(broken, settings)
 
 
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (_without(("gke-tpu-v6e-pool",)), "modules/compute/gke-node-pool"),
+        (_without(("gke-tpu-v6e-pool", "machine_type")), "'machine_type'"),
+    ],
+)
+def test_a_capacity_edit_without_its_tpu_pool_fails_naming_it(settings, broken, message):
+    """flex_start/spot edit the TPU pool; a reservation leaves the blueprint's pool alone."""
+    spot = dataclasses.replace(settings, capacity="spot", reservation="")
+    with pytest.raises(BlueprintError, match=re.escape(message)):
+        blueprint.edit_blueprint(broken, spot)
+    blueprint.edit_blueprint(broken, settings)
+
+
 def test_two_gke_cluster_modules_are_ambiguous(settings):
     bp = yaml.safe_load(BLUEPRINT)
     mods = bp["deployment_groups"][0]["modules"]
@@ -283,10 +299,14 @@ def test_deploy_argv_matches_the_tutorial_flag_by_flag(settings):
     }
 
 
-def test_deployment_file_agrees_with_the_cli_vars(settings):
+@pytest.mark.parametrize("capacity", ["reservation", "flex_start", "spot"])
+def test_deployment_file_agrees_with_the_cli_vars(settings, capacity):
+    if capacity != "reservation":
+        settings = dataclasses.replace(settings, capacity=capacity, reservation="")
     dep = yaml.safe_load(blueprint.deployment_file(settings, "p"))["vars"]
     cli = dict(kv.split("=", 1) for kv in blueprint.vars_flag(settings).split(","))
     assert {k: yaml.safe_load(v) for k, v in cli.items()} == {k: dep[k] for k in cli}
+    assert ("reservation" in cli) == (capacity == "reservation")
 
 
 def test_destroy_argv_matches_the_tutorial(settings):

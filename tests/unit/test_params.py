@@ -86,3 +86,17 @@ def test_a_janitor_dry_run_needs_no_bucket():
     params["clusters"] = None
     parsed = JanitorParams.from_params(params.dump())
     assert parsed.gcs_bucket == "" and parsed.clusters == () and parsed.dry_run
+
+
+def test_the_capacity_settings_in_the_form():
+    """A choice among the three modes beside the cluster's settings; resumes in run control."""
+    params = ParamsDict(dag_params())
+    capacity = params.get_param("capacity").schema
+    assert capacity["enum"] == ["reservation", "flex_start", "spot"]
+    assert capacity["section"] == "Google Cloud" and params["capacity"] == "reservation"
+    with pytest.raises(Exception, match="is not one of"):
+        params["capacity"] = "preemptible"
+    assert params.get_param("max_training_restarts").schema["section"] == "Run control"
+    assert params.get_param("checkpoint_period").schema["section"] == "GRPO"
+    with pytest.raises(Exception, match="less than the minimum"):
+        params["checkpoint_period"] = 0

@@ -115,6 +115,9 @@ RULE_CASES = [
     ),
     ("positive_counts", {"num_batches": -5}, "num_batches: must be at least 1"),
     ("positive_counts", {"backend_restarts": -1}, "backend_restarts: must be 0 or more"),
+    ("positive_counts", {"max_training_restarts": -1}, "max_training_restarts: must be 0 or"),
+    ("positive_counts", {"max_training_restarts": 101}, "max_training_restarts: must be at most"),
+    ("positive_counts", {"checkpoint_period": 0}, "checkpoint_period: must be at least 1"),
     (
         "positive_counts",
         {"cluster_nodepool_count": 10**400},
@@ -140,7 +143,23 @@ RULE_CASES = [
     ("ranges", {"decode_sampling_temperature": 0.0}, "decode_sampling_temperature"),
     ("ranges", {"hbm_utilization_vllm": 1.0}, "hbm_utilization_vllm"),
     ("ranges", {"min_reward_gain": float("nan")}, "min_reward_gain: must be a finite number"),
-    ("reservation", {"reservation": ""}, "required with cluster_mode=create"),
+    ("reservation", {"reservation": ""}, "required with cluster_mode=create and capacity="),
+    (
+        "reservation",
+        {"capacity": "spot"},
+        "reservation: 'v6e-32-reservation' given with capacity=spot, which takes no reservation",
+    ),
+    ("reservation", {"capacity": "flex_start"}, "capacity=flex_start, which takes no reservation"),
+    (
+        "reservation",
+        {"capacity": "flex_start", "cluster_mode": "existing"},
+        "capacity=flex_start, which takes no reservation",
+    ),
+    (
+        "checkpoints",
+        {"capacity": "spot", "reservation": "", "checkpoint_period": 60, "num_batches": 50},
+        "checkpoint_period: 60 is more than num_batches 50",
+    ),
     ("reservation", {"reservation": "Res_1"}, "is not a reservation name"),
     (
         "cluster_mode_dependencies",
@@ -149,6 +168,11 @@ RULE_CASES = [
     ),
     ("choices", {"cluster_mode": "reuse"}, "cluster_mode: must be 'create' or 'existing'"),
     ("choices", {"optimizer": "sgd"}, "optimizer: must be"),
+    (
+        "choices",
+        {"capacity": "preemptible"},
+        "capacity: must be 'reservation', 'flex_start' or 'spot', got 'preemptible'",
+    ),
     ("choices", {"mu_dtype": "fp8"}, "mu_dtype: must be one of"),
     ("choices", {"remat_policy": "everything"}, "remat_policy: must be one of"),
     ("authorized_cidr", {"authorized_cidr": "10.0.0.1/8"}, "is not a CIDR block"),
@@ -209,6 +233,37 @@ def test_a_run_cannot_choose_the_connections(tutorial_conf, key, variable):
 
 def test_existing_cluster_needs_no_reservation(tutorial_conf):
     assert errors_for(tutorial_conf, cluster_mode="existing", reservation="") == []
+
+
+def test_capacity_defaults_are_the_tutorials_and_maxtexts(tutorial_conf):
+    """reservation as today; MaxText rl.yml's checkpoint_period; two resumes."""
+    s = load_settings(tutorial_conf)
+    assert (s.capacity, s.checkpoint_period, s.max_training_restarts) == ("reservation", 50, 2)
+
+
+@pytest.mark.parametrize("capacity", ["flex_start", "spot"])
+def test_preemptible_capacity_creates_a_cluster_without_a_reservation(tutorial_conf, capacity):
+    assert errors_for(tutorial_conf, capacity=capacity, reservation="") == []
+    assert errors_for(tutorial_conf, capacity=capacity, reservation=None) == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"checkpoint_period": 50, "num_batches": 50},  # a checkpoint at the last step only
+        {"checkpoint_period": 60, "max_training_restarts": 0},  # never resumes
+        {"checkpoint_period": 60, "capacity": "reservation", "reservation": "v6e-32-reservation"},
+    ],
+)
+def test_a_checkpoint_period_past_the_run_is_refused_only_where_a_resume_needs_it(
+    tutorial_conf, overrides
+):
+    conf = {**tutorial_conf, "capacity": "spot", "reservation": ""}
+    assert errors_for(conf, **overrides) == []
+
+
+def test_max_training_restarts_with_a_reservation_is_fine(tutorial_conf):
+    assert errors_for(tutorial_conf, max_training_restarts=5) == []
 
 
 @pytest.mark.parametrize(
