@@ -53,8 +53,11 @@ Submits the GRPO client Job (`train_rl`) against the backend and returns at once
 """,
     "wait_for_rewards": """
 Follows the training Job's log (deferred: no worker slot while it waits) until the
-`Post RL Training` line, and returns the pre- and post-training rewards. Fails when the Job
-fails or `training_timeout_minutes` passes.
+`Post RL Training` line, and returns the pre- and post-training rewards. When training loses
+its TPU capacity (preempted or removed nodes, evicted pods), it resumes from the newest complete
+checkpoint with a new backend and Job under the same names, at most `max_training_restarts`
+times; the result's `pre` is the first attempt's and `attempts` lists each attempt. Fails when
+the Job fails for another reason or `training_timeout_minutes` passes.
 
 **Failed?** The reason is in the task log; *Pod logs* opens the Job's log in Cloud Logging.
 """,
