@@ -15,6 +15,20 @@ TUTORIAL_CONF = REPO / "include" / "examples" / "tutorial.json"
 SEED = VENDOR / "seed" / "000_cc31040e9d977fc6.txt"
 JOBSET_CRD = VENDOR / "schemas" / "jobset-v0.10.1.crd.yaml"
 BLUEPRINT_FIXTURES = VENDOR / "cluster-toolkit"
+# The DAG's work, in the order the run does it (written out here, not taken from the product).
+PIPELINE = [
+    "validate",
+    "ensure_bucket",
+    "create_cluster",
+    "hf_token_secret",
+    "convert",
+    "start_backend",
+    "train",
+    "wait_for_rewards",
+    "gate",
+    "export",
+    "verify",
+]
 
 # Airflow reads its configuration at import: a throw-away home and this project's folders,
 # set before any test module imports it. Retries wait one second, not five minutes.

@@ -23,8 +23,9 @@ the cluster's terraform state live there.
 taken by another project.
 """,
     "create_cluster": """
-Deploys the tutorial's GKE cluster with Cluster Toolkit (`gcluster deploy`) from the reservation
-in `reservation`; does nothing with `cluster_mode=existing`. Safe to re-run.
+Deploys the tutorial's GKE cluster with Cluster Toolkit (`gcluster deploy`) on the TPU capacity
+in `capacity` (the reservation in `reservation`, flex-start or Spot); does nothing with
+`cluster_mode=existing`. Safe to re-run.
 
 **Failed?** The log holds gcluster's and terraform's output: quota, reservation name or zone,
 or missing IAM roles are the usual causes. `cleanup_cluster` still removes what was created.

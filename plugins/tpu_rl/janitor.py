@@ -239,6 +239,13 @@ def tpu_type_of(topology: str) -> str:
     return next((t for t, topo in TOPOLOGY_BY_TPU_TYPE.items() if topo == topology), "")
 
 
+def capacity_of(node_config: Any) -> str:
+    """The capacity a TPU pool's nodes run on (GKE NodeConfig: flex_start, spot)."""
+    if node_config.flex_start:
+        return "flex_start"
+    return "spot" if node_config.spot else "reservation"
+
+
 def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
     """Settings for GclusterDestroyOperator, from the GKE cluster (node pools) and the Params."""
     tpu_pools = [np for np in cluster.node_pools if np.placement_policy.tpu_topology]
@@ -254,6 +261,7 @@ def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
         "cluster_name": cluster.name,
         "gcs_bucket": p.gcs_bucket,
         "reservation": reservations[0] if reservations else "",
+        "capacity": capacity_of(first.config) if first else "reservation",
         "authorized_cidr": cidrs[0] if cidrs else DEFAULTS.authorized_cidr,
         "cluster_toolkit_version": p.cluster_toolkit_version,
         "compute_type": first.config.machine_type if first else "",

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow.configuration import conf
-from airflow.sdk._shared.secrets_masker import redact
 from airflow.sdk.bases.notifier import BaseNotifier
+from airflow.sdk.log import redact
 
 CONFIG_SECTION = "tpu_rl"
 FAILURE_XCOM_KEY = "failure"

@@ -14,7 +14,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kubernetes.client import ApiClient
 
-from tests.conftest import REPO
+from tests.conftest import PIPELINE, REPO
 from tpu_rl.layout import RunLayout
 from tpu_rl.limits import LIMITS, apply_run_limits, cleanup_reserve_minutes
 from tpu_rl.operators.jobs import RunJobOperator
@@ -23,19 +23,6 @@ from tpu_rl.settings import SETTING_FIELDS, load_settings
 
 DAG_ID = "tpu_rl_post_training"
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
-WORK = [
-    "validate",
-    "ensure_bucket",
-    "create_cluster",
-    "hf_token_secret",
-    "convert",
-    "start_backend",
-    "train",
-    "wait_for_rewards",
-    "gate",
-    "export",
-    "verify",
-]
 TEARDOWNS = ["cleanup_kubernetes", "cleanup_cluster", "outcome"]
 
 
@@ -47,7 +34,7 @@ def dag():
 
 
 def test_work_runs_in_the_tutorials_order(dag):
-    for before, after in itertools.pairwise(WORK):
+    for before, after in itertools.pairwise(PIPELINE):
         assert before in dag.get_task(after).upstream_task_ids, (before, after)
     assert dag.get_task("stop_backend").upstream_task_ids == {"wait_for_rewards"}
 
@@ -82,7 +69,12 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     outcome = dag.get_task("outcome")
     assert outcome.is_teardown and outcome.on_failure_fail_dagrun
     assert [t.task_id for t in dag.leaves] == ["outcome"]
-    assert set(outcome.watched) >= {*WORK, "stop_backend", "cleanup_kubernetes", "cleanup_cluster"}
+    assert set(outcome.watched) >= {
+        *PIPELINE,
+        "stop_backend",
+        "cleanup_kubernetes",
+        "cleanup_cluster",
+    }
 
 
 def test_the_sensor_releases_the_backend_and_stop_backend_does_not_block_the_export(dag):

@@ -12,19 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PIPELINE, REPO
 from tpu_rl.operators.outcome import RunOutcomeOperator
 
 DAG_ID = "tpu_rl_post_training"
-BEFORE_WAIT = [
-    "validate",
-    "ensure_bucket",
-    "create_cluster",
-    "hf_token_secret",
-    "convert",
-    "start_backend",
-    "train",
-]
+BEFORE_WAIT = PIPELINE[: PIPELINE.index("wait_for_rewards")]
 
 
 @pytest.fixture(scope="module")

@@ -48,12 +48,19 @@ def test_a_retried_job_submission_follows_the_job_it_created(box):
     assert [j["metadata"]["name"] for j in jobs] == [first.metadata.name] == [again.metadata.name]
 
 
-def test_a_retry_replaces_a_job_that_failed(box):
+@pytest.mark.parametrize(
+    ("condition", "reason"),
+    [
+        ("Failed", "BackoffLimitExceeded"),  # a retry replaces a Job that failed
+        ("Complete", "Completed"),  # clear + re-run from the UI: its pods gone, redo it
+    ],
+)
+def test_a_retry_replaces_a_job_that_finished(box, condition, reason):
     op = RunJobOperator(task_id="train", build=manifests.train_job, **CLUSTER)
     op.configure(context())
     job = op.create_job(op.build_job_request_obj(context()))
     old_uid = box.emu.get("jobs", "default", job.metadata.name)["metadata"]["uid"]
-    box.emu.set_job_condition("default", job.metadata.name, "Failed", reason="BackoffLimitExceeded")
+    box.emu.set_job_condition("default", job.metadata.name, condition, reason=reason)
     op.create_job(op.build_job_request_obj(context()))
     jobs = box.emu.list("jobs", namespace="default")
     assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] != old_uid
@@ -80,15 +87,3 @@ def test_deferred_job_waits_keep_the_tasks_execution_timeout(monkeypatch):
     )
     op.defer(trigger=object(), method_name="execute_complete")
     assert seen["timeout"] == timedelta(hours=3)
-
-
-def test_a_cleared_task_redoes_a_job_that_completed(box):
-    """Clear + re-run from the UI: the finished Job (its pods gone) is replaced, not followed."""
-    op = RunJobOperator(task_id="export", build=manifests.train_job, **CLUSTER)
-    op.configure(context())
-    job = op.create_job(op.build_job_request_obj(context()))
-    old_uid = box.emu.get("jobs", "default", job.metadata.name)["metadata"]["uid"]
-    box.emu.set_job_condition("default", job.metadata.name, "Complete", reason="Completed")
-    op.create_job(op.build_job_request_obj(context()))
-    jobs = box.emu.list("jobs", namespace="default")
-    assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] != old_uid

@@ -10,7 +10,7 @@ import sys
 
 import yaml
 
-from tests.conftest import REPO, SEED, TUTORIAL_CONF
+from tests.conftest import PIPELINE, REPO, SEED, TUTORIAL_CONF
 from tests.schemas import validate_manifest
 from tests.tutorial_text import as_mapping, same_value, tutorial_python_flags
 from tpu_rl.plan import main
@@ -31,14 +31,7 @@ def render(tmp_path, conf=TUTORIAL_CONF) -> dict:
 def test_plan_lists_the_pipeline_in_order(tmp_path):
     ids = [step["id"] for step in render(tmp_path)["steps"]]
     assert ids == [
-        "validate",
-        "ensure_bucket",
-        "create_cluster",
-        "hf_token_secret",
-        "convert",
-        "start_backend",
-        "train",
-        "wait_for_rewards",
+        *PIPELINE[: PIPELINE.index("gate")],
         "stop_backend",
         "reward_gate",
         "export",
