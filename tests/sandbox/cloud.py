@@ -253,6 +253,7 @@ class GkeControlPlane:
         self.state_file = state_file
         self.lookups = 0
         self.endpoints: dict[str, KubeEmulator] = {}  # per-cluster API servers (default: emu)
+        self._destroyed: set[str] = set()  # clusters whose nodes went with `gcluster destroy`
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
         self.lookups += 1
@@ -260,7 +261,8 @@ class GkeControlPlane:
         cluster = state.get("clusters", {}).get(name)
         if not cluster or cluster.get("status") != "RUNNING":
             raise NotFound(f"cluster {name} not found")
-        if self.emu.cluster is None:  # the cluster's nodes, accounts and Kueue, once
+        if self.emu.cluster is None or name in self._destroyed:  # nodes, accounts, Kueue, once
+            self._destroyed.discard(name)
             self.model(name, cluster).provision(self.emu)
         return Cluster(
             name=name,
@@ -268,6 +270,21 @@ class GkeControlPlane:
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
         )
+
+    def sync(self) -> None:
+        """A destroyed cluster's nodes go with it (their lifetimes end in the ledger)."""
+        model = self.emu.cluster
+        if model is None or model.name in self._destroyed:
+            return
+        try:
+            state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        except json.JSONDecodeError:
+            return  # gcluster is writing it
+        if (state.get("clusters", {}).get(model.name) or {}).get("status") == "RUNNING":
+            return
+        self._destroyed.add(model.name)
+        for node in self.emu.list("nodes"):
+            self.emu.delete("nodes", "", node["metadata"]["name"])
 
     @staticmethod
     def model(name: str, record: dict[str, Any]) -> ClusterModel:
@@ -291,15 +308,21 @@ class GkeControlPlane:
             v = record.get("vars") or {}
             emu = self.endpoints.get(name, self.emu)
             zones = [v["zone"]] if v.get("zone") else []
+            capacity = v.get("capacity", "reservation")
             pool = {
                 "locations": zones,
                 "config": {
                     "machine_type": v.get("machine_type", ""),
                     "reservation_affinity": {"values": [v["reservation"]]}
-                    if v.get("reservation")
+                    if v.get("reservation") and capacity == "reservation"
                     else {},
+                    "spot": capacity == "spot",
+                    "flex_start": capacity == "flex_start",
                 },
                 "placement_policy": {"tpu_topology": v.get("tpu_topology", "")},
+                "autoscaling": {"enabled": True, "min_node_count": 0}
+                if capacity != "reservation"
+                else {},
             }
             cidr = v.get("authorized_cidr")
             clusters.append(
