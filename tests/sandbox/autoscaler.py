@@ -33,6 +33,7 @@ class Autoscaler:
         self._due: dict[str, float] = {}  # pool -> when its missing nodes are created
         self._told: set[tuple[str, str]] = set()  # (pod uid, pool) TriggeredScaleUp sent
         self._busy: dict[str, float] = {}  # pool -> last time a pod was bound to its nodes
+        self._used: set[str] = set()  # pools with a pod on their nodes at the last pass
 
     def request(self, pod: dict[str, Any], pool: NodePool, count: int) -> None:
         """A pending pod fits a node of `pool` (it has `count` nodes): scale it up to max."""
@@ -55,7 +56,7 @@ class Autoscaler:
 
     def reconcile(self) -> None:
         model = self.emu.cluster
-        if model is None:
+        if model is None or not model.running:
             return
         now = self.clock()
         nodes = self.emu.list("nodes")
@@ -69,8 +70,12 @@ class Autoscaler:
                 n for n in nodes if (n["metadata"].get("labels") or {}).get(POOL_LABEL) == pool.name
             ]
             names = {n["metadata"]["name"] for n in mine}
-            if any(p["spec"]["nodeName"] in names for p in pods):
+            used = any(p["spec"]["nodeName"] in names for p in pods)
+            if used or pool.name in self._used:  # idle from the first pass that sees it idle
                 self._busy[pool.name] = now
+            self._used.discard(pool.name)
+            if used:
+                self._used.add(pool.name)
             target = pool.max_nodes if pool.name in self._due else pool.nodes
             if len(mine) < pool.nodes and pool.name not in self._due:
                 self._due[pool.name] = now + self.provisioning_delay_s  # repair a static pool

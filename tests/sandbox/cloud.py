@@ -253,7 +253,6 @@ class GkeControlPlane:
         self.state_file = state_file
         self.lookups = 0
         self.endpoints: dict[str, KubeEmulator] = {}  # per-cluster API servers (default: emu)
-        self._destroyed: set[str] = set()  # clusters whose nodes went with `gcluster destroy`
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
         self.lookups += 1
@@ -261,8 +260,7 @@ class GkeControlPlane:
         cluster = state.get("clusters", {}).get(name)
         if not cluster or cluster.get("status") != "RUNNING":
             raise NotFound(f"cluster {name} not found")
-        if self.emu.cluster is None or name in self._destroyed:  # nodes, accounts, Kueue, once
-            self._destroyed.discard(name)
+        if self.emu.cluster is None or not self.emu.cluster.running:  # nodes, accounts, Kueue
             self.model(name, cluster).provision(self.emu)
         return Cluster(
             name=name,
@@ -274,7 +272,7 @@ class GkeControlPlane:
     def sync(self) -> None:
         """A destroyed cluster's nodes go with it (their lifetimes end in the ledger)."""
         model = self.emu.cluster
-        if model is None or model.name in self._destroyed:
+        if model is None or not model.running:
             return
         try:
             state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
@@ -282,7 +280,7 @@ class GkeControlPlane:
             return  # gcluster is writing it
         if (state.get("clusters", {}).get(model.name) or {}).get("status") == "RUNNING":
             return
-        self._destroyed.add(model.name)
+        model.running = False
         for node in self.emu.list("nodes"):
             self.emu.delete("nodes", "", node["metadata"]["name"])
 

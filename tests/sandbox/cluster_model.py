@@ -115,6 +115,7 @@ class ClusterModel:
     roles: dict[str, set[str]]
     kueue: list[dict[str, Any]]
     bound_ksas: dict[str, str]  # KSA name in `namespace` -> Google SA
+    running: bool = True  # False once destroyed: no node is added or repaired any more
 
     @classmethod
     def from_blueprint(cls, expanded: dict[str, Any], staged: dict[str, str]) -> ClusterModel:
@@ -151,7 +152,7 @@ class ClusterModel:
             model.kueue = pathways_kueue(
                 str(blueprint["vars"].get("accelerator_type")),
                 str(blueprint["vars"].get("tpu_topology")),
-                sum(MACHINE_TYPES[p.machine_type].tpu * p.nodes for p in model.pools),
+                sum(MACHINE_TYPES[p.machine_type].tpu * p.slice_hosts for p in model.pools),
                 model.namespace,
             )
         return model

@@ -204,7 +204,7 @@ class Scheduler:
         A TPU slice pool is scaled by the Autoscaler, after its provisioning delay: the pod
         stays Pending meanwhile (False: its FailedScheduling is reported too)."""
         model = getattr(self.emu, "cluster", None)
-        if model is None:
+        if model is None or not model.running:
             return False
         for pool in model.pools:
             count = sum(
