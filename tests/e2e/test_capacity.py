@@ -77,6 +77,7 @@ def resumes_used_up(result: RunResult, log: str) -> None:
     assert result.task_states["wait_for_rewards"] == "failed", result.task_states
     assert "lost its TPU capacity 2 times; max_training_restarts=1" in log
     assert [a["outcome"] for a in attempts(result)] == ["capacity_lost", "capacity_lost"]
+    assert [a.restored_step for a in result.ledger.attempts] == [None, 20]  # resumed once
     assert result.task_states["cleanup_kubernetes"] == "success", result.task_states
     no_tpu_left(result)
 
@@ -116,7 +117,7 @@ CASES = [
         "spot_preempted_more_often_than_max_training_restarts",
         "failed",
         resumes_used_up,
-        {**SPOT, "max_training_restarts": 1},
+        {**SPOT, "max_training_restarts": 1, "checkpoint_period": 20},
         Workloads(preempt_at_steps=(30, 60)),
     ),
     Case(

@@ -57,9 +57,9 @@ class RunRewardSensor(RewardSensor):
         # by name: a webhook-injected sidecar makes the client pod's container list ambiguous
         self.container_name = self.container_name or manifests.CONTAINER
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
-        store = context.get("task_state_store")
-        if resume.History.load(store).resuming:  # a retry in the middle of a resume
-            return self._restart(context, layout, resume.History.load(store))
+        history = resume.History.load(context.get("task_state_store"))
+        if history.resuming:  # a retry in the middle of a resume: finish it
+            return self._restart(context, layout, history)
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
@@ -133,6 +133,7 @@ class RunRewardSensor(RewardSensor):
         layout = self._follow_run(context)
         store = context.get("task_state_store")
         history = resume.History.load(store)
+        history.resuming = False
         if (failure := backend_failure(event)) is not None:
             history.end({}, resume.FAILED, self._tpu_hosts(layout))
             self._keep(context, history)
@@ -142,7 +143,6 @@ class RunRewardSensor(RewardSensor):
             self.hook.get_conn(), layout.settings.namespace, manifests.train_job(layout)
         )
         self.log.info("Training Job %s %s.", self.job_name, "submitted" if created else "exists")
-        history.resuming = False
         history.save(store)
         return self.execute(context)
 
