@@ -42,6 +42,7 @@ def emu() -> Iterator[KubeEmulator]:
 @pytest.fixture
 def gcs() -> Iterator[GcsEmulator]:
     emulator = GcsEmulator()
+    emulator.client().create_bucket(BUCKET)
     yield emulator
     emulator.stop()
 
@@ -300,3 +301,34 @@ def test_gcluster_deploy_refuses_what_gke_refuses(
         assert (done.returncode, status) == (0, "RUNNING"), done.stderr
     else:
         assert (done.returncode, status) == (1, "PARTIAL") and refusal in done.stderr
+
+
+def test_backend_and_client_resubmitted_after_preemption_resume(
+    emu: KubeEmulator, gcs: GcsEmulator
+) -> None:
+    """What the product's resume does, by hand: delete the failed backend and client, submit
+    them again under the same run name; the new workers wait for the repaired slice (they do
+    not crash-loop), the client restores step 20 and finishes; 21..25 were computed twice."""
+    ClusterModel.described({**VARS, "capacity": "spot"}).provision(emu)
+    w = Workloads(preempt_at_steps=(25,), provisioning_delay_s=600, scale_down_idle_s=10**6)
+    preemption = Preemption(emu, lambda: emu.ledger.clock(), RUN_LABEL)
+    scenario = build_scenario({"gcs_bucket": BUCKET}, gcs, w, emu, preemption)
+    jobset, client = backend_and_client(num_batches=40)
+    with Controller(emu, scenario, time_scale=SCALE, reconcilers=(preemption.reconcile,)):
+        emu.create(jobset)
+        emu.create(client)
+        wait_for(lambda: emu.get("jobs", NS, "rl-1-train")["status"].get("failed"))
+        for plural, name in (("jobsets", "rl-1-backend"), ("jobs", "rl-1-train")):
+            emu.delete(plural, NS, name, propagation_policy="Foreground")
+            wait_for(lambda p=plural, n=name: emu.get(p, NS, n) is None)
+        emu.create(jobset)
+        emu.create(client)
+        wait_for(lambda: emu.get("jobs", NS, "rl-1-train")["status"].get("succeeded"))
+        workers = emu.list("pods", NS, "jobset.sigs.k8s.io/jobset-name=rl-1-backend")
+        assert all(
+            s["restartCount"] == 0 for p in workers for s in p["status"]["containerStatuses"]
+        )
+    first, second = emu.ledger.attempts
+    assert (first.steps[-1], first.outcome) == (25, "capacity_lost")
+    assert (second.restored_step, second.steps[0], second.outcome) == (20, 21, "completed")
+    assert emu.ledger.steps_recomputed() == 5
