@@ -6,8 +6,8 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from tests.sandbox.controller import Controller, Scenario
 from tests.sandbox.harness import RUN_LABEL, Workloads, build_scenario
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.sandbox.preemption import IMPENDING_TAINT, SHUTDOWN_MESSAGE, Preemption
+from tests.sandbox.test_controller import wait_for as wait_briefly
 from tests.sandbox.workloads import DEFAULT_PRE, checkpoint_uris
 
 NS = "default"
@@ -31,6 +32,7 @@ VARS = {"deployment_name": "c1", "project_id": "p", "zone": "us-east5-b", "num_s
         "tpu_topology": "4x8"}  # fmt: skip
 TPU_POOL = "gke-tpu-v6e-pool"
 SCALE = 0.0005  # wall seconds per simulated second
+wait_for = partial(wait_briefly, timeout=20.0)  # a loaded machine: whole simulated trainings
 
 
 @pytest.fixture
@@ -45,15 +47,6 @@ def gcs() -> Iterator[GcsEmulator]:
     emulator.client().create_bucket(BUCKET)
     yield emulator
     emulator.stop()
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := predicate():
-            return result
-        time.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 def full_log(emu: KubeEmulator, pod: str) -> str:
