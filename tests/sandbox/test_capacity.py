@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from tests.conftest import VENDOR
-from tests.sandbox.cloud import SANDBOX_BIN, GcsEmulator, sandbox_env
+from tests.sandbox.cloud import (
+    SANDBOX_BIN,
+    GcsEmulator,
+    GkeControlPlane,
+    add_running_cluster,
+    sandbox_env,
+)
 from tests.sandbox.cluster_model import ClusterModel
 from tests.sandbox.controller import Controller, Scenario
 from tests.sandbox.harness import RUN_LABEL, Workloads, build_scenario
@@ -325,3 +331,20 @@ def test_backend_and_client_resubmitted_after_preemption_resume(
     assert (first.steps[-1], first.outcome) == (25, "capacity_lost")
     assert (second.restored_step, second.steps[0], second.outcome) == (20, 21, "completed")
     assert emu.ledger.steps_recomputed() == 5
+
+
+@pytest.mark.parametrize("capacity", ["flex_start", "spot"])
+def test_an_existing_clusters_pools_tell_their_capacity(
+    emu: KubeEmulator, tmp_path: Path, capacity: str
+) -> None:
+    """What the GKE API lists for a flex-start or Spot cluster: no reservation, autoscaling."""
+    state = tmp_path / "cloud.json"
+    add_running_cluster(state, "c1", "p", {**VARS, "capacity": capacity, "reservation": "r1"})
+    (pool,) = (
+        GkeControlPlane(emu, state).list_clusters("projects/p/locations/-").clusters[0].node_pools
+    )
+    assert (pool.config.spot, pool.config.flex_start) == (
+        capacity == "spot",
+        capacity == "flex_start",
+    )
+    assert not pool.config.reservation_affinity.values and pool.autoscaling.enabled
