@@ -270,15 +270,25 @@ class GkeControlPlane:
         )
 
     def sync(self) -> None:
-        """A destroyed cluster's nodes go with it (their lifetimes end in the ledger)."""
-        model = self.emu.cluster
-        if model is None or not model.running:
-            return
+        """The cloud as time passes: a cluster gcluster deployed has its nodes from then on
+        (not from the first lookup); a destroyed cluster's nodes go with it. Node lifetimes
+        land in the emulator's ledger."""
         try:
             state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
         except json.JSONDecodeError:
             return  # gcluster is writing it
-        if (state.get("clusters", {}).get(model.name) or {}).get("status") == "RUNNING":
+        clusters = state.get("clusters", {})
+        model = self.emu.cluster
+        if model is None or not model.running:
+            deployed = [
+                (name, c)
+                for name, c in clusters.items()
+                if c.get("blueprint") and c.get("status") == "RUNNING"
+            ]
+            if len(deployed) == 1:
+                self.model(*deployed[0]).provision(self.emu)
+            return
+        if (clusters.get(model.name) or {}).get("status") == "RUNNING":
             return
         model.running = False
         for node in self.emu.list("nodes"):
@@ -306,7 +316,7 @@ class GkeControlPlane:
             v = record.get("vars") or {}
             emu = self.endpoints.get(name, self.emu)
             zones = [v["zone"]] if v.get("zone") else []
-            capacity = v.get("capacity", "reservation")
+            capacity = _capacity_of(v)
             pool = {
                 "locations": zones,
                 "config": {
@@ -345,6 +355,18 @@ class GkeControlPlane:
                 )
             )
         return ListClustersResponse(clusters=clusters)
+
+
+def _capacity_of(variables: dict[str, Any]) -> str:
+    """An existing cluster's `capacity` var, else what a deployment's vars switch on."""
+    if variables.get("capacity"):
+        return str(variables["capacity"])
+    switched = [
+        m
+        for m, key in (("flex_start", "enable_flex_start"), ("spot", "spot"))
+        if variables.get(key)
+    ]
+    return switched[0] if switched else "reservation"
 
 
 def add_running_cluster(

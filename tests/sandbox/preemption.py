@@ -107,7 +107,10 @@ class Preemption:
 
 
 def worker_slice_check(emu: ClusterState) -> Callable[[PodInfo], None]:
-    """A Pathways worker's health: it dies (exit 1) while its slice misses a host."""
+    """A Pathways worker's health: a pod that ran on its whole slice dies (exit 1, and again
+    after each restart) while the slice misses a host; a pod that has not yet seen its whole
+    slice waits for the missing host (a fresh backend on a slice being repaired)."""
+    whole: set[str] = set()  # pods that have run on their complete slice
 
     def check(info: PodInfo) -> None:
         pod = emu.get("pods", info.namespace, info.pod) or {"spec": {}}
@@ -119,7 +122,9 @@ def worker_slice_check(emu: ClusterState) -> Callable[[PodInfo], None]:
         if pool is None or not pool.slice_hosts:
             return
         hosts = emu.list("nodes", label_selector=f"{POOL_LABEL}={pool.name}")
-        if len(hosts) < pool.slice_hosts:
+        if len(hosts) >= pool.slice_hosts:
+            whole.add(info.pod)
+        elif info.pod in whole:
             raise ContainerExit(1, absl("F", SLICE_LOST, "tpu_worker.cc:538")())
 
     return check

@@ -6,8 +6,8 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,19 @@ import pytest
 import yaml
 
 from tests.conftest import VENDOR
-from tests.sandbox.cloud import SANDBOX_BIN, GcsEmulator, sandbox_env
+from tests.sandbox.cloud import (
+    SANDBOX_BIN,
+    GcsEmulator,
+    GkeControlPlane,
+    add_running_cluster,
+    sandbox_env,
+)
 from tests.sandbox.cluster_model import ClusterModel
 from tests.sandbox.controller import Controller, Scenario
 from tests.sandbox.harness import RUN_LABEL, Workloads, build_scenario
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.sandbox.preemption import IMPENDING_TAINT, SHUTDOWN_MESSAGE, Preemption
+from tests.sandbox.test_controller import wait_for as wait_briefly
 from tests.sandbox.workloads import DEFAULT_PRE, checkpoint_uris
 
 NS = "default"
@@ -31,6 +38,7 @@ VARS = {"deployment_name": "c1", "project_id": "p", "zone": "us-east5-b", "num_s
         "tpu_topology": "4x8"}  # fmt: skip
 TPU_POOL = "gke-tpu-v6e-pool"
 SCALE = 0.0005  # wall seconds per simulated second
+wait_for = partial(wait_briefly, timeout=20.0)  # a loaded machine: whole simulated trainings
 
 
 @pytest.fixture
@@ -42,17 +50,9 @@ def emu() -> Iterator[KubeEmulator]:
 @pytest.fixture
 def gcs() -> Iterator[GcsEmulator]:
     emulator = GcsEmulator()
+    emulator.client().create_bucket(BUCKET)
     yield emulator
     emulator.stop()
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := predicate():
-            return result
-        time.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 def full_log(emu: KubeEmulator, pod: str) -> str:
@@ -300,3 +300,51 @@ def test_gcluster_deploy_refuses_what_gke_refuses(
         assert (done.returncode, status) == (0, "RUNNING"), done.stderr
     else:
         assert (done.returncode, status) == (1, "PARTIAL") and refusal in done.stderr
+
+
+def test_backend_and_client_resubmitted_after_preemption_resume(
+    emu: KubeEmulator, gcs: GcsEmulator
+) -> None:
+    """What the product's resume does, by hand: delete the failed backend and client, submit
+    them again under the same run name; the new workers wait for the repaired slice (they do
+    not crash-loop), the client restores step 20 and finishes; 21..25 were computed twice."""
+    ClusterModel.described({**VARS, "capacity": "spot"}).provision(emu)
+    w = Workloads(preempt_at_steps=(25,), provisioning_delay_s=600, scale_down_idle_s=10**6)
+    preemption = Preemption(emu, lambda: emu.ledger.clock(), RUN_LABEL)
+    scenario = build_scenario({"gcs_bucket": BUCKET}, gcs, w, emu, preemption)
+    jobset, client = backend_and_client(num_batches=40)
+    with Controller(emu, scenario, time_scale=SCALE, reconcilers=(preemption.reconcile,)):
+        emu.create(jobset)
+        emu.create(client)
+        wait_for(lambda: emu.get("jobs", NS, "rl-1-train")["status"].get("failed"))
+        for plural, name in (("jobsets", "rl-1-backend"), ("jobs", "rl-1-train")):
+            emu.delete(plural, NS, name, propagation_policy="Foreground")
+            wait_for(lambda p=plural, n=name: emu.get(p, NS, n) is None)
+        emu.create(jobset)
+        emu.create(client)
+        wait_for(lambda: emu.get("jobs", NS, "rl-1-train")["status"].get("succeeded"))
+        workers = emu.list("pods", NS, "jobset.sigs.k8s.io/jobset-name=rl-1-backend")
+        assert all(
+            s["restartCount"] == 0 for p in workers for s in p["status"]["containerStatuses"]
+        )
+    first, second = emu.ledger.attempts
+    assert (first.steps[-1], first.outcome) == (25, "capacity_lost")
+    assert (second.restored_step, second.steps[0], second.outcome) == (20, 21, "completed")
+    assert emu.ledger.steps_recomputed() == 5
+
+
+@pytest.mark.parametrize("capacity", ["flex_start", "spot"])
+def test_an_existing_clusters_pools_tell_their_capacity(
+    emu: KubeEmulator, tmp_path: Path, capacity: str
+) -> None:
+    """What the GKE API lists for a flex-start or Spot cluster: no reservation, autoscaling."""
+    state = tmp_path / "cloud.json"
+    add_running_cluster(state, "c1", "p", {**VARS, "capacity": capacity, "reservation": "r1"})
+    (pool,) = (
+        GkeControlPlane(emu, state).list_clusters("projects/p/locations/-").clusters[0].node_pools
+    )
+    assert (pool.config.spot, pool.config.flex_start) == (
+        capacity == "spot",
+        capacity == "flex_start",
+    )
+    assert not pool.config.reservation_affinity.values and pool.autoscaling.enabled
