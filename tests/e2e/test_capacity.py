@@ -73,6 +73,14 @@ def resumed_at_the_checkpoint(result: RunResult, log: str) -> None:
     no_tpu_left(result)
 
 
+def resumed_when_capacity_returned(result: RunResult, log: str) -> None:
+    resumed_at_the_checkpoint(result, log)
+    after = log.split("Resuming training from checkpoint step 50", 1)[1]
+    # the resumed backend waited in the triggerer for the repaired slice, then the client ran
+    waited = after.split("Training Job", 1)[0]
+    assert "Waiting: JobSet" in waited and "Unschedulable" in waited, waited[-2000:]
+
+
 def resumes_used_up(result: RunResult, log: str) -> None:
     assert result.task_states["wait_for_rewards"] == "failed", result.task_states
     assert "lost its TPU capacity 2 times; max_training_restarts=1" in log
@@ -109,7 +117,7 @@ CASES = [
     Case(
         "flex_start_preempted_capacity_returns_late",
         "success",
-        resumed_at_the_checkpoint,
+        resumed_when_capacity_returned,
         {**FLEX, "pending_timeout_minutes": 2},
         Workloads(preempt_at_steps=(60,), provisioning_delay_s=LATE_CAPACITY_S),
     ),

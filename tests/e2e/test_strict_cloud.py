@@ -128,6 +128,7 @@ STRICT = [
         "export_takes_the_newest_committed_step",
         "success",
         exported_committed_step,
+        conf={"checkpoint_period": 25},  # a committed step before the cut last one
         workloads=Workloads(train_cut_last_save=True),
     ),
     Strict(
