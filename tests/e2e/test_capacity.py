@@ -1,9 +1,11 @@
 """Whole DAG runs on flex-start and Spot capacity (issue 16): late capacity, preemption, resume.
 
-Against the product before the resume (branch point 4e76e48 + the capacity settings), the
-preempted Spot runs fail at the first preemption (no resume: `wait_for_rewards` ends with the
-backend's failure), so the resume scenarios fail there; the real training error ends the
-same way before and after, and is here to show a client exception never resumes.
+Against the product without the resume (these tests on this branch with plugins/ as on main
+after the capacity merge), checked: both preempted runs that should succeed fail (the wait
+ends with the backend's failure at the first preemption); the used-up run fails at its first
+preemption without a resume (no limit message, one client attempt); the flex-start run with
+late capacity and the real training error end as before (those waits were already deferred,
+a client exception already failed the run) and fail there only on the wait's attempts record.
 """
 
 from __future__ import annotations
