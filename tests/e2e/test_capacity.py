@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.test_strict_cloud import reported_run
 from tests.sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads
 from tests.sandbox.workloads import DEFAULT_PRE
 
@@ -143,16 +144,5 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_capacity(case: Case, airflow_db, tmp_path, capfd, e2e_report):
     with Sandbox(tmp_path).up() as box:
-        result = box.run(case.conf, case.workloads)
-        output = capfd.readouterr()
-        log = output.out + output.err
-        e2e_report.append(
-            {
-                "name": case.name,
-                "dag_run_state": result.state,
-                "expected_state": case.expected,
-                "passed": result.state == case.expected,
-            }
-        )
-        assert result.state == case.expected, result.task_states
+        result, log = reported_run(box, case, case.conf, capfd, e2e_report)
         case.check(result, log)
