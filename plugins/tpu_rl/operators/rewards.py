@@ -40,7 +40,8 @@ class RunRewardSensor(RewardSensor):
     backend, then a new training Job, under the same names, run_name and checkpoint directory
     (MaxText restores its newest complete checkpoint), within the same total timeout. The
     result's `pre` is the first attempt's Pre line; `attempts` lists the attempts (also pushed
-    under the XCom key "attempts" at each resume or failure).
+    under the XCom key "attempts" at each resume or failure). The count of resumes lives in the
+    task state store, so retries do not reset it. (Deferred waits only: a poking sensor fails.)
     """
 
     def __init__(self, **kwargs: Any) -> None:
