@@ -44,8 +44,12 @@ def attempts(result: RunResult) -> list[dict[str, Any]]:
 def no_tpu_left(result: RunResult) -> None:
     """Nothing of the run is left, and no TPU node bills any more (scaled away or destroyed)."""
     assert result.leftovers == [], result.leftovers
-    nodes = [n["metadata"]["name"] for n in result.emu.list("nodes")]
-    assert not [n for n in nodes if "tpu" in n], nodes
+    tpu = [
+        n["metadata"]["name"]
+        for n in result.emu.list("nodes")
+        if "google.com/tpu" in (n.get("status") or {}).get("allocatable", {})
+    ]
+    assert tpu == [], tpu
 
 
 def late_capacity_waited_for(result: RunResult, log: str) -> None:

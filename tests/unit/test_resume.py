@@ -259,3 +259,14 @@ def test_a_retry_during_a_resume_finishes_it(sensor):
     store.save(context["task_state_store"])
     sensor.execute(context)
     assert sensor.restarts == [0]
+
+
+def test_a_resumed_backend_that_never_runs_fails_the_wait_and_ends_its_attempt(sensor):
+    context = {"task_state_store": Store(), "ti": Ti()}
+    sensor.execute_complete(context, lost(BASE_PRE, 60))
+    timeout = {"status": "error", "reason": "pending_timeout", "message": "0/9 pods running"}
+    with pytest.raises(AirflowFailException, match="resume 1: 0/9 pods running"):
+        sensor.resume_training(context, timeout)
+    history = resume.History.load(context["task_state_store"])
+    assert not history.resuming
+    assert [a["outcome"] for a in context["ti"].pushed["attempts"]] == ["capacity_lost", "failed"]
