@@ -67,6 +67,7 @@ def resumed_at_the_checkpoint(result: RunResult, log: str) -> None:
     client = result.ledger.attempts
     assert [a.restored_step for a in client] == [None, 50], client
     assert client[-1].steps[0] == 51 and client[-1].steps[-1] == 100, client[-1].steps
+    assert 0 < result.ledger.steps_recomputed() <= 50  # at most one checkpoint period lost
     record = attempts(result)
     assert [(a["outcome"], a["resumed_from_step"]) for a in record] == [
         ("capacity_lost", None),
