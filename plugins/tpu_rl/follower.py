@@ -20,6 +20,9 @@ from tpu_rl.rewards import is_reward_line, parse_line, split_timestamp
 # once as cut and never read as a reward line (MaxText's reward lines are ~200 bytes).
 LINE_CAP = 64 * 1024
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+# A training step the log shows done: the trainer's `Train step N/M` line, or MaxText's
+# `Intermediate Eval (step=N)` (every eval_interval steps) when a build logs no step lines.
+_STEP = re.compile(r"\bTrain step (\d+)/\d+|Intermediate Eval \(step=(\d+)\)")
 
 Result = dict[str, Any]
 
@@ -38,6 +41,9 @@ class FollowState:
     pending_since: float | None = None  # epoch seconds something has been waiting to run
     backend_pods_seen: bool = False
     reward_lines: int = 0  # reward lines logged so far (a checkpoint is due after each)
+    reached_step: int | None = None  # the highest training step the log showed
+    capacity_evidence: str | None = None  # the first sign the backend lost its capacity
+    backend_created: str | None = None  # the backend JobSet's creationTimestamp
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
@@ -159,6 +165,9 @@ def consume(
         else:
             last, resent.count = key, 0
             state.last_time, state.seen_at_last_time = stamp, 1
+        if step := _STEP.search(text):
+            reached = int(step.group(1) or step.group(2))
+            state.reached_step = max(reached, state.reached_step or 0)
         if line.cut:
             log.warning(
                 "Log line at %s is over %d bytes: cut, not read for rewards", stamp, LINE_CAP
@@ -187,4 +196,10 @@ def _on_line(state: FollowState, stamp: str, text: str, log: logging.Logger) -> 
         state.pre = metrics
         return None
     log.info("Post RL Training: %s", metrics)
-    return {"status": "success", "pre": state.pre, "post": metrics, "post_time": stamp}
+    return {
+        "status": "success",
+        "pre": state.pre,
+        "post": metrics,
+        "post_time": stamp,
+        "reached_step": state.reached_step,
+    }

@@ -7,6 +7,7 @@ tolerate "already exists" (409) and "already gone" (404), on the provider hooks'
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,7 @@ JOBSET_API = f"/apis/{JOBSET['group']}/{JOBSET['version']}"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOB_NAME_LABEL = "job-name"
 FOREGROUND = "Foreground"
+NODES_PATH = "/api/v1/nodes"
 
 
 def ns_path(namespace: str) -> str:
@@ -125,6 +127,50 @@ def delete_backend(api_client: Any, namespace: str, name: str) -> bool:
         propagation_policy=FOREGROUND,
         **JOBSET,
     )
+
+
+def create_job(api_client: Any, namespace: str, body: dict[str, Any]) -> bool:
+    """Create a Job from its manifest; False when it exists already (an earlier try made it)."""
+    try:
+        BatchV1Api(api_client).create_namespaced_job(namespace, body)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        return False
+    return True
+
+
+def remove_and_wait(
+    api_client: Any, namespace: str, job: str, jobset: str, timeout_s: float, poll_s: float
+) -> list[str]:
+    """Delete a Job and a JobSet (Foreground: their pods first) and wait until both are gone,
+    at most `timeout_s`; returns those still there ([] once both are gone)."""
+    delete_labelled(api_client, "jobs", namespace, job)
+    delete_backend(api_client, namespace, jobset)
+    batch = BatchV1Api(api_client)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = [
+            what
+            for what, present in (
+                (f"Job {job}", _exists(batch.read_namespaced_job, job, namespace)),
+                (f"JobSet {jobset}", get_jobset(api_client, namespace, jobset) is not None),
+            )
+            if present
+        ]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(poll_s)
+
+
+def _exists(read: Callable[..., Any], *args: Any) -> bool:
+    try:
+        read(*args)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
 
 
 SWEPT_KINDS = ("jobsets", "jobs", "secrets")  # JobSets first: they hold the TPUs

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 
-from tpu_rl import kube, verdicts
+from tpu_rl import capacity_loss, kube, verdicts
 from tpu_rl.follower import FollowState, Result
 from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.pod_log import PodLogReader
@@ -175,7 +175,8 @@ class LogFollower:
             failure, backend_waiting = await self._backend(api)
             waiting = waiting or backend_waiting
         if failure is not None:
-            return await self._fail(api, *failure, pod=pod)
+            lost = await self._capacity_lost(api, failure, pods, pod)
+            return lost or await self._fail(api, *failure, pod=pod)
         return await self._check_pending(api, waiting, pod)
 
     # -- the saved position ------------------------------------------------------------------
@@ -206,8 +207,6 @@ class LogFollower:
             return
         self._saved = position
 
-    # -- the Job and the backend ------------------------------------------------------------
-
     async def _backend(self, api: AsyncKube) -> tuple[verdicts.Failure | None, str | None]:
         name = self.backend_jobset_name or ""
         jobset = await api.get_optional(kube.jobset_path(self.namespace, name))
@@ -216,8 +215,27 @@ class LogFollower:
             selector = f"{kube.JOBSET_NAME_LABEL}={name}"
             pods = await api.list_items(kube.pods_path(self.namespace), selector)
         verdict = verdicts.backend_verdict(name, jobset, pods, self.state.backend_pods_seen)
-        self.state.backend_pods_seen = self.state.backend_pods_seen or bool(pods)
+        state = self.state
+        state.backend_pods_seen = state.backend_pods_seen or bool(pods)
+        state.backend_created = (jobset or {}).get("metadata", {}).get("creationTimestamp")
+        # kept: a JobSet restart or pod GC may remove the disrupted pods before the failure
+        state.capacity_evidence = state.capacity_evidence or verdicts.capacity_evidence(pods)
         return verdict
+
+    async def _capacity_lost(
+        self, api: AsyncKube, failure: verdicts.Failure, pods: list[dict], pod: dict | None
+    ) -> Result | None:
+        """The capacity_lost event (COORD.md item 4) when the cluster shows lost capacity;
+        None: a real failure."""
+        state = self.state
+        if failure[0] not in capacity_loss.SUSPECTS:
+            return None
+        why = await capacity_loss.evidence(api, self.namespace, pods, self.backend_jobset_name)
+        if (why := why or state.capacity_evidence) is None:
+            return None
+        result = await self._fail(api, capacity_loss.REASON, f"{why}; {failure[1]}", pod=pod)
+        return {**result, "pre": state.pre, "reached_step": state.reached_step,
+                "backend_created": state.backend_created}  # fmt: skip
 
     async def _check_pending(
         self, api: AsyncKube, waiting: str | None, pod: dict[str, Any] | None

@@ -22,7 +22,13 @@ if TYPE_CHECKING:
 DEADLINE_KEY = "reward_sensor_deadline"
 POSITION_KEY = "reward_sensor_position"
 # Retrying the sensor cannot fix these: the training run itself is over.
-FINAL_REASONS = ("job_failed", "pod_failed", "backend_failed", "completed_without_result")
+FINAL_REASONS = (
+    "job_failed",
+    "pod_failed",
+    "backend_failed",
+    "completed_without_result",
+    "capacity_lost",  # a resume needs the run: RunRewardSensor
+)
 
 
 class RewardSensor(GKEOperatorMixin, BaseSensorOperator):

@@ -186,3 +186,41 @@ def kueue_refusal(
         workload_name = workload["metadata"].get("name")
         return KUEUE_REFUSED, f"Kueue cannot admit {what}: Workload {workload_name}: {reason}"
     return None
+
+
+# What GKE shows when capacity goes away (a Spot/flex-start preemption, a node removed or
+# shut down, an eviction), as opposed to a training error: a pod's DisruptionTarget
+# condition or reason, a pod on a node with the termination notice or on a vanished node.
+DISRUPTION_CONDITION = "DisruptionTarget"
+DISRUPTED_REASONS = ("Terminated", "Evicted", "NodeShutdown", "Shutdown", "Preempted", "NodeLost")
+IMPENDING_TERMINATION_TAINT = "cloud.google.com/impending-node-termination"
+
+
+def capacity_evidence(
+    pods: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None
+) -> str | None:
+    """The first sign that these pods lost their capacity, or None.
+
+    `nodes`: the cluster's Nodes, when listed; then a pod on a node that is gone or has the
+    impending-termination taint counts too (None: judge the pods alone).
+    """
+    names = None if nodes is None else {pod_name(n) for n in nodes}
+    tainted = {pod_name(n) for n in nodes or [] if _termination_notice(n)}
+    for pod in pods:
+        status = pod.get("status") or {}
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == DISRUPTION_CONDITION and cond.get("status") == "True":
+                return f"pod {pod_name(pod)}: {DISRUPTION_CONDITION} {condition_text(cond)}"
+        if status.get("reason") in DISRUPTED_REASONS:
+            return f"pod {pod_name(pod)}: {status['reason']}: {status.get('message') or ''}"
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node in tainted:
+            return f"pod {pod_name(pod)}: node {node} has the {IMPENDING_TERMINATION_TAINT} taint"
+        if node and names is not None and node not in names:
+            return f"pod {pod_name(pod)}: its node {node} no longer exists"
+    return None
+
+
+def _termination_notice(node: dict[str, Any]) -> bool:
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(t.get("key") == IMPENDING_TERMINATION_TAINT for t in taints)

@@ -128,6 +128,7 @@ STRICT = [
         "export_takes_the_newest_committed_step",
         "success",
         exported_committed_step,
+        conf={"checkpoint_period": 25},  # a committed step before the cut last one
         workloads=Workloads(train_cut_last_save=True),
     ),
     Strict(
@@ -139,6 +140,26 @@ STRICT = [
 ]
 
 
+def reported_run(
+    box: Sandbox, case: Any, conf: dict[str, Any], capfd: Any, report: list[dict]
+) -> tuple[RunResult, str]:
+    """Run `case` (its name, expected state, workloads) with `conf`: its result and the output
+    (task logs); the entry for `make e2e`'s report, and the expected final state checked."""
+    result = box.run(conf, case.workloads)
+    output = capfd.readouterr()
+    passed = result.state == case.expected
+    report.append(
+        {
+            "name": case.name,
+            "dag_run_state": result.state,
+            "expected_state": case.expected,
+            "passed": passed,
+        }
+    )
+    assert passed, result.task_states
+    return result, output.out + output.err
+
+
 @pytest.mark.parametrize("case", STRICT, ids=[c.name for c in STRICT])
 def test_strict_cloud(case: Strict, airflow_db, tmp_path, capfd, e2e_report):
     existing = "gemma4-rl" if case.existing_cluster else None
@@ -147,17 +168,6 @@ def test_strict_cloud(case: Strict, airflow_db, tmp_path, capfd, e2e_report):
             base = f"gs://{SETTINGS['gcs_bucket']}/gemma4-26b/max-text-format/0"
             box.gcs.write(f"{base}/items/_METADATA")
             box.gcs.write(f"{base}/_CHECKPOINT_METADATA")
-        result = box.run({**SETTINGS, **case.conf}, case.workloads)
-        output = capfd.readouterr()
-        log = output.out + output.err
-        e2e_report.append(
-            {
-                "name": case.name,
-                "dag_run_state": result.state,
-                "expected_state": case.expected,
-                "passed": result.state == case.expected,
-            }
-        )
-        assert result.state == case.expected, result.task_states
+        result, log = reported_run(box, case, {**SETTINGS, **case.conf}, capfd, e2e_report)
         assert result.leftovers == [], result.leftovers
         case.check(result, log)

@@ -260,7 +260,7 @@ class GkeControlPlane:
         cluster = state.get("clusters", {}).get(name)
         if not cluster or cluster.get("status") != "RUNNING":
             raise NotFound(f"cluster {name} not found")
-        if self.emu.cluster is None:  # the cluster's nodes, accounts and Kueue, once
+        if self.emu.cluster is None or not self.emu.cluster.running:  # nodes, accounts, Kueue
             self.model(name, cluster).provision(self.emu)
         return Cluster(
             name=name,
@@ -268,6 +268,31 @@ class GkeControlPlane:
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
         )
+
+    def sync(self) -> None:
+        """The cloud as time passes: a cluster gcluster deployed has its nodes from then on
+        (not from the first lookup); a destroyed cluster's nodes go with it. Node lifetimes
+        land in the emulator's ledger."""
+        try:
+            state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        except json.JSONDecodeError:
+            return  # gcluster is writing it
+        clusters = state.get("clusters", {})
+        model = self.emu.cluster
+        if model is None or not model.running:
+            deployed = [
+                (name, c)
+                for name, c in clusters.items()
+                if c.get("blueprint") and c.get("status") == "RUNNING"
+            ]
+            if len(deployed) == 1:
+                self.model(*deployed[0]).provision(self.emu)
+            return
+        if (clusters.get(model.name) or {}).get("status") == "RUNNING":
+            return
+        model.running = False
+        for node in self.emu.list("nodes"):
+            self.emu.delete("nodes", "", node["metadata"]["name"])
 
     @staticmethod
     def model(name: str, record: dict[str, Any]) -> ClusterModel:
@@ -291,15 +316,21 @@ class GkeControlPlane:
             v = record.get("vars") or {}
             emu = self.endpoints.get(name, self.emu)
             zones = [v["zone"]] if v.get("zone") else []
+            capacity = _capacity_of(v)
             pool = {
                 "locations": zones,
                 "config": {
                     "machine_type": v.get("machine_type", ""),
                     "reservation_affinity": {"values": [v["reservation"]]}
-                    if v.get("reservation")
+                    if v.get("reservation") and capacity == "reservation"
                     else {},
+                    "spot": capacity == "spot",
+                    "flex_start": capacity == "flex_start",
                 },
                 "placement_policy": {"tpu_topology": v.get("tpu_topology", "")},
+                "autoscaling": {"enabled": True, "min_node_count": 0}
+                if capacity != "reservation"
+                else {},
             }
             cidr = v.get("authorized_cidr")
             clusters.append(
@@ -324,6 +355,18 @@ class GkeControlPlane:
                 )
             )
         return ListClustersResponse(clusters=clusters)
+
+
+def _capacity_of(variables: dict[str, Any]) -> str:
+    """An existing cluster's `capacity` var, else what a deployment's vars switch on."""
+    if variables.get("capacity"):
+        return str(variables["capacity"])
+    switched = [
+        m
+        for m, key in (("flex_start", "enable_flex_start"), ("spot", "spot"))
+        if variables.get(key)
+    ]
+    return switched[0] if switched else "reservation"
 
 
 def add_running_cluster(

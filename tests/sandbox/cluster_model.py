@@ -25,6 +25,11 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 TPU = "google.com/tpu"
 TPU_TAINT = {"key": TPU, "value": "present", "effect": "NoSchedule"}
+CAPACITY_LABELS = {  # GKE's own labels on the nodes of Spot and flex-start pools
+    "spot": {"cloud.google.com/gke-spot": "true"},
+    "flex_start": {"cloud.google.com/gke-flex-start": "true"},
+    "reservation": {},
+}
 GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
 WORKLOAD_IDENTITY_KSA = "workload-identity-k8s-sa"  # what configure_workload_identity_sa makes
 PROJECT_NUMBER = 123456789012
@@ -62,6 +67,13 @@ class NodePool:
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
     max_nodes: int = 0  # > nodes: the cluster autoscaler may add nodes up to this
+    capacity: str = "reservation"  # reservation | flex_start | spot (gke-node-pool settings)
+    slice_hosts: int = 0  # a multi-host TPU slice: nodes come and go all together
+
+    @property
+    def scales_from_zero(self) -> bool:
+        """An autoscaling pool with no static node: nodes exist only while pods need them."""
+        return self.nodes == 0 and self.max_nodes > 0
 
     def node(self, cluster: str, zone: str, index: int) -> dict[str, Any]:
         machine = MACHINE_TYPES[self.machine_type]
@@ -103,6 +115,7 @@ class ClusterModel:
     roles: dict[str, set[str]]
     kueue: list[dict[str, Any]]
     bound_ksas: dict[str, str]  # KSA name in `namespace` -> Google SA
+    running: bool = True  # False once destroyed: no node is added or repaired any more
 
     @classmethod
     def from_blueprint(cls, expanded: dict[str, Any], staged: dict[str, str]) -> ClusterModel:
@@ -115,13 +128,18 @@ class ClusterModel:
 
         `variables["kueue"]`: "tutorial" (default) is the blueprint's Kueue template (covers
         google.com/tpu only); "pathways" is Cluster Toolkit's Pathways Kueue configuration
-        (tpu, cpu and memory, a TPU flavor and a cpu-np flavor).
+        (tpu, cpu and memory, a TPU flavor and a cpu-np flavor). `variables["capacity"]`:
+        "reservation" (default), "flex_start" or "spot" edits the TPU pool as Cluster Toolkit's
+        consumption-options examples do (flex-start: enable_flex_start, autoscaling 0..hosts).
         """
         blueprint = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
         variables = dict(variables)
         kueue = variables.pop("kueue", "tutorial")
+        capacity = variables.pop("capacity", "reservation")
         blueprint["vars"].update(variables)
         for module in _modules(blueprint):
+            if module["source"] == "modules/compute/gke-node-pool" and capacity != "reservation":
+                _capacity_edits(module["settings"], capacity, blueprint["vars"])
             if module["id"] == "node_pool_service_account":
                 roles = module["settings"]["project_roles"]
                 module["settings"]["project_roles"] = [
@@ -134,7 +152,7 @@ class ClusterModel:
             model.kueue = pathways_kueue(
                 str(blueprint["vars"].get("accelerator_type")),
                 str(blueprint["vars"].get("tpu_topology")),
-                sum(MACHINE_TYPES[p.machine_type].tpu * p.nodes for p in model.pools),
+                sum(MACHINE_TYPES[p.machine_type].tpu * p.slice_hosts for p in model.pools),
                 model.namespace,
             )
         return model
@@ -178,9 +196,33 @@ class ClusterModel:
             ACCELERATOR_LABEL: str(v.get("accelerator_type") or "tpu-v6e-slice"),
             TOPOLOGY_LABEL: topology,
         }
+        capacity = (
+            "flex_start"
+            if setting(tpu_module, "enable_flex_start")
+            else "spot"
+            if setting(tpu_module, "spot")
+            else "reservation"
+        )
+        tpu_labels.update(CAPACITY_LABELS[capacity])
+        static = setting(tpu_module, "static_node_count")
+        most = setting(tpu_module, "autoscaling_max_node_count")
+        autoscaling = static is None and most is not None
+        least = int(setting(tpu_module, "autoscaling_min_node_count") or 0)
         for i in range(slices):
             pool_name = base if slices == 1 else f"{base}-{i}"
-            pools.append(NodePool(pool_name, machine, hosts, pool_sa, tpu_labels, [TPU_TAINT]))
+            pools.append(
+                NodePool(
+                    pool_name,
+                    machine,
+                    least if autoscaling else hosts,
+                    pool_sa,
+                    tpu_labels,
+                    [TPU_TAINT],
+                    max_nodes=int(most) if autoscaling else 0,
+                    capacity=capacity,
+                    slice_hosts=hosts,
+                )
+            )
         bound = (
             {WORKLOAD_IDENTITY_KSA: cluster_sa}
             if setting(cluster, "configure_workload_identity_sa")
@@ -293,6 +335,20 @@ def pathways_kueue(
         {"kind": "LocalQueue", "metadata": {"namespace": namespace, "name": "user-queue"},
          "spec": {"clusterQueue": "cluster-queue"}},
     ]  # fmt: skip
+
+
+def _capacity_edits(settings: dict[str, Any], capacity: str, variables: dict[str, Any]) -> None:
+    """The TPU pool of an existing flex-start or Spot cluster: no reservation, 0..hosts nodes."""
+    settings.pop("reservation_affinity", None)
+    settings.pop("static_node_count", None)
+    topology = str(_resolve(settings["placement_policy"]["tpu_topology"], variables))
+    chips = MACHINE_TYPES[str(_resolve(settings["machine_type"], variables))].tpu
+    settings.update(autoscaling_min_node_count=0)
+    settings.update(autoscaling_max_node_count=prod(int(x) for x in topology.split("x")) // chips)
+    if capacity == "flex_start":
+        settings.update(enable_flex_start=True, auto_repair=False)
+    else:
+        settings.update(spot=True)
 
 
 def _modules(blueprint: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.sandbox import kube_events
+from tests.sandbox.autoscaler import Autoscaler
 from tests.sandbox.kube_emulator import KubeEmulator
 from tests.sandbox.kube_state import ApiError
 from tests.sandbox.kueue import Kueue
+from tests.sandbox.ledger import SimClock
 from tests.sandbox.scheduler import Scheduler
 
 JOBSET_PREFIX = "jobset.sigs.k8s.io/"
@@ -63,9 +65,10 @@ def exit(code: int = 0) -> Step:
     return Step("exit", code=code)
 
 
-def run_forever() -> Step:
-    """Keep running until deleted (a server)."""
-    return Step("forever")
+def run_forever(check: Callable[[PodInfo], None] | None = None, every_s: float = 10.0) -> Step:
+    """Keep running until deleted (a server); `check` runs every `every_s` and may raise
+    ContainerExit (e.g. a Pathways worker that lost a peer host)."""
+    return Step("forever", seconds=every_s, fn=check)
 
 
 def call(fn: Callable[[PodInfo], None]) -> Step:
@@ -121,6 +124,8 @@ class Scenario:
     pending_s: float = 2.0  # how long a created pod stays Pending
     terminate_s: float = 5.0  # how long a deleted pod stays Terminating (at most its grace)
     crash_backoff_s: float = 10.0  # kubelet's back-off before restarting a failed container
+    provisioning_delay_s: float = 0.0  # a TPU slice pool's scale-up (flex-start may queue long)
+    scale_down_idle_s: float = 600.0  # an idle TPU slice is removed after this
 
     def on(
         self,
@@ -159,7 +164,9 @@ class _Run:
     steps: list[Step] = field(default_factory=list)
     position: int = 0
     due: float = 0.0
-    state: str = "Pending"  # Pending, Running, Done
+    state: str = "Pending"  # Pending, Running, Forever, Done
+    check: Callable[[PodInfo], None] | None = None  # a Forever container's periodic check
+    every_s: float = 0.0
 
 
 class Controller:
@@ -171,14 +178,24 @@ class Controller:
         scenario: Scenario | None = None,
         time_scale: float = 0.001,
         tick_s: float = 0.01,
+        reconcilers: tuple[Callable[[], None], ...] = (),
     ) -> None:
+        """`reconcilers` run after each pass (faults such as preemption, the cloud's state)."""
         self.emu, self.scenario = emu, scenario or Scenario()
         self.time_scale, self.tick_s = time_scale, tick_s
+        self.reconcilers = reconcilers
+        emu.ledger.clock = self.clock = SimClock(time_scale)
         self._runs: dict[str, _Run] = {}  # by pod uid
         self._job_seen: dict[str, float] = {}  # Job uid -> wall time it was first unsuspended
         self._terminating: dict[str, float] = {}  # pod uid -> wall time its kubelet removes it
         self._refused: dict[str, str] = {}  # Job uid -> the last pod creation refusal reported
-        self.kueue, self.scheduler = Kueue(emu), Scheduler(emu)
+        self.autoscaler = Autoscaler(
+            emu,
+            lambda: self.clock(),
+            self.scenario.provisioning_delay_s,
+            self.scenario.scale_down_idle_s,
+        )
+        self.kueue, self.scheduler = Kueue(emu), Scheduler(emu, self.autoscaler)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
@@ -219,7 +236,10 @@ class Controller:
         for job in self.emu.list("jobs"):
             self._reconcile_job(job)
         self.scheduler.schedule()
+        self.autoscaler.reconcile()
         self._run_pods()
+        for reconcile in self.reconcilers:
+            reconcile()
 
     def _wall(self, simulated_s: float) -> float:
         return simulated_s * self.time_scale
@@ -376,6 +396,15 @@ class Controller:
                     self.emu.delete("jobs", ns, child, propagation_policy="Background")
                 self.emu.patch_status("jobsets", ns, name, {"restarts": restarts + 1})
                 return
+            if "failurePolicy" not in spec:
+                self._end_jobset(
+                    ns,
+                    name,
+                    "Failed",
+                    reason="FailedJobs",
+                    message="jobset failed due to one or more job failures",
+                )
+                return
             self._end_jobset(
                 ns,
                 name,
@@ -472,6 +501,8 @@ class Controller:
             run = self._runs.get(uid)
             if run is None:
                 run = self._runs[uid] = self._new_run(pod, now)
+            if run is not None and pod["status"].get("phase") in ("Succeeded", "Failed"):
+                run.state = "Done"  # ended by someone else (the node shut down)
             if run is not None:
                 self._advance(run, now)
         for uid in set(self._runs) - alive:
@@ -525,6 +556,13 @@ class Controller:
                 return
             self.emu.set_pod_phase(ns, pod, "Running")
             run.state, run.due = "Running", now
+        if run.state == "Forever" and run.check is not None and now >= run.due:
+            run.due = now + self._wall(run.every_s)
+            try:
+                run.check(run.info)
+            except ContainerExit as ended:
+                self.emu.append_log(ns, pod, run.container, ended.output)
+                self._finish(run, ended.code, now)
         while run.state == "Running" and now >= run.due:
             if run.position >= len(run.steps):
                 self._finish(run, 0, now)
@@ -545,7 +583,8 @@ class Controller:
             elif step.action == "exit":
                 self._finish(run, step.code, now)
             elif step.action == "forever":
-                run.state = "Forever"
+                run.state, run.check, run.every_s = "Forever", step.fn, step.seconds
+                run.due = now + self._wall(step.seconds)
 
     def _finish(self, run: _Run, code: int, now: float) -> None:
         ns, pod = run.info.namespace, run.info.pod
@@ -553,6 +592,7 @@ class Controller:
             self.emu.restart_container(ns, pod, run.container)
             run.info = PodInfo(**{**run.info.__dict__, "attempt": run.info.attempt + 1})
             self._load_script(run)
+            run.state, run.check = "Running", None
             run.due = now + self._wall(self.scenario.crash_backoff_s)
             return
         self.emu.set_pod_phase(ns, pod, "Succeeded" if code == 0 else "Failed", exit_code=code)

@@ -23,11 +23,19 @@ from tests.sandbox.cloud import (
 )
 from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from tests.sandbox.ledger import Ledger
 from tests.sandbox.pod_storage import PodStorage
+from tests.sandbox.preemption import (
+    SPOT_NOTICE_S,
+    ClientFaults,
+    Preemption,
+    worker_slice_check,
+)
 from tests.sandbox.workloads import (
     EvalResult,
     Storage,
     grpo_client_script,
+    newest_complete_step,
     pathways_server_script,
     to_huggingface_script,
     to_maxtext_script,
@@ -39,7 +47,7 @@ RUN_LABEL = "tpu-rl.dev/run"
 MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
 TRAINING_STARTED_STEP = 13  # past checkpoint loading and the Pre line, a few steps in
 MAXTEXT = "/deps/src/maxtext/"
-LOAD_PATH = re.compile(r"load_parameters_path=(\S+)")
+RL_CHECKPOINT_PERIOD = 50  # MaxText rl.yml's checkpoint_period, when the command sets none
 SETTINGS = {
     "project": "tpu-rl-sandbox",
     "region": "us-east5",
@@ -76,41 +84,70 @@ class Workloads:
     during_training: Callable[[], None] | None = None  # runs once training has started
     train_cut_last_save: bool = False  # the final checkpoint lacks Orbax's commit marker
     sidecar: bool = False  # a webhook injects a second container into the training pod
+    # Capacity (issue 16): a TPU node is preempted when the client, in its attempt, logs one of
+    # these steps (each entry once per run); the client then dies with gRPC UNAVAILABLE.
+    preempt_at_steps: tuple[int, ...] = ()
+    preemption_notice_s: float = SPOT_NOTICE_S
+    provisioning_delay_s: float = 0.0  # flex-start/Spot slice scale-up (and node repair) delay
+    scale_down_idle_s: float = 600.0  # an idle flex-start/Spot slice is removed after this
 
 
 def build_scenario(
-    settings: dict[str, Any], gcs: GcsEmulator, w: Workloads, emu: KubeEmulator | None = None
+    settings: dict[str, Any],
+    gcs: GcsEmulator,
+    w: Workloads,
+    emu: KubeEmulator | None = None,
+    preemption: Preemption | None = None,
 ) -> Scenario:
     """Scripts for the run's pods, writing what MaxText writes into the GCS emulator.
 
-    With `emu`, pods read and write as their own Google identity (a refused call fails them).
+    With `emu`, pods read and write as their own Google identity (a refused call fails them),
+    the client's attempts are recorded in `emu.ledger` and workers die while their slice
+    misses a host. With `preemption`, `w.preempt_at_steps` take TPU nodes away.
     """
     root = f"gs://{settings['gcs_bucket']}/gemma4-26b"
+    ledger = emu.ledger if emu is not None else Ledger()
+    faults = ClientFaults(ledger, preemption, w.preempt_at_steps)
 
     def storage(entrypoint: str) -> Storage:
         return PodStorage(emu, gcs, MAXTEXT + entrypoint) if emu is not None else gcs.write
 
-    def loads(info: PodInfo) -> str | None:
-        """The load_parameters_path the product gave the pod's command."""
+    def flag(info: PodInfo, name: str) -> str | None:
+        """A MaxText `name=value` flag of the pod's command, as the product gave it."""
         pod = emu.get("pods", info.namespace, info.pod) if emu is not None else None
         command = " ".join(
             " ".join(c.get("command") or [])
             for c in (pod or {"spec": {}})["spec"].get("containers") or []
         )
-        found = LOAD_PATH.search(command)
-        return found.group(1) if found else None
+        found = re.search(rf"(?:^|\s){name}=(\S+)", command)
+        return found.group(1).strip("'\"") if found else None
 
     def train(info: PodInfo) -> PodScript:
+        run_name = flag(info, "run_name") or info.labels[RUN_LABEL]
+        base = flag(info, "base_output_directory") or f"{root}/trained/"
+        num_batches = int(flag(info, "num_batches") or 50)
+        checkpoints = f"{base.rstrip('/')}/{run_name}/checkpoints/actor/"
+        bucket, _, prefix = checkpoints.removeprefix("gs://").partition("/")
+        restored = newest_complete_step(gcs.names(bucket, prefix), prefix)
+        attempt = ledger.attempt(info.pod, run_name, restored)
+        before_step, after_step = faults.hooks(
+            attempt, info.labels.get(RUN_LABEL, run_name), num_batches, w.train_fail_at_step
+        )
         script = grpo_client_script(
-            base_output_directory=f"{root}/trained/",
-            run_name=info.labels[RUN_LABEL],
+            base_output_directory=base,
+            run_name=run_name,
+            num_batches=num_batches,
+            checkpoint_period=int(flag(info, "checkpoint_period") or RL_CHECKPOINT_PERIOD),
             pre=w.pre,
             post=w.post,
             exit_code=w.train_exit_code,
             fail_at_step=w.train_fail_at_step,
             write_object=storage("trainers/post_train/rl/train_rl.py"),
-            load_parameters_path=loads(info),
+            load_parameters_path=flag(info, "load_parameters_path"),
             cut_last_save=w.train_cut_last_save,
+            resume_from=restored,
+            before_step=before_step,
+            after_step=after_step,
         )
         if w.during_training is None:
             return script
@@ -124,11 +161,11 @@ def build_scenario(
             f"{root}/hf-trained/{info.labels[RUN_LABEL]}/",
             write_object=storage("checkpoint_conversion/to_huggingface.py"),
             exit_code=w.export_exit_code,
-            load_parameters_path=loads(info),
+            load_parameters_path=flag(info, "load_parameters_path"),
         )
 
     scenario = (
-        Scenario()
+        Scenario(provisioning_delay_s=w.provisioning_delay_s, scale_down_idle_s=w.scale_down_idle_s)
         .on("-train", train, admit_after=w.admit_after)
         .on(
             "-convert",
@@ -144,7 +181,8 @@ def build_scenario(
     )
     if w.worker_script is not None:
         scenario.on("-worker", w.worker_script, index=3)
-    return scenario.on("-worker", pathways_server_script("worker"))
+    check = worker_slice_check(emu) if emu is not None else None
+    return scenario.on("-worker", pathways_server_script("worker", check=check))
 
 
 @dataclass
@@ -161,6 +199,8 @@ class RunResult:
     emu: KubeEmulator
     gcs: GcsEmulator
     gke_lookups: int
+    ledger: Ledger  # node lifetimes, TPU pod run times, client attempts (simulated seconds)
+    preempted: list[str]  # nodes the preemption fault took, in order
 
 
 class Sandbox:
@@ -245,10 +285,14 @@ class Sandbox:
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
         w = workloads or Workloads()
-        scenario = build_scenario(conf, self.gcs, w, self.emu)
+        self.preemption = Preemption(
+            self.emu, lambda: self.emu.ledger.clock(), RUN_LABEL, w.preemption_notice_s
+        )
+        scenario = build_scenario(conf, self.gcs, w, self.emu, self.preemption)
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
-        with Controller(self.emu, scenario, time_scale=0.001):
+        reconcilers = (self.preemption.reconcile, self.control_plane.sync)
+        with Controller(self.emu, scenario, time_scale=0.001, reconcilers=reconcilers):
             dag_run = dag.test(run_conf=conf)
         return self.result(dag_run)
 
@@ -282,6 +326,8 @@ class Sandbox:
             emu=self.emu,
             gcs=self.gcs,
             gke_lookups=self.control_plane.lookups,
+            ledger=self.emu.ledger,
+            preempted=list(self.preemption.preempted),
         )
 
     def leftovers(self) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.sandbox.kube_logs import ContainerLog
 from tests.sandbox.kube_selectors import field_matcher, label_matcher
+from tests.sandbox.ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,7 @@ class ClusterState:
         # Mutating admission webhooks: fn(resource, object) may change the object on create.
         self.admission_hooks: list[Callable[[Resource, dict[str, Any]], None]] = []
         self.cluster: Any = None  # the cluster_model.ClusterModel provisioned here, if any
+        self.ledger = Ledger()  # node lifetimes, TPU pod run times, client attempts
         for ns in DEFAULT_NAMESPACES:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
@@ -385,8 +387,11 @@ class ClusterState:
         exit_code: int | None = None,
         reason: str | None = None,
         conditions: list[dict[str, Any]] | None = None,
+        pod_reason: str | None = None,
+        message: str | None = None,
     ) -> dict[str, Any]:
-        """Set phase and every container's state; `reason` is the container state's reason."""
+        """Set phase and every container's state; `reason` is the container state's reason,
+        `pod_reason`/`message` the pod's own (`Terminated`, `Evicted`)."""
         with self._lock:
             obj = self._require("pods", namespace, pod)
             status = obj.setdefault("status", {})
@@ -397,6 +402,8 @@ class ClusterState:
                 for c in obj["spec"].get("containers", [])
             ]
             status["conditions"] = conditions or _pod_conditions(phase)
+            if pod_reason:
+                status.update(reason=pod_reason, message=message or "")
             if phase != "Pending":
                 status.setdefault("startTime", timestamp())
                 status.setdefault("hostIP", "10.128.0.2")
@@ -496,6 +503,14 @@ class ClusterState:
         else:
             self._objects[key] = obj
         self._changes.append((self._rv, kind, resource.plural, copy.deepcopy(obj)))
+        if resource.plural == "nodes" and kind != "MODIFIED":
+            if kind == "ADDED":
+                self.ledger.node_created(obj)
+            else:
+                self.ledger.node_deleted(obj["metadata"]["name"])
+        elif resource.plural == "pods":
+            phase = "Deleted" if kind == "DELETED" else (obj.get("status") or {}).get("phase")
+            self.ledger.pod_phase(obj, phase or "Pending")
         if len(self._changes) > self.history_limit:
             del self._changes[: -self.history_limit]
 

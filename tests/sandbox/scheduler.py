@@ -120,8 +120,9 @@ def failed_scheduling_message(reasons: Counter[str], nodes: int) -> str:
 class Scheduler:
     """Binds Pending pods to nodes, or explains why not; scales autoscaling pools up."""
 
-    def __init__(self, emu: ClusterState) -> None:
+    def __init__(self, emu: ClusterState, autoscaler: Any = None) -> None:
         self.emu = emu
+        self.autoscaler = autoscaler  # autoscaler.Autoscaler: TPU slice pools, after a delay
         self._reported: dict[str, str] = {}  # pod uid -> last FailedScheduling message
         self._not_scaled: set[str] = set()  # pods the autoscaler has said it cannot help
 
@@ -198,9 +199,12 @@ class Scheduler:
         self._event(pod, "FailedScheduling", message, "default-scheduler")
 
     def _scale_up(self, pod: dict[str, Any], nodes: list[dict[str, Any]]) -> bool:
-        """Cluster autoscaler: add a node to a pool whose new node would fit the pod."""
+        """Cluster autoscaler: add a node to a pool whose new node would fit the pod.
+
+        A TPU slice pool is scaled by the Autoscaler, after its provisioning delay: the pod
+        stays Pending meanwhile (False: its FailedScheduling is reported too)."""
         model = getattr(self.emu, "cluster", None)
-        if model is None:
+        if model is None or not model.running:
             return False
         for pool in model.pools:
             count = sum(
@@ -215,6 +219,9 @@ class Scheduler:
             fresh = {template["metadata"]["name"]: Counter()}
             if self._unfit(pod["spec"], template, fresh, {template["metadata"]["name"]: set()}):
                 continue
+            if pool.slice_hosts and self.autoscaler is not None:
+                self.autoscaler.request(pod, pool, count)
+                return False
             self.emu.create(template)
             self._event(
                 pod,

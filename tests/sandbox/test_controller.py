@@ -116,6 +116,7 @@ def test_grpo_client_prints_maxtext_lines_and_writes_checkpoints(emu: KubeEmulat
     written: list[str] = []
     script = grpo_client_script(
         base_output_directory="gs://b/gemma4-26b/trained/",
+        checkpoint_period=25,
         write_object=lambda uri, data: written.append(uri),
     )
     with Controller(emu, Scenario().on("training", script), time_scale=0.0002):
@@ -138,6 +139,7 @@ def test_grpo_client_prints_maxtext_lines_and_writes_checkpoints(emu: KubeEmulat
     )
     assert "gs://b/gemma4-26b/trained/rl/checkpoints/actor/50/model_params/_METADATA" in written
     assert any("/actor/25/" in uri for uri in written)
+    assert not any("/actor/20/" in uri for uri in written)
 
 
 @pytest.mark.parametrize(

@@ -127,13 +127,35 @@ HF_EXPORT_FILES = (
 )
 
 
+GRPC_UNAVAILABLE = (
+    "Traceback (most recent call last):\n"
+    '  File "/deps/src/maxtext/trainers/post_train/rl/train_rl.py", line 790\n'
+    "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: Pathways worker "
+    "disconnected (slice 0, host 3): Socket closed\n"
+)
+
+
+def restored_eval(pre: EvalResult, post: EvalResult | None, step: int, total: int) -> EvalResult:
+    """What the Pre line reports for a model restored at `step`: part way from pre to post."""
+    end = post or pre
+    share = min(step / total, 1.0) if total else 1.0
+    return EvalResult(
+        corr=round(pre.corr + (end.corr - pre.corr) * share),
+        total=pre.total,
+        partial_accuracy=pre.partial_accuracy,
+        format_accuracy=pre.format_accuracy,
+        mean_reward=round(pre.mean_reward + (end.mean_reward - pre.mean_reward) * share, 4)
+        or 0.0001,
+    )
+
+
 def grpo_client_script(
     *,
     base_output_directory: str = "gs://bucket/gemma4-26b/trained/",
     run_name: str = "rl",
     num_batches: int = 50,
     eval_every: int = 10,
-    checkpoint_every: int = 25,
+    checkpoint_period: int = 50,
     step_seconds: float = 60.0,
     pre: EvalResult | None = DEFAULT_PRE,
     post: EvalResult | None = DEFAULT_POST,
@@ -143,13 +165,23 @@ def grpo_client_script(
     container: str | None = None,
     load_parameters_path: str | None = None,
     cut_last_save: bool = False,
+    resume_from: int | None = None,
+    before_step: Callable[[PodInfo, int], None] | None = None,
+    after_step: Callable[[PodInfo, int], None] | None = None,
 ) -> PodScript:
     """`train_rl` in headless Pathways mode, over simulated time (steps of `step_seconds`).
 
     `cut_last_save`: the last checkpoint's save is cut off (arrays without Orbax's marker).
+    Checkpoints are saved every `checkpoint_period` steps and at the last (rl.yml: 50).
 
     With a PodStorage as `write_object`, the converted checkpoint at `load_parameters_path`
     is read first, as the pod.
+
+    `resume_from`: the newest complete checkpoint of this run_name; Tunix's checkpoint manager
+    restores it after the base model is loaded (its `Restored params from step` line), the
+    Pre line reports the restored model and training continues at the next step.
+    `before_step(info, step)` may raise ContainerExit (the backend went away);
+    `after_step(info, step)` runs once the step is logged (records, faults).
 
     `pre=None, post=None` is a run with num_test_batches=0 (neither line); `post=None` alone
     completes without a Post line; `fail_at_step` dies with a gRPC error (a backend worker
@@ -167,23 +199,34 @@ def grpo_client_script(
         log("\rLoading checkpoint shards: 100%|##########| 2/2 [01:20<00:00, 40.1s/it]\n"),
         sleep(30),
     ]
+    first = 1
+    if resume_from is not None:
+        step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(resume_from))
+        steps += [
+            *_reads(write_object, _join(step_dir, "_CHECKPOINT_METADATA")),
+            sleep(40),
+            log(
+                absl(
+                    "I",
+                    f"Restored params from step: {resume_from} in 40.127 seconds",
+                    "checkpoint_manager.py:243",
+                )
+            ),
+        ]
+        first = resume_from + 1
+        if pre:
+            pre = restored_eval(pre, post, resume_from, num_batches)
     if pre:
         steps.append(log(absl("W", f"Pre RL Training: {pre.fields()}")))
-    for step in range(1, num_batches + 1):
-        steps += [
-            sleep(step_seconds),
-            log(absl("I", f"Train step {step}/{num_batches} done", "rl_cluster.py:573")),
-        ]
+    for step in range(first, num_batches + 1):
+        steps.append(sleep(step_seconds))
+        if before_step is not None:
+            steps.append(call(lambda info, n=step: before_step(info, n)))
+        steps.append(log(absl("I", f"Train step {step}/{num_batches} done", "rl_cluster.py:573")))
+        if after_step is not None:
+            steps.append(call(lambda info, n=step: after_step(info, n)))
         if step == fail_at_step:
-            steps += [
-                log("Traceback (most recent call last):\n"),
-                log('  File "/deps/src/maxtext/trainers/post_train/rl/train_rl.py", line 790\n'),
-                log(
-                    "jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: Pathways worker "
-                    "disconnected (slice 0, host 3): Socket closed\n"
-                ),
-                exit(1),
-            ]
+            steps += [log(GRPC_UNAVAILABLE), exit(1)]
             return PodScript(steps, container)
         if step % eval_every == 0 and step < num_batches and (mid := post or pre):
             steps.append(
@@ -191,7 +234,7 @@ def grpo_client_script(
                     absl("W", f"Intermediate Eval (step={step}): {mid.fields()}", "train_rl.py:702")
                 )
             )
-        if step % checkpoint_every == 0 or step == num_batches:
+        if step % checkpoint_period == 0 or step == num_batches:
             uris = checkpoint_uris(base_output_directory, run_name, step)
             if cut_last_save and step == num_batches:
                 uris = uris[:-1]
@@ -204,6 +247,18 @@ def grpo_client_script(
         steps += [sleep(30), log(absl("W", f"Post RL Training: {post.fields()}"))]
     steps += [log(absl("I", "Shutting down Pathways client", "pathways.py:201")), exit(exit_code)]
     return PodScript(steps, container)
+
+
+def newest_complete_step(names: list[str], checkpoints_prefix: str) -> int | None:
+    """The highest step under `<...>/checkpoints/actor/` with Orbax's `_CHECKPOINT_METADATA`."""
+    done = [
+        int(rest.split("/")[0])
+        for name in names
+        if name.startswith(checkpoints_prefix)
+        and (rest := name[len(checkpoints_prefix) :]).endswith("/_CHECKPOINT_METADATA")
+        and rest.split("/")[0].isdigit()
+    ]
+    return max(done, default=None)
 
 
 def to_maxtext_script(
@@ -274,11 +329,17 @@ def to_huggingface_script(
 
 
 def pathways_server_script(
-    role: str = "resource_manager", container: str | None = None
+    role: str = "resource_manager",
+    container: str | None = None,
+    check: Callable[[PodInfo], None] | None = None,
 ) -> PodScript:
-    """A Pathways proxy, resource manager or worker: starts, listens, runs until deleted."""
+    """A Pathways proxy, resource manager or worker: starts, listens, runs until deleted;
+    `check` runs every 10 s and may end it (a worker whose slice lost a host)."""
     return PodScript(
-        [log(absl("I", f"Pathways {role} server listening", "server_main.cc:87")), run_forever()],
+        [
+            log(absl("I", f"Pathways {role} server listening", "server_main.cc:87")),
+            run_forever(check),
+        ],
         container,
     )
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl import deployment, manifests
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from kubernetes.client import CustomObjectsApi
+
+from tpu_rl import capacity_loss, deployment, kube, manifests, resume
 from tpu_rl.kube import delete_backend
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
 from tpu_rl.limits import DEADLINE_ATTR
+from tpu_rl.operators.kubernetes import backend_failure, backend_running_trigger, submit_backend
 from tpu_rl.reward_sensor import RewardSensor
 from tpu_rl.runtime import layout_from_context
+from tpu_rl.storage import checkpoint_steps
+
+REMOVAL_TIMEOUT_S = 300  # how long a lost attempt's Job and backend may take to go
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -26,6 +34,14 @@ class RunRewardSensor(RewardSensor):
     costs the rewards; `stop_backend` and the `cleanup_kubernetes` teardown delete it too).
     The Hugging Face token is registered with the secrets masker in this process too: the
     wait relays the training pod's log lines.
+
+    When the training lost its TPU capacity (a `capacity_lost` event: preempted or removed
+    nodes, evicted pods), the wait resumes it at most `max_training_restarts` times: a new
+    backend, then a new training Job, under the same names, run_name and checkpoint directory
+    (MaxText restores its newest complete checkpoint), within the same total timeout. The
+    result's `pre` is the first attempt's Pre line; `attempts` lists the attempts (also pushed
+    under the XCom key "attempts" at each resume or failure). The count of resumes lives in the
+    task state store, so retries do not reset it. (Deferred waits only: a poking sensor fails.)
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -33,7 +49,8 @@ class RunRewardSensor(RewardSensor):
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> Any:
-        s = self._follow_run(context).settings
+        layout = self._follow_run(context)
+        s = layout.settings
         self._mask_token()
         self.poll_interval = self.poke_interval = float(s.poll_interval_seconds)
         self.pending_timeout = s.pending_timeout_minutes * 60.0
@@ -41,15 +58,103 @@ class RunRewardSensor(RewardSensor):
         # by name: a webhook-injected sidecar makes the client pod's container list ambiguous
         self.container_name = self.container_name or manifests.CONTAINER
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
+        history = resume.History.load(context.get("task_state_store"))
+        if history.resuming:  # a retry in the middle of a resume: finish it
+            return self._restart(context, layout, history)
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        self._follow_run(context)
+        layout = self._follow_run(context)
         self._mask_token()
+        store = context.get("task_state_store")
+        history = resume.History.load(store)
+        if event.get("reason") == capacity_loss.REASON and store is not None:
+            return self._resume(context, layout, history, event)
+        succeeded = event.get("status") == "success"
+        history.end(
+            event, resume.COMPLETED if succeeded else resume.FAILED, self._tpu_hosts(layout)
+        )
+        if not succeeded:
+            self._keep(context, history)
         try:
-            return super().execute_complete(context, event)
+            result = super().execute_complete(context, event)
         finally:
             self._release_tpus()
+        # the gate compares with the base model: the first attempt's Pre line
+        return {**result, "pre": history.first_pre, "attempts": history.attempts}
+
+    # -- resume after capacity loss ---------------------------------------------------------
+
+    def _resume(
+        self, context: Context, layout: RunLayout, history: resume.History, event: dict[str, Any]
+    ) -> Any:
+        """Resume training from its newest complete checkpoint, or fail past the limit."""
+        limit, why = layout.settings.max_training_restarts, event.get("message", "")
+        why = why.split("\n", 1)[0]  # the evidence; the log lines follow it
+        history.end(event, resume.CAPACITY_LOST, self._tpu_hosts(layout))
+        if not resume.may_resume(history, limit):
+            self._keep(context, history)
+            self._release_tpus()
+            raise AirflowFailException(resume.exhausted(history, limit, why))
+        complete, _ = checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
+        step = complete[-1] if complete else None
+        self.log.warning(resume.resume_line(step, history, limit, why))
+        history.begin(step, self._tpu_hosts(layout), started=None)
+        history.resuming = True
+        self._keep(context, history)
+        return self._restart(context, layout, history)
+
+    def _restart(self, context: Context, layout: RunLayout, history: resume.History) -> None:
+        """Remove the lost attempt's Job and backend, submit a new backend under the same
+        names, and wait in the triggerer until it runs (capacity may take a while to return)."""
+        s, api_client = layout.settings, self.hook.get_conn()
+        left = kube.remove_and_wait(
+            api_client,
+            s.namespace,
+            self.job_name,
+            layout.backend_jobset,
+            REMOVAL_TIMEOUT_S,
+            min(float(s.poll_interval_seconds), 5.0),
+        )
+        if left:
+            raise AirflowException(f"{' and '.join(left)} not deleted within {REMOVAL_TIMEOUT_S}s")
+        submit_backend(CustomObjectsApi(api_client), layout, self.log)
+        history.attempts[-1]["started"] = resume.now_iso()
+        self._keep(context, history)
+        pending = time.time() + s.pending_timeout_minutes * 60.0
+        pending = min(self._deadline(context), pending)
+        self.defer(
+            trigger=backend_running_trigger(self, layout, pending),
+            method_name="resume_training",
+        )
+
+    def resume_training(self, context: Context, event: dict[str, Any]) -> Any:
+        """The new backend runs: submit the training Job again (same name, run_name and
+        checkpoint directory: MaxText restores its newest checkpoint) and follow it afresh."""
+        layout = self._follow_run(context)
+        store = context.get("task_state_store")
+        history = resume.History.load(store)
+        history.resuming = False
+        if (failure := backend_failure(event)) is not None:
+            history.end({}, resume.FAILED, self._tpu_hosts(layout))
+            self._keep(context, history)
+            self._release_tpus()
+            raise AirflowFailException(f"resume {history.resumes}: {failure}") from failure
+        created = kube.create_job(
+            self.hook.get_conn(), layout.settings.namespace, manifests.train_job(layout)
+        )
+        self.log.info("Training Job %s %s.", self.job_name, "submitted" if created else "exists")
+        history.save(store)
+        return self.execute(context)
+
+    def _keep(self, context: Context, history: resume.History) -> None:
+        """Save the history; push the attempts so far (a failed run still tells them)."""
+        history.save(context.get("task_state_store"))
+        context["ti"].xcom_push(key=resume.XCOM_KEY, value=history.attempts)
+
+    @staticmethod
+    def _tpu_hosts(layout: RunLayout) -> int:
+        return layout.hosts * layout.settings.cluster_nodepool_count
 
     def _follow_run(self, context: Context) -> RunLayout:
         """Follow the run's training Job (its training container) and backend JobSet."""

@@ -1,0 +1,101 @@
+"""Training that survives capacity loss: the record of the training attempts, and the rules.
+
+The reward wait (RunRewardSensor) resumes training after a `capacity_lost` event at most
+`max_training_restarts` times. What it must remember across deferrals and retries lives in
+the task state store under one key: the attempts (COORD.md item 5), the first attempt's Pre
+metrics (the base model's: a resumed attempt's Pre line reports the restored model), and
+whether a resume is half done (a retry finishes it instead of following a deleted Job).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+STORE_KEY = "reward_sensor_history"
+XCOM_KEY = "attempts"
+COMPLETED, CAPACITY_LOST, FAILED = "completed", "capacity_lost", "failed"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class History:
+    """The training attempts so far; the last one is open while `ended` is None."""
+
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    first_pre: dict[str, Any] | None = None
+    resuming: bool = False  # old attempt being removed, new one not submitted yet
+
+    @classmethod
+    def load(cls, store: Any) -> History:
+        data = store.get(STORE_KEY) if store is not None else None
+        return cls(**data) if isinstance(data, dict) else cls()
+
+    def save(self, store: Any) -> None:
+        if store is not None:
+            store.set(STORE_KEY, asdict(self))
+
+    @property
+    def resumes(self) -> int:
+        """Resumes made so far (attempts after the first)."""
+        return max(0, len(self.attempts) - 1)
+
+    def end(self, event: dict[str, Any], outcome: str, tpu_hosts: int) -> dict[str, Any]:
+        """Close the open attempt (attempt 1 is opened here, from its backend's creation) with
+        what the event says; keeps the first Pre metrics seen."""
+        if not self.attempts or self.attempts[-1]["ended"] is not None:
+            self.begin(None, tpu_hosts, started=event.get("backend_created"))
+        attempt = self.attempts[-1]
+        attempt.update(ended=now_iso(), outcome=outcome, reached_step=event.get("reached_step"))
+        if self.first_pre is None:
+            self.first_pre = event.get("pre")
+        return attempt
+
+    def begin(self, resumed_from_step: int | None, tpu_hosts: int, started: str | None) -> None:
+        """Open the next attempt; `started`: when its backend was submitted (None: not yet)."""
+        self.attempts.append(
+            {
+                "attempt": len(self.attempts) + 1,
+                "started": started,
+                "ended": None,
+                "outcome": None,
+                "resumed_from_step": resumed_from_step,
+                "reached_step": None,
+                "tpu_hosts": tpu_hosts,
+            }
+        )
+
+    def summary(self) -> str:
+        """One line per attempt, for failure messages."""
+        return "; ".join(
+            f"attempt {a['attempt']}: from step {a['resumed_from_step'] or 0}, reached "
+            f"{a['reached_step'] if a['reached_step'] is not None else '?'}, {a['outcome']}"
+            for a in self.attempts
+        )
+
+
+def may_resume(history: History, max_restarts: int) -> bool:
+    """Another resume is allowed: fewer than `max_restarts` were made."""
+    return history.resumes < max_restarts
+
+
+def resume_line(step: int | None, history: History, max_restarts: int, why: str) -> str:
+    """The task log's line for a resume: from which checkpoint step, which resume, why."""
+    where = f"checkpoint step {step}" if step is not None else "the start (no checkpoint yet)"
+    return (
+        f"Resuming training from {where} (resume {history.resumes + 1} of {max_restarts}) "
+        f"after capacity loss: {why}"
+    )
+
+
+def exhausted(history: History, max_restarts: int, why: str) -> str:
+    """The failure once capacity was lost more often than a run may resume."""
+    return (
+        f"training lost its TPU capacity {history.resumes + 1} times; max_training_restarts="
+        f"{max_restarts} allows {max_restarts} resume(s). Attempts: {history.summary()}. "
+        f"Last loss: {why}"
+    )

@@ -1,0 +1,103 @@
+"""GKE's cluster autoscaler for TPU slice pools, and node repair, on the simulated clock.
+
+A flex-start or Spot pool (autoscaling 0..hosts) has no node until a pod needs one: the pod
+stays Pending (FailedScheduling, then the autoscaler's TriggeredScaleUp) and after
+`provisioning_delay_s` the WHOLE slice appears at once, as GKE creates multi-host TPU slices
+atomically. A slice on which no pod has run for `scale_down_idle_s` is removed, all its
+nodes together. Nodes a static pool lost (a preemption, a host error) are recreated after the
+same delay, as the node pool's instance group does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.sandbox import kube_events
+from tests.sandbox.cluster_model import POOL_LABEL, NodePool
+from tests.sandbox.kube_state import ClusterState
+
+
+class Autoscaler:
+    """Scale-ups in flight (pool -> simulated time the nodes appear) and idle slices."""
+
+    def __init__(
+        self,
+        emu: ClusterState,
+        clock: Callable[[], float],
+        provisioning_delay_s: float = 0.0,
+        scale_down_idle_s: float = 600.0,
+    ) -> None:
+        self.emu, self.clock = emu, clock
+        self.provisioning_delay_s, self.scale_down_idle_s = provisioning_delay_s, scale_down_idle_s
+        self._due: dict[str, float] = {}  # pool -> when its missing nodes are created
+        self._told: set[tuple[str, str]] = set()  # (pod uid, pool) TriggeredScaleUp sent
+        self._busy: dict[str, float] = {}  # pool -> last time a pod was bound to its nodes
+        self._used: set[str] = set()  # pools with a pod on their nodes at the last pass
+
+    def request(self, pod: dict[str, Any], pool: NodePool, count: int) -> None:
+        """A pending pod fits a node of `pool` (it has `count` nodes): scale it up to max."""
+        name = pool.name
+        if name not in self._due:
+            self._due[name] = self.clock() + self.provisioning_delay_s
+        if (pod["metadata"]["uid"], name) in self._told:
+            return
+        self._told.add((pod["metadata"]["uid"], name))
+        self.emu.create(
+            kube_events.event(
+                pod,
+                "TriggeredScaleUp",
+                f"pod triggered scale-up: [{{{name} {count}->{pool.max_nodes} "
+                f"(max: {pool.max_nodes})}}]",
+                "cluster-autoscaler",
+                "Normal",
+            )
+        )
+
+    def reconcile(self) -> None:
+        model = self.emu.cluster
+        if model is None or not model.running:
+            return
+        now = self.clock()
+        nodes = self.emu.list("nodes")
+        pods = [
+            p
+            for p in self.emu.list("pods")
+            if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed")
+        ]
+        for pool in model.pools:
+            mine = [
+                n for n in nodes if (n["metadata"].get("labels") or {}).get(POOL_LABEL) == pool.name
+            ]
+            names = {n["metadata"]["name"] for n in mine}
+            used = any(p["spec"]["nodeName"] in names for p in pods)
+            if used or pool.name in self._used:  # idle from the first pass that sees it idle
+                self._busy[pool.name] = now
+            self._used.discard(pool.name)
+            if used:
+                self._used.add(pool.name)
+            target = pool.max_nodes if pool.name in self._due else pool.nodes
+            if len(mine) < pool.nodes and pool.name not in self._due:
+                self._due[pool.name] = now + self.provisioning_delay_s  # repair a static pool
+            if pool.name in self._due and now >= self._due[pool.name]:
+                del self._due[pool.name]
+                self._create_missing(model, pool, names, max(target, pool.nodes))
+            elif self._idle(pool, now) and mine:
+                for node in mine:
+                    self.emu.delete("nodes", "", node["metadata"]["name"])
+
+    def _idle(self, pool: NodePool, now: float) -> bool:
+        """A scale-from-zero slice no pod has used for `scale_down_idle_s` (GKE scale-down)."""
+        if not (pool.scales_from_zero and pool.slice_hosts) or pool.name in self._due:
+            return False
+        return now - self._busy.setdefault(pool.name, now) >= self.scale_down_idle_s
+
+    def _create_missing(self, model: Any, pool: NodePool, present: set[str], target: int) -> None:
+        index = 0
+        for _ in range(target - len(present)):
+            while pool.node(model.name, model.zone, index)["metadata"]["name"] in present:
+                index += 1
+            node = pool.node(model.name, model.zone, index)
+            present.add(node["metadata"]["name"])
+            self.emu.create(node)
+        self._busy[pool.name] = self.clock()

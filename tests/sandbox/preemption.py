@@ -1,0 +1,167 @@
+"""A TPU node taken away mid-training, as GKE shows a Spot preemption (COORD.md item 3).
+
+The node gets the `cloud.google.com/impending-node-termination:NoSchedule` taint (the notice,
+30 s for Spot VMs); when the notice runs out the kubelet's graceful node shutdown ends its pods
+(phase Failed, reason Terminated, a DisruptionTarget condition) and the Node is deleted. The
+terminated pods are kept (no pod GC here) so their evidence stays readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.sandbox.cluster_model import POOL_LABEL, TPU
+from tests.sandbox.controller import ContainerExit, PodInfo
+from tests.sandbox.kube_state import ClusterState, timestamp
+from tests.sandbox.ledger import Attempt, Ledger
+from tests.sandbox.scheduler import pod_requests
+from tests.sandbox.workloads import GRPC_UNAVAILABLE, absl
+
+IMPENDING_TAINT = {
+    "key": "cloud.google.com/impending-node-termination",
+    "value": "",
+    "effect": "NoSchedule",
+}
+SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+SPOT_NOTICE_S = 30.0
+
+
+class Preemption:
+    """Preempts nodes on request; `lost[run]` is when a run's pods lost their node."""
+
+    def __init__(
+        self,
+        emu: ClusterState,
+        clock: Callable[[], float],
+        run_label: str,
+        notice_s: float = SPOT_NOTICE_S,
+    ) -> None:
+        self.emu, self.clock, self.run_label, self.notice_s = emu, clock, run_label, notice_s
+        self._due: dict[str, float] = {}  # node -> when it shuts down
+        self.lost: dict[str, float] = {}
+        self.preempted: list[str] = []  # node names, in order
+
+    def preempt_run(self, run: str) -> str | None:
+        """Preempt the node of one running TPU pod of this run (None: it has none)."""
+        for pod in self.emu.list("pods", label_selector=f"{self.run_label}={run}"):
+            node = pod["spec"].get("nodeName")
+            if (
+                pod["status"].get("phase") == "Running"
+                and node
+                and TPU in pod_requests(pod["spec"])
+            ):
+                self.preempt(node)
+                return node
+        return None
+
+    def preempt(self, node: str) -> None:
+        """The notice: taint the node now, shut it down `notice_s` later."""
+        current = self.emu.get("nodes", "", node)
+        if current is None or node in self._due:
+            return
+        taints = [*((current.get("spec") or {}).get("taints") or []), dict(IMPENDING_TAINT)]
+        self.emu.patch("nodes", "", node, {"spec": {"taints": taints}})
+        self._due[node] = self.clock() + self.notice_s
+        self.preempted.append(node)
+
+    def reconcile(self) -> None:
+        now = self.clock()
+        for node in [n for n, due in self._due.items() if now >= due]:
+            del self._due[node]
+            for pod in self.emu.list("pods"):
+                if pod["spec"].get("nodeName") == node:
+                    self._terminate(pod, now)
+            self.emu.delete("nodes", "", node)
+
+    def _terminate(self, pod: dict[str, Any], now: float) -> None:
+        meta = pod["metadata"]
+        if pod["status"].get("phase") in ("Succeeded", "Failed"):
+            return
+        run = (meta.get("labels") or {}).get(self.run_label)
+        if run:
+            self.lost[run] = now
+        at = timestamp()
+        conditions = [
+            {"type": t, "status": status, "lastProbeTime": None, "lastTransitionTime": at, **why}
+            for t, status, why in (
+                ("DisruptionTarget", "True",
+                 {"reason": "TerminationByKubelet", "message": SHUTDOWN_MESSAGE}),
+                ("PodScheduled", "True", {}),
+                ("Initialized", "True", {}),
+                ("ContainersReady", "False", {"reason": "PodFailed"}),
+                ("Ready", "False", {"reason": "PodFailed"}),
+            )
+        ]  # fmt: skip
+        ns, name = meta["namespace"], meta["name"]
+        self.emu.set_pod_phase(
+            ns,
+            name,
+            "Failed",
+            exit_code=143,
+            conditions=conditions,
+            pod_reason="Terminated",
+            message=SHUTDOWN_MESSAGE,
+        )
+
+
+def worker_slice_check(emu: ClusterState) -> Callable[[PodInfo], None]:
+    """A Pathways worker's health: a pod that ran on its whole slice dies (exit 1, and again
+    after each restart) while the slice misses a host; a pod that has not yet seen its whole
+    slice waits for the missing host (a fresh backend on a slice being repaired)."""
+    whole: set[str] = set()  # pods that have run on their complete slice
+
+    def check(info: PodInfo) -> None:
+        pod = emu.get("pods", info.namespace, info.pod) or {"spec": {}}
+        node = emu.get("nodes", "", pod["spec"].get("nodeName") or "")
+        model = emu.cluster
+        if node is None or model is None:
+            return
+        pool = model.pool((node["metadata"].get("labels") or {}).get(POOL_LABEL, ""))
+        if pool is None or not pool.slice_hosts:
+            return
+        hosts = emu.list("nodes", label_selector=f"{POOL_LABEL}={pool.name}")
+        if len(hosts) >= pool.slice_hosts:
+            whole.add(info.pod)
+        elif info.pod in whole:
+            raise ContainerExit(1, absl("F", SLICE_LOST, "tpu_worker.cc:538")())
+
+    return check
+
+
+SLICE_LOST = (
+    "Check failed: slice_healthy: lost ICI connection to a host of this slice "
+    "(DEADLINE_EXCEEDED: peer did not answer within 30s)"
+)
+
+
+@dataclass
+class ClientFaults:
+    """A GRPO client attempt's hooks: record its steps in the ledger, preempt a TPU node of
+    its run when it logs one of `at_steps` (each once per run), and die with gRPC UNAVAILABLE
+    at the next step once its backend lost a host after the attempt started."""
+
+    ledger: Ledger
+    preemption: Preemption | None
+    at_steps: tuple[int, ...] = ()
+    fired: set[int] = field(default_factory=set)
+
+    def hooks(
+        self, attempt: Attempt, run: str, last_step: int, fail_step: int | None = None
+    ) -> tuple[Callable[[PodInfo, int], None], Callable[[PodInfo, int], None]]:
+        def before_step(_info: PodInfo, step: int) -> None:
+            lost = self.preemption.lost.get(run) if self.preemption else None
+            if lost is not None and lost > attempt.started:
+                self.ledger.end_attempt(attempt, "capacity_lost")
+                raise ContainerExit(1, GRPC_UNAVAILABLE)
+
+        def after_step(_info: PodInfo, step: int) -> None:
+            attempt.steps.append(step)
+            if step in self.at_steps and step not in self.fired and self.preemption:
+                self.fired.add(step)
+                self.preemption.preempt_run(run)
+            if step in (fail_step, last_step):
+                self.ledger.end_attempt(attempt, "completed" if step == last_step else "error")
+
+        return before_step, after_step
