@@ -65,6 +65,11 @@ class RunLayout:
         return hosts_per_slice(self.settings.topology, self.settings.compute_type)
 
     @property
+    def pool_hosts(self) -> int:
+        """TPU VM hosts of the whole pool: hosts per slice x slices."""
+        return self.hosts * self.settings.cluster_nodepool_count
+
+    @property
     def labels(self) -> dict[str, str]:
         return {
             "app.kubernetes.io/managed-by": MANAGED_BY,

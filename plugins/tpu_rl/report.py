@@ -1,11 +1,13 @@
 """The per-run report: run-report.json and run-report.md next to the exported model.
 
 TPU-hours are hosts x hours of what bills (`billing_rule`): a node pool on a reservation, or a
-static pool, bills for its whole life, whether pods run on it or not; an autoscaled pool bills
-while its TPU nodes exist, that is while the run's TPU steps (conversion, the Pathways backend,
-export) hold them. The cost is an estimate: chip-hours times the list price below, which
-ignores committed-use and spot discounts, regional differences and the cluster's CPU nodes,
-disks and network.
+static pool, bills for its whole life, whether pods run on it or not; a pool that scales from
+zero (flex-start, Spot, an existing cluster's pool without a reservation) bills while its TPU
+nodes exist, that is while the run's TPU steps (conversion, the Pathways backend, export) hold
+them. Each training attempt (a resume after capacity loss starts a new one) is listed with its
+TPU node-hours and the steps the next attempt computed again. The cost is an estimate:
+chip-hours times the list price below, which ignores committed-use and spot discounts, regional
+differences and the cluster's CPU nodes, disks and network.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
 from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.resume import costed, steps_recomputed
 from tpu_rl.settings import RunSettings
 from tpu_rl.tpu import CHIPS_PER_HOST
 
@@ -41,21 +44,21 @@ RULES = {
     CREATED_POOL: "the run's cluster and its reserved TPU node pool: from create_cluster's start "
     "to cleanup_cluster's end",
     EXISTING_STATIC_POOL: "an existing cluster's reserved (static) TPU node pool: the run's span",
-    TPU_NODES: "an existing cluster without a reservation: the TPU nodes' life, the steps "
-    "that hold them (convert, start_backend to the end of the reward wait, export)",
+    TPU_NODES: "a TPU pool that scales from zero (flex-start, Spot, or an existing cluster "
+    "without a reservation): the TPU nodes' life, taken as the steps that hold them (convert, "
+    "start_backend to the end of the reward wait, export; their waits for capacity included, "
+    "the autoscaler's scale-down delay after them not)",
 }
 JSON_NAME = "run-report.json"
 MARKDOWN_NAME = "run-report.md"
 
 
-def pool_hosts(layout: RunLayout) -> int:
-    """TPU VM hosts of the whole pool: hosts per slice x slices."""
-    return layout.hosts * layout.settings.cluster_nodepool_count
-
-
 def billing_rule(settings: RunSettings) -> str:
-    """What bills: a cluster the run creates takes its TPU pool on the reservation (static size);
-    an existing cluster with a reservation is taken as a static pool; otherwise the nodes."""
+    """What bills: flex-start and Spot pools scale from zero (the nodes); a cluster the run
+    creates on a reservation has a static TPU pool; an existing cluster with a reservation is
+    taken as a static pool; otherwise the nodes."""
+    if settings.capacity != "reservation":
+        return TPU_NODES
     if settings.cluster_mode == "create":
         return CREATED_POOL
     return EXISTING_STATIC_POOL if settings.reservation else TPU_NODES
@@ -107,9 +110,10 @@ def build_report(
         pool_seconds = sum(durations.get(step, 0.0) for step in TPU_STEPS)
     else:
         pool_seconds = run_seconds
-    hosts = pool_hosts(layout)
+    hosts = layout.pool_hosts
     hours = tpu_hours(hosts, pool_seconds)
     rewards = rewards or {}
+    attempts = rewards.get("attempts") or []
     report = {
         "run_id": layout.run_id,
         "run": layout.slug,
@@ -135,6 +139,9 @@ def build_report(
             "estimated_cost_usd": estimated_cost_usd(settings, hours),
             "price_per_chip_hour_usd": price_per_chip_hour(settings),
         },
+        "capacity": settings.capacity,
+        "attempts": costed(attempts),
+        "steps_recomputed": steps_recomputed(attempts),
         "settings": settings.to_dict(),
     }
     report["summary"] = summary(report)
@@ -150,6 +157,13 @@ def summary(report: Mapping[str, Any]) -> str:
         if gate
         else "no reward gate result"
     )
+    resumes = max(0, len(report["attempts"]) - 1)
+    resumed = (
+        f" Training resumed {resumes} time(s) after losing TPU capacity and computed "
+        f"{report['steps_recomputed']} step(s) again."
+        if resumes
+        else ""
+    )
     cost = tpu["estimated_cost_usd"]
     cost_text = f"about ${cost:,.2f} at list price" if cost is not None else "no price known"
     return (
@@ -158,6 +172,7 @@ def summary(report: Mapping[str, Any]) -> str:
         f"{tpu['hosts']} TPU hosts billed {tpu['pool_seconds'] / 3600:.2f} h, "
         f"{tpu['tpu_hours']:.2f} TPU-hours ({cost_text}; counted as {tpu['rule_text']}). "
         f"Checkpoint step {report['checkpoint_step']} exported to {report['export_uri']}."
+        f"{resumed}"
     )
 
 
@@ -171,11 +186,28 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines.append(f"| {name} | {pre.get(name, '')} | {post.get(name, '')} |")
     lines += ["", "## TPU", ""]
     lines += [f"- {key}: {value}" for key, value in tpu.items()]
+    lines += ["", "## Training attempts", "", f"Capacity: {report['capacity']}.", ""]
+    lines += [
+        "| attempt | from step | reached step | outcome | TPU hosts | TPU node-hours "
+        "| steps computed again |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {a['attempt']} | {a['resumed_from_step'] or 0} | {_blank(a['reached_step'])} "
+        f"| {a['outcome']} | {a['tpu_hosts']} | {_blank(a['tpu_node_hours'], '.2f')} "
+        f"| {_blank(a['steps_recomputed'])} |"
+        for a in report["attempts"]
+    ]
     lines += ["", "## Step durations", "", "| step | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in report["durations_seconds"].items()]
     lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | `{json.dumps(v)}` |" for k, v in report["settings"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _blank(value: Any, spec: str = "") -> str:
+    """A table cell: the value formatted, or empty when unknown."""
+    return "" if value is None else format(value, spec)
 
 
 def write_report(report: Mapping[str, Any], gcp_conn_id: str) -> list[str]:

@@ -99,3 +99,38 @@ def exhausted(history: History, max_restarts: int, why: str) -> str:
         f"{max_restarts} allows {max_restarts} resume(s). Attempts: {history.summary()}. "
         f"Last loss: {why}"
     )
+
+
+def _hours(attempt: dict[str, Any]) -> float | None:
+    """Hours from the attempt's backend submission to its end; None while unknown."""
+    if not attempt.get("started") or not attempt.get("ended"):
+        return None
+    started, ended = (datetime.fromisoformat(attempt[k]) for k in ("started", "ended"))
+    return max(0.0, (ended - started).total_seconds() / 3600)
+
+
+def costed(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each attempt with `tpu_node_hours` (its TPU hosts x its span, the wait for capacity
+    included) and `steps_recomputed` (steps it reached past the checkpoint the next attempt
+    resumed from: work the capacity loss cost; None for the last attempt or when unknown)."""
+    rows = []
+    for i, attempt in enumerate(attempts):
+        hours = _hours(attempt)
+        nxt = attempts[i + 1] if i + 1 < len(attempts) else None
+        reached = attempt.get("reached_step")
+        redone = None
+        if nxt is not None and reached is not None:
+            redone = max(0, reached - (nxt.get("resumed_from_step") or 0))
+        rows.append(
+            {
+                **attempt,
+                "tpu_node_hours": None if hours is None else hours * attempt.get("tpu_hosts", 0),
+                "steps_recomputed": redone,
+            }
+        )
+    return rows
+
+
+def steps_recomputed(attempts: list[dict[str, Any]]) -> int:
+    """All steps the run computed again after capacity losses."""
+    return sum(a["steps_recomputed"] or 0 for a in costed(attempts))

@@ -101,6 +101,40 @@ def test_without_a_reservation_the_tpu_nodes_bill_convert_and_export_included(cl
     assert row["tpu_hours"] == pytest.approx(8 * seconds / 3600)
 
 
+def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_their_xcom(
+    client, auth_token
+):
+    """A failed wait pushes its attempts under the key 'attempts' (its return value never
+    comes): the row lists each with its TPU node-hours and the steps computed again."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert, select
+
+    run_id = "scheduled__synthetic-0003"  # a run that ended failed
+    set_conf(run_id, {"capacity": "spot", "reservation": ""})
+    attempts = [
+        {"attempt": 1, "started": "2026-01-26T06:20:00+00:00", "ended": "2026-01-26T07:20:00+00:00",
+         "outcome": "capacity_lost", "resumed_from_step": None, "reached_step": 73,
+         "tpu_hosts": 8},
+        {"attempt": 2, "started": "2026-01-26T07:50:00+00:00", "ended": "2026-01-26T08:20:00+00:00",
+         "outcome": "capacity_lost", "resumed_from_step": 50, "reached_step": 58, "tpu_hosts": 8},
+    ]  # fmt: skip
+    with create_session() as session:
+        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
+        row = {"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run_id,
+               "task_id": "wait_for_rewards", "key": "attempts", "map_index": -1,
+               "value": attempts, "timestamp": synthetic.START}  # fmt: skip
+        session.execute(insert(XComModel.__table__), [row])
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
+    assert row["tpu_hours_rule"] == "tpu_nodes" and "Spot" in row["tpu_hours_rule_text"]
+    costs = [(a["tpu_node_hours"], a["steps_recomputed"]) for a in row["attempts"]]
+    assert costs == [(pytest.approx(8.0), 23), (pytest.approx(4.0), None)]
+    assert row["steps_recomputed"] == 23
+    others = [r for r in get_runs(client, auth_token) if r["run_id"] != run_id]
+    assert all(r["attempts"] == [] and r["steps_recomputed"] == 0 for r in others)
+
+
 @pytest.mark.parametrize(
     ("wait_state", "pool_end_task"),
     [("failed", "wait_for_rewards"), ("upstream_failed", "cleanup_kubernetes")],

@@ -1,6 +1,7 @@
 """The page in a real headless Chromium, over runs the sandbox made; the reports they wrote.
 
-The sandbox runs the DAG three times (two that improve the reward, one the gate stops); the
+The sandbox runs the DAG three times (two that improve the reward, the second on Spot capacity
+preempted once and resumed, one the gate stops); the
 api-server app (Airflow's own factory, which mounts the plugin) serves the page on loopback.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,10 +28,12 @@ from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
 
 SCREENSHOT = REPO / "test-artifacts" / "ui.png"
-WORKLOADS = [
-    Workloads(),
-    Workloads(post=EvalResult(corr=14, mean_reward=0.1502)),
-    Workloads(post=EvalResult(corr=5, mean_reward=-0.05)),  # stopped by the gate
+# a Spot run preempted at step 60 of 100 resumes from its checkpoint at step 50
+SPOT = {**SETTINGS, "capacity": "spot", "reservation": "", "num_batches": 100}
+RUNS = [
+    (SETTINGS, Workloads()),
+    (SPOT, Workloads(post=EvalResult(corr=14, mean_reward=0.1502), preempt_at_steps=(60,))),
+    (SETTINGS, Workloads(post=EvalResult(corr=5, mean_reward=-0.05))),  # stopped by the gate
 ]
 
 
@@ -38,8 +42,8 @@ def sandbox_runs(tmp: Path) -> list[dict[str, Any]]:
     synthetic.clear_runs()
     done = []
     with Sandbox(tmp).up() as box:
-        for workloads in WORKLOADS:
-            result = box.run(dict(SETTINGS), workloads)
+        for conf, workloads in RUNS:
+            result = box.run(dict(conf), workloads)
             export = result.xcoms.get("verify.return_value")
             reports = {}
             if export:
@@ -65,9 +69,15 @@ def check_reports(runs: list[dict[str, Any]]) -> None:
             report["durations_seconds"]
         )
         assert report["tpu"]["hosts"] == 8 and report["tpu"]["tpu_hours"] > 0
-        assert report["tpu"]["rule"] == "created_pool"  # the run made its cluster
         assert report["summary"] in run["reports"]["run-report.md"]
         assert all(HF_TOKEN not in text for text in run["reports"].values())
+    # the first made its reserved cluster; the Spot run's TPU nodes bill, over two attempts
+    first, spot = (json.loads(run["reports"]["run-report.json"]) for run in runs[:2])
+    assert first["tpu"]["rule"] == "created_pool" and len(first["attempts"]) == 1
+    assert spot["tpu"]["rule"] == "tpu_nodes" and spot["capacity"] == "spot"
+    assert [a["outcome"] for a in spot["attempts"]] == ["capacity_lost", "completed"]
+    assert 10 <= spot["steps_recomputed"] <= 50 and spot["checkpoint_step"] == 100
+    assert all(a["tpu_node_hours"] > 0 for a in spot["attempts"])
     assert runs[2]["reports"] == {}
 
 
@@ -168,6 +178,7 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
         "tpu_hours",
         "counted_as",
         "cost",
+        "attempts",
         "checkpoint",
         "export",
         "logs",
@@ -179,7 +190,13 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
     assert {r["pre"] for r in table} == {"0.0821"}
     assert [r["export"] for r in table] == ["", "export", "export"]
     assert all(r["logs"] == "logs" and r["tpu_hours"] for r in table)
-    assert {r["counted_as"] for r in table} == {"run's reserved pool"}
+    assert [r["counted_as"] for r in table] == [
+        "run's reserved pool",
+        "TPU nodes",
+        "run's reserved pool",
+    ]
+    assert table[0]["attempts"] == table[2]["attempts"] == "1"
+    assert re.fullmatch(r"2: \d+ steps redone", table[1]["attempts"]), table[1]
     assert chart["circles"] == 6 and chart["lines"] == 2 and chart["width"] > 600
     assert chart["status"] == "3 runs, newest first."
     assert chart["overflow"] == 0 and chart["tableOverflow"] == 0  # fits 1280 px

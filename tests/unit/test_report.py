@@ -70,6 +70,73 @@ def test_without_a_reservation_the_tpu_steps_bill_convert_and_export_included(tu
     assert tpu["pool_seconds"] == 9000.0 and tpu["tpu_hours"] == pytest.approx(20.0)
 
 
+@pytest.mark.parametrize("cluster_mode", ["create", "existing"])
+@pytest.mark.parametrize("capacity", ["flex_start", "spot"])
+def test_a_pool_from_zero_bills_its_tpu_nodes_whether_created_or_existing(
+    tutorial_conf, capacity, cluster_mode
+):
+    """Flex-start and Spot pools have no TPU node while no pod needs one: the run's span, or
+    the cluster's creation, would bill hours no node existed."""
+    tpu = build(tutorial_conf, capacity=capacity, cluster_mode=cluster_mode, reservation="")["tpu"]
+    assert tpu["rule"] == report.TPU_NODES and "flex-start, Spot" in tpu["rule_text"]
+    assert tpu["pool_seconds"] == 9000.0
+
+
+# a Spot run preempted at step 62 (last checkpoint 50), resumed after 30 min without capacity
+ATTEMPTS = [
+    {
+        "attempt": 1,
+        "started": "2026-03-01T08:10:00+00:00",
+        "ended": "2026-03-01T09:10:00+00:00",
+        "outcome": "capacity_lost",
+        "resumed_from_step": None,
+        "reached_step": 62,
+        "tpu_hosts": 8,
+    },
+    {
+        "attempt": 2,
+        "started": "2026-03-01T09:11:00+00:00",
+        "ended": "2026-03-01T10:41:00+00:00",
+        "outcome": "completed",
+        "resumed_from_step": 50,
+        "reached_step": 100,
+        "tpu_hosts": 8,
+    },
+]
+
+
+def test_each_attempt_shows_its_tpu_node_hours_and_the_steps_the_next_computed_again(
+    tutorial_conf,
+):
+    built = report.build_report(
+        layout(tutorial_conf, capacity="spot", cluster_mode="existing", reservation=""),
+        {**REWARDS, "attempts": ATTEMPTS},
+        GATE,
+        100,
+        DURATIONS,
+        RUN_SECONDS,
+    )
+    costs = [(a["tpu_node_hours"], a["steps_recomputed"]) for a in built["attempts"]]
+    assert costs == [(pytest.approx(8.0), 12), (pytest.approx(12.0), None)]
+    assert built["steps_recomputed"] == 12 and built["capacity"] == "spot"
+    assert (
+        "resumed 1 time(s) after losing TPU capacity and computed 12 step(s) again"
+        in (built["summary"])
+    )
+    markdown = report.render_markdown(built)
+    assert "| 1 | 0 | 62 | capacity_lost | 8 | 8.00 | 12 |" in markdown
+    assert "| 2 | 50 | 100 | completed | 8 | 12.00 |  |" in markdown
+
+
+def test_a_run_without_resumes_reports_one_attempt_and_no_recomputed_steps(tutorial_conf):
+    one = [{**ATTEMPTS[1], "attempt": 1, "resumed_from_step": None}]
+    built = report.build_report(
+        layout(tutorial_conf), {**REWARDS, "attempts": one}, GATE, 100, DURATIONS, RUN_SECONDS
+    )
+    assert built["steps_recomputed"] == 0 and "resumed" not in built["summary"]
+    assert built["attempts"][0]["tpu_node_hours"] == pytest.approx(12.0)
+
+
 def test_missing_steps_count_as_zero_and_unknown_generation_has_no_price(tutorial_conf):
     settings = load_settings(tutorial_conf)
     assert report.tpu_hours(8, 0.0) == 0.0

@@ -80,10 +80,10 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(emu, monkeypatch,
     emu.inject_faults(503, 5, path_regex="/jobsets/")
     # the sensor follows the run's Job and backend, named from the run
     layout = SimpleNamespace(
-        settings=SimpleNamespace(namespace=NS, cluster_nodepool_count=1),
+        settings=SimpleNamespace(namespace=NS),
         train_job_base="x",
         backend_jobset=JOBSET,
-        hosts=8,
+        pool_hosts=8,
     )
     monkeypatch.setattr(run_rewards, "layout_from_context", lambda context: layout)
     sensor = RunRewardSensor(

@@ -71,9 +71,7 @@ class RunRewardSensor(RewardSensor):
         if event.get("reason") == capacity_loss.REASON and store is not None:
             return self._resume(context, layout, history, event)
         succeeded = event.get("status") == "success"
-        history.end(
-            event, resume.COMPLETED if succeeded else resume.FAILED, self._tpu_hosts(layout)
-        )
+        history.end(event, resume.COMPLETED if succeeded else resume.FAILED, layout.pool_hosts)
         if not succeeded:
             self._keep(context, history)
         try:
@@ -91,7 +89,7 @@ class RunRewardSensor(RewardSensor):
         """Resume training from its newest complete checkpoint, or fail past the limit."""
         limit, why = layout.settings.max_training_restarts, event.get("message", "")
         why = why.split("\n", 1)[0]  # the evidence; the log lines follow it
-        history.end(event, resume.CAPACITY_LOST, self._tpu_hosts(layout))
+        history.end(event, resume.CAPACITY_LOST, layout.pool_hosts)
         if not resume.may_resume(history, limit):
             self._keep(context, history)
             self._release_tpus()
@@ -99,7 +97,7 @@ class RunRewardSensor(RewardSensor):
         complete, _ = checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
         step = complete[-1] if complete else None
         self.log.warning(resume.resume_line(step, history, limit, why))
-        history.begin(step, self._tpu_hosts(layout), started=None)
+        history.begin(step, layout.pool_hosts, started=None)
         history.resuming = True
         self._keep(context, history)
         return self._restart(context, layout, history)
@@ -136,7 +134,7 @@ class RunRewardSensor(RewardSensor):
         history = resume.History.load(store)
         history.resuming = False
         if (failure := backend_failure(event)) is not None:
-            history.end({}, resume.FAILED, self._tpu_hosts(layout))
+            history.end({}, resume.FAILED, layout.pool_hosts)
             self._keep(context, history)
             self._release_tpus()
             raise AirflowFailException(f"resume {history.resumes}: {failure}") from failure
@@ -151,10 +149,6 @@ class RunRewardSensor(RewardSensor):
         """Save the history; push the attempts so far (a failed run still tells them)."""
         history.save(context.get("task_state_store"))
         context["ti"].xcom_push(key=resume.XCOM_KEY, value=history.attempts)
-
-    @staticmethod
-    def _tpu_hosts(layout: RunLayout) -> int:
-        return layout.hosts * layout.settings.cluster_nodepool_count
 
     def _follow_run(self, context: Context) -> RunLayout:
         """Follow the run's training Job (its training container) and backend JobSet."""

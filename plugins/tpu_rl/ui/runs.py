@@ -2,7 +2,8 @@
 
 One query reads the DAG runs with the task instances the page needs joined in (the cluster's
 creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
-one reads the XComs of all those runs. TPU-hours count what bills (tpu_rl.report.billing_rule).
+one reads the XComs of all those runs. TPU-hours count what bills (tpu_rl.report.billing_rule);
+each training attempt shows its TPU node-hours and the steps computed again after it.
 """
 
 from __future__ import annotations
@@ -26,15 +27,16 @@ from tpu_rl.report import (
     RULES,
     billing_rule,
     estimated_cost_usd,
-    pool_hosts,
     tpu_hours,
 )
+from tpu_rl.resume import costed, steps_recomputed
 from tpu_rl.settings import SETTING_FIELDS, RunSettings
 
 DAG_ID = "tpu_rl_post_training"
 # (task_id, key) of the XComs a row shows
 XCOMS = {
     ("wait_for_rewards", "return_value"): "rewards",
+    ("wait_for_rewards", "attempts"): "attempts",  # pushed at each resume and on failure
     ("gate", "return_value"): "gate",
     ("verify", "return_value"): "export_uri",
     ("export", "checkpoint_step"): "checkpoint_step",
@@ -183,10 +185,11 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     hours = cost = None
     if pool_seconds is not None:
         try:
-            hours = tpu_hours(pool_hosts(RunLayout(settings, run.run_id)), pool_seconds)
+            hours = tpu_hours(RunLayout(settings, run.run_id).pool_hosts, pool_seconds)
             cost = estimated_cost_usd(settings, hours)
         except (ValueError, KeyError, TypeError, AttributeError):  # a conf validation refused
             pass
+    attempts = rewards.get("attempts") or x.get("attempts") or []
     export_uri = x.get("export_uri")
     run_path = f"dags/{DAG_ID}/runs/{quote(run.run_id, safe='')}"
     return {
@@ -205,6 +208,8 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "tpu_hours_rule": rule,
         "tpu_hours_rule_text": RULES[rule],
         "estimated_cost_usd": cost,
+        "attempts": costed(attempts),
+        "steps_recomputed": steps_recomputed(attempts),
         "checkpoint_step": x.get("checkpoint_step"),
         "export_uri": export_uri,
         "export_url": console_url(export_uri) if export_uri else None,

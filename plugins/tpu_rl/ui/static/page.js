@@ -10,7 +10,7 @@ const DAY_TIME = new Intl.DateTimeFormat(undefined, {
   month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
 });
 const MONTH = new Intl.DateTimeFormat(undefined, { month: "short", year: "numeric" });
-const COLUMNS = 15;
+const COLUMNS = 17;
 // Past this many runs the chart draws lines only: a dot per run would just be noise.
 const MAX_DOTS = 100;
 // How a row's TPU-hours were counted (tpu_rl.report.RULES has the whole sentence, as a tooltip).
@@ -78,6 +78,7 @@ function drawTable(runs) {
     rule.title = r.tpu_hours_rule_text || "";
     cell(tr, rule, "text rule");
     cell(tr, r.estimated_cost_usd === null ? "" : `$${num(r.estimated_cost_usd, 2)}`);
+    cell(tr, attemptsCell(r.attempts || [], r.steps_recomputed), "text attempts");
     cell(tr, r.checkpoint_step === null ? "" : String(r.checkpoint_step));
     cell(tr, link(r.export_url, "export", false), "text");
     cell(tr, link(new URL(r.logs_url, AIRFLOW_ROOT).href, "logs", true), "text");
@@ -85,6 +86,22 @@ function drawTable(runs) {
     if (r.failure) rows.appendChild(reasonRow(r.failure));
   }
   document.querySelector("#runs tbody").replaceChildren(rows);
+}
+
+// Training attempts (a resume after capacity loss adds one): their count and the steps computed
+// again; the tooltip has each attempt's steps, outcome and TPU node-hours.
+function attemptsCell(attempts, recomputed) {
+  if (!attempts.length) return "";
+  const span = document.createElement("span");
+  span.textContent = attempts.length === 1 ? "1" : `${attempts.length}: ${recomputed} steps redone`;
+  span.title = attempts.map((a) => {
+    const hours = a.tpu_node_hours === null ? "?" : num(a.tpu_node_hours, 2);
+    const redone = a.steps_recomputed === null ? "" : `, ${a.steps_recomputed} steps redone after`;
+    const reached = a.reached_step === null ? "?" : a.reached_step;
+    return `attempt ${a.attempt}: steps ${a.resumed_from_step || 0}-${reached}, ${a.outcome || "running"}, ` +
+      `${hours} TPU node-hours${redone}`;
+  }).join("\n");
+  return span;
 }
 
 // A failed run's reason, under its row: the task that failed and its message's first line.
