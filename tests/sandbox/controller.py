@@ -543,9 +543,8 @@ class Controller:
         self._load_script(run, pod)
         return run
 
-    def _load_script(self, run: _Run, pod: dict[str, Any] | None = None) -> None:
+    def _load_script(self, run: _Run, pod: dict[str, Any]) -> None:
         script = self.scenario.script_for(run.info)
-        pod = pod or self.emu.get("pods", run.info.namespace, run.info.pod)
         run.container = script.container or pod["spec"]["containers"][0]["name"]
         run.steps, run.position = list(script.steps), 0
 
@@ -589,9 +588,13 @@ class Controller:
     def _finish(self, run: _Run, code: int, now: float) -> None:
         ns, pod = run.info.namespace, run.info.pod
         if code != 0 and run.on_failure_restart:
+            current = self.emu.get("pods", ns, pod)
+            if current is None:  # deleted while its container ran (a racing delete): no restart
+                run.state = "Done"
+                return
             self.emu.restart_container(ns, pod, run.container)
             run.info = PodInfo(**{**run.info.__dict__, "attempt": run.info.attempt + 1})
-            self._load_script(run)
+            self._load_script(run, current)
             run.state, run.check = "Running", None
             run.due = now + self._wall(self.scenario.crash_backoff_s)
             return

@@ -41,6 +41,7 @@ class Preemption:
         self.emu, self.clock, self.run_label, self.notice_s = emu, clock, run_label, notice_s
         self._due: dict[str, float] = {}  # node -> when it shuts down
         self.lost: dict[str, float] = {}
+        self._run_due: dict[str, float] = {}  # run -> when its preempted node shuts down
         self.preempted: list[str] = []  # node names, in order
 
     def preempt_run(self, run: str) -> str | None:
@@ -53,8 +54,19 @@ class Preemption:
                 and TPU in pod_requests(pod["spec"])
             ):
                 self.preempt(node)
+                self._run_due.setdefault(run, self._due.get(node, self.clock()))
                 return node
         return None
+
+    def lost_at(self, run: str) -> float | None:
+        """When the run last lost a TPU node on the simulated clock: a preempted node's
+        shutdown time as soon as it has passed, whether or not a reconcile has yet ended its
+        pods (a controller tick may come a step late at a small time scale)."""
+        due = self._run_due.get(run)
+        if due is not None and due <= self.clock():
+            self.lost[run] = max(self.lost.get(run, due), due)
+            del self._run_due[run]
+        return self.lost.get(run)
 
     def preempt(self, node: str) -> None:
         """The notice: taint the node now, shut it down `notice_s` later."""
@@ -151,7 +163,7 @@ class ClientFaults:
         self, attempt: Attempt, run: str, last_step: int, fail_step: int | None = None
     ) -> tuple[Callable[[PodInfo, int], None], Callable[[PodInfo, int], None]]:
         def before_step(_info: PodInfo, step: int) -> None:
-            lost = self.preemption.lost.get(run) if self.preemption else None
+            lost = self.preemption.lost_at(run) if self.preemption else None
             if lost is not None and lost > attempt.started:
                 self.ledger.end_attempt(attempt, "capacity_lost")
                 raise ContainerExit(1, GRPC_UNAVAILABLE)
