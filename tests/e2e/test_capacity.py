@@ -127,7 +127,9 @@ CASES = [
         "success",
         resumed_when_capacity_returned,
         {**FLEX, "pending_timeout_minutes": 2},
-        Workloads(preempt_at_steps=(60,), provisioning_delay_s=LATE_CAPACITY_S),
+        # the repair must outlast the resume's own work (the wait's end, a worker picking the
+        # task up, the old backend's deletion), which under load took over 1.8 s of wall time
+        Workloads(preempt_at_steps=(60,), provisioning_delay_s=3 * LATE_CAPACITY_S),
     ),
     Case(
         "spot_preempted_more_often_than_max_training_restarts",
