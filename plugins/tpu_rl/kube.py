@@ -7,7 +7,6 @@ tolerate "already exists" (409) and "already gone" (404), on the provider hooks'
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -137,39 +136,6 @@ def create_job(api_client: Any, namespace: str, body: dict[str, Any]) -> bool:
         if err.status != 409:
             raise
         return False
-    return True
-
-
-def remove_and_wait(
-    api_client: Any, namespace: str, job: str, jobset: str, timeout_s: float, poll_s: float
-) -> list[str]:
-    """Delete a Job and a JobSet (Foreground: their pods first) and wait until both are gone,
-    at most `timeout_s`; returns those still there ([] once both are gone)."""
-    delete_labelled(api_client, "jobs", namespace, job)
-    delete_backend(api_client, namespace, jobset)
-    batch = BatchV1Api(api_client)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        left = [
-            what
-            for what, present in (
-                (f"Job {job}", _exists(batch.read_namespaced_job, job, namespace)),
-                (f"JobSet {jobset}", get_jobset(api_client, namespace, jobset) is not None),
-            )
-            if present
-        ]
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(poll_s)
-
-
-def _exists(read: Callable[..., Any], *args: Any) -> bool:
-    try:
-        read(*args)
-    except ApiException as err:
-        if err.status == 404:
-            return False
-        raise
     return True
 
 

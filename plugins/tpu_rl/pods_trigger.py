@@ -18,6 +18,7 @@ from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetes
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tpu_rl import kube, kueue_rules, verdicts
+from tpu_rl.gke_trigger import async_hook, connection_of
 from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.watch import watching
 
@@ -73,13 +74,8 @@ class PodsReadyTrigger(BaseTrigger):
         pods of `owner`: ("Job" or "JobSet", namespace, name)."""
         kind, namespace, name = owner
         path = kube.job_path if kind == "Job" else kube.jobset_path
-        cluster_url, ssl_ca_cert = operator.cluster_info
         return cls(
-            cluster_url=cluster_url,
-            ssl_ca_cert=ssl_ca_cert,
-            gcp_conn_id=operator.gcp_conn_id,
-            impersonation_chain=operator.impersonation_chain,
-            use_dns_endpoint=operator.use_dns_endpoint,
+            **connection_of(operator),
             namespace=namespace,
             what=f"{kind} {name}",
             owner_path=path(namespace, name),
@@ -93,14 +89,7 @@ class PodsReadyTrigger(BaseTrigger):
 
     @cached_property
     def hook(self) -> GKEKubernetesAsyncHook:
-        k = self.kwargs
-        return GKEKubernetesAsyncHook(
-            cluster_url=k["cluster_url"],
-            ssl_ca_cert=k["ssl_ca_cert"],
-            gcp_conn_id=k["gcp_conn_id"],
-            impersonation_chain=k["impersonation_chain"],
-            use_dns_endpoint=k["use_dns_endpoint"],
-        )
+        return async_hook(self.kwargs)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         k, news = self.kwargs, asyncio.Event()

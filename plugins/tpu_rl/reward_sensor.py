@@ -12,6 +12,8 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperat
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
+from tpu_rl.gke_trigger import connection_of
+
 if TYPE_CHECKING:
     from tpu_rl.follower import FollowState
     from tpu_rl.reward_poll import LogFollower
@@ -139,16 +141,11 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
 
     def _follow(self, deadline: float) -> dict[str, Any]:
         """What to follow, and how: the trigger's and the poke's follower arguments."""
-        cluster_url, ssl_ca_cert = self.cluster_info
         return {
-            "cluster_url": cluster_url,
-            "ssl_ca_cert": ssl_ca_cert,
+            **connection_of(self),
             "namespace": self.namespace,
             "job_name": self.job_name,
             "deadline": deadline,
-            "gcp_conn_id": self.gcp_conn_id,
-            "impersonation_chain": self.impersonation_chain,
-            "use_dns_endpoint": self.use_dns_endpoint,
             "container_name": self.container_name,
             "backend_jobset_name": self.backend_jobset_name,
             "pending_timeout": self.pending_timeout,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from airflow.providers.cncf.kubernetes.operators.job import KubernetesJobOperator
-from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException, TaskDeferred
 from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
@@ -228,3 +228,20 @@ def test_a_queued_job_kueue_can_never_admit_fails_at_once(operator, monkeypatch)
     event = {"status": "error", "reason": reason, "message": message}
     with pytest.raises(AirflowFailException, match="job-j-1a2b3: couldn't assign flavors"):
         operator.execute_when_pods_exist({}, event)
+
+
+def test_a_conversion_this_try_submitted_is_followed_even_once_its_checkpoint_is_committed(
+    operator, monkeypatch, tutorial_conf
+):
+    """Back from the wait for its pods, the task runs execute again: a conversion that
+    finished meanwhile (its commit marker written) is this try's own, not one to skip. Before,
+    the task ended 'skipped' although it had converted the model (flex-start, late capacity)."""
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.settings import load_settings
+
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    monkeypatch.setattr(jobs, "object_exists", lambda uri, conn: True)
+    with pytest.raises(AirflowSkipException, match="conversion skipped"):
+        operator.prepare(layout, {})  # a new try: an earlier run's checkpoint is reused
+    operator._resumed = True
+    assert operator.prepare(layout, {})["metadata"]["name"].endswith("-convert")

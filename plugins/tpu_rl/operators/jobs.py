@@ -253,7 +253,8 @@ class ConvertJobOperator(RunJobOperator):
     build = staticmethod(manifests.conversion_job)
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
-        if object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
+        # back from the pods wait, the Job is this try's: its own commit marker is no reason
+        if not self._resumed and object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
             raise AirflowSkipException(f"{layout.maxtext_items} is complete: conversion skipped")
         return super().prepare(layout, context)
 

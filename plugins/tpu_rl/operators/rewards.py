@@ -103,23 +103,38 @@ class RunRewardSensor(RewardSensor):
         return self._restart(context, layout, history)
 
     def _restart(self, context: Context, layout: RunLayout, history: resume.History) -> None:
-        """Remove the lost attempt's Job and backend, submit a new backend under the same
-        names, and wait in the triggerer until it runs (capacity may take a while to return)."""
+        """Delete the lost attempt's Job and backend, and wait in the triggerer until they are
+        gone (their pods end with a grace period) before new ones take the same names."""
+        from tpu_rl.removed_trigger import RemovedTrigger  # the triggerer's; not at parse
+
         s, api_client = layout.settings, self.hook.get_conn()
-        left = kube.remove_and_wait(
-            api_client,
-            s.namespace,
-            self.job_name,
-            layout.backend_jobset,
-            REMOVAL_TIMEOUT_S,
-            min(float(s.poll_interval_seconds), 5.0),
+        kube.delete_labelled(api_client, "jobs", s.namespace, self.job_name)
+        delete_backend(api_client, s.namespace, layout.backend_jobset)
+        objects = {
+            f"Job {self.job_name}": kube.job_path(s.namespace, self.job_name),
+            f"JobSet {layout.backend_jobset}": kube.jobset_path(s.namespace, layout.backend_jobset),
+        }
+        self.defer(
+            trigger=RemovedTrigger.for_operator(
+                self,
+                objects,
+                deadline=min(self._deadline(context), time.time() + REMOVAL_TIMEOUT_S),
+                poll_interval=min(float(s.poll_interval_seconds), 5.0),
+            ),
+            method_name="resubmit_backend",
         )
-        if left:
-            raise AirflowException(f"{' and '.join(left)} not deleted within {REMOVAL_TIMEOUT_S}s")
-        submit_backend(CustomObjectsApi(api_client), layout, self.log)
+
+    def resubmit_backend(self, context: Context, event: dict[str, Any]) -> None:
+        """The lost attempt is gone: submit a new backend under the same names and wait in the
+        triggerer until it runs (capacity may take a while to return)."""
+        layout = self._follow_run(context)
+        if event.get("status") != "success":
+            raise AirflowException(f"resume: {event.get('message')}")
+        submit_backend(CustomObjectsApi(self.hook.get_conn()), layout, self.log)
+        history = resume.History.load(context.get("task_state_store"))
         history.attempts[-1]["started"] = resume.now_iso()
         self._keep(context, history)
-        pending = time.time() + s.pending_timeout_minutes * 60.0
+        pending = time.time() + layout.settings.pending_timeout_minutes * 60.0
         pending = min(self._deadline(context), pending)
         self.defer(
             trigger=backend_running_trigger(self, layout, pending),
