@@ -208,6 +208,7 @@ class Sandbox:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
+        self.preemption: Preemption | None = None  # run() makes one; the bench's own runs not
 
     @contextlib.contextmanager
     def up(
@@ -285,13 +286,13 @@ class Sandbox:
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
         w = workloads or Workloads()
-        self.preemption = Preemption(
+        self.preemption = preemption = Preemption(
             self.emu, lambda: self.emu.ledger.clock(), RUN_LABEL, w.preemption_notice_s
         )
-        scenario = build_scenario(conf, self.gcs, w, self.emu, self.preemption)
+        scenario = build_scenario(conf, self.gcs, w, self.emu, preemption)
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
-        reconcilers = (self.preemption.reconcile, self.control_plane.sync)
+        reconcilers = (preemption.reconcile, self.control_plane.sync)
         with Controller(self.emu, scenario, time_scale=0.001, reconcilers=reconcilers):
             dag_run = dag.test(run_conf=conf)
         return self.result(dag_run)
@@ -327,7 +328,7 @@ class Sandbox:
             gcs=self.gcs,
             gke_lookups=self.control_plane.lookups,
             ledger=self.emu.ledger,
-            preempted=list(self.preemption.preempted),
+            preempted=list(self.preemption.preempted) if self.preemption else [],
         )
 
     def leftovers(self) -> list[str]:
