@@ -58,6 +58,11 @@ SETTINGS = {
     "poll_interval_seconds": 1,
     "pending_timeout_minutes": 1,
 }
+# Preemptible capacity (issue 16): no reservation, 100 steps, a checkpoint every 50 (the e2e
+# capacity scenarios and the bench's capacity figures).
+PREEMPTIBLE = {**SETTINGS, "reservation": "", "num_batches": 100, "checkpoint_period": 50}
+SPOT = {**PREEMPTIBLE, "capacity": "spot"}
+FLEX = {**PREEMPTIBLE, "capacity": "flex_start"}
 # The cluster an existing-cluster run finds: the tutorial's, in the run's zone.
 EXISTING_CLUSTER_VARS = {
     "zone": SETTINGS["zone"],
@@ -280,8 +285,11 @@ class Sandbox:
             self.state_file = state_file
             yield self
 
-    def run(self, conf: dict[str, Any], workloads: Workloads | None = None) -> RunResult:
-        """Trigger one run with these settings and wait for it to end."""
+    def run(
+        self, conf: dict[str, Any], workloads: Workloads | None = None, time_scale: float = 0.001
+    ) -> RunResult:
+        """Trigger one run with these settings and wait for it to end; `time_scale`: wall
+        seconds per simulated second of the pods (and the ledger's clock)."""
         from airflow.dag_processing.dagbag import DagBag
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
@@ -293,7 +301,7 @@ class Sandbox:
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
         reconcilers = (preemption.reconcile, self.control_plane.sync)
-        with Controller(self.emu, scenario, time_scale=0.001, reconcilers=reconcilers):
+        with Controller(self.emu, scenario, time_scale=time_scale, reconcilers=reconcilers):
             dag_run = dag.test(run_conf=conf)
         return self.result(dag_run)
 
