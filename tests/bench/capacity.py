@@ -163,6 +163,8 @@ def utilization(tmp: Path, mode: str) -> dict[str, Any]:
         "ratio": round(nodes / pods, 4) if pods else None,
         "node_chip_seconds": round(nodes),
         "pod_chip_seconds": round(pods),
+        "tpu_node_seconds": round(ledger.tpu_node_seconds(until=until)),
+        "tpu_pod_seconds": round(sum(p.seconds(until) for p in ledger.tpu_pods)),
         "run_simulated_s": round(until),
         "nodes_left_at_end": [n.name for n in ledger.nodes if n.tpu and n.ended is None],
         "backend_waiting_chip_seconds": round(backend_waiting(ledger, until)),
