@@ -88,5 +88,5 @@ kubectl: ## install Debian's kubernetes-client (as root; without it the kubectl 
 
 # --- benchmarks ---
 .PHONY: bench
-bench: $(STAMP) ## measure parse, worker, log-read, detection and TPU-idle figures against naive baselines: bench.json
+bench: $(STAMP) ## measure parse, worker, log-read, detection, TPU-idle and preemption-resume figures against naive baselines: bench.json
 	$(PY) -m tests.bench.run bench.json

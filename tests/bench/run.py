@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.bench import dag_runs, log_reads, parse, restart, trigger_memory
+from tests.bench import capacity, dag_runs, log_reads, parse, restart, trigger_memory
 from tests.sandbox.harness import SETTINGS, Sandbox
 
 
@@ -32,6 +32,7 @@ def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) ->
         ):
             done({name: phase.measure(box, dict(SETTINGS))})
     done(dag_runs.measure(tmp))
+    done(capacity.measure(tmp))
 
 
 def table(metrics: dict[str, dict[str, Any]]) -> str:

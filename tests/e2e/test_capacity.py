@@ -17,12 +17,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads
+from tests.sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads
 from tests.sandbox.workloads import DEFAULT_PRE
 
-PREEMPTIBLE = {**SETTINGS, "reservation": "", "num_batches": 100, "checkpoint_period": 50}
-SPOT = {**PREEMPTIBLE, "capacity": "spot"}
-FLEX = {**PREEMPTIBLE, "capacity": "flex_start"}
 LATE_CAPACITY_S = 1800.0  # simulated: 30 minutes for the slice to appear (~2 s of wall time)
 
 

@@ -58,6 +58,11 @@ SETTINGS = {
     "poll_interval_seconds": 1,
     "pending_timeout_minutes": 1,
 }
+# Preemptible capacity (issue 16): no reservation, 100 steps, a checkpoint every 50 (the e2e
+# capacity scenarios and the bench's capacity figures).
+PREEMPTIBLE = {**SETTINGS, "reservation": "", "num_batches": 100, "checkpoint_period": 50}
+SPOT = {**PREEMPTIBLE, "capacity": "spot"}
+FLEX = {**PREEMPTIBLE, "capacity": "flex_start"}
 # The cluster an existing-cluster run finds: the tutorial's, in the run's zone.
 EXISTING_CLUSTER_VARS = {
     "zone": SETTINGS["zone"],
@@ -208,6 +213,7 @@ class Sandbox:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
+        self.preemption: Preemption | None = None  # run() makes one; the bench's own runs not
 
     @contextlib.contextmanager
     def up(
@@ -279,20 +285,23 @@ class Sandbox:
             self.state_file = state_file
             yield self
 
-    def run(self, conf: dict[str, Any], workloads: Workloads | None = None) -> RunResult:
-        """Trigger one run with these settings and wait for it to end."""
+    def run(
+        self, conf: dict[str, Any], workloads: Workloads | None = None, time_scale: float = 0.001
+    ) -> RunResult:
+        """Trigger one run with these settings and wait for it to end; `time_scale`: wall
+        seconds per simulated second of the pods (and the ledger's clock)."""
         from airflow.dag_processing.dagbag import DagBag
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
         w = workloads or Workloads()
-        self.preemption = Preemption(
+        self.preemption = preemption = Preemption(
             self.emu, lambda: self.emu.ledger.clock(), RUN_LABEL, w.preemption_notice_s
         )
-        scenario = build_scenario(conf, self.gcs, w, self.emu, self.preemption)
+        scenario = build_scenario(conf, self.gcs, w, self.emu, preemption)
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
-        reconcilers = (self.preemption.reconcile, self.control_plane.sync)
-        with Controller(self.emu, scenario, time_scale=0.001, reconcilers=reconcilers):
+        reconcilers = (preemption.reconcile, self.control_plane.sync)
+        with Controller(self.emu, scenario, time_scale=time_scale, reconcilers=reconcilers):
             dag_run = dag.test(run_conf=conf)
         return self.result(dag_run)
 
@@ -327,7 +336,7 @@ class Sandbox:
             gcs=self.gcs,
             gke_lookups=self.control_plane.lookups,
             ledger=self.emu.ledger,
-            preempted=list(self.preemption.preempted),
+            preempted=list(self.preemption.preempted) if self.preemption else [],
         )
 
     def leftovers(self) -> list[str]:

@@ -1,0 +1,237 @@
+"""Capacity figures (issue 16), from the sandbox ledger of whole DAG runs (tests/sandbox/ledger.py).
+
+steps_recomputed_after_preemption: one run on Spot capacity (100 batches, a checkpoint every 50)
+whose TPU node is preempted when the client logs step PREEMPT_AT_STEP; the product resumes from
+the newest complete checkpoint. Value: the steps a later client attempt executed again.
+Baseline: what a restart from scratch (a plain retry of the training Job, the product before
+issue 16) recomputes: every step the attempts that lost their capacity had executed.
+
+tpu_node_utilization_ratio: the same successful run (no preemption) twice, each deploying its own
+cluster (cluster_mode=create) and destroying it at the end: capacity=flex_start (the value) and
+capacity=reservation (the baseline). Ratio: chip-seconds TPU nodes existed / chip-seconds pods
+needing google.com/tpu ran, over the whole run. A reservation pool is static (deploy to destroy);
+a flex-start pool scales from zero when TPU pods wait and back when a slice is idle for
+SCALE_DOWN_IDLE_S.
+
+Time: pods and nodes live on the sandbox's simulated clock; Airflow's own work (task starts,
+polls of poll_interval_seconds=1) takes wall time, which the clock stretches by 1 / time_scale.
+UTILIZATION_TIME_SCALE keeps that near production (a transition between two TPU phases, a poll
+and a task start, about a wall second, reads as minutes) while a 100-step training stays short.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.bench.metric import metric
+from tests.sandbox.harness import FLEX, PREEMPTIBLE, SETTINGS, SPOT, RunResult, Sandbox, Workloads
+from tests.sandbox.ledger import Ledger, Lifetime
+
+PREEMPT_AT_STEP = 60
+SPOT_TIME_SCALE = 0.001  # the e2e Spot scenario's: the figure is a count of steps, not a time
+# GKE's cluster autoscaler removes a node unneeded for 10 minutes (scale-down-unneeded-time);
+# a flex-start slice comes in minutes when the zone has capacity (README: "in minutes").
+SCALE_DOWN_IDLE_S = 600.0
+PROVISIONING_DELAY_S = 300.0
+UTILIZATION_TIME_SCALE = 0.002
+UTILIZATION_GOAL = 1.15
+RUNS = {
+    "flex_start": {**FLEX, "cluster_mode": "create"},
+    "reservation": {
+        **PREEMPTIBLE,
+        "cluster_mode": "create",
+        "capacity": "reservation",
+        "reservation": SETTINGS["reservation"],
+    },
+}
+
+
+def run(tmp: Path, conf: dict[str, Any], workloads: Workloads, time_scale: float) -> RunResult:
+    """One whole DAG run in a fresh sandbox (Airflow's database as it is)."""
+    tmp.mkdir()
+    with Sandbox(tmp).up() as box:
+        return box.run(conf, workloads, time_scale)
+
+
+def not_succeeded(result: RunResult) -> dict[str, Any]:
+    """The run's state and the tasks that did not succeed (empty when all did)."""
+    return {
+        "run_state": result.state,
+        "tasks_not_success": {k: v for k, v in result.task_states.items() if v != "success"},
+    }
+
+
+def steps_recomputed(tmp: Path) -> dict[str, Any]:
+    conf = SPOT
+    result = run(tmp, conf, Workloads(preempt_at_steps=(PREEMPT_AT_STEP,)), SPOT_TIME_SCALE)
+    ledger = result.ledger
+    attempts = sorted(ledger.attempts, key=lambda a: a.started)
+    lost = [a for a in attempts if a.outcome == "capacity_lost"]
+    problems = []
+    if result.state != "success":
+        problems.append(f"the run ended {result.state}, not success")
+    if not result.preempted or not lost:
+        problems.append("no TPU node was preempted during training: nothing was measured")
+    m = metric(
+        ledger.steps_recomputed(),
+        sum(len(a.steps) for a in lost),
+        unit="steps",
+        goal=conf["checkpoint_period"],
+        baseline_is=(
+            "a restart from scratch (a plain retry of the training Job): every step the "
+            "attempts that lost their TPU capacity had executed, from this run's ledger"
+        ),
+        details={
+            **not_succeeded(result),
+            "problems": problems,
+            "num_batches": conf["num_batches"],
+            "checkpoint_period": conf["checkpoint_period"],
+            "preempted_at_step": PREEMPT_AT_STEP,
+            "preempted_nodes": result.preempted,
+            "attempts": [
+                {
+                    "pod": a.pod,
+                    "restored_step": a.restored_step,
+                    "first_step": a.steps[0] if a.steps else None,
+                    "last_step": a.steps[-1] if a.steps else None,
+                    "steps": len(a.steps),
+                    "outcome": a.outcome,
+                }
+                for a in attempts
+            ],
+            "time_scale": SPOT_TIME_SCALE,
+        },
+    )
+    m["goal_met"] = m["goal_met"] and not problems
+    return m
+
+
+def spans(lifetimes: list[Lifetime], until: float) -> list[list[float]]:
+    """The simulated intervals in which at least one of `lifetimes` lived, merged."""
+    merged: list[list[float]] = []
+    for life in sorted(lifetimes, key=lambda x: x.started):
+        end = life.ended if life.ended is not None else until
+        if merged and life.started <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([life.started, end])
+    return [[round(a), round(b)] for a, b in merged]
+
+
+def by_group(lifetimes: list[Lifetime], until: float) -> dict[str, dict[str, Any]]:
+    """Per pool (nodes) or Job (pods): how many, chip-seconds, when they lived (simulated s)."""
+    groups: dict[str, list[Lifetime]] = {}
+    for life in lifetimes:
+        if life.tpu:
+            groups.setdefault(life.group, []).append(life)
+    return {
+        group: {
+            "count": len(lives),
+            "chips_each": sorted({life.tpu for life in lives}),
+            "chip_seconds": round(sum(life.tpu * life.seconds(until) for life in lives)),
+            "lived": spans(lives, until),
+        }
+        for group, lives in groups.items()
+    }
+
+
+def backend_waiting(ledger: Ledger, until: float) -> float:
+    """Chip-seconds the backend's TPU pods ran while no training client attempt did."""
+    clients = [[a.started, a.ended if a.ended is not None else until] for a in ledger.attempts]
+    waiting = 0.0
+    for pod in ledger.tpu_pods:
+        if "-backend-" not in pod.group:
+            continue
+        start, end = pod.started, pod.ended if pod.ended is not None else until
+        busy = sum(max(0.0, min(end, b) - max(start, a)) for a, b in clients)
+        waiting += pod.tpu * max(0.0, end - start - busy)
+    return waiting
+
+
+def utilization(tmp: Path, mode: str) -> dict[str, Any]:
+    """One successful run in `mode`: its node and pod chip-seconds, by pool and by Job."""
+    workloads = Workloads(
+        provisioning_delay_s=PROVISIONING_DELAY_S, scale_down_idle_s=SCALE_DOWN_IDLE_S
+    )
+    result = run(tmp / mode, RUNS[mode], workloads, UTILIZATION_TIME_SCALE)
+    ledger = result.ledger
+    until = ledger.clock()  # the run's end: the cluster is destroyed, its nodes gone
+    nodes, pods = ledger.tpu_chip_seconds(until)
+    return {
+        **not_succeeded(result),
+        "ratio": round(nodes / pods, 4) if pods else None,
+        "node_chip_seconds": round(nodes),
+        "pod_chip_seconds": round(pods),
+        "tpu_node_seconds": round(ledger.tpu_node_seconds(until=until)),
+        "tpu_pod_seconds": round(sum(p.seconds(until) for p in ledger.tpu_pods)),
+        "run_simulated_s": round(until),
+        "nodes_left_at_end": [n.name for n in ledger.nodes if n.tpu and n.ended is None],
+        "backend_waiting_chip_seconds": round(backend_waiting(ledger, until)),
+        "node_pools": by_group(ledger.nodes, until),
+        "tpu_pods_by_job": by_group(ledger.tpu_pods, until),
+    }
+
+
+def node_utilization(tmp: Path) -> dict[str, Any]:
+    runs = {mode: utilization(tmp, mode) for mode in RUNS}
+    flex, reservation = runs["flex_start"], runs["reservation"]
+    problems = [
+        f"the {mode} run ended {r['run_state']}, not success"
+        for mode, r in runs.items()
+        if r["run_state"] != "success" or not r["ratio"]
+    ]
+    m = metric(
+        flex["ratio"] or 0.0,
+        reservation["ratio"] or 0.0,
+        unit="ratio",
+        goal=UTILIZATION_GOAL,
+        baseline_is=(
+            "the same run with capacity=reservation: the tutorial's static pool, its nodes "
+            "from the cluster's deploy to its destroy"
+        ),
+        details={
+            "value_is": (
+                "chip-seconds TPU nodes existed / chip-seconds pods needing google.com/tpu "
+                "ran, over the whole run (simulated clock), with capacity=flex_start"
+            ),
+            "problems": problems,
+            "runs": runs,
+            "settings": {
+                "cluster_mode": "create",
+                "num_batches": FLEX["num_batches"],
+                "scale_down_idle_s": SCALE_DOWN_IDLE_S,
+                "provisioning_delay_s": PROVISIONING_DELAY_S,
+                "time_scale": UTILIZATION_TIME_SCALE,
+                "why": (
+                    "scale_down_idle_s: GKE's cluster autoscaler removes a node unneeded for "
+                    "10 minutes by default; provisioning_delay_s: a flex-start slice comes in "
+                    "minutes when the zone has capacity; time_scale: one wall second of "
+                    f"Airflow's own work (a poll, a task start) counts "
+                    f"{1 / UTILIZATION_TIME_SCALE:g} simulated seconds, a 60 s training step "
+                    f"{60 * UTILIZATION_TIME_SCALE:g} wall seconds"
+                ),
+                "bias": (
+                    "Airflow's wall time reads as more simulated time than production's "
+                    "(poll_interval_seconds=1 here, 30 by default): the gaps between TPU "
+                    "phases are longer than in production (flex-start pays up to "
+                    "scale_down_idle_s each, against it), and the backend runs longer "
+                    "before and after the client (runs.*.backend_waiting_chip_seconds, "
+                    "counted as TPU pods that ran, for it)"
+                ),
+            },
+        },
+    )
+    m["goal_met"] = m["goal_met"] and not problems
+    return m
+
+
+def measure(tmp: Path) -> dict[str, dict[str, Any]]:
+    """Three whole DAG runs, each in a fresh sandbox: Spot preempted, flex-start, reservation."""
+    from airflow.utils import db
+
+    db.resetdb()
+    return {
+        "steps_recomputed_after_preemption": steps_recomputed(tmp / "spot"),
+        "tpu_node_utilization_ratio": node_utilization(tmp),
+    }
