@@ -15,12 +15,17 @@ SCALE_DOWN_IDLE_S.
 
 Time: pods and nodes live on the sandbox's simulated clock; Airflow's own work (task starts,
 polls of poll_interval_seconds=1) takes wall time, which the clock stretches by 1 / time_scale.
-UTILIZATION_TIME_SCALE keeps that near production (a transition between two TPU phases, a poll
-and a task start, about a wall second, reads as minutes) while a 100-step training stays short.
+UTILIZATION_TIME_SCALE keeps the gaps between TPU phases near production's (a few wall seconds
+read as one to three minutes, not as longer than GKE's 10-minute scale-down), with a short
+training to keep the bench short.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +33,26 @@ from tests.bench.metric import metric
 from tests.sandbox.harness import FLEX, PREEMPTIBLE, SETTINGS, SPOT, RunResult, Sandbox, Workloads
 from tests.sandbox.ledger import Ledger, Lifetime
 
+MARK = "BENCH-CAPACITY "
+REPO = Path(__file__).resolve().parents[2]
 PREEMPT_AT_STEP = 60
 SPOT_TIME_SCALE = 0.001  # the e2e Spot scenario's: the figure is a count of steps, not a time
 # GKE's cluster autoscaler removes a node unneeded for 10 minutes (scale-down-unneeded-time);
 # a flex-start slice comes in minutes when the zone has capacity (README: "in minutes").
 SCALE_DOWN_IDLE_S = 600.0
 PROVISIONING_DELAY_S = 300.0
-UTILIZATION_TIME_SCALE = 0.002
+# One wall second of Airflow's own work (a task start, a poll) reads as 50 simulated seconds:
+# the gaps between TPU phases come out at one to three minutes, as long as production's or
+# longer (against flex-start); the tutorial's 50-batch training takes about a wall minute, so
+# each run has its own process and the three run side by side.
+UTILIZATION_TIME_SCALE = 0.02
+UTILIZATION_BATCHES = {"num_batches": 50, "checkpoint_period": 50}
 UTILIZATION_GOAL = 1.15
 RUNS = {
-    "flex_start": {**FLEX, "cluster_mode": "create"},
+    "flex_start": {**FLEX, **UTILIZATION_BATCHES, "cluster_mode": "create"},
     "reservation": {
         **PREEMPTIBLE,
+        **UTILIZATION_BATCHES,
         "cluster_mode": "create",
         "capacity": "reservation",
         "reservation": SETTINGS["reservation"],
@@ -173,8 +186,7 @@ def utilization(tmp: Path, mode: str) -> dict[str, Any]:
     }
 
 
-def node_utilization(tmp: Path) -> dict[str, Any]:
-    runs = {mode: utilization(tmp, mode) for mode in RUNS}
+def node_utilization(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     flex, reservation = runs["flex_start"], runs["reservation"]
     problems = [
         f"the {mode} run ended {r['run_state']}, not success"
@@ -199,7 +211,7 @@ def node_utilization(tmp: Path) -> dict[str, Any]:
             "runs": runs,
             "settings": {
                 "cluster_mode": "create",
-                "num_batches": FLEX["num_batches"],
+                **UTILIZATION_BATCHES,
                 "scale_down_idle_s": SCALE_DOWN_IDLE_S,
                 "provisioning_delay_s": PROVISIONING_DELAY_S,
                 "time_scale": UTILIZATION_TIME_SCALE,
@@ -212,12 +224,13 @@ def node_utilization(tmp: Path) -> dict[str, Any]:
                     f"{60 * UTILIZATION_TIME_SCALE:g} wall seconds"
                 ),
                 "bias": (
-                    "Airflow's wall time reads as more simulated time than production's "
-                    "(poll_interval_seconds=1 here, 30 by default): the gaps between TPU "
-                    "phases are longer than in production (flex-start pays up to "
-                    "scale_down_idle_s each, against it), and the backend runs longer "
-                    "before and after the client (runs.*.backend_waiting_chip_seconds, "
-                    "counted as TPU pods that ran, for it)"
+                    "the gaps between TPU phases (a few wall seconds of Airflow work) read as "
+                    "one to three minutes, at least production's; a 10-batch training is "
+                    "short, so the fixed costs (provisioning, image pulls, the end until the "
+                    "cluster is destroyed) weigh more than in a real run: both against "
+                    "flex-start. The backend's workers run before and after the client "
+                    "(runs.*.backend_waiting_chip_seconds), counted as TPU pods that ran, as "
+                    "they hold the TPUs in production too"
                 ),
             },
         },
@@ -226,12 +239,49 @@ def node_utilization(tmp: Path) -> dict[str, Any]:
     return m
 
 
+JOBS = ("spot", *RUNS)  # what each child process measures
+
+
 def measure(tmp: Path) -> dict[str, dict[str, Any]]:
-    """Three whole DAG runs, each in a fresh sandbox: Spot preempted, flex-start, reservation."""
+    """Three whole DAG runs, each in a fresh sandbox and its own process with its own Airflow
+    database, side by side: Spot preempted, flex-start, reservation."""
+    children = {}
+    for job in JOBS:
+        home = tmp / job
+        home.mkdir(parents=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{REPO / 'plugins'}{os.pathsep}{REPO}",
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        }
+        command = [sys.executable, "-m", "tests.bench.capacity", job, str(home)]
+        with (home / "out.log").open("w") as out:  # a file: a full pipe would stall the child
+            children[job] = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+    found = {job: _result(child, tmp / job / "out.log") for job, child in children.items()}
+    return {
+        "steps_recomputed_after_preemption": found["spot"],
+        "tpu_node_utilization_ratio": node_utilization({m: found[m] for m in RUNS}),
+    }
+
+
+def _result(child: subprocess.Popen, out: Path) -> dict[str, Any]:
+    child.wait(timeout=600)
+    lines = out.read_text(errors="replace").splitlines()
+    line = next((x for x in lines if x.startswith(MARK)), None)
+    if line is None:
+        raise RuntimeError(f"capacity bench child exited {child.returncode}: {lines[-5:]}")
+    return json.loads(line.removeprefix(MARK))
+
+
+def main(job: str, home: Path) -> None:
+    """In a child: one run (`job`: spot or a capacity mode); its figures after MARK."""
     from airflow.utils import db
 
     db.resetdb()
-    return {
-        "steps_recomputed_after_preemption": steps_recomputed(tmp / "spot"),
-        "tpu_node_utilization_ratio": node_utilization(tmp),
-    }
+    found = steps_recomputed(home / "run") if job == "spot" else utilization(home, job)
+    print(MARK + json.dumps(found))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]))
