@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
+from airflow.triggers.base import BaseTrigger
 
 CONNECTION_KEYS = (
     "cluster_url",
@@ -27,6 +29,15 @@ def connection_of(operator: Any) -> dict[str, Any]:
     }
 
 
-def async_hook(kwargs: dict[str, Any]) -> GKEKubernetesAsyncHook:
-    """The provider's async GKE hook for a trigger's serialized kwargs."""
-    return GKEKubernetesAsyncHook(**{key: kwargs[key] for key in CONNECTION_KEYS})
+class GkeTrigger(BaseTrigger):
+    """A trigger whose `kwargs` (its serialized form) hold the cluster connection."""
+
+    kwargs: dict[str, Any]
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kwargs)
+
+    @cached_property
+    def hook(self) -> GKEKubernetesAsyncHook:
+        """The provider's async GKE hook on the trigger's cluster and credentials."""
+        return GKEKubernetesAsyncHook(**{key: self.kwargs[key] for key in CONNECTION_KEYS})

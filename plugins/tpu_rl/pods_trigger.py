@@ -11,19 +11,17 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
-from functools import cached_property
 from typing import Any
 
-from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from tpu_rl import kube, kueue_rules, verdicts
-from tpu_rl.gke_trigger import async_hook, connection_of
+from tpu_rl.gke_trigger import GkeTrigger, connection_of
 from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.watch import watching
 
 
-class PodsReadyTrigger(BaseTrigger):
+class PodsReadyTrigger(GkeTrigger):
     """Fires {"status": "success"} once `expected` pods matching `selector` exist and are
     scheduled (or run, with `need_running`); {"status": "error", "reason", "message"} when the
     owner (`owner_path`, a Job or JobSet) or a pod fails, the owner is gone, Kueue can never
@@ -83,13 +81,6 @@ class PodsReadyTrigger(BaseTrigger):
             expected=expected,
             **kwargs,
         )
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return "tpu_rl.pods_trigger.PodsReadyTrigger", dict(self.kwargs)
-
-    @cached_property
-    def hook(self) -> GKEKubernetesAsyncHook:
-        return async_hook(self.kwargs)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         k, news = self.kwargs, asyncio.Event()

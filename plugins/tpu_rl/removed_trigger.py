@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from functools import cached_property
 from typing import Any
 
-from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
-from tpu_rl.gke_trigger import async_hook, connection_of
+from tpu_rl.gke_trigger import GkeTrigger, connection_of
 from tpu_rl.kube_async import AsyncKube, KubeApiError
 
 
-class RemovedTrigger(BaseTrigger):
+class RemovedTrigger(GkeTrigger):
     """Fires {"status": "success"} once none of `objects` ("Job x" -> its API path) exists,
     or {"status": "error", "message"} naming those left when `deadline` (epoch s) passes."""
 
@@ -39,13 +37,6 @@ class RemovedTrigger(BaseTrigger):
     def for_operator(cls, operator: Any, objects: dict[str, str], **kw: Any) -> RemovedTrigger:
         """The trigger on a GKE operator's cluster and credentials."""
         return cls(objects=objects, **kw, **connection_of(operator))
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return "tpu_rl.removed_trigger.RemovedTrigger", dict(self.kwargs)
-
-    @cached_property
-    def hook(self) -> GKEKubernetesAsyncHook:
-        return async_hook(self.kwargs)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         k = self.kwargs
