@@ -51,6 +51,8 @@ def no_tpu_left(result: RunResult) -> None:
 
 def late_capacity_waited_for(result: RunResult, log: str) -> None:
     assert result.task_states["wait_for_rewards"] == "success", result.task_states
+    # the conversion waited for the slice and ran: not 'skipped' by its own commit marker
+    assert result.task_states["convert"] == "success", result.task_states
     assert "TriggeredScaleUp" in {e["reason"] for e in result.emu.list("events")}
     # the TPU pods' wait was in the triggerer (no worker slot), with the scheduler's reason
     assert "Waiting in the triggerer for the 8 pods" in log and "Unschedulable" in log

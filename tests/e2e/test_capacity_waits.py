@@ -89,17 +89,18 @@ def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
     ctx["ti"].xcom_push = lambda **kwargs: None
     op = convert_operator()
     deferral, held = deferred(lambda: op.execute(ctx))
-    assert held < 2.0 and deferral.method_name == "execute_when_pods_exist"
-    kwargs = deferral.trigger.serialize()[1]
+    # one deferral for the pods and then the Job's end: the worker runs the task twice in all
+    assert held < 2.0 and deferral.method_name == "execute_complete"
+    kwargs = deferral.trigger.serialize()[1]["pods"]
     assert kwargs["owner_path"] == kube.job_path(NS, op.job.metadata.name)
     labels = dict(item.split("=") for item in kwargs["selector"].split(",") if "=" in item)
     labels = {k: v for k, v in labels.items() if not k.endswith("!")}
-    for i in range(kwargs["expected"]):  # one per TPU host; Pending is enough: they exist
+    for i in range(kwargs["expected"]):  # one per TPU host: they exist, then they succeed
         pod(box, f"convert-{i}", labels, "Pending")
-    assert first_event(deferral) == {"status": "success"}
-    resumed = convert_operator()  # a worker builds the task afresh to resume it
-    again, held = deferred(lambda: resumed.execute_when_pods_exist(ctx, {"status": "success"}))
-    assert held < 2.0 and again.method_name == "execute_complete"  # the provider's Job wait
+    box.emu.set_job_condition(NS, op.job.metadata.name, "Complete")
+    event = first_event(deferral)
+    assert (event["status"], event["name"]) == ("success", op.job.metadata.name)
     assert len(box.emu.list("jobs", namespace=NS)) == 1
     with pytest.raises(AirflowException, match="TPU capacity or Kueue admission"):
-        op.execute_when_pods_exist(ctx, {"status": "error", "message": "Job j: 0/1 pods created"})
+        op.execute_complete(ctx, {"status": "error", "message": "Job j: 0/1 pods created",
+                                  "pods_wait": True})  # fmt: skip

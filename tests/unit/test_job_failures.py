@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from airflow.providers.cncf.kubernetes.operators.job import KubernetesJobOperator
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException, TaskDeferred
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
@@ -178,8 +178,9 @@ def test_pods_the_scheduler_cannot_place_wait_in_the_triggerer(operator, monkeyp
     get = waiting_operator(operator, pods, monkeypatch)
     with pytest.raises(TaskDeferred) as deferred:
         get()
-    assert deferred.value.method_name == "execute_when_pods_exist"
-    assert deferred.value.trigger.kwargs["queued"] is False
+    assert deferred.value.method_name == "execute_complete"  # pods, then the Job: one deferral
+    assert deferred.value.trigger.kwargs["pods"]["queued"] is False
+    assert deferred.value.trigger.kwargs["job"]["job_name"] == "j"
     # what the trigger decides on these pods: waiting, with the scheduler's reason
     failure, waiting = verdicts.pods_verdict("Job j", {}, [as_dict(p) for p in pods], 2, False)
     assert failure is None and waiting.startswith("1/2 pods scheduled")
@@ -192,9 +193,10 @@ def test_the_pending_timeout_fails_with_the_schedulers_reason(operator, monkeypa
         "Job j: 0/1 pods scheduled after the pending timeout "
         f"(pod convert-0: Unschedulable: {SCHEDULER_SAYS})"
     )
-    event = {"status": "error", "reason": "pending_timeout", "message": message}
+    event = {"status": "error", "reason": "pending_timeout", "message": message, "pods_wait": True}
     with pytest.raises(AirflowException, match="didn't match Pod's node affinity/selector"):
-        operator.execute_when_pods_exist({}, event)
+        operator.execute_complete({}, event)
+    assert operator.provider_calls == []  # not the provider's Job verdict: no Job ended
 
 
 def test_scheduled_pods_are_returned(operator, monkeypatch):
@@ -223,25 +225,8 @@ def test_a_queued_job_kueue_can_never_admit_fails_at_once(operator, monkeypatch)
     get = waiting_operator(operator, [], monkeypatch, queued=True)
     with pytest.raises(TaskDeferred) as deferred:
         get()
-    assert deferred.value.trigger.kwargs["queued"] is True
+    assert deferred.value.trigger.kwargs["pods"]["queued"] is True
     reason, message = verdicts.kueue_refusal("Job j", [workload], "Job", "j")
-    event = {"status": "error", "reason": reason, "message": message}
+    event = {"status": "error", "reason": reason, "message": message, "pods_wait": True}
     with pytest.raises(AirflowFailException, match="job-j-1a2b3: couldn't assign flavors"):
-        operator.execute_when_pods_exist({}, event)
-
-
-def test_a_conversion_this_try_submitted_is_followed_even_once_its_checkpoint_is_committed(
-    operator, monkeypatch, tutorial_conf
-):
-    """Back from the wait for its pods, the task runs execute again: a conversion that
-    finished meanwhile (its commit marker written) is this try's own, not one to skip. Before,
-    the task ended 'skipped' although it had converted the model (flex-start, late capacity)."""
-    from tpu_rl.layout import RunLayout
-    from tpu_rl.settings import load_settings
-
-    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
-    monkeypatch.setattr(jobs, "object_exists", lambda uri, conn: True)
-    with pytest.raises(AirflowSkipException, match="conversion skipped"):
-        operator.prepare(layout, {})  # a new try: an earlier run's checkpoint is reused
-    operator._resumed = True
-    assert operator.prepare(layout, {})["metadata"]["name"].endswith("-convert")
+        operator.execute_complete({}, event)

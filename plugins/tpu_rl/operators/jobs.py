@@ -49,7 +49,6 @@ class RunJobOperator(GKEStartJobOperator):
         self.build = build or self.build
         self._pending_timeout = timedelta(hours=1)
         self._poll_interval = 10.0
-        self._resumed = False  # back from the pods wait: this try created the Job
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
         """The Job to submit; subclasses may skip or adapt it."""
@@ -87,8 +86,6 @@ class RunJobOperator(GKEStartJobOperator):
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, follow the one this run already created while it runs."""
-        if self._resumed:  # no create call: the hook would retry its 409 for 15 s first
-            return job_request_obj
         try:
             return super().create_job(job_request_obj)
         except ApiException as err:
@@ -127,7 +124,9 @@ class RunJobOperator(GKEStartJobOperator):
         self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
     ) -> Sequence[k8s.V1Pod]:
         """All the Job's pods; until they exist and are scheduled (Kueue, TPU capacity), wait in
-        the triggerer, which ends the wait with the scheduler's or Kueue's reason."""
+        the triggerer, which ends the wait with the scheduler's or Kueue's reason, and then
+        waits there for the Job's end too (one deferral: execute_complete comes next)."""
+        from tpu_rl.job_trigger import PodsThenJobTrigger
         from tpu_rl.pods_trigger import PodsReadyTrigger
 
         namespace = pod_request_obj.metadata.namespace
@@ -139,34 +138,35 @@ class RunJobOperator(GKEStartJobOperator):
             return pods
         name = self.job.metadata.name
         self.log.info("Waiting in the triggerer for the %d pods of Job %s.", self.parallelism, name)
-        self.defer(
-            trigger=PodsReadyTrigger.for_operator(
-                self,
-                ("Job", namespace, name),
-                label_selector,
-                self.parallelism or 1,
-                deadline=capped_deadline(self, self._pending_timeout.total_seconds()),
-                poll_interval=self._poll_interval,
-                queued=manifests.QUEUE_LABEL in (self.job.metadata.labels or {}),
-            ),
-            method_name="execute_when_pods_exist",
+        waiting = PodsReadyTrigger.for_operator(
+            self,
+            ("Job", namespace, name),
+            label_selector,
+            self.parallelism or 1,
+            deadline=capped_deadline(self, self._pending_timeout.total_seconds()),
+            poll_interval=self._poll_interval,
+            queued=manifests.QUEUE_LABEL in (self.job.metadata.labels or {}),
         )
-
-    def execute_when_pods_exist(self, context: Context, event: dict[str, Any]) -> Any:
-        """Go on once the pods exist and are scheduled: execute again finds the Job and its
-        pods, then defers; a Workload Kueue can never admit fails without retries."""
-        if event.get("reason") == verdicts.KUEUE_REFUSED:
-            raise AirflowFailException(event.get("message"))
-        if event.get("status") != "success":
-            raise AirflowException(
-                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
-            )
-        self._resumed = True
-        return self.execute(context)
+        job = {
+            "job_name": name,
+            "job_namespace": namespace,
+            "base_container_name": self.base_container_name,
+            "poll_interval": self.job_poll_interval,
+            "get_logs": self.get_logs,
+            "do_xcom_push": self.do_xcom_push,
+        }
+        self.defer(trigger=PodsThenJobTrigger.around(waiting, job), method_name="execute_complete")
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
         """On failure, first the failed pods' last log lines: the provider raises without
-        writing them and then deletes the pods, and with them the reason."""
+        writing them and then deletes the pods, and with them the reason. A pods wait that
+        failed says why (a Workload Kueue can never admit fails without retries)."""
+        if event.get("pods_wait"):
+            if event.get("reason") == verdicts.KUEUE_REFUSED:
+                raise AirflowFailException(event.get("message"))
+            raise AirflowException(
+                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
+            )
         if event.get("status") == "error":
             try:
                 self._log_failed_pods(event)
@@ -253,8 +253,7 @@ class ConvertJobOperator(RunJobOperator):
     build = staticmethod(manifests.conversion_job)
 
     def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
-        # back from the pods wait, the Job is this try's: its own commit marker is no reason
-        if not self._resumed and object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
+        if object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
             raise AirflowSkipException(f"{layout.maxtext_items} is complete: conversion skipped")
         return super().prepare(layout, context)
 

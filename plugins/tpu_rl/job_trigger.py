@@ -1,0 +1,58 @@
+"""PodsThenJobTrigger: a Job's wait for capacity, then for its end, in one deferral.
+
+A conversion or export whose pods wait for TPU capacity or Kueue would otherwise defer twice
+(the pods, then the provider's Job wait), and a worker would run the task three times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.providers.google.cloud.triggers.kubernetes_engine import GKEJobTrigger
+from airflow.triggers.base import TriggerEvent
+
+from tpu_rl import kube
+from tpu_rl.gke_trigger import CONNECTION_KEYS, GkeTrigger
+from tpu_rl.kube_async import AsyncKube
+from tpu_rl.pods_trigger import PodsReadyTrigger
+
+
+class PodsThenJobTrigger(GkeTrigger):
+    """Waits as PodsReadyTrigger (`pods`: its own kwargs) until the Job's pods exist and are
+    scheduled, then as the provider's GKEJobTrigger (`job`: its own kwargs but the pod names,
+    read once the pods exist) until the Job ends, and fires that trigger's event. A failed
+    pods wait fires its own event with `pods_wait: True`, the Job's name and no `job`."""
+
+    def __init__(self, *, pods: dict[str, Any], job: dict[str, Any], **connection: Any) -> None:
+        super().__init__()
+        self.kwargs = {"pods": dict(pods), "job": dict(job), **connection}
+
+    @classmethod
+    def around(cls, waiting: PodsReadyTrigger, job: dict[str, Any]) -> PodsThenJobTrigger:
+        """The pods wait `waiting`, then the Job wait with these GKEJobTrigger kwargs."""
+        connection = {key: waiting.kwargs[key] for key in CONNECTION_KEYS}
+        pods = {k: v for k, v in waiting.kwargs.items() if k not in CONNECTION_KEYS}
+        return cls(pods=pods, job=job, **connection)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        k = self.kwargs
+        connection = {key: k[key] for key in CONNECTION_KEYS}
+        waited: dict[str, Any] = {"status": "error", "message": "the pods wait ended silently"}
+        async for event in PodsReadyTrigger(**k["pods"], **connection).run():
+            waited = event.payload
+            break
+        job, namespace = k["job"], k["pods"]["namespace"]
+        if waited.get("status") != "success":
+            name = {"name": job["job_name"], "namespace": namespace, "job": None}
+            yield TriggerEvent({**waited, **name, "pods_wait": True})
+            return
+        async with self.hook.get_conn() as client:
+            pods = await AsyncKube(client).list_items(
+                kube.pods_path(namespace), k["pods"]["selector"]
+            )
+        names = [pod["metadata"]["name"] for pod in pods]
+        trigger = GKEJobTrigger(**job, pod_names=names, pod_namespace=namespace, **connection)
+        async for event in trigger.run():
+            yield event
+            return
