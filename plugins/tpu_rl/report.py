@@ -113,7 +113,7 @@ def build_report(
     hosts = layout.pool_hosts
     hours = tpu_hours(hosts, pool_seconds)
     rewards = rewards or {}
-    attempts = rewards.get("attempts") or []
+    attempts = costed(rewards.get("attempts") or [])
     report = {
         "run_id": layout.run_id,
         "run": layout.slug,
@@ -140,7 +140,7 @@ def build_report(
             "price_per_chip_hour_usd": price_per_chip_hour(settings),
         },
         "capacity": settings.capacity,
-        "attempts": costed(attempts),
+        "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
         "settings": settings.to_dict(),
     }

@@ -131,6 +131,6 @@ def costed(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def steps_recomputed(attempts: list[dict[str, Any]]) -> int:
-    """All steps the run computed again after capacity losses."""
-    return sum(a["steps_recomputed"] or 0 for a in costed(attempts))
+def steps_recomputed(costed_attempts: list[dict[str, Any]]) -> int:
+    """All steps the run computed again after capacity losses, from `costed` rows."""
+    return sum(a["steps_recomputed"] or 0 for a in costed_attempts)

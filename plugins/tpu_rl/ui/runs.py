@@ -189,7 +189,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
             cost = estimated_cost_usd(settings, hours)
         except (ValueError, KeyError, TypeError, AttributeError):  # a conf validation refused
             pass
-    attempts = rewards.get("attempts") or x.get("attempts") or []
+    attempts = costed(rewards.get("attempts") or x.get("attempts") or [])
     export_uri = x.get("export_uri")
     run_path = f"dags/{DAG_ID}/runs/{quote(run.run_id, safe='')}"
     return {
@@ -208,7 +208,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "tpu_hours_rule": rule,
         "tpu_hours_rule_text": RULES[rule],
         "estimated_cost_usd": cost,
-        "attempts": costed(attempts),
+        "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
         "checkpoint_step": x.get("checkpoint_step"),
         "export_uri": export_uri,
