@@ -152,12 +152,14 @@ with DAG(
 
     validate >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
     start_backend >> train >> wait_for_rewards >> passed_gate >> export >> verified
-    # verify also hangs on the wait directly: when training fails, the first scheduler pass
-    # marks gate and verify upstream_failed, the next export, and cleanup starts a pass sooner
+    # export also hangs on the wait directly: when training fails, the first scheduler pass
+    # marks gate, export and stop_backend upstream_failed, and cleanup starts on the next pass
     # (a teardown waits for every task between its setups and itself).
-    wait_for_rewards >> verified
+    wait_for_rewards >> export
     wait_for_rewards >> stop_backend
-    [verified, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
+    # verify only reads the bucket: the TPUs and the cluster go while it checks the files
+    [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
+    verified >> outcome
     document(dag)
     add_links(dag)
     # The Params last, on the DAG alone: a task made while the DAG has them keeps a deep copy,

@@ -76,7 +76,8 @@ Exports the newest checkpoint of this run to Hugging Face format in
 """,
     "verify": """
 Checks the exported files, writes `run-report.json` and `run-report.md` next to them, and emits
-the `tpu_rl_exported_model` asset event (which can trigger downstream DAGs).
+the `tpu_rl_exported_model` asset event (which can trigger downstream DAGs). It only reads the
+bucket, so the cleanups do not wait for it: the TPUs go the moment export ends.
 """,
     "cleanup_kubernetes": """
 A teardown: runs however the run ends (failed, marked failed) once the cluster or the token

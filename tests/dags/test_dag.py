@@ -57,14 +57,31 @@ def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
     }
     # the Kubernetes objects go first; then the cluster; then the verdict
     assert "cleanup_kubernetes" in cluster.upstream_task_ids
-    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster"}
+    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "verify"}
+
+
+def test_the_tpus_go_as_soon_as_export_ends_not_after_the_files_are_checked(dag):
+    """verify only reads the bucket: the cleanups do not wait for it (the TPU nodes of a
+    flex-start or Spot pool bill until the cluster is destroyed)."""
+    assert dag.get_task("cleanup_kubernetes").upstream_task_ids == {
+        "create_cluster",
+        "hf_token_secret",
+        "export",
+        "stop_backend",
+    }
+    assert "verify" not in dag.get_task("cleanup_kubernetes").get_flat_relative_ids(upstream=True)
+
+
+def test_a_failed_wait_fails_export_in_the_same_scheduler_pass(dag):
+    """cleanup starts on the pass after the wait failed: export hangs on the wait directly."""
+    assert {"gate", "wait_for_rewards"} == dag.get_task("export").upstream_task_ids
 
 
 def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
     assert "run_succeeded" not in dag.task_ids
     edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
-    assert edges <= 20, edges
+    assert edges <= 21, edges
     assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
     outcome = dag.get_task("outcome")
     assert outcome.is_teardown and outcome.on_failure_fail_dagrun
