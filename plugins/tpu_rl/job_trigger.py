@@ -17,6 +17,8 @@ from tpu_rl.gke_trigger import CONNECTION_KEYS, GkeTrigger
 from tpu_rl.kube_async import AsyncKube
 from tpu_rl.pods_trigger import PodsReadyTrigger
 
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
 
 class PodsThenJobTrigger(GkeTrigger):
     """Waits as PodsReadyTrigger (`pods`: its own kwargs) until the Job's pods exist and are
@@ -51,8 +53,19 @@ class PodsThenJobTrigger(GkeTrigger):
             pods = await AsyncKube(client).list_items(
                 kube.pods_path(namespace), k["pods"]["selector"]
             )
-        names = [pod["metadata"]["name"] for pod in pods]
+        # host 0's pod only: the task log shows its log (the Job's command runs there; the
+        # other hosts exit at once), and the operator reads one pod, not one per host
+        names = [min(pods, key=_host_order)["metadata"]["name"]] if pods else []
         trigger = GKEJobTrigger(**job, pod_names=names, pod_namespace=namespace, **connection)
         async for event in trigger.run():
             yield event
             return
+
+
+def _host_order(pod: dict[str, Any]) -> tuple[int, str]:
+    """An indexed Job's pods by completion index (host 0 first), then by name."""
+    meta = pod["metadata"]
+    index = (meta.get("labels") or {}).get(COMPLETION_INDEX) or (meta.get("annotations") or {}).get(
+        COMPLETION_INDEX, ""
+    )
+    return (int(index) if index.isdigit() else 1 << 30, meta["name"])

@@ -45,6 +45,8 @@ class RunJobOperator(GKEStartJobOperator):
         kwargs.setdefault("base_container_name", manifests.CONTAINER)
         kwargs.setdefault("parallelism", 1)
         kwargs.setdefault("random_name_suffix", False)
+        # finished pods hold no TPU; cleanup_kubernetes deletes them with their Job
+        kwargs.setdefault("on_finish_action", "keep_pod")
         super().__init__(name="", namespace="", image="", **kwargs)
         self.build = build or self.build
         self._pending_timeout = timedelta(hours=1)

@@ -1,0 +1,45 @@
+"""PodsThenJobTrigger: the pods wait, then the provider's Job wait, naming host 0's pod only (the
+operator reads and logs one pod of a multi-host Job, not one per host)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.sandbox.kube_emulator import KubeEmulator
+from tests.unit.test_reward_trigger import JOB, NS, creds, emu, make_job, make_pod  # noqa: F401
+from tpu_rl import kube
+from tpu_rl.job_trigger import COMPLETION_INDEX, PodsThenJobTrigger
+
+CONNECTION = {"gcp_conn_id": "google_cloud_default", "impersonation_chain": None,
+              "use_dns_endpoint": False}  # fmt: skip
+HOSTS = 4
+
+
+def trigger(cluster: KubeEmulator) -> PodsThenJobTrigger:
+    connection = {"cluster_url": cluster.url, "ssl_ca_cert": cluster.ca_b64, **CONNECTION}
+    pods = {
+        "namespace": NS,
+        "what": f"Job {JOB}",
+        "owner_path": kube.job_path(NS, JOB),
+        "selector": f"job-name={JOB}",
+        "expected": HOSTS,
+        "deadline": time.time() + 30,
+        "poll_interval": 0.05,
+    }
+    job = {"job_name": JOB, "job_namespace": NS, "base_container_name": "workload-container",
+           "poll_interval": 0.05, "get_logs": True, "do_xcom_push": False}  # fmt: skip
+    return PodsThenJobTrigger(pods=pods, job=job, **connection)
+
+
+async def test_the_job_event_names_host_0s_pod_only(emu, creds):  # noqa: F811
+    make_job(emu)
+    # created out of order, host 0 neither first nor first by name
+    for index, name in ((2, "a-pod"), (0, "z-pod"), (3, "b-pod"), (1, "c-pod")):
+        make_pod(emu, name, labels={"job-name": JOB, COMPLETION_INDEX: str(index)})
+    emu.set_job_condition(NS, JOB, "Complete")
+    payload: dict[str, Any] = {}
+    async for event in trigger(emu).run():
+        payload = event.payload
+        break
+    assert payload["status"] == "success" and payload["pod_names"] == ["z-pod"]
