@@ -1,11 +1,15 @@
 """PodsThenJobTrigger: a Job's wait for capacity, then for its end, in one deferral.
 
 A conversion or export whose pods wait for TPU capacity or Kueue would otherwise defer twice
-(the pods, then the provider's Job wait), and a worker would run the task three times.
+(the pods, then the provider's Job wait), and a worker would run the task three times. The end
+is watched, not sampled: the provider's trigger looks once every poll interval, and every
+second after the Job's end keeps the TPU slice idle before the next step can use it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,10 +18,12 @@ from airflow.triggers.base import TriggerEvent
 
 from tpu_rl import kube
 from tpu_rl.gke_trigger import CONNECTION_KEYS, GkeTrigger
-from tpu_rl.kube_async import AsyncKube
+from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.pods_trigger import PodsReadyTrigger
+from tpu_rl.watch import watching
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+ENDED = {"Complete", "Failed"}  # a Job's terminal conditions
 
 
 class PodsThenJobTrigger(GkeTrigger):
@@ -55,17 +61,41 @@ class PodsThenJobTrigger(GkeTrigger):
             )
         # host 0's pod only: the task log shows its log (the Job's command runs there; the
         # other hosts exit at once), and the operator reads one pod, not one per host
-        names = [min(pods, key=_host_order)["metadata"]["name"]] if pods else []
+        metas = [pod["metadata"] for pod in pods]
+        names = [min(metas, key=host_order)["name"]] if metas else []
+        await self._until_ended(namespace, job["job_name"], job["poll_interval"])
         trigger = GKEJobTrigger(**job, pod_names=names, pod_namespace=namespace, **connection)
         async for event in trigger.run():
             yield event
             return
 
+    async def _until_ended(self, namespace: str, name: str, poll_interval: float) -> None:
+        """Watch the Job until it has ended (or is gone, or the API fails for good), so the
+        provider's trigger, which reports it, sees the end on its first look."""
+        news = asyncio.Event()
+        watched = [(kube.jobs_path(namespace), [("fieldSelector", f"metadata.name={name}")])]
+        async with watching(self.hook.get_conn, watched, news, self.log):
+            while True:
+                news.clear()
+                try:
+                    async with self.hook.get_conn() as client:
+                        found = await AsyncKube(client).get_optional(kube.job_path(namespace, name))
+                except KubeApiError as error:
+                    if not error.transient:
+                        return
+                    found = {}
+                if found is None or ENDED & set(kube.true_conditions(found)):
+                    return
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(poll_interval):
+                        await news.wait()
 
-def _host_order(pod: dict[str, Any]) -> tuple[int, str]:
-    """An indexed Job's pods by completion index (host 0 first), then by name."""
-    meta = pod["metadata"]
-    index = (meta.get("labels") or {}).get(COMPLETION_INDEX) or (meta.get("annotations") or {}).get(
+
+def host_order(meta: Any) -> tuple[int, str]:
+    """Sort key of an indexed Job's pods (their metadata, a dict or a V1ObjectMeta): by
+    completion index, host 0 first, then by name."""
+    get = meta.get if isinstance(meta, dict) else lambda key: getattr(meta, key)
+    index = (get("labels") or {}).get(COMPLETION_INDEX) or (get("annotations") or {}).get(
         COMPLETION_INDEX, ""
     )
-    return (int(index) if index.isdigit() else 1 << 30, meta["name"])
+    return (int(index) if index.isdigit() else 1 << 30, get("name"))

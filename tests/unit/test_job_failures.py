@@ -199,9 +199,13 @@ def test_the_pending_timeout_fails_with_the_schedulers_reason(operator, monkeypa
     assert operator.provider_calls == []  # not the provider's Job verdict: no Job ended
 
 
-def test_scheduled_pods_are_returned(operator, monkeypatch):
+def test_scheduled_pods_defer_too_so_the_jobs_end_is_watched(operator, monkeypatch):
+    """Pods ready at once still defer to the same trigger: the provider's own deferral would
+    sample the Job's end once a poll interval and read every host's pod."""
     pods = [pending_pod("convert-0", True), pending_pod("convert-1", True)]
-    assert waiting_operator(operator, pods, monkeypatch)() == pods
+    with pytest.raises(TaskDeferred) as deferred:
+        waiting_operator(operator, pods, monkeypatch)()
+    assert type(deferred.value.trigger).__name__ == "PodsThenJobTrigger"
     assert verdicts.pods_verdict("Job j", {}, [as_dict(p) for p in pods], 2, False) == (None, None)
 
 

@@ -125,21 +125,16 @@ class RunJobOperator(GKEStartJobOperator):
     def get_pods(
         self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
     ) -> Sequence[k8s.V1Pod]:
-        """All the Job's pods; until they exist and are scheduled (Kueue, TPU capacity), wait in
-        the triggerer, which ends the wait with the scheduler's or Kueue's reason, and then
-        waits there for the Job's end too (one deferral: execute_complete comes next)."""
+        """Never returns: the triggerer waits for the Job's pods (Kueue, TPU capacity: it ends
+        the wait with the scheduler's or Kueue's reason), then watches for the Job's end (one
+        deferral: execute_complete comes next, with host 0's pod to read)."""
         from tpu_rl.job_trigger import PodsThenJobTrigger
         from tpu_rl.pods_trigger import PodsReadyTrigger
 
         namespace = pod_request_obj.metadata.namespace
         label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
-        pods = self.client.list_namespaced_pod(
-            namespace=namespace, label_selector=label_selector
-        ).items
-        if len(pods) >= (self.parallelism or 1) and not any(map(_unschedulable, pods)):
-            return pods
         name = self.job.metadata.name
-        self.log.info("Waiting in the triggerer for the %d pods of Job %s.", self.parallelism, name)
+        self.log.info("Waiting in the triggerer for Job %s: its pods, then its end.", name)
         waiting = PodsReadyTrigger.for_operator(
             self,
             ("Job", namespace, name),
@@ -215,15 +210,6 @@ class RunJobOperator(GKEStartJobOperator):
             kwargs=kwargs,
             timeout=timeout or time_left(self) or self.execution_timeout,
         )
-
-
-def _unschedulable(pod: k8s.V1Pod) -> bool:
-    """A pending pod the scheduler could not place (PodScheduled False)."""
-    if not pod.status or pod.status.phase != "Pending":
-        return False
-    return any(
-        c.type == "PodScheduled" and c.status == "False" for c in pod.status.conditions or []
-    )
 
 
 def _terminated(pod: k8s.V1Pod) -> list[Any]:
