@@ -55,7 +55,7 @@ def late_capacity_waited_for(result: RunResult, log: str) -> None:
     assert result.task_states["convert"] == "success", result.task_states
     assert "TriggeredScaleUp" in {e["reason"] for e in result.emu.list("events")}
     # the TPU pods' wait was in the triggerer (no worker slot), with the scheduler's reason
-    assert "Waiting in the triggerer for the 8 pods" in log and "Unschedulable" in log
+    assert "Waiting in the triggerer for Job" in log and "Unschedulable" in log
     assert [(a["outcome"], a["tpu_hosts"]) for a in attempts(result)] == [("completed", 8)]
     no_tpu_left(result)
 

@@ -156,19 +156,24 @@ class RunJobOperator(GKEStartJobOperator):
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
         """On failure, first the failed pods' last log lines: the provider raises without
-        writing them and then deletes the pods, and with them the reason. A pods wait that
-        failed says why (a Workload Kueue can never admit fails without retries)."""
-        if event.get("pods_wait"):
-            if event.get("reason") == verdicts.KUEUE_REFUSED:
-                raise AirflowFailException(event.get("message"))
-            raise AirflowException(
-                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
-            )
-        if event.get("status") == "error":
+        writing them. A pods wait that failed says why (a Workload Kueue can never admit fails
+        without retries); one that saw the Job or a pod fail is that Job's failure."""
+        job_failed = event.get("status") == "error" and (
+            not event.get("pods_wait") or event.get("reason") == "failed"
+        )
+        if job_failed:
             try:
                 self._log_failed_pods(event)
             except ApiException as err:
                 self.log.warning("Could not read the failed pods' logs: %s", err.reason)
+        if event.get("pods_wait"):
+            if event.get("reason") == verdicts.KUEUE_REFUSED:
+                raise AirflowFailException(event.get("message"))
+            if job_failed:
+                raise AirflowException(event.get("message"))
+            raise AirflowException(
+                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
+            )
         return super().execute_complete(context, event, **kwargs)
 
     def _log_failed_pods(self, event: dict) -> None:
