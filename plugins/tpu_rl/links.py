@@ -7,6 +7,7 @@ name a Job task pushed. Before `validate` succeeded a link is empty (shown disab
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
@@ -39,13 +40,21 @@ JOBSET_TASKS = {"start_backend", "stop_backend"}
 
 def run_layout(ti_key: TaskInstanceKey) -> RunLayout | None:
     """The run's layout from the settings `validate` returned; None before it succeeded."""
-    recorded = XCom.get_one(
-        key="return_value", dag_id=ti_key.dag_id, task_id=SETTINGS_TASK, run_id=ti_key.run_id
-    )
-    if not isinstance(recorded, Mapping):
+    try:
+        return _recorded_layout(ti_key.dag_id, ti_key.run_id)
+    except LookupError:
         return None
+
+
+@functools.lru_cache(maxsize=8)
+def _recorded_layout(dag_id: str, run_id: str) -> RunLayout:
+    """Read once per run and process: a task's links are computed one by one when it ends (and
+    when it defers), each from the same settings; a run's settings never change."""
+    recorded = XCom.get_one(key="return_value", dag_id=dag_id, task_id=SETTINGS_TASK, run_id=run_id)
+    if not isinstance(recorded, Mapping):
+        raise LookupError(f"{SETTINGS_TASK} has not returned the settings of {run_id}")
     settings = RunSettings(**{k: v for k, v in recorded.items() if k in SETTING_FIELDS})
-    return RunLayout(settings, ti_key.run_id)
+    return RunLayout(settings, run_id)
 
 
 def storage_browser(uri: str, project: str) -> str:

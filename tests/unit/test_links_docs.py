@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from unittest import mock
 from urllib.parse import unquote
 
 import pytest
@@ -46,6 +47,12 @@ def test_links_survive_serialization(dag):
 
     restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
     assert "Pod logs (Cloud Logging)" in restored.get_task("wait_for_rewards").extra_links
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings_cache():
+    """Each test's XComs stand for another run's: links keep a run's settings per process."""
+    links._recorded_layout.cache_clear()
 
 
 @pytest.fixture
@@ -114,3 +121,19 @@ def test_gke_links_name_the_cluster(recorded, tutorial_conf):
 def test_no_link_before_the_settings_were_validated(monkeypatch):
     monkeypatch.setattr(links.XCom, "get_one", lambda **kw: None)
     assert link_of("train", links.CheckpointsLink) == ""
+
+
+def test_a_tasks_links_read_the_settings_once(recorded):
+    """Each link of a task is computed on its own when the task ends or defers; the settings
+    behind them are read once per run, not once per link (an Execution API call each)."""
+    reads = []
+    read = links.XCom.get_one
+
+    def counted(**kw):
+        reads.append(kw["task_id"])
+        return read(**kw)
+
+    with mock.patch.object(links.XCom, "get_one", counted):
+        for link in links.LINKS_BY_TASK["export"]:
+            link.get_link(None, ti_key=key("export"))
+    assert reads.count("validate") == 1
