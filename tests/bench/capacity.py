@@ -44,7 +44,7 @@ PROVISIONING_DELAY_S = 300.0
 # One wall second of Airflow's own work (a task start, a poll) reads as 50 simulated seconds:
 # the gaps between TPU phases come out at one to three minutes, as long as production's or
 # longer (against flex-start); the tutorial's 50-batch training takes about a wall minute, so
-# each run has its own process and the three run side by side.
+# each run has its own process: the Spot run beside other phases, these two side by side.
 UTILIZATION_TIME_SCALE = 0.02
 UTILIZATION_BATCHES = {"num_batches": 50, "checkpoint_period": 50}
 UTILIZATION_GOAL = 1.15
@@ -225,7 +225,7 @@ def node_utilization(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 ),
                 "bias": (
                     "the gaps between TPU phases (a few wall seconds of Airflow work) read as "
-                    "one to three minutes, at least production's; a 10-batch training is "
+                    "one to three minutes, at least production's; a 50-batch training is "
                     "short, so the fixed costs (provisioning, image pulls, the end until the "
                     "cluster is destroyed) weigh more than in a real run: both against "
                     "flex-start. The backend's workers run before and after the client "
@@ -239,14 +239,11 @@ def node_utilization(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return m
 
 
-JOBS = ("spot", *RUNS)  # what each child process measures
-
-
-def measure(tmp: Path) -> dict[str, dict[str, Any]]:
-    """Three whole DAG runs, each in a fresh sandbox and its own process with its own Airflow
-    database, side by side: Spot preempted, flex-start, reservation."""
+def start(tmp: Path, jobs: tuple[str, ...]) -> dict[str, subprocess.Popen]:
+    """One child process per job (spot or a capacity mode), each with its own sandbox and
+    Airflow database; `measure_spot` and `measure_utilization` collect them."""
     children = {}
-    for job in JOBS:
+    for job in jobs:
         home = tmp / job
         home.mkdir(parents=True)
         env = {
@@ -258,11 +255,25 @@ def measure(tmp: Path) -> dict[str, dict[str, Any]]:
         command = [sys.executable, "-m", "tests.bench.capacity", job, str(home)]
         with (home / "out.log").open("w") as out:  # a file: a full pipe would stall the child
             children[job] = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+    return children
+
+
+def start_spot(tmp: Path) -> subprocess.Popen:
+    """The Spot run counts steps, not seconds: it may share the machine with other phases that
+    count bytes (run.py starts it beside them)."""
+    return start(tmp, ("spot",))["spot"]
+
+
+def measure_spot(tmp: Path, child: subprocess.Popen) -> dict[str, dict[str, Any]]:
+    return {"steps_recomputed_after_preemption": _result(child, tmp / "spot" / "out.log")}
+
+
+def measure_utilization(tmp: Path) -> dict[str, dict[str, Any]]:
+    """The flex-start and reservation runs side by side, one per core, nothing else running:
+    the gaps between TPU phases are Airflow's wall time, and a busier machine stretches them."""
+    children = start(tmp, tuple(RUNS))
     found = {job: _result(child, tmp / job / "out.log") for job, child in children.items()}
-    return {
-        "steps_recomputed_after_preemption": found["spot"],
-        "tpu_node_utilization_ratio": node_utilization({m: found[m] for m in RUNS}),
-    }
+    return {"tpu_node_utilization_ratio": node_utilization(found)}
 
 
 def _result(child: subprocess.Popen, out: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from tests.sandbox.harness import SETTINGS, Sandbox
 def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) -> None:
     """Measure everything; `done` gets each phase's metrics as soon as they are in."""
     done(parse.measure())
+    spot = capacity.start_spot(tmp)  # counts steps: beside the phases that count bytes
     box = Sandbox(tmp / "waits")
     box.tmp.mkdir()
     with box.up(existing_cluster=SETTINGS["cluster_name"]):
@@ -31,8 +32,9 @@ def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) ->
             ("trigger_peak_memory_mib", trigger_memory),
         ):
             done({name: phase.measure(box, dict(SETTINGS))})
+    done(capacity.measure_spot(tmp, spot))
     done(dag_runs.measure(tmp))
-    done(capacity.measure(tmp))
+    done(capacity.measure_utilization(tmp))
 
 
 def table(metrics: dict[str, dict[str, Any]]) -> str:
