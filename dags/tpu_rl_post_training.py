@@ -10,16 +10,17 @@ from datetime import datetime, timedelta
 
 # Named here so the DAG processor imports them once in its parent process
 # (`_pre_import_airflow_modules`), not in every forked parse: our operators build on them.
+import airflow.providers.google.cloud.operators.gcs
 import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
-from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 from airflow.sdk import DAG, Asset
 
 from tpu_rl import deployment, manifests
 from tpu_rl.callbacks import cleanup_after_timeout
 from tpu_rl.docs import document
-from tpu_rl.limits import WORK, apply_run_limits, task_args
+from tpu_rl.limits import WORK, task_args
 from tpu_rl.links import add_links
 from tpu_rl.notify import RunFailureNotifier
+from tpu_rl.operators.bucket import EnsureBucketOperator
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
 from tpu_rl.operators.kubernetes import (
@@ -79,16 +80,13 @@ with DAG(
     # objects; the notifier tells people when no task's own callback did (a timed-out run)
     on_failure_callback=[cleanup_after_timeout, RunFailureNotifier()],
     tags=["tpu", "rl", "maxtext", "gke"],
-    # each task's limit: the run's settings at run time (the defaults' until then); a failed
-    # task tells the deployer's channels (tpu_rl.notify)
-    default_args={
-        "owner": "ml-platform",
-        "pre_execute": apply_run_limits,
-        "on_failure_callback": RunFailureNotifier(),
-    },
+    # each task's limit: the run's settings at run time (the defaults' until then), applied by
+    # every operator's pre_execute (tpu_rl.limits.RunLimited); a failed task tells the
+    # deployer's channels (tpu_rl.notify)
+    default_args={"owner": "ml-platform", "on_failure_callback": RunFailureNotifier()},
 ) as dag:
     validate = ValidateSettingsOperator(task_id="validate", **task_args("validate"))
-    ensure_bucket = GCSCreateBucketOperator(
+    ensure_bucket = EnsureBucketOperator(
         task_id="ensure_bucket",
         bucket_name="{{ params.gcs_bucket }}",
         project_id="{{ params.project }}",

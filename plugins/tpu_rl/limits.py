@@ -2,9 +2,9 @@
 DAG's dagrun_timeout before any cloud call.
 
 `execution_timeout` is fixed when the DAG file is parsed (from the defaults); `apply_run_limits`,
-the tasks' pre_execute hook, replaces it with the run's value and caps it at the run's work
-deadline (run start + dagrun_timeout - the cleanup reserve), so work stops in time for the
-teardowns: the scheduler's dagrun_timeout skips teardowns that have not finished.
+which every task runs before execute (`RunLimited`), replaces it with the run's value and caps
+it at the run's work deadline (run start + dagrun_timeout - the cleanup reserve), so work stops
+in time for the teardowns: the scheduler's dagrun_timeout skips teardowns that have not finished.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def work_deadline(context: Any, s: RunSettings) -> float | None:
 
 
 def apply_run_limits(context: Any) -> None:
-    """pre_execute hook: the task's limit for this try from the run's settings, capped at the
+    """The task's limit for this try from the run's settings, capped at the
     run's work deadline; also kept as an epoch deadline for deferrals (`time_left`)."""
     from airflow.sdk.exceptions import AirflowFailException
 
@@ -169,6 +169,18 @@ def apply_run_limits(context: Any) -> None:
         seconds = min(seconds, left)
     task.execution_timeout = timedelta(seconds=seconds)
     setattr(task, DEADLINE_ATTR, time.time() + seconds)
+
+
+class RunLimited:
+    """Operator mixin: the run's limits are applied before execute (and before each resume).
+
+    A method, not a `pre_execute` callable in default_args: Airflow's serializer stores a
+    callable argument's source (inspect.getsource) on every parse, for every task.
+    """
+
+    def pre_execute(self, context: Any) -> None:
+        super().pre_execute(context)  # type: ignore[misc]
+        apply_run_limits(context)
 
 
 def _resuming(context: Any) -> bool:

@@ -242,6 +242,27 @@ def test_a_conf_with_raised_limits_raises_them_at_run_time(tutorial_conf, monkey
     assert wait.execution_timeout == timedelta(minutes=900)
 
 
+def test_every_task_applies_the_runs_limits_before_execute(tutorial_conf):
+    """Each operator's pre_execute (what the task runner calls before execute and before each
+    resume) sets the limit from the run's settings, not the parse-time default."""
+    dag = DagBag(str(REPO / "dags")).dags[DAG_ID]  # a fresh parse: tasks get changed here
+    raised = {
+        "pending_timeout_minutes": 70,
+        "cluster_timeout_minutes": 100,
+        "conversion_timeout_minutes": 190,
+        "training_timeout_minutes": 730,
+        "export_timeout_minutes": 200,
+    }
+    settings = load_settings({**tutorial_conf, **raised})
+    assert not dag.default_args.get("pre_execute")
+    for task in dag.tasks:
+        assert type(task).pre_execute is not BaseOperator.pre_execute, task.task_id
+        task.execution_timeout = timedelta(seconds=1)
+        task.pre_execute(_run_context(dag, task, {**tutorial_conf, **raised}))
+        expected = timedelta(minutes=LIMITS[task.task_id].minutes(settings))
+        assert task.execution_timeout == expected, task.task_id
+
+
 def test_the_work_stops_in_time_for_the_cleanup_before_dagrun_timeout(tutorial_conf):
     dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
     reserve = cleanup_reserve_minutes(load_settings(tutorial_conf))

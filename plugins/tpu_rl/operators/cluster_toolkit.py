@@ -15,7 +15,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tpu_rl import blueprint, deployment
-from tpu_rl.limits import time_left
+from tpu_rl.limits import RunLimited, time_left
 from tpu_rl.settings import RunSettings, SettingsError, load_settings
 
 # tpu_rl.cluster_toolkit (tarfile, urllib, subprocess plumbing) is imported where a task runs it,
@@ -58,7 +58,7 @@ def _key_secrets(key_file: str | None) -> list[str]:
     return [str(key[f]) for f in KEY_SECRET_FIELDS if isinstance(key, dict) and key.get(f)]
 
 
-class _GclusterOperator(BaseOperator):
+class _GclusterOperator(RunLimited, BaseOperator):
     """Renders the Cluster Toolkit inputs into a fresh folder and runs gcluster there.
 
     `settings`: the cluster's settings; None: the run's (its Params).

@@ -14,7 +14,7 @@ from kubernetes.client.rest import ApiException
 
 from tpu_rl import manifests, verdicts
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
-from tpu_rl.limits import capped_deadline, time_left
+from tpu_rl.limits import RunLimited, capped_deadline, time_left
 from tpu_rl.rewards import redact
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.storage import COMMIT_MARKERS, checkpoint_steps, object_exists
@@ -29,7 +29,7 @@ FAILED_POD_LOG_CHARS = 8000
 FAILED_PODS_SHOWN = 3
 
 
-class RunJobOperator(GKEStartJobOperator):
+class RunJobOperator(RunLimited, GKEStartJobOperator):
     """GKEStartJobOperator for one of the run's Jobs, built at run time from the run's settings.
 
     It also handles the provider's traps: pods that appear late (Kueue, TPU capacity) are

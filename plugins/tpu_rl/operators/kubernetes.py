@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 from tpu_rl import deployment, kueue, manifests, pathways_jobset, verdicts
 from tpu_rl.kube import JOBSET, JOBSET_NAME_LABEL, delete_backend, sweep
 from tpu_rl.layout import RUN_LABEL, RunLayout
-from tpu_rl.limits import capped_deadline
+from tpu_rl.limits import RunLimited, capped_deadline
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import SettingsError
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class RunClusterOperator(GKEOperatorMixin, BaseOperator):
+class RunClusterOperator(RunLimited, GKEOperatorMixin, BaseOperator):
     """Base for operators that act on the run's GKE cluster with the provider's credentials."""
 
     template_fields: Sequence[str] = tuple(GKEOperatorMixin.template_fields)

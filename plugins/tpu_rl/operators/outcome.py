@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from tpu_rl.limits import RunLimited
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 FAILED = ("failed", "upstream_failed")
 
 
-class RunOutcomeOperator(BaseOperator):
+class RunOutcomeOperator(RunLimited, BaseOperator):
     """Fails, naming them, unless `final_task` succeeded and no step or cleanup failed."""
 
     ui_color = "#eeeeee"

@@ -11,7 +11,7 @@ from kubernetes.client import CustomObjectsApi
 from tpu_rl import capacity_loss, deployment, kube, manifests, resume
 from tpu_rl.kube import delete_backend
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
-from tpu_rl.limits import DEADLINE_ATTR
+from tpu_rl.limits import DEADLINE_ATTR, RunLimited
 from tpu_rl.operators.kubernetes import backend_failure, backend_running_trigger, submit_backend
 from tpu_rl.reward_sensor import RewardSensor
 from tpu_rl.runtime import layout_from_context
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class RunRewardSensor(RewardSensor):
+class RunRewardSensor(RunLimited, RewardSensor):
     """RewardSensor on the run's training Job and backend, with the run's poll interval,
     pending and total timeouts.
 

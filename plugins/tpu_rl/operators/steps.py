@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from tpu_rl.limits import RunLimited
 from tpu_rl.tasks import reward_gate, validate_settings, verify_export
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class ValidateSettingsOperator(BaseOperator):
+class ValidateSettingsOperator(RunLimited, BaseOperator):
     """The run's settings (Params + conf), checked; every problem in one failure."""
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -24,7 +25,7 @@ class ValidateSettingsOperator(BaseOperator):
         return validate_settings(context["params"], timeout.total_seconds() / 60)
 
 
-class RewardGateOperator(BaseOperator):
+class RewardGateOperator(RunLimited, BaseOperator):
     """Fails the run before export unless post mean_reward >= pre + the run's min_reward_gain."""
 
     template_fields = ("rewards",)
@@ -37,7 +38,7 @@ class RewardGateOperator(BaseOperator):
         return reward_gate(self.rewards, float(context["params"]["min_reward_gain"]))
 
 
-class VerifyExportOperator(BaseOperator):
+class VerifyExportOperator(RunLimited, BaseOperator):
     """Checks the exported files, writes the run report, and emits the export's URI as an
     event of every outlet Asset."""
 
