@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpu_rl.settings import RunSettings, SettingsError, load_settings
+from tpu_rl.setting_fields import DEFAULTS
+
+if TYPE_CHECKING:
+    from tpu_rl.settings import RunSettings
 
 STEP_MINUTES = 10  # the short steps (checks, bucket, Secret, submissions); no setting of their own
 DEADLINE_ATTR = "tpu_rl_deadline"  # epoch seconds this try of the task must end by
@@ -90,7 +93,6 @@ CLEANUP: dict[str, Limit] = {
     "outcome": Limit(_step, 1),
 }
 LIMITS: dict[str, Limit] = {**WORK, **SIDE, **CLEANUP}
-DEFAULTS = RunSettings()
 
 
 def task_args(task_id: str) -> dict[str, Any]:
@@ -148,6 +150,8 @@ def apply_run_limits(context: Any) -> None:
     """The task's limit for this try from the run's settings, capped at the
     run's work deadline; also kept as an epoch deadline for deferrals (`time_left`)."""
     from airflow.sdk.exceptions import AirflowFailException
+
+    from tpu_rl.settings import SettingsError, load_settings
 
     task = context["task"]
     limit = LIMITS.get(task.task_id)
