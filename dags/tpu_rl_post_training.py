@@ -14,7 +14,7 @@ import airflow.providers.google.cloud.operators.gcs
 import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.sdk import DAG, Asset
 
-from tpu_rl import deployment, manifests
+from tpu_rl import deployment
 from tpu_rl.callbacks import cleanup_after_timeout
 from tpu_rl.docs import document
 from tpu_rl.limits import WORK, task_args
@@ -109,7 +109,7 @@ with DAG(
     )
     train = RunJobOperator(
         task_id="train",
-        build=manifests.train_job,
+        build="train_job",
         wait_until_job_complete=False,
         **CLUSTER,
         **task_args("train"),

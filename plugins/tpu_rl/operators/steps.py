@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from tpu_rl.limits import RunLimited
-from tpu_rl.tasks import reward_gate, validate_settings, verify_export
+
+# The steps themselves (tpu_rl.tasks: settings, storage, the report) are imported where a task
+# runs, not on every parse of the DAG file.
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -21,6 +23,8 @@ class ValidateSettingsOperator(RunLimited, BaseOperator):
     """The run's settings (Params + conf), checked; every problem in one failure."""
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from tpu_rl.tasks import validate_settings
+
         timeout = context["dag"].dagrun_timeout
         return validate_settings(context["params"], timeout.total_seconds() / 60)
 
@@ -35,6 +39,8 @@ class RewardGateOperator(RunLimited, BaseOperator):
         self.rewards = rewards
 
     def execute(self, context: Context) -> dict[str, float]:
+        from tpu_rl.tasks import reward_gate
+
         return reward_gate(self.rewards, float(context["params"]["min_reward_gain"]))
 
 
@@ -43,6 +49,8 @@ class VerifyExportOperator(RunLimited, BaseOperator):
     event of every outlet Asset."""
 
     def execute(self, context: Context) -> str:
+        from tpu_rl.tasks import verify_export
+
         uri = verify_export(context)
         for asset in self.outlets:
             context["outlet_events"][asset].extra = {"uri": uri, "run_id": context["run_id"]}
