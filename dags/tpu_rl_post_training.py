@@ -19,7 +19,7 @@ from tpu_rl.callbacks import cleanup_after_timeout
 from tpu_rl.docs import document
 from tpu_rl.limits import WORK, task_args
 from tpu_rl.links import add_links
-from tpu_rl.notify import RunFailureNotifier
+from tpu_rl.notify import RunFailureNotifier, notify_failures
 from tpu_rl.operators.bucket import EnsureBucketOperator
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
@@ -82,8 +82,8 @@ with DAG(
     tags=["tpu", "rl", "maxtext", "gke"],
     # each task's limit: the run's settings at run time (the defaults' until then), applied by
     # every operator's pre_execute (tpu_rl.limits.RunLimited); a failed task tells the
-    # deployer's channels (tpu_rl.notify)
-    default_args={"owner": "ml-platform", "on_failure_callback": RunFailureNotifier()},
+    # deployer's channels (notify_failures below)
+    default_args={"owner": "ml-platform"},
 ) as dag:
     validate = ValidateSettingsOperator(task_id="validate", **task_args("validate"))
     ensure_bucket = EnsureBucketOperator(
@@ -160,6 +160,7 @@ with DAG(
     verified >> outcome
     document(dag)
     add_links(dag)
+    notify_failures(dag)
     # The Params last, on the DAG alone: a task made while the DAG has them keeps a deep copy,
     # which Airflow's serializer validates Param by Param (jsonschema) on every parse, 85% of
     # the parse (make bench, parse_overhead_ms); at run time the DAG's are merged in anyway

@@ -17,6 +17,7 @@ from kubernetes.client import ApiClient
 from tests.conftest import PIPELINE, REPO
 from tpu_rl.layout import RunLayout
 from tpu_rl.limits import LIMITS, apply_run_limits, cleanup_reserve_minutes
+from tpu_rl.notify import RunFailureNotifier
 from tpu_rl.operators.jobs import RunJobOperator
 from tpu_rl.plan import write_plan
 from tpu_rl.settings import SETTING_FIELDS, load_settings
@@ -110,6 +111,11 @@ def test_dag_settings_users_expect(dag):
     assert dag.catchup is False and dag.max_active_runs == 1
     assert dag.dagrun_timeout == timedelta(hours=72) and dag.doc_md and "gs://" in dag.doc_md
     assert dag.on_failure_callback
+    # a failed task tells the deployer's channels; the verdict only when no other task did
+    for task in dag.tasks:
+        [notifier] = task.on_failure_callback
+        assert isinstance(notifier, RunFailureNotifier), task.task_id
+        assert notifier.only_when_untold == (task.task_id == "outcome"), task.task_id
     assert set(dag.tags) >= {"tpu", "rl"} and dag.owner == "ml-platform"
     assert type(dag.timetable).__name__ == "NullTimetable"  # on demand unless configured
 
