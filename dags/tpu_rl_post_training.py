@@ -20,7 +20,6 @@ from tpu_rl.docs import document
 from tpu_rl.limits import WORK, task_args
 from tpu_rl.links import add_links
 from tpu_rl.notify import RunFailureNotifier, notify_failures
-from tpu_rl.operators.bucket import EnsureBucketOperator
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
 from tpu_rl.operators.kubernetes import (
@@ -29,10 +28,11 @@ from tpu_rl.operators.kubernetes import (
     CleanupKubernetesOperator,
     HfTokenSecretOperator,
 )
-from tpu_rl.operators.outcome import RunOutcomeOperator
 from tpu_rl.operators.rewards import RunRewardSensor
 from tpu_rl.operators.steps import (
+    EnsureBucketOperator,
     RewardGateOperator,
+    RunOutcomeOperator,
     ValidateSettingsOperator,
     VerifyExportOperator,
 )
@@ -144,7 +144,7 @@ with DAG(
         final_task="verify",
         watched=[*WORK, "stop_backend", "cleanup_kubernetes", "cleanup_cluster"],
         # a failed step has told people already; the verdict speaks for a run marked failed
-        on_failure_callback=RunFailureNotifier(only_when_untold=True),
+        on_failure_callback=[RunFailureNotifier(only_when_untold=True)],
         **task_args("outcome"),
     ).as_teardown(on_failure_fail_dagrun=True)
 
