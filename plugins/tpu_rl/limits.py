@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from tpu_rl.setting_fields import DEFAULTS
 
 if TYPE_CHECKING:
+    from airflow.sdk import DAG
+
     from tpu_rl.settings import RunSettings
 
 STEP_MINUTES = 10  # the short steps (checks, bucket, Secret, submissions); no setting of their own
@@ -94,13 +96,13 @@ CLEANUP: dict[str, Limit] = {
 LIMITS: dict[str, Limit] = {**WORK, **SIDE, **CLEANUP}
 
 
-def task_args(task_id: str) -> dict[str, Any]:
-    """The parse-time retries and execution_timeout of a task (the defaults' limit)."""
-    limit = LIMITS[task_id]
-    return {
-        "retries": limit.retries,
-        "execution_timeout": timedelta(minutes=limit.minutes(DEFAULTS)),
-    }
+def limit_tasks(dag: DAG) -> None:
+    """Gives each task of the DAG its retries and parse-time execution_timeout (the defaults'
+    limit); a task missing from LIMITS fails the parse."""
+    for task in dag.tasks:
+        limit = LIMITS[task.task_id]
+        task.retries = limit.retries
+        task.execution_timeout = timedelta(minutes=limit.minutes(DEFAULTS))
 
 
 def _total(limits: dict[str, Limit], s: RunSettings) -> float:
