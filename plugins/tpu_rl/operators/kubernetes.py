@@ -101,62 +101,11 @@ class HfTokenSecretOperator(RunClusterOperator):
         )
 
 
-def submit_backend(custom: CustomObjectsApi, layout: RunLayout, log: Any) -> None:
-    """Create the run's headless Pathways JobSet once Kueue is known to cover it; one an
-    earlier try created is kept."""
-    from tpu_rl import kueue, pathways_jobset
-    from tpu_rl.kube import JOBSET
-
-    jobset = pathways_jobset.backend_jobset(layout)
-    namespace, name = layout.settings.namespace, layout.backend_jobset
-    if layout.settings.kueue_queue:
-        try:
-            kueue.ensure_coverage(custom, layout, jobset, log)
-        except kueue.KueueError as err:
-            raise AirflowFailException(str(err)) from err
-    try:
-        custom.create_namespaced_custom_object(namespace=namespace, body=jobset, **JOBSET)
-        log.info("Created JobSet %s/%s.", namespace, name)
-    except ApiException as err:
-        if err.status != 409:
-            raise
-        log.info("JobSet %s/%s exists from an earlier try; waiting on it.", namespace, name)
-
-
-def backend_running_trigger(operator: Any, layout: RunLayout, deadline: float) -> Any:
-    """The triggerer's wait (no worker slot) until all the backend's pods run; a Workload
-    Kueue can never admit ends it within one poll."""
-    from tpu_rl.kube import JOBSET_NAME_LABEL
-    from tpu_rl.pods_trigger import PodsReadyTrigger
-
-    namespace, name, settings = layout.settings.namespace, layout.backend_jobset, layout.settings
-    return PodsReadyTrigger.for_operator(
-        operator,
-        ("JobSet", namespace, name),
-        f"{JOBSET_NAME_LABEL}={name}",
-        1 + layout.hosts * settings.cluster_nodepool_count,
-        need_running=True,
-        deadline=deadline,
-        poll_interval=float(settings.poll_interval_seconds),
-        queued=bool(settings.kueue_queue),
-    )
-
-
-def backend_failure(event: dict[str, Any]) -> Exception | None:
-    """What a failed backend wait raises: a Kueue refusal fails without retries."""
-    from tpu_rl import verdicts
-
-    if event.get("reason") == verdicts.KUEUE_REFUSED:
-        return AirflowFailException(f"Pathways backend: {event.get('message')}")
-    if event.get("status") != "success":
-        return AirflowException(f"{event.get('message')} (TPU capacity or Kueue)")
-    return None
-
-
 class BackendStartOperator(RunClusterOperator):
     """Creates the headless Pathways JobSet and waits until all its pods run."""
 
     def execute(self, context: Context) -> str:
+        from tpu_rl.backend import submit_backend
         from tpu_rl.runtime import layout_from_context
 
         layout = layout_from_context(context)
@@ -165,6 +114,8 @@ class BackendStartOperator(RunClusterOperator):
         return layout.backend_jobset
 
     def _wait_running(self, layout: RunLayout) -> None:
+        from tpu_rl.backend import backend_running_trigger
+
         pending = layout.settings.pending_timeout_minutes * 60
         self.defer(
             trigger=backend_running_trigger(self, layout, capped_deadline(self, pending)),
@@ -173,6 +124,7 @@ class BackendStartOperator(RunClusterOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """The backend JobSet's name once all its pods run (the training client may start)."""
+        from tpu_rl.backend import backend_failure
         from tpu_rl.runtime import layout_from_context
 
         layout = layout_from_context(context)

@@ -11,7 +11,6 @@ from kubernetes.client import CustomObjectsApi
 from tpu_rl import deployment
 from tpu_rl.limits import DEADLINE_ATTR, RunLimited
 from tpu_rl.names import CONTAINER
-from tpu_rl.operators.kubernetes import backend_failure, backend_running_trigger, submit_backend
 from tpu_rl.reward_sensor import RewardSensor
 
 # What the run is made of (layout, manifests, kube, resume history) is imported where the wait
@@ -139,6 +138,7 @@ class RunRewardSensor(RunLimited, RewardSensor):
         """The lost attempt is gone: submit a new backend under the same names and wait in the
         triggerer until it runs (capacity may take a while to return)."""
         from tpu_rl import resume
+        from tpu_rl.backend import backend_running_trigger, submit_backend
 
         layout = self._follow_run(context)
         if event.get("status") != "success":
@@ -158,6 +158,7 @@ class RunRewardSensor(RunLimited, RewardSensor):
         """The new backend runs: submit the training Job again (same name, run_name and
         checkpoint directory: MaxText restores its newest checkpoint) and follow it afresh."""
         from tpu_rl import kube, manifests, resume
+        from tpu_rl.backend import backend_failure
 
         layout = self._follow_run(context)
         store = context.get("task_state_store")
