@@ -23,8 +23,8 @@ class SettingsError(ValueError):
         )
 
 
+# declared in tpu_rl.setting_fields, which the DAG file's parse reads without building this
 RunSettings = dataclass(frozen=True)(setting_fields.RunSettings)
-
 
 # Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
 DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}
