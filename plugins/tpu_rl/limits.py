@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from tpu_rl.setting_fields import DEFAULTS
 
@@ -25,17 +25,26 @@ STEP_MINUTES = 10  # the short steps (checks, bucket, Secret, submissions); no s
 DEADLINE_ATTR = "tpu_rl_deadline"  # epoch seconds this try of the task must end by
 
 
-class Limit(NamedTuple):
+class Limit:
     """One task's limit per try, the tries it gets, and the settings the limit comes from.
 
     `total`: the limit holds for all tries together (a deadline fixed at the first start).
-    A NamedTuple: a frozen dataclass's generated code would cost ~2 ms of every parse.
+    A plain class: a NamedTuple or frozen dataclass costs about 1 ms of every parse to define.
     """
 
-    minutes: Callable[[RunSettings], float]
-    tries: int
-    settings: tuple[str, ...] = ()
-    total: bool = False
+    __slots__ = ("minutes", "settings", "total", "tries")
+
+    def __init__(
+        self,
+        minutes: Callable[[RunSettings], float],
+        tries: int,
+        settings: tuple[str, ...] = (),
+        total: bool = False,
+    ) -> None:
+        self.minutes = minutes
+        self.tries = tries
+        self.settings = settings
+        self.total = total
 
     @property
     def retries(self) -> int:
