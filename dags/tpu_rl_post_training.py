@@ -10,16 +10,16 @@ from datetime import datetime, timedelta
 
 # Named here so the DAG processor imports them once in its parent process
 # (`_pre_import_airflow_modules`), not in every forked parse: our operators build on them.
+import airflow.providers.google.cloud.operators.gcs
 import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
-from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 from airflow.sdk import DAG, Asset
 
-from tpu_rl import deployment, manifests
+from tpu_rl import deployment
 from tpu_rl.callbacks import cleanup_after_timeout
-from tpu_rl.docs import document
-from tpu_rl.limits import WORK, apply_run_limits, task_args
+from tpu_rl.docs import DAG_DOC, document
+from tpu_rl.limits import WORK, limit_tasks
 from tpu_rl.links import add_links
-from tpu_rl.notify import RunFailureNotifier
+from tpu_rl.notify import RunFailureNotifier, notify_failures
 from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
 from tpu_rl.operators.jobs import ConvertJobOperator, ExportJobOperator, RunJobOperator
 from tpu_rl.operators.kubernetes import (
@@ -28,10 +28,11 @@ from tpu_rl.operators.kubernetes import (
     CleanupKubernetesOperator,
     HfTokenSecretOperator,
 )
-from tpu_rl.operators.outcome import RunOutcomeOperator
 from tpu_rl.operators.rewards import RunRewardSensor
 from tpu_rl.operators.steps import (
+    EnsureBucketOperator,
     RewardGateOperator,
+    RunOutcomeOperator,
     ValidateSettingsOperator,
     VerifyExportOperator,
 )
@@ -46,29 +47,10 @@ CLUSTER = {
     "gcp_conn_id": deployment.gcp_conn_id(),
 }
 
-DOC = """
-### GRPO post-training on Cloud TPU (MaxText + Pathways)
-The tutorial "Gemma 4 26B multi-host RL on TPU v6e", unattended: validate the settings, ensure
-the bucket, deploy the cluster with Cluster Toolkit (or use an existing one), convert the model
-to MaxText (skipped when converted already), start a headless Pathways backend, run the GRPO
-client, follow its log until `Post RL Training` (the backend is deleted the moment the wait
-ends), gate on the reward, export to Hugging Face format and check the files.
-
-`cleanup_kubernetes` and `cleanup_cluster` are teardowns: they run however the run ends (a
-failed step, "mark failed") and remove what the run created. `outcome` makes the run's state
-the truth: failed unless `verify` succeeded and every cleanup did its part. Every task's time
-limit comes from the run's settings, capped so the work ends before `dagrun_timeout`
-(TPU_RL_DAGRUN_TIMEOUT_MINUTES) leaves the cleanups too little time.
-
-Outputs: `gs://<gcs_bucket>/<model_name>/trained/<run>/` (checkpoints) and
-`gs://<gcs_bucket>/<model_name>/hf-trained/<run>/` (export); `<run>` is `rl-` + a hash of the
-run id, shown in every task's log and as the `tpu-rl.dev/run` label on every object.
-"""
-
 with DAG(
     dag_id="tpu_rl_post_training",
     description="GRPO post-training with MaxText + Pathways on Cloud TPU in GKE",
-    doc_md=DOC,
+    doc_md=DAG_DOC,
     # environment variables, not Airflow Variables: no lookup on every parse of this file
     schedule=os.environ.get("TPU_RL_SCHEDULE") or None,
     start_date=datetime(2026, 1, 1),
@@ -79,75 +61,53 @@ with DAG(
     # objects; the notifier tells people when no task's own callback did (a timed-out run)
     on_failure_callback=[cleanup_after_timeout, RunFailureNotifier()],
     tags=["tpu", "rl", "maxtext", "gke"],
-    # each task's limit: the run's settings at run time (the defaults' until then); a failed
-    # task tells the deployer's channels (tpu_rl.notify)
-    default_args={
-        "owner": "ml-platform",
-        "pre_execute": apply_run_limits,
-        "on_failure_callback": RunFailureNotifier(),
-    },
+    # a task's limit: the defaults' until it runs (limit_tasks below), then the run's settings'
+    # (each operator's pre_execute: tpu_rl.limits.RunLimited); a failed task tells the
+    # deployer's channels (notify_failures below)
+    default_args={"owner": "ml-platform"},
 ) as dag:
-    validate = ValidateSettingsOperator(task_id="validate", **task_args("validate"))
-    ensure_bucket = GCSCreateBucketOperator(
+    validate = ValidateSettingsOperator(task_id="validate")
+    ensure_bucket = EnsureBucketOperator(
         task_id="ensure_bucket",
         bucket_name="{{ params.gcs_bucket }}",
         project_id="{{ params.project }}",
         location="{{ params.region }}",
         storage_class="STANDARD",  # the operator's MULTI_REGIONAL is refused in a region
         gcp_conn_id=deployment.gcp_conn_id(),
-        **task_args("ensure_bucket"),
     )
-    create_cluster = GclusterDeployOperator(task_id="create_cluster", **task_args("create_cluster"))
-    hf_token_secret = HfTokenSecretOperator(
-        task_id="hf_token_secret", **CLUSTER, **task_args("hf_token_secret")
-    )
+    create_cluster = GclusterDeployOperator(task_id="create_cluster")
+    hf_token_secret = HfTokenSecretOperator(task_id="hf_token_secret", **CLUSTER)
     job_args = {**CLUSTER, "deferrable": True, "wait_until_job_complete": True}
-    convert = ConvertJobOperator(task_id="convert", **job_args, **task_args("convert"))
+    convert = ConvertJobOperator(task_id="convert", **job_args)
     start_backend = BackendStartOperator(
         task_id="start_backend",
         trigger_rule="none_failed",  # conversion may be skipped
         **CLUSTER,
-        **task_args("start_backend"),
     )
     train = RunJobOperator(
-        task_id="train",
-        build=manifests.train_job,
-        wait_until_job_complete=False,
-        **CLUSTER,
-        **task_args("train"),
+        task_id="train", build="train_job", wait_until_job_complete=False, **CLUSTER
     )
-    wait_for_rewards = RunRewardSensor(
-        task_id="wait_for_rewards",
-        **CLUSTER,
-        **task_args("wait_for_rewards"),
-    )
-    passed_gate = RewardGateOperator(
-        task_id="gate", rewards=wait_for_rewards.output, **task_args("gate")
-    )
-    export = ExportJobOperator(task_id="export", **job_args, **task_args("export"))
-    verified = VerifyExportOperator(
-        task_id="verify", outlets=[EXPORTED_MODEL], **task_args("verify")
-    )
+    wait_for_rewards = RunRewardSensor(task_id="wait_for_rewards", **CLUSTER)
+    passed_gate = RewardGateOperator(task_id="gate", rewards=wait_for_rewards.output)
+    export = ExportJobOperator(task_id="export", **job_args)
+    verified = VerifyExportOperator(task_id="verify", outlets=[EXPORTED_MODEL])
     # beside the gate and export: makes sure the TPUs are free; the run goes on without it
-    stop_backend = BackendStopOperator(
-        task_id="stop_backend", **CLUSTER, **task_args("stop_backend")
-    )
+    stop_backend = BackendStopOperator(task_id="stop_backend", **CLUSTER)
 
     # Setups: a teardown runs when at least one of its setups succeeded. ensure_bucket (which
     # holds the terraform state) precedes the cluster, so a half-deployed cluster is destroyed.
     cleanup_kubernetes = CleanupKubernetesOperator(
-        task_id="cleanup_kubernetes", **CLUSTER, **task_args("cleanup_kubernetes")
+        task_id="cleanup_kubernetes", **CLUSTER
     ).as_teardown(setups=[create_cluster, hf_token_secret])
-    cleanup_cluster = GclusterDestroyOperator(
-        task_id="cleanup_cluster", **task_args("cleanup_cluster")
-    ).as_teardown(setups=[ensure_bucket, create_cluster])
+    cleanup_cluster = GclusterDestroyOperator(task_id="cleanup_cluster").as_teardown(
+        setups=[ensure_bucket, create_cluster]
+    )
     outcome = RunOutcomeOperator(
         task_id="outcome",
         final_task="verify",
         watched=[*WORK, "stop_backend", "cleanup_kubernetes", "cleanup_cluster"],
         # a failed step has told people already; the verdict speaks for a run marked failed
-        on_failure_callback=RunFailureNotifier(only_when_untold=True),
-        **task_args("outcome"),
+        on_failure_callback=[RunFailureNotifier(only_when_untold=True)],
     ).as_teardown(on_failure_fail_dagrun=True)
 
     validate >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
@@ -160,8 +120,10 @@ with DAG(
     # verify only reads the bucket: the TPUs and the cluster go while it checks the files
     [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
     verified >> outcome
+    limit_tasks(dag)
     document(dag)
     add_links(dag)
+    notify_failures(dag)
     # The Params last, on the DAG alone: a task made while the DAG has them keeps a deep copy,
     # which Airflow's serializer validates Param by Param (jsonschema) on every parse, 85% of
     # the parse (make bench, parse_overhead_ms); at run time the DAG's are merged in anyway

@@ -5,13 +5,15 @@ from __future__ import annotations
 import platform
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from tpu_rl import capacity
 from tpu_rl.deployment import deployment_id
-from tpu_rl.settings import RunSettings
+
+if TYPE_CHECKING:
+    from tpu_rl.settings import RunSettings
 
 RELEASE_BASE_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
 # Where the tutorial's blueprint sits inside the release bundle.

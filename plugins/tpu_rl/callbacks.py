@@ -12,9 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tpu_rl.layout import DAG_ID, RunLayout
-from tpu_rl.settings import SettingsError, load_settings
-
 log = logging.getLogger(__name__)
 
 
@@ -24,7 +21,9 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
         return None
     from airflow.sdk.execution_time.xcom import XCom
 
+    from tpu_rl.layout import DAG_ID, RunLayout
     from tpu_rl.operators.kubernetes import CleanupKubernetesOperator
+    from tpu_rl.settings import SettingsError, load_settings
 
     run_id = context["run_id"]
     raw = XCom.get_one(key="return_value", dag_id=DAG_ID, task_id="validate", run_id=run_id)

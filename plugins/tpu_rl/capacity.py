@@ -10,10 +10,12 @@ with queued provisioning, and plain flex-start needs no Kueue change.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpu_rl.settings import RunSettings
 from tpu_rl.tpu import hosts_per_slice
+
+if TYPE_CHECKING:
+    from tpu_rl.settings import RunSettings
 
 RESERVATION, FLEX_START, SPOT = "reservation", "flex_start", "spot"
 # GKE's own labels on the nodes of flex-start and Spot pools (a reservation pool has none).

@@ -18,7 +18,8 @@ DAG_LABEL = "tpu-rl.dev/dag"
 # Connection types that carry an API token (the HF token is the password), never a database.
 HF_CONN_TYPES = {"http", "https", "generic", "huggingface", "hf"}
 GCP_CONN_TYPES = {"google_cloud_platform"}
-_ID = re.compile(r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?")
+# compiled on first use (re's cache), not on every parse of the DAG file
+ID_PATTERN = r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?"
 
 
 class DeploymentError(ValueError):
@@ -73,7 +74,7 @@ def deployment_id() -> str:
     Default: a hash of the API server's base URL, the same for every process of a deployment.
     """
     if explicit := _value("deployment_id"):
-        if not _ID.fullmatch(explicit):
+        if not re.fullmatch(ID_PATTERN, explicit):
             raise DeploymentError(
                 f"TPU_RL_DEPLOYMENT_ID: {explicit!r} must be 1-63 lower-case letters, digits, "
                 "'-' or '_', starting and ending with a letter or digit (a label value)"

@@ -1,4 +1,4 @@
-"""Each task's documentation, shown in the UI's task details: what it does, and what to do when
+"""The DAG's documentation and each task's, shown in the UI: what it does, and what to do when
 it fails."""
 
 from __future__ import annotations
@@ -7,6 +7,25 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
+
+DAG_DOC = """
+### GRPO post-training on Cloud TPU (MaxText + Pathways)
+The tutorial "Gemma 4 26B multi-host RL on TPU v6e", unattended: validate the settings, ensure
+the bucket, deploy the cluster with Cluster Toolkit (or use an existing one), convert the model
+to MaxText (skipped when converted already), start a headless Pathways backend, run the GRPO
+client, follow its log until `Post RL Training` (the backend is deleted the moment the wait
+ends), gate on the reward, export to Hugging Face format and check the files.
+
+`cleanup_kubernetes` and `cleanup_cluster` are teardowns: they run however the run ends (a
+failed step, "mark failed") and remove what the run created. `outcome` makes the run's state
+the truth: failed unless `verify` succeeded and every cleanup did its part. Every task's time
+limit comes from the run's settings, capped so the work ends before `dagrun_timeout`
+(TPU_RL_DAGRUN_TIMEOUT_MINUTES) leaves the cleanups too little time.
+
+Outputs: `gs://<gcs_bucket>/<model_name>/trained/<run>/` (checkpoints) and
+`gs://<gcs_bucket>/<model_name>/hf-trained/<run>/` (export); `<run>` is `rl-` + a hash of the
+run id, shown in every task's log and as the `tpu-rl.dev/run` label on every object.
+"""
 
 TASK_DOCS = {
     "validate": """

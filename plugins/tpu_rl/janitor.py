@@ -16,7 +16,7 @@ from tpu_rl import deployment
 from tpu_rl.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
 from tpu_rl.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
 from tpu_rl.layout import DAG_ID, MANAGED_BY, RUN_ID_ANNOTATION
-from tpu_rl.settings import RunSettings
+from tpu_rl.setting_fields import DEFAULTS
 from tpu_rl.tpu import TOPOLOGY_BY_TPU_TYPE
 
 MAIN_DAG_ID = DAG_ID
@@ -24,7 +24,6 @@ ACTIVE_STATES = ["queued", "running"]
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
 # Deleted in this order: what holds TPUs first, then the token Secrets the Jobs read.
 KINDS = ("jobsets", "jobs", "secrets")
-DEFAULTS = RunSettings()
 
 
 def managed_selector() -> str:

@@ -2,36 +2,49 @@
 DAG's dagrun_timeout before any cloud call.
 
 `execution_timeout` is fixed when the DAG file is parsed (from the defaults); `apply_run_limits`,
-the tasks' pre_execute hook, replaces it with the run's value and caps it at the run's work
-deadline (run start + dagrun_timeout - the cleanup reserve), so work stops in time for the
-teardowns: the scheduler's dagrun_timeout skips teardowns that have not finished.
+which every task runs before execute (`RunLimited`), replaces it with the run's value and caps
+it at the run's work deadline (run start + dagrun_timeout - the cleanup reserve), so work stops
+in time for the teardowns: the scheduler's dagrun_timeout skips teardowns that have not finished.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpu_rl.settings import RunSettings, SettingsError, load_settings
+from tpu_rl.setting_fields import DEFAULTS
+
+if TYPE_CHECKING:
+    from airflow.sdk import DAG
+
+    from tpu_rl.settings import RunSettings
 
 STEP_MINUTES = 10  # the short steps (checks, bucket, Secret, submissions); no setting of their own
 DEADLINE_ATTR = "tpu_rl_deadline"  # epoch seconds this try of the task must end by
 
 
-@dataclass(frozen=True)
 class Limit:
     """One task's limit per try, the tries it gets, and the settings the limit comes from.
 
     `total`: the limit holds for all tries together (a deadline fixed at the first start).
+    A plain class: a NamedTuple or frozen dataclass costs about 1 ms of every parse to define.
     """
 
-    minutes: Callable[[RunSettings], float]
-    tries: int
-    settings: tuple[str, ...] = ()
-    total: bool = False
+    __slots__ = ("minutes", "settings", "total", "tries")
+
+    def __init__(
+        self,
+        minutes: Callable[[RunSettings], float],
+        tries: int,
+        settings: tuple[str, ...] = (),
+        total: bool = False,
+    ) -> None:
+        self.minutes = minutes
+        self.tries = tries
+        self.settings = settings
+        self.total = total
 
     @property
     def retries(self) -> int:
@@ -90,16 +103,15 @@ CLEANUP: dict[str, Limit] = {
     "outcome": Limit(_step, 1),
 }
 LIMITS: dict[str, Limit] = {**WORK, **SIDE, **CLEANUP}
-DEFAULTS = RunSettings()
 
 
-def task_args(task_id: str) -> dict[str, Any]:
-    """The parse-time retries and execution_timeout of a task (the defaults' limit)."""
-    limit = LIMITS[task_id]
-    return {
-        "retries": limit.retries,
-        "execution_timeout": timedelta(minutes=limit.minutes(DEFAULTS)),
-    }
+def limit_tasks(dag: DAG) -> None:
+    """Gives each task of the DAG its retries and parse-time execution_timeout (the defaults'
+    limit); a task missing from LIMITS fails the parse."""
+    for task in dag.tasks:
+        limit = LIMITS[task.task_id]
+        task.retries = limit.retries
+        task.execution_timeout = timedelta(minutes=limit.minutes(DEFAULTS))
 
 
 def _total(limits: dict[str, Limit], s: RunSettings) -> float:
@@ -145,9 +157,11 @@ def work_deadline(context: Any, s: RunSettings) -> float | None:
 
 
 def apply_run_limits(context: Any) -> None:
-    """pre_execute hook: the task's limit for this try from the run's settings, capped at the
+    """The task's limit for this try from the run's settings, capped at the
     run's work deadline; also kept as an epoch deadline for deferrals (`time_left`)."""
     from airflow.sdk.exceptions import AirflowFailException
+
+    from tpu_rl.settings import SettingsError, load_settings
 
     task = context["task"]
     limit = LIMITS.get(task.task_id)
@@ -169,6 +183,18 @@ def apply_run_limits(context: Any) -> None:
         seconds = min(seconds, left)
     task.execution_timeout = timedelta(seconds=seconds)
     setattr(task, DEADLINE_ATTR, time.time() + seconds)
+
+
+class RunLimited:
+    """Operator mixin: the run's limits are applied before execute (and before each resume).
+
+    A method, not a `pre_execute` callable in default_args: Airflow's serializer stores a
+    callable argument's source (inspect.getsource) on every parse, for every task.
+    """
+
+    def pre_execute(self, context: Any) -> None:
+        super().pre_execute(context)  # type: ignore[misc]
+        apply_run_limits(context)
 
 
 def _resuming(context: Any) -> bool:

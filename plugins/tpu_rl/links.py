@@ -19,12 +19,14 @@ from airflow.providers.google.cloud.links.kubernetes_engine import (
 from airflow.sdk import BaseOperatorLink
 from airflow.sdk.execution_time.xcom import XCom
 
-from tpu_rl.layout import RUN_LABEL, RunLayout, split_gcs_uri
-from tpu_rl.settings import SETTING_FIELDS, RunSettings
+# The run's layout and settings are imported where a link is computed (in the worker), not on
+# every parse of the DAG file.
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG, BaseOperator
     from airflow.sdk.types import TaskInstanceKey
+
+    from tpu_rl.layout import RunLayout
 
 CONSOLE = "https://console.cloud.google.com"
 SETTINGS_TASK = "validate"
@@ -50,6 +52,9 @@ def run_layout(ti_key: TaskInstanceKey) -> RunLayout | None:
 def _recorded_layout(dag_id: str, run_id: str) -> RunLayout:
     """Read once per run and process: a task's links are computed one by one when it ends (and
     when it defers), each from the same settings; a run's settings never change."""
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.settings import SETTING_FIELDS, RunSettings
+
     recorded = XCom.get_one(key="return_value", dag_id=dag_id, task_id=SETTINGS_TASK, run_id=run_id)
     if not isinstance(recorded, Mapping):
         raise LookupError(f"{SETTINGS_TASK} has not returned the settings of {run_id}")
@@ -58,12 +63,16 @@ def _recorded_layout(dag_id: str, run_id: str) -> RunLayout:
 
 
 def storage_browser(uri: str, project: str) -> str:
+    from tpu_rl.layout import split_gcs_uri
+
     bucket, path = split_gcs_uri(uri)
     return f"{CONSOLE}/storage/browser/{bucket}/{path};tab=objects?project={quote(project)}"
 
 
 def pod_log_query(layout: RunLayout, task_id: str, job_name: str | None) -> str:
     """Cloud Logging query for the containers of this run (and of the task's Job or JobSet)."""
+    from tpu_rl.layout import RUN_LABEL
+
     s = layout.settings
     lines = [
         'resource.type="k8s_container"',

@@ -15,11 +15,11 @@ from tpu_rl.maxtext_flags import (
     python_command,
     train_flags,
 )
+from tpu_rl.names import CONTAINER
 from tpu_rl.tpu import ACCELERATOR_LABEL
 
 Manifest = dict[str, Any]
 
-CONTAINER = "maxtext"
 TOKEN_KEY = "token"
 CONVERT_MODULE = "maxtext.checkpoint_conversion.to_maxtext"
 EXPORT_MODULE = "maxtext.checkpoint_conversion.to_huggingface"

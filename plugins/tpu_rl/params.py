@@ -6,7 +6,13 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from tpu_rl.settings import OPTIONAL_SETTINGS, SETTING_FIELDS, describe, json_type
+from tpu_rl.setting_fields import (
+    OPTIONAL_SETTINGS,
+    SETTING_FIELDS,
+    default_of,
+    describe,
+    json_type,
+)
 
 # The form's sections, each starting at the named setting (settings are declared in this order).
 # Airflow's form files a Param under its own `section` only, so every Param carries one.
@@ -51,6 +57,5 @@ def dag_params() -> dict[str, Param]:
     """One Param per setting, defaulting to the tutorial's value."""
     params = {}
     for name, f in SETTING_FIELDS.items():
-        default = f.default_factory() if callable(f.default_factory) else f.default
-        params[name] = Param(default, **param_schema(name))
+        params[name] = Param(default_of(f), **param_schema(name))
     return params

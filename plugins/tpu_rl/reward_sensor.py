@@ -12,8 +12,6 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperat
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
-from tpu_rl.gke_trigger import connection_of
-
 if TYPE_CHECKING:
     from tpu_rl.follower import FollowState
     from tpu_rl.reward_poll import LogFollower
@@ -141,6 +139,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
 
     def _follow(self, deadline: float) -> dict[str, Any]:
         """What to follow, and how: the trigger's and the poke's follower arguments."""
+        from tpu_rl.gke_trigger import connection_of
+
         return {
             **connection_of(self),
             "namespace": self.namespace,

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 
-from tpu_rl.settings import SETTING_FIELDS, describe, json_type
+from tpu_rl.setting_fields import SETTING_FIELDS, default_of, describe, json_type
 from tpu_rl.validation import REQUIRED_SETTINGS
 
 
 def settings_table() -> str:
     rows = ["| setting | type | default | what it is |", "|---|---|---|---|"]
     for name, f in SETTING_FIELDS.items():
-        default = f.default_factory() if callable(f.default_factory) else f.default
-        shown = "required" if name in REQUIRED_SETTINGS else f"`{json.dumps(default)}`"
+        shown = "required" if name in REQUIRED_SETTINGS else f"`{json.dumps(default_of(f))}`"
         rows.append(f"| `{name}` | {json_type(f)} | {shown} | {describe(f)} |")
     return "\n".join(rows) + "\n"
 

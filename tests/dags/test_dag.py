@@ -17,6 +17,7 @@ from kubernetes.client import ApiClient
 from tests.conftest import PIPELINE, REPO
 from tpu_rl.layout import RunLayout
 from tpu_rl.limits import LIMITS, apply_run_limits, cleanup_reserve_minutes
+from tpu_rl.notify import RunFailureNotifier
 from tpu_rl.operators.jobs import RunJobOperator
 from tpu_rl.plan import write_plan
 from tpu_rl.settings import SETTING_FIELDS, load_settings
@@ -110,6 +111,11 @@ def test_dag_settings_users_expect(dag):
     assert dag.catchup is False and dag.max_active_runs == 1
     assert dag.dagrun_timeout == timedelta(hours=72) and dag.doc_md and "gs://" in dag.doc_md
     assert dag.on_failure_callback
+    # a failed task tells the deployer's channels; the verdict only when no other task did
+    for task in dag.tasks:
+        [notifier] = task.on_failure_callback
+        assert isinstance(notifier, RunFailureNotifier), task.task_id
+        assert notifier.only_when_untold == (task.task_id == "outcome"), task.task_id
     assert set(dag.tags) >= {"tpu", "rl"} and dag.owner == "ml-platform"
     assert type(dag.timetable).__name__ == "NullTimetable"  # on demand unless configured
 
@@ -240,6 +246,27 @@ def test_a_conf_with_raised_limits_raises_them_at_run_time(tutorial_conf, monkey
     wait = dag.get_task("wait_for_rewards")
     apply_run_limits(_run_context(dag, wait, {**conf, "training_timeout_minutes": 900}))
     assert wait.execution_timeout == timedelta(minutes=900)
+
+
+def test_every_task_applies_the_runs_limits_before_execute(tutorial_conf):
+    """Each operator's pre_execute (what the task runner calls before execute and before each
+    resume) sets the limit from the run's settings, not the parse-time default."""
+    dag = DagBag(str(REPO / "dags")).dags[DAG_ID]  # a fresh parse: tasks get changed here
+    raised = {
+        "pending_timeout_minutes": 70,
+        "cluster_timeout_minutes": 100,
+        "conversion_timeout_minutes": 190,
+        "training_timeout_minutes": 730,
+        "export_timeout_minutes": 200,
+    }
+    settings = load_settings({**tutorial_conf, **raised})
+    assert not dag.default_args.get("pre_execute")
+    for task in dag.tasks:
+        assert type(task).pre_execute is not BaseOperator.pre_execute, task.task_id
+        task.execution_timeout = timedelta(seconds=1)
+        task.pre_execute(_run_context(dag, task, {**tutorial_conf, **raised}))
+        expected = timedelta(minutes=LIMITS[task.task_id].minutes(settings))
+        assert task.execution_timeout == expected, task.task_id
 
 
 def test_the_work_stops_in_time_for_the_cleanup_before_dagrun_timeout(tutorial_conf):

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import PIPELINE, REPO
-from tpu_rl.operators.outcome import RunOutcomeOperator
+from tpu_rl.operators.steps import RunOutcomeOperator
 
 DAG_ID = "tpu_rl_post_training"
 BEFORE_WAIT = PIPELINE[: PIPELINE.index("wait_for_rewards")]

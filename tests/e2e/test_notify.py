@@ -18,7 +18,8 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests.sandbox.cloud import free_port
-from tpu_rl.notify import FAILURE_XCOM_KEY, RunFailureNotifier, first_line
+from tpu_rl.failures import first_line
+from tpu_rl.notify import FAILURE_XCOM_KEY, RunFailureNotifier
 
 
 class SmtpSink:

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
-from tpu_rl import verdicts
+from tpu_rl import storage, verdicts
 from tpu_rl.operators import jobs
 
 TOKEN = "hf_AbCdEfGhIjKlMnOpQr"
@@ -119,13 +119,13 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
     op = jobs.ExportJobOperator(task_id="export", project_id="p", location="l", cluster_name="c")
     pushed = {}
     ti = SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))
-    monkeypatch.setattr(jobs, "checkpoint_steps", lambda uri, conn: ([25], [50]))
+    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([25], [50]))
     manifest = op.prepare(layout, {"ti": ti})
     assert pushed == {"checkpoint_step": 25}
     assert layout.checkpoint_params(25) in " ".join(
         manifest["spec"]["template"]["spec"]["containers"][0]["command"]
     )
-    monkeypatch.setattr(jobs, "checkpoint_steps", lambda uri, conn: ([], [50]))
+    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([], [50]))
     with pytest.raises(
         AirflowException, match=r"no complete checkpoint .* \[50\] were never committed"
     ):

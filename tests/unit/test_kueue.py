@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from kubernetes.client.rest import ApiException
 
 from tests.conftest import BLUEPRINT_FIXTURES
-from tpu_rl import kueue, kueue_rules, pathways_jobset, verdicts
+from tpu_rl import kueue, kueue_rules, pathways_jobset, runtime, verdicts
 from tpu_rl.kueue_config import edit_kueue_config
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import kubernetes as kube_ops
@@ -238,7 +238,7 @@ def test_kueues_refusal_fails_start_backend_without_retries(layout, monkeypatch)
 
 
 def backend_operator(monkeypatch, layout, api, pods):
-    monkeypatch.setattr(kube_ops, "layout_from_context", lambda context: layout)
+    monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     op = kube_ops.BackendStartOperator(
         task_id="start_backend", project_id="p", location="l", cluster_name="c"
     )

@@ -63,7 +63,7 @@ def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf,
 
 def test_every_task_of_the_dag_has_a_limit_and_tries():
     assert all(limit.tries >= 1 for limit in limits.LIMITS.values())
-    assert limits.task_args("cleanup_cluster")["retries"] == 3
+    assert limits.LIMITS["cleanup_cluster"].retries == 3
 
 
 def test_the_wait_may_retry_but_its_total_limit_counts_once(tutorial_conf):

@@ -28,7 +28,7 @@ from tests.unit.test_reward_trigger import (  # noqa: F401 (fixtures)
     pre,
     step,
 )
-from tpu_rl import resume, verdicts
+from tpu_rl import resume, runtime, storage, verdicts
 from tpu_rl.follower import FollowState, Line, Resent, consume
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
@@ -191,8 +191,8 @@ POST = {"mean_reward": 0.1234, "accuracy": 18.75}
 def sensor(tutorial_conf, monkeypatch):
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "max_training_restarts": 2}
     layout = RunLayout(load_settings(conf), "manual__1")
-    monkeypatch.setattr(run_rewards, "layout_from_context", lambda context: layout)
-    monkeypatch.setattr(run_rewards, "checkpoint_steps", lambda uri, conn: ([50], [60]))
+    monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
+    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([50], [60]))
     cls = run_rewards.RunRewardSensor
     restarts: list[int] = []
     monkeypatch.setattr(cls, "_restart", lambda self, c, lay, h: restarts.append(h.resumes))

@@ -21,7 +21,7 @@ from tests.unit.test_reward_trigger import (
     pre,
     trigger_kwargs,
 )
-from tpu_rl.operators import rewards as run_rewards
+from tpu_rl import runtime
 from tpu_rl.operators.rewards import RunRewardSensor
 from tpu_rl.reward_trigger import RewardTrigger
 from tpu_rl.rewards import redact
@@ -85,7 +85,7 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(emu, monkeypatch,
         backend_jobset=JOBSET,
         pool_hosts=8,
     )
-    monkeypatch.setattr(run_rewards, "layout_from_context", lambda context: layout)
+    monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     sensor = RunRewardSensor(
         task_id="wait_for_rewards",
         project_id="demo-project",

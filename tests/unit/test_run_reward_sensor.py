@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpu_rl import manifests
+from tpu_rl import manifests, runtime
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
 from tpu_rl.reward_sensor import RewardSensor
@@ -15,7 +15,7 @@ def test_the_training_container_is_named_so_a_sidecar_cannot_make_it_ambiguous(
     tutorial_conf, monkeypatch
 ):
     layout = RunLayout(load_settings(tutorial_conf), "manual__1")
-    monkeypatch.setattr(run_rewards, "layout_from_context", lambda context: layout)
+    monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     seen: dict[str, Any] = {}
 
     def fake_execute(self: RewardSensor, context: Any) -> None:

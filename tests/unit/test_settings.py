@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from tpu_rl.setting_fields import describe
 from tpu_rl.settings import (
     SETTING_FIELDS,
     RunSettings,
     SettingsError,
-    describe,
     load_settings,
     load_settings_file,
 )

@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from tpu_rl import blueprint, deployment
-from tpu_rl.limits import time_left
-from tpu_rl.settings import RunSettings, SettingsError, load_settings
+from tpu_rl import deployment
+from tpu_rl.limits import RunLimited, time_left
 
-# tpu_rl.cluster_toolkit (tarfile, urllib, subprocess plumbing) is imported where a task runs it,
-# not on every parse of the DAG files.
+# tpu_rl.cluster_toolkit (tarfile, urllib, subprocess plumbing), the blueprint and the settings
+# are imported where a task runs them, not on every parse of the DAG files.
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from tpu_rl.blueprint import ClusterToolkitPlan
+    from tpu_rl.settings import RunSettings
 
 # Service-account key fields that must never reach a log.
 KEY_SECRET_FIELDS = ("private_key", "private_key_id", "client_secret", "refresh_token")
@@ -58,7 +60,7 @@ def _key_secrets(key_file: str | None) -> list[str]:
     return [str(key[f]) for f in KEY_SECRET_FIELDS if isinstance(key, dict) and key.get(f)]
 
 
-class _GclusterOperator(BaseOperator):
+class _GclusterOperator(RunLimited, BaseOperator):
     """Renders the Cluster Toolkit inputs into a fresh folder and runs gcluster there.
 
     `settings`: the cluster's settings; None: the run's (its Params).
@@ -81,7 +83,7 @@ class _GclusterOperator(BaseOperator):
         self.state_prefix = state_prefix
         self._proc: subprocess.Popen | None = None
 
-    def _commands(self, steps: blueprint.ClusterToolkitPlan) -> list[list[str]]:
+    def _commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         raise NotImplementedError
 
     def _skip_reason(self, settings: RunSettings) -> str | None:
@@ -91,7 +93,8 @@ class _GclusterOperator(BaseOperator):
         return None
 
     def execute(self, context: Context) -> None:
-        from tpu_rl import cluster_toolkit
+        from tpu_rl import blueprint, cluster_toolkit
+        from tpu_rl.settings import SettingsError, load_settings
 
         raw = self.settings if self.settings is not None else context["params"]
         try:
@@ -147,7 +150,7 @@ class GclusterDeployOperator(_GclusterOperator):
 
     ui_color = "#d5e8d4"
 
-    def _commands(self, steps: blueprint.ClusterToolkitPlan) -> list[list[str]]:
+    def _commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         return [steps.deploy]
 
 
@@ -165,5 +168,5 @@ class GclusterDestroyOperator(_GclusterOperator):
             return "keep_cluster is set: the cluster stays (its TPUs keep billing)"
         return super()._skip_reason(settings)
 
-    def _commands(self, steps: blueprint.ClusterToolkitPlan) -> list[list[str]]:
+    def _commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         return [steps.create, steps.destroy]

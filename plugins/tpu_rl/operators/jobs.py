@@ -12,24 +12,26 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from kubernetes.client import models as k8s
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import manifests, verdicts
-from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
-from tpu_rl.limits import capped_deadline, time_left
-from tpu_rl.rewards import redact
-from tpu_rl.runtime import layout_from_context
-from tpu_rl.storage import COMMIT_MARKERS, checkpoint_steps, object_exists
+from tpu_rl.limits import RunLimited, capped_deadline, time_left
+from tpu_rl.names import CONTAINER
+
+# manifests, layout and storage are imported where a task runs, not on every parse
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-JobBuilder = Callable[[RunLayout], manifests.Manifest]
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.manifests import Manifest
+
+    JobBuilder = Callable[[RunLayout], Manifest] | str  # or the name of a tpu_rl.manifests one
+
 # What a failed Job leaves in the task log, per failed pod and in all.
 FAILED_POD_LOG_LINES = 50
 FAILED_POD_LOG_CHARS = 8000
 FAILED_PODS_SHOWN = 3
 
 
-class RunJobOperator(GKEStartJobOperator):
+class RunJobOperator(RunLimited, GKEStartJobOperator):
     """GKEStartJobOperator for one of the run's Jobs, built at run time from the run's settings.
 
     It also handles the provider's traps: pods that appear late (Kueue, TPU capacity) are
@@ -42,7 +44,7 @@ class RunJobOperator(GKEStartJobOperator):
     build: JobBuilder | None = None
 
     def __init__(self, *, build: JobBuilder | None = None, **kwargs: Any) -> None:
-        kwargs.setdefault("base_container_name", manifests.CONTAINER)
+        kwargs.setdefault("base_container_name", CONTAINER)
         kwargs.setdefault("parallelism", 1)
         kwargs.setdefault("random_name_suffix", False)
         # finished pods hold no TPU; cleanup_kubernetes deletes them with their Job
@@ -52,18 +54,24 @@ class RunJobOperator(GKEStartJobOperator):
         self._pending_timeout = timedelta(hours=1)
         self._poll_interval = 10.0
 
-    def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
+    def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         """The Job to submit; subclasses may skip or adapt it."""
+        from tpu_rl import manifests
+
         if self.build is None:
             raise AirflowException(f"{self.task_id}: no Job builder given")
-        return self.build(layout)
+        build = getattr(manifests, self.build) if isinstance(self.build, str) else self.build
+        return build(layout)
 
-    def configure(self, context: Context) -> manifests.Manifest:
+    def configure(self, context: Context) -> Manifest:
         """Set the provider's fields from the run's manifest; returns that manifest."""
+        from tpu_rl.kube import to_v1_job
+        from tpu_rl.layout import JOB_NAME_PREFIX
+        from tpu_rl.runtime import layout_from_context
+
         layout = layout_from_context(context)
         manifest = self.prepare(layout, context)
         meta, spec = manifest["metadata"], manifest["spec"]
-        from tpu_rl.kube import to_v1_job
 
         self.full_job_spec = to_v1_job(manifest)
         self.name = meta["name"].removeprefix(JOB_NAME_PREFIX)
@@ -129,6 +137,7 @@ class RunJobOperator(GKEStartJobOperator):
         the wait with the scheduler's or Kueue's reason), then watches for the Job's end (one
         deferral: execute_complete comes next, with host 0's pod to read)."""
         from tpu_rl.job_trigger import PodsThenJobTrigger
+        from tpu_rl.manifests import QUEUE_LABEL
         from tpu_rl.pods_trigger import PodsReadyTrigger
 
         namespace = pod_request_obj.metadata.namespace
@@ -142,7 +151,7 @@ class RunJobOperator(GKEStartJobOperator):
             self.parallelism or 1,
             deadline=capped_deadline(self, self._pending_timeout.total_seconds()),
             poll_interval=self._poll_interval,
-            queued=manifests.QUEUE_LABEL in (self.job.metadata.labels or {}),
+            queued=QUEUE_LABEL in (self.job.metadata.labels or {}),
         )
         job = {
             "job_name": name,
@@ -158,6 +167,8 @@ class RunJobOperator(GKEStartJobOperator):
         """On failure, first the failed pods' last log lines: the provider raises without
         writing them. A pods wait that failed says why (a Workload Kueue can never admit fails
         without retries); one that saw the Job or a pod fail is that Job's failure."""
+        from tpu_rl import verdicts
+
         job_failed = event.get("status") == "error" and (
             not event.get("pods_wait") or event.get("reason") == "failed"
         )
@@ -177,6 +188,8 @@ class RunJobOperator(GKEStartJobOperator):
         return super().execute_complete(context, event, **kwargs)
 
     def _log_failed_pods(self, event: dict) -> None:
+        from tpu_rl.rewards import redact
+
         job = event.get("name") or (self.job.metadata.name if self.job else None)
         namespace = event.get("namespace") or self.namespace
         pods = self.client.list_namespaced_pod(
@@ -191,7 +204,7 @@ class RunJobOperator(GKEStartJobOperator):
                 text = self.client.read_namespaced_pod_log(
                     name=name,
                     namespace=namespace,
-                    container=manifests.CONTAINER,
+                    container=CONTAINER,
                     tail_lines=FAILED_POD_LOG_LINES,
                 )
             except ApiException as err:
@@ -243,9 +256,11 @@ class ConvertJobOperator(RunJobOperator):
     half-way leaves arrays under `0/items` that must not be trained from.
     """
 
-    build = staticmethod(manifests.conversion_job)
+    build = "conversion_job"
 
-    def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
+    def prepare(self, layout: RunLayout, context: Context) -> Manifest:
+        from tpu_rl.storage import object_exists
+
         if object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
             raise AirflowSkipException(f"{layout.maxtext_items} is complete: conversion skipped")
         return super().prepare(layout, context)
@@ -254,7 +269,10 @@ class ConvertJobOperator(RunJobOperator):
 class ExportJobOperator(RunJobOperator):
     """Exports the newest checkpoint step this run's training finished saving."""
 
-    def prepare(self, layout: RunLayout, context: Context) -> manifests.Manifest:
+    def prepare(self, layout: RunLayout, context: Context) -> Manifest:
+        from tpu_rl import manifests
+        from tpu_rl.storage import COMMIT_MARKERS, checkpoint_steps
+
         complete, unfinished = checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
         step = complete[-1] if complete else None
         newer = [s for s in unfinished if step is None or s > step]

@@ -16,18 +16,19 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
-from tpu_rl import deployment, kueue, manifests, pathways_jobset, verdicts
-from tpu_rl.kube import JOBSET, JOBSET_NAME_LABEL, delete_backend, sweep
-from tpu_rl.layout import RUN_LABEL, RunLayout
-from tpu_rl.limits import capped_deadline
-from tpu_rl.runtime import layout_from_context
-from tpu_rl.settings import SettingsError
+from tpu_rl import deployment
+from tpu_rl.limits import RunLimited, capped_deadline
+
+# What the objects are made of (manifests, layout, settings, kube, kueue) is imported where a
+# task runs, not on every parse of the DAG file.
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tpu_rl.layout import RunLayout
 
-class RunClusterOperator(GKEOperatorMixin, BaseOperator):
+
+class RunClusterOperator(RunLimited, GKEOperatorMixin, BaseOperator):
     """Base for operators that act on the run's GKE cluster with the provider's credentials."""
 
     template_fields: Sequence[str] = tuple(GKEOperatorMixin.template_fields)
@@ -53,6 +54,9 @@ class RunClusterOperator(GKEOperatorMixin, BaseOperator):
 
     def run_layout(self, context: Context) -> RunLayout:
         """The run's layout, or a skip with the reason when its settings are invalid."""
+        from tpu_rl.runtime import layout_from_context
+        from tpu_rl.settings import SettingsError
+
         try:
             return layout_from_context(context)
         except SettingsError as err:
@@ -76,6 +80,9 @@ class HfTokenSecretOperator(RunClusterOperator):
     """Copies the Hugging Face token from its Airflow connection into the run's Secret."""
 
     def execute(self, context: Context) -> None:
+        from tpu_rl import manifests
+        from tpu_rl.runtime import layout_from_context
+
         layout = layout_from_context(context)
         try:
             token = deployment.hf_token()
@@ -94,62 +101,21 @@ class HfTokenSecretOperator(RunClusterOperator):
         )
 
 
-def submit_backend(custom: CustomObjectsApi, layout: RunLayout, log: Any) -> None:
-    """Create the run's headless Pathways JobSet once Kueue is known to cover it; one an
-    earlier try created is kept."""
-    jobset = pathways_jobset.backend_jobset(layout)
-    namespace, name = layout.settings.namespace, layout.backend_jobset
-    if layout.settings.kueue_queue:
-        try:
-            kueue.ensure_coverage(custom, layout, jobset, log)
-        except kueue.KueueError as err:
-            raise AirflowFailException(str(err)) from err
-    try:
-        custom.create_namespaced_custom_object(namespace=namespace, body=jobset, **JOBSET)
-        log.info("Created JobSet %s/%s.", namespace, name)
-    except ApiException as err:
-        if err.status != 409:
-            raise
-        log.info("JobSet %s/%s exists from an earlier try; waiting on it.", namespace, name)
-
-
-def backend_running_trigger(operator: Any, layout: RunLayout, deadline: float) -> Any:
-    """The triggerer's wait (no worker slot) until all the backend's pods run; a Workload
-    Kueue can never admit ends it within one poll."""
-    from tpu_rl.pods_trigger import PodsReadyTrigger
-
-    namespace, name, settings = layout.settings.namespace, layout.backend_jobset, layout.settings
-    return PodsReadyTrigger.for_operator(
-        operator,
-        ("JobSet", namespace, name),
-        f"{JOBSET_NAME_LABEL}={name}",
-        1 + layout.hosts * settings.cluster_nodepool_count,
-        need_running=True,
-        deadline=deadline,
-        poll_interval=float(settings.poll_interval_seconds),
-        queued=bool(settings.kueue_queue),
-    )
-
-
-def backend_failure(event: dict[str, Any]) -> Exception | None:
-    """What a failed backend wait raises: a Kueue refusal fails without retries."""
-    if event.get("reason") == verdicts.KUEUE_REFUSED:
-        return AirflowFailException(f"Pathways backend: {event.get('message')}")
-    if event.get("status") != "success":
-        return AirflowException(f"{event.get('message')} (TPU capacity or Kueue)")
-    return None
-
-
 class BackendStartOperator(RunClusterOperator):
     """Creates the headless Pathways JobSet and waits until all its pods run."""
 
     def execute(self, context: Context) -> str:
+        from tpu_rl.backend import submit_backend
+        from tpu_rl.runtime import layout_from_context
+
         layout = layout_from_context(context)
         submit_backend(self.custom, layout, self.log)
         self._wait_running(layout)
         return layout.backend_jobset
 
     def _wait_running(self, layout: RunLayout) -> None:
+        from tpu_rl.backend import backend_running_trigger
+
         pending = layout.settings.pending_timeout_minutes * 60
         self.defer(
             trigger=backend_running_trigger(self, layout, capped_deadline(self, pending)),
@@ -158,6 +124,9 @@ class BackendStartOperator(RunClusterOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """The backend JobSet's name once all its pods run (the training client may start)."""
+        from tpu_rl.backend import backend_failure
+        from tpu_rl.runtime import layout_from_context
+
         layout = layout_from_context(context)
         if (failure := backend_failure(event)) is not None:
             raise failure
@@ -172,6 +141,9 @@ class BackendStopOperator(RunClusterOperator):
     """
 
     def execute(self, context: Context) -> bool:
+        from tpu_rl.kube import delete_backend
+        from tpu_rl.runtime import layout_from_context
+
         layout = layout_from_context(context)
         deleted = delete_backend(
             self.custom.api_client, layout.settings.namespace, layout.backend_jobset
@@ -193,6 +165,9 @@ class CleanupKubernetesOperator(RunClusterOperator):
 
     def remove_run_objects(self, layout: RunLayout) -> tuple[dict[str, list[str]], list[str]]:
         """Delete the run's JobSets, Jobs and Secrets: what was removed, and what went wrong."""
+        from tpu_rl.kube import sweep
+        from tpu_rl.layout import RUN_LABEL
+
         namespace = layout.settings.namespace
         selector = (
             f"{RUN_LABEL}={layout.slug},{deployment.DEPLOYMENT_LABEL}={deployment.deployment_id()}"

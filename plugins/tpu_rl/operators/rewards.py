@@ -8,22 +8,24 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from kubernetes.client import CustomObjectsApi
 
-from tpu_rl import capacity_loss, deployment, kube, manifests, resume
-from tpu_rl.kube import delete_backend
-from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
-from tpu_rl.limits import DEADLINE_ATTR
-from tpu_rl.operators.kubernetes import backend_failure, backend_running_trigger, submit_backend
+from tpu_rl import deployment
+from tpu_rl.limits import DEADLINE_ATTR, RunLimited
+from tpu_rl.names import CONTAINER
 from tpu_rl.reward_sensor import RewardSensor
-from tpu_rl.runtime import layout_from_context
-from tpu_rl.storage import checkpoint_steps
+
+# What the run is made of (layout, manifests, kube, resume history) is imported where the wait
+# runs, not on every parse of the DAG file.
 
 REMOVAL_TIMEOUT_S = 300  # how long a lost attempt's Job and backend may take to go
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tpu_rl import resume
+    from tpu_rl.layout import RunLayout
 
-class RunRewardSensor(RewardSensor):
+
+class RunRewardSensor(RunLimited, RewardSensor):
     """RewardSensor on the run's training Job and backend, with the run's poll interval,
     pending and total timeouts.
 
@@ -49,6 +51,8 @@ class RunRewardSensor(RewardSensor):
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> Any:
+        from tpu_rl import resume
+
         layout = self._follow_run(context)
         s = layout.settings
         self._mask_token()
@@ -56,7 +60,7 @@ class RunRewardSensor(RewardSensor):
         self.pending_timeout = s.pending_timeout_minutes * 60.0
         self.timeout = s.training_timeout_minutes * 60.0
         # by name: a webhook-injected sidecar makes the client pod's container list ambiguous
-        self.container_name = self.container_name or manifests.CONTAINER
+        self.container_name = self.container_name or CONTAINER
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
         history = resume.History.load(context.get("task_state_store"))
         if history.resuming:  # a retry in the middle of a resume: finish it
@@ -64,6 +68,8 @@ class RunRewardSensor(RewardSensor):
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        from tpu_rl import capacity_loss, resume
+
         layout = self._follow_run(context)
         self._mask_token()
         store = context.get("task_state_store")
@@ -87,6 +93,9 @@ class RunRewardSensor(RewardSensor):
         self, context: Context, layout: RunLayout, history: resume.History, event: dict[str, Any]
     ) -> Any:
         """Resume training from its newest complete checkpoint, or fail past the limit."""
+        from tpu_rl import resume
+        from tpu_rl.storage import checkpoint_steps
+
         limit, why = layout.settings.max_training_restarts, event.get("message", "")
         why = why.split("\n", 1)[0]  # the evidence; the log lines follow it
         history.end(event, resume.CAPACITY_LOST, layout.pool_hosts)
@@ -105,11 +114,12 @@ class RunRewardSensor(RewardSensor):
     def _restart(self, context: Context, layout: RunLayout, history: resume.History) -> None:
         """Delete the lost attempt's Job and backend, and wait in the triggerer until they are
         gone (their pods end with a grace period) before new ones take the same names."""
-        from tpu_rl.removed_trigger import RemovedTrigger  # the triggerer's; not at parse
+        from tpu_rl import kube
+        from tpu_rl.removed_trigger import RemovedTrigger
 
         s, api_client = layout.settings, self.hook.get_conn()
         kube.delete_labelled(api_client, "jobs", s.namespace, self.job_name)
-        delete_backend(api_client, s.namespace, layout.backend_jobset)
+        kube.delete_backend(api_client, s.namespace, layout.backend_jobset)
         objects = {
             f"Job {self.job_name}": kube.job_path(s.namespace, self.job_name),
             f"JobSet {layout.backend_jobset}": kube.jobset_path(s.namespace, layout.backend_jobset),
@@ -127,6 +137,9 @@ class RunRewardSensor(RewardSensor):
     def resubmit_backend(self, context: Context, event: dict[str, Any]) -> None:
         """The lost attempt is gone: submit a new backend under the same names and wait in the
         triggerer until it runs (capacity may take a while to return)."""
+        from tpu_rl import resume
+        from tpu_rl.backend import backend_running_trigger, submit_backend
+
         layout = self._follow_run(context)
         if event.get("status") != "success":
             raise AirflowException(f"resume: {event.get('message')}")
@@ -144,6 +157,9 @@ class RunRewardSensor(RewardSensor):
     def resume_training(self, context: Context, event: dict[str, Any]) -> Any:
         """The new backend runs: submit the training Job again (same name, run_name and
         checkpoint directory: MaxText restores its newest checkpoint) and follow it afresh."""
+        from tpu_rl import kube, manifests, resume
+        from tpu_rl.backend import backend_failure
+
         layout = self._follow_run(context)
         store = context.get("task_state_store")
         history = resume.History.load(store)
@@ -162,15 +178,20 @@ class RunRewardSensor(RewardSensor):
 
     def _keep(self, context: Context, history: resume.History) -> None:
         """Save the history; push the attempts so far (a failed run still tells them)."""
+        from tpu_rl import resume
+
         history.save(context.get("task_state_store"))
         context["ti"].xcom_push(key=resume.XCOM_KEY, value=history.attempts)
 
     def _follow_run(self, context: Context) -> RunLayout:
         """Follow the run's training Job (its training container) and backend JobSet."""
+        from tpu_rl.layout import JOB_NAME_PREFIX
+        from tpu_rl.runtime import layout_from_context
+
         layout = layout_from_context(context)
         self.namespace = layout.settings.namespace
         self.job_name = JOB_NAME_PREFIX + layout.train_job_base
-        self.container_name = manifests.CONTAINER
+        self.container_name = CONTAINER
         self.backend_jobset_name = layout.backend_jobset
         return layout
 
@@ -183,6 +204,8 @@ class RunRewardSensor(RewardSensor):
 
     def _release_tpus(self) -> None:
         """Delete the backend; never raises (the rewards are worth more than this delete)."""
+        from tpu_rl.kube import delete_backend
+
         if not self.backend_jobset_name:
             return
         try:
