@@ -23,8 +23,17 @@ class SettingsError(ValueError):
         )
 
 
+def _frozen_dataclass(declared: type) -> type:
+    """The frozen dataclass of a declared class, built on a copy of it: the declaration stays as
+    written, so this module may run twice (Airflow's plugin loader runs every file under
+    plugins/ once more, as a module of its own)."""
+    namespace = {k: v for k, v in vars(declared).items() if k not in ("__dict__", "__weakref__")}
+    namespace["__module__"] = __name__
+    return dataclass(frozen=True)(type(declared.__name__, declared.__bases__, namespace))
+
+
 # declared in tpu_rl.setting_fields, which the DAG file's parse reads without building this
-RunSettings = dataclass(frozen=True)(setting_fields.RunSettings)
+RunSettings = _frozen_dataclass(setting_fields.RunSettings)
 
 # Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
 DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}

@@ -162,6 +162,8 @@ def pods_verdict(
         return ("not_found", f"{what} not found (deleted?)"), None
     if failed := true_conditions(owner).get("Failed"):
         return ("failed", f"{what} failed: {condition_text(failed)}"), None
+    if not need_running and "Complete" in true_conditions(owner):
+        return None, None  # done before the wait looked (its pods may be gone already)
     for pod in pods if need_running else []:  # a Job replaces failed pods itself
         if phase(pod) == "Failed":
             return ("failed", f"{what}: pod {pod_name(pod)} {exit_text(pod)}"), None

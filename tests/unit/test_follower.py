@@ -83,3 +83,10 @@ def test_verdict_on_pods_for_a_capacity_wait():
     failed = {"metadata": {"name": "p"}, "status": {"phase": "Failed"}}
     assert verdicts.pods_verdict("JobSet s", {}, [failed], 1, True)[0][0] == "failed"
     assert verdicts.pods_verdict("Job j", {}, [failed], 1, False) == (None, None)
+
+
+def test_a_job_that_completed_before_the_wait_looked_is_not_waited_for():
+    """A fast Job may end, and its pods go, before the capacity wait's first look: waiting for
+    pods that will never come would fail a successful conversion at the pending timeout."""
+    done = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert verdicts.pods_verdict("Job j", done, [], 8, False) == (None, None)
