@@ -81,7 +81,8 @@ class Autoscaler:
                 self._due[pool.name] = now + self.provisioning_delay_s  # repair a static pool
             if pool.name in self._due and now >= self._due[pool.name]:
                 del self._due[pool.name]
-                self._create_missing(model, pool, names, max(target, pool.nodes))
+                with self.emu.ledger.nodes_arriving_at(now):
+                    self._create_missing(model, pool, names, max(target, pool.nodes))
             elif self._idle(pool, now) and mine:
                 for node in mine:
                     self.emu.delete("nodes", "", node["metadata"]["name"])

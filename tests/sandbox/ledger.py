@@ -4,8 +4,10 @@ times and what each GRPO client attempt executed (bench and tests read it, never
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,16 +58,29 @@ class Ledger:
     def __init__(self) -> None:
         self.clock = SimClock()
         self._lock = threading.Lock()
+        self._arrival = threading.local()
         self.nodes: list[Lifetime] = []
         self.tpu_pods: list[Lifetime] = []
         self.attempts: list[Attempt] = []
+
+    @contextlib.contextmanager
+    def nodes_arriving_at(self, at: float) -> Iterator[None]:
+        """Nodes created in this thread in the block came at `at` (simulated): a slice's hosts
+        come together, however long the emulator takes to store them one by one."""
+        self._arrival.at = at
+        try:
+            yield
+        finally:
+            self._arrival.at = None
 
     def node_created(self, node: dict[str, Any]) -> None:
         labels = node["metadata"].get("labels") or {}
         tpu = int(((node.get("status") or {}).get("allocatable") or {}).get(TPU, 0))
         pool = labels.get("cloud.google.com/gke-nodepool", "")
+        at = getattr(self._arrival, "at", None)
+        started = self.clock() if at is None else at
         with self._lock:
-            self.nodes.append(Lifetime(node["metadata"]["name"], pool, tpu, self.clock()))
+            self.nodes.append(Lifetime(node["metadata"]["name"], pool, tpu, started))
 
     def node_deleted(self, name: str) -> None:
         self._end(self.nodes, name)
