@@ -116,6 +116,9 @@ with DAG(
     # marks gate, export and stop_backend upstream_failed, and cleanup starts on the next pass
     # (a teardown waits for every task between its setups and itself).
     wait_for_rewards >> export
+    # clearing export (the UI's Clear) clears the setups too: export waits for them to run again
+    # (the cleared run's cluster was destroyed) instead of racing the redeploy
+    hf_token_secret >> export
     wait_for_rewards >> stop_backend
     # verify only reads the bucket: the TPUs and the cluster go while it checks the files
     [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
