@@ -62,7 +62,7 @@ class PodsThenJobTrigger(GkeTrigger):
         # host 0's pod only: the task log shows its log (the Job's command runs there; the
         # other hosts exit at once), and the operator reads one pod, not one per host
         metas = [pod["metadata"] for pod in pods]
-        names = [min(metas, key=host_order)["name"]] if metas else []
+        names = [min(metas, key=_host_order)["name"]] if metas else []
         await self._until_ended(namespace, job["job_name"], job["poll_interval"])
         trigger = GKEJobTrigger(**job, pod_names=names, pod_namespace=namespace, **connection)
         async for event in trigger.run():
@@ -91,11 +91,10 @@ class PodsThenJobTrigger(GkeTrigger):
                         await news.wait()
 
 
-def host_order(meta: Any) -> tuple[int, str]:
-    """Sort key of an indexed Job's pods (their metadata, a dict or a V1ObjectMeta): by
-    completion index, host 0 first, then by name."""
-    get = meta.get if isinstance(meta, dict) else lambda key: getattr(meta, key)
-    index = (get("labels") or {}).get(COMPLETION_INDEX) or (get("annotations") or {}).get(
+def _host_order(meta: dict[str, Any]) -> tuple[int, str]:
+    """Sort key of an indexed Job's pods (their metadata): by completion index, host 0 first,
+    then by name."""
+    index = (meta.get("labels") or {}).get(COMPLETION_INDEX) or (meta.get("annotations") or {}).get(
         COMPLETION_INDEX, ""
     )
-    return (int(index) if index.isdigit() else 1 << 30, get("name"))
+    return (int(index) if index.isdigit() else 1 << 30, meta["name"])
