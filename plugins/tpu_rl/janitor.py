@@ -16,6 +16,7 @@ from tpu_rl import deployment
 from tpu_rl.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
 from tpu_rl.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
 from tpu_rl.layout import DAG_ID, MANAGED_BY, RUN_ID_ANNOTATION
+from tpu_rl.params import SCHEMA_DIALECT
 from tpu_rl.setting_fields import DEFAULTS
 from tpu_rl.tpu import TOPOLOGY_BY_TPU_TYPE
 
@@ -93,6 +94,7 @@ def janitor_params() -> dict[str, Param]:
     def param(name: str, default: Any, title: str, section: str, description: str, **schema):
         return Param(
             default,
+            **SCHEMA_DIALECT,
             title=title,
             description=description,
             section=section,

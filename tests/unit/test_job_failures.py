@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
-from tpu_rl import storage, verdicts
+from tpu_rl import failed_pods, storage, verdicts
 from tpu_rl.operators import jobs
 
 TOKEN = "hf_AbCdEfGhIjKlMnOpQr"
@@ -96,12 +96,12 @@ def test_the_failed_pods_last_lines_are_logged_before_the_provider_fails(operato
         operator.execute_complete({"ti": None}, event)
     assert operator.provider_calls == ["error"]
     assert ("list", "default", "job-name=tpu-rl-convert") in core.calls
-    assert ("log", "convert-0", "maxtext", jobs.FAILED_POD_LOG_LINES) in core.calls
+    assert ("log", "convert-0", "maxtext", failed_pods.FAILED_POD_LOG_LINES) in core.calls
     assert not any(c[:2] == ("log", "convert-1") for c in core.calls)  # it did not fail
     (logged,) = operator.recorder.lines
     assert "Pod convert-0 failed (exit code 1, Error)" in logged
     assert logged.endswith("OSError: gemma not found") and TOKEN not in logged
-    assert len(logged) <= jobs.FAILED_POD_LOG_CHARS + 200
+    assert len(logged) <= failed_pods.FAILED_POD_LOG_CHARS + 200
 
 
 def test_success_reads_no_logs(operator):

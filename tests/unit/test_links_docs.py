@@ -28,15 +28,15 @@ def test_every_task_has_its_documentation(dag):
         assert task.doc_md and len(task.doc_md.strip()) > 60, task.task_id
 
 
-def test_tasks_carry_their_console_links_after_their_operators_own(dag):
+def test_tasks_carry_their_console_links(dag):
     assert set(links.LINKS_BY_TASK) <= {t.task_id for t in dag.tasks}
     names = {t.task_id: [link.name for link in t.operator_extra_links] for t in dag.tasks}
-    assert names["train"][0] == "Kubernetes Job"  # the provider's link stays first
-    assert names["train"][1:] == [
-        "GKE workloads",
+    assert names["train"] == [
+        "Kubernetes Job",  # the provider's name for its own (replaced) link
         "Pod logs (Cloud Logging)",
         "Checkpoints (Cloud Storage)",
     ]
+    assert isinstance(dag.get_task("train").operator_extra_links[0], links.KubernetesJobLink)
     assert "Exported model (Cloud Storage)" in names["verify"]
     assert names["create_cluster"] == ["GKE cluster"]
     assert names["validate"] == []
@@ -58,10 +58,7 @@ def fresh_settings_cache():
 @pytest.fixture
 def recorded(tutorial_conf, monkeypatch):
     """XComs the run wrote, as the links read them in the worker."""
-    xcoms = {
-        ("validate", "return_value"): load_settings(tutorial_conf).to_dict(),
-        ("train", "job_name"): "job-rl-abc-train-x1y2",
-    }
+    xcoms = {("validate", "return_value"): load_settings(tutorial_conf).to_dict()}
     monkeypatch.setattr(
         links.XCom,
         "get_one",
@@ -103,7 +100,7 @@ def test_pod_logs_query_names_the_run_and_the_job_it_watches(recorded, tutorial_
         f'resource.labels.cluster_name="{tutorial_conf["cluster_name"]}"',
         'resource.labels.namespace_name="default"',
         f'labels."k8s-pod/tpu-rl_dev/run"="{slug}"',
-        'labels."k8s-pod/job-name"="job-rl-abc-train-x1y2"',
+        f'labels."k8s-pod/job-name"="job-{slug}-train"',
     ]
     backend = unquote(link_of("start_backend", links.PodLogsLink))
     assert f'jobset-name"="{slug}-backend"' in backend
@@ -115,7 +112,13 @@ def test_gke_links_name_the_cluster(recorded, tutorial_conf):
         f"https://console.cloud.google.com/kubernetes/clusters/details/{s.region}/"
         f"{s.cluster_name}/details?project={s.project}"
     )
-    assert f"gke%2F{s.region}%2F{s.cluster_name}" in link_of("convert", links.GkeWorkloadsLink)
+    workloads = link_of("start_backend", links.GkeWorkloadsLink)
+    assert f"gke%2F{s.region}%2F{s.cluster_name}" in workloads
+    slug = links.run_layout(key("export")).slug
+    assert link_of("export", links.KubernetesJobLink) == (
+        f"https://console.cloud.google.com/kubernetes/job/{s.region}/{s.cluster_name}/default/"
+        f"job-{slug}-export/details?project={s.project}"
+    )
 
 
 def test_no_link_before_the_settings_were_validated(monkeypatch):
@@ -123,9 +126,10 @@ def test_no_link_before_the_settings_were_validated(monkeypatch):
     assert link_of("train", links.CheckpointsLink) == ""
 
 
-def test_a_tasks_links_read_the_settings_once(recorded):
+def test_a_tasks_links_read_the_settings_once_and_nothing_else(recorded):
     """Each link of a task is computed on its own when the task ends or defers; the settings
-    behind them are read once per run, not once per link (an Execution API call each)."""
+    behind them are read once per run, not once per link (an Execution API call each), and
+    the Job's name is the run's own, not read back."""
     reads = []
     read = links.XCom.get_one
 
@@ -136,4 +140,4 @@ def test_a_tasks_links_read_the_settings_once(recorded):
     with mock.patch.object(links.XCom, "get_one", counted):
         for link in links.LINKS_BY_TASK["export"]:
             link.get_link(None, ti_key=key("export"))
-    assert reads.count("validate") == 1
+    assert reads == ["validate"]

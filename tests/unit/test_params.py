@@ -100,3 +100,20 @@ def test_the_capacity_settings_in_the_form():
     assert params.get_param("checkpoint_period").schema["section"] == "GRPO"
     with pytest.raises(Exception, match="less than the minimum"):
         params["checkpoint_period"] = 0
+
+
+@pytest.mark.parametrize("params", [dag_params(), janitor_params()], ids=["run", "janitor"])
+def test_every_param_is_checked_as_draft_07_and_still_refuses_a_wrong_type(params):
+    """Each task start validates every Param; the draft-07 dialect keeps that cheap, and each
+    schema must be valid there (jsonschema checks the schema before the value)."""
+    from jsonschema import Draft7Validator
+
+    for name, param in params.items():
+        assert param.schema["$schema"] == "http://json-schema.org/draft-07/schema#", name
+        Draft7Validator.check_schema(param.schema)
+    wrong = {"integer": "many", "string": 7, "boolean": "yes", "number": "x", "array": 3}
+    for param in params.values():
+        kind = param.schema["type"]
+        kind = kind[-1] if isinstance(kind, list) else kind
+        with pytest.raises(Exception, match=r"valid|type"):
+            Param(wrong[kind], **param.schema).resolve()

@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
+from airflow.providers.google.cloud.operators.kubernetes_engine import (
+    GKEOperatorMixin,
+    GKEStartJobOperator,
+)
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from kubernetes.client import models as k8s
 from kubernetes.client.rest import ApiException
@@ -25,11 +28,6 @@ if TYPE_CHECKING:
 
     JobBuilder = Callable[[RunLayout], Manifest] | str  # or the name of a tpu_rl.manifests one
 
-# What a failed Job leaves in the task log, per failed pod and in all.
-FAILED_POD_LOG_LINES = 50
-FAILED_POD_LOG_CHARS = 8000
-FAILED_PODS_SHOWN = 3
-
 
 class RunJobOperator(RunLimited, GKEStartJobOperator):
     """GKEStartJobOperator for one of the run's Jobs, built at run time from the run's settings.
@@ -40,6 +38,10 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
     """
 
     ui_color = "#d9e8fb"
+    # The Job is built from the run's settings at execute: the provider's 25 pod fields hold
+    # nothing to render, and every worker call records each rendered field (a pydantic adapter
+    # per field and an Execution API call for the lot).
+    template_fields: Sequence[str] = tuple(GKEOperatorMixin.template_fields)
 
     build: JobBuilder | None = None
 
@@ -97,7 +99,7 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, follow the one this run already created while it runs."""
         try:
-            return super().create_job(job_request_obj)
+            return self._submit(job_request_obj)
         except ApiException as err:
             if err.status != 409:
                 raise
@@ -106,7 +108,7 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
         if existing.metadata.deletion_timestamp:  # an earlier run's cleanup is removing it
             self.log.info("Job %s of an earlier run is being deleted; waiting for it.", name)
             self._wait_until_gone(name, namespace)
-            return super().create_job(job_request_obj)
+            return self._submit(job_request_obj)
         # finished: failed, or complete with its pods gone (a cleared task is meant to redo it)
         if self.hook.is_job_failed(job=existing) or self.hook.is_job_complete(job=existing):
             self.log.info("Job %s from an earlier try has finished; replacing it.", name)
@@ -114,9 +116,16 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
                 name=name, namespace=namespace, propagation_policy="Foreground"
             )
             self._wait_until_gone(name, namespace)
-            return super().create_job(job_request_obj)
+            return self._submit(job_request_obj)
         self.log.info("Job %s already exists (an earlier try); following it.", name)
         return job_request_obj
+
+    def _submit(self, job: k8s.V1Job) -> k8s.V1Job:
+        """The providers' create_job without its extras: a debug line formatting the whole Job
+        as YAML even when debug logging is off (about 0.1 s), and the XCom of a link that
+        tpu_rl.links computes from the run."""
+        self.hook.create_job(job=job)
+        return job
 
     def _wait_until_gone(self, name: str, namespace: str) -> None:
         deadline = time.monotonic() + 300
@@ -130,9 +139,7 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
             time.sleep(min(self._poll_interval, 5))
         raise AirflowException(f"Job {name} was not deleted within 5 minutes")
 
-    def get_pods(
-        self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any
-    ) -> Sequence[k8s.V1Pod]:
+    def get_pods(self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any) -> NoReturn:
         """Never returns: the triggerer waits for the Job's pods (Kueue, TPU capacity: it ends
         the wait with the scheduler's or Kueue's reason), then watches for the Job's end (one
         deferral: execute_complete comes next, with host 0's pod to read)."""
@@ -168,13 +175,16 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
         writing them. A pods wait that failed says why (a Workload Kueue can never admit fails
         without retries); one that saw the Job or a pod fail is that Job's failure."""
         from tpu_rl import verdicts
+        from tpu_rl.failed_pods import log_failed_pods
 
         job_failed = event.get("status") == "error" and (
-            not event.get("pods_wait") or event.get("reason") == "failed"
+            not event.get("pods_wait") or event.get("reason") == verdicts.OWNER_FAILED
         )
         if job_failed:
+            job = event.get("name") or (self.job.metadata.name if self.job else None)
+            namespace = event.get("namespace") or self.namespace
             try:
-                self._log_failed_pods(event)
+                log_failed_pods(self.client, self.log, job, namespace)
             except ApiException as err:
                 self.log.warning("Could not read the failed pods' logs: %s", err.reason)
         if event.get("pods_wait"):
@@ -187,39 +197,9 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
             )
         return super().execute_complete(context, event, **kwargs)
 
-    def _log_failed_pods(self, event: dict) -> None:
-        from tpu_rl.rewards import redact
-
-        job = event.get("name") or (self.job.metadata.name if self.job else None)
-        namespace = event.get("namespace") or self.namespace
-        pods = self.client.list_namespaced_pod(
-            namespace=namespace, label_selector=f"job-name={job}"
-        ).items
-        failed = [p for p in pods if _pod_failed(p)][:FAILED_PODS_SHOWN]
-        if not failed:
-            self.log.error("Job %s failed; none of its %d pods shows a failure.", job, len(pods))
-        for pod in failed:
-            name = pod.metadata.name
-            try:
-                text = self.client.read_namespaced_pod_log(
-                    name=name,
-                    namespace=namespace,
-                    container=CONTAINER,
-                    tail_lines=FAILED_POD_LOG_LINES,
-                )
-            except ApiException as err:
-                self.log.error("Pod %s failed; its log is not readable: %s", name, err.reason)
-                continue
-            self.log.error(
-                "Pod %s failed (%s). Last log lines:\n%s",
-                name,
-                _pod_failure(pod),
-                redact(text.rstrip()[-FAILED_POD_LOG_CHARS:]),
-            )
-
     def defer(
         self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None
-    ) -> None:
+    ) -> NoReturn:
         """Defer with what is left of the task's limit (the run's settings): the provider's
         Job trigger has no timeout, and Airflow does not apply execution_timeout to a deferral."""
         super().defer(
@@ -228,25 +208,6 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
             kwargs=kwargs,
             timeout=timeout or time_left(self) or self.execution_timeout,
         )
-
-
-def _terminated(pod: k8s.V1Pod) -> list[Any]:
-    statuses = (pod.status.container_statuses if pod.status else None) or []
-    return [c.state.terminated for c in statuses if c.state and c.state.terminated]
-
-
-def _pod_failed(pod: k8s.V1Pod) -> bool:
-    """The pod failed, or one of its containers ended with a non-zero exit code."""
-    phase = pod.status.phase if pod.status else None
-    return phase == "Failed" or any(t.exit_code for t in _terminated(pod))
-
-
-def _pod_failure(pod: k8s.V1Pod) -> str:
-    """A short why: the container's exit code and reason, else the pod's reason."""
-    for t in _terminated(pod):
-        if t.exit_code:
-            return f"exit code {t.exit_code}" + (f", {t.reason}" if t.reason else "")
-    return (pod.status.reason if pod.status else None) or "phase Failed"
 
 
 class ConvertJobOperator(RunJobOperator):
