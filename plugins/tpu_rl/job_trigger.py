@@ -9,7 +9,6 @@ second after the Job's end keeps the TPU slice idle before the next step can use
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +19,7 @@ from tpu_rl import kube
 from tpu_rl.gke_trigger import CONNECTION_KEYS, GkeTrigger
 from tpu_rl.kube_async import AsyncKube, KubeApiError
 from tpu_rl.pods_trigger import PodsReadyTrigger
-from tpu_rl.watch import watching
+from tpu_rl.watch import news_or_timeout, watching
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 ENDED = {"Complete", "Failed"}  # a Job's terminal conditions
@@ -86,9 +85,7 @@ class PodsThenJobTrigger(GkeTrigger):
                     found = {}
                 if found is None or ENDED & set(kube.true_conditions(found)):
                     return
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(poll_interval):
-                        await news.wait()
+                await news_or_timeout(news, poll_interval)
 
 
 def _host_order(meta: dict[str, Any]) -> tuple[int, str]:

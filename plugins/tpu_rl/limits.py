@@ -41,10 +41,7 @@ class Limit:
         settings: tuple[str, ...] = (),
         total: bool = False,
     ) -> None:
-        self.minutes = minutes
-        self.tries = tries
-        self.settings = settings
-        self.total = total
+        self.minutes, self.tries, self.settings, self.total = minutes, tries, settings, total
 
     @property
     def retries(self) -> int:

@@ -114,29 +114,25 @@ class RunLink(BaseOperatorLink):
         raise NotImplementedError
 
 
+def gke_page(layout: RunLayout, page: str, **fields: str) -> str:
+    """A GKE console page (one of the provider's link formats) of the run's cluster."""
+    s = layout.settings
+    cluster = {"location": s.region, "cluster_name": s.cluster_name, "project_id": s.project}
+    return CONSOLE + page.format(**cluster, namespace=s.namespace, **fields)
+
+
 class GkeClusterLink(RunLink):
     name = "GKE cluster"
 
     def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
-        s = layout.settings
-        path = KUBERNETES_CLUSTER_LINK.format(
-            location=s.region, cluster_name=s.cluster_name, project_id=s.project
-        )
-        return CONSOLE + path
+        return gke_page(layout, KUBERNETES_CLUSTER_LINK)
 
 
 class GkeWorkloadsLink(RunLink):
     name = "GKE workloads"
 
     def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
-        s = layout.settings
-        path = KUBERNETES_WORKLOADS_LINK.format(
-            location=s.region,
-            cluster_name=s.cluster_name,
-            namespace=s.namespace,
-            project_id=s.project,
-        )
-        return CONSOLE + path
+        return gke_page(layout, KUBERNETES_WORKLOADS_LINK)
 
 
 class KubernetesJobLink(RunLink):
@@ -146,17 +142,7 @@ class KubernetesJobLink(RunLink):
 
     def url(self, layout: RunLayout, ti_key: TaskInstanceKey) -> str:
         job = job_name(layout, ti_key.task_id)
-        if job is None:
-            return ""
-        s = layout.settings
-        path = KUBERNETES_JOB_LINK.format(
-            location=s.region,
-            cluster_name=s.cluster_name,
-            namespace=s.namespace,
-            job_name=job,
-            project_id=s.project,
-        )
-        return CONSOLE + path
+        return gke_page(layout, KUBERNETES_JOB_LINK, job_name=job) if job else ""
 
 
 class PodLogsLink(RunLink):

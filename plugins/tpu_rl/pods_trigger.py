@@ -8,7 +8,6 @@ their owner end the wait the moment the last pod is ready or one fails.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -18,7 +17,7 @@ from airflow.triggers.base import TriggerEvent
 from tpu_rl import kube, kueue_rules, verdicts
 from tpu_rl.gke_trigger import GkeTrigger, connection_of
 from tpu_rl.kube_async import AsyncKube, KubeApiError
-from tpu_rl.watch import watching
+from tpu_rl.watch import news_or_timeout, watching
 
 
 class PodsReadyTrigger(GkeTrigger):
@@ -119,9 +118,7 @@ class PodsReadyTrigger(GkeTrigger):
                 state = "pods running after" if k["need_running"] else "pods scheduled after"
                 message = f"{k['what']}: {ready} {state} the pending timeout ({reason})"
                 return {"status": "error", "reason": "pending_timeout", "message": message}
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(k["poll_interval"], remaining)):
-                    await news.wait()
+            await news_or_timeout(news, min(k["poll_interval"], remaining))
 
     async def _check(self) -> tuple[verdicts.Failure | None, str | None]:
         k = self.kwargs

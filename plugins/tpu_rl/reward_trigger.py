@@ -19,7 +19,7 @@ from tpu_rl import kube
 from tpu_rl.follower import FollowState, Result
 from tpu_rl.kube_async import KubeApiError
 from tpu_rl.reward_poll import LogFollower
-from tpu_rl.watch import Watched, watching
+from tpu_rl.watch import Watched, news_or_timeout, watching
 
 BACKOFF_CAP_S = 60.0
 MIN_POLL_GAP_S = 0.5  # polls on news come at most this often
@@ -117,12 +117,8 @@ class RewardTrigger(BaseTrigger):
 
     async def _news_or_timer(self, polled: float) -> None:
         """Wait for news (a log result or line, a watched change) or the poll interval."""
-        news = self.follower.news
         remaining = self.poll_interval - (time.monotonic() - polled)
-        try:
-            async with asyncio.timeout(max(0.0, remaining)):
-                await news.wait()
-        except TimeoutError:
+        if not await news_or_timeout(self.follower.news, remaining):
             return
         if self.follower.found() is None:
             await asyncio.sleep(max(0.0, MIN_POLL_GAP_S - (time.monotonic() - polled)))

@@ -93,3 +93,13 @@ async def watching(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+async def news_or_timeout(news: asyncio.Event, seconds: float) -> bool:
+    """Wait for the watch's news, at most `seconds` (the poll behind the watch); True on news."""
+    try:
+        async with asyncio.timeout(max(0.0, seconds)):
+            await news.wait()
+    except TimeoutError:
+        return False
+    return True

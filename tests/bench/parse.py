@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "dags" / "tpu_rl_post_training.py"
 JANITOR_FILE = REPO / "dags" / "tpu_rl_janitor.py"
 GOAL_MS = 25.0
-RUNS = 7  # parses of each file
+RUNS = 11  # parses of each file
 
 BARE_MAIN = '''"""Bare DAG: the provider operators the real one uses, EmptyOperator for the rest."""
 from datetime import datetime
