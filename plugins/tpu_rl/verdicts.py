@@ -161,9 +161,10 @@ def pods_verdict(
     pending pod and why (the scheduler's PodScheduled message)."""
     if owner is None:
         return ("not_found", f"{what} not found (deleted?)"), None
-    if failed := true_conditions(owner).get("Failed"):
+    conditions = true_conditions(owner)
+    if failed := conditions.get("Failed"):
         return (OWNER_FAILED, f"{what} failed: {condition_text(failed)}"), None
-    if not need_running and "Complete" in true_conditions(owner):
+    if not need_running and "Complete" in conditions:
         return None, None  # done before the wait looked (its pods may be gone already)
     for pod in pods if need_running else []:  # a Job replaces failed pods itself
         if phase(pod) == "Failed":
