@@ -51,6 +51,16 @@ class RunLayout:
         return f"{self.slug}-export"
 
     @property
+    def job_names(self) -> dict[str, str]:
+        """The Jobs' Kubernetes names by step: each base with the prefix the operator adds."""
+        bases = {
+            "convert": self.convert_job_base,
+            "train": self.train_job_base,
+            "export": self.export_job_base,
+        }
+        return {step: JOB_NAME_PREFIX + base for step, base in bases.items()}
+
+    @property
     def backend_jobset(self) -> str:
         return f"{self.slug}-backend"
 

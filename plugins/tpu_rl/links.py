@@ -33,12 +33,12 @@ if TYPE_CHECKING:
 
 CONSOLE = "https://console.cloud.google.com"
 SETTINGS_TASK = "validate"
-# Whose Job a task's links show: its own, or the Job it watches (the RunLayout property).
+# Whose Job a task's links show: its own, or the Job it watches (a RunLayout.job_names step).
 JOB_OF_TASK = {
-    "convert": "convert_job_base",
-    "train": "train_job_base",
-    "wait_for_rewards": "train_job_base",
-    "export": "export_job_base",
+    "convert": "convert",
+    "train": "train",
+    "wait_for_rewards": "train",
+    "export": "export",
 }
 JOBSET_TASKS = {"start_backend", "stop_backend"}
 
@@ -74,10 +74,8 @@ def storage_browser(uri: str, project: str) -> str:
 
 def job_name(layout: RunLayout, task_id: str) -> str | None:
     """The name of the Job the task runs or watches; None for a task without one."""
-    from tpu_rl.layout import JOB_NAME_PREFIX
-
-    job_base = JOB_OF_TASK.get(task_id)
-    return JOB_NAME_PREFIX + getattr(layout, job_base) if job_base else None
+    step = JOB_OF_TASK.get(task_id)
+    return layout.job_names[step] if step else None
 
 
 def pod_log_query(layout: RunLayout, task_id: str) -> str:

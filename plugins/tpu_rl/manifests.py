@@ -7,7 +7,7 @@ import shlex
 from typing import Any
 
 from tpu_rl import capacity
-from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
+from tpu_rl.layout import RunLayout
 from tpu_rl.maxtext_flags import (
     TOKEN_ENV,
     conversion_flags,
@@ -112,7 +112,7 @@ def _tpu_limits() -> Manifest:
 
 
 def _conversion_like_job(
-    layout: RunLayout, base_name: str, module: str, flags: list[str], timeout_minutes: int
+    layout: RunLayout, job_name: str, module: str, flags: list[str], timeout_minutes: int
 ) -> Manifest:
     """A Job on every host of the slice; only completion index 0 works, as in the tutorial."""
     script = f'[ "$JOB_COMPLETION_INDEX" != "0" ] || {python_command(module, flags)}'
@@ -127,7 +127,7 @@ def _conversion_like_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(layout, JOB_NAME_PREFIX + base_name, _queue_label(layout)),
+        "metadata": _metadata(layout, job_name, _queue_label(layout)),
         "spec": {
             "completionMode": "Indexed",
             "parallelism": hosts,
@@ -146,7 +146,7 @@ def _conversion_like_job(
 def conversion_job(layout: RunLayout) -> Manifest:
     return _conversion_like_job(
         layout,
-        layout.convert_job_base,
+        layout.job_names["convert"],
         CONVERT_MODULE,
         conversion_flags(layout),
         layout.settings.conversion_timeout_minutes,
@@ -156,7 +156,7 @@ def conversion_job(layout: RunLayout) -> Manifest:
 def export_job(layout: RunLayout, step: int) -> Manifest:
     return _conversion_like_job(
         layout,
-        layout.export_job_base,
+        layout.job_names["export"],
         EXPORT_MODULE,
         export_flags(layout, step),
         layout.settings.export_timeout_minutes,
@@ -198,7 +198,7 @@ def train_job(layout: RunLayout) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(layout, JOB_NAME_PREFIX + layout.train_job_base),
+        "metadata": _metadata(layout, layout.job_names["train"]),
         "spec": {
             "parallelism": 1,
             "completions": 1,

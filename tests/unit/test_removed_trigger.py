@@ -19,7 +19,7 @@ from tests.unit.test_resume import BASE_PRE, Store, Ti, lost
 from tests.unit.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
 from tests.unit.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401
 from tpu_rl import kube, manifests, pathways_jobset, runtime, storage
-from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
+from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
 from tpu_rl.pods_trigger import PodsReadyTrigger
 from tpu_rl.removed_trigger import RemovedTrigger
@@ -94,7 +94,7 @@ def test_a_resume_deletes_the_lost_attempt_and_defers_the_wait_for_it_to_go(sens
     """Before this, the worker slept until both were gone (up to 300 s, pods' grace periods
     included); now it returns at once, and a second deferral submits the new backend."""
     layout = sensor.layout
-    job, jobset = JOB_NAME_PREFIX + layout.train_job_base, layout.backend_jobset
+    job, jobset = layout.job_names["train"], layout.backend_jobset
     emu.create(manifests.train_job(layout))
     emu.create(pathways_jobset.backend_jobset(layout))
     context = {"task_state_store": Store(), "ti": Ti()}

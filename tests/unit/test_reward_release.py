@@ -81,7 +81,7 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(emu, monkeypatch,
     # the sensor follows the run's Job and backend, named from the run
     layout = SimpleNamespace(
         settings=SimpleNamespace(namespace=NS),
-        train_job_base="x",
+        job_names={"train": "job-x"},
         backend_jobset=JOBSET,
         pool_hosts=8,
     )

@@ -185,12 +185,11 @@ class RunRewardSensor(RunLimited, RewardSensor):
 
     def _follow_run(self, context: Context) -> RunLayout:
         """Follow the run's training Job (its training container) and backend JobSet."""
-        from tpu_rl.layout import JOB_NAME_PREFIX
         from tpu_rl.runtime import layout_from_context
 
         layout = layout_from_context(context)
         self.namespace = layout.settings.namespace
-        self.job_name = JOB_NAME_PREFIX + layout.train_job_base
+        self.job_name = layout.job_names["train"]
         self.container_name = CONTAINER
         self.backend_jobset_name = layout.backend_jobset
         return layout
