@@ -121,7 +121,7 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
         return job_request_obj
 
     def _submit(self, job: k8s.V1Job) -> k8s.V1Job:
-        """The providers' create_job without its extras: a debug line formatting the whole Job
+        """The provider's create_job without its extras: a debug line formatting the whole Job
         as YAML even when debug logging is off (about 0.1 s), and the XCom of a link that
         tpu_rl.links computes from the run."""
         self.hook.create_job(job=job)
