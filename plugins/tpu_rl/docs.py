@@ -92,6 +92,9 @@ failed and the notification says why, with both rewards.
     "export": """
 Exports the newest checkpoint of this run to Hugging Face format in
 `gs://<bucket>/<model>/hf-trained/<run>/`.
+
+**Re-running it?** Clearing export clears the cluster and Secret setups too (the run's cleanup
+removed them): it waits for them to run again instead of racing the redeploy.
 """,
     "verify": """
 Checks the exported files, writes `run-report.json` and `run-report.md` next to them, and emits

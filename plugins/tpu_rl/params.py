@@ -59,7 +59,12 @@ def param_schema(name: str) -> dict[str, Any]:
 
 
 def dag_params() -> dict[str, Param]:
-    """One Param per setting, defaulting to the tutorial's value."""
+    """One Param per setting, defaulting to the tutorial's value.
+
+    Set them last, on the DAG alone: a task made while the DAG has Params keeps a deep copy,
+    which Airflow's serializer validates Param by Param (jsonschema) on every parse; at run
+    time the DAG's are merged in anyway (airflow.sdk.definitions.param.process_params).
+    """
     params = {}
     for name, f in SETTING_FIELDS.items():
         params[name] = Param(default_of(f), **param_schema(name))

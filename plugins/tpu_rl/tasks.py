@@ -1,8 +1,10 @@
-"""The DAG's small Python steps: validation, the reward gate, the export check."""
+"""The DAG's small Python steps (RunStepOperator): validation, the reward gate, the export
+check and the run's verdict."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -13,6 +15,12 @@ from tpu_rl.report import publish_run_report
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import SettingsError, load_settings
 from tpu_rl.storage import missing_export_files
+
+
+def validate(op: Any, context: Any) -> dict[str, Any]:
+    """The run's settings (Params + conf), checked against the DAG's dagrun_timeout."""
+    timeout = context["dag"].dagrun_timeout
+    return validate_settings(context["params"], timeout.total_seconds() / 60)
 
 
 def validate_settings(params: dict[str, Any], dagrun_timeout_minutes: float) -> dict[str, Any]:
@@ -36,6 +44,11 @@ def validate_settings(params: dict[str, Any], dagrun_timeout_minutes: float) -> 
     if problems:
         raise AirflowFailException(str(SettingsError(problems)))
     return settings.to_dict()
+
+
+def gate(op: Any, context: Any, rewards: dict[str, Any]) -> dict[str, float]:
+    """The reward gate with the run's min_reward_gain."""
+    return reward_gate(rewards, float(context["params"]["min_reward_gain"]))
 
 
 def reward_gate(rewards: dict[str, Any], min_gain: float) -> dict[str, float]:
@@ -84,3 +97,54 @@ def verify_export(context: Any) -> str:
         raise AirflowFailException(f"export {layout.export_dir} lacks {', '.join(missing)}")
     publish_run_report(layout, context)
     return layout.export_dir
+
+
+def verify(op: Any, context: Any) -> str:
+    """verify_export, and the export's URI as an event of every outlet Asset of the task."""
+    uri = verify_export(context)
+    for asset in op.outlets:
+        context["outlet_events"][asset].extra = {"uri": uri, "run_id": context["run_id"]}
+    return uri
+
+
+FAILED = ("failed", "upstream_failed")
+
+
+def outcome(
+    op: Any, context: Any, final_task: str, watched: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The run's verdict: fails, naming them, unless `final_task` succeeded and no watched task
+    (by default: every other task of the DAG) failed.
+
+    Why a task: after "mark failed" (the UI or REST) Airflow 3.3 fails the running task, skips
+    the pending ones and lets the teardowns finish; the run's state is then computed from its
+    leaves, and skipped leaves count as success. This teardown (on_failure_fail_dagrun) is the
+    one leaf, so a run stopped half-way, a failed step, or an incomplete cleanup all end the run
+    failed.
+    """
+    run_id = context["run_id"]
+    if watched is None:
+        watched = [task for task in context["dag"].task_ids if task != op.task_id]
+    states = (
+        context["ti"]
+        .get_task_states(dag_id=context["dag"].dag_id, task_ids=list(watched), run_ids=[run_id])
+        .get(run_id, {})
+    )
+    failed = {task: state for task, state in states.items() if state in FAILED}
+    final = states.get(final_task)
+    if failed or final != "success":
+        listed = ", ".join(f"{task} {state}" for task, state in sorted(failed.items()))
+        raise AirflowFailException(
+            f"the run did not succeed: {final_task} is {final}"
+            + (f"; {listed}" if listed else " (stopped before it ran: marked failed?)")
+        )
+    op.log.info("%s succeeded and every cleanup did its part.", final_task)
+    return {"final_task": final_task, "states": states}
+
+
+STEPS: dict[str, Callable[..., Any]] = {
+    "validate": validate,
+    "gate": gate,
+    "verify": verify,
+    "outcome": outcome,
+}

@@ -14,7 +14,7 @@ from tests.e2e.test_retries import CLUSTER, context
 from tests.sandbox.harness import Sandbox
 from tpu_rl import kube, manifests
 from tpu_rl.operators.jobs import RunJobOperator
-from tpu_rl.operators.kubernetes import BackendStartOperator
+from tpu_rl.operators.kubernetes import RunClusterOperator
 from tpu_rl.runtime import layout_from_context
 
 NS = "default"
@@ -61,7 +61,7 @@ def pod(box: Sandbox, name: str, labels: dict[str, str], phase: str) -> None:
 def test_start_backend_defers_until_every_pod_runs(box):
     ctx = context()
     layout = layout_from_context(ctx)
-    op = BackendStartOperator(task_id="start_backend", **CLUSTER)
+    op = RunClusterOperator(task_id="start_backend", step="start_backend", **CLUSTER)
     deferral, held = deferred(lambda: op.execute(ctx))
     assert held < 2.0 and deferral.method_name == "execute_complete"
     expected = deferral.trigger.serialize()[1]["expected"]

@@ -11,7 +11,7 @@ from airflow.sdk import BaseOperator
 from tests.sandbox.harness import SETTINGS, Sandbox
 from tpu_rl import manifests
 from tpu_rl.operators.jobs import RunJobOperator
-from tpu_rl.operators.kubernetes import BackendStartOperator, HfTokenSecretOperator
+from tpu_rl.operators.kubernetes import RunClusterOperator
 
 RUN_ID = "manual__2026-11-29T12:00:00+00:00"
 CLUSTER = {
@@ -67,10 +67,10 @@ def test_a_retry_replaces_a_job_that_finished(box, condition, reason):
 
 
 def test_secret_and_backend_tolerate_already_exists(box, monkeypatch):
-    monkeypatch.setattr(BackendStartOperator, "_wait_running", lambda self, layout: None)
+    monkeypatch.setattr(RunClusterOperator, "defer", lambda self, **kwargs: None)  # no wait
     for _ in range(2):
-        HfTokenSecretOperator(task_id="hf_token_secret", **CLUSTER).execute(context())
-        BackendStartOperator(task_id="start_backend", **CLUSTER).execute(context())
+        for step in ("hf_token_secret", "start_backend"):
+            RunClusterOperator(task_id=step, step=step, **CLUSTER).execute(context())
     assert len(box.emu.list("secrets", namespace="default")) == 1
     assert len(box.emu.list("jobsets", namespace="default")) == 1
 

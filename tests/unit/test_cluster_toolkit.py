@@ -18,7 +18,7 @@ import structlog
 from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bundle
 from tpu_rl import blueprint, cluster_toolkit
 from tpu_rl.cluster_toolkit import ClusterToolkitError
-from tpu_rl.operators.cluster_toolkit import GclusterDeployOperator, GclusterDestroyOperator
+from tpu_rl.operators.cluster_toolkit import GclusterOperator
 from tpu_rl.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,9 +86,9 @@ def cloud(tmp_path, monkeypatch, server):
     return Cloud()
 
 
-def run(operator_cls, **kwargs) -> list[dict]:
-    """Execute an operator as a task would; returns its log events."""
-    op = operator_cls(task_id=operator_cls.__name__, settings=dict(SETTINGS), **kwargs)
+def run(command: str, **kwargs) -> list[dict]:
+    """Execute `gcluster <command>` as a task would; returns its log events."""
+    op = GclusterOperator(task_id=command, command=command, settings=dict(SETTINGS), **kwargs)
     with structlog.testing.capture_logs() as logs:
         op.execute(context={})
     return logs
@@ -226,7 +226,7 @@ def test_a_killed_worker_takes_gcluster_and_terraform_down_with_it(tmp_path):
 
 
 def test_deploy_then_destroy_from_another_empty_folder(cloud, server):
-    run(GclusterDeployOperator)
+    run("deploy")
     cluster = cloud.clusters()["gemma4-rl"]
     assert cluster["status"] == "RUNNING"
     assert cluster["labels"] == blueprint.cluster_labels(load_settings(SETTINGS))
@@ -237,7 +237,7 @@ def test_deploy_then_destroy_from_another_empty_folder(cloud, server):
     deploy_dir = deploy_calls[0]["cwd"]
     assert not Path(deploy_dir).exists()  # the worker's folder is gone, as on another worker
 
-    run(GclusterDestroyOperator)
+    run("destroy")
     assert cloud.clusters() == {}
     assert cloud.state()["tfstate"] == {}
     create, destroy = cloud.calls("gcluster")[1:]
@@ -263,14 +263,14 @@ def test_deploy_then_destroy_from_another_empty_folder(cloud, server):
 
 
 def test_deploy_argv_is_the_planned_one(cloud):
-    run(GclusterDeployOperator)
+    run("deploy")
     expected = blueprint.blueprint_argv("deploy", load_settings(SETTINGS))
     assert cloud.calls("gcluster")[0]["argv"] == expected[1:]
 
 
 def test_deploy_twice_is_idempotent(cloud):
-    run(GclusterDeployOperator)
-    run(GclusterDeployOperator)
+    run("deploy")
+    run("deploy")
     assert cloud.clusters()["gemma4-rl"]["status"] == "RUNNING"
     assert cloud.state()["tfstate"] == {STATE_KEY: ["gemma4-rl"]}
 
@@ -280,26 +280,26 @@ def test_half_way_deploy_is_destroyable(cloud, monkeypatch):
     with pytest.raises(
         ClusterToolkitError, match=r"(?s)gcluster deploy failed \(exit 1\).*stockout"
     ):
-        run(GclusterDeployOperator)
+        run("deploy")
     assert cloud.clusters()["gemma4-rl"]["status"] == "PARTIAL"
     monkeypatch.delenv("FAKE_GCLUSTER_FAIL")
-    run(GclusterDestroyOperator)
+    run("destroy")
     assert cloud.clusters() == {}
 
 
 def test_destroy_fails_once_then_retry_succeeds(cloud, monkeypatch):
-    run(GclusterDeployOperator)
+    run("deploy")
     monkeypatch.setenv("FAKE_GCLUSTER_FAIL", "destroy-once")
     with pytest.raises(ClusterToolkitError, match=r"(?s)destroy failed.*timed out"):
-        run(GclusterDestroyOperator)
+        run("destroy")
     assert "gemma4-rl" in cloud.clusters()
-    run(GclusterDestroyOperator)  # the task's retry
+    run("destroy")  # the task's retry
     assert cloud.clusters() == {}
 
 
 def test_destroy_when_already_gone_succeeds_every_time(cloud):
-    run(GclusterDestroyOperator)
-    run(GclusterDestroyOperator)
+    run("destroy")
+    run("destroy")
     assert cloud.clusters() == {}
     assert [c["argv"][0] for c in cloud.calls("gcluster")] == [
         "create",
@@ -315,13 +315,13 @@ def test_missing_terraform_fails_before_any_gcluster_call(cloud, monkeypatch, tm
     shutil.copy(SANDBOX_BIN / "gcluster", bin_without_terraform / "gcluster")
     monkeypatch.setenv("PATH", f"{bin_without_terraform}:{Path(sys.executable).parent}:/bin")
     with pytest.raises(ClusterToolkitError, match="terraform is not on PATH"):
-        run(GclusterDeployOperator)
+        run("deploy")
     assert cloud.calls() == []
 
 
 def test_secrets_masked_in_the_streamed_task_log(cloud, monkeypatch):
     monkeypatch.setenv("FAKE_GCLUSTER_LEAK", "1")  # the fake prints the whole key file
-    logs = run(GclusterDeployOperator)
+    logs = run("deploy")
     text = "\n".join(str(e["event"]) for e in logs)
     assert "Apply complete! cluster gemma4-rl is RUNNING" in text
     assert '"client_email": "airflow@tpu-rl-example.iam.gserviceaccount.com"' in text
@@ -332,20 +332,19 @@ def test_secrets_masked_in_the_streamed_task_log(cloud, monkeypatch):
 
 def test_existing_cluster_or_keep_cluster_is_never_touched(cloud, server):
     for extra in ({"cluster_mode": "existing"}, {"keep_cluster": True}):
-        op = GclusterDestroyOperator(task_id="d", settings={**SETTINGS, **extra})
+        op = GclusterOperator(task_id="d", command="destroy", settings={**SETTINGS, **extra})
         op.execute(context={})
-    op = GclusterDeployOperator(task_id="c", settings={**SETTINGS, "cluster_mode": "existing"})
+    op = GclusterOperator(
+        task_id="c", command="deploy", settings={**SETTINGS, "cluster_mode": "existing"}
+    )
     op.execute(context={})
     assert cloud.calls() == [] and server.requests == []
 
 
-def test_operators_template_the_settings():
-    assert set(GclusterDeployOperator.template_fields) == {
-        "settings",
-        "gcp_conn_id",
-        "state_prefix",
-    }
-    assert GclusterDestroyOperator.template_fields == GclusterDeployOperator.template_fields
+def test_the_operator_templates_the_settings_and_refuses_an_unknown_command():
+    assert set(GclusterOperator.template_fields) == {"settings", "gcp_conn_id", "state_prefix"}
+    with pytest.raises(ValueError, match="'apply' is none of deploy, destroy"):
+        GclusterOperator(task_id="c", command="apply")
 
 
 def test_the_staged_kueue_configuration_covers_the_pathways_backend(tmp_path):

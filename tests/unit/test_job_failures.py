@@ -75,7 +75,9 @@ def operator(monkeypatch):
         return None
 
     monkeypatch.setattr(KubernetesJobOperator, "execute_complete", provider_execute_complete)
-    op = jobs.ConvertJobOperator(task_id="convert", project_id="p", location="l", cluster_name="c")
+    op = jobs.RunJobOperator(
+        task_id="convert", build="conversion_job", project_id="p", location="l", cluster_name="c"
+    )
     op.namespace = "default"
     recorder = Recorder()
     monkeypatch.setattr(type(op), "log", property(lambda self: recorder))
@@ -116,7 +118,9 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
     from tpu_rl.settings import load_settings
 
     layout = RunLayout(load_settings(tutorial_conf), "manual__1")
-    op = jobs.ExportJobOperator(task_id="export", project_id="p", location="l", cluster_name="c")
+    op = jobs.RunJobOperator(
+        task_id="export", build="export_job", project_id="p", location="l", cluster_name="c"
+    )
     pushed = {}
     ti = SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))
     monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([25], [50]))
@@ -161,8 +165,8 @@ def waiting_operator(operator, pods, monkeypatch, queued: bool = False):
         metadata=k8s.V1ObjectMeta(name="j", namespace="default", labels=labels)
     )
     operator.parallelism = len(pods) or 1
-    operator._pending_timeout = timedelta(seconds=60)
-    operator._poll_interval = 1.0
+    operator.pending_timeout = timedelta(seconds=60)
+    operator.pods_poll_interval = 1.0
     monkeypatch.setattr(operator, "_build_find_pod_label_selector", lambda *a, **k: "job-name=j")
     monkeypatch.setattr(type(operator), "cluster_info", property(lambda self: ("https://k", "ca")))
     request = k8s.V1Pod(metadata=k8s.V1ObjectMeta(namespace="default"))

@@ -1,8 +1,12 @@
-"""The run's batch Jobs (conversion, GRPO client, export) through GKEStartJobOperator."""
+"""The run's batch Jobs (conversion, GRPO client, export) through GKEStartJobOperator.
+
+One class for the three, `build` naming the Job: what it does in the worker
+(tpu_rl.job_run: manifests, layout, storage, the triggers) is imported where a task runs,
+not on every parse of the DAG file.
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -11,30 +15,33 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import (
     GKEOperatorMixin,
     GKEStartJobOperator,
 )
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
-from kubernetes.client import models as k8s
-from kubernetes.client.rest import ApiException
 
-from tpu_rl.limits import RunLimited, capped_deadline, time_left
+from tpu_rl.limits import RunLimited, time_left
 from tpu_rl.names import CONTAINER
-
-# manifests, layout and storage are imported where a task runs, not on every parse
+from tpu_rl.operators import on_run_cluster
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from kubernetes.client import models as k8s
 
     from tpu_rl.layout import RunLayout
     from tpu_rl.manifests import Manifest
 
-    JobBuilder = Callable[[RunLayout], Manifest] | str  # or the name of a tpu_rl.manifests one
+    JobBuilder = Callable[[RunLayout], Manifest] | str  # or a tpu_rl.job_run.BUILDS name
+
+JOB_BUILDS = ("conversion_job", "train_job", "export_job")
 
 
 class RunJobOperator(RunLimited, GKEStartJobOperator):
-    """GKEStartJobOperator for one of the run's Jobs, built at run time from the run's settings.
+    """GKEStartJobOperator (on the run's cluster unless named) for one of the run's Jobs, built
+    at run time from the run's settings:
+    `conversion_job` (skipped when a complete MaxText checkpoint exists), `train_job`, or
+    `export_job` (of the newest checkpoint step whose save finished).
 
     It also handles the provider's traps: pods that appear late (Kueue, TPU capacity) are
-    waited for up to the pending timeout; a retry finds the Job it already created instead of
-    failing on "already exists"; the deferred wait keeps the task's execution_timeout.
+    waited for in the triggerer up to the pending timeout; a retry finds the Job it already
+    created instead of failing on "already exists"; the deferred wait keeps the task's
+    execution_timeout.
     """
 
     ui_color = "#d9e8fb"
@@ -43,54 +50,33 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
     # per field and an Execution API call for the lot).
     template_fields: Sequence[str] = tuple(GKEOperatorMixin.template_fields)
 
-    build: JobBuilder | None = None
-
-    def __init__(self, *, build: JobBuilder | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, build: JobBuilder, **kwargs: Any) -> None:
+        if not callable(build) and build not in JOB_BUILDS:
+            raise ValueError(f"build {build!r} is none of {', '.join(JOB_BUILDS)}")
         kwargs.setdefault("base_container_name", CONTAINER)
         kwargs.setdefault("parallelism", 1)
         kwargs.setdefault("random_name_suffix", False)
         # finished pods hold no TPU; cleanup_kubernetes deletes them with their Job
         kwargs.setdefault("on_finish_action", "keep_pod")
-        super().__init__(name="", namespace="", image="", **kwargs)
-        self.build = build or self.build
-        self._pending_timeout = timedelta(hours=1)
-        self._poll_interval = 10.0
+        # the waits are the triggerer's: no worker slot is held while the Job runs
+        kwargs.setdefault("wait_until_job_complete", True)
+        kwargs.setdefault("deferrable", kwargs["wait_until_job_complete"])
+        super().__init__(name="", namespace="", image="", **on_run_cluster(kwargs))
+        self.build = build
+        self.pending_timeout = timedelta(hours=1)
+        self.pods_poll_interval = 10.0  # the run's poll_interval_seconds, at execute
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
-        """The Job to submit; subclasses may skip or adapt it."""
-        from tpu_rl import manifests
+        """The Job to submit (or a skip)."""
+        from tpu_rl.job_run import job_manifest
 
-        if self.build is None:
-            raise AirflowException(f"{self.task_id}: no Job builder given")
-        build = getattr(manifests, self.build) if isinstance(self.build, str) else self.build
-        return build(layout)
+        return job_manifest(self, layout, context)
 
     def configure(self, context: Context) -> Manifest:
         """Set the provider's fields from the run's manifest; returns that manifest."""
-        from tpu_rl.kube import to_v1_job
-        from tpu_rl.layout import JOB_NAME_PREFIX
-        from tpu_rl.runtime import layout_from_context
+        from tpu_rl.job_run import configure
 
-        layout = layout_from_context(context)
-        manifest = self.prepare(layout, context)
-        meta, spec = manifest["metadata"], manifest["spec"]
-
-        self.full_job_spec = to_v1_job(manifest)
-        self.name = meta["name"].removeprefix(JOB_NAME_PREFIX)
-        self.namespace = meta["namespace"]
-        self.labels = meta["labels"]
-        self.annotations = meta["annotations"]
-        self.parallelism = spec["parallelism"]
-        self.completions = spec["completions"]
-        self.completion_mode = spec.get("completionMode")
-        self.backoff_limit = spec["backoffLimit"]
-        self.active_deadline_seconds = spec["activeDeadlineSeconds"]
-        self.ttl_seconds_after_finished = spec["ttlSecondsAfterFinished"]
-        self.image = spec["template"]["spec"]["containers"][0]["image"]
-        self._pending_timeout = timedelta(minutes=layout.settings.pending_timeout_minutes)
-        self._poll_interval = float(layout.settings.poll_interval_seconds)
-        self.job_poll_interval = self._poll_interval
-        return manifest
+        return configure(self, context)
 
     def execute(self, context: Context) -> Any:
         self.configure(context)
@@ -98,103 +84,22 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, follow the one this run already created while it runs."""
-        try:
-            return self._submit(job_request_obj)
-        except ApiException as err:
-            if err.status != 409:
-                raise
-        name, namespace = job_request_obj.metadata.name, job_request_obj.metadata.namespace
-        existing = self.hook.get_job_status(job_name=name, namespace=namespace)
-        if existing.metadata.deletion_timestamp:  # an earlier run's cleanup is removing it
-            self.log.info("Job %s of an earlier run is being deleted; waiting for it.", name)
-            self._wait_until_gone(name, namespace)
-            return self._submit(job_request_obj)
-        # finished: failed, or complete with its pods gone (a cleared task is meant to redo it)
-        if self.hook.is_job_failed(job=existing) or self.hook.is_job_complete(job=existing):
-            self.log.info("Job %s from an earlier try has finished; replacing it.", name)
-            self.hook.batch_v1_client.delete_namespaced_job(
-                name=name, namespace=namespace, propagation_policy="Foreground"
-            )
-            self._wait_until_gone(name, namespace)
-            return self._submit(job_request_obj)
-        self.log.info("Job %s already exists (an earlier try); following it.", name)
-        return job_request_obj
+        from tpu_rl.job_run import create_or_follow
 
-    def _submit(self, job: k8s.V1Job) -> k8s.V1Job:
-        """The provider's create_job without its extras: a debug line formatting the whole Job
-        as YAML even when debug logging is off (about 0.1 s), and the XCom of a link that
-        tpu_rl.links computes from the run."""
-        self.hook.create_job(job=job)
-        return job
-
-    def _wait_until_gone(self, name: str, namespace: str) -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                self.hook.get_job_status(job_name=name, namespace=namespace)
-            except ApiException as err:
-                if err.status == 404:
-                    return
-                raise
-            time.sleep(min(self._poll_interval, 5))
-        raise AirflowException(f"Job {name} was not deleted within 5 minutes")
+        return create_or_follow(self, job_request_obj)
 
     def get_pods(self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any) -> NoReturn:
-        """Never returns: the triggerer waits for the Job's pods (Kueue, TPU capacity: it ends
-        the wait with the scheduler's or Kueue's reason), then watches for the Job's end (one
-        deferral: execute_complete comes next, with host 0's pod to read)."""
-        from tpu_rl.job_trigger import PodsThenJobTrigger
-        from tpu_rl.manifests import QUEUE_LABEL
-        from tpu_rl.pods_trigger import PodsReadyTrigger
+        """Never returns: the wait for the Job's pods and its end is the triggerer's."""
+        from tpu_rl.job_run import wait_in_triggerer
 
-        namespace = pod_request_obj.metadata.namespace
-        label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
-        name = self.job.metadata.name
-        self.log.info("Waiting in the triggerer for Job %s: its pods, then its end.", name)
-        waiting = PodsReadyTrigger.for_operator(
-            self,
-            ("Job", namespace, name),
-            label_selector,
-            self.parallelism or 1,
-            deadline=capped_deadline(self, self._pending_timeout.total_seconds()),
-            poll_interval=self._poll_interval,
-            queued=QUEUE_LABEL in (self.job.metadata.labels or {}),
-        )
-        job = {
-            "job_name": name,
-            "job_namespace": namespace,
-            "base_container_name": self.base_container_name,
-            "poll_interval": self.job_poll_interval,
-            "get_logs": self.get_logs,
-            "do_xcom_push": self.do_xcom_push,
-        }
-        self.defer(trigger=PodsThenJobTrigger.around(waiting, job), method_name="execute_complete")
+        wait_in_triggerer(self, pod_request_obj, context)
+        raise AssertionError("wait_in_triggerer defers")  # pragma: no cover
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
-        """On failure, first the failed pods' last log lines: the provider raises without
-        writing them. A pods wait that failed says why (a Workload Kueue can never admit fails
-        without retries); one that saw the Job or a pod fail is that Job's failure."""
-        from tpu_rl import verdicts
-        from tpu_rl.failed_pods import log_failed_pods
+        """A failed wait or Job fails the task, saying why; the rest is the provider's."""
+        from tpu_rl.job_run import check_job_event
 
-        job_failed = event.get("status") == "error" and (
-            not event.get("pods_wait") or event.get("reason") == verdicts.OWNER_FAILED
-        )
-        if job_failed:
-            job = event.get("name") or (self.job.metadata.name if self.job else None)
-            namespace = event.get("namespace") or self.namespace
-            try:
-                log_failed_pods(self.client, self.log, job, namespace)
-            except ApiException as err:
-                self.log.warning("Could not read the failed pods' logs: %s", err.reason)
-        if event.get("pods_wait"):
-            if event.get("reason") == verdicts.KUEUE_REFUSED:
-                raise AirflowFailException(event.get("message"))
-            if job_failed:
-                raise AirflowException(event.get("message"))
-            raise AirflowException(
-                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
-            )
+        check_job_event(self, event)
         return super().execute_complete(context, event, **kwargs)
 
     def defer(
@@ -208,47 +113,3 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
             kwargs=kwargs,
             timeout=timeout or time_left(self) or self.execution_timeout,
         )
-
-
-class ConvertJobOperator(RunJobOperator):
-    """Converts the Hugging Face model unless a complete MaxText checkpoint of it exists.
-
-    Complete means Orbax's `0/_CHECKPOINT_METADATA`, written last: a conversion that died
-    half-way leaves arrays under `0/items` that must not be trained from.
-    """
-
-    build = "conversion_job"
-
-    def prepare(self, layout: RunLayout, context: Context) -> Manifest:
-        from tpu_rl.storage import object_exists
-
-        if object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
-            raise AirflowSkipException(f"{layout.maxtext_items} is complete: conversion skipped")
-        return super().prepare(layout, context)
-
-
-class ExportJobOperator(RunJobOperator):
-    """Exports the newest checkpoint step this run's training finished saving."""
-
-    def prepare(self, layout: RunLayout, context: Context) -> Manifest:
-        from tpu_rl import manifests
-        from tpu_rl.storage import COMMIT_MARKERS, checkpoint_steps
-
-        complete, unfinished = checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
-        step = complete[-1] if complete else None
-        newer = [s for s in unfinished if step is None or s > step]
-        if newer:
-            self.log.warning(
-                "Checkpoint step(s) %s have no Orbax commit marker (%s): their save did not "
-                "finish; not exporting from them.",
-                newer,
-                " or ".join(COMMIT_MARKERS),
-            )
-        if step is None:
-            raise AirflowException(
-                f"no complete checkpoint under {layout.checkpoints_dir}"
-                + (f" (steps {unfinished} were never committed)" if unfinished else "")
-            )
-        self.log.info("Exporting checkpoint step %d.", step)
-        context["ti"].xcom_push(key="checkpoint_step", value=step)
-        return manifests.export_job(layout, step)

@@ -11,6 +11,7 @@ from kubernetes.client import CustomObjectsApi
 from tpu_rl import deployment
 from tpu_rl.limits import DEADLINE_ATTR, RunLimited
 from tpu_rl.names import CONTAINER
+from tpu_rl.operators import on_run_cluster
 from tpu_rl.reward_sensor import RewardSensor
 
 # What the run is made of (layout, manifests, kube, resume history) is imported where the wait
@@ -47,8 +48,8 @@ class RunRewardSensor(RunLimited, RewardSensor):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("job_name", "")  # set from the run in execute
-        super().__init__(**kwargs)
+        # on the run's cluster unless named; what it follows is set from the run in execute
+        super().__init__(**on_run_cluster({"job_name": "", **kwargs}))
 
     def execute(self, context: Context) -> Any:
         from tpu_rl import resume
