@@ -13,7 +13,7 @@ from tpu_rl import deployment, manifests, runtime
 from tpu_rl.backend import backend_failure, backend_running_trigger, submit_backend
 from tpu_rl.kube import delete_backend, sweep
 from tpu_rl.layout import RUN_LABEL, RunLayout
-from tpu_rl.limits import capped_deadline
+from tpu_rl.run_limits import capped_deadline
 from tpu_rl.settings import SettingsError
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tpu_rl import blueprint, cluster_toolkit, deployment
-from tpu_rl.limits import time_left
+from tpu_rl.run_limits import time_left
 from tpu_rl.settings import RunSettings, SettingsError, load_settings
 
 # Service-account key fields that must never reach a log.

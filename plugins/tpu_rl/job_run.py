@@ -18,8 +18,8 @@ from kubernetes.client.rest import ApiException
 from tpu_rl import manifests, runtime, storage, verdicts
 from tpu_rl.kube import to_v1_job
 from tpu_rl.layout import JOB_NAME_PREFIX, RunLayout
-from tpu_rl.limits import capped_deadline
 from tpu_rl.manifests import QUEUE_LABEL, Manifest
+from tpu_rl.run_limits import capped_deadline
 
 if TYPE_CHECKING:
     from tpu_rl.operators.jobs import RunJobOperator

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
-if TYPE_CHECKING:
-    from tpu_rl.follower import FollowState
-    from tpu_rl.reward_poll import LogFollower
-
-# The trigger module (aiohttp, kubernetes_asyncio) is imported where it is used, not when the
-# DAG file is parsed.
+# What the wait does (tpu_rl.reward_wait; the trigger: aiohttp, kubernetes_asyncio) is imported
+# where it runs, not when the DAG file is parsed.
 
 DEADLINE_KEY = "reward_sensor_deadline"
 POSITION_KEY = "reward_sensor_position"
@@ -96,98 +89,17 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        deadline = self._deadline(context)
-        remaining = deadline - time.time()
-        if remaining <= 0:
-            raise AirflowSensorTimeout(f"RewardSensor timed out ({self.timeout:.0f}s in total)")
-        from tpu_rl.reward_trigger import RewardTrigger
+        from tpu_rl.reward_wait import defer_wait
 
-        self.defer(
-            trigger=RewardTrigger(**self._follow(deadline), poll_interval=self.poll_interval),
-            method_name="execute_complete",
-            # a backstop only: the trigger reports the timeout itself, with the last log lines
-            timeout=timedelta(seconds=remaining + 2 * self.poll_interval + 60),
-        )
+        defer_wait(self, context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's event into the XCom result or the right exception."""
-        return self._result(event)
+        from tpu_rl.reward_wait import result
+
+        return result(self, event)
 
     def poke(self, context: Context) -> PokeReturnValue:
-        from tpu_rl.follower import FollowState
-        from tpu_rl.kube_async import KubeApiError
+        from tpu_rl.reward_wait import poke
 
-        store = context.get("task_state_store")
-        follower = self._follower(
-            context, FollowState.from_dict(store.get(POSITION_KEY) if store else None)
-        )
-        try:
-            event = asyncio.run(follower.poll())
-        except KubeApiError as error:  # 429/5xx: the next poke tries again
-            self.log.warning("Kubernetes API: %s; poking again later", error)
-            event = None
-        if store:
-            store.set(POSITION_KEY, follower.state.as_dict())
-        if event is None:
-            return PokeReturnValue(is_done=False)
-        return PokeReturnValue(is_done=True, xcom_value=self._result(event))
-
-    def _follower(self, context: Context, state: FollowState) -> LogFollower:
-        from tpu_rl.reward_poll import LogFollower
-
-        return LogFollower(**self._follow(self._deadline(context)), state=state, log=self.log)
-
-    def _follow(self, deadline: float) -> dict[str, Any]:
-        """What to follow, and how: the trigger's and the poke's follower arguments."""
-        from tpu_rl.gke_trigger import connection_of
-
-        return {
-            **connection_of(self),
-            "namespace": self.namespace,
-            "job_name": self.job_name,
-            "deadline": deadline,
-            "container_name": self.container_name,
-            "backend_jobset_name": self.backend_jobset_name,
-            "pending_timeout": self.pending_timeout,
-        }
-
-    def _deadline(self, context: Context) -> float:
-        """Epoch seconds of the total timeout, fixed at the first start of the first try, and
-        no later than `deadline_cap`.
-
-        Kept in the task state store, which outlives retries, reschedules and deferrals.
-        Without a store (older Airflow) it counts from the first reschedule, else from now.
-        """
-        total = self._total_deadline(context)
-        return total if self.deadline_cap is None else min(total, self.deadline_cap)
-
-    def _total_deadline(self, context: Context) -> float:
-        store = context.get("task_state_store")
-        stored = store.get(DEADLINE_KEY) if store else None
-        if isinstance(stored, (int, float)):
-            return float(stored)
-        first = context["ti"].get_first_reschedule_date(context) if self.reschedule else None
-        started = first.timestamp() if first else time.time()
-        deadline = started + self.timeout
-        if store:
-            store.set(DEADLINE_KEY, deadline)
-        return deadline
-
-    def _result(self, event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("status") == "success":
-            post = event["post"]
-            self.log.info(
-                "Post RL Training at %s: mean_reward=%s accuracy=%s%% (pre: %s)",
-                event.get("post_time"),
-                post.get("mean_reward"),
-                post.get("accuracy"),
-                event.get("pre"),
-            )
-            return {"pre": event.get("pre"), "post": post, "post_time": event.get("post_time")}
-        reason = event.get("reason", "unknown")
-        message = f"[{reason}] {event.get('message', '')}"
-        if reason == "timeout":
-            raise AirflowSensorTimeout(message)
-        if reason in FINAL_REASONS:
-            raise AirflowFailException(message)
-        raise AirflowException(message)
+        return poke(self, context)

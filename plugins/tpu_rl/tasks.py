@@ -10,8 +10,8 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from tpu_rl import deployment
-from tpu_rl.limits import budget_problem
 from tpu_rl.report import publish_run_report
+from tpu_rl.run_limits import budget_problem
 from tpu_rl.runtime import layout_from_context
 from tpu_rl.settings import SettingsError, load_settings
 from tpu_rl.storage import missing_export_files

@@ -17,9 +17,10 @@ from kubernetes.client import ApiClient
 from tests.conftest import PIPELINE, REPO
 from tpu_rl import storage
 from tpu_rl.layout import RunLayout
-from tpu_rl.limits import LIMITS, apply_run_limits, cleanup_reserve_minutes
+from tpu_rl.limits import LIMITS
 from tpu_rl.notify import RunFailureNotifier
 from tpu_rl.plan import write_plan
+from tpu_rl.run_limits import apply_run_limits, cleanup_reserve_minutes
 from tpu_rl.settings import SETTING_FIELDS, load_settings
 
 DAG_ID = "tpu_rl_post_training"

@@ -16,8 +16,8 @@ from tpu_rl import manifests as m
 from tpu_rl import pathways_jobset as pw
 from tpu_rl.deployment import DEFAULT_DAGRUN_TIMEOUT_MINUTES
 from tpu_rl.layout import RunLayout
-from tpu_rl.limits import budget_problem
 from tpu_rl.plan import main
+from tpu_rl.run_limits import budget_problem
 from tpu_rl.settings import load_settings, load_settings_file
 
 EXAMPLES = BLUEPRINT_FIXTURES / "consumption-options"

@@ -7,7 +7,7 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from tpu_rl import limits
+from tpu_rl import limits, run_limits
 from tpu_rl.settings import load_settings
 from tpu_rl.tasks import validate_settings
 
@@ -16,15 +16,15 @@ DAY = 24 * 60
 
 def test_the_defaults_fit_the_default_timeout(tutorial_conf):
     s = load_settings(tutorial_conf)
-    assert limits.budget_problem(s, 3 * DAY) is None
+    assert run_limits.budget_problem(s, 3 * DAY) is None
     # each limit x its tries: e.g. the conversion (pending + conversion) twice
-    assert limits.work_minutes(s) == pytest.approx(2220)
-    assert limits.cleanup_reserve_minutes(s) == pytest.approx(4 * 10 + 4 * 90 + 10)
+    assert run_limits.work_minutes(s) == pytest.approx(2220)
+    assert run_limits.cleanup_reserve_minutes(s) == pytest.approx(4 * 10 + 4 * 90 + 10)
 
 
 def test_a_combination_that_cannot_fit_is_named(tutorial_conf):
     s = load_settings({**tutorial_conf, "training_timeout_minutes": 3000})
-    problem = limits.budget_problem(s, 3 * DAY)
+    problem = run_limits.budget_problem(s, 3 * DAY)
     assert problem is not None
     for part in (
         "exceeds the DAG's dagrun_timeout of 4320 min",
@@ -70,7 +70,7 @@ def test_the_wait_may_retry_but_its_total_limit_counts_once(tutorial_conf):
     """A retry survives a worker lost before the wait deferred; the deadline stays the first's."""
     wait = limits.LIMITS["wait_for_rewards"]
     assert wait.retries == 1 and wait.counted_tries == 1
-    problem = limits.budget_problem(
+    problem = run_limits.budget_problem(
         load_settings({**tutorial_conf, "training_timeout_minutes": 3000}), 3 * DAY
     )
     assert "wait_for_rewards 3000 min x 1" in problem

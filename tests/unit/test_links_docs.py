@@ -10,7 +10,7 @@ from airflow.dag_processing.dagbag import DagBag
 from airflow.models.taskinstancekey import TaskInstanceKey
 
 from tests.conftest import REPO
-from tpu_rl import links
+from tpu_rl import link_urls, links
 from tpu_rl.docs import TASK_DOCS
 from tpu_rl.settings import RunSettings, load_settings
 
@@ -52,7 +52,7 @@ def test_links_survive_serialization(dag):
 @pytest.fixture(autouse=True)
 def fresh_settings_cache():
     """Each test's XComs stand for another run's: links keep a run's settings per process."""
-    links._recorded_layout.cache_clear()
+    link_urls._recorded_layout.cache_clear()
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def recorded(tutorial_conf, monkeypatch):
     """XComs the run wrote, as the links read them in the worker."""
     xcoms = {("validate", "return_value"): load_settings(tutorial_conf).to_dict()}
     monkeypatch.setattr(
-        links.XCom,
+        link_urls.XCom,
         "get_one",
         lambda key, dag_id, task_id, run_id, **kw: xcoms.get((task_id, key)),
     )
@@ -77,7 +77,7 @@ def link_of(task_id: str, cls: type) -> str:
 
 
 def test_storage_links_open_the_runs_checkpoints_and_export(recorded, tutorial_conf):
-    layout = links.run_layout(key("gate"))
+    layout = link_urls.run_layout(key("gate"))
     bucket = tutorial_conf["gcs_bucket"]
     assert link_of("gate", links.CheckpointsLink) == (
         f"https://console.cloud.google.com/storage/browser/{bucket}/gemma4-26b/trained/"
@@ -93,7 +93,7 @@ def test_pod_logs_query_names_the_run_and_the_job_it_watches(recorded, tutorial_
     url = link_of("wait_for_rewards", links.PodLogsLink)
     assert url.startswith("https://console.cloud.google.com/logs/query;query=")
     query = unquote(url.split(";query=")[1].split(";duration=")[0])
-    slug = links.run_layout(key("train")).slug
+    slug = link_urls.run_layout(key("train")).slug
     assert query.splitlines() == [
         'resource.type="k8s_container"',
         f'resource.labels.project_id="{tutorial_conf["project"]}"',
@@ -114,7 +114,7 @@ def test_gke_links_name_the_cluster(recorded, tutorial_conf):
     )
     workloads = link_of("start_backend", links.GkeWorkloadsLink)
     assert f"gke%2F{s.region}%2F{s.cluster_name}" in workloads
-    slug = links.run_layout(key("export")).slug
+    slug = link_urls.run_layout(key("export")).slug
     assert link_of("export", links.KubernetesJobLink) == (
         f"https://console.cloud.google.com/kubernetes/job/{s.region}/{s.cluster_name}/default/"
         f"job-{slug}-export/details?project={s.project}"
@@ -122,7 +122,7 @@ def test_gke_links_name_the_cluster(recorded, tutorial_conf):
 
 
 def test_no_link_before_the_settings_were_validated(monkeypatch):
-    monkeypatch.setattr(links.XCom, "get_one", lambda **kw: None)
+    monkeypatch.setattr(link_urls.XCom, "get_one", lambda **kw: None)
     assert link_of("train", links.CheckpointsLink) == ""
 
 
@@ -131,13 +131,13 @@ def test_a_tasks_links_read_the_settings_once_and_nothing_else(recorded):
     behind them are read once per run, not once per link (an Execution API call each), and
     the Job's name is the run's own, not read back."""
     reads = []
-    read = links.XCom.get_one
+    read = link_urls.XCom.get_one
 
     def counted(**kw):
         reads.append(kw["task_id"])
         return read(**kw)
 
-    with mock.patch.object(links.XCom, "get_one", counted):
+    with mock.patch.object(link_urls.XCom, "get_one", counted):
         for link in links.LINKS_BY_TASK["export"]:
             link.get_link(None, ti_key=key("export"))
     assert reads == ["validate"]

@@ -18,7 +18,7 @@ from tests.sandbox.kube_emulator import KubeEmulator
 from tests.unit.test_resume import BASE_PRE, Store, Ti, lost
 from tests.unit.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
 from tests.unit.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401
-from tpu_rl import kube, manifests, pathways_jobset, runtime, storage
+from tpu_rl import kube, manifests, pathways_jobset, reward_resume, runtime, storage
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
 from tpu_rl.pods_trigger import PodsReadyTrigger
@@ -84,7 +84,7 @@ def sensor(tutorial_conf, monkeypatch, emu):  # noqa: F811
         GoogleBaseHook, "get_credentials_and_project_id", lambda hook: (credentials, "p")
     )
     cls = run_rewards.RunRewardSensor
-    monkeypatch.setattr(cls, "_mask_token", lambda self: None)
+    monkeypatch.setattr(reward_resume, "mask_token", lambda op: None)
     op = cls(task_id="wait_for_rewards", project_id="p", location="l", cluster_name="c")
     op.layout = layout  # type: ignore[attr-defined]
     return op

@@ -28,7 +28,7 @@ from tests.unit.test_reward_trigger import (  # noqa: F401 (fixtures)
     pre,
     step,
 )
-from tpu_rl import resume, runtime, storage, verdicts
+from tpu_rl import resume, reward_resume, runtime, storage, verdicts
 from tpu_rl.follower import FollowState, Line, Resent, consume
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
@@ -195,9 +195,9 @@ def sensor(tutorial_conf, monkeypatch):
     monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([50], [60]))
     cls = run_rewards.RunRewardSensor
     restarts: list[int] = []
-    monkeypatch.setattr(cls, "_restart", lambda self, c, lay, h: restarts.append(h.resumes))
-    monkeypatch.setattr(cls, "_release_tpus", lambda self: None)
-    monkeypatch.setattr(cls, "_mask_token", lambda self: None)
+    monkeypatch.setattr(reward_resume, "restart", lambda op, c, lay, h: restarts.append(h.resumes))
+    monkeypatch.setattr(reward_resume, "release_tpus", lambda op: None)
+    monkeypatch.setattr(reward_resume, "mask_token", lambda op: None)
     op = cls(task_id="wait_for_rewards", project_id="p", location="l", cluster_name="c")
     op.restarts = restarts  # type: ignore[attr-defined]
     return op

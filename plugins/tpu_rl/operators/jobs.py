@@ -16,7 +16,7 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import (
     GKEStartJobOperator,
 )
 
-from tpu_rl.limits import RunLimited, time_left
+from tpu_rl.limits import RunLimited
 from tpu_rl.names import CONTAINER
 from tpu_rl.operators import on_run_cluster
 
@@ -107,6 +107,8 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
     ) -> NoReturn:
         """Defer with what is left of the task's limit (the run's settings): the provider's
         Job trigger has no timeout, and Airflow does not apply execution_timeout to a deferral."""
+        from tpu_rl.run_limits import time_left
+
         super().defer(
             trigger=trigger,
             method_name=method_name,
