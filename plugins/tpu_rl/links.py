@@ -33,28 +33,17 @@ class RunLink(BaseOperatorLink):
         return link_url(self.name, ti_key)
 
 
-class GkeClusterLink(RunLink):
-    name = "GKE cluster"
+def _run_link(class_name: str, name: str) -> type[RunLink]:
+    """A RunLink class of this module (Airflow records a task's links by their import path)."""
+    return type(class_name, (RunLink,), {"name": name, "__module__": __name__})
 
 
-class GkeWorkloadsLink(RunLink):
-    name = "GKE workloads"
-
-
-class KubernetesJobLink(RunLink):
-    name = "Kubernetes Job"
-
-
-class PodLogsLink(RunLink):
-    name = "Pod logs (Cloud Logging)"
-
-
-class CheckpointsLink(RunLink):
-    name = "Checkpoints (Cloud Storage)"
-
-
-class ExportLink(RunLink):
-    name = "Exported model (Cloud Storage)"
+GkeClusterLink = _run_link("GkeClusterLink", "GKE cluster")
+GkeWorkloadsLink = _run_link("GkeWorkloadsLink", "GKE workloads")
+KubernetesJobLink = _run_link("KubernetesJobLink", "Kubernetes Job")
+PodLogsLink = _run_link("PodLogsLink", "Pod logs (Cloud Logging)")
+CheckpointsLink = _run_link("CheckpointsLink", "Checkpoints (Cloud Storage)")
+ExportLink = _run_link("ExportLink", "Exported model (Cloud Storage)")
 
 
 JOB_LINKS = (KubernetesJobLink(), PodLogsLink())
