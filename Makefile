@@ -13,7 +13,7 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 CONF ?= include/examples/tutorial.json
 OUT ?= plan-out
 
-.PHONY: help venv demo demo-ui test e2e lint plan rewards clean
+.PHONY: help venv demo demo-ui test e2e lint params plan rewards clean
 
 help: ## list every target with what it does
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make 
 lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check plugins dags tests
 	$(VENV)/bin/ruff format --check plugins dags tests
+
+params: $(STAMP) ## regenerate plugins/tpu_rl/params.json (the DAG's Params) from the settings' declaration
+	PYTHONPATH=plugins $(PY) -m tpu_rl.param_specs
 
 plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
 	$(PY) -m tpu_rl.plan $(CONF) $(OUT)

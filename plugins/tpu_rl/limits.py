@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.setting_fields import DEFAULTS
+from tpu_rl.params import default_settings
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
@@ -103,10 +103,11 @@ LIMITS: dict[str, Limit] = {**WORK, **SIDE, **CLEANUP}
 def limit_tasks(dag: DAG) -> None:
     """Gives each task of the DAG its retries and parse-time execution_timeout (the defaults'
     limit); a task missing from LIMITS fails the parse."""
+    defaults = default_settings()
     for task in dag.tasks:
         limit = LIMITS[task.task_id]
         task.retries = limit.retries
-        task.execution_timeout = timedelta(minutes=limit.minutes(DEFAULTS))
+        task.execution_timeout = timedelta(minutes=limit.minutes(defaults))
 
 
 class RunLimited:

@@ -1,7 +1,7 @@
 """The run's settings as declared: names, types, defaults, UI titles and descriptions.
 
-What the DAG file's parse needs (the Params, the default limits) without the dataclass
-machinery; tpu_rl.settings builds the RunSettings dataclass from the declaration here.
+Without the dataclass machinery: tpu_rl.settings builds the RunSettings dataclass from the
+declaration here, tpu_rl.param_specs the DAG's Params (params.json, which the parse reads).
 """
 
 from __future__ import annotations

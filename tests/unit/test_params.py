@@ -8,7 +8,8 @@ from airflow.sdk.definitions.param import ParamsDict
 
 from tests.conftest import REPO
 from tpu_rl.janitor import JanitorParams, janitor_params
-from tpu_rl.params import SECTION_STARTS, dag_params
+from tpu_rl.param_specs import SECTION_STARTS, param_specs
+from tpu_rl.params import SPECS_FILE, dag_params
 from tpu_rl.settings import OPTIONAL_SETTINGS, SETTING_FIELDS, SettingsError, load_settings
 from tpu_rl.validation import REQUIRED_SETTINGS
 
@@ -117,3 +118,15 @@ def test_every_param_is_checked_as_draft_07_and_still_refuses_a_wrong_type(param
         kind = kind[-1] if isinstance(kind, list) else kind
         with pytest.raises(Exception, match=r"valid|type"):
             Param(wrong[kind], **param.schema).resolve()
+
+
+def test_the_params_file_is_what_the_settings_declare():
+    """The parse reads params.json, not the settings' declaration: run `make params` after
+    changing a setting."""
+    import json
+
+    assert json.loads(SPECS_FILE.read_text()) == param_specs(), "params.json is stale: make params"
+    assert all(
+        type(p.value) is type(spec["default"])
+        for p, spec in zip(dag_params().values(), param_specs().values(), strict=True)
+    )
