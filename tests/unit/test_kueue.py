@@ -239,13 +239,8 @@ def test_kueues_refusal_fails_start_backend_without_retries(layout, monkeypatch)
 
 def backend_operator(monkeypatch, layout, api, pods):
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
-    op = kube_ops.RunClusterOperator(
-        task_id="start_backend",
-        step="start_backend",
-        project_id="p",
-        location="l",
-        cluster_name="c",
-    )
+    cluster = {"project_id": "p", "location": "l", "cluster_name": "c"}
+    op = kube_ops.RunClusterOperator(task_id="start_backend", step="start_backend", **cluster)
     op.__dict__["custom"] = api
     monkeypatch.setattr(type(op), "cluster_info", property(lambda self: ("https://k", "ca")))
     return op
