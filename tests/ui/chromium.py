@@ -32,6 +32,10 @@ def chromium_path() -> str | None:
     return shutil.which("chromium")
 
 
+# DevTools' errors while the page navigates: the evaluation is retried on the new page.
+NAVIGATING = ("Inspected target navigated or closed", "Execution context was destroyed")
+
+
 class Chromium:
     """One browser with one page; `call` sends a DevTools command and returns its result."""
 
@@ -73,9 +77,17 @@ class Chromium:
         return result["result"].get("value")
 
     def wait_for(self, expression: str) -> Any:
+        """The expression's value once truthy; a page navigating meanwhile (a redirect to the
+        login page) is waited out, as a user's browser would."""
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
-            if value := self.evaluate(expression):
+            try:
+                value = self.evaluate(expression)
+            except RuntimeError as err:
+                if not any(m in str(err) for m in NAVIGATING):
+                    raise
+                value = None
+            if value:
                 return value
             time.sleep(0.1)
         raise TimeoutError(f"never true: {expression}")
