@@ -15,6 +15,7 @@ from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 from airflow.sdk import BaseOperator
 
 from tpu_rl.limits import RunLimited
+from tpu_rl.operators import RUN_CLUSTER
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -29,8 +30,8 @@ class EnsureBucketOperator(RunLimited, GCSCreateBucketOperator):
     def __init__(self, **kwargs: Any) -> None:
         run_bucket = {
             "bucket_name": "{{ params.gcs_bucket }}",
-            "project_id": "{{ params.project }}",
-            "location": "{{ params.region }}",
+            "project_id": RUN_CLUSTER["project_id"],
+            "location": RUN_CLUSTER["location"],  # the cluster's region
             "storage_class": "STANDARD",  # the operator's MULTI_REGIONAL is refused in a region
         }
         super().__init__(**{**run_bucket, **kwargs})
