@@ -16,7 +16,7 @@ ARG CLUSTER_TOOLKIT_VERSION=v1.103.0
 # no checksum file, so it is pinned by whoever builds (scripts/pin_gcluster_bundle.sh writes it
 # into .env, and docker compose passes it here) and checked before anything is extracted.
 ARG GCLUSTER_BUNDLE_SHA256=
-# Where tpu_rl.cluster_toolkit.ensure_bundle looks for the bundle:
+# Where tpu_rl.cluster.toolkit.ensure_bundle looks for the bundle:
 # <cache>/<version>/gcluster_bundle_linux_<arch>/gcluster.
 ENV AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR=/opt/tpu-rl/gcluster
 

@@ -46,15 +46,15 @@ lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check plugins dags tests
 	$(VENV)/bin/ruff format --check plugins dags tests
 
-params: $(STAMP) ## regenerate plugins/tpu_rl/params.json (the DAG's Params) from the settings' declaration
-	PYTHONPATH=plugins $(PY) -m tpu_rl.param_specs
+params: $(STAMP) ## regenerate plugins/tpu_rl/settings/params.json (the DAG's Params) from the settings' declaration
+	PYTHONPATH=plugins $(PY) -m tpu_rl.settings.param_specs
 
 plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
 	$(PY) -m tpu_rl.plan $(CONF) $(OUT)
 
 rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
 	@test -n "$(LOG)" || { echo "usage: make rewards LOG=<file>"; exit 2; }
-	@$(PY) -m tpu_rl.rewards $(LOG)
+	@$(PY) -m tpu_rl.rewards.lines $(LOG)
 
 clean: ## remove .venv, .airflow (demo databases and logs), plan-out, test-artifacts and caches
 	rm -rf $(VENV) .airflow plan-out test-artifacts .pytest_cache .ruff_cache

@@ -17,7 +17,7 @@ from airflow.sdk import DAG, task
 from tpu_rl.janitor import janitor_params
 from tpu_rl.operators.cluster_toolkit import GclusterOperator
 from tpu_rl.operators.janitor import JanitorSweepOperator, verdict
-from tpu_rl.setting_fields import DEFAULTS
+from tpu_rl.settings.fields import DEFAULTS
 
 DOC = """
 ### Janitor for tpu_rl_post_training

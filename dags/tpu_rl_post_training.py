@@ -14,17 +14,17 @@ import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.sdk import DAG, Asset
 
 from tpu_rl import deployment
-from tpu_rl.callbacks import cleanup_after_timeout
-from tpu_rl.docs import DAG_DOC, document
-from tpu_rl.limits import limit_tasks
-from tpu_rl.links import add_links
-from tpu_rl.notify import RunFailureNotifier, notify_failures
+from tpu_rl.dag.callbacks import cleanup_after_timeout
+from tpu_rl.dag.docs import DAG_DOC, document
+from tpu_rl.dag.limits import limit_tasks
+from tpu_rl.dag.links import add_links
 from tpu_rl.operators.cluster_toolkit import GclusterOperator
 from tpu_rl.operators.jobs import RunJobOperator
 from tpu_rl.operators.kubernetes import RunClusterOperator
 from tpu_rl.operators.rewards import RunRewardSensor
 from tpu_rl.operators.steps import EnsureBucketOperator, RunStepOperator
-from tpu_rl.params import dag_params
+from tpu_rl.report.notify import RunFailureNotifier, notify_failures
+from tpu_rl.settings.params import dag_params
 
 EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
 

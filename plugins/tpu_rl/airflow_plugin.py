@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from tpu_rl.links import LINK_CLASSES
+from tpu_rl.dag.links import LINK_CLASSES
 from tpu_rl.ui.app import app
 
 URL_PREFIX = "/tpu-rl"

@@ -13,12 +13,12 @@ from typing import Any
 from airflow.sdk import Param
 
 from tpu_rl import deployment
-from tpu_rl.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
-from tpu_rl.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
+from tpu_rl.cluster.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
+from tpu_rl.cluster.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
+from tpu_rl.cluster.tpu import TOPOLOGY_BY_TPU_TYPE
 from tpu_rl.layout import DAG_ID, MANAGED_BY, RUN_ID_ANNOTATION
-from tpu_rl.params import SCHEMA_DIALECT
-from tpu_rl.setting_fields import DEFAULTS
-from tpu_rl.tpu import TOPOLOGY_BY_TPU_TYPE
+from tpu_rl.settings.fields import DEFAULTS
+from tpu_rl.settings.params import SCHEMA_DIALECT
 
 MAIN_DAG_ID = DAG_ID
 ACTIVE_STATES = ["queued", "running"]

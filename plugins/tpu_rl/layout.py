@@ -6,12 +6,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpu_rl.blueprint import default_state_prefix
+from tpu_rl.cluster.blueprint import default_state_prefix
+from tpu_rl.cluster.tpu import hosts_per_slice
 from tpu_rl.deployment import DAG_LABEL, DEPLOYMENT_LABEL, deployment_id
-from tpu_rl.tpu import hosts_per_slice
 
 if TYPE_CHECKING:
-    from tpu_rl.settings import RunSettings
+    from tpu_rl.settings.run_settings import RunSettings
 
 MANAGED_BY = "tpu-rl-airflow"
 DAG_ID = "tpu_rl_post_training"

@@ -12,17 +12,12 @@ from typing import Any
 
 import yaml
 
-from tpu_rl import (
-    blueprint,
-    capacity,
-    deployment,
-    kueue_config,
-    manifests,
-    maxtext_flags,
-    pathways_jobset,
-)
+from tpu_rl import deployment
+from tpu_rl.backend import jobset as pathways_jobset
+from tpu_rl.cluster import blueprint, capacity, kueue_config
+from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings import RunSettings, SettingsError, load_settings_file
+from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
 # The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.

@@ -26,7 +26,7 @@ from tests.sandbox.controller import Controller, PodScript, Scenario, exit, log,
 from tests.sandbox.harness import Sandbox
 from tests.sandbox.kube_emulator import KubeEmulator
 from tests.sandbox.workloads import EvalResult, absl
-from tpu_rl import manifests
+from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
 
 GOAL = 1.05

@@ -24,7 +24,7 @@ def peak_rss_kib() -> int:
 
 
 async def first_event(args: dict, job_name: str) -> dict:
-    from tpu_rl.reward_trigger import RewardTrigger
+    from tpu_rl.rewards.trigger import RewardTrigger
 
     trigger = RewardTrigger(
         cluster_url=args["url"],

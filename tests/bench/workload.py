@@ -9,9 +9,10 @@ from typing import Any
 from tests.sandbox.controller import Scenario
 from tests.sandbox.harness import Sandbox, Workloads, build_scenario
 from tests.sandbox.kube_emulator import KubeEmulator
-from tpu_rl import manifests, pathways_jobset
+from tpu_rl.backend import jobset as pathways_jobset
+from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 
 def new_run(box: Sandbox, conf: dict[str, Any], *, backend: bool) -> RunLayout:
@@ -34,7 +35,7 @@ def scenario(box: Sandbox, conf: dict[str, Any]) -> Scenario:
 
 def reward_trigger(emu: KubeEmulator, layout: RunLayout, poll_s: float) -> Any:
     """The product's reward trigger on the run's training Job, as the sensor defers on it."""
-    from tpu_rl.reward_trigger import RewardTrigger
+    from tpu_rl.rewards.trigger import RewardTrigger
 
     return RewardTrigger(
         cluster_url=emu.url,

@@ -16,12 +16,12 @@ from kubernetes.client import ApiClient
 
 from tests.conftest import PIPELINE, REPO
 from tpu_rl import storage
+from tpu_rl.dag.limits import LIMITS
+from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes
 from tpu_rl.layout import RunLayout
-from tpu_rl.limits import LIMITS
-from tpu_rl.notify import RunFailureNotifier
 from tpu_rl.plan import write_plan
-from tpu_rl.run_limits import apply_run_limits, cleanup_reserve_minutes
-from tpu_rl.settings import SETTING_FIELDS, load_settings
+from tpu_rl.report.notify import RunFailureNotifier
+from tpu_rl.settings.run_settings import SETTING_FIELDS, load_settings
 
 DAG_ID = "tpu_rl_post_training"
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"

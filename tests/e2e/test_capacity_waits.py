@@ -12,10 +12,11 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from tests.e2e.test_retries import CLUSTER, context
 from tests.sandbox.harness import Sandbox
-from tpu_rl import kube, manifests
+from tpu_rl.dag.runtime import layout_from_context
+from tpu_rl.jobs import manifests
+from tpu_rl.kube import objects as kube
 from tpu_rl.operators.jobs import RunJobOperator
 from tpu_rl.operators.kubernetes import RunClusterOperator
-from tpu_rl.runtime import layout_from_context
 
 NS = "default"
 

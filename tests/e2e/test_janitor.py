@@ -23,10 +23,11 @@ import pytest
 
 from tests.sandbox.harness import SETTINGS, Sandbox
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tpu_rl import manifests, pathways_jobset
-from tpu_rl.blueprint import cluster_labels, default_state_prefix, deployment_vars
+from tpu_rl.backend import jobset as pathways_jobset
+from tpu_rl.cluster.blueprint import cluster_labels, default_state_prefix, deployment_vars
+from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 MAIN_DAG = "tpu_rl_post_training"
 JANITOR_DAG = "tpu_rl_janitor"

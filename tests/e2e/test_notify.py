@@ -18,8 +18,8 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests.sandbox.cloud import free_port
-from tpu_rl.failures import first_line
-from tpu_rl.notify import FAILURE_XCOM_KEY, RunFailureNotifier
+from tpu_rl.report.failures import first_line
+from tpu_rl.report.notify import FAILURE_XCOM_KEY, RunFailureNotifier
 
 
 class SmtpSink:
@@ -70,7 +70,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, BaseOperator
 
-from tpu_rl.notify import RunFailureNotifier
+from tpu_rl.report.notify import RunFailureNotifier
 from tpu_rl.operators.steps import RunStepOperator
 
 

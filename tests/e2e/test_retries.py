@@ -9,7 +9,7 @@ import pytest
 from airflow.sdk import BaseOperator
 
 from tests.sandbox.harness import SETTINGS, Sandbox
-from tpu_rl import manifests
+from tpu_rl.jobs import manifests
 from tpu_rl.operators.jobs import RunJobOperator
 from tpu_rl.operators.kubernetes import RunClusterOperator
 

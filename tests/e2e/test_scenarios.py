@@ -17,7 +17,7 @@ import pytest
 
 from tests.sandbox.harness import HF_TOKEN, SETTINGS, RunResult, Sandbox, Workloads
 from tests.sandbox.workloads import EvalResult, crashing_worker_script
-from tpu_rl.reward_trigger import RewardTrigger
+from tpu_rl.rewards.trigger import RewardTrigger
 
 
 @dataclass

@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from tests.sandbox.harness import SETTINGS, Sandbox
-from tpu_rl import callbacks, manifests, pathways_jobset
+from tpu_rl.backend import jobset as pathways_jobset
+from tpu_rl.dag import callbacks
+from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 RUN_ID = "scheduled__2026-11-30T03:00:00+00:00"
 

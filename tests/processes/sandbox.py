@@ -140,7 +140,7 @@ def running_sandbox(tmp: Path) -> Iterator[ProcessSandbox]:
         gcs = GcsEmulator()
         stack.callback(gcs.stop)
         emu = stack.enter_context(running_emulator())
-        from tpu_rl import blueprint
+        from tpu_rl.cluster import blueprint
 
         bundles.files[f"/mirror/{GCLUSTER_VERSION}/{blueprint.bundle_name()}"] = holding_bundle()
         seam = tmp / "gke-seam.json"

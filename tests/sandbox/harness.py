@@ -231,7 +231,7 @@ class Sandbox:
             self.emu = stack.enter_context(running_emulator())
             self.gcs = gcs
             environment = sandbox_env(self.tmp, bundles.url, gcs.host)
-            from tpu_rl import blueprint
+            from tpu_rl.cluster import blueprint
 
             version = "v1.103.0"
             bundles.files[f"/mirror/{version}/{blueprint.bundle_name()}"] = fake_bundle()

@@ -12,10 +12,10 @@ import yaml
 
 from tests.conftest import BLUEPRINT_FIXTURES as FIXTURES
 from tests.conftest import SEED
-from tpu_rl import blueprint
-from tpu_rl.blueprint import BlueprintError
+from tpu_rl.cluster import blueprint
+from tpu_rl.cluster.blueprint import BlueprintError
 from tpu_rl.deployment import deployment_id
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 BLUEPRINT = (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()
 TUTORIAL = SEED.read_text()

@@ -11,14 +11,14 @@ import pytest
 import yaml
 
 from tests.conftest import BLUEPRINT_FIXTURES, REPO, TUTORIAL_CONF
-from tpu_rl import capacity
-from tpu_rl import manifests as m
-from tpu_rl import pathways_jobset as pw
+from tpu_rl.backend import jobset as pw
+from tpu_rl.cluster import capacity
+from tpu_rl.dag.run_limits import budget_problem
 from tpu_rl.deployment import DEFAULT_DAGRUN_TIMEOUT_MINUTES
+from tpu_rl.jobs import manifests as m
 from tpu_rl.layout import RunLayout
 from tpu_rl.plan import main
-from tpu_rl.run_limits import budget_problem
-from tpu_rl.settings import load_settings, load_settings_file
+from tpu_rl.settings.run_settings import load_settings, load_settings_file
 
 EXAMPLES = BLUEPRINT_FIXTURES / "consumption-options"
 FLEX = "dws-flex-start__gke-tpu-v6e__"

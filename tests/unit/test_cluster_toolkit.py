@@ -16,10 +16,11 @@ import pytest
 import structlog
 
 from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bundle
-from tpu_rl import blueprint, cluster_toolkit
-from tpu_rl.cluster_toolkit import ClusterToolkitError
+from tpu_rl.cluster import blueprint
+from tpu_rl.cluster import toolkit as cluster_toolkit
+from tpu_rl.cluster.toolkit import ClusterToolkitError
 from tpu_rl.operators.cluster_toolkit import GclusterOperator
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "v1.103.0"
@@ -204,10 +205,10 @@ def test_a_killed_worker_takes_gcluster_and_terraform_down_with_it(tmp_path):
         [
             sys.executable,
             "-c",
-            "import logging, pathlib, sys; from tpu_rl import cluster_toolkit as c; "
+            "import logging, pathlib, sys; from tpu_rl.cluster import toolkit as c; "
             f"c.run_gcluster({argv!r}, pathlib.Path({str(tmp_path)!r}), logging.getLogger(), 300)",
         ],
-        env={**os.environ, "PYTHONPATH": str(Path(cluster_toolkit.__file__).parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(cluster_toolkit.__file__).parents[2])},
     )
     deadline = time.monotonic() + 30
     while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:

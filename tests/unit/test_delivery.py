@@ -23,8 +23,9 @@ import yaml
 from packaging.requirements import Requirement
 
 from tests.conftest import REPO
-from tpu_rl import blueprint, cluster_toolkit
-from tpu_rl.settings import RunSettings
+from tpu_rl.cluster import blueprint
+from tpu_rl.cluster import toolkit as cluster_toolkit
+from tpu_rl.settings.run_settings import RunSettings
 
 FAKES = Path(__file__).parent / "delivery_bin"
 AIRFLOW_SERVICES = {

@@ -9,7 +9,7 @@ import pytest
 from airflow.sdk.log import redact as airflow_redact
 
 from tpu_rl import deployment
-from tpu_rl.rewards import redact
+from tpu_rl.rewards.lines import redact
 
 
 def conn(monkeypatch, conn_id: str, **fields) -> None:

@@ -5,8 +5,8 @@ import time
 import tracemalloc
 
 from tests.unit.test_reward_trigger import post, step
-from tpu_rl import verdicts
-from tpu_rl.follower import LINE_CAP, FollowState, Line, LineCutter, Resent, consume
+from tpu_rl.kube import verdicts
+from tpu_rl.rewards.follower import LINE_CAP, FollowState, Line, LineCutter, Resent, consume
 
 STAMP = "2026-12-01T05:00:00.123456789Z "
 

@@ -6,7 +6,7 @@ import pytest
 from google.cloud.container_v1 import Cluster
 
 from tpu_rl.janitor import JanitorParams, destroy_settings
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 PARAMS = JanitorParams(
     project="tpu-rl-sandbox",

@@ -11,7 +11,9 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
-from tpu_rl import failed_pods, storage, verdicts
+from tpu_rl import storage
+from tpu_rl.jobs import failed_pods
+from tpu_rl.kube import verdicts
 from tpu_rl.operators import jobs
 
 TOKEN = "hf_AbCdEfGhIjKlMnOpQr"
@@ -115,7 +117,7 @@ def test_success_reads_no_logs(operator):
 
 def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch, tutorial_conf):
     from tpu_rl.layout import RunLayout
-    from tpu_rl.settings import load_settings
+    from tpu_rl.settings.run_settings import load_settings
 
     layout = RunLayout(load_settings(tutorial_conf), "manual__1")
     op = jobs.RunJobOperator(

@@ -11,8 +11,8 @@ from typing import Any
 
 from tests.sandbox.kube_emulator import KubeEmulator
 from tests.unit.test_reward_trigger import JOB, NS, creds, emu, make_job, make_pod  # noqa: F401
-from tpu_rl import kube
-from tpu_rl.job_trigger import COMPLETION_INDEX, PodsThenJobTrigger
+from tpu_rl.jobs.job_trigger import COMPLETION_INDEX, PodsThenJobTrigger
+from tpu_rl.kube import objects as kube
 
 CONNECTION = {"gcp_conn_id": "google_cloud_default", "impersonation_chain": None,
               "use_dns_endpoint": False}  # fmt: skip

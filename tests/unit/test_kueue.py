@@ -12,11 +12,13 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from kubernetes.client.rest import ApiException
 
 from tests.conftest import BLUEPRINT_FIXTURES
-from tpu_rl import kueue, kueue_rules, pathways_jobset, runtime, verdicts
-from tpu_rl.kueue_config import edit_kueue_config
+from tpu_rl.backend import jobset as pathways_jobset
+from tpu_rl.cluster.kueue_config import edit_kueue_config
+from tpu_rl.dag import runtime
+from tpu_rl.kube import kueue, kueue_rules, verdicts
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import kubernetes as kube_ops
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 TEMPLATE = (BLUEPRINT_FIXTURES / "kueue-configuration.yaml.tftpl").read_text()
 UNCOVERED = (

@@ -7,9 +7,9 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from tpu_rl import limits, run_limits
-from tpu_rl.settings import load_settings
-from tpu_rl.tasks import validate_settings
+from tpu_rl.dag import limits, run_limits
+from tpu_rl.operators.tasks import validate_settings
+from tpu_rl.settings.run_settings import load_settings
 
 DAY = 24 * 60
 

@@ -10,9 +10,9 @@ from airflow.dag_processing.dagbag import DagBag
 from airflow.models.taskinstancekey import TaskInstanceKey
 
 from tests.conftest import REPO
-from tpu_rl import link_urls, links
-from tpu_rl.docs import TASK_DOCS
-from tpu_rl.settings import RunSettings, load_settings
+from tpu_rl.dag import link_urls, links
+from tpu_rl.dag.docs import TASK_DOCS
+from tpu_rl.settings.run_settings import RunSettings, load_settings
 
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
 

@@ -10,11 +10,11 @@ import pytest
 
 from tests.schemas import validate_manifest
 from tests.tutorial_text import as_mapping, same_value, tutorial_python_flags
-from tpu_rl import manifests as m
-from tpu_rl import maxtext_flags as mf
-from tpu_rl import pathways_jobset as pw
+from tpu_rl.backend import jobset as pw
+from tpu_rl.jobs import manifests as m
+from tpu_rl.jobs import maxtext_flags as mf
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpu_rl import cluster_steps, job_run, tasks
+from tpu_rl.operators import cluster_steps, job_run, tasks
 from tpu_rl.operators.jobs import JOB_BUILDS, RunJobOperator
 from tpu_rl.operators.kubernetes import CLUSTER_STEPS, RunClusterOperator
 from tpu_rl.operators.steps import PYTHON_STEPS, RunStepOperator

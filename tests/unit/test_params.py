@@ -8,10 +8,15 @@ from airflow.sdk.definitions.param import ParamsDict
 
 from tests.conftest import REPO
 from tpu_rl.janitor import JanitorParams, janitor_params
-from tpu_rl.param_specs import SECTION_STARTS, param_specs
-from tpu_rl.params import SPECS_FILE, dag_params
-from tpu_rl.settings import OPTIONAL_SETTINGS, SETTING_FIELDS, SettingsError, load_settings
-from tpu_rl.validation import REQUIRED_SETTINGS
+from tpu_rl.settings.param_specs import SECTION_STARTS, param_specs
+from tpu_rl.settings.params import SPECS_FILE, dag_params
+from tpu_rl.settings.run_settings import (
+    OPTIONAL_SETTINGS,
+    SETTING_FIELDS,
+    SettingsError,
+    load_settings,
+)
+from tpu_rl.settings.validation import REQUIRED_SETTINGS
 
 
 def required_in_form(p: Param) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tests.conftest import REPO
-from tpu_rl.settings_table import settings_table
+from tpu_rl.settings.table import settings_table
 
 
 def test_readme_settings_table_is_current():

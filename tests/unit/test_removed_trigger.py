@@ -18,12 +18,17 @@ from tests.sandbox.kube_emulator import KubeEmulator
 from tests.unit.test_resume import BASE_PRE, Store, Ti, lost
 from tests.unit.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
 from tests.unit.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401
-from tpu_rl import kube, manifests, pathways_jobset, reward_resume, runtime, storage
+from tpu_rl import storage
+from tpu_rl.backend import jobset as pathways_jobset
+from tpu_rl.dag import runtime
+from tpu_rl.jobs import manifests
+from tpu_rl.kube import objects as kube
+from tpu_rl.kube.pods_trigger import PodsReadyTrigger
+from tpu_rl.kube.removed_trigger import RemovedTrigger
 from tpu_rl.layout import RunLayout
+from tpu_rl.operators import reward_resume
 from tpu_rl.operators import rewards as run_rewards
-from tpu_rl.pods_trigger import PodsReadyTrigger
-from tpu_rl.removed_trigger import RemovedTrigger
-from tpu_rl.settings import load_settings
+from tpu_rl.settings.run_settings import load_settings
 
 OBJECTS = {f"Job {JOB}": kube.job_path(NS, JOB), f"JobSet {JOBSET}": kube.jobset_path(NS, JOBSET)}
 CONNECTION = {"gcp_conn_id": "google_cloud_default", "impersonation_chain": None,
@@ -70,7 +75,7 @@ def test_round_trips_through_its_serialized_form():
     kwargs = {"objects": OBJECTS, "deadline": 1.0, "poll_interval": 2.0,
               "cluster_url": "https://x", "ssl_ca_cert": "Y2E=", **CONNECTION}  # fmt: skip
     classpath, serialized = RemovedTrigger(**kwargs).serialize()
-    assert classpath == "tpu_rl.removed_trigger.RemovedTrigger" and serialized == kwargs
+    assert classpath == "tpu_rl.kube.removed_trigger.RemovedTrigger" and serialized == kwargs
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from unittest import mock
 
 import pytest
 
-from tpu_rl import report
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings import load_settings
+from tpu_rl.report import run_report as report
+from tpu_rl.settings.run_settings import load_settings
 
 HF_TOKEN = "hf_UnitTestSecretToken0123456789"
 REWARDS = {

@@ -28,11 +28,15 @@ from tests.unit.test_reward_trigger import (  # noqa: F401 (fixtures)
     pre,
     step,
 )
-from tpu_rl import resume, reward_resume, runtime, storage, verdicts
-from tpu_rl.follower import FollowState, Line, Resent, consume
+from tpu_rl import storage
+from tpu_rl.dag import runtime
+from tpu_rl.kube import verdicts
 from tpu_rl.layout import RunLayout
+from tpu_rl.operators import reward_resume
 from tpu_rl.operators import rewards as run_rewards
-from tpu_rl.settings import load_settings
+from tpu_rl.rewards import resume
+from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+from tpu_rl.settings.run_settings import load_settings
 
 SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
 DISRUPTED = {

@@ -21,10 +21,10 @@ from tests.unit.test_reward_trigger import (
     pre,
     trigger_kwargs,
 )
-from tpu_rl import runtime
+from tpu_rl.dag import runtime
 from tpu_rl.operators.rewards import RunRewardSensor
-from tpu_rl.reward_trigger import RewardTrigger
-from tpu_rl.rewards import redact
+from tpu_rl.rewards.lines import redact
+from tpu_rl.rewards.trigger import RewardTrigger
 
 HF = "hf_ReleaseTestToken0123456789"
 

@@ -26,8 +26,8 @@ from tests.unit.test_reward_trigger import (  # noqa: F401 (fixtures emu, creds,
     trigger_kwargs,
     wait_for,
 )
-from tpu_rl.reward_poll import POSITION_ANNOTATION
-from tpu_rl.reward_trigger import RewardTrigger
+from tpu_rl.rewards.poll import POSITION_ANNOTATION
+from tpu_rl.rewards.trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
 

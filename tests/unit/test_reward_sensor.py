@@ -24,8 +24,8 @@ from airflow.sdk.exceptions import (
 
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.unit.test_reward_trigger import JOB, NS, C, _Token, make_job, make_pod, post, pre, step
-from tpu_rl.reward_sensor import DEADLINE_KEY, POSITION_KEY, RewardSensor
-from tpu_rl.reward_trigger import RewardTrigger
+from tpu_rl.rewards.sensor import DEADLINE_KEY, POSITION_KEY, RewardSensor
+from tpu_rl.rewards.trigger import RewardTrigger
 
 
 class StateStore:
@@ -107,7 +107,7 @@ def test_defers_with_cluster_from_gke_and_a_deadline_fixed_at_first_start(emu):
     trigger = deferred.value.trigger
     assert isinstance(trigger, RewardTrigger)
     classpath, kwargs = trigger.serialize()
-    assert classpath == "tpu_rl.reward_trigger.RewardTrigger"
+    assert classpath == "tpu_rl.rewards.trigger.RewardTrigger"
     assert kwargs["cluster_url"] == emu.url and kwargs["ssl_ca_cert"] == emu.ca_b64
     assert kwargs["backend_jobset_name"] == "gemma4-pw" and kwargs["pending_timeout"] == 900
     assert abs(kwargs["deadline"] - (time.time() + 60)) < 5

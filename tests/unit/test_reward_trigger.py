@@ -29,12 +29,13 @@ from tests.sandbox.workloads import (
     grpo_client_script,
     pathways_server_script,
 )
-from tpu_rl import kube, verdicts
-from tpu_rl.follower import FollowState
-from tpu_rl.kube_async import AsyncKube, KubeApiError
-from tpu_rl.pods_trigger import PodsReadyTrigger
-from tpu_rl.reward_poll import POSITION_ANNOTATION, LogFollower
-from tpu_rl.reward_trigger import RewardTrigger
+from tpu_rl.kube import objects as kube
+from tpu_rl.kube import verdicts
+from tpu_rl.kube.async_client import AsyncKube, KubeApiError
+from tpu_rl.kube.pods_trigger import PodsReadyTrigger
+from tpu_rl.rewards.follower import FollowState
+from tpu_rl.rewards.poll import POSITION_ANNOTATION, LogFollower
+from tpu_rl.rewards.trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
 
@@ -584,7 +585,7 @@ async def test_rebuilt_trigger_continues_without_gaps_or_repeats(emu, creds, ste
         await task
 
     classpath, kwargs = trigger.serialize()
-    assert classpath == "tpu_rl.reward_trigger.RewardTrigger"
+    assert classpath == "tpu_rl.rewards.trigger.RewardTrigger"
     kwargs = json.loads(json.dumps(kwargs))  # all state is plain JSON
     assert kwargs["state"]["pre"]["corr"] == 7
     # lines in the same second as the last one read, written while no trigger ran

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpu_rl import manifests, runtime
+from tpu_rl.dag import runtime
+from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
-from tpu_rl.reward_sensor import RewardSensor
-from tpu_rl.settings import load_settings
+from tpu_rl.rewards.sensor import RewardSensor
+from tpu_rl.settings.run_settings import load_settings
 
 
 def test_the_training_container_is_named_so_a_sidecar_cannot_make_it_ambiguous(

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from tpu_rl.setting_fields import describe
-from tpu_rl.settings import (
+from tpu_rl.settings.fields import describe
+from tpu_rl.settings.run_settings import (
     SETTING_FIELDS,
     RunSettings,
     SettingsError,
     load_settings,
     load_settings_file,
 )
-from tpu_rl.validation import RULES
+from tpu_rl.settings.validation import RULES
 
 
 def errors_for(conf: dict, **overrides) -> list[str]:

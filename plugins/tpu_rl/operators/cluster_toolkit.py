@@ -1,6 +1,7 @@
 """The Airflow operator that deploys or destroys the run's cluster with Cluster Toolkit.
 
-One class for both commands: its code (tpu_rl.gcluster_run: tarfile, subprocess plumbing, the
+One class for both commands: its code (tpu_rl.operators.gcluster_run: tarfile, subprocess plumbing,
+the
 blueprint, the settings) is imported where a task runs, not on every parse of the DAG files.
 """
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from tpu_rl.limits import RunLimited
+from tpu_rl.dag.limits import RunLimited
 
 if TYPE_CHECKING:
     import subprocess
@@ -51,7 +52,7 @@ class GclusterOperator(RunLimited, BaseOperator):
         self._proc: subprocess.Popen | None = None
 
     def execute(self, context: Context) -> None:
-        from tpu_rl.gcluster_run import run_command
+        from tpu_rl.operators.gcluster_run import run_command
 
         raw = self.settings if self.settings is not None else context["params"]
         run_command(self, self.command, raw, self._started)
@@ -60,7 +61,7 @@ class GclusterOperator(RunLimited, BaseOperator):
         self._proc = proc
 
     def on_kill(self) -> None:
-        from tpu_rl import cluster_toolkit
+        from tpu_rl.cluster import toolkit as cluster_toolkit
 
         if self._proc is not None:
             cluster_toolkit.stop(self._proc)

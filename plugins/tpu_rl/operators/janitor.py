@@ -13,7 +13,7 @@ from kubernetes.client import ApiClient
 
 from tpu_rl import janitor
 from tpu_rl.janitor import ACTIVE_STATES, KINDS, MAIN_DAG_ID, JanitorParams, KubeObject
-from tpu_rl.kube import delete_labelled, list_labelled
+from tpu_rl.kube.objects import delete_labelled, list_labelled
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -143,7 +143,7 @@ class Sweep:
 
     def clusters(self, inspected: list[Cluster]) -> tuple[list[str], list[dict], dict[str, str]]:
         """Clusters to destroy, their destroy settings, and why the others stay."""
-        from tpu_rl.settings import SettingsError, load_settings
+        from tpu_rl.settings.run_settings import SettingsError, load_settings
 
         active, unknown = self.runs.active_clusters()
         names, settings, kept = [], [], {}

@@ -1,7 +1,7 @@
 """The run's batch Jobs (conversion, GRPO client, export) through GKEStartJobOperator.
 
 One class for the three, `build` naming the Job: what it does in the worker
-(tpu_rl.job_run: manifests, layout, storage, the triggers) is imported where a task runs,
+(tpu_rl.operators.job_run: manifests, layout, storage, the triggers) is imported where a task runs,
 not on every parse of the DAG file.
 """
 
@@ -16,7 +16,7 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import (
     GKEStartJobOperator,
 )
 
-from tpu_rl.limits import RunLimited
+from tpu_rl.dag.limits import RunLimited
 from tpu_rl.names import CONTAINER
 from tpu_rl.operators import on_run_cluster
 
@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from kubernetes.client import models as k8s
 
+    from tpu_rl.jobs.manifests import Manifest
     from tpu_rl.layout import RunLayout
-    from tpu_rl.manifests import Manifest
 
-    JobBuilder = Callable[[RunLayout], Manifest] | str  # or a tpu_rl.job_run.BUILDS name
+    JobBuilder = Callable[[RunLayout], Manifest] | str  # or a tpu_rl.operators.job_run.BUILDS name
 
 JOB_BUILDS = ("conversion_job", "train_job", "export_job")
 
@@ -68,13 +68,13 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         """The Job to submit (or a skip)."""
-        from tpu_rl.job_run import job_manifest
+        from tpu_rl.operators.job_run import job_manifest
 
         return job_manifest(self, layout, context)
 
     def configure(self, context: Context) -> Manifest:
         """Set the provider's fields from the run's manifest; returns that manifest."""
-        from tpu_rl.job_run import configure
+        from tpu_rl.operators.job_run import configure
 
         return configure(self, context)
 
@@ -84,20 +84,20 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, follow the one this run already created while it runs."""
-        from tpu_rl.job_run import create_or_follow
+        from tpu_rl.operators.job_run import create_or_follow
 
         return create_or_follow(self, job_request_obj)
 
     def get_pods(self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any) -> NoReturn:
         """Never returns: the wait for the Job's pods and its end is the triggerer's."""
-        from tpu_rl.job_run import wait_in_triggerer
+        from tpu_rl.operators.job_run import wait_in_triggerer
 
         wait_in_triggerer(self, pod_request_obj, context)
         raise AssertionError("wait_in_triggerer defers")  # pragma: no cover
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
         """A failed wait or Job fails the task, saying why; the rest is the provider's."""
-        from tpu_rl.job_run import check_job_event
+        from tpu_rl.operators.job_run import check_job_event
 
         check_job_event(self, event)
         return super().execute_complete(context, event, **kwargs)
@@ -107,7 +107,7 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
     ) -> NoReturn:
         """Defer with what is left of the task's limit (the run's settings): the provider's
         Job trigger has no timeout, and Airflow does not apply execution_timeout to a deferral."""
-        from tpu_rl.run_limits import time_left
+        from tpu_rl.dag.run_limits import time_left
 
         super().defer(
             trigger=trigger,

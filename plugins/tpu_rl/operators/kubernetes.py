@@ -2,7 +2,8 @@
 
 The providers create Jobs and custom objects but neither wait for a JobSet's pods nor tolerate
 "already exists"/"already gone"; one operator does, on the provider's GKE-authenticated client,
-its `step` naming what it does (tpu_rl.cluster_steps, imported where a step runs: one class,
+its `step` naming what it does (tpu_rl.operators.cluster_steps, imported where a step runs: one
+class,
 not one per step, and no step's code, on every parse of the DAG file).
 """
 
@@ -17,7 +18,7 @@ from airflow.sdk import BaseOperator
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from tpu_rl import deployment
-from tpu_rl.limits import RunLimited
+from tpu_rl.dag.limits import RunLimited
 from tpu_rl.operators import on_run_cluster
 
 if TYPE_CHECKING:
@@ -57,13 +58,13 @@ class RunClusterOperator(RunLimited, GKEOperatorMixin, BaseOperator):
         self.use_dns_endpoint = False
 
     def execute(self, context: Context) -> Any:
-        from tpu_rl.cluster_steps import STEPS
+        from tpu_rl.operators.cluster_steps import STEPS
 
         return STEPS[self.step](self, context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """The step's end after its wait in the triggerer."""
-        from tpu_rl.cluster_steps import RESUMES
+        from tpu_rl.operators.cluster_steps import RESUMES
 
         return RESUMES[self.step](self, context, event)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.limits import RunLimited
+from tpu_rl.dag.limits import RunLimited
 from tpu_rl.operators import on_run_cluster
-from tpu_rl.reward_sensor import RewardSensor
+from tpu_rl.rewards.sensor import RewardSensor
 
-# What the wait does (tpu_rl.reward_resume: layout, manifests, kube, resume history) is
+# What the wait does (tpu_rl.operators.reward_resume: layout, manifests, kube, resume history) is
 # imported where it runs, not on every parse of the DAG file.
 
 if TYPE_CHECKING:
@@ -41,23 +41,23 @@ class RunRewardSensor(RunLimited, RewardSensor):
         super().__init__(**on_run_cluster({"job_name": "", **kwargs}))
 
     def execute(self, context: Context) -> Any:
-        from tpu_rl.reward_resume import start
+        from tpu_rl.operators.reward_resume import start
 
         return start(self, context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        from tpu_rl.reward_resume import complete
+        from tpu_rl.operators.reward_resume import complete
 
         return complete(self, context, event)
 
     def resubmit_backend(self, context: Context, event: dict[str, Any]) -> None:
         """After a capacity loss, the lost attempt is gone: a new backend, waited for."""
-        from tpu_rl.reward_resume import resubmit_backend
+        from tpu_rl.operators.reward_resume import resubmit_backend
 
         resubmit_backend(self, context, event)
 
     def resume_training(self, context: Context, event: dict[str, Any]) -> Any:
         """The new backend runs: the training Job again, followed afresh."""
-        from tpu_rl.reward_resume import resume_training
+        from tpu_rl.operators.reward_resume import resume_training
 
         return resume_training(self, context, event)

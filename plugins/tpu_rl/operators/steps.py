@@ -3,7 +3,8 @@
 
 Plain operators rather than `@task`: importing `airflow.sdk.task` alone adds about 0.2 s to
 every parse of the DAG file. One class for the Python steps, `step` naming which: their code
-(tpu_rl.tasks: settings, storage, the report) is imported where a task runs, not on every parse.
+(tpu_rl.operators.tasks: settings, storage, the report) is imported where a task runs, not on every
+parse.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 from airflow.sdk import BaseOperator
 
-from tpu_rl.limits import RunLimited
+from tpu_rl.dag.limits import RunLimited
 from tpu_rl.operators import RUN_CLUSTER
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ class EnsureBucketOperator(RunLimited, GCSCreateBucketOperator):
 
 
 class RunStepOperator(RunLimited, BaseOperator):
-    """One of the run's Python steps (tpu_rl.tasks), with `inputs` as its arguments (templated,
+    """One of the run's Python steps (tpu_rl.operators.tasks), with `inputs` as its arguments
+    (templated,
     so an XComArg among them is pulled):
 
     - `validate`: the run's settings (Params + conf), checked; every problem in one failure.
@@ -61,6 +63,6 @@ class RunStepOperator(RunLimited, BaseOperator):
         self.inputs = dict(inputs or {})
 
     def execute(self, context: Context) -> Any:
-        from tpu_rl.tasks import STEPS
+        from tpu_rl.operators.tasks import STEPS
 
         return STEPS[self.step](self, context, **self.inputs)

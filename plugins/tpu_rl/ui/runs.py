@@ -2,7 +2,8 @@
 
 One query reads the DAG runs with the task instances the page needs joined in (the cluster's
 creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
-one reads the XComs of all those runs. TPU-hours count what bills (tpu_rl.report.billing_rule);
+one reads the XComs of all those runs. TPU-hours count what bills
+(tpu_rl.report.run_report.billing_rule);
 each training attempt shows its TPU node-hours and the steps computed again after it.
 """
 
@@ -20,8 +21,8 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import RunLayout, split_gcs_uri
-from tpu_rl.notify import FAILURE_XCOM_KEY
-from tpu_rl.report import (
+from tpu_rl.report.notify import FAILURE_XCOM_KEY
+from tpu_rl.report.run_report import (
     CREATED_POOL,
     EXISTING_STATIC_POOL,
     RULES,
@@ -29,8 +30,8 @@ from tpu_rl.report import (
     estimated_cost_usd,
     tpu_hours,
 )
-from tpu_rl.resume import costed, steps_recomputed
-from tpu_rl.settings import SETTING_FIELDS, RunSettings
+from tpu_rl.rewards.resume import costed, steps_recomputed
+from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 
 DAG_ID = "tpu_rl_post_training"
 # (task_id, key) of the XComs a row shows

@@ -86,7 +86,7 @@ def _patch_param_defaults(module: ModuleType) -> None:
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "airflow.providers.google.cloud.hooks.kubernetes_engine": _patch_gke_hook,
     "airflow.providers.google.common.hooks.base_google": _patch_google_credentials,
-    "tpu_rl.params": _patch_param_defaults,
+    "tpu_rl.settings.params": _patch_param_defaults,
 }
 
 

@@ -1,0 +1,284 @@
+"""Cluster Toolkit inputs from the settings: edited blueprint, deployment file, gcluster argv."""
+
+from __future__ import annotations
+
+import platform
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tpu_rl.cluster import capacity
+from tpu_rl.deployment import deployment_id
+
+if TYPE_CHECKING:
+    from tpu_rl.settings.run_settings import RunSettings
+
+RELEASE_BASE_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
+# Where the tutorial's blueprint sits inside the release bundle.
+BUNDLE_BLUEPRINT = "examples/gke-tpu-v6e/gke-tpu-v6e-advanced.yaml"
+BLUEPRINT_FILE = "blueprint.yaml"
+DEPLOYMENT_FILE = "deployment.yaml"
+
+GKE_CLUSTER_SOURCE = "modules/scheduler/gke-cluster"
+NODE_POOL_SOURCE = "modules/compute/gke-node-pool"  # the TPU pool; the CPU pool is the cluster's
+NODE_POOL_SA_ID = "node_pool_service_account"
+SYSTEM_POOL_MACHINE_TYPE = "e2-standard-8"  # the tutorial's n2-standard-8 -> e2-standard-8
+SYSTEM_POOL_ZONES = ["$(vars.zone)"]
+READ_ROLE, WRITE_ROLE = "storage.objectViewer", "storage.admin"
+MANAGED_BY = "tpu-rl-airflow"
+
+# The tutorial's `case "$(uname -s)-$(uname -m)"` table: uname -s -> uname -m -> bundle platform.
+_PLATFORMS = {
+    "Linux": {"x86_64": "linux_amd64", "aarch64": "linux_arm64", "arm64": "linux_arm64"},
+    "Darwin": {"x86_64": "mac_amd64", "arm64": "mac_arm64"},
+}
+BUNDLES = {
+    (system, machine): f"gcluster_bundle_{bundle}.tgz"
+    for system, machines in _PLATFORMS.items()
+    for machine, bundle in machines.items()
+}
+
+
+class BlueprintError(ValueError):
+    """The blueprint does not have the shape the tutorial's edits expect."""
+
+
+def bundle_name(system: str | None = None, machine: str | None = None) -> str:
+    """The release bundle for a platform (this machine's by default)."""
+    key = (system or platform.system(), machine or platform.machine())
+    try:
+        return BUNDLES[key]
+    except KeyError:
+        raise BlueprintError(
+            f"Cluster Toolkit publishes no bundle for {key[0]}-{key[1]} "
+            f"(known: {sorted({f'{s}-{m}' for s, m in BUNDLES})})"
+        ) from None
+
+
+def bundle_url(version: str, bundle: str, base_url: str = RELEASE_BASE_URL) -> str:
+    """The tutorial's download URL: <base>/<version>/<bundle>."""
+    return f"{base_url.rstrip('/')}/{version}/{bundle}"
+
+
+CLUSTER_DEPLOYMENT_LABEL = "tpu-rl-deployment"
+CLUSTER_DAG_LABEL = "tpu-rl-dag"
+CLUSTER_DAG = "tpu_rl_post_training"
+
+
+def cluster_labels(settings: RunSettings) -> dict[str, str]:
+    """Labels the toolkit merges into every module's resources, so a janitor can find them."""
+    return {
+        "managed-by": MANAGED_BY,
+        "tpu-rl-cluster": settings.cluster_name,
+        CLUSTER_DEPLOYMENT_LABEL: deployment_id(),
+        CLUSTER_DAG_LABEL: CLUSTER_DAG,
+    }
+
+
+def default_state_prefix(settings: RunSettings) -> str:
+    """Terraform state prefix in the run's bucket: one per cluster, stable across runs."""
+    return f"tpu-rl/terraform/{settings.cluster_name}"
+
+
+def _module(groups: list[dict], where: str, match: Any) -> dict:
+    """The one module whose `where` key equals `match`."""
+    found = [m for g in groups for m in g.get("modules") or [] if m.get(where) == match]
+    if len(found) != 1:
+        raise BlueprintError(
+            f"blueprint: expected one module with {where}: {match}, found {len(found)} "
+            "(the tutorial's edits need it)"
+        )
+    return found[0]
+
+
+def _settings_of(module: dict, anchor: str) -> dict:
+    settings = module.get("settings")
+    if not isinstance(settings, dict) or anchor not in settings:
+        raise BlueprintError(f"blueprint: module {module.get('id')!r} has no setting {anchor!r}")
+    return settings
+
+
+def _edit_system_pool(cluster: dict) -> None:
+    """e2-standard-8 system pool, pinned to the zone (zones inserted right after the type)."""
+    settings = _settings_of(cluster, "system_node_pool_machine_type")
+    edited: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key == "system_node_pool_zones":
+            continue
+        edited[key] = value
+        if key == "system_node_pool_machine_type":
+            edited[key] = SYSTEM_POOL_MACHINE_TYPE
+            edited["system_node_pool_zones"] = list(SYSTEM_POOL_ZONES)
+    cluster["settings"] = edited
+
+
+def _edit_node_pool_roles(service_account: dict) -> None:
+    """storage.objectViewer -> storage.admin, so TPU pods may write checkpoints."""
+    roles = _settings_of(service_account, "project_roles")["project_roles"]
+    if not isinstance(roles, list) or READ_ROLE not in roles:
+        raise BlueprintError(
+            f"blueprint: module {NODE_POOL_SA_ID!r} project_roles has no {READ_ROLE!r} to replace"
+        )
+    edited = [WRITE_ROLE if r == READ_ROLE else r for r in roles]
+    service_account["settings"]["project_roles"] = [
+        r for i, r in enumerate(edited) if r not in edited[:i]
+    ]
+
+
+def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
+    """The capacity mode's edits (tpu_rl.cluster.capacity): vars, the TPU pool, its static count's
+    uses;
+    none for a reservation (the tutorial's pool)."""
+    if settings.capacity == capacity.RESERVATION:
+        return bp
+    pool = _module(groups, "source", NODE_POOL_SOURCE)
+    pool["settings"] = capacity.edit_pool(_settings_of(pool, "machine_type"), settings)
+    bp["vars"] = capacity.edit_vars(bp["vars"], settings)
+    return capacity.edit_static_counts(bp, pool["id"])
+
+
+def edit_blueprint(blueprint_yaml: str, settings: RunSettings) -> str:
+    """The tutorial's three sed edits, made on the YAML structure, the capacity mode's edits,
+    and the cluster's labels."""
+    bp = yaml.safe_load(blueprint_yaml)
+    if not isinstance(bp, dict) or not isinstance(bp.get("vars"), dict):
+        raise BlueprintError("blueprint: no top-level `vars` mapping")
+    groups = bp.get("deployment_groups")
+    if not isinstance(groups, list) or not groups:
+        raise BlueprintError("blueprint: no `deployment_groups` list")
+    if len(groups) != 1:
+        raise BlueprintError(
+            f"blueprint: {len(groups)} deployment groups; the deployment file's single "
+            "terraform state prefix supports one"
+        )
+    _edit_system_pool(_module(groups, "source", GKE_CLUSTER_SOURCE))
+    _edit_node_pool_roles(_module(groups, "id", NODE_POOL_SA_ID))
+    labels = bp["vars"].get("labels") or {}
+    if not isinstance(labels, dict):
+        raise BlueprintError("blueprint: vars.labels must be a mapping")
+    bp["vars"]["labels"] = {**labels, **cluster_labels(settings)}
+    return dump_yaml(_edit_capacity(bp, groups, settings))
+
+
+def deployment_vars(settings: RunSettings) -> dict[str, Any]:
+    """The blueprint vars a run sets (the tutorial's --vars, plus machine type and namespace;
+    the capacity mode's vars in place of the reservation for flex-start and Spot)."""
+    return {
+        "project_id": settings.project,
+        "deployment_name": settings.cluster_name,
+        "region": settings.region,
+        "zone": settings.zone,
+        "num_slices": settings.cluster_nodepool_count,
+        "machine_type": settings.compute_type,
+        "tpu_topology": settings.topology,
+        "authorized_cidr": settings.authorized_cidr,
+        **capacity.capacity_vars(settings),
+        "user_namespace": settings.namespace,
+    }
+
+
+def deployment_file(settings: RunSettings, state_prefix: str) -> str:
+    """The deployment file: terraform state in the run's bucket, and the run's vars."""
+    return dump_yaml(
+        {
+            "terraform_backend_defaults": {
+                "type": "gcs",
+                "configuration": {"bucket": settings.gcs_bucket, "prefix": state_prefix},
+            },
+            "vars": deployment_vars(settings),
+        }
+    )
+
+
+def vars_flag(settings: RunSettings) -> str:
+    """The tutorial's --vars value, in its order (no reservation where the mode takes none)."""
+    v = deployment_vars(settings)
+    keys = (
+        "project_id",
+        "deployment_name",
+        "region",
+        "zone",
+        "num_slices",
+        "tpu_topology",
+        "authorized_cidr",
+        "reservation",
+    )
+    return ",".join(f"{k}={v[k]}" for k in keys if k in v)
+
+
+def blueprint_argv(
+    verb: str,
+    settings: RunSettings,
+    gcluster: str = "gcluster",
+    blueprint: str = BLUEPRINT_FILE,
+    deployment: str = DEPLOYMENT_FILE,
+) -> list[str]:
+    """`gcluster deploy` as the tutorial runs it (plus `-d` for the state backend), or
+    `gcluster create` with deploy's inputs (rewrites the deployment folder, applies nothing)."""
+    approve = ["--auto-approve"] if verb == "deploy" else []
+    return [
+        gcluster,
+        verb,
+        blueprint,
+        "-d",
+        deployment,
+        "--vars",
+        vars_flag(settings),
+        "-l",
+        "IGNORE",
+        *approve,
+        "-w",
+    ]
+
+
+def destroy_argv(settings: RunSettings, gcluster: str = "gcluster") -> list[str]:
+    """The tutorial's `gcluster destroy CLUSTER_NAME --auto-approve` (the deployment folder)."""
+    return [gcluster, "destroy", settings.cluster_name, "--auto-approve"]
+
+
+@dataclass(frozen=True)
+class ClusterToolkitPlan:
+    """What the cluster steps write and run, relative to one working folder."""
+
+    files: dict[str, str]
+    deploy: list[str]
+    create: list[str]
+    destroy: list[str]
+
+
+def plan(
+    blueprint_yaml: str,
+    settings: RunSettings,
+    state_prefix: str | None = None,
+    gcluster: str = "gcluster",
+) -> ClusterToolkitPlan:
+    """Files to write into the working folder and the argv lists to run there."""
+    prefix = state_prefix or default_state_prefix(settings)
+    return ClusterToolkitPlan(
+        files={
+            BLUEPRINT_FILE: edit_blueprint(blueprint_yaml, settings),
+            DEPLOYMENT_FILE: deployment_file(settings, prefix),
+        },
+        deploy=blueprint_argv("deploy", settings, gcluster),
+        create=blueprint_argv("create", settings, gcluster),
+        destroy=destroy_argv(settings, gcluster),
+    )
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for multi-line strings (the blueprint's job commands stay readable)."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    # Quote number-like strings ("1.35.") so no YAML reader takes them for numbers.
+    style = "|" if "\n" in value else '"' if re.fullmatch(r"[-+0-9._eE:]+", value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)

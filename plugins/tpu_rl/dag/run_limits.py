@@ -1,0 +1,111 @@
+"""The run's time limits at run time: applied before every task's execute, and checked against
+the DAG's dagrun_timeout before any cloud call.
+
+`apply_run_limits` replaces the parse-time execution_timeout with the run's value and caps it at
+the run's work deadline (run start + dagrun_timeout - the cleanup reserve), so work stops in
+time for the teardowns: the scheduler's dagrun_timeout skips teardowns that have not finished.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from tpu_rl.dag.limits import CLEANUP, DEADLINE_ATTR, LIMITS, WORK, Limit
+
+if TYPE_CHECKING:
+    from tpu_rl.settings.run_settings import RunSettings
+
+
+def _total(limits: dict[str, Limit], s: RunSettings) -> float:
+    return sum(limit.minutes(s) * limit.counted_tries for limit in limits.values())
+
+
+def work_minutes(s: RunSettings) -> float:
+    """The worst case of the work: every limit times its tries."""
+    return _total(WORK, s)
+
+
+def cleanup_reserve_minutes(s: RunSettings) -> float:
+    """The worst case of the teardowns, which the work must leave before dagrun_timeout."""
+    return _total(CLEANUP, s)
+
+
+def budget_problem(s: RunSettings, dagrun_timeout_minutes: float) -> str | None:
+    """Why the run's limits cannot fit the DAG's dagrun_timeout, naming the settings; or None."""
+    work, reserve = work_minutes(s), cleanup_reserve_minutes(s)
+    if work + reserve <= dagrun_timeout_minutes:
+        return None
+    terms = [
+        f"{task_id} {limit.minutes(s):g} min x {limit.counted_tries}"
+        for task_id, limit in {**WORK, **CLEANUP}.items()
+        if limit.settings
+    ]
+    names = sorted({name for limit in LIMITS.values() for name in limit.settings})
+    return (
+        f"time limits: the worst case, {work:g} min of work + {reserve:g} min of cleanup "
+        f"(largest: {', '.join(terms)}; each limit x its tries), exceeds the DAG's "
+        f"dagrun_timeout of {dagrun_timeout_minutes:g} min (TPU_RL_DAGRUN_TIMEOUT_MINUTES, set by "
+        f"the deployer): lower {', '.join(names)}, or raise TPU_RL_DAGRUN_TIMEOUT_MINUTES"
+    )
+
+
+def work_deadline(context: Any, s: RunSettings) -> float | None:
+    """Epoch seconds the run's work must end by to leave the teardowns their reserve."""
+    dag_run, timeout = context.get("dag_run"), getattr(context.get("dag"), "dagrun_timeout", None)
+    started = getattr(dag_run, "start_date", None)
+    if started is None or timeout is None:
+        return None
+    return started.timestamp() + timeout.total_seconds() - cleanup_reserve_minutes(s) * 60
+
+
+def apply_run_limits(context: Any) -> None:
+    """The task's limit for this try from the run's settings, capped at the
+    run's work deadline; also kept as an epoch deadline for deferrals (`time_left`)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from tpu_rl.settings.run_settings import SettingsError, load_settings
+
+    task = context["task"]
+    limit = LIMITS.get(task.task_id)
+    if limit is None:
+        return
+    try:
+        s = load_settings(dict(context["params"]))
+    except SettingsError:
+        return  # validate reports it; the parse-time limit stays
+    seconds = limit.minutes(s) * 60
+    capped = task.task_id not in CLEANUP and not _resuming(context)
+    if capped and (deadline := work_deadline(context, s)) is not None:
+        left = deadline - time.time()
+        if left <= 0:
+            raise AirflowFailException(
+                "the run's time is up: what is left of dagrun_timeout is the cleanup's reserve "
+                f"({cleanup_reserve_minutes(s):g} min)"
+            )
+        seconds = min(seconds, left)
+    task.execution_timeout = timedelta(seconds=seconds)
+    setattr(task, DEADLINE_ATTR, time.time() + seconds)
+
+
+def _resuming(context: Any) -> bool:
+    """Whether this try resumes after a deferral: its wait is over, its result must not be
+    lost to the work deadline (the Task SDK keeps this only on the server's TI context)."""
+    server = getattr(context.get("ti"), "_ti_context_from_server", None)
+    return bool(getattr(server, "next_method", None))
+
+
+def capped_deadline(task: Any, seconds: float) -> float:
+    """Epoch seconds `seconds` from now, but no later than this try's deadline (if set)."""
+    deadline = time.time() + seconds
+    cap = getattr(task, DEADLINE_ATTR, None)
+    return deadline if cap is None else min(deadline, cap)
+
+
+def time_left(task: Any) -> timedelta | None:
+    """What is left of this try's limit (for a deferral's timeout); None before the hook ran."""
+    deadline = getattr(task, DEADLINE_ATTR, None)
+    if deadline is None:
+        return None
+    return timedelta(seconds=max(1.0, deadline - time.time()))

@@ -1,0 +1,1 @@
+"""The run's batch Jobs: MaxText command lines, manifests, and the triggerer's wait for a Job."""

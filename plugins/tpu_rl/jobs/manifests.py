@@ -1,0 +1,231 @@
+"""Kubernetes objects of a run, as plain dicts: what `make plan` writes and the DAG submits."""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from typing import Any
+
+from tpu_rl.cluster import capacity
+from tpu_rl.cluster.tpu import ACCELERATOR_LABEL
+from tpu_rl.jobs.maxtext_flags import (
+    TOKEN_ENV,
+    conversion_flags,
+    export_flags,
+    python_command,
+    train_flags,
+)
+from tpu_rl.layout import RunLayout
+from tpu_rl.names import CONTAINER
+
+Manifest = dict[str, Any]
+
+TOKEN_KEY = "token"
+CONVERT_MODULE = "maxtext.checkpoint_conversion.to_maxtext"
+EXPORT_MODULE = "maxtext.checkpoint_conversion.to_huggingface"
+TRAIN_MODULE = "maxtext.trainers.post_train.rl.train_rl"
+PATHWAYS_REPO = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
+CPU_NODE_POOL = "cpu-np"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+TTL_AFTER_FINISHED = 24 * 3600
+# The tutorial's environment for every Pathways container, plus keepalives that stop long
+# checkpoint loads from hitting gRPC's idle disconnect.
+PATHWAYS_ENV = {
+    "GRPC_DNS_RESOLVER": "native",
+    "FLAGS_pathways_enforce_subset_devices_form_subslice": "false",
+    "GRPC_KEEPALIVE_TIME_MS": "60000",
+    "GRPC_KEEPALIVE_TIMEOUT_MS": "120000",
+}
+OPTIMIZER_PATCH = (
+    "import pathlib, re; "
+    "p = pathlib.Path('/deps/src/maxtext/trainers/post_train/rl/utils_rl.py'); "
+    "s, n = re.subn('optax[.]adamw[(][^)]+[)]', 'optax.adafactor(learning_rate=learning_rate)', "
+    "p.read_text()); "
+    "assert n, 'optimizer patch: optax.adamw(...) not found in ' + str(p); "
+    "p.write_text(s)"
+)
+
+
+def _env(values: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def _token_env(layout: RunLayout) -> dict[str, Any]:
+    return {
+        "name": TOKEN_ENV,
+        "valueFrom": {"secretKeyRef": {"name": layout.token_secret, "key": TOKEN_KEY}},
+    }
+
+
+def _metadata(layout: RunLayout, name: str, extra_labels: dict[str, str] | None = None) -> Manifest:
+    return {
+        "name": name,
+        "namespace": layout.settings.namespace,
+        "labels": {**layout.labels, **(extra_labels or {})},
+        "annotations": dict(layout.annotations),
+    }
+
+
+def _queue_label(layout: RunLayout) -> dict[str, str]:
+    return {QUEUE_LABEL: layout.settings.kueue_queue} if layout.settings.kueue_queue else {}
+
+
+HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+
+
+def storage_identity(layout: RunLayout) -> Manifest:
+    """How a pod that reads and writes the bucket gets its Google identity.
+
+    By default as the tutorial's head pod: on the host's network, so GKE's metadata server
+    answers with the node pool's service account (cpu-np: the cluster's gke-wl-sa; TPU pool:
+    gke-np-sa, given storage.admin by the blueprint edit). With `client_service_account`, the
+    pod runs as that Kubernetes service account, bound to a Google one by Workload Identity
+    (which does not reach host-network pods).
+    """
+    account = layout.settings.client_service_account
+    return {"serviceAccountName": account} if account else dict(HOST_NETWORK)
+
+
+def _tpu_pod_spec(
+    layout: RunLayout,
+    containers: list[Manifest],
+    restart_policy: str,
+    identity: Manifest | None = None,
+) -> Manifest:
+    """Pod spec on the TPU slice's hosts, as gcluster schedules them (host network unless an
+    identity says otherwise), on nodes of the run's capacity mode (GKE's flex-start/Spot label)."""
+    return {
+        "restartPolicy": restart_policy,
+        **(HOST_NETWORK if identity is None else identity),
+        "nodeSelector": {
+            "cloud.google.com/gke-tpu-accelerator": ACCELERATOR_LABEL,
+            "cloud.google.com/gke-tpu-topology": layout.settings.topology,
+            **capacity.node_selector(layout.settings),
+        },
+        "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": containers,
+    }
+
+
+def _tpu_limits() -> Manifest:
+    return {"limits": {"google.com/tpu": "4"}, "requests": {"google.com/tpu": "4"}}
+
+
+def _conversion_like_job(
+    layout: RunLayout, job_name: str, module: str, flags: list[str], timeout_minutes: int
+) -> Manifest:
+    """A Job on every host of the slice; only completion index 0 works, as in the tutorial."""
+    script = f'[ "$JOB_COMPLETION_INDEX" != "0" ] || {python_command(module, flags)}'
+    container = {
+        "name": CONTAINER,
+        "image": layout.settings.cloud_image_name,
+        "command": ["bash", "-c", script],
+        "env": [_token_env(layout)],
+        "resources": _tpu_limits(),
+    }
+    hosts = layout.hosts * layout.settings.cluster_nodepool_count
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(layout, job_name, _queue_label(layout)),
+        "spec": {
+            "completionMode": "Indexed",
+            "parallelism": hosts,
+            "completions": hosts,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": timeout_minutes * 60,
+            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
+            "template": {
+                "metadata": {"labels": dict(layout.labels)},
+                "spec": _tpu_pod_spec(layout, [container], "Never", storage_identity(layout)),
+            },
+        },
+    }
+
+
+def conversion_job(layout: RunLayout) -> Manifest:
+    return _conversion_like_job(
+        layout,
+        layout.job_names["convert"],
+        CONVERT_MODULE,
+        conversion_flags(layout),
+        layout.settings.conversion_timeout_minutes,
+    )
+
+
+def export_job(layout: RunLayout, step: int) -> Manifest:
+    return _conversion_like_job(
+        layout,
+        layout.job_names["export"],
+        EXPORT_MODULE,
+        export_flags(layout, step),
+        layout.settings.export_timeout_minutes,
+    )
+
+
+def train_script(layout: RunLayout) -> str:
+    """The client's shell line: the optimizer patch when asked, then train_rl."""
+    steps = []
+    if layout.settings.optimizer == "adafactor":
+        steps.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)}")
+    steps.append(python_command(TRAIN_MODULE, train_flags(layout)))
+    return " && ".join(steps)
+
+
+def train_job(layout: RunLayout) -> Manifest:
+    """The GRPO client: a CPU pod on cpu-np that drives the TPUs through the Pathways proxy."""
+    env = _env(
+        {
+            "JAX_PLATFORMS": "proxy,cpu",
+            "JAX_BACKEND_TARGET": f"grpc://{layout.backend_head_host}:29000",
+            "ENABLE_PATHWAYS_PERSISTENCE": "1",
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+            **PATHWAYS_ENV,
+        }
+    )
+    env.append({"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    env.append(_token_env(layout))
+    container = {
+        "name": CONTAINER,
+        "image": layout.settings.cloud_image_name,
+        "command": ["bash", "-c", train_script(layout)],
+        "env": env,
+        "resources": {
+            "requests": {"cpu": "8", "memory": "32Gi"},
+            "limits": {"memory": "100Gi"},
+        },
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(layout, layout.job_names["train"]),
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": layout.settings.training_timeout_minutes * 60,
+            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
+            "template": {
+                "metadata": {"labels": dict(layout.labels)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    **storage_identity(layout),
+                    "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_NODE_POOL},
+                    "containers": [container],
+                },
+            },
+        },
+    }
+
+
+def token_secret(layout: RunLayout, token: str | None = None) -> Manifest:
+    """The Hugging Face token Secret; without a token (as in a plan), its data is left out."""
+    secret: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _metadata(layout, layout.token_secret),
+    }
+    if token is not None:
+        secret["data"] = {TOKEN_KEY: base64.b64encode(token.encode()).decode()}
+    return secret

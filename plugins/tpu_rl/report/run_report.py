@@ -1,0 +1,246 @@
+"""The per-run report: run-report.json and run-report.md next to the exported model.
+
+TPU-hours are hosts x hours of what bills (`billing_rule`): a node pool on a reservation, or a
+static pool, bills for its whole life, whether pods run on it or not; a pool that scales from
+zero (flex-start, Spot, an existing cluster's pool without a reservation) bills while its TPU
+nodes exist, that is while the run's TPU steps (conversion, the Pathways backend, export) hold
+them. Each training attempt (a resume after capacity loss starts a new one) is listed with its
+TPU node-hours and the steps the next attempt computed again. The cost is an estimate:
+chip-hours times the list price below, which ignores committed-use and spot discounts, regional
+differences and the cluster's CPU nodes, disks and network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+from tpu_rl import deployment
+from tpu_rl.cluster.tpu import CHIPS_PER_HOST
+from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.rewards.resume import costed, steps_recomputed
+from tpu_rl.settings.run_settings import RunSettings
+
+log = logging.getLogger(__name__)
+
+# On-demand list price in USD per chip-hour, by TPU generation (prefix of `tpu_type`).
+# An estimate to compare runs with, not a bill: check the current Cloud TPU pricing page.
+PRICE_PER_CHIP_HOUR_USD = {"v6e": 2.70}
+# The steps the backend JobSet lives through, in order: start_backend creates it, the reward
+# sensor deletes it the moment its wait ends (stop_backend then finds it gone).
+BACKEND_STEPS = ("start_backend", "train", "wait_for_rewards")
+# Steps whose pods hold every host of the slice: conversion and export run on each host.
+TPU_STEPS = ("convert", *BACKEND_STEPS, "export")
+# How TPU-hours are counted: what bills for the run's settings (see billing_rule).
+CREATED_POOL = "created_pool"
+EXISTING_STATIC_POOL = "existing_static_pool"
+TPU_NODES = "tpu_nodes"
+RULES = {
+    CREATED_POOL: "the run's cluster and its reserved TPU node pool: from create_cluster's start "
+    "to cleanup_cluster's end",
+    EXISTING_STATIC_POOL: "an existing cluster's reserved (static) TPU node pool: the run's span",
+    TPU_NODES: "a TPU pool that scales from zero (flex-start, Spot, or an existing cluster "
+    "without a reservation): the TPU nodes' life, taken as the steps that hold them (convert, "
+    "start_backend to the end of the reward wait, export; their waits for capacity included, "
+    "the autoscaler's scale-down delay after them not)",
+}
+JSON_NAME = "run-report.json"
+MARKDOWN_NAME = "run-report.md"
+
+
+def billing_rule(settings: RunSettings) -> str:
+    """What bills: flex-start and Spot pools scale from zero (the nodes); a cluster the run
+    creates on a reservation has a static TPU pool; an existing cluster with a reservation is
+    taken as a static pool; otherwise the nodes."""
+    if settings.capacity != "reservation":
+        return TPU_NODES
+    if settings.cluster_mode == "create":
+        return CREATED_POOL
+    return EXISTING_STATIC_POOL if settings.reservation else TPU_NODES
+
+
+def tpu_hours(hosts: int, pool_seconds: float) -> float:
+    """Hosts x hours the TPU pool existed."""
+    return hosts * pool_seconds / 3600
+
+
+def price_per_chip_hour(settings: RunSettings) -> float | None:
+    """The list price of the slice's TPU generation ('v6e' of 'v6e-32'); None when unknown."""
+    return PRICE_PER_CHIP_HOUR_USD.get(settings.tpu_type.split("-")[0])
+
+
+def estimated_cost_usd(settings: RunSettings, hours: float) -> float | None:
+    """TPU-hours x chips per host x the price per chip-hour; None for an unpriced generation."""
+    price = price_per_chip_hour(settings)
+    if price is None:
+        return None
+    return hours * CHIPS_PER_HOST[settings.compute_type] * price
+
+
+def step_durations(breadcrumbs: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Seconds per finished step from Airflow's task breadcrumbs (task_id, duration, ...)."""
+    return {
+        str(b["task_id"]): float(b["duration"])
+        for b in breadcrumbs
+        if b.get("duration") is not None and b.get("map_index", -1) == -1
+    }
+
+
+def build_report(
+    layout: RunLayout,
+    rewards: Mapping[str, Any] | None,
+    gate: Mapping[str, Any] | None,
+    checkpoint_step: int | None,
+    durations: Mapping[str, float],
+    run_seconds: float,
+) -> dict[str, Any]:
+    """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
+
+    `run_seconds` is the run's age when the report is written (at verify): for a pool that bills
+    for its whole life, the TPU-hours so far; cleanup, still to come, adds its minutes.
+    """
+    settings = layout.settings
+    rule = billing_rule(settings)
+    if rule == TPU_NODES:
+        pool_seconds = sum(durations.get(step, 0.0) for step in TPU_STEPS)
+    else:
+        pool_seconds = run_seconds
+    hosts = layout.pool_hosts
+    hours = tpu_hours(hosts, pool_seconds)
+    rewards = rewards or {}
+    attempts = costed(rewards.get("attempts") or [])
+    report = {
+        "run_id": layout.run_id,
+        "run": layout.slug,
+        "export_uri": layout.export_dir,
+        "checkpoint_step": checkpoint_step,
+        "metrics": {"pre": rewards.get("pre"), "post": rewards.get("post")},
+        "post_time": rewards.get("post_time"),
+        "gate": dict(gate) if gate else None,
+        "durations_seconds": dict(durations),
+        "tpu": {
+            "tpu_type": settings.tpu_type,
+            "slices": settings.cluster_nodepool_count,
+            "hosts": hosts,
+            "pool_seconds": pool_seconds,
+            "tpu_hours": hours,
+            "rule": rule,
+            "rule_text": RULES[rule]
+            + (
+                ""
+                if rule == TPU_NODES
+                else "; counted from the run's start to this report, before cleanup"
+            ),
+            "estimated_cost_usd": estimated_cost_usd(settings, hours),
+            "price_per_chip_hour_usd": price_per_chip_hour(settings),
+        },
+        "capacity": settings.capacity,
+        "attempts": attempts,
+        "steps_recomputed": steps_recomputed(attempts),
+        "settings": settings.to_dict(),
+    }
+    report["summary"] = summary(report)
+    return report
+
+
+def summary(report: Mapping[str, Any]) -> str:
+    """One paragraph: what was trained, how the reward moved, what it cost, where it is."""
+    s, tpu, gate = report["settings"], report["tpu"], report["gate"] or {}
+    reward = (
+        f"mean_reward went from {gate['pre_mean_reward']:.4f} to {gate['post_mean_reward']:.4f} "
+        f"(gain {gate['gain']:+.4f}, gate passed)"
+        if gate
+        else "no reward gate result"
+    )
+    resumes = max(0, len(report["attempts"]) - 1)
+    resumed = (
+        f" Training resumed {resumes} time(s) after losing TPU capacity and computed "
+        f"{report['steps_recomputed']} step(s) again."
+        if resumes
+        else ""
+    )
+    cost = tpu["estimated_cost_usd"]
+    cost_text = f"about ${cost:,.2f} at list price" if cost is not None else "no price known"
+    return (
+        f"GRPO post-training of {s['hf_model_path']} ({s['model_name']}) for "
+        f"{s['num_batches']} batches on {tpu['slices']} x {tpu['tpu_type']}: {reward}. "
+        f"{tpu['hosts']} TPU hosts billed {tpu['pool_seconds'] / 3600:.2f} h, "
+        f"{tpu['tpu_hours']:.2f} TPU-hours ({cost_text}; counted as {tpu['rule_text']}). "
+        f"Checkpoint step {report['checkpoint_step']} exported to {report['export_uri']}."
+        f"{resumed}"
+    )
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The same report for people."""
+    tpu = report["tpu"]
+    lines = [f"# Run report: {report['run_id']}", "", report["summary"], "", "## Metrics", ""]
+    lines += ["| metric | pre | post |", "|---|---|---|"]
+    pre, post = report["metrics"]["pre"] or {}, report["metrics"]["post"] or {}
+    for name in sorted(set(pre) | set(post)):
+        lines.append(f"| {name} | {pre.get(name, '')} | {post.get(name, '')} |")
+    lines += ["", "## TPU", ""]
+    lines += [f"- {key}: {value}" for key, value in tpu.items()]
+    lines += ["", "## Training attempts", "", f"Capacity: {report['capacity']}.", ""]
+    lines += [
+        "| attempt | from step | reached step | outcome | TPU hosts | TPU node-hours "
+        "| steps computed again |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {a['attempt']} | {a['resumed_from_step'] or 0} | {_blank(a['reached_step'])} "
+        f"| {a['outcome']} | {a['tpu_hosts']} | {_blank(a['tpu_node_hours'], '.2f')} "
+        f"| {_blank(a['steps_recomputed'])} |"
+        for a in report["attempts"]
+    ]
+    lines += ["", "## Step durations", "", "| step | seconds |", "|---|---|"]
+    lines += [f"| {k} | {v:.1f} |" for k, v in report["durations_seconds"].items()]
+    lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
+    lines += [f"| {k} | `{json.dumps(v)}` |" for k, v in report["settings"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _blank(value: Any, spec: str = "") -> str:
+    """A table cell: the value formatted, or empty when unknown."""
+    return "" if value is None else format(value, spec)
+
+
+def write_report(report: Mapping[str, Any], gcp_conn_id: str) -> list[str]:
+    """Upload run-report.json and run-report.md into the export folder; their URIs."""
+    bucket, prefix = split_gcs_uri(report["export_uri"])
+    hook = GCSHook(gcp_conn_id=gcp_conn_id)
+    files = {
+        JSON_NAME: (json.dumps(report, indent=2) + "\n", "application/json"),
+        MARKDOWN_NAME: (render_markdown(report), "text/markdown"),
+    }
+    for name, (data, mime_type) in files.items():
+        hook.upload(bucket, f"{prefix}{name}", data=data, mime_type=mime_type)
+    return [f"gs://{bucket}/{prefix}{name}" for name in files]
+
+
+def run_age_seconds(context: Any) -> float:
+    """Seconds since the run started (the first task's start when the run has no start yet)."""
+    started = getattr(context["dag_run"], "start_date", None) or context["ti"].start_date
+    return max(0.0, (datetime.now(UTC) - started).total_seconds())
+
+
+def publish_run_report(layout: RunLayout, context: Any) -> str:
+    """Build the report from this run's XComs and finished steps, upload it; its summary."""
+    ti = context["ti"]
+    report = build_report(
+        layout,
+        rewards=ti.xcom_pull(task_ids="wait_for_rewards"),
+        gate=ti.xcom_pull(task_ids="gate"),
+        checkpoint_step=ti.xcom_pull(task_ids="export", key="checkpoint_step"),
+        durations=step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id)),
+        run_seconds=run_age_seconds(context),
+    )
+    for uri in write_report(report, deployment.gcp_conn_id()):
+        log.info("Wrote %s", uri)
+    log.info("Summary: %s", report["summary"])
+    return report["summary"]

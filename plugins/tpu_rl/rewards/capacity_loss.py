@@ -1,0 +1,39 @@
+"""Was a failed training attempt's capacity taken away? The evidence, read from the cluster.
+
+A Spot or flex-start preemption, a node removed or shut down, an eviction: the resume after
+capacity loss (tpu_rl.rewards.resume) acts only on this evidence, never on a bare client failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpu_rl.kube import objects as kube
+from tpu_rl.kube import verdicts
+from tpu_rl.kube.async_client import AsyncKube, KubeApiError
+
+REASON = "capacity_lost"  # the trigger event's reason (COORD.md item 4)
+# Failures that may be lost capacity (the client or backend died): judged on the evidence.
+SUSPECTS = ("job_failed", "pod_failed", "backend_failed")
+
+
+async def evidence(
+    api: AsyncKube,
+    namespace: str,
+    client_pods: list[dict[str, Any]],
+    backend_jobset: str | None,
+) -> str | None:
+    """The first sign on the client's or backend's pods or their nodes (gone, or under the
+    termination notice) that capacity went away; None when there is none."""
+    pods = list(client_pods)
+    if backend_jobset:
+        selector = f"{kube.JOBSET_NAME_LABEL}={backend_jobset}"
+        pods += await api.list_items(kube.pods_path(namespace), selector)
+    nodes: list[dict[str, Any]] | None
+    try:
+        nodes = (await api.get_json(kube.NODES_PATH)).get("items") or []
+    except KubeApiError as error:
+        if error.transient:
+            raise
+        nodes = None  # no right to list nodes (403): the pods alone
+    return verdicts.capacity_evidence(pods, nodes)

@@ -1,0 +1,205 @@
+"""Where the reward follower is in the training log, and the pure step that consumes lines.
+
+No I/O here: `LineCutter` turns log bytes into lines in bounded memory, `consume` skips the
+lines already seen (by Kubernetes timestamp) and reads the new ones for MaxText's reward
+lines. `FollowState` is JSON-safe, so a rebuilt trigger or the next poke continues from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tpu_rl.rewards.lines import is_reward_line, parse_line, split_timestamp
+
+# Longest log line kept, in bytes: the rest of a longer line is dropped, the line is logged
+# once as cut and never read as a reward line (MaxText's reward lines are ~200 bytes).
+LINE_CAP = 64 * 1024
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+# A training step the log shows done: the trainer's `Train step N/M` line, or MaxText's
+# `Intermediate Eval (step=N)` (every eval_interval steps) when a build logs no step lines.
+_STEP = re.compile(r"\bTrain step (\d+)/\d+|Intermediate Eval \(step=(\d+)\)")
+
+Result = dict[str, Any]
+
+
+@dataclass
+class FollowState:
+    """Where the follower is: the pod and container instance, and the last line consumed."""
+
+    pod_uid: str | None = None
+    pod_name: str | None = None
+    restart_count: int | None = None
+    container_id: str | None = None
+    last_time: str | None = None  # RFC3339Nano of the last consumed line
+    seen_at_last_time: int = 0  # lines consumed at last_time (a re-read sends them again)
+    pre: dict[str, Any] | None = None
+    pending_since: float | None = None  # epoch seconds something has been waiting to run
+    backend_pods_seen: bool = False
+    reward_lines: int = 0  # reward lines logged so far (a checkpoint is due after each)
+    reached_step: int | None = None  # the highest training step the log showed
+    capacity_evidence: str | None = None  # the first sign the backend lost its capacity
+    backend_created: str | None = None  # the backend JobSet's creationTimestamp
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
+        known = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in (data or {}).items() if k in known}
+        if isinstance(values.get("seen_at_last_time"), list):  # saved as hashes before
+            values["seen_at_last_time"] = len(values["seen_at_last_time"])
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def start_container(self, restart_count: int | None, container_id: str | None) -> None:
+        """Read a new container instance's log from its beginning."""
+        self.restart_count, self.container_id = restart_count, container_id
+        self.last_time, self.seen_at_last_time = None, 0
+
+
+@dataclass
+class Resent:
+    """How many lines at the last timestamp a read sends again that were consumed already
+    (one from `sinceTime` does: the server starts at that whole second)."""
+
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Line:
+    """One log line without its newline; `cut` when it was longer than LINE_CAP."""
+
+    text: str
+    cut: bool = False
+
+
+class LineCutter:
+    """Log bytes in arbitrary chunks -> complete lines, in linear time and bounded memory.
+
+    Holds at most `cap` bytes of the line in progress; splitting on b"\\n" before decoding
+    keeps UTF-8 characters whole (a cut may split one: it is replaced).
+    """
+
+    def __init__(self, cap: int = LINE_CAP) -> None:
+        self.cap = cap
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._cut = False
+
+    def feed(self, data: bytes) -> list[Line]:
+        lines = []
+        view, start = memoryview(data), 0
+        while (end := data.find(b"\n", start)) != -1:
+            self._keep(view[start:end])
+            lines.append(self._take())
+            start = end + 1
+        self._keep(view[start:])
+        return lines
+
+    def flush(self) -> Line | None:
+        """The partial last line, for a log that ended without a newline; never a reward
+        line: MaxText ends every line, so one without its newline was cut mid-write (the
+        container exited) and its last number may be short (`0.1` of `0.1875`)."""
+        if not (self._size or self._cut):
+            return None
+        line = self._take()
+        return None if is_reward_line(line.text) else line
+
+    def _keep(self, piece: memoryview) -> None:
+        room = self.cap - self._size
+        if len(piece) > room:
+            self._cut, piece = True, piece[:room]
+        if piece:
+            self._parts.append(bytes(piece))
+            self._size += len(piece)
+
+    def _take(self) -> Line:
+        raw, cut = b"".join(self._parts), self._cut
+        self._parts, self._size, self._cut = [], 0, False
+        return Line(raw.rstrip(b"\r").decode("utf-8", errors="replace"), cut)
+
+
+def time_key(stamp: str) -> tuple[int, int]:
+    """Sortable (epoch second, nanosecond) of an RFC3339(Nano) timestamp."""
+    match = _STAMP.match(stamp)
+    if match is None:
+        raise ValueError(f"not an RFC3339 timestamp: {stamp!r}")
+    whole, fraction, zone = match.groups()
+    seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    return int(seconds.timestamp()), int((fraction or "0")[:9].ljust(9, "0"))
+
+
+def since_time(stamp: str) -> str:
+    """The whole second a timestamp falls in, as `sinceTime` (servers truncate to seconds)."""
+    second = time_key(stamp)[0]
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def consume(
+    state: FollowState, lines: Iterable[Line], resent: Resent, log: logging.Logger
+) -> Result | None:
+    """Read the new lines: the success result at the Post line, else None.
+
+    Skips lines already consumed: before the last timestamp, or the first `resent.count` at
+    it (a log is sent in the same order each time). `resent` is updated in place, so the
+    chunks of one read share it; memory stays constant however many lines share a stamp.
+    """
+    last = time_key(state.last_time) if state.last_time else None
+    for line in lines:
+        stamp, text = split_timestamp(line.text)
+        if stamp is None:  # the tail of a line that began before sinceTime: seen already
+            continue
+        key = time_key(stamp)
+        if last is not None and key < last:
+            continue
+        if key == last:
+            if resent.count > 0:
+                resent.count -= 1
+                continue
+            state.seen_at_last_time += 1
+        else:
+            last, resent.count = key, 0
+            state.last_time, state.seen_at_last_time = stamp, 1
+        if step := _STEP.search(text):
+            reached = int(step.group(1) or step.group(2))
+            state.reached_step = max(reached, state.reached_step or 0)
+        if line.cut:
+            log.warning(
+                "Log line at %s is over %d bytes: cut, not read for rewards", stamp, LINE_CAP
+            )
+        elif (result := _on_line(state, stamp, text, log)) is not None:
+            return result
+    return None
+
+
+def _on_line(state: FollowState, stamp: str, text: str, log: logging.Logger) -> Result | None:
+    parsed = parse_line(text)
+    if parsed is None:
+        return None
+    metrics = parsed.metrics.as_dict()
+    state.reward_lines += 1
+    if parsed.kind == "intermediate":
+        log.info(
+            "Intermediate Eval step=%s mean_reward=%s accuracy=%s%%",
+            parsed.step,
+            metrics["mean_reward"],
+            metrics["accuracy"],
+        )
+        return None
+    if parsed.kind == "pre":
+        log.info("Pre RL Training: %s", metrics)
+        state.pre = metrics
+        return None
+    log.info("Post RL Training: %s", metrics)
+    return {
+        "status": "success",
+        "pre": state.pre,
+        "post": metrics,
+        "post_time": stamp,
+        "reached_step": state.reached_step,
+    }

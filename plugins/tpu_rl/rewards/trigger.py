@@ -1,0 +1,124 @@
+"""RewardTrigger: wait in the triggerer for the training Job's `Post RL Training:` line.
+
+The log is read as it arrives and the Job, its pods and the backend's pods are watched, so
+the Post line or a failure ends the wait within about a second whatever `poll_interval` is;
+the poll on a timer is a backstop (pending timeouts, a missed watch event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from tpu_rl.kube import objects as kube
+from tpu_rl.kube.async_client import KubeApiError
+from tpu_rl.kube.watch import Watched, news_or_timeout, watching
+from tpu_rl.rewards.follower import FollowState, Result
+from tpu_rl.rewards.poll import LogFollower
+
+BACKOFF_CAP_S = 60.0
+MIN_POLL_GAP_S = 0.5  # polls on news come at most this often
+
+
+class RewardTrigger(BaseTrigger):
+    """Defers until the training Job logs `Post RL Training:`, or fails fast with the reason.
+
+    Airflow rebuilds a trigger from the kwargs it had at deferral; the follower also saves
+    its position on the training Job, so a rebuilt trigger resumes there (see
+    `reward_poll.POSITION_ANNOTATION`). When the wait ends, or the task is killed, the
+    backend JobSet is deleted: its TPUs are free at once.
+    """
+
+    def __init__(
+        self, *, poll_interval: float = 30.0, state: dict[str, Any] | None = None, **follow: Any
+    ) -> None:
+        """`follow`: LogFollower's keyword arguments (cluster_url, ssl_ca_cert, namespace,
+        job_name, deadline, and optionally gcp_conn_id, impersonation_chain, use_dns_endpoint,
+        container_name, backend_jobset_name, pending_timeout)."""
+        super().__init__()
+        self.poll_interval = poll_interval
+        self.follow = follow
+        self.follower = LogFollower(
+            **follow, state=FollowState.from_dict(state), log=self.log, stream_log=True
+        )
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "tpu_rl.rewards.trigger.RewardTrigger",
+            {
+                **self.follow,
+                "poll_interval": self.poll_interval,
+                "state": self.follower.state.as_dict(),
+            },
+        )
+
+    def _watched(self) -> list[Watched]:
+        f = self.follower
+        watched = [
+            (kube.jobs_path(f.namespace), [("fieldSelector", f"metadata.name={f.job_name}")]),
+            (kube.pods_path(f.namespace), [("labelSelector", f"job-name={f.job_name}")]),
+        ]
+        if f.backend_jobset_name:
+            selector = f"{kube.JOBSET_NAME_LABEL}={f.backend_jobset_name}"
+            watched.append((kube.pods_path(f.namespace), [("labelSelector", selector)]))
+        return watched
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        follower = self.follower
+        try:
+            payload = await self._wait()
+        finally:  # also when the triggerer cancels the trigger
+            await follower.close()
+        await follower.release_backend()
+        yield TriggerEvent(payload)
+
+    async def on_kill(self) -> None:
+        """The task was killed (marked failed, cleared): free the backend's TPUs too."""
+        await self.follower.release_backend()
+
+    async def _wait(self) -> Result:
+        """Poll on news or every poll_interval until there is an event; back off on
+        transient API errors."""
+        async with contextlib.AsyncExitStack() as watches:
+            return await self._poll_until_event(watches)
+
+    async def _poll_until_event(self, watches: contextlib.AsyncExitStack) -> Result:
+        f, failures, last_error, watched = self.follower, 0, None, False
+        while True:
+            polled = time.monotonic()
+            self.follower.news.clear()
+            try:
+                payload = await self.follower.poll()
+            except KubeApiError as error:
+                failures, last_error = failures + 1, error
+                remaining = self.follower.deadline - time.time()
+                cap = max(BACKOFF_CAP_S, self.poll_interval)
+                delay = min(cap, self.poll_interval * 2 ** (failures - 1))
+                delay = max(0.0, min(max(delay, error.retry_after or 0), remaining))
+                self.log.warning("Kubernetes API: %s; retrying in %.1fs", error, delay)
+                await asyncio.sleep(delay)
+                continue
+            if payload is not None:
+                if payload.get("reason") == "timeout" and failures:
+                    payload["message"] += f"; the Kubernetes API was failing: {last_error}"
+                return payload
+            failures = 0
+            if not watched:  # watched from the first quiet poll on
+                await watches.enter_async_context(
+                    watching(f.hook.get_conn, self._watched(), f.news, self.log)
+                )
+                watched = True
+            await self._news_or_timer(polled)
+
+    async def _news_or_timer(self, polled: float) -> None:
+        """Wait for news (a log result or line, a watched change) or the poll interval."""
+        remaining = self.poll_interval - (time.monotonic() - polled)
+        if not await news_or_timeout(self.follower.news, remaining):
+            return
+        if self.follower.found() is None:
+            await asyncio.sleep(max(0.0, MIN_POLL_GAP_S - (time.monotonic() - polled)))

@@ -1,0 +1,271 @@
+"""Rules a run's settings must meet before any cloud call; each returns the problems it finds."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import re
+from collections.abc import Callable, Iterator
+
+from tpu_rl.cluster.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
+from tpu_rl.settings.bounds import positive_counts
+from tpu_rl.settings.capacity_rules import CAPACITY_RULES
+from tpu_rl.settings.grpo_rules import GRPO_RULES
+from tpu_rl.settings.references import IMAGE_TAG, hf_repo_id_problem, image_reference_problem
+from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
+
+Rule = Callable[[RunSettings], Iterator[str]]
+RULES: list[Rule] = []
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DTYPES = {"bfloat16", "float32", "float16"}
+REMAT_POLICIES = {
+    "full",
+    "minimal",
+    "minimal_flash",
+    "minimal_offloaded",
+    "save_dot_with_context_except_mlp",
+    "save_dot_except_mlpwi",
+    "save_dot_except_mlp",
+    "save_qkv_proj",
+    "save_out_proj",
+    "qkv_proj_offloaded",
+    "custom",
+}
+# MaxText flags the builders set from settings or per run; extra_train_args may not repeat them.
+MANAGED_TRAIN_FLAGS = {
+    "run_name",
+    "base_output_directory",
+    "model_name",
+    "load_parameters_path",
+    "hf_access_token",
+    "vllm_additional_config",
+}
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+def validate(s: RunSettings) -> list[str]:
+    """Every problem the rules find, in rule order.
+
+    Integers out of their bounds are reported alone: the other rules compute with them
+    (10**400 chips would overflow a float).
+    """
+    if out_of_bounds := list(positive_counts(s)):
+        return out_of_bounds
+    return [problem for check in RULES for problem in check(s)]
+
+
+REQUIRED_SETTINGS = ("project", "region", "zone", "cluster_name", "gcs_bucket")
+
+
+@rule
+def required_names(s: RunSettings) -> Iterator[str]:
+    for name in REQUIRED_SETTINGS:
+        if not getattr(s, name).strip():
+            yield f"{name}: required, and empty"
+
+
+# name -> (pattern, what a value that does not match it breaks)
+NAME_PATTERNS = {
+    "project": (
+        r"[a-z][a-z0-9-]{4,28}[a-z0-9]",
+        "is not a project ID (6-30 characters: lower-case letters, "
+        "digits, hyphens; starts with a letter, does not end with a hyphen)",
+    ),
+    "cluster_name": (
+        r"[a-z][a-z0-9-]{0,19}",
+        "must start with a lower-case letter, hold only "
+        "lower-case letters, digits and hyphens, and be at most 20 characters",
+    ),
+}
+
+
+@rule
+def names(s: RunSettings) -> Iterator[str]:
+    for name, (pattern, rule_text) in NAME_PATTERNS.items():
+        value = getattr(s, name)
+        if value and not re.fullmatch(pattern, value):
+            yield f"{name}: {value!r} {rule_text}"
+        elif name == "cluster_name" and value.endswith("-"):
+            yield f"cluster_name: {value!r} must not end with a hyphen (GKE rule)"
+
+
+@rule
+def bucket_name(s: RunSettings) -> Iterator[str]:
+    b = s.gcs_bucket
+    if not b:
+        return
+    if b.startswith("gs://"):
+        yield f"gcs_bucket: give the bucket name only, not a URL ({b!r})"
+        return
+    problems = []
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*[a-z0-9]", b):
+        problems.append(
+            "only lower-case letters, digits, '-', '_' and '.', starting and ending with a "
+            "letter or digit"
+        )
+    if len(b) < 3 or len(b) > (222 if "." in b else 63):
+        problems.append("3-63 characters (222 with dots, each part at most 63)")
+    if any(len(part) > 63 for part in b.split(".")):
+        problems.append("each dot-separated part at most 63 characters")
+    if ".." in b or ".-" in b or "-." in b:
+        problems.append("no '..', '.-' or '-.'")
+    if b.startswith("goog") or "google" in b or "g00gle" in b:
+        problems.append("must not start with 'goog' or contain 'google'")
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", b):
+        problems.append("must not be an IP address")
+    for p in problems:
+        yield f"gcs_bucket: {b!r}: {p}"
+
+
+@rule
+def region_and_zone(s: RunSettings) -> Iterator[str]:
+    if s.region and not re.fullmatch(r"[a-z]+-[a-z]+\d+", s.region):
+        yield f"region: {s.region!r} is not a region name like 'us-east5'"
+    if s.zone and not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", s.zone):
+        yield f"zone: {s.zone!r} is not a zone name like 'us-east5-b'"
+    elif s.zone and s.region and s.zone.rsplit("-", 1)[0] != s.region:
+        yield f"zone: {s.zone!r} is not in region {s.region!r}"
+
+
+@rule
+def tpu_shape(s: RunSettings) -> Iterator[str]:
+    if s.compute_type not in CHIPS_PER_HOST:
+        yield f"compute_type: {s.compute_type!r} unknown (known: {sorted(CHIPS_PER_HOST)})"
+    if s.tpu_type not in TOPOLOGY_BY_TPU_TYPE:
+        yield f"tpu_type: {s.tpu_type!r} unknown (known: {sorted(TOPOLOGY_BY_TPU_TYPE)})"
+    if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", s.topology):
+        yield f"topology: {s.topology!r} must look like '4x8'"
+        return
+    expected = TOPOLOGY_BY_TPU_TYPE.get(s.tpu_type)
+    if expected and s.topology != expected:
+        yield (
+            f"topology: {s.topology!r} does not match tpu_type {s.tpu_type} "
+            f"({expected}: {s.chips and int(s.tpu_type.split('-')[1])} chips)"
+        )
+    per_host = CHIPS_PER_HOST.get(s.compute_type)
+    if per_host and s.chips % per_host:
+        yield f"topology: {s.topology} ({s.chips} chips) is not whole {s.compute_type} hosts"
+
+
+# The integer bounds, the GRPO and the capacity rules live in modules of their own; they run
+# here, in this order.
+RULES.extend((positive_counts, *GRPO_RULES, *CAPACITY_RULES))
+
+
+@rule
+def ranges(s: RunSettings) -> Iterator[str]:
+    if not 0 < s.learning_rate < 1:
+        yield f"learning_rate: must be in (0, 1), got {s.learning_rate}"
+    if not 0 < s.decode_sampling_temperature <= 2:
+        yield f"decode_sampling_temperature: must be in (0, 2], got {s.decode_sampling_temperature}"
+    if not 0 < s.decode_sampling_nucleus_p <= 1:
+        yield f"decode_sampling_nucleus_p: must be in (0, 1], got {s.decode_sampling_nucleus_p}"
+    if not 0 < s.hbm_utilization_vllm < 1:
+        yield f"hbm_utilization_vllm: must be in (0, 1), got {s.hbm_utilization_vllm}"
+    if not math.isfinite(s.min_reward_gain):
+        yield f"min_reward_gain: must be a finite number, got {s.min_reward_gain}"
+
+
+@rule
+def cluster_mode_dependencies(s: RunSettings) -> Iterator[str]:
+    """Settings that only mean something with the other cluster mode."""
+    if s.cluster_mode == "existing" and s.keep_cluster:
+        yield (
+            "keep_cluster: only applies with cluster_mode=create (a run never destroys an "
+            "existing cluster); leave it off"
+        )
+
+
+@rule
+def choices(s: RunSettings) -> Iterator[str]:
+    for name, f in SETTING_FIELDS.items():
+        options = f.metadata["schema"].get("enum")
+        if options and getattr(s, name) not in options:
+            listed = ", ".join(map(repr, options[:-1])) + f" or {options[-1]!r}"
+            yield f"{name}: must be {listed}, got {getattr(s, name)!r}"
+    for name in ("mu_dtype", "grad_dtype", "weight_dtype"):
+        if getattr(s, name) not in DTYPES:
+            yield f"{name}: must be one of {sorted(DTYPES)}, got {getattr(s, name)!r}"
+    if s.remat_policy not in REMAT_POLICIES:
+        yield f"remat_policy: must be one of {sorted(REMAT_POLICIES)}, got {s.remat_policy!r}"
+
+
+@rule
+def authorized_cidr(s: RunSettings) -> Iterator[str]:
+    try:
+        ipaddress.ip_network(s.authorized_cidr, strict=True)
+    except ValueError as err:
+        yield f"authorized_cidr: {s.authorized_cidr!r} is not a CIDR block ({err})"
+
+
+@rule
+def kubernetes_names(s: RunSettings) -> Iterator[str]:
+    if not (DNS_LABEL.fullmatch(s.namespace) and len(s.namespace) <= 63):
+        yield f"namespace: {s.namespace!r} is not a Kubernetes namespace name (DNS-1123 label)"
+    if s.kueue_queue and not (DNS_LABEL.fullmatch(s.kueue_queue) and len(s.kueue_queue) <= 63):
+        yield f"kueue_queue: {s.kueue_queue!r} is not a LocalQueue name (DNS-1123 label)"
+    account = s.client_service_account
+    if account and not (
+        len(account) <= 253 and all(DNS_LABEL.fullmatch(part) for part in account.split("."))
+    ):
+        yield (
+            f"client_service_account: {account!r} is not a Kubernetes service account name "
+            "(DNS-1123 subdomain)"
+        )
+
+
+@rule
+def model_references(s: RunSettings) -> Iterator[str]:
+    for name in ("hf_model_path", "tokenizer_path"):
+        if problem := hf_repo_id_problem(getattr(s, name)):
+            yield f"{name}: {getattr(s, name)!r} {problem}"
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", s.model_name):
+        yield f"model_name: {s.model_name!r} is not a MaxText model name like 'gemma4-26b'"
+    if problem := image_reference_problem(s.cloud_image_name):
+        yield f"cloud_image_name: {s.cloud_image_name!r} {problem}"
+    if not IMAGE_TAG.fullmatch(s.pathways_image_tag):
+        yield f"pathways_image_tag: {s.pathways_image_tag!r} is not an image tag"
+
+
+@rule
+def toolkit_version(s: RunSettings) -> Iterator[str]:
+    if not re.fullmatch(r"v\d+\.\d+\.\d+", s.cluster_toolkit_version):
+        yield (
+            f"cluster_toolkit_version: {s.cluster_toolkit_version!r} must be a release tag "
+            "like 'v1.103.0'"
+        )
+
+
+@rule
+def vllm_overrides_json(s: RunSettings) -> Iterator[str]:
+    try:
+        parsed = json.loads(s.vllm_hf_overrides)
+    except json.JSONDecodeError as err:
+        yield f"vllm_hf_overrides: not valid JSON ({err})"
+        return
+    if not isinstance(parsed, dict):
+        yield "vllm_hf_overrides: must be a JSON object"
+
+
+@rule
+def extra_train_args(s: RunSettings) -> Iterator[str]:
+    seen: set[str] = set()
+    for arg in s.extra_train_args:
+        key, sep, _ = arg.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+            yield f"extra_train_args: {arg!r} must be key=value with a MaxText flag name"
+            continue
+        as_setting = key.replace(".", "_")
+        if key in MANAGED_TRAIN_FLAGS:
+            yield f"extra_train_args: {key} is set by the run itself and cannot be overridden"
+        elif as_setting in SETTING_FIELDS:
+            yield f"extra_train_args: {key} has its own setting; set {as_setting} instead"
+        elif key in seen:
+            yield f"extra_train_args: {key} given twice"
+        seen.add(key)
