@@ -18,7 +18,6 @@ from kubernetes.client.rest import ApiException
 JOBSET = {"group": "jobset.x-k8s.io", "version": "v1alpha2", "plural": "jobsets"}
 JOBSET_API = f"/apis/{JOBSET['group']}/{JOBSET['version']}"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOB_NAME_LABEL = "job-name"
 FOREGROUND = "Foreground"
 NODES_PATH = "/api/v1/nodes"
 
@@ -90,31 +89,6 @@ def ignore_gone(call: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
             return False
         raise
     return True
-
-
-def create_jobset(api_client: Any, namespace: str, body: dict[str, Any]) -> bool:
-    """Create a JobSet; False when it exists already (an earlier try made it)."""
-    try:
-        CustomObjectsApi(api_client).create_namespaced_custom_object(
-            namespace=namespace, body=body, **JOBSET
-        )
-    except ApiException as err:
-        if err.status != 409:
-            raise
-        return False
-    return True
-
-
-def get_jobset(api_client: Any, namespace: str, name: str) -> dict[str, Any] | None:
-    """The JobSet, or None when it does not exist."""
-    try:
-        return CustomObjectsApi(api_client).get_namespaced_custom_object(
-            namespace=namespace, name=name, **JOBSET
-        )
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
 
 
 def delete_backend(api_client: Any, namespace: str, name: str) -> bool:
