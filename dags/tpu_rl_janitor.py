@@ -15,7 +15,7 @@ import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.sdk import DAG, task
 
 from tpu_rl.janitor import janitor_params
-from tpu_rl.operators.cluster_toolkit import GclusterOperator
+from tpu_rl.operators.cluster import DestroyClusterOperator
 from tpu_rl.operators.janitor import JanitorSweepOperator, verdict
 from tpu_rl.settings.fields import DEFAULTS
 
@@ -52,9 +52,8 @@ with DAG(
     def clusters_to_destroy(report: dict) -> list[dict]:
         return report["destroy_settings"]
 
-    destroy = GclusterOperator.partial(
+    destroy = DestroyClusterOperator.partial(
         task_id="destroy_cluster",
-        command="destroy",
         map_index_template="{{ task.settings['cluster_name'] }}",
         retries=1,
         execution_timeout=timedelta(minutes=DEFAULTS.cluster_timeout_minutes + 10),

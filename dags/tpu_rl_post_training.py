@@ -15,21 +15,34 @@ from airflow.sdk import DAG, Asset
 
 from tpu_rl import deployment
 from tpu_rl.dag.callbacks import cleanup_after_timeout
-from tpu_rl.dag.docs import DAG_DOC, document
-from tpu_rl.dag.limits import limit_tasks
-from tpu_rl.dag.links import add_links
-from tpu_rl.operators.cluster_toolkit import GclusterOperator
-from tpu_rl.operators.jobs import RunJobOperator
-from tpu_rl.operators.kubernetes import RunClusterOperator
-from tpu_rl.operators.rewards import RunRewardSensor
-from tpu_rl.operators.steps import EnsureBucketOperator, RunStepOperator
+from tpu_rl.dag.docs import DAG_DOC
+from tpu_rl.names import DAG_ID
+from tpu_rl.operators.backend import StartPathwaysBackendOperator, StopPathwaysBackendOperator
+from tpu_rl.operators.checks import (
+    RewardGateOperator,
+    RunOutcomeOperator,
+    ValidateRunOperator,
+    VerifyExportOperator,
+)
+from tpu_rl.operators.cluster import (
+    CreateClusterOperator,
+    DestroyClusterOperator,
+    EnsureBucketOperator,
+)
+from tpu_rl.operators.cluster_objects import CleanupKubernetesOperator, CreateTokenSecretOperator
+from tpu_rl.operators.job_steps import (
+    ConvertCheckpointOperator,
+    ExportCheckpointOperator,
+    StartTrainingOperator,
+)
+from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.report.notify import RunFailureNotifier, notify_failures
 from tpu_rl.settings.params import dag_params
 
 EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
 
 with DAG(
-    dag_id="tpu_rl_post_training",
+    dag_id=DAG_ID,
     description="GRPO post-training with MaxText + Pathways on Cloud TPU in GKE",
     doc_md=DAG_DOC,
     schedule=os.environ.get("TPU_RL_SCHEDULE") or None,
@@ -43,37 +56,28 @@ with DAG(
     # the deployment's connection, not a Param: whoever triggers a run does not pick credentials
     default_args={"owner": "ml-platform", "gcp_conn_id": deployment.gcp_conn_id()},
 ) as dag:
-    validate = RunStepOperator(task_id="validate", step="validate")
-    ensure_bucket = EnsureBucketOperator(task_id="ensure_bucket")
-    create_cluster = GclusterOperator(task_id="create_cluster", command="deploy")
-    hf_token_secret = RunClusterOperator(task_id="hf_token_secret", step="hf_token_secret")
-    convert = RunJobOperator(task_id="convert", build="conversion_job")
-    start_backend = RunClusterOperator(
-        task_id="start_backend",
-        step="start_backend",
-        trigger_rule="none_failed",  # conversion may be skipped
-    )
-    train = RunJobOperator(task_id="train", build="train_job", wait_until_job_complete=False)
-    wait_for_rewards = RunRewardSensor(task_id="wait_for_rewards")
-    passed_gate = RunStepOperator(
-        task_id="gate", step="gate", inputs={"rewards": wait_for_rewards.output}
-    )
-    export = RunJobOperator(task_id="export", build="export_job")
-    verified = RunStepOperator(task_id="verify", step="verify", outlets=[EXPORTED_MODEL])
+    # each step's task id, doc, time limit, tries and console links are its operator's
+    validate = ValidateRunOperator()
+    ensure_bucket = EnsureBucketOperator()
+    create_cluster = CreateClusterOperator()
+    hf_token_secret = CreateTokenSecretOperator()
+    convert = ConvertCheckpointOperator()
+    start_backend = StartPathwaysBackendOperator(trigger_rule="none_failed")  # convert may skip
+    train = StartTrainingOperator()
+    wait_for_rewards = WaitForRewardsSensor()
+    passed_gate = RewardGateOperator(rewards=wait_for_rewards.output)
+    export = ExportCheckpointOperator()
+    verified = VerifyExportOperator(outlets=[EXPORTED_MODEL])
     # beside the gate and export: makes sure the TPUs are free; the run goes on without it
-    stop_backend = RunClusterOperator(task_id="stop_backend", step="stop_backend")
+    stop_backend = StopPathwaysBackendOperator()
 
     # a teardown runs once one of its setups succeeded: a half-deployed cluster is destroyed
-    cleanup_kubernetes = RunClusterOperator(
-        task_id="cleanup_kubernetes", step="cleanup_kubernetes"
-    ).as_teardown(setups=[create_cluster, hf_token_secret])
-    cleanup_cluster = GclusterOperator(task_id="cleanup_cluster", command="destroy").as_teardown(
-        setups=[ensure_bucket, create_cluster]
+    cleanup_kubernetes = CleanupKubernetesOperator().as_teardown(
+        setups=[create_cluster, hf_token_secret]
     )
-    outcome = RunStepOperator(
-        task_id="outcome",
-        step="outcome",
-        inputs={"final_task": "verify"},  # and every other task: none may have failed
+    cleanup_cluster = DestroyClusterOperator().as_teardown(setups=[ensure_bucket, create_cluster])
+    outcome = RunOutcomeOperator(
+        final_task=verified.task_id,  # and every other task: none may have failed
         # a failed step told people already; the verdict speaks for a run marked failed
         on_failure_callback=[RunFailureNotifier(only_when_untold=True)],
     ).as_teardown(on_failure_fail_dagrun=True)
@@ -87,10 +91,6 @@ with DAG(
     # verify only reads the bucket: the TPUs and the cluster go while it checks the files
     [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
     verified >> outcome
-    # per task: its limit (the defaults' until it runs, then the run's), docs, console links
-    # and failure notice
-    limit_tasks(dag)
-    document(dag)
-    add_links(dag)
+    # per task: its failure notice
     notify_failures(dag)
     dag.params = dag_params()  # last, on the DAG alone: see dag_params

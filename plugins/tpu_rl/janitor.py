@@ -16,11 +16,11 @@ from tpu_rl import deployment
 from tpu_rl.cluster.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
 from tpu_rl.cluster.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
 from tpu_rl.cluster.tpu import TOPOLOGY_BY_TPU_TYPE
-from tpu_rl.layout import DAG_ID, MANAGED_BY, RUN_ID_ANNOTATION
+from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
+from tpu_rl.names import DAG_ID
 from tpu_rl.settings.fields import DEFAULTS
 from tpu_rl.settings.params import SCHEMA_DIALECT
 
-MAIN_DAG_ID = DAG_ID
 ACTIVE_STATES = ["queued", "running"]
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
 # Deleted in this order: what holds TPUs first, then the token Secrets the Jobs read.
@@ -33,7 +33,7 @@ def managed_selector() -> str:
         [
             f"app.kubernetes.io/managed-by={MANAGED_BY}",
             f"{deployment.DEPLOYMENT_LABEL}={deployment.deployment_id()}",
-            f"{deployment.DAG_LABEL}={MAIN_DAG_ID}",
+            f"{deployment.DAG_LABEL}={DAG_ID}",
         ]
     )
 
@@ -231,7 +231,7 @@ def is_labelled(name: str, labels: Mapping[str, str]) -> bool:
         labels.get("managed-by") == CLUSTER_MANAGED_BY
         and labels.get(CLUSTER_NAME_LABEL) == name
         and labels.get(CLUSTER_DEPLOYMENT_LABEL) == deployment.deployment_id()
-        and labels.get(CLUSTER_DAG_LABEL) == MAIN_DAG_ID
+        and labels.get(CLUSTER_DAG_LABEL) == DAG_ID
     )
 
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from tpu_rl.cluster.blueprint import default_state_prefix
 from tpu_rl.cluster.tpu import hosts_per_slice
 from tpu_rl.deployment import DAG_LABEL, DEPLOYMENT_LABEL, deployment_id
+from tpu_rl.names import DAG_ID
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
 
 MANAGED_BY = "tpu-rl-airflow"
-DAG_ID = "tpu_rl_post_training"
 RUN_LABEL = "tpu-rl.dev/run"
 RUN_ID_ANNOTATION = "tpu-rl.dev/run-id"
 # KubernetesJobOperator always prefixes Job names with this.

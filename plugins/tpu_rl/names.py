@@ -3,3 +3,4 @@
 from __future__ import annotations
 
 CONTAINER = "maxtext"  # the MaxText container of every Job the run submits
+DAG_ID = "tpu_rl_post_training"  # the run's DAG: its labels, the janitor's and the UI's queries

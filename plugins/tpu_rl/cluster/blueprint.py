@@ -11,6 +11,7 @@ import yaml
 
 from tpu_rl.cluster import capacity
 from tpu_rl.deployment import deployment_id
+from tpu_rl.names import DAG_ID
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
@@ -64,7 +65,6 @@ def bundle_url(version: str, bundle: str, base_url: str = RELEASE_BASE_URL) -> s
 
 CLUSTER_DEPLOYMENT_LABEL = "tpu-rl-deployment"
 CLUSTER_DAG_LABEL = "tpu-rl-dag"
-CLUSTER_DAG = "tpu_rl_post_training"
 
 
 def cluster_labels(settings: RunSettings) -> dict[str, str]:
@@ -73,7 +73,7 @@ def cluster_labels(settings: RunSettings) -> dict[str, str]:
         "managed-by": MANAGED_BY,
         "tpu-rl-cluster": settings.cluster_name,
         CLUSTER_DEPLOYMENT_LABEL: deployment_id(),
-        CLUSTER_DAG_LABEL: CLUSTER_DAG,
+        CLUSTER_DAG_LABEL: DAG_ID,
     }
 
 

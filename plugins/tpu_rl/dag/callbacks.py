@@ -21,9 +21,9 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
         return None
     from airflow.sdk.execution_time.xcom import XCom
 
-    from tpu_rl.layout import DAG_ID, RunLayout
-    from tpu_rl.operators.cluster_steps import remove_run_objects
-    from tpu_rl.operators.kubernetes import RunClusterOperator
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.names import DAG_ID
+    from tpu_rl.operators.cluster_objects import CleanupKubernetesOperator
     from tpu_rl.settings.run_settings import SettingsError, load_settings
 
     run_id = context["run_id"]
@@ -35,15 +35,14 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     if settings is None:
         log.info("Run %s timed out before its settings were validated: nothing to remove", run_id)
         return None
-    cleaner = RunClusterOperator(
+    cleaner = CleanupKubernetesOperator(
         task_id="cleanup_after_timeout",
-        step="cleanup_kubernetes",
         project_id=settings.project,
         location=settings.region,
         cluster_name=settings.cluster_name,
     )
     try:
-        removed, errors = remove_run_objects(cleaner, RunLayout(settings, run_id))
+        removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id))
     except Exception as err:  # no cluster (it was never made), credentials: the janitor remains
         removed, errors = {}, [f"cluster {settings.cluster_name} unreachable: {err}"]
     cluster_left = settings.cluster_mode == "create" and not settings.keep_cluster

@@ -9,7 +9,7 @@ disabled). A waiting task carries few links: each one is paid again at every def
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from airflow.sdk import BaseOperatorLink
 
@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperatorLink
 # the worker), not on every parse of the DAG file.
 
 if TYPE_CHECKING:
-    from airflow.sdk import DAG, BaseOperator
+    from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey
 
 
@@ -48,20 +48,6 @@ ExportLink = _run_link("ExportLink", "Exported model (Cloud Storage)")
 
 JOB_LINKS = (KubernetesJobLink(), PodLogsLink())
 BACKEND_LINKS = (GkeWorkloadsLink(), PodLogsLink())
-LINKS_BY_TASK: dict[str, tuple[RunLink, ...]] = {
-    "create_cluster": (GkeClusterLink(),),
-    "hf_token_secret": (GkeWorkloadsLink(),),
-    "convert": JOB_LINKS,
-    "start_backend": BACKEND_LINKS,
-    "train": (*JOB_LINKS, CheckpointsLink()),
-    "wait_for_rewards": (PodLogsLink(), CheckpointsLink()),
-    "stop_backend": BACKEND_LINKS,
-    "gate": (CheckpointsLink(),),
-    "export": (*JOB_LINKS, ExportLink()),
-    "verify": (ExportLink(),),
-    "cleanup_kubernetes": (GkeWorkloadsLink(),),
-    "cleanup_cluster": (GkeClusterLink(),),
-}
 LINK_CLASSES = [
     GkeClusterLink,
     GkeWorkloadsLink,
@@ -70,12 +56,3 @@ LINK_CLASSES = [
     CheckpointsLink,
     ExportLink,
 ]
-
-
-def add_links(dag: DAG) -> None:
-    """Gives the DAG's tasks their console links: these replace what their operators carry
-    (the Job operators' "Kubernetes Job" link, here computed from the run)."""
-    for task_id, links in LINKS_BY_TASK.items():
-        if task_id in dag.task_dict:
-            task: Any = dag.task_dict[task_id]
-            task.operator_extra_links = links

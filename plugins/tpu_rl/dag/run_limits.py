@@ -12,9 +12,12 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.dag.limits import CLEANUP, DEADLINE_ATTR, LIMITS, WORK, Limit
+from tpu_rl.dag.limits import DEADLINE_ATTR, Limit
+from tpu_rl.dag.steps import CLEANUP_LIMITS, LIMITS, WORK_LIMITS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tpu_rl.settings.run_settings import RunSettings
 
 
@@ -24,12 +27,12 @@ def _total(limits: dict[str, Limit], s: RunSettings) -> float:
 
 def work_minutes(s: RunSettings) -> float:
     """The worst case of the work: every limit times its tries."""
-    return _total(WORK, s)
+    return _total(WORK_LIMITS, s)
 
 
 def cleanup_reserve_minutes(s: RunSettings) -> float:
     """The worst case of the teardowns, which the work must leave before dagrun_timeout."""
-    return _total(CLEANUP, s)
+    return _total(CLEANUP_LIMITS, s)
 
 
 def budget_problem(s: RunSettings, dagrun_timeout_minutes: float) -> str | None:
@@ -39,7 +42,7 @@ def budget_problem(s: RunSettings, dagrun_timeout_minutes: float) -> str | None:
         return None
     terms = [
         f"{task_id} {limit.minutes(s):g} min x {limit.counted_tries}"
-        for task_id, limit in {**WORK, **CLEANUP}.items()
+        for task_id, limit in {**WORK_LIMITS, **CLEANUP_LIMITS}.items()
         if limit.settings
     ]
     names = sorted({name for limit in LIMITS.values() for name in limit.settings})
@@ -60,9 +63,10 @@ def work_deadline(context: Any, s: RunSettings) -> float | None:
     return started.timestamp() + timeout.total_seconds() - cleanup_reserve_minutes(s) * 60
 
 
-def apply_run_limits(context: Any) -> None:
-    """The task's limit for this try from the run's settings, capped at the
-    run's work deadline; also kept as an epoch deadline for deferrals (`time_left`)."""
+def apply_run_limits(context: Any, run_settings: Callable[[], RunSettings] | None = None) -> None:
+    """The task's limit for this try from the run's settings (`run_settings`: the task's, by
+    default read from the Params), capped at the run's work deadline; also kept as an epoch
+    deadline for deferrals (`time_left`)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from tpu_rl.settings.run_settings import SettingsError, load_settings
@@ -72,11 +76,11 @@ def apply_run_limits(context: Any) -> None:
     if limit is None:
         return
     try:
-        s = load_settings(dict(context["params"]))
+        s = run_settings() if run_settings else load_settings(dict(context["params"]))
     except SettingsError:
         return  # validate reports it; the parse-time limit stays
     seconds = limit.minutes(s) * 60
-    capped = task.task_id not in CLEANUP and not _resuming(context)
+    capped = task.task_id not in CLEANUP_LIMITS and not _resuming(context)
     if capped and (deadline := work_deadline(context, s)) is not None:
         left = deadline - time.time()
         if left <= 0:

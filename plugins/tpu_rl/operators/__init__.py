@@ -1,6 +1,16 @@
-"""The DAG's operators."""
+"""The DAG's operators: one class per step, each declaring its task id, doc, time limit and
+console links (tpu_rl.operators.run_step.RunStep); what a step needs where it runs is imported
+in its methods, so parsing the DAG file imports none of it.
 
-from typing import Any
+- run_step: the steps' shared base (declarations, run limits, the run's layout once per task)
+- checks: validate, gate, verify, outcome (Python steps)
+- cluster: ensure_bucket, create_cluster, cleanup_cluster (Cluster Toolkit)
+- cluster_objects: hf_token_secret, cleanup_kubernetes
+- backend: start_backend, stop_backend (the Pathways JobSet)
+- jobs, job_steps: convert, train, export (GKEStartJobOperator)
+- rewards: wait_for_rewards (the reward sensor, with its resume after a capacity loss)
+- janitor: the janitor DAG's sweep
+"""
 
 from airflow.sdk import BaseOperator
 
@@ -15,8 +25,3 @@ RUN_CLUSTER = {
     "location": "{{ params.region }}",
     "cluster_name": "{{ params.cluster_name }}",
 }
-
-
-def on_run_cluster(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A GKE operator's arguments, by default on the run's cluster."""
-    return {**RUN_CLUSTER, **kwargs}

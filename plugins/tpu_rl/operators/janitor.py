@@ -12,8 +12,9 @@ from google.cloud.container_v1.types import Cluster
 from kubernetes.client import ApiClient
 
 from tpu_rl import janitor
-from tpu_rl.janitor import ACTIVE_STATES, KINDS, MAIN_DAG_ID, JanitorParams, KubeObject
+from tpu_rl.janitor import ACTIVE_STATES, KINDS, JanitorParams, KubeObject
 from tpu_rl.kube.objects import delete_labelled, list_labelled
+from tpu_rl.names import DAG_ID
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -34,24 +35,24 @@ class RunStates:
     def is_active(self, run_id: str) -> bool:
         """Queued or running; a run deleted from the UI is not."""
         if run_id not in self._active:
-            count = self.ti.get_dr_count(dag_id=MAIN_DAG_ID, run_ids=[run_id], states=ACTIVE_STATES)
+            count = self.ti.get_dr_count(dag_id=DAG_ID, run_ids=[run_id], states=ACTIVE_STATES)
             self._active[run_id] = count > 0
         return self._active[run_id]
 
     def active_clusters(self) -> tuple[dict[str, str], str | None]:
         """{cluster: run_id} of active runs, or why an active run's cluster is not known."""
-        states = self.ti.get_task_states(dag_id=MAIN_DAG_ID, task_ids=["cleanup_cluster"])
+        states = self.ti.get_task_states(dag_id=DAG_ID, task_ids=["cleanup_cluster"])
         active = [
             run_id
             for run_id, tasks in states.items()
             if tasks.get("cleanup_cluster") not in FINISHED and self.is_active(run_id)
         ]
-        total = self.ti.get_dr_count(dag_id=MAIN_DAG_ID, states=ACTIVE_STATES)
+        total = self.ti.get_dr_count(dag_id=DAG_ID, states=ACTIVE_STATES)
         if total > len(active):
             return {}, f"{total - len(active)} active run(s) not found yet"
         clusters = {}
         for run_id in active:
-            settings = self.ti.xcom_pull(task_ids="validate", dag_id=MAIN_DAG_ID, run_id=run_id)
+            settings = self.ti.xcom_pull(task_ids="validate", dag_id=DAG_ID, run_id=run_id)
             if not isinstance(settings, dict):
                 return {}, f"active run {run_id} has not validated its settings yet"
             clusters[settings["cluster_name"]] = run_id

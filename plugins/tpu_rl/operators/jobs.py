@@ -1,13 +1,11 @@
-"""The run's batch Jobs (conversion, GRPO client, export) through GKEStartJobOperator.
-
-One class for the three, `build` naming the Job: what it does in the worker
-(tpu_rl.operators.job_run: manifests, layout, storage, the triggers) is imported where a task runs,
-not on every parse of the DAG file.
-"""
+"""The run's batch Jobs through GKEStartJobOperator: the shared base (the Job built from the
+run's settings, a retry following the Job it created, the triggerer's waits, a failed Job's
+last log lines). The three steps are in tpu_rl.operators.job_steps."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -16,9 +14,9 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import (
     GKEStartJobOperator,
 )
 
-from tpu_rl.dag.limits import RunLimited
 from tpu_rl.names import CONTAINER
-from tpu_rl.operators import on_run_cluster
+from tpu_rl.operators import RUN_CLUSTER
+from tpu_rl.operators.run_step import RunStep
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -27,16 +25,10 @@ if TYPE_CHECKING:
     from tpu_rl.jobs.manifests import Manifest
     from tpu_rl.layout import RunLayout
 
-    JobBuilder = Callable[[RunLayout], Manifest] | str  # or a tpu_rl.operators.job_run.BUILDS name
 
-JOB_BUILDS = ("conversion_job", "train_job", "export_job")
-
-
-class RunJobOperator(RunLimited, GKEStartJobOperator):
-    """GKEStartJobOperator (on the run's cluster unless named) for one of the run's Jobs, built
-    at run time from the run's settings:
-    `conversion_job` (skipped when a complete MaxText checkpoint exists), `train_job`, or
-    `export_job` (of the newest checkpoint step whose save finished).
+class RunJobStep(RunStep, GKEStartJobOperator):
+    """GKEStartJobOperator (on the run's cluster unless named) for a Job built at run time from
+    the run's settings (`prepare`, per step).
 
     It also handles the provider's traps: pods that appear late (Kueue, TPU capacity) are
     waited for in the triggerer up to the pending timeout; a retry finds the Job it already
@@ -50,9 +42,7 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
     # per field and an Execution API call for the lot).
     template_fields: Sequence[str] = tuple(GKEOperatorMixin.template_fields)
 
-    def __init__(self, *, build: JobBuilder, **kwargs: Any) -> None:
-        if not callable(build) and build not in JOB_BUILDS:
-            raise ValueError(f"build {build!r} is none of {', '.join(JOB_BUILDS)}")
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("base_container_name", CONTAINER)
         kwargs.setdefault("parallelism", 1)
         kwargs.setdefault("random_name_suffix", False)
@@ -61,22 +51,38 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
         # the waits are the triggerer's: no worker slot is held while the Job runs
         kwargs.setdefault("wait_until_job_complete", True)
         kwargs.setdefault("deferrable", kwargs["wait_until_job_complete"])
-        super().__init__(name="", namespace="", image="", **on_run_cluster(kwargs))
-        self.build = build
+        super().__init__(name="", namespace="", image="", **{**RUN_CLUSTER, **kwargs})
         self.pending_timeout = timedelta(hours=1)
         self.pods_poll_interval = 10.0  # the run's poll_interval_seconds, at execute
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         """The Job to submit (or a skip)."""
-        from tpu_rl.operators.job_run import job_manifest
-
-        return job_manifest(self, layout, context)
+        raise NotImplementedError
 
     def configure(self, context: Context) -> Manifest:
         """Set the provider's fields from the run's manifest; returns that manifest."""
-        from tpu_rl.operators.job_run import configure
+        from tpu_rl.kube.objects import to_v1_job
+        from tpu_rl.layout import JOB_NAME_PREFIX
 
-        return configure(self, context)
+        layout = self.run_layout(context)
+        manifest = self.prepare(layout, context)
+        meta, spec = manifest["metadata"], manifest["spec"]
+        self.full_job_spec = to_v1_job(manifest)
+        self.name = meta["name"].removeprefix(JOB_NAME_PREFIX)
+        self.namespace = meta["namespace"]
+        self.labels = meta["labels"]
+        self.annotations = meta["annotations"]
+        self.parallelism = spec["parallelism"]
+        self.completions = spec["completions"]
+        self.completion_mode = spec.get("completionMode")
+        self.backoff_limit = spec["backoffLimit"]
+        self.active_deadline_seconds = spec["activeDeadlineSeconds"]
+        self.ttl_seconds_after_finished = spec["ttlSecondsAfterFinished"]
+        self.image = spec["template"]["spec"]["containers"][0]["image"]
+        self.pending_timeout = timedelta(minutes=layout.settings.pending_timeout_minutes)
+        self.pods_poll_interval = float(layout.settings.poll_interval_seconds)
+        self.job_poll_interval = self.pods_poll_interval
+        return manifest
 
     def execute(self, context: Context) -> Any:
         self.configure(context)
@@ -84,23 +90,119 @@ class RunJobOperator(RunLimited, GKEStartJobOperator):
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, follow the one this run already created while it runs."""
-        from tpu_rl.operators.job_run import create_or_follow
+        from kubernetes.client.rest import ApiException
 
-        return create_or_follow(self, job_request_obj)
+        try:
+            return self.submit(job_request_obj)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+        name, namespace = job_request_obj.metadata.name, job_request_obj.metadata.namespace
+        existing = self.hook.get_job_status(job_name=name, namespace=namespace)
+        if existing.metadata.deletion_timestamp:  # an earlier run's cleanup is removing it
+            self.log.info("Job %s of an earlier run is being deleted; waiting for it.", name)
+            self.wait_until_gone(name, namespace)
+            return self.submit(job_request_obj)
+        # finished: failed, or complete with its pods gone (a cleared task is meant to redo it)
+        if self.hook.is_job_failed(job=existing) or self.hook.is_job_complete(job=existing):
+            self.log.info("Job %s from an earlier try has finished; replacing it.", name)
+            self.hook.batch_v1_client.delete_namespaced_job(
+                name=name, namespace=namespace, propagation_policy="Foreground"
+            )
+            self.wait_until_gone(name, namespace)
+            return self.submit(job_request_obj)
+        self.log.info("Job %s already exists (an earlier try); following it.", name)
+        return job_request_obj
+
+    def submit(self, job: k8s.V1Job) -> k8s.V1Job:
+        """The provider's create_job without its extras: a debug line formatting the whole Job
+        as YAML even when debug logging is off (about 0.1 s), and the XCom of a link that
+        tpu_rl.dag.links computes from the run."""
+        self.hook.create_job(job=job)
+        return job
+
+    def wait_until_gone(self, name: str, namespace: str) -> None:
+        from airflow.sdk.exceptions import AirflowException
+        from kubernetes.client.rest import ApiException
+
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                self.hook.get_job_status(job_name=name, namespace=namespace)
+            except ApiException as err:
+                if err.status == 404:
+                    return
+                raise
+            time.sleep(min(self.pods_poll_interval, 5))
+        raise AirflowException(f"Job {name} was not deleted within 5 minutes")
 
     def get_pods(self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any) -> NoReturn:
-        """Never returns: the wait for the Job's pods and its end is the triggerer's."""
-        from tpu_rl.operators.job_run import wait_in_triggerer
+        """Never returns: defers, and the triggerer waits for the Job's pods (Kueue, TPU
+        capacity: it ends the wait with the scheduler's or Kueue's reason), then watches for the
+        Job's end (one deferral: execute_complete comes next, with host 0's pod to read)."""
+        from tpu_rl.dag.run_limits import capped_deadline
+        from tpu_rl.jobs.job_trigger import PodsThenJobTrigger
+        from tpu_rl.jobs.manifests import QUEUE_LABEL
+        from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 
-        wait_in_triggerer(self, pod_request_obj, context)
-        raise AssertionError("wait_in_triggerer defers")  # pragma: no cover
+        namespace = pod_request_obj.metadata.namespace
+        label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
+        name = self.job.metadata.name
+        self.log.info("Waiting in the triggerer for Job %s: its pods, then its end.", name)
+        waiting = PodsReadyTrigger.for_operator(
+            self,
+            ("Job", namespace, name),
+            label_selector,
+            self.parallelism or 1,
+            deadline=capped_deadline(self, self.pending_timeout.total_seconds()),
+            poll_interval=self.pods_poll_interval,
+            queued=QUEUE_LABEL in (self.job.metadata.labels or {}),
+        )
+        job = {
+            "job_name": name,
+            "job_namespace": namespace,
+            "base_container_name": self.base_container_name,
+            "poll_interval": self.job_poll_interval,
+            "get_logs": self.get_logs,
+            "do_xcom_push": self.do_xcom_push,
+        }
+        self.defer(trigger=PodsThenJobTrigger.around(waiting, job), method_name="execute_complete")
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
         """A failed wait or Job fails the task, saying why; the rest is the provider's."""
-        from tpu_rl.operators.job_run import check_job_event
-
-        check_job_event(self, event)
+        self.check_job_event(event)
         return super().execute_complete(context, event, **kwargs)
+
+    def check_job_event(self, event: dict[str, Any]) -> None:
+        """Raises for a failed pods wait; before a failed Job's, logs the failed pods' last
+        lines (the provider raises without writing them). A pods wait that failed says why (a
+        Workload Kueue can never admit fails without retries); one that saw the Job or a pod
+        fail is that Job's failure."""
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+        from kubernetes.client.rest import ApiException
+
+        from tpu_rl.kube import verdicts
+
+        job_failed = event.get("status") == "error" and (
+            not event.get("pods_wait") or event.get("reason") == verdicts.OWNER_FAILED
+        )
+        if job_failed:
+            from tpu_rl.jobs.failed_pods import log_failed_pods
+
+            job = event.get("name") or (self.job.metadata.name if self.job else None)
+            namespace = event.get("namespace") or self.namespace
+            try:
+                log_failed_pods(self.client, self.log, job, namespace)
+            except ApiException as err:
+                self.log.warning("Could not read the failed pods' logs: %s", err.reason)
+        if event.get("pods_wait"):
+            if event.get("reason") == verdicts.KUEUE_REFUSED:
+                raise AirflowFailException(event.get("message"))
+            if job_failed:
+                raise AirflowException(event.get("message"))
+            raise AirflowException(
+                f"{event.get('message')}: TPU capacity or Kueue admission is missing"
+            )
 
     def defer(
         self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -9,7 +11,7 @@ from typing import Any
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-# What the wait does (tpu_rl.rewards.wait; the trigger: aiohttp, kubernetes_asyncio) is imported
+# What the wait uses (the trigger: aiohttp, kubernetes_asyncio; the log follower) is imported
 # where it runs, not when the DAG file is parsed.
 
 DEADLINE_KEY = "reward_sensor_deadline"
@@ -20,7 +22,7 @@ FINAL_REASONS = (
     "pod_failed",
     "backend_failed",
     "completed_without_result",
-    "capacity_lost",  # a resume needs the run: RunRewardSensor
+    "capacity_lost",  # a resume needs the run: WaitForRewardsSensor
 )
 
 
@@ -89,17 +91,108 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        from tpu_rl.rewards.wait import defer_wait
+        self.defer_wait(context)
 
-        defer_wait(self, context)
+    def defer_wait(self, context: Context) -> None:
+        """Defer to the reward trigger until the total deadline (a timeout when it has passed)."""
+        from airflow.sdk.exceptions import AirflowSensorTimeout
+
+        from tpu_rl.rewards.trigger import RewardTrigger  # the triggerer's (aiohttp): when used
+
+        deadline = self.wait_deadline(context)
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            raise AirflowSensorTimeout(f"RewardSensor timed out ({self.timeout:.0f}s in total)")
+        self.defer(
+            trigger=RewardTrigger(**self.follow_args(deadline), poll_interval=self.poll_interval),
+            method_name="execute_complete",
+            # a backstop only: the trigger reports the timeout itself, with the last log lines
+            timeout=timedelta(seconds=remaining + 2 * self.poll_interval + 60),
+        )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's event into the XCom result or the right exception."""
-        from tpu_rl.rewards.wait import result
-
-        return result(self, event)
+        return self.result(event)
 
     def poke(self, context: Context) -> PokeReturnValue:
-        from tpu_rl.rewards.wait import poke
+        """One poll of the log, resumed from the position kept in the task state store."""
+        from tpu_rl.kube.async_client import KubeApiError
+        from tpu_rl.rewards.follower import FollowState
+        from tpu_rl.rewards.poll import LogFollower
 
-        return poke(self, context)
+        store = context.get("task_state_store")
+        state = FollowState.from_dict(store.get(POSITION_KEY) if store else None)
+        args = self.follow_args(self.wait_deadline(context))
+        follower = LogFollower(**args, state=state, log=self.log)
+        try:
+            event = asyncio.run(follower.poll())
+        except KubeApiError as error:  # 429/5xx: the next poke tries again
+            self.log.warning("Kubernetes API: %s; poking again later", error)
+            event = None
+        if store:
+            store.set(POSITION_KEY, follower.state.as_dict())
+        if event is None:
+            return PokeReturnValue(is_done=False)
+        return PokeReturnValue(is_done=True, xcom_value=self.result(event))
+
+    def follow_args(self, deadline: float) -> dict[str, Any]:
+        """What to follow, and how: the trigger's and the poke's follower arguments."""
+        from tpu_rl.kube.gke_trigger import connection_of
+
+        return {
+            **connection_of(self),
+            "namespace": self.namespace,
+            "job_name": self.job_name,
+            "deadline": deadline,
+            "container_name": self.container_name,
+            "backend_jobset_name": self.backend_jobset_name,
+            "pending_timeout": self.pending_timeout,
+        }
+
+    def wait_deadline(self, context: Context) -> float:
+        """Epoch seconds of the total timeout, fixed at the first start of the first try, and
+        no later than the sensor's `deadline_cap`.
+
+        Kept in the task state store, which outlives retries, reschedules and deferrals.
+        Without a store (older Airflow) it counts from the first reschedule, else from now.
+        """
+        total = self._total_deadline(context)
+        return total if self.deadline_cap is None else min(total, self.deadline_cap)
+
+    def _total_deadline(self, context: Context) -> float:
+        store = context.get("task_state_store")
+        stored = store.get(DEADLINE_KEY) if store else None
+        if isinstance(stored, (int, float)):
+            return float(stored)
+        first = context["ti"].get_first_reschedule_date(context) if self.reschedule else None
+        started = first.timestamp() if first else time.time()
+        deadline = started + self.timeout
+        if store:
+            store.set(DEADLINE_KEY, deadline)
+        return deadline
+
+    def result(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The trigger's or a poke's event as the XCom result, or the right exception."""
+        from airflow.sdk.exceptions import (
+            AirflowException,
+            AirflowFailException,
+            AirflowSensorTimeout,
+        )
+
+        if event.get("status") == "success":
+            post = event["post"]
+            self.log.info(
+                "Post RL Training at %s: mean_reward=%s accuracy=%s%% (pre: %s)",
+                event.get("post_time"),
+                post.get("mean_reward"),
+                post.get("accuracy"),
+                event.get("pre"),
+            )
+            return {"pre": event.get("pre"), "post": post, "post_time": event.get("post_time")}
+        reason = event.get("reason", "unknown")
+        message = f"[{reason}] {event.get('message', '')}"
+        if reason == "timeout":
+            raise AirflowSensorTimeout(message)
+        if reason in FINAL_REASONS:
+            raise AirflowFailException(message)
+        raise AirflowException(message)

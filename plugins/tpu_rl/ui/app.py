@@ -16,7 +16,8 @@ from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import FileResponse
 
-from tpu_rl.ui.runs import DAG_ID, fetch_runs
+from tpu_rl.names import DAG_ID
+from tpu_rl.ui.runs import fetch_runs
 
 STATIC = Path(__file__).parent / "static"
 MAX_RUNS = 2000

@@ -21,6 +21,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.names import DAG_ID
 from tpu_rl.report.notify import FAILURE_XCOM_KEY
 from tpu_rl.report.run_report import (
     CREATED_POOL,
@@ -33,7 +34,6 @@ from tpu_rl.report.run_report import (
 from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 
-DAG_ID = "tpu_rl_post_training"
 # (task_id, key) of the XComs a row shows
 XCOMS = {
     ("wait_for_rewards", "return_value"): "rewards",

@@ -1,0 +1,148 @@
+"""The run's Python steps: validation, the reward gate, the export check and the run's verdict.
+
+Plain operators rather than `@task`: importing `airflow.sdk.task` alone adds to every parse of
+the DAG file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tpu_rl.dag.limits import CLEANUP, short_step
+from tpu_rl.dag.links import CheckpointsLink, ExportLink
+from tpu_rl.operators.run_step import RunStep
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+FAILED = ("failed", "upstream_failed")
+
+
+class ValidateRunOperator(RunStep):
+    """The run's settings (Params + conf), checked against the DAG's dagrun_timeout; every
+    problem in one failure. Returns the settings the other tasks use."""
+
+    step_id = "validate"
+    step_doc = """
+Checks the run's settings (the trigger form's fields and the run's conf) before anything costs
+money, and lists every problem at once. Returns the settings the other tasks use.
+
+**Failed?** Its log lists each invalid setting and why; trigger again with them fixed.
+"""
+    limit = short_step(1)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from tpu_rl.dag.run_checks import validate_settings
+
+        timeout = context["dag"].dagrun_timeout
+        return validate_settings(context["params"], timeout.total_seconds() / 60)
+
+
+class RewardGateOperator(RunStep):
+    """Fails the run before export unless post mean_reward >= pre + the run's min_reward_gain.
+    `rewards`: the reward sensor's result (templated: an XComArg is pulled)."""
+
+    step_id = "gate"
+    step_doc = """
+Stops the run before export unless the post-training `mean_reward` is at least the
+pre-training one plus `min_reward_gain`. A stop is a failure on purpose: the run is marked
+failed and the notification says why, with both rewards.
+"""
+    limit = short_step(1)
+    operator_extra_links = (CheckpointsLink(),)
+
+    template_fields: Sequence[str] = ("rewards",)
+
+    def __init__(self, *, rewards: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rewards = rewards
+
+    def execute(self, context: Context) -> dict[str, float]:
+        from tpu_rl.rewards.gate import reward_gate
+
+        return reward_gate(self.rewards, float(context["params"]["min_reward_gain"]))
+
+
+class VerifyExportOperator(RunStep):
+    """Checks the exported files, writes the run report, and emits the export's URI as an event
+    of every outlet Asset.
+
+    Airflow 3.3's Task SDK cannot set the run's note, so the report's summary goes to the log.
+    """
+
+    step_id = "verify"
+    step_doc = """
+Checks the exported files, writes `run-report.json` and `run-report.md` next to them, and emits
+the `tpu_rl_exported_model` asset event (which can trigger downstream DAGs). It only reads the
+bucket, so the cleanups do not wait for it: the TPUs go the moment export ends.
+"""
+    limit = short_step(2)
+    operator_extra_links = (ExportLink(),)
+
+    def execute(self, context: Context) -> str:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from tpu_rl import deployment
+        from tpu_rl.report.run_report import publish_run_report
+        from tpu_rl.storage import missing_export_files
+
+        layout = self.run_layout(context)
+        missing = missing_export_files(layout.export_dir, deployment.gcp_conn_id())
+        if missing:
+            raise AirflowFailException(f"export {layout.export_dir} lacks {', '.join(missing)}")
+        publish_run_report(layout, context)
+        uri = layout.export_dir
+        for asset in self.outlets:
+            context["outlet_events"][asset].extra = {"uri": uri, "run_id": context["run_id"]}
+        return uri
+
+
+class RunOutcomeOperator(RunStep):
+    """The run's verdict, as a teardown: fails, naming them, unless `final_task` succeeded and
+    no watched task (by default: every other task of the DAG) failed.
+
+    Why a task: after "mark failed" (the UI or REST) Airflow 3.3 fails the running task, skips
+    the pending ones and lets the teardowns finish; the run's state is then computed from its
+    leaves, and skipped leaves count as success. This teardown (on_failure_fail_dagrun) is the
+    one leaf, so a run stopped half-way, a failed step, or an incomplete cleanup all end the run
+    failed.
+    """
+
+    step_id = "outcome"
+    step_doc = """
+The run's verdict, a teardown and the DAG's one leaf: fails, naming them, unless `verify`
+succeeded and no step or cleanup failed. So a marked-failed, stopped or half-cleaned run ends
+failed, and a successful cleanup never hides a failed step.
+"""
+    limit = short_step(1, CLEANUP)
+
+    def __init__(
+        self, *, final_task: str, watched: Sequence[str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.final_task = final_task
+        self.watched = list(watched) if watched is not None else None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        run_id, final_task = context["run_id"], self.final_task
+        watched = self.watched
+        if watched is None:
+            watched = [task for task in context["dag"].task_ids if task != self.task_id]
+        states = (
+            context["ti"]
+            .get_task_states(dag_id=context["dag"].dag_id, task_ids=list(watched), run_ids=[run_id])
+            .get(run_id, {})
+        )
+        failed = {task: state for task, state in states.items() if state in FAILED}
+        final = states.get(final_task)
+        if failed or final != "success":
+            listed = ", ".join(f"{task} {state}" for task, state in sorted(failed.items()))
+            raise AirflowFailException(
+                f"the run did not succeed: {final_task} is {final}"
+                + (f"; {listed}" if listed else " (stopped before it ran: marked failed?)")
+            )
+        self.log.info("%s succeeded and every cleanup did its part.", final_task)
+        return {"final_task": final_task, "states": states}

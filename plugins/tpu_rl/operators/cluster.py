@@ -1,0 +1,188 @@
+"""The run's cloud resources outside Kubernetes: its bucket, and its GKE cluster deployed and
+destroyed with Cluster Toolkit (`gcluster`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
+
+from tpu_rl.dag.limits import CLEANUP, setting_minutes, short_step
+from tpu_rl.dag.links import GkeClusterLink
+from tpu_rl.operators import RUN_CLUSTER
+from tpu_rl.operators.run_step import RunStep
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from airflow.sdk import Context
+
+    from tpu_rl.cluster.blueprint import ClusterToolkitPlan
+    from tpu_rl.settings.run_settings import RunSettings
+
+
+class EnsureBucketOperator(RunStep, GCSCreateBucketOperator):
+    """The provider's bucket creation (unless it exists), under the run's limits; by default
+    the run's bucket, in its region."""
+
+    step_id = "ensure_bucket"
+    step_doc = """
+Creates the `gcs_bucket` in `region` unless it exists. Checkpoints, the export and
+the cluster's terraform state live there.
+
+**Failed?** Usually the connection's account lacks `storage.buckets.create`, or the name is
+taken by another project.
+"""
+    limit = short_step(2)
+
+    def __init__(self, **kwargs: Any) -> None:
+        run_bucket = {
+            "bucket_name": "{{ params.gcs_bucket }}",
+            "project_id": RUN_CLUSTER["project_id"],
+            "location": RUN_CLUSTER["location"],  # the cluster's region
+            "storage_class": "STANDARD",  # the operator's MULTI_REGIONAL is refused in a region
+        }
+        super().__init__(**{**run_bucket, **kwargs})
+
+
+class ClusterToolkitOperator(RunStep):
+    """A `gcluster` command on a cluster; re-running it is safe.
+
+    `settings`: the cluster's settings; None: the run's (its Params). Nothing is done to a
+    cluster the settings do not own (`cluster_mode=existing`).
+    """
+
+    template_fields: Sequence[str] = ("settings", "gcp_conn_id", "state_prefix")
+    template_fields_renderers = {"settings": "json"}
+
+    def __init__(
+        self,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        gcp_conn_id: str | None = None,
+        state_prefix: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.gcp_conn_id = gcp_conn_id
+        self.state_prefix = state_prefix
+        self._proc: subprocess.Popen | None = None
+
+    def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
+        """The gcluster command lines to run, in the deployment's folder."""
+        raise NotImplementedError
+
+    def skip_reason(self, settings: RunSettings) -> str | None:
+        """Why the command must leave the cluster alone, if it must."""
+        if settings.cluster_mode == "existing":
+            return "cluster_mode=existing: the cluster is not this run's"
+        return None
+
+    def execute(self, context: Context) -> None:
+        """Run the commands for the cluster of the settings (a skip when they are invalid or
+        the cluster is not this run's to change)."""
+        import tempfile
+        from pathlib import Path
+
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from tpu_rl import deployment
+        from tpu_rl.cluster import blueprint
+        from tpu_rl.cluster import toolkit as cluster_toolkit
+        from tpu_rl.cluster.credentials import google_env
+        from tpu_rl.dag.run_limits import time_left
+        from tpu_rl.settings.run_settings import SettingsError, load_settings
+
+        raw = self.settings if self.settings is not None else context["params"]
+        try:
+            settings = load_settings(dict(raw))
+        except SettingsError as err:
+            raise AirflowSkipException(f"settings invalid, so no cluster was made: {err}") from err
+        if reason := self.skip_reason(settings):
+            self.log.info("Nothing to do: %s", reason)
+            return
+        bundle = cluster_toolkit.ensure_bundle(
+            settings.cluster_toolkit_version, cluster_toolkit.cache_dir()
+        )
+        cluster_toolkit.require_terraform()
+        prefix = self.state_prefix or blueprint.default_state_prefix(settings)
+        self.log.info(
+            "Cluster %s, terraform state gs://%s/%s",
+            settings.cluster_name,
+            settings.gcs_bucket,
+            prefix,
+        )
+        conn_id = self.gcp_conn_id or deployment.check_gcp_connection()
+        timeout = settings.cluster_timeout_minutes * 60.0
+        if (left := time_left(self)) is not None:  # the run's deadline may come first
+            timeout = min(timeout, left.total_seconds())
+        with (
+            tempfile.TemporaryDirectory(prefix=f"gcluster-{settings.cluster_name}-") as tmp,
+            google_env(conn_id, settings.project) as (env, secrets),
+        ):
+            steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, settings, prefix)
+            for argv in self.commands(steps):
+                cluster_toolkit.run_gcluster(
+                    argv,
+                    Path(tmp),
+                    self.log,
+                    timeout=timeout,
+                    env=env,
+                    secrets=secrets,
+                    started=self._started,
+                )
+
+    def _started(self, proc: subprocess.Popen) -> None:
+        self._proc = proc
+
+    def on_kill(self) -> None:
+        from tpu_rl.cluster import toolkit as cluster_toolkit
+
+        if self._proc is not None:
+            cluster_toolkit.stop(self._proc)
+
+
+class CreateClusterOperator(ClusterToolkitOperator):
+    """`gcluster deploy` of the edited tutorial blueprint (-w: re-running is safe)."""
+
+    step_id = "create_cluster"
+    step_doc = """
+Deploys the tutorial's GKE cluster with Cluster Toolkit (`gcluster deploy`) on the TPU capacity
+in `capacity` (the reservation in `reservation`, flex-start or Spot); does nothing with
+`cluster_mode=existing`. Safe to re-run.
+
+**Failed?** The log holds gcluster's and terraform's output: quota, reservation name or zone,
+or missing IAM roles are the usual causes. `cleanup_cluster` still removes what was created.
+"""
+    limit = setting_minutes("cluster_timeout_minutes", 2)
+    operator_extra_links = (GkeClusterLink(),)
+
+    def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
+        return [steps.deploy]
+
+
+class DestroyClusterOperator(ClusterToolkitOperator):
+    """`gcluster destroy` of the cluster: the deployment folder is rebuilt first (`gcluster
+    create`), so it works from any worker, after a half-way deploy, and when nothing is left.
+    A cluster the settings keep (`keep_cluster`) stays."""
+
+    step_id = "cleanup_cluster"
+    step_doc = """
+A teardown: runs however the run ends once the bucket (terraform's state) exists, so a
+half-deployed cluster is destroyed too. Destroys the cluster this run created
+(`gcluster destroy`), unless `keep_cluster` is set or the cluster was an existing one.
+
+**Failed?** The cluster still bills: re-run this task, or let `tpu_rl_janitor` destroy it.
+"""
+    limit = setting_minutes("cluster_timeout_minutes", 4, CLEANUP)
+    operator_extra_links = (GkeClusterLink(),)
+
+    def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
+        return [steps.create, steps.destroy]
+
+    def skip_reason(self, settings: RunSettings) -> str | None:
+        if settings.keep_cluster:
+            return "keep_cluster is set: the cluster stays (its TPUs keep billing)"
+        return super().skip_reason(settings)
