@@ -16,8 +16,8 @@ from kubernetes.client import ApiClient
 
 from tests.conftest import PIPELINE, REPO
 from tpu_rl import storage
-from tpu_rl.dag.limits import LIMITS
 from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes
+from tpu_rl.dag.steps import LIMITS
 from tpu_rl.layout import RunLayout
 from tpu_rl.plan import write_plan
 from tpu_rl.report.notify import RunFailureNotifier

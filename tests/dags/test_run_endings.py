@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import PIPELINE, REPO
-from tpu_rl.operators.steps import RunStepOperator
+from tpu_rl.operators.checks import RunOutcomeOperator
 
 DAG_ID = "tpu_rl_post_training"
 BEFORE_WAIT = PIPELINE[: PIPELINE.index("wait_for_rewards")]
@@ -72,10 +72,8 @@ def verdict(run_id: str) -> str:
         states = task_states(run_id)
         return {run_id: {t: states.get(t) for t in task_ids}}
 
-    op = RunStepOperator(
-        task_id="outcome",
-        step="outcome",
-        inputs={"final_task": "verify", "watched": list(task_states(run_id))},
+    op = RunOutcomeOperator(
+        task_id="outcome", final_task="verify", watched=list(task_states(run_id))
     )
     context = {
         "ti": SimpleNamespace(get_task_states=get_task_states),

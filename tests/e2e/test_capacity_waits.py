@@ -15,8 +15,8 @@ from tests.sandbox.harness import Sandbox
 from tpu_rl.dag.runtime import layout_from_context
 from tpu_rl.jobs import manifests
 from tpu_rl.kube import objects as kube
-from tpu_rl.operators.jobs import RunJobOperator
-from tpu_rl.operators.kubernetes import RunClusterOperator
+from tpu_rl.operators.backend import StartPathwaysBackendOperator
+from tpu_rl.operators.jobs import RunJobStep
 
 NS = "default"
 
@@ -62,7 +62,7 @@ def pod(box: Sandbox, name: str, labels: dict[str, str], phase: str) -> None:
 def test_start_backend_defers_until_every_pod_runs(box):
     ctx = context()
     layout = layout_from_context(ctx)
-    op = RunClusterOperator(task_id="start_backend", step="start_backend", **CLUSTER)
+    op = StartPathwaysBackendOperator(task_id="start_backend", **CLUSTER)
     deferral, held = deferred(lambda: op.execute(ctx))
     assert held < 2.0 and deferral.method_name == "execute_complete"
     expected = deferral.trigger.serialize()[1]["expected"]
@@ -75,10 +75,16 @@ def test_start_backend_defers_until_every_pod_runs(box):
         op.execute_complete(ctx, {"status": "error", "message": "JobSet x: 0/5 pods running"})
 
 
-def convert_operator() -> RunJobOperator:
-    return RunJobOperator(
+class ConversionJob(RunJobStep):
+    """The conversion Job, without the check for an existing checkpoint."""
+
+    def prepare(self, layout, context):
+        return manifests.conversion_job(layout)
+
+
+def convert_operator() -> ConversionJob:
+    return ConversionJob(
         task_id="convert",
-        build=manifests.conversion_job,
         deferrable=True,
         wait_until_job_complete=True,
         **CLUSTER,

@@ -71,7 +71,7 @@ from datetime import datetime
 from airflow.sdk import DAG, BaseOperator
 
 from tpu_rl.report.notify import RunFailureNotifier
-from tpu_rl.operators.steps import RunStepOperator
+from tpu_rl.operators.checks import RewardGateOperator
 
 
 class Rewards(BaseOperator):
@@ -88,7 +88,7 @@ with DAG(
     default_args={"on_failure_callback": RunFailureNotifier()},
 ):
     rewards = Rewards(task_id="wait_for_rewards")
-    RunStepOperator(task_id="gate", step="gate", inputs={"rewards": rewards.output}, retries=0)
+    RewardGateOperator(task_id="gate", rewards=rewards.output, retries=0)
 """
 
 

@@ -9,9 +9,9 @@ import pytest
 from airflow.sdk import BaseOperator
 
 from tests.sandbox.harness import SETTINGS, Sandbox
-from tpu_rl.jobs import manifests
-from tpu_rl.operators.jobs import RunJobOperator
-from tpu_rl.operators.kubernetes import RunClusterOperator
+from tpu_rl.operators.backend import StartPathwaysBackendOperator
+from tpu_rl.operators.cluster_objects import CreateTokenSecretOperator, RunClusterStep
+from tpu_rl.operators.job_steps import ConvertCheckpointOperator, StartTrainingOperator
 
 RUN_ID = "manual__2026-11-29T12:00:00+00:00"
 CLUSTER = {
@@ -40,7 +40,7 @@ def box(tmp_path):
 
 
 def test_a_retried_job_submission_follows_the_job_it_created(box):
-    op = RunJobOperator(task_id="train", build=manifests.train_job, **CLUSTER)
+    op = StartTrainingOperator(task_id="train", **CLUSTER)
     op.configure(context())
     first = op.create_job(op.build_job_request_obj(context()))
     again = op.create_job(op.build_job_request_obj(context()))
@@ -56,7 +56,7 @@ def test_a_retried_job_submission_follows_the_job_it_created(box):
     ],
 )
 def test_a_retry_replaces_a_job_that_finished(box, condition, reason):
-    op = RunJobOperator(task_id="train", build=manifests.train_job, **CLUSTER)
+    op = StartTrainingOperator(task_id="train", **CLUSTER)
     op.configure(context())
     job = op.create_job(op.build_job_request_obj(context()))
     old_uid = box.emu.get("jobs", "default", job.metadata.name)["metadata"]["uid"]
@@ -67,10 +67,10 @@ def test_a_retry_replaces_a_job_that_finished(box, condition, reason):
 
 
 def test_secret_and_backend_tolerate_already_exists(box, monkeypatch):
-    monkeypatch.setattr(RunClusterOperator, "defer", lambda self, **kwargs: None)  # no wait
+    monkeypatch.setattr(RunClusterStep, "defer", lambda self, **kwargs: None)  # no wait
     for _ in range(2):
-        for step in ("hf_token_secret", "start_backend"):
-            RunClusterOperator(task_id=step, step=step, **CLUSTER).execute(context())
+        for step in (CreateTokenSecretOperator, StartPathwaysBackendOperator):
+            step(**CLUSTER).execute(context())
     assert len(box.emu.list("secrets", namespace="default")) == 1
     assert len(box.emu.list("jobsets", namespace="default")) == 1
 
@@ -79,9 +79,8 @@ def test_deferred_job_waits_keep_the_tasks_execution_timeout(monkeypatch):
     """The provider's Job trigger has no timeout of its own: ours passes execution_timeout."""
     seen = {}
     monkeypatch.setattr(BaseOperator, "defer", lambda self, **kw: seen.update(kw))
-    op = RunJobOperator(
+    op = ConvertCheckpointOperator(
         task_id="convert",
-        build=manifests.conversion_job,
         execution_timeout=timedelta(hours=3),
         **CLUSTER,
     )

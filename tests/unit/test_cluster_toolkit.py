@@ -19,10 +19,11 @@ from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bun
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster import toolkit as cluster_toolkit
 from tpu_rl.cluster.toolkit import ClusterToolkitError
-from tpu_rl.operators.cluster_toolkit import GclusterOperator
+from tpu_rl.operators.cluster import CreateClusterOperator, DestroyClusterOperator
 from tpu_rl.settings.run_settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = {"deploy": CreateClusterOperator, "destroy": DestroyClusterOperator}
 VERSION = "v1.103.0"
 PRIVATE_KEY = (
     "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
@@ -89,7 +90,7 @@ def cloud(tmp_path, monkeypatch, server):
 
 def run(command: str, **kwargs) -> list[dict]:
     """Execute `gcluster <command>` as a task would; returns its log events."""
-    op = GclusterOperator(task_id=command, command=command, settings=dict(SETTINGS), **kwargs)
+    op = COMMANDS[command](task_id=command, settings=dict(SETTINGS), **kwargs)
     with structlog.testing.capture_logs() as logs:
         op.execute(context={})
     return logs
@@ -333,19 +334,16 @@ def test_secrets_masked_in_the_streamed_task_log(cloud, monkeypatch):
 
 def test_existing_cluster_or_keep_cluster_is_never_touched(cloud, server):
     for extra in ({"cluster_mode": "existing"}, {"keep_cluster": True}):
-        op = GclusterOperator(task_id="d", command="destroy", settings={**SETTINGS, **extra})
+        op = DestroyClusterOperator(task_id="d", settings={**SETTINGS, **extra})
         op.execute(context={})
-    op = GclusterOperator(
-        task_id="c", command="deploy", settings={**SETTINGS, "cluster_mode": "existing"}
-    )
+    op = CreateClusterOperator(task_id="c", settings={**SETTINGS, "cluster_mode": "existing"})
     op.execute(context={})
     assert cloud.calls() == [] and server.requests == []
 
 
-def test_the_operator_templates_the_settings_and_refuses_an_unknown_command():
-    assert set(GclusterOperator.template_fields) == {"settings", "gcp_conn_id", "state_prefix"}
-    with pytest.raises(ValueError, match="'apply' is none of deploy, destroy"):
-        GclusterOperator(task_id="c", command="apply")
+def test_the_operators_template_the_settings():
+    for operator in COMMANDS.values():
+        assert set(operator.template_fields) == {"settings", "gcp_conn_id", "state_prefix"}
 
 
 def test_the_staged_kueue_configuration_covers_the_pathways_backend(tmp_path):

@@ -14,7 +14,7 @@ from kubernetes.client import models as k8s
 from tpu_rl import storage
 from tpu_rl.jobs import failed_pods
 from tpu_rl.kube import verdicts
-from tpu_rl.operators import jobs
+from tpu_rl.operators import job_steps
 
 TOKEN = "hf_AbCdEfGhIjKlMnOpQr"
 
@@ -77,8 +77,8 @@ def operator(monkeypatch):
         return None
 
     monkeypatch.setattr(KubernetesJobOperator, "execute_complete", provider_execute_complete)
-    op = jobs.RunJobOperator(
-        task_id="convert", build="conversion_job", project_id="p", location="l", cluster_name="c"
+    op = job_steps.ConvertCheckpointOperator(
+        task_id="convert", project_id="p", location="l", cluster_name="c"
     )
     op.namespace = "default"
     recorder = Recorder()
@@ -120,8 +120,8 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
     from tpu_rl.settings.run_settings import load_settings
 
     layout = RunLayout(load_settings(tutorial_conf), "manual__1")
-    op = jobs.RunJobOperator(
-        task_id="export", build="export_job", project_id="p", location="l", cluster_name="c"
+    op = job_steps.ExportCheckpointOperator(
+        task_id="export", project_id="p", location="l", cluster_name="c"
     )
     pushed = {}
     ti = SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))

@@ -17,7 +17,7 @@ from tpu_rl.cluster.kueue_config import edit_kueue_config
 from tpu_rl.dag import runtime
 from tpu_rl.kube import kueue, kueue_rules, verdicts
 from tpu_rl.layout import RunLayout
-from tpu_rl.operators import kubernetes as kube_ops
+from tpu_rl.operators.backend import StartPathwaysBackendOperator
 from tpu_rl.settings.run_settings import load_settings
 
 TEMPLATE = (BLUEPRINT_FIXTURES / "kueue-configuration.yaml.tftpl").read_text()
@@ -242,7 +242,7 @@ def test_kueues_refusal_fails_start_backend_without_retries(layout, monkeypatch)
 def backend_operator(monkeypatch, layout, api, pods):
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     cluster = {"project_id": "p", "location": "l", "cluster_name": "c"}
-    op = kube_ops.RunClusterOperator(task_id="start_backend", step="start_backend", **cluster)
+    op = StartPathwaysBackendOperator(task_id="start_backend", **cluster)
     op.__dict__["custom"] = api
     monkeypatch.setattr(type(op), "cluster_info", property(lambda self: ("https://k", "ca")))
     return op

@@ -7,8 +7,8 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from tpu_rl.dag import limits, run_limits
-from tpu_rl.operators.tasks import validate_settings
+from tpu_rl.dag import run_limits, steps
+from tpu_rl.dag.run_checks import validate_settings
 from tpu_rl.settings.run_settings import load_settings
 
 DAY = 24 * 60
@@ -62,13 +62,13 @@ def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf,
 
 
 def test_every_task_of_the_dag_has_a_limit_and_tries():
-    assert all(limit.tries >= 1 for limit in limits.LIMITS.values())
-    assert limits.LIMITS["cleanup_cluster"].retries == 3
+    assert all(limit.tries >= 1 for limit in steps.LIMITS.values())
+    assert steps.LIMITS["cleanup_cluster"].retries == 3
 
 
 def test_the_wait_may_retry_but_its_total_limit_counts_once(tutorial_conf):
     """A retry survives a worker lost before the wait deferred; the deadline stays the first's."""
-    wait = limits.LIMITS["wait_for_rewards"]
+    wait = steps.LIMITS["wait_for_rewards"]
     assert wait.retries == 1 and wait.counted_tries == 1
     problem = run_limits.budget_problem(
         load_settings({**tutorial_conf, "training_timeout_minutes": 3000}), 3 * DAY

@@ -11,7 +11,7 @@ from airflow.models.taskinstancekey import TaskInstanceKey
 
 from tests.conftest import REPO
 from tpu_rl.dag import link_urls, links
-from tpu_rl.dag.docs import TASK_DOCS
+from tpu_rl.dag.steps import LINKS_BY_TASK, TASK_DOCS
 from tpu_rl.settings.run_settings import RunSettings, load_settings
 
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
@@ -29,7 +29,7 @@ def test_every_task_has_its_documentation(dag):
 
 
 def test_tasks_carry_their_console_links(dag):
-    assert set(links.LINKS_BY_TASK) <= {t.task_id for t in dag.tasks}
+    assert set(LINKS_BY_TASK) <= {t.task_id for t in dag.tasks}
     names = {t.task_id: [link.name for link in t.operator_extra_links] for t in dag.tasks}
     assert names["train"] == [
         "Kubernetes Job",  # the provider's name for its own (replaced) link
@@ -72,7 +72,7 @@ def key(task_id: str) -> TaskInstanceKey:
 
 
 def link_of(task_id: str, cls: type) -> str:
-    [link] = [link for link in links.LINKS_BY_TASK[task_id] if isinstance(link, cls)]
+    [link] = [link for link in LINKS_BY_TASK[task_id] if isinstance(link, cls)]
     return link.get_link(None, ti_key=key(task_id))
 
 
@@ -138,6 +138,6 @@ def test_a_tasks_links_read_the_settings_once_and_nothing_else(recorded):
         return read(**kw)
 
     with mock.patch.object(link_urls.XCom, "get_one", counted):
-        for link in links.LINKS_BY_TASK["export"]:
+        for link in LINKS_BY_TASK["export"]:
             link.get_link(None, ti_key=key("export"))
     assert reads == ["validate"]

@@ -26,7 +26,6 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 from tpu_rl.kube.removed_trigger import RemovedTrigger
 from tpu_rl.layout import RunLayout
-from tpu_rl.operators import reward_resume
 from tpu_rl.operators import rewards as run_rewards
 from tpu_rl.settings.run_settings import load_settings
 
@@ -88,8 +87,8 @@ def sensor(tutorial_conf, monkeypatch, emu):  # noqa: F811
     monkeypatch.setattr(
         GoogleBaseHook, "get_credentials_and_project_id", lambda hook: (credentials, "p")
     )
-    cls = run_rewards.RunRewardSensor
-    monkeypatch.setattr(reward_resume, "mask_token", lambda op: None)
+    cls = run_rewards.WaitForRewardsSensor
+    monkeypatch.setattr(cls, "mask_token", lambda op: None)
     op = cls(task_id="wait_for_rewards", project_id="p", location="l", cluster_name="c")
     op.layout = layout  # type: ignore[attr-defined]
     return op

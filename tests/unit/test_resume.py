@@ -32,7 +32,6 @@ from tpu_rl import storage
 from tpu_rl.dag import runtime
 from tpu_rl.kube import verdicts
 from tpu_rl.layout import RunLayout
-from tpu_rl.operators import reward_resume
 from tpu_rl.operators import rewards as run_rewards
 from tpu_rl.rewards import resume
 from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
@@ -197,11 +196,11 @@ def sensor(tutorial_conf, monkeypatch):
     layout = RunLayout(load_settings(conf), "manual__1")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([50], [60]))
-    cls = run_rewards.RunRewardSensor
+    cls = run_rewards.WaitForRewardsSensor
     restarts: list[int] = []
-    monkeypatch.setattr(reward_resume, "restart", lambda op, c, lay, h: restarts.append(h.resumes))
-    monkeypatch.setattr(reward_resume, "release_tpus", lambda op: None)
-    monkeypatch.setattr(reward_resume, "mask_token", lambda op: None)
+    monkeypatch.setattr(cls, "restart", lambda op, c, lay, h: restarts.append(h.resumes))
+    monkeypatch.setattr(cls, "release_tpus", lambda op: None)
+    monkeypatch.setattr(cls, "mask_token", lambda op: None)
     op = cls(task_id="wait_for_rewards", project_id="p", location="l", cluster_name="c")
     op.restarts = restarts  # type: ignore[attr-defined]
     return op

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from tpu_rl.operators.tasks import reward_gate
+from tpu_rl.rewards.gate import reward_gate
 
 
 def line(mean_reward):

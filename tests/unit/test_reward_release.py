@@ -22,7 +22,7 @@ from tests.unit.test_reward_trigger import (
     trigger_kwargs,
 )
 from tpu_rl.dag import runtime
-from tpu_rl.operators.rewards import RunRewardSensor
+from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.rewards.lines import redact
 from tpu_rl.rewards.trigger import RewardTrigger
 
@@ -86,7 +86,7 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(emu, monkeypatch,
         pool_hosts=8,
     )
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
-    sensor = RunRewardSensor(
+    sensor = WaitForRewardsSensor(
         task_id="wait_for_rewards",
         project_id="demo-project",
         location="us-east5",
