@@ -75,8 +75,8 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
     else:
         steps.append(
             {
-                "id": "use_cluster",
-                "description": f"Use the existing cluster {s.cluster_name}, its TPU pool on "
+                "id": "create_cluster",
+                "description": f"Nothing to deploy: use the existing cluster {s.cluster_name}, its TPU pool on "
                 f"{s.capacity} capacity.",
             }
         )
@@ -114,7 +114,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
         },
         {"id": "stop_backend", "description": "Delete the backend JobSet: it holds the TPUs."},
         {
-            "id": "reward_gate",
+            "id": "gate",
             "description": f"Stop unless post mean_reward >= pre + {s.min_reward_gain:g}.",
         },
         _object_step(
@@ -126,10 +126,10 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             python_argv(manifests.EXPORT_MODULE, maxtext_flags.export_flags(layout, s.num_batches)),
         ),
         {
-            "id": "verify_export",
+            "id": "verify",
             "description": f"Check config.json, safetensors and tokenizer in {layout.export_dir}.",
         },
-        _cleanup_step(layout, cluster),
+        *_cleanup_steps(layout, cluster),
     ]
     return steps, files
 
@@ -170,17 +170,20 @@ def _object_step(
     return step
 
 
-def _cleanup_step(layout: RunLayout, cluster: blueprint.ClusterToolkitPlan | None) -> Step:
-    """`cluster`: the cluster this run creates, if it does."""
+def _cleanup_steps(layout: RunLayout, cluster: blueprint.ClusterToolkitPlan | None) -> list[Step]:
+    """The teardowns; `cluster`: the cluster this run creates, if it does."""
     destroys = cluster is not None and not layout.settings.keep_cluster
-    step: Step = {
-        "id": "cleanup",
-        "description": "Always: delete the run's Jobs, JobSet and Secret"
-        + (", then destroy the cluster." if destroys else "; the cluster is kept."),
+    objects: Step = {
+        "id": "cleanup_kubernetes",
+        "description": "Always: delete the run's Jobs, JobSet and Secret.",
+    }
+    destroy: Step = {
+        "id": "cleanup_cluster",
+        "description": "Always: destroy the cluster." if destroys else "The cluster is kept.",
     }
     if destroys:
-        step["argv"] = cluster.destroy
-    return step
+        destroy["argv"] = cluster.destroy
+    return [objects, destroy]
 
 
 def write_plan(layout: RunLayout, out_dir: Path) -> Path:

@@ -212,7 +212,7 @@ def test_the_plan_names_the_mode_and_its_edits(rendered, mode):
 
 def test_an_existing_clusters_plan_names_its_pools_mode_and_edits_nothing(tmp_path):
     plan = render(tmp_path, conf_for("spot", cluster_mode="existing"))["plan"]
-    use = next(s for s in plan["steps"] if s["id"] == "use_cluster")
+    use = next(s for s in plan["steps"] if s["id"] == "create_cluster")
     assert "on spot capacity" in use["description"]
     assert plan["capacity"] == {
         "mode": "spot",

@@ -33,10 +33,11 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
     assert ids == [
         *PIPELINE[: PIPELINE.index("gate")],
         "stop_backend",
-        "reward_gate",
+        "gate",
         "export",
-        "verify_export",
-        "cleanup",
+        "verify",
+        "cleanup_kubernetes",
+        "cleanup_cluster",
     ]
     assert all(
         step["description"] and "\n" not in step["description"]
@@ -94,7 +95,7 @@ def test_gcluster_deploy_matches_the_tutorial_flag_by_flag(tmp_path, tutorial_co
     )
     assert deploy[deploy.index("--vars") + 1] == expected_vars
     assert deploy[-4:] == ["-l", "IGNORE", "--auto-approve", "-w"]
-    cleanup = next(s for s in render(tmp_path)["steps"] if s["id"] == "cleanup")["argv"]
+    cleanup = next(s for s in render(tmp_path)["steps"] if s["id"] == "cleanup_cluster")["argv"]
     assert cleanup[1:] == ["destroy", tutorial_conf["cluster_name"], "--auto-approve"]
 
 
@@ -102,8 +103,11 @@ def test_existing_cluster_plan_neither_creates_nor_destroys(tmp_path):
     conf = tmp_path / "existing.json"
     conf.write_text((REPO / "include/examples/existing-cluster-retrain.json").read_text())
     steps = {s["id"]: s for s in render(tmp_path / "out", conf)["steps"]}
-    assert "create_cluster" not in steps and "use_cluster" in steps
-    assert "argv" not in steps["cleanup"]
+    assert (
+        "argv" not in steps["create_cluster"]
+        and "existing" in steps["create_cluster"]["description"]
+    )
+    assert "argv" not in steps["cleanup_cluster"]
     assert steps["train"]["argv"][-1] == "num_test_batches=8"
 
 
