@@ -76,8 +76,8 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
         steps.append(
             {
                 "id": "create_cluster",
-                "description": f"Nothing to deploy: use the existing cluster {s.cluster_name}, its TPU pool on "
-                f"{s.capacity} capacity.",
+                "description": f"Nothing to deploy: use the existing cluster {s.cluster_name}, "
+                f"its TPU pool on {s.capacity} capacity.",
             }
         )
     steps += [
