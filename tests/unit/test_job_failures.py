@@ -169,7 +169,6 @@ def waiting_operator(operator, pods, monkeypatch, queued: bool = False):
     operator.parallelism = len(pods) or 1
     operator.pending_timeout = timedelta(seconds=60)
     operator.pods_poll_interval = 1.0
-    monkeypatch.setattr(operator, "_build_find_pod_label_selector", lambda *a, **k: "job-name=j")
     monkeypatch.setattr(type(operator), "cluster_info", property(lambda self: ("https://k", "ca")))
     request = k8s.V1Pod(metadata=k8s.V1ObjectMeta(namespace="default"))
     return lambda: operator.get_pods(request, {})

@@ -18,6 +18,8 @@ from tpu_rl.names import CONTAINER
 from tpu_rl.operators import RUN_CLUSTER
 from tpu_rl.operators.run_step import RunStep
 
+JOB_NAME_LABEL = "job-name"
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from kubernetes.client import models as k8s
@@ -146,8 +148,9 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 
         namespace = pod_request_obj.metadata.namespace
-        label_selector = self._build_find_pod_label_selector(context, exclude_checked=True)
         name = self.job.metadata.name
+        # the label the Job controller gives the Job's pods
+        label_selector = f"{JOB_NAME_LABEL}={name}"
         self.log.info("Waiting in the triggerer for Job %s: its pods, then its end.", name)
         waiting = PodsReadyTrigger.for_operator(
             self,
