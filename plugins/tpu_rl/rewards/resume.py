@@ -1,6 +1,6 @@
 """Training that survives capacity loss: the record of the training attempts, and the rules.
 
-The reward wait (RunRewardSensor) resumes training after a `capacity_lost` event at most
+The reward wait (WaitForRewardsSensor) resumes training after a `capacity_lost` event at most
 `max_training_restarts` times. What it must remember across deferrals and retries lives in
 the task state store under one key: the attempts (COORD.md item 5), the first attempt's Pre
 metrics (the base model's: a resumed attempt's Pre line reports the restored model), and
