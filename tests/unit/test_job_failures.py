@@ -170,8 +170,7 @@ def waiting_operator(operator, pods, monkeypatch, queued: bool = False):
     operator.pending_timeout = timedelta(seconds=60)
     operator.pods_poll_interval = 1.0
     monkeypatch.setattr(type(operator), "cluster_info", property(lambda self: ("https://k", "ca")))
-    request = k8s.V1Pod(metadata=k8s.V1ObjectMeta(namespace="default"))
-    return lambda: operator.get_pods(request, {})
+    return lambda: operator.wait_in_triggerer({})
 
 
 def as_dict(pod: k8s.V1Pod) -> dict:

@@ -86,9 +86,21 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         self.job_poll_interval = self.pods_poll_interval
         return manifest
 
-    def execute(self, context: Context) -> Any:
+    def execute(self, context: Context) -> None:
+        """Submit the run's Job (a retry follows the one it created); with
+        wait_until_job_complete, wait in the triggerer for its pods and then its end.
+
+        The provider's execute is not used: it looks for the Job's pods at once, and fails
+        when they do not exist yet (Kueue or TPU capacity can delay them)."""
         self.configure(context)
-        return super().execute(context)
+        self.job_request_obj = self.build_job_request_obj(context)
+        self.job = self.create_job(job_request_obj=self.job_request_obj)
+        ti = context["ti"]
+        ti.xcom_push(key="job_name", value=self.job.metadata.name)
+        ti.xcom_push(key="job_namespace", value=self.job.metadata.namespace)
+        if self.wait_until_job_complete:
+            self.wait_in_triggerer(context)
+        ti.xcom_push(key="job", value=self.job.to_dict())
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, follow the one this run already created while it runs."""
@@ -138,17 +150,16 @@ class RunJobStep(RunStep, GKEStartJobOperator):
             time.sleep(min(self.pods_poll_interval, 5))
         raise AirflowException(f"Job {name} was not deleted within 5 minutes")
 
-    def get_pods(self, pod_request_obj: k8s.V1Pod, context: Context, **kwargs: Any) -> NoReturn:
-        """Never returns: defers, and the triggerer waits for the Job's pods (Kueue, TPU
-        capacity: it ends the wait with the scheduler's or Kueue's reason), then watches for the
-        Job's end (one deferral: execute_complete comes next, with host 0's pod to read)."""
+    def wait_in_triggerer(self, context: Context) -> NoReturn:
+        """Defers: the triggerer waits for the Job's pods (Kueue, TPU capacity: it ends the wait
+        with the scheduler's or Kueue's reason), then watches for the Job's end (one deferral:
+        execute_complete comes next, with host 0's pod to read)."""
         from tpu_rl.dag.run_limits import capped_deadline
         from tpu_rl.jobs.job_trigger import PodsThenJobTrigger
         from tpu_rl.jobs.manifests import QUEUE_LABEL
         from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 
-        namespace = pod_request_obj.metadata.namespace
-        name = self.job.metadata.name
+        namespace, name = self.job.metadata.namespace, self.job.metadata.name
         # the label the Job controller gives the Job's pods
         label_selector = f"{JOB_NAME_LABEL}={name}"
         self.log.info("Waiting in the triggerer for Job %s: its pods, then its end.", name)
