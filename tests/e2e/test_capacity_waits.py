@@ -16,7 +16,7 @@ from tpu_rl.dag.runtime import layout_from_context
 from tpu_rl.jobs import manifests
 from tpu_rl.kube import objects as kube
 from tpu_rl.operators.backend import StartPathwaysBackendOperator
-from tpu_rl.operators.jobs import RunJobStep
+from tpu_rl.operators.job_steps import ConvertCheckpointOperator
 
 NS = "default"
 
@@ -75,7 +75,7 @@ def test_start_backend_defers_until_every_pod_runs(box):
         op.execute_complete(ctx, {"status": "error", "message": "JobSet x: 0/5 pods running"})
 
 
-class ConversionJob(RunJobStep):
+class ConversionJob(ConvertCheckpointOperator):
     """The conversion Job, without the check for an existing checkpoint."""
 
     def prepare(self, layout, context):
