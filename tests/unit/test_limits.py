@@ -8,7 +8,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from tpu_rl.dag import run_limits, steps
-from tpu_rl.dag.run_checks import validate_settings
+from tpu_rl.dag.run_checks import check_run
 from tpu_rl.settings.run_settings import load_settings
 
 DAY = 24 * 60
@@ -44,9 +44,9 @@ def test_validate_rejects_it_before_any_cloud_call(tutorial_conf, monkeypatch):
     monkeypatch.setenv(
         "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform"})
     )
-    assert validate_settings(tutorial_conf, 3 * DAY)["cluster_name"] == "gemma4-rl"
+    assert check_run(load_settings(tutorial_conf), 3 * DAY)["cluster_name"] == "gemma4-rl"
     with pytest.raises(AirflowFailException, match="training_timeout_minutes"):
-        validate_settings(tutorial_conf, 20 * 60)
+        check_run(load_settings(tutorial_conf), 20 * 60)
 
 
 def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf, monkeypatch):
@@ -58,7 +58,7 @@ def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf,
         "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform"})
     )
     with pytest.raises(AirflowFailException, match="'huggingface_default' has type 'postgres'"):
-        validate_settings(tutorial_conf, 3 * DAY)
+        check_run(load_settings(tutorial_conf), 3 * DAY)
 
 
 def test_every_task_of_the_dag_has_a_limit_and_tries():

@@ -1,5 +1,5 @@
-"""The run's settings checked before any cloud call: the settings themselves, that the run's
-time limits fit the DAG's dagrun_timeout, and the deployment's connections."""
+"""The run's valid settings checked before any cloud call: that its time limits fit the DAG's
+dagrun_timeout, and the deployment's connections."""
 
 from __future__ import annotations
 
@@ -9,19 +9,13 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from tpu_rl import deployment
 from tpu_rl.dag.run_limits import budget_problem
-from tpu_rl.settings.run_settings import SettingsError, load_settings
+from tpu_rl.settings.run_settings import RunSettings, SettingsError
 
 
-def validate_settings(params: dict[str, Any], dagrun_timeout_minutes: float) -> dict[str, Any]:
-    """The run's settings, checked; every problem in one failure, before any cloud call.
-
-    Also that the run's time limits fit the DAG's dagrun_timeout, and that the deployment's
-    connections are of the right type.
-    """
-    try:
-        settings = load_settings(dict(params))
-    except SettingsError as err:
-        raise AirflowFailException(str(err)) from err
+def check_run(settings: RunSettings, dagrun_timeout_minutes: float) -> dict[str, Any]:
+    """The run's valid settings checked before any cloud call: that the run's time limits fit
+    the DAG's dagrun_timeout, and that the deployment's connections are of the right type;
+    every problem in one failure. Returns the settings as a dict."""
     problems = []
     if problem := budget_problem(settings, dagrun_timeout_minutes):
         problems.append(problem)

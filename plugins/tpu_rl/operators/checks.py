@@ -33,10 +33,16 @@ money, and lists every problem at once. Returns the settings the other tasks use
     limit = short_step(1)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from tpu_rl.dag.run_checks import validate_settings
+        from airflow.sdk.exceptions import AirflowFailException
 
-        timeout = context["dag"].dagrun_timeout
-        return validate_settings(context["params"], timeout.total_seconds() / 60)
+        from tpu_rl.dag.run_checks import check_run
+        from tpu_rl.settings.run_settings import SettingsError
+
+        try:
+            settings = self.run_layout(context).settings
+        except SettingsError as err:
+            raise AirflowFailException(str(err)) from err
+        return check_run(settings, context["dag"].dagrun_timeout.total_seconds() / 60)
 
 
 class RewardGateOperator(RunStep):
