@@ -65,7 +65,7 @@ def test_choices_are_enum_members_that_compare_as_their_values(tutorial_conf):
 
 def test_unknown_key_is_an_error_not_ignored(tutorial_conf):
     assert errors_for(tutorial_conf, num_batchs=10) == [
-        "num_batchs: unknown setting (known: see README's settings table)"
+        "num_batchs: unknown setting (known: see docs/settings.md)"
     ]
 
 

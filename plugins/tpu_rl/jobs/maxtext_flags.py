@@ -73,8 +73,9 @@ def vllm_additional_config(layout: RunLayout) -> str:
     )
 
 
-# tokenizer_path, declared with the model, stands where the tutorial's command has it.
-TUTORIAL_PLACES = {"tokenizer_path": "ici_tensor_parallelism"}  # flag: the flag it precedes
+# tokenizer_path, declared with the model, stands where the tutorial's command has it:
+# setting -> the setting whose flag it precedes.
+TUTORIAL_PLACES = {"tokenizer_path": "ici_tensor_parallelism"}
 
 
 def _train_setting_fields() -> tuple[dataclasses.Field, ...]:

@@ -131,7 +131,8 @@ class RunSettings:
         choices=DType,
     )
     scan_layers: bool = MODEL.setting(False, "Scan layers", "MaxText scan_layers, in every step.")
-    # MaxText GRPO flags (dots as underscores), in the tutorial's order
+    # MaxText GRPO flags (dots as underscores): declared in train_rl's flag order, the tutorial's
+    # (tpu_rl.jobs.maxtext_flags)
     data_template_path: str = GRPO.setting(
         "maxtext/examples/chat_templates/openmathinstruct2_rl.json",
         "Chat template",

@@ -57,7 +57,7 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     errors = [
         f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
         if key in DEPLOYMENT_KEYS
-        else f"{key}: unknown setting (known: see README's settings table)"
+        else f"{key}: unknown setting (known: see docs/settings.md)"
         for key in raw
         if key not in SETTING_FIELDS
     ]
