@@ -11,7 +11,7 @@ from typing import Any
 from tpu_rl.settings.choices import Capacity, ClusterMode, DType, Optimizer, RematPolicy
 from tpu_rl.settings.metadata import Section
 
-CLOUD, MODEL, GRPO, RUN = Section
+CLOUD, MODEL, GRPO, RUN = Section.CLOUD, Section.MODEL, Section.GRPO, Section.RUN
 TUTORIAL_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
 TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
 DAY = 24 * 60  # minutes
