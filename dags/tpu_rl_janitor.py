@@ -17,7 +17,7 @@ from airflow.sdk import DAG, task
 from tpu_rl.janitor import janitor_params
 from tpu_rl.operators.cluster import DestroyClusterOperator
 from tpu_rl.operators.janitor import JanitorSweepOperator, verdict
-from tpu_rl.settings.fields import DEFAULTS
+from tpu_rl.settings.params import default_settings
 
 DOC = """
 ### Janitor for tpu_rl_post_training
@@ -56,7 +56,7 @@ with DAG(
         task_id="destroy_cluster",
         map_index_template="{{ task.settings['cluster_name'] }}",
         retries=1,
-        execution_timeout=timedelta(minutes=DEFAULTS.cluster_timeout_minutes + 10),
+        execution_timeout=timedelta(minutes=default_settings().cluster_timeout_minutes + 10),
     ).expand(settings=clusters_to_destroy(sweep.output))
 
     @task(trigger_rule="all_done")

@@ -18,8 +18,7 @@ from tpu_rl.cluster.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
 from tpu_rl.cluster.tpu import TOPOLOGY_BY_TPU_TYPE
 from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
 from tpu_rl.names import DAG_ID
-from tpu_rl.settings.fields import DEFAULTS
-from tpu_rl.settings.params import SCHEMA_DIALECT
+from tpu_rl.settings.params import SCHEMA_DIALECT, default_settings
 
 ACTIVE_STATES = ["queued", "running"]
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
@@ -130,7 +129,7 @@ def janitor_params() -> dict[str, Param]:
         ),
         "namespace": param(
             "namespace",
-            DEFAULTS.namespace,
+            default_settings().namespace,
             "Namespace",
             where,
             "Kubernetes namespace of the runs' objects.",
@@ -164,7 +163,7 @@ def janitor_params() -> dict[str, Param]:
         ),
         "cluster_toolkit_version": param(
             "cluster_toolkit_version",
-            DEFAULTS.cluster_toolkit_version,
+            default_settings().cluster_toolkit_version,
             "Cluster Toolkit version",
             destroy,
             "gcluster release that destroys clusters.",
@@ -263,7 +262,7 @@ def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
         "gcs_bucket": p.gcs_bucket,
         "reservation": reservations[0] if reservations else "",
         "capacity": capacity_of(first.config) if first else "reservation",
-        "authorized_cidr": cidrs[0] if cidrs else DEFAULTS.authorized_cidr,
+        "authorized_cidr": cidrs[0] if cidrs else default_settings().authorized_cidr,
         "cluster_toolkit_version": p.cluster_toolkit_version,
         "compute_type": first.config.machine_type if first else "",
         "tpu_type": tpu_type_of(topology),

@@ -8,7 +8,8 @@ from airflow.sdk.definitions.param import ParamsDict
 
 from tests.conftest import REPO
 from tpu_rl.janitor import JanitorParams, janitor_params
-from tpu_rl.settings.param_specs import SECTION_STARTS, param_specs
+from tpu_rl.settings.metadata import Section
+from tpu_rl.settings.param_specs import param_specs
 from tpu_rl.settings.params import SPECS_FILE, dag_params
 from tpu_rl.settings.run_settings import (
     OPTIONAL_SETTINGS,
@@ -16,6 +17,7 @@ from tpu_rl.settings.run_settings import (
     SettingsError,
     load_settings,
 )
+from tpu_rl.settings.table import settings_document
 from tpu_rl.settings.validation import REQUIRED_SETTINGS
 
 
@@ -30,9 +32,9 @@ def test_every_setting_is_in_its_section_in_declaration_order():
     assert list(params) == list(SETTING_FIELDS)
     found = [p.schema["section"] for p in params.values()]
     assert all(found)
-    # each section is one contiguous run of fields, in the order of SECTION_STARTS
+    # each section is one contiguous run of fields, in the order of Section
     runs = [s for i, s in enumerate(found) if i == 0 or found[i - 1] != s]
-    assert runs == list(SECTION_STARTS.values())
+    assert runs == [section.value for section in Section]
     assert params["project"].schema["section"] == "Google Cloud"
     assert params["kueue_queue"].schema["section"] == "Google Cloud"
     assert params["scan_layers"].schema["section"] == "Model"
@@ -135,3 +137,11 @@ def test_the_params_file_is_what_the_settings_declare():
         type(p.value) is type(spec["default"])
         for p, spec in zip(dag_params().values(), param_specs().values(), strict=True)
     )
+
+
+def test_the_settings_reference_is_what_the_settings_declare():
+    """docs/settings.md is generated: python -m tpu_rl.settings.table docs/settings.md."""
+    text = (REPO / "docs" / "settings.md").read_text()
+    assert text == settings_document(), "docs/settings.md is stale: regenerate it"
+    for name in SETTING_FIELDS:
+        assert f"| `{name}` |" in text, name

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tpu_rl.settings.fields import describe
+from tpu_rl.settings.metadata import describe, json_type
 from tpu_rl.settings.run_settings import (
     SETTING_FIELDS,
     RunSettings,
@@ -41,18 +41,31 @@ def test_tutorial_settings_are_valid_and_defaults_are_the_tutorials(tutorial_con
 def test_every_setting_has_a_title_a_description_and_a_json_type():
     for name, f in SETTING_FIELDS.items():
         assert f.metadata["title"] and describe(f), name
-    assert {str(f.type) for f in SETTING_FIELDS.values()} <= {
-        "str",
-        "int",
-        "float",
-        "bool",
-        "list[str]",
-    }
+    plain = {str(f.type) for f in SETTING_FIELDS.values() if not f.metadata["choices"]}
+    assert plain <= {"str", "int", "float", "bool", "list[str]"}
+    for f in SETTING_FIELDS.values():
+        if f.metadata["choices"]:
+            assert str(f.type) == f.metadata["choices"].__name__ and json_type(f) == "string"
+
+
+def test_every_integer_setting_declares_its_bounds_and_only_integers_do():
+    for name, f in SETTING_FIELDS.items():
+        assert (f.metadata["bounds"] is not None) == (str(f.type) == "int"), name
+
+
+def test_choices_are_enum_members_that_compare_as_their_values(tutorial_conf):
+    s = load_settings({**tutorial_conf, "capacity": "spot", "reservation": ""})
+    assert s.capacity == "spot" and type(s.capacity).__name__ == "Capacity"
+    assert (
+        s.cluster_mode == "create"
+        and RunSettings(cluster_mode="existing").cluster_mode == "existing"
+    )
+    assert type(s.to_dict()["capacity"]) is str
 
 
 def test_unknown_key_is_an_error_not_ignored(tutorial_conf):
     assert errors_for(tutorial_conf, num_batchs=10) == [
-        "num_batchs: unknown setting (known: see README's settings table)"
+        "num_batchs: unknown setting (known: see docs/settings.md)"
     ]
 
 
@@ -109,21 +122,21 @@ RULE_CASES = [
     ("tpu_shape", {"topology": "4x4"}, "does not match tpu_type v6e-32"),
     ("tpu_shape", {"topology": "4by8"}, "must look like '4x8'"),
     (
-        "positive_counts",
+        "out_of_bounds",
         {"cluster_nodepool_count": 0},
         "cluster_nodepool_count: must be at least 1",
     ),
-    ("positive_counts", {"num_batches": -5}, "num_batches: must be at least 1"),
-    ("positive_counts", {"backend_restarts": -1}, "backend_restarts: must be 0 or more"),
-    ("positive_counts", {"max_training_restarts": -1}, "max_training_restarts: must be 0 or"),
-    ("positive_counts", {"max_training_restarts": 101}, "max_training_restarts: must be at most"),
-    ("positive_counts", {"checkpoint_period": 0}, "checkpoint_period: must be at least 1"),
+    ("out_of_bounds", {"num_batches": -5}, "num_batches: must be at least 1"),
+    ("out_of_bounds", {"backend_restarts": -1}, "backend_restarts: must be 0 or more"),
+    ("out_of_bounds", {"max_training_restarts": -1}, "max_training_restarts: must be 0 or"),
+    ("out_of_bounds", {"max_training_restarts": 101}, "max_training_restarts: must be at most"),
+    ("out_of_bounds", {"checkpoint_period": 0}, "checkpoint_period: must be at least 1"),
     (
-        "positive_counts",
+        "out_of_bounds",
         {"cluster_nodepool_count": 10**400},
         "cluster_nodepool_count: must be at most 64, got a 400-digit number",
     ),
-    ("positive_counts", {"poll_interval_seconds": 10**9}, "poll_interval_seconds: must be at most"),
+    ("out_of_bounds", {"poll_interval_seconds": 10**9}, "poll_interval_seconds: must be at most"),
     ("batch_division", {"train_micro_batch_size": 3}, "does not divide batch_size 4"),
     ("sequence_lengths", {"max_prefill_predict_length": 640}, "must be below max_target_length"),
     ("group_size", {"rl_num_generations": 1}, "needs at least 2"),
@@ -173,8 +186,8 @@ RULE_CASES = [
         {"capacity": "preemptible"},
         "capacity: must be 'reservation', 'flex_start' or 'spot', got 'preemptible'",
     ),
-    ("choices", {"mu_dtype": "fp8"}, "mu_dtype: must be one of"),
-    ("choices", {"remat_policy": "everything"}, "remat_policy: must be one of"),
+    ("choices", {"mu_dtype": "fp8"}, "mu_dtype: must be 'bfloat16', 'float32' or 'float16'"),
+    ("choices", {"remat_policy": "everything"}, "remat_policy: must be 'full', 'minimal',"),
     ("authorized_cidr", {"authorized_cidr": "10.0.0.1/8"}, "is not a CIDR block"),
     ("kubernetes_names", {"namespace": "Team_A"}, "namespace: 'Team_A'"),
     ("kubernetes_names", {"kueue_queue": "user queue"}, "kueue_queue"),

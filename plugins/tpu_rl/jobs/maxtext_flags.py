@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from typing import Any
 
 from tpu_rl.layout import RunLayout
+from tpu_rl.settings.fields import SETTING_FIELDS
+from tpu_rl.settings.metadata import maxtext_flag
 
 TOKEN_ENV = "HF_TOKEN"
 TOKEN_FLAG = f"hf_access_token=${{{TOKEN_ENV}}}"
@@ -70,36 +73,22 @@ def vllm_additional_config(layout: RunLayout) -> str:
     )
 
 
-TRAIN_SETTING_FLAGS = (
-    "data_template_path",
-    "num_batches",
-    "batch_size",
-    "train_micro_batch_size",
-    "max_target_length",
-    "max_prefill_predict_length",
-    "mu_dtype",
-    "grad_dtype",
-    "rollout_tensor_parallelism",
-    "rollout_expert_parallelism",
-    "trainer_devices_fraction",
-    "sampler_devices_fraction",
-    "tokenizer_path",
-    "ici_tensor_parallelism",
-    "ici_expert_parallelism",
-    "ici_fsdp_parallelism",
-    "hbm_utilization_vllm",
-    "remat_policy",
-    "async_scheduling",
-    "allow_split_physical_axes",
-    "ragged_gather_reduce_fallback",
-    "enable_dp_attention",
-    "decode_sampling_temperature",
-    "decode_sampling_top_k",
-    "decode_sampling_nucleus_p",
-    "learning_rate",
-    "learning_rate_schedule_steps",
-    "checkpoint_period",
-)
+# tokenizer_path, declared with the model, stands where the tutorial's command has it:
+# setting -> the setting whose flag it precedes.
+TUTORIAL_PLACES = {"tokenizer_path": "ici_tensor_parallelism"}
+
+
+def _train_setting_fields() -> tuple[dataclasses.Field, ...]:
+    """The settings that become train_rl flags, in declaration order but for TUTORIAL_PLACES."""
+    found = [
+        f for f in SETTING_FIELDS.values() if maxtext_flag(f) and f.name not in TUTORIAL_PLACES
+    ]
+    for name, before in TUTORIAL_PLACES.items():
+        found.insert(next(i for i, f in enumerate(found) if f.name == before), SETTING_FIELDS[name])
+    return tuple(found)
+
+
+TRAIN_SETTING_FIELDS = _train_setting_fields()
 
 
 def train_flags(layout: RunLayout) -> list[str]:
@@ -112,11 +101,7 @@ def train_flags(layout: RunLayout) -> list[str]:
         flag("scan_layers", s.scan_layers),
         flag("load_parameters_path", layout.maxtext_items),
         TOKEN_FLAG,
-        *(flag(name, getattr(s, name)) for name in TRAIN_SETTING_FLAGS),
-        flag("rl.num_generations", s.rl_num_generations),
-        flag("rl.reshard_chunk_size", s.rl_reshard_chunk_size),
-        flag("debug", s.debug),
-        flag("vllm_hf_overrides", s.vllm_hf_overrides),
+        *(flag(maxtext_flag(f), getattr(s, f.name)) for f in TRAIN_SETTING_FIELDS),
         flag("vllm_additional_config", vllm_additional_config(layout)),
         *s.extra_train_args,
     ]

@@ -1,1 +1,15 @@
-"""The run's settings: their declaration, the typed object, validation and the DAG's Params."""
+"""The run's settings, declared once and derived from there.
+
+- choices.py: the StrEnums of the settings with a closed set of values.
+- metadata.py: what each field's metadata holds (title, form section, bounds, required-ness,
+  MaxText flag, choices) and the helpers that declare and read it.
+- fields.py: RunSettings, the frozen dataclass: every setting with its default and metadata.
+- run_settings.py: load_settings / load_settings_file (JSON types, then validation) and
+  SettingsError.
+- validation.py, grpo_rules.py, capacity_rules.py, references.py: the rules a run's settings meet.
+- param_specs.py: generates params.json (`make params`); params.py reads it for the DAG files'
+  parse (the Params and the defaults), which imports nothing else from here.
+- table.py: generates docs/settings.md, the settings reference.
+
+Import-free: the DAG files' parse imports tpu_rl.settings.params alone.
+"""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.choices import Capacity, ClusterMode
+from tpu_rl.settings.fields import RunSettings
 
 RESERVATION_NAME = re.compile(
     r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/"
@@ -14,13 +15,17 @@ RESERVATION_NAME = re.compile(
 
 
 def reservation(s: RunSettings) -> Iterator[str]:
-    if s.reservation and s.capacity != "reservation":
+    if s.reservation and s.capacity != Capacity.RESERVATION:
         yield (
             f"reservation: {s.reservation!r} given with capacity={s.capacity}, which takes no "
             "reservation (flex-start and Spot VMs are not drawn from one); leave reservation "
             "empty, or set capacity=reservation"
         )
-    elif s.cluster_mode == "create" and s.capacity == "reservation" and not s.reservation:
+    elif (
+        s.cluster_mode == ClusterMode.CREATE
+        and s.capacity == Capacity.RESERVATION
+        and not s.reservation
+    ):
         yield (
             "reservation: required with cluster_mode=create and capacity=reservation (the "
             "blueprint's TPU pool consumes a SPECIFIC_RESERVATION); without one, choose "
@@ -32,7 +37,7 @@ def reservation(s: RunSettings) -> Iterator[str]:
 
 def checkpoints(s: RunSettings) -> Iterator[str]:
     """Preemptible capacity resumes from a checkpoint: one must come before the last step."""
-    resumes = s.capacity != "reservation" and s.max_training_restarts > 0
+    resumes = s.capacity != Capacity.RESERVATION and s.max_training_restarts > 0
     if resumes and s.checkpoint_period > s.num_batches:
         yield (
             f"checkpoint_period: {s.checkpoint_period} is more than num_batches "

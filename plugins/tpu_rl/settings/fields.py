@@ -1,228 +1,272 @@
-"""The run's settings as declared: names, types, defaults, UI titles and descriptions.
-
-Without the dataclass machinery: tpu_rl.settings.run_settings builds the RunSettings dataclass from
-the
-declaration here, tpu_rl.settings.param_specs the DAG's Params (params.json, which the parse reads).
-"""
+"""The run's settings, declared once: RunSettings, each field with its default and metadata
+(tpu_rl.settings.metadata says what the metadata holds)."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
-from types import SimpleNamespace
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from tpu_rl.settings.choices import Capacity, ClusterMode, DType, Optimizer, RematPolicy
+from tpu_rl.settings.metadata import Section
+
+CLOUD, MODEL, GRPO, RUN = Section.CLOUD, Section.MODEL, Section.GRPO, Section.RUN
 TUTORIAL_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
 TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
+DAY = 24 * 60  # minutes
+# Bounds well past any real run, so that a typo such as 10**400 is a settings error rather than
+# an OverflowError somewhere later.
+COUNT = (1, 4096)
+LENGTH = (1, 1_048_576)
+AXIS = (-1, 4096)  # -1: auto, for one of the trainer's three axes; the mesh rule checks the rest
 
 
-def setting(default: Any, title: str, description: str | None, **schema: Any) -> Any:
-    """A dataclass field carrying its UI title, description and extra JSON-schema keywords."""
-    meta = {"title": title, "description": description, "schema": schema}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def maxtext(default: Any, title: str, **schema: Any) -> Any:
-    """A setting passed to MaxText as the flag of its own name (described by `describe`)."""
-    return setting(default, title, None, **schema)
-
-
-def choice(title: str, description: str, *options: str) -> Any:
-    """A setting taking one of `options`; the first is the default."""
-    return setting(options[0], title, description, enum=list(options))
-
-
-def limit(default: int, step: str, what: str) -> Any:
-    """A time limit in minutes for one step of the run."""
-    return setting(default, f"{step} timeout (min)", f"Limit for {what}.")
-
-
+@dataclass(frozen=True)
 class RunSettings:
-    """What one post-training run uses; names are the tutorial's, in lower case.
-
-    Declared here, a plain class: tpu_rl.settings.run_settings makes it the frozen dataclass
-    (import it from
-    there), whose generated code costs ~12 ms, too much for every parse of the DAG file.
-    """
+    """What one post-training run uses; names are the tutorial's, in lower case."""
 
     # Google Cloud and the cluster
-    project: str = setting("", "Project", "Google Cloud project ID (PROJECT).")
-    region: str = setting("", "Region", "Region of the TPU reservation and the cluster (REGION).")
-    zone: str = setting("", "Zone", "Zone of the TPU reservation, inside `region` (ZONE).")
-    cluster_name: str = setting(
-        "", "Cluster name", "GKE cluster / Cluster Toolkit deployment name (CLUSTER_NAME)."
+    project: str = CLOUD.setting("", "Project", "Google Cloud project ID (PROJECT).", required=True)
+    region: str = CLOUD.setting(
+        "", "Region", "Region of the TPU reservation and the cluster (REGION).", required=True
     )
-    gcs_bucket: str = setting(
-        "", "GCS bucket", "Bucket for checkpoints, exports and terraform state (GCS_BUCKET)."
+    zone: str = CLOUD.setting(
+        "", "Zone", "Zone of the TPU reservation, inside `region` (ZONE).", required=True
     )
-    cluster_mode: str = choice(
+    cluster_name: str = CLOUD.setting(
+        "",
+        "Cluster name",
+        "GKE cluster / Cluster Toolkit deployment name (CLUSTER_NAME).",
+        required=True,
+    )
+    gcs_bucket: str = CLOUD.setting(
+        "",
+        "GCS bucket",
+        "Bucket for checkpoints, exports and terraform state (GCS_BUCKET).",
+        required=True,
+    )
+    cluster_mode: ClusterMode = CLOUD.choice(
+        ClusterMode,
         "Cluster mode",
         "`create`: deploy with Cluster Toolkit and destroy at the end; "
         "`existing`: use the named cluster as it is.",
-        "create",
-        "existing",
     )
-    keep_cluster: bool = setting(
+    keep_cluster: bool = CLOUD.setting(
         False, "Keep cluster", "Do not destroy a cluster this run created (TPUs keep billing)."
     )
-    capacity: str = choice(
+    capacity: Capacity = CLOUD.choice(
+        Capacity,
         "TPU capacity",
         "How the TPU pool gets its VMs: `reservation` (a static pool in a specific reservation, "
         "the tutorial's), `flex_start` (Dynamic Workload Scheduler, scales from zero) or `spot` "
         "(preemptible, scales from zero). With cluster_mode=existing: what the existing pool is.",
-        "reservation",
-        "flex_start",
-        "spot",
     )
-    reservation: str = setting(
+    reservation: str = CLOUD.setting(
         "",
         "Reservation",
         "TPU v6e reservation name (RESERVATION); needed to create a cluster with "
         "capacity=reservation, empty with flex_start and spot.",
+        may_be_empty=True,
     )
-    authorized_cidr: str = setting(
+    authorized_cidr: str = CLOUD.setting(
         "0.0.0.0/0",
         "Authorized CIDR",
         "Network allowed to reach the cluster's control plane (the tutorial uses 0.0.0.0/0).",
     )
-    cluster_toolkit_version: str = setting(
+    cluster_toolkit_version: str = CLOUD.setting(
         "v1.103.0", "Cluster Toolkit version", "gcluster release to deploy with."
     )
-    compute_type: str = setting(
+    compute_type: str = CLOUD.setting(
         "ct6e-standard-4t", "Compute type", "TPU VM machine type (COMPUTE_TYPE)."
     )
-    tpu_type: str = setting("v6e-32", "TPU type", "TPU slice type (TPU_TYPE).")
-    topology: str = setting("4x8", "Topology", "TPU slice topology, matching `tpu_type`.")
-    cluster_nodepool_count: int = setting(
-        1, "Slices", "Number of TPU slices / node pools (CLUSTER_NODEPOOL_COUNT).", minimum=1
+    tpu_type: str = CLOUD.setting("v6e-32", "TPU type", "TPU slice type (TPU_TYPE).")
+    topology: str = CLOUD.setting("4x8", "Topology", "TPU slice topology, matching `tpu_type`.")
+    cluster_nodepool_count: int = CLOUD.setting(
+        1, "Slices", "Number of TPU slices / node pools (CLUSTER_NODEPOOL_COUNT).", bounds=(1, 64)
     )
-    namespace: str = setting("default", "Namespace", "Kubernetes namespace for the run's objects.")
-    kueue_queue: str = setting(
+    namespace: str = CLOUD.setting(
+        "default", "Namespace", "Kubernetes namespace for the run's objects."
+    )
+    kueue_queue: str = CLOUD.setting(
         "user-queue",
         "Kueue queue",
         "LocalQueue for TPU workloads (the blueprint creates `user-queue`); empty: no Kueue.",
+        may_be_empty=True,
     )
-    client_service_account: str = setting(
+    client_service_account: str = CLOUD.setting(
         "",
         "Storage service account",
         "Kubernetes service account, bound by Workload Identity to a Google service account "
         "with storage access, for the conversion, training client and export pods (the "
         "blueprint creates `workload-identity-k8s-sa`); empty: the pods use the host's "
         "network and so the node pool's service account, as the tutorial does.",
+        may_be_empty=True,
     )
     # Model and images
-    model_name: str = setting("gemma4-26b", "MaxText model", "MaxText model name (MODEL_NAME).")
-    hf_model_path: str = setting(
+    model_name: str = MODEL.setting(
+        "gemma4-26b", "MaxText model", "MaxText model name (MODEL_NAME)."
+    )
+    hf_model_path: str = MODEL.setting(
         TUTORIAL_MODEL, "Hugging Face model", "Hugging Face repository of the base model."
     )
-    tokenizer_path: str = setting(TUTORIAL_MODEL, "Tokenizer", "Tokenizer for training.")
-    cloud_image_name: str = setting(
+    tokenizer_path: str = MODEL.setting(
+        TUTORIAL_MODEL, "Tokenizer", "Tokenizer for training.", maxtext=True
+    )
+    cloud_image_name: str = MODEL.setting(
         TUTORIAL_IMAGE, "MaxText image", "Container image with MaxText (CLOUD_IMAGE_NAME)."
     )
-    pathways_image_tag: str = setting(
+    pathways_image_tag: str = MODEL.setting(
         "latest", "Pathways image tag", "Tag of the Pathways proxy_server and server images."
     )
-    optimizer: str = choice(
+    optimizer: Optimizer = MODEL.choice(
+        Optimizer,
         "Optimizer",
         "`adafactor`: the tutorial's patch of MaxText's optax.adamw; `adamw`: MaxText as is.",
-        "adafactor",
-        "adamw",
     )
-    weight_dtype: str = setting(
-        "bfloat16", "Weight dtype", "Weights dtype for vLLM rollouts and the export."
+    weight_dtype: DType = MODEL.setting(
+        DType.BFLOAT16,
+        "Weight dtype",
+        "Weights dtype for vLLM rollouts and the export.",
+        choices=DType,
     )
-    scan_layers: bool = setting(False, "Scan layers", "MaxText scan_layers, in every step.")
-    # MaxText GRPO flags (dots as underscores)
-    data_template_path: str = setting(
+    scan_layers: bool = MODEL.setting(False, "Scan layers", "MaxText scan_layers, in every step.")
+    # MaxText GRPO flags (dots as underscores): declared in train_rl's flag order, the tutorial's
+    # (tpu_rl.jobs.maxtext_flags)
+    data_template_path: str = GRPO.setting(
         "maxtext/examples/chat_templates/openmathinstruct2_rl.json",
         "Chat template",
         "MaxText data_template_path.",
+        maxtext=True,
     )
-    num_batches: int = setting(50, "Batches", "MaxText num_batches (training steps).", minimum=1)
-    batch_size: int = maxtext(4, "Batch size", minimum=1)
-    train_micro_batch_size: int = maxtext(2, "Micro batch size", minimum=1)
-    max_target_length: int = maxtext(640, "Max target length")
-    max_prefill_predict_length: int = maxtext(256, "Max prefill length")
-    mu_dtype: str = maxtext("bfloat16", "mu dtype")
-    grad_dtype: str = maxtext("bfloat16", "grad dtype")
-    rollout_tensor_parallelism: int = maxtext(4, "Rollout TP")
-    rollout_expert_parallelism: int = maxtext(1, "Rollout EP")
-    trainer_devices_fraction: float = setting(
-        0.5, "Trainer fraction", "Share of the slice's chips for the trainer."
+    num_batches: int = GRPO.setting(
+        50,
+        "Batches",
+        "MaxText num_batches (training steps).",
+        bounds=(1, 10_000_000),
+        maxtext=True,
     )
-    sampler_devices_fraction: float = setting(
-        0.5, "Sampler fraction", "Share of the slice's chips for the vLLM sampler."
+    batch_size: int = GRPO.maxtext(4, "Batch size", bounds=(1, 65_536))
+    train_micro_batch_size: int = GRPO.maxtext(2, "Micro batch size", bounds=(1, 65_536))
+    max_target_length: int = GRPO.maxtext(640, "Max target length", bounds=LENGTH)
+    max_prefill_predict_length: int = GRPO.maxtext(256, "Max prefill length", bounds=LENGTH)
+    mu_dtype: DType = GRPO.maxtext(DType.BFLOAT16, "mu dtype", choices=DType)
+    grad_dtype: DType = GRPO.maxtext(DType.BFLOAT16, "grad dtype", choices=DType)
+    rollout_tensor_parallelism: int = GRPO.maxtext(4, "Rollout TP", bounds=COUNT)
+    rollout_expert_parallelism: int = GRPO.maxtext(1, "Rollout EP", bounds=COUNT)
+    trainer_devices_fraction: float = GRPO.setting(
+        0.5, "Trainer fraction", "Share of the slice's chips for the trainer.", maxtext=True
     )
-    ici_tensor_parallelism: int = maxtext(2, "ICI TP")
-    ici_expert_parallelism: int = maxtext(4, "ICI EP")
-    ici_fsdp_parallelism: int = setting(
-        -1, "ICI FSDP", "MaxText ici_fsdp_parallelism (-1: the rest of the trainer's chips)."
+    sampler_devices_fraction: float = GRPO.setting(
+        0.5, "Sampler fraction", "Share of the slice's chips for the vLLM sampler.", maxtext=True
     )
-    hbm_utilization_vllm: float = maxtext(0.7, "vLLM HBM share")
-    remat_policy: str = maxtext("full", "Remat policy")
-    async_scheduling: bool = maxtext(False, "Async scheduling")
-    allow_split_physical_axes: bool = maxtext(True, "Split physical axes")
-    ragged_gather_reduce_fallback: bool = maxtext(True, "Ragged gather fallback")
-    enable_dp_attention: bool = maxtext(False, "DP attention")
-    decode_sampling_temperature: float = maxtext(0.8, "Sampling temperature")
-    decode_sampling_top_k: int = maxtext(50, "Sampling top-k")
-    decode_sampling_nucleus_p: float = maxtext(0.95, "Sampling top-p")
-    learning_rate: float = maxtext(2e-5, "Learning rate")
-    learning_rate_schedule_steps: int = maxtext(100, "LR schedule steps")
-    checkpoint_period: int = setting(
+    ici_tensor_parallelism: int = GRPO.maxtext(2, "ICI TP", bounds=AXIS)
+    ici_expert_parallelism: int = GRPO.maxtext(4, "ICI EP", bounds=AXIS)
+    ici_fsdp_parallelism: int = GRPO.setting(
+        -1,
+        "ICI FSDP",
+        "MaxText ici_fsdp_parallelism (-1: the rest of the trainer's chips).",
+        bounds=AXIS,
+        maxtext=True,
+    )
+    hbm_utilization_vllm: float = GRPO.maxtext(0.7, "vLLM HBM share")
+    remat_policy: RematPolicy = GRPO.maxtext(RematPolicy.FULL, "Remat policy", choices=RematPolicy)
+    async_scheduling: bool = GRPO.maxtext(False, "Async scheduling")
+    allow_split_physical_axes: bool = GRPO.maxtext(True, "Split physical axes")
+    ragged_gather_reduce_fallback: bool = GRPO.maxtext(True, "Ragged gather fallback")
+    enable_dp_attention: bool = GRPO.maxtext(False, "DP attention")
+    decode_sampling_temperature: float = GRPO.maxtext(0.8, "Sampling temperature")
+    decode_sampling_top_k: int = GRPO.maxtext(50, "Sampling top-k", bounds=(1, 1_000_000))
+    decode_sampling_nucleus_p: float = GRPO.maxtext(0.95, "Sampling top-p")
+    learning_rate: float = GRPO.maxtext(2e-5, "Learning rate")
+    learning_rate_schedule_steps: int = GRPO.maxtext(
+        100, "LR schedule steps", bounds=(1, 100_000_000)
+    )
+    checkpoint_period: int = GRPO.setting(
         50,
         "Checkpoint period",
         "MaxText checkpoint_period: steps between checkpoints; a resume after lost capacity "
         "recomputes at most this many.",
-        minimum=1,
+        bounds=(1, 10_000_000),
+        maxtext=True,
     )
-    rl_num_generations: int = setting(
-        4, "Generations per prompt", "MaxText rl.num_generations (GRPO group size)."
+    rl_num_generations: int = GRPO.setting(  # group_size asks for at least 2
+        4,
+        "Generations per prompt",
+        "MaxText rl.num_generations (GRPO group size).",
+        bounds=COUNT,
+        maxtext="rl.num_generations",
     )
-    rl_reshard_chunk_size: int = setting(4, "Reshard chunk", "MaxText rl.reshard_chunk_size.")
-    debug: bool = maxtext(True, "Debug")
-    vllm_hf_overrides: str = setting(
+    rl_reshard_chunk_size: int = GRPO.setting(
+        4,
+        "Reshard chunk",
+        "MaxText rl.reshard_chunk_size.",
+        bounds=COUNT,
+        maxtext="rl.reshard_chunk_size",
+    )
+    debug: bool = GRPO.maxtext(True, "Debug")
+    vllm_hf_overrides: str = GRPO.setting(
         '{"architectures": ["MaxTextForCausalLM"]}',
         "vLLM HF overrides",
         "MaxText vllm_hf_overrides (JSON).",
+        maxtext=True,
     )
-    extra_train_args: list[str] = setting(
+    extra_train_args: list[str] = GRPO.setting(
         [],
         "Extra training flags",
         "More MaxText key=value flags appended to train_rl (not ones set above).",
-        items={"type": "string"},
+        may_be_empty=True,
     )
     # Run control
-    backend_restarts: int = setting(
-        0, "Backend restarts", "Pathways JobSet failurePolicy.maxRestarts (--restarts)."
+    backend_restarts: int = RUN.setting(
+        0,
+        "Backend restarts",
+        "Pathways JobSet failurePolicy.maxRestarts (--restarts).",
+        bounds=(0, 1000),
     )
-    max_training_restarts: int = setting(
+    max_training_restarts: int = RUN.setting(
         2,
         "Training resumes",
         "How many times training resumes from its newest checkpoint after TPU capacity is "
         "lost (preemption, flex-start reclaim); 0: the run fails instead.",
-        minimum=0,
+        bounds=(0, 100),
     )
-    min_reward_gain: float = setting(
+    min_reward_gain: float = RUN.setting(
         0.0,
         "Minimum reward gain",
         "Export only when post mean_reward >= pre mean_reward + this.",
     )
-    poll_interval_seconds: int = setting(
-        30, "Poll interval (s)", "How often waits ask the cluster.", minimum=1
+    poll_interval_seconds: int = RUN.setting(
+        30, "Poll interval (s)", "How often waits ask the cluster.", bounds=(1, 3600)
     )
-    pending_timeout_minutes: int = setting(
-        60, "Pending timeout (min)", "How long pods may wait for TPU capacity or Kueue."
+    pending_timeout_minutes: int = RUN.setting(
+        60,
+        "Pending timeout (min)",
+        "How long pods may wait for TPU capacity or Kueue.",
+        bounds=(1, 7 * DAY),
     )
-    cluster_timeout_minutes: int = limit(90, "Cluster", "gcluster deploy / destroy")
-    conversion_timeout_minutes: int = limit(180, "Conversion", "the HF -> MaxText conversion Job")
-    training_timeout_minutes: int = limit(720, "Training", "GRPO training, deferred time included")
-    export_timeout_minutes: int = limit(180, "Export", "the MaxText -> HF export Job")
+    cluster_timeout_minutes: int = RUN.limit(90, "Cluster", "gcluster deploy / destroy", DAY)
+    conversion_timeout_minutes: int = RUN.limit(
+        180, "Conversion", "the HF -> MaxText conversion Job", 7 * DAY
+    )
+    training_timeout_minutes: int = RUN.limit(
+        720, "Training", "GRPO training, deferred time included", 30 * DAY
+    )
+    export_timeout_minutes: int = RUN.limit(180, "Export", "the MaxText -> HF export Job", 7 * DAY)
+
+    def __post_init__(self) -> None:
+        """A choice given as its plain value becomes its enum member; any other value stays as
+        given, for validation to name."""
+        for f in CHOICE_FIELDS:
+            try:
+                member = f.metadata["choices"](getattr(self, f.name))
+            except ValueError:
+                continue
+            object.__setattr__(self, f.name, member)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The settings as JSON holds them: choices as their plain values."""
+        return {name: plain(value) for name, value in dataclasses.asdict(self).items()}
 
     @property
     def chips(self) -> int:
@@ -234,39 +278,13 @@ class RunSettings:
         return a * b
 
 
-def _declared(cls: type) -> dict[str, dataclasses.Field]:
-    """The class's fields in declaration order, named and typed as @dataclass names them."""
-    found = {}
-    for name, kind in cls.__annotations__.items():
-        f = cls.__dict__[name]
-        f.name, f.type = name, kind
-        found[name] = f
-    return found
+def plain(value: Any) -> Any:
+    """A value as JSON holds it: an enum member as its value."""
+    return value.value if isinstance(value, StrEnum) else value
 
 
-SETTING_FIELDS: dict[str, dataclasses.Field] = _declared(RunSettings)
-
-
-def default_of(f: dataclasses.Field) -> Any:
-    """A setting's default value."""
-    return f.default_factory() if callable(f.default_factory) else f.default
-
-
-# The defaults as attributes, as RunSettings() has them, without building it
-# (tpu_rl.settings.run_settings).
-DEFAULTS: Any = SimpleNamespace(**{name: default_of(f) for name, f in SETTING_FIELDS.items()})
-
-
-def describe(f: dataclasses.Field) -> str:
-    """A setting's description; a MaxText pass-through's names its flag."""
-    return f.metadata["description"] or f"MaxText {f.name}."
-
-
+SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
+CHOICE_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["choices"])
+REQUIRED_SETTINGS = tuple(name for name, f in SETTING_FIELDS.items() if f.metadata["required"])
 # May be left empty; the trigger form sends an emptied field as null, read as empty.
-OPTIONAL_SETTINGS = ("reservation", "kueue_queue", "client_service_account", "extra_train_args")
-_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
-
-
-def json_type(f: dataclasses.Field) -> str:
-    """The JSON-schema type of a setting."""
-    return _JSON_TYPES.get(str(f.type), "array")
+OPTIONAL_SETTINGS = tuple(name for name, f in SETTING_FIELDS.items() if f.metadata["may_be_empty"])

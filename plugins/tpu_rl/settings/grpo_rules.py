@@ -6,7 +6,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator
 
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 
 def batch_division(s: RunSettings) -> Iterator[str]:

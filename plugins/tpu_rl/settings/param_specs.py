@@ -1,64 +1,56 @@
 """The DAG's Params as data, generated from the settings' declaration: `params.json`, which the
-DAG file's parse reads instead of importing the declaration (regenerate: `make params`; a test
-fails when the file and the settings differ)."""
+DAG files' parse reads instead of importing the declaration.
+
+Usage: python -m tpu_rl.settings.param_specs (`make params`); a test fails when the file is stale.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
-from tpu_rl.settings.fields import (
-    OPTIONAL_SETTINGS,
-    SETTING_FIELDS,
-    default_of,
-    describe,
-    json_type,
-)
+from tpu_rl.settings.fields import SETTING_FIELDS, plain
+from tpu_rl.settings.metadata import default_of, describe, json_type
 from tpu_rl.settings.params import SCHEMA_DIALECT, SPECS_FILE
 
-# The form's sections, each starting at the named setting (settings are declared in this order).
-# Airflow's form files a Param under its own `section` only, so every Param carries one.
-SECTION_STARTS = {
-    "project": "Google Cloud",
-    "model_name": "Model",
-    "data_template_path": "GRPO",
-    "backend_restarts": "Run control",
-}
+
+def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
+    """A setting's choices, bounds and item type as JSON-schema keywords."""
+    keywords: dict[str, Any] = {}
+    if choices := f.metadata["choices"]:
+        keywords["enum"] = [member.value for member in choices]
+    if bounds := f.metadata["bounds"]:
+        keywords["minimum"], keywords["maximum"] = bounds
+    if json_type(f) == "array":
+        keywords["items"] = {"type": "string"}
+    return keywords
 
 
-def sections() -> dict[str, str]:
-    """Each setting's section in the trigger form."""
-    found, current = {}, ""
-    for name in SETTING_FIELDS:
-        current = SECTION_STARTS.get(name, current)
-        found[name] = current
-    return found
-
-
-def param_spec(name: str, section: str) -> dict[str, Any]:
+def param_spec(f: dataclasses.Field) -> dict[str, Any]:
     """One setting's Param: its default, and the JSON-schema keywords type, title, description,
-    section, bounds and choices.
+    section, choices, bounds and item type.
 
     A setting that may be empty also accepts null: the form sends null for an emptied field
-    and marks every field whose type excludes null as required.
+    and marks every field whose type excludes null as required. Airflow's form files a Param
+    under its own `section` only, so every Param carries one.
     """
-    f = SETTING_FIELDS[name]
     kind = json_type(f)
     return {
-        "default": default_of(f),
+        "default": plain(default_of(f)),
         **SCHEMA_DIALECT,
-        "type": ["null", kind] if name in OPTIONAL_SETTINGS else kind,
+        "type": ["null", kind] if f.metadata["may_be_empty"] else kind,
         "title": f.metadata["title"],
         "description": describe(f),
-        "section": section,
-        **f.metadata["schema"],
+        "section": f.metadata["section"].value,
+        **schema_keywords(f),
     }
 
 
 def param_specs() -> dict[str, dict[str, Any]]:
     """Every setting's Param, in declaration order."""
-    return {name: param_spec(name, section) for name, section in sections().items()}
+    return {name: param_spec(f) for name, f in SETTING_FIELDS.items()}
 
 
 def write(path: Path = SPECS_FILE) -> None:

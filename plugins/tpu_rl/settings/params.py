@@ -1,7 +1,6 @@
-"""The DAG's Params, read from `params.json` (generated from the settings by
-tpu_rl.settings.param_specs, so the UI form and the code cannot drift): the parse reads data, not
-the
-settings' declaration."""
+"""The DAG's Params and the settings' defaults, read from `params.json`: generated from the
+settings' declaration by tpu_rl.settings.param_specs, so the form and the code cannot drift; the
+DAG files' parse reads this data, not the declaration."""
 
 from __future__ import annotations
 
@@ -15,8 +14,8 @@ from airflow.sdk import Param
 
 SPECS_FILE = Path(__file__).with_name("params.json")
 # Airflow validates every Param at each task start, the schema against its dialect's metaschema
-# first: draft-07's takes a quarter of the default 2020-12's time (about 30 ms per worker call
-# for 67 Params). The schemas use no keyword newer than draft-07.
+# first: draft-07's is the cheaper check than the default 2020-12's, and the schemas use no
+# keyword newer than draft-07.
 SCHEMA_DIALECT = {"$schema": "http://json-schema.org/draft-07/schema#"}
 
 
@@ -28,7 +27,8 @@ def specs() -> dict[str, dict[str, Any]]:
 
 
 def default_settings() -> Any:
-    """The settings' defaults as attributes, as RunSettings() has them, without building it."""
+    """The settings' defaults as attributes, as RunSettings() has them (choices as plain
+    strings), read from params.json."""
     return SimpleNamespace(**{name: spec["default"] for name, spec in specs().items()})
 
 

@@ -1,16 +1,19 @@
-"""The run's settings: one typed object, built from the DAG's Params or a JSON file."""
+"""Loading the run's settings: one RunSettings from the DAG's Params or a JSON file, each value
+checked for its JSON type, then validated; every problem reported at once."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpu_rl.settings import fields as setting_fields
-from tpu_rl.settings.fields import OPTIONAL_SETTINGS, SETTING_FIELDS, json_type
-from tpu_rl.settings.json_types import type_error
+from tpu_rl.settings.fields import OPTIONAL_SETTINGS, SETTING_FIELDS, RunSettings
+from tpu_rl.settings.metadata import json_type
+from tpu_rl.settings.validation import validate
+
+# Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
+DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}
 
 
 class SettingsError(ValueError):
@@ -23,30 +26,38 @@ class SettingsError(ValueError):
         )
 
 
-def _frozen_dataclass(declared: type) -> type:
-    """The frozen dataclass of a declared class, built on a copy of it: the declaration stays as
-    written, so this module may run twice (Airflow's plugin loader runs every file under
-    plugins/ once more, as a module of its own)."""
-    namespace = {k: v for k, v in vars(declared).items() if k not in ("__dict__", "__weakref__")}
-    namespace["__module__"] = __name__
-    return dataclass(frozen=True)(type(declared.__name__, declared.__bases__, namespace))
+def type_error(name: str, value: Any, expected: str) -> str | None:
+    """A message when `value` is not of the JSON type `expected` for setting `name`."""
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and (isinstance(value, float) or abs(value) < 2**1023),  # float() would overflow
+        "boolean": isinstance(value, bool),
+        "array": isinstance(value, list) and all(isinstance(v, str) for v in value),
+    }[expected]
+    if ok:
+        return None
+    shown = {"array": "a list of strings", "integer": "an integer"}.get(expected, f"a {expected}")
+    return f"{name}: must be {shown}, got {short_repr(value)}"
 
 
-# declared in tpu_rl.settings.fields, which the DAG file's parse reads without building this
-RunSettings = _frozen_dataclass(setting_fields.RunSettings)
-
-# Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
-DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}
+def short_repr(value: Any, limit: int = 80) -> str:
+    """repr() cut to `limit` characters (an int past Python's digit limit has none)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "an integer too long to print"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     """Build and validate settings; raises SettingsError listing every problem."""
-    from tpu_rl.settings.validation import validate
-
     errors = [
         f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
         if key in DEPLOYMENT_KEYS
-        else f"{key}: unknown setting (known: see README's settings table)"
+        else f"{key}: unknown setting (known: see docs/settings.md)"
         for key in raw
         if key not in SETTING_FIELDS
     ]
@@ -54,12 +65,13 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     for key, value in raw.items():
         if key not in SETTING_FIELDS:
             continue
+        kind = json_type(SETTING_FIELDS[key])
         if value is None and key in OPTIONAL_SETTINGS:
-            value = [] if json_type(SETTING_FIELDS[key]) == "array" else ""
-        if problem := type_error(key, value, json_type(SETTING_FIELDS[key])):
+            value = [] if kind == "array" else ""
+        if problem := type_error(key, value, kind):
             errors.append(problem)
             continue
-        values[key] = float(value) if json_type(SETTING_FIELDS[key]) == "number" else value
+        values[key] = float(value) if kind == "number" else value
     settings = RunSettings(**values)
     errors += validate(settings)
     if errors:

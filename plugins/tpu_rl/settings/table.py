@@ -1,23 +1,59 @@
-"""The README's settings table, generated from the settings so it cannot go stale.
+"""The settings reference, docs/settings.md, generated from the settings' declaration; a test
+fails when the file is stale.
 
-Usage: python -m tpu_rl.settings.table
+Usage: python -m tpu_rl.settings.table docs/settings.md
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+from pathlib import Path
 
-from tpu_rl.settings.fields import SETTING_FIELDS, default_of, describe, json_type
-from tpu_rl.settings.validation import REQUIRED_SETTINGS
+from tpu_rl.settings.fields import SETTING_FIELDS, plain
+from tpu_rl.settings.metadata import Section, default_of, describe, json_type
+
+INTRO = """# Settings
+
+The DAG's Params (the trigger form, in these sections), the same names in a JSON file for
+`make plan`. Names are the tutorial's variables and MaxText's flags in lower case, dots as
+underscores. An unknown key is an error. Every rule is checked before any cloud call, and every
+error is reported at once.
+
+Generated from `plugins/tpu_rl/settings/fields.py` by
+`python -m tpu_rl.settings.table docs/settings.md` (a test keeps it current).
+"""
 
 
-def settings_table() -> str:
+def value_type(f: dataclasses.Field) -> str:
+    """A setting's JSON type, with its choices or bounds."""
+    if choices := f.metadata["choices"]:
+        return "one of " + ", ".join(f"`{member.value}`" for member in choices)
+    if bounds := f.metadata["bounds"]:
+        return f"integer, {bounds[0]} to {bounds[1]}"
+    return json_type(f)
+
+
+def settings_table(section: Section) -> str:
+    """The table of one form section's settings."""
     rows = ["| setting | type | default | what it is |", "|---|---|---|---|"]
     for name, f in SETTING_FIELDS.items():
-        shown = "required" if name in REQUIRED_SETTINGS else f"`{json.dumps(default_of(f))}`"
-        rows.append(f"| `{name}` | {json_type(f)} | {shown} | {describe(f)} |")
+        if f.metadata["section"] is not section:
+            continue
+        shown = "required" if f.metadata["required"] else f"`{json.dumps(plain(default_of(f)))}`"
+        rows.append(f"| `{name}` | {value_type(f)} | {shown} | {describe(f)} |")
     return "\n".join(rows) + "\n"
 
 
+def settings_document() -> str:
+    """docs/settings.md: the introduction, then one table per form section."""
+    parts = [INTRO, *(f"\n## {section.value}\n\n{settings_table(section)}" for section in Section)]
+    return "".join(parts)
+
+
 if __name__ == "__main__":
-    print(settings_table(), end="")
+    target = Path(sys.argv[1])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(settings_document())
+    print(f"wrote {target}")

@@ -9,30 +9,16 @@ import re
 from collections.abc import Callable, Iterator
 
 from tpu_rl.cluster.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
-from tpu_rl.settings.bounds import positive_counts
 from tpu_rl.settings.capacity_rules import CAPACITY_RULES
+from tpu_rl.settings.choices import ClusterMode
+from tpu_rl.settings.fields import CHOICE_FIELDS, REQUIRED_SETTINGS, SETTING_FIELDS, RunSettings
 from tpu_rl.settings.grpo_rules import GRPO_RULES
 from tpu_rl.settings.references import IMAGE_TAG, hf_repo_id_problem, image_reference_problem
-from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 
 Rule = Callable[[RunSettings], Iterator[str]]
 RULES: list[Rule] = []
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DTYPES = {"bfloat16", "float32", "float16"}
-REMAT_POLICIES = {
-    "full",
-    "minimal",
-    "minimal_flash",
-    "minimal_offloaded",
-    "save_dot_with_context_except_mlp",
-    "save_dot_except_mlpwi",
-    "save_dot_except_mlp",
-    "save_qkv_proj",
-    "save_out_proj",
-    "qkv_proj_offloaded",
-    "custom",
-}
 # MaxText flags the builders set from settings or per run; extra_train_args may not repeat them.
 MANAGED_TRAIN_FLAGS = {
     "run_name",
@@ -42,6 +28,7 @@ MANAGED_TRAIN_FLAGS = {
     "hf_access_token",
     "vllm_additional_config",
 }
+BOUNDED_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["bounds"])
 
 
 def rule(fn: Rule) -> Rule:
@@ -55,12 +42,9 @@ def validate(s: RunSettings) -> list[str]:
     Integers out of their bounds are reported alone: the other rules compute with them
     (10**400 chips would overflow a float).
     """
-    if out_of_bounds := list(positive_counts(s)):
-        return out_of_bounds
+    if outside := list(out_of_bounds(s)):
+        return outside
     return [problem for check in RULES for problem in check(s)]
-
-
-REQUIRED_SETTINGS = ("project", "region", "zone", "cluster_name", "gcs_bucket")
 
 
 @rule
@@ -153,9 +137,23 @@ def tpu_shape(s: RunSettings) -> Iterator[str]:
         yield f"topology: {s.topology} ({s.chips} chips) is not whole {s.compute_type} hosts"
 
 
-# The integer bounds, the GRPO and the capacity rules live in modules of their own; they run
-# here, in this order.
-RULES.extend((positive_counts, *GRPO_RULES, *CAPACITY_RULES))
+@rule
+def out_of_bounds(s: RunSettings) -> Iterator[str]:
+    """Every integer setting within the bounds its field declares."""
+    for f in BOUNDED_FIELDS:
+        low, high = f.metadata["bounds"]
+        value = getattr(s, f.name)
+        shown = (
+            value if abs(value) < 10**30 else f"a {int(value.bit_length() * 0.30103)}-digit number"
+        )
+        if value < low:
+            yield f"{f.name}: must be {'0 or more' if low == 0 else f'at least {low}'}, got {shown}"
+        elif value > high:
+            yield f"{f.name}: must be at most {high}, got {shown}"
+
+
+# The GRPO and the capacity rules live in modules of their own; they run here, in this order.
+RULES.extend((*GRPO_RULES, *CAPACITY_RULES))
 
 
 @rule
@@ -175,7 +173,7 @@ def ranges(s: RunSettings) -> Iterator[str]:
 @rule
 def cluster_mode_dependencies(s: RunSettings) -> Iterator[str]:
     """Settings that only mean something with the other cluster mode."""
-    if s.cluster_mode == "existing" and s.keep_cluster:
+    if s.cluster_mode == ClusterMode.EXISTING and s.keep_cluster:
         yield (
             "keep_cluster: only applies with cluster_mode=create (a run never destroys an "
             "existing cluster); leave it off"
@@ -184,16 +182,12 @@ def cluster_mode_dependencies(s: RunSettings) -> Iterator[str]:
 
 @rule
 def choices(s: RunSettings) -> Iterator[str]:
-    for name, f in SETTING_FIELDS.items():
-        options = f.metadata["schema"].get("enum")
-        if options and getattr(s, name) not in options:
+    """Every setting with a closed set of values holds one of them."""
+    for f in CHOICE_FIELDS:
+        options = [member.value for member in f.metadata["choices"]]
+        if getattr(s, f.name) not in options:
             listed = ", ".join(map(repr, options[:-1])) + f" or {options[-1]!r}"
-            yield f"{name}: must be {listed}, got {getattr(s, name)!r}"
-    for name in ("mu_dtype", "grad_dtype", "weight_dtype"):
-        if getattr(s, name) not in DTYPES:
-            yield f"{name}: must be one of {sorted(DTYPES)}, got {getattr(s, name)!r}"
-    if s.remat_policy not in REMAT_POLICIES:
-        yield f"remat_policy: must be one of {sorted(REMAT_POLICIES)}, got {s.remat_policy!r}"
+            yield f"{f.name}: must be {listed}, got {getattr(s, f.name)!r}"
 
 
 @rule

@@ -1,0 +1,52 @@
+"""The closed sets of values some settings take, as StrEnums: a member equals its value, so
+`settings.cluster_mode == "existing"` holds as it did for plain strings."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ClusterMode(StrEnum):
+    """Whether the run deploys its own cluster or uses a named one as it is."""
+
+    CREATE = "create"
+    EXISTING = "existing"
+
+
+class Capacity(StrEnum):
+    """How the TPU pool gets its VMs."""
+
+    RESERVATION = "reservation"
+    FLEX_START = "flex_start"
+    SPOT = "spot"
+
+
+class Optimizer(StrEnum):
+    """`adafactor`: the tutorial's patch of MaxText's optax.adamw; `adamw`: MaxText as is."""
+
+    ADAFACTOR = "adafactor"
+    ADAMW = "adamw"
+
+
+class DType(StrEnum):
+    """The dtypes MaxText takes for weights, optimizer state and gradients."""
+
+    BFLOAT16 = "bfloat16"
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+
+
+class RematPolicy(StrEnum):
+    """MaxText's remat_policy values."""
+
+    FULL = "full"
+    MINIMAL = "minimal"
+    MINIMAL_FLASH = "minimal_flash"
+    MINIMAL_OFFLOADED = "minimal_offloaded"
+    SAVE_DOT_WITH_CONTEXT_EXCEPT_MLP = "save_dot_with_context_except_mlp"
+    SAVE_DOT_EXCEPT_MLPWI = "save_dot_except_mlpwi"
+    SAVE_DOT_EXCEPT_MLP = "save_dot_except_mlp"
+    SAVE_QKV_PROJ = "save_qkv_proj"
+    SAVE_OUT_PROJ = "save_out_proj"
+    QKV_PROJ_OFFLOADED = "qkv_proj_offloaded"
+    CUSTOM = "custom"

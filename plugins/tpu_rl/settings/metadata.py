@@ -1,0 +1,89 @@
+"""What a setting's dataclass field carries in its metadata, and how to read it.
+
+The keys: `title` and `description` (the form's), `section` (the form's section), `bounds` (an
+integer's (minimum, maximum)), `required` (may not be left empty), `may_be_empty` (the form sends
+an emptied field as null, read as empty), `maxtext` (the train_rl key=value flag the setting
+becomes: True for the flag of its own name) and `choices` (the StrEnum of its values).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import field
+from enum import StrEnum
+from typing import Any
+
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+
+
+class Section(StrEnum):
+    """The trigger form's sections, in form order; each makes the fields filed under it."""
+
+    CLOUD = "Google Cloud"
+    MODEL = "Model"
+    GRPO = "GRPO"
+    RUN = "Run control"
+
+    def setting(
+        self,
+        default: Any,
+        title: str,
+        description: str | None,
+        *,
+        bounds: tuple[int, int] | None = None,
+        required: bool = False,
+        may_be_empty: bool = False,
+        maxtext: str | bool = False,
+        choices: type[StrEnum] | None = None,
+    ) -> Any:
+        """A dataclass field carrying the setting's metadata (the module's docstring)."""
+        meta = {
+            "title": title,
+            "description": description,
+            "section": self,
+            "bounds": bounds,
+            "required": required,
+            "may_be_empty": may_be_empty,
+            "maxtext": maxtext,
+            "choices": choices,
+        }
+        if isinstance(default, list):
+            return field(default_factory=lambda: list(default), metadata=meta)
+        return field(default=default, metadata=meta)
+
+    def choice(self, choices: type[StrEnum], title: str, description: str) -> Any:
+        """A setting taking one of `choices`' values; the first is the default."""
+        return self.setting(next(iter(choices)), title, description, choices=choices)
+
+    def maxtext(self, default: Any, title: str, **keywords: Any) -> Any:
+        """A train_rl flag of the setting's own name, described as such."""
+        return self.setting(default, title, None, maxtext=True, **keywords)
+
+    def limit(self, default: int, step: str, what: str, most: int) -> Any:
+        """A time limit in minutes for one step of the run, at most `most` minutes."""
+        return self.setting(
+            default, f"{step} timeout (min)", f"Limit for {what}.", bounds=(1, most)
+        )
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    """A setting's default value."""
+    return f.default_factory() if callable(f.default_factory) else f.default
+
+
+def maxtext_flag(f: dataclasses.Field) -> str | None:
+    """The train_rl flag a setting becomes, if it becomes one."""
+    flag = f.metadata["maxtext"]
+    return f.name if flag is True else flag or None
+
+
+def describe(f: dataclasses.Field) -> str:
+    """A setting's description; a MaxText pass-through's names its flag."""
+    return f.metadata["description"] or f"MaxText {maxtext_flag(f)}."
+
+
+def json_type(f: dataclasses.Field) -> str:
+    """The JSON-schema type of a setting."""
+    if f.metadata["choices"]:
+        return "string"
+    return _JSON_TYPES.get(str(f.type), "array")
