@@ -185,7 +185,9 @@ def test_the_dags_operators_and_data_files_come_from_the_wheel(site, tmp_path):
 def test_the_triggers_import_from_the_wheel_by_their_serialized_classpath(site, tmp_path):
     classpaths = run_installed(site, SERIALIZED_TRIGGER_CLASSPATHS, plugins_folder=tmp_path)
     assert classpaths and all(path.startswith("tpu_rl.") for path in classpaths)
-    found = run_installed(site, IMPORT_BY_CLASSPATH, json.dumps(classpaths), plugins_folder=tmp_path)
+    found = run_installed(
+        site, IMPORT_BY_CLASSPATH, json.dumps(classpaths), plugins_folder=tmp_path
+    )
     assert sorted(found) == classpaths
     assert all(Path(file).is_relative_to(site) for file in found.values())
 
@@ -201,4 +203,5 @@ def test_the_plugin_registers_once_from_the_folder_and_the_entry_point(site):
     loaded = run_installed(site, LOADED_PLUGINS, plugins_folder=REPO / "plugins")
     assert loaded["plugins"].count("tpu_rl") == 1
     # Airflow skips a second plugin of the same name and lists the skip as an import error
-    assert list(loaded["import_errors"].values()) == ["Plugin 'tpu_rl' already registered, skipping"]
+    skipped = "Plugin 'tpu_rl' already registered, skipping"
+    assert list(loaded["import_errors"].values()) == [skipped]
