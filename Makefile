@@ -13,7 +13,7 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 CONF ?= include/examples/tutorial.json
 OUT ?= plan-out
 
-.PHONY: help venv demo demo-ui test e2e lint params plan rewards clean
+.PHONY: help venv demo demo-ui test e2e lint params plan dist rewards clean
 
 help: ## list every target with what it does
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -51,6 +51,13 @@ params: $(STAMP) ## regenerate plugins/tpu_rl/settings/params.json (the DAG's Pa
 
 plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
 	$(PY) -m tpu_rl.plan $(CONF) $(OUT)
+
+# setuptools leaves build/ and plugins/*.egg-info behind: the egg-info's entry point, on the
+# plugins folder's sys.path, would make Airflow load the UI plugin a second time
+dist: $(STAMP) ## build the wheel dist/tpu_rl_airflow-<version>-py3-none-any.whl (tpu_rl, its data files, the UI plugin's entry point)
+	rm -rf build plugins/*.egg-info
+	$(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps -w dist .
+	rm -rf build plugins/*.egg-info
 
 rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
 	@test -n "$(LOG)" || { echo "usage: make rewards LOG=<file>"; exit 2; }

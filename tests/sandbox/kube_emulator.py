@@ -197,10 +197,10 @@ class KubeEmulator(ClusterState):
         self._loop = loop = asyncio.new_event_loop()
         app = web.Application(middlewares=[self._middleware], client_max_size=16 * 2**20)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1)
         try:
             loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self._ssl, shutdown_timeout=1)
+            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self._ssl)
             loop.run_until_complete(site.start())
             self.port = runner.addresses[0][1]
         finally:
