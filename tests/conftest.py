@@ -41,6 +41,26 @@ AIRFLOW_ENV = {
 }
 os.environ.update(AIRFLOW_ENV)
 
+# Each folder's tier (pyproject.toml's markers): `make test-fast` runs unit and dag.
+TIERS = {
+    "unit": "unit",
+    "dags": "dag",
+    "sandbox": "unit",
+    "e2e": "e2e",
+    "processes": "processes",
+    "ui": "ui",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its folder's tier, so no test file carries the marker itself."""
+    tests = Path(__file__).parent
+    for item in items:
+        folder = item.path.relative_to(tests).parts[0]
+        if folder not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: tests/{folder}/ has no tier in TIERS")
+        item.add_marker(TIERS[folder])
+
 
 @pytest.fixture
 def tutorial_conf() -> dict:
