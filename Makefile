@@ -11,9 +11,10 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 
 CONF ?= include/examples/tutorial.json
+LINTED := plugins dags tests tools
 OUT ?= plan-out
 
-.PHONY: help venv demo demo-ui test e2e lint params plan dist rewards clean
+.PHONY: help venv demo demo-ui test test-fast e2e lint params plan dist rewards clean
 
 help: ## list every target with what it does
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,23 +29,24 @@ $(STAMP): requirements.lock requirements.txt
 venv: $(STAMP) ## create .venv from the pinned requirements (once)
 
 demo: $(STAMP) ## one whole DAG run on the local sandbox: a line per task, then the summary (full log: DEMO_LOG, default .airflow/demo.log)
-	@$(PY) -m tests.sandbox.demo
+	@$(PY) -m tools.demo
 
 PORT ?= 8080
 demo-ui: $(STAMP) ## Airflow's UI on the sandbox: trigger the DAG from its form on http://127.0.0.1:8080 (PORT=<n> for another), login admin/admin; Ctrl-C stops it
-	@DEMO_UI_PORT=$(PORT) $(PY) -m tests.demo_ui
+	@DEMO_UI_PORT=$(PORT) $(PY) -m tools.demo_ui
 
-test: $(STAMP) chromium postgresql kubectl ## lint (ruff check, ruff format --check) and the whole test suite
-	$(VENV)/bin/ruff check plugins dags tests
-	$(VENV)/bin/ruff format --check plugins dags tests
+test: $(STAMP) chromium postgresql kubectl lint ## lint and every tier: unit, dag, e2e, processes, ui (what CI runs)
 	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+test-fast: $(STAMP) lint ## lint and the fast tiers (unit, dag): about 2 minutes
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or dag"
 
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
 	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/processes
 
 lint: $(STAMP) ## ruff check and format check
-	$(VENV)/bin/ruff check plugins dags tests
-	$(VENV)/bin/ruff format --check plugins dags tests
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 
 params: $(STAMP) ## regenerate plugins/tpu_rl/settings/params.json (the DAG's Params) from the settings' declaration
 	PYTHONPATH=plugins $(PY) -m tpu_rl.settings.param_specs
@@ -99,4 +101,4 @@ kubectl: ## install Debian's kubernetes-client (as root; without it the kubectl 
 # --- benchmarks ---
 .PHONY: bench
 bench: $(STAMP) ## measure parse, worker, log-read, detection, TPU-idle and preemption-resume figures against naive baselines: bench.json
-	$(PY) -m tests.bench.run bench.json
+	$(PY) -m tools.bench.run bench.json

@@ -41,6 +41,33 @@ AIRFLOW_ENV = {
 }
 os.environ.update(AIRFLOW_ENV)
 
+# Each folder's tier (pyproject.toml's markers), slowest first: `make test-fast` runs unit and dag.
+TIERS = {
+    "processes": "processes",
+    "ui": "ui",
+    "e2e": "e2e",
+    "packaging": "e2e",
+    "dags": "dag",
+    "sandbox": "unit",
+    "unit": "unit",
+}
+TIER_ORDER = list(dict.fromkeys(TIERS.values()))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its folder's tier, so no test file carries the marker itself, and
+    hand the slowest tiers to the workers first (file order kept within a tier), so that the
+    process scenarios' one long group does not start last under `-n 2`."""
+    tests = Path(__file__).parent
+    rank = {}
+    for item in items:
+        folder = item.path.relative_to(tests).parts[0]
+        if folder not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: tests/{folder}/ has no tier in TIERS")
+        item.add_marker(TIERS[folder])
+        rank[item.nodeid] = TIER_ORDER.index(TIERS[folder])
+    items.sort(key=lambda item: rank[item.nodeid])
+
 
 @pytest.fixture
 def tutorial_conf() -> dict:

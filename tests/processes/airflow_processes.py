@@ -85,6 +85,10 @@ class AirflowProcesses:
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None
 
+    def dead(self) -> list[str]:
+        """The started processes that exited."""
+        return [name for name in self.procs if not self.alive(name)]
+
     def marked(self) -> list[psutil.Process]:
         """Every live process started by this deployment, however deep or orphaned."""
         found = []

@@ -1,5 +1,6 @@
-"""One production-shaped Airflow deployment on loopback: the sandbox, a PostgreSQL server and the
-four Airflow processes. `running_deployment(tmp)` is the entry point (also for a demo UI).
+"""One production-shaped Airflow deployment on loopback: the sandbox, a PostgreSQL server (or
+SQLite, for `make demo-ui`) and the four Airflow processes. `running_deployment(tmp)` is the entry
+point, for the process scenarios and for tools/demo_ui.
 
     with running_deployment(Path("/tmp/x")) as d:
         print(d.url, d.username, d.password)   # the UI and REST API
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -54,7 +56,7 @@ class Deployment:
     username: str
     password: str
     sandbox: ProcessSandbox
-    postgres: Postgres
+    postgres: Postgres | None  # None on SQLite
     processes: AirflowProcesses
     log_dir: Path
     timings: dict[str, float] = field(default_factory=dict)
@@ -80,6 +82,7 @@ def airflow_env(tmp: Path, db_url: str, port: int, password_file: Path) -> dict[
     product = product_root()
     home.mkdir(parents=True, exist_ok=True)
     return {
+        "TPU_RL_SCHEDULE": "",  # the DAG unscheduled: runs come from the form or the API only
         "AIRFLOW_HOME": str(home),
         "PYTHONPATH": f"{SITE}:{product / 'plugins'}:{REPO}",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
@@ -97,6 +100,7 @@ def airflow_env(tmp: Path, db_url: str, port: int, password_file: Path) -> dict[
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(password_file),
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
@@ -104,6 +108,9 @@ def airflow_env(tmp: Path, db_url: str, port: int, password_file: Path) -> dict[
         "AIRFLOW__LOGGING__DAG_PROCESSOR_CHILD_PROCESS_LOG_DIRECTORY": str(
             tmp / "logs" / "dag-processor"
         ),
+        # the log servers' fixed default ports may be taken by another Airflow
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "TPU_RL_DEPLOYMENT_ID": DEPLOYMENT_ID,
         **FAST,
     }
@@ -112,8 +119,7 @@ def airflow_env(tmp: Path, db_url: str, port: int, password_file: Path) -> dict[
 def _wait(what: str, check, timeout_s: float, procs: AirflowProcesses) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        dead = [name for name in procs.procs if not procs.alive(name)]
-        if dead:
+        if dead := procs.dead():
             raise RuntimeError(f"{dead} exited while waiting for {what}: see {procs.log_dir}")
         with contextlib.suppress(httpx.HTTPError):
             if check():
@@ -123,25 +129,48 @@ def _wait(what: str, check, timeout_s: float, procs: AirflowProcesses) -> None:
 
 
 @contextlib.contextmanager
-def running_deployment(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[Deployment]:
-    """Sandbox, PostgreSQL and the four Airflow processes, ready; everything stopped on exit."""
+def metadata_database(log_dir: Path, sqlite: bool) -> Iterator[Postgres | None]:
+    """A PostgreSQL server for the process scenarios; nothing for SQLite (a file in tmp)."""
+    if sqlite:
+        yield None
+    else:
+        with running_postgres(log_dir / "postgres.log") as postgres:
+            yield postgres
+
+
+@contextlib.contextmanager
+def running_deployment(
+    tmp: Path,
+    extra_env: dict[str, str] | None = None,
+    *,
+    port: int | None = None,
+    password: str | None = None,
+    sqlite: bool = False,
+    time_scale: float = 0.001,
+    form_defaults: dict[str, Any] | None = None,
+) -> Iterator[Deployment]:
+    """Sandbox, database and the four Airflow processes, ready; everything stopped on exit.
+
+    `make demo-ui` passes its port and password, SQLite, a watchable time scale and the
+    sandbox's settings as the trigger form's defaults; the process scenarios take the defaults."""
     log_dir = tmp / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     started = time.monotonic()
     with (
-        running_sandbox(tmp / "sandbox") as sandbox,
-        running_postgres(log_dir / "postgres.log") as postgres,
+        running_sandbox(tmp / "sandbox", time_scale, form_defaults) as sandbox,
+        metadata_database(log_dir, sqlite) as postgres,
     ):
         timings["sandbox_and_postgres_s"] = time.monotonic() - started
-        password = secrets.token_urlsafe(12)
+        password = password or secrets.token_urlsafe(12)
         password_file = tmp / "passwords.json"
         password_file.write_text(json.dumps({USERNAME: password}))
-        port = free_port()
+        port = port or free_port()
+        db_url = postgres.url if postgres else f"sqlite:///{tmp / 'airflow.db'}"
         env = {
             **os.environ,
             **sandbox.env,
-            **airflow_env(tmp, postgres.url, port, password_file),
+            **airflow_env(tmp, db_url, port, password_file),
             **(extra_env or {}),
         }
         procs = AirflowProcesses(env, log_dir)
@@ -182,14 +211,3 @@ def _healthy(url: str) -> bool:
         (health.get(part) or {}).get("status") == "healthy"
         for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
     )
-
-
-if __name__ == "__main__":
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as folder, running_deployment(Path(folder)) as d:
-        print(json.dumps(d.timings, indent=1))
-        print(f"Airflow UI: {d.url}  user {d.username}  password {d.password}  (Ctrl-C stops)")
-        with contextlib.suppress(KeyboardInterrupt):
-            while all(d.processes.alive(name) for name in d.processes.procs):
-                time.sleep(1)

@@ -131,8 +131,11 @@ def _provision_running_clusters(
 
 
 @contextlib.contextmanager
-def running_sandbox(tmp: Path) -> Iterator[ProcessSandbox]:
-    """Everything started, its environment for the Airflow processes; all stopped on exit."""
+def running_sandbox(
+    tmp: Path, time_scale: float = 0.001, form_defaults: dict[str, Any] | None = None
+) -> Iterator[ProcessSandbox]:
+    """Everything started, its environment for the Airflow processes; all stopped on exit.
+    `form_defaults`: the values the seam gives the DAG's Params (the trigger form's defaults)."""
     tmp.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         bundles = BundleServer()
@@ -152,6 +155,7 @@ def running_sandbox(tmp: Path) -> Iterator[ProcessSandbox]:
                     "token": emu.token,
                     "state_file": str(tmp / "cloud.json"),
                     "project": SETTINGS["project"],
+                    "form_defaults": form_defaults or {},
                 }
             )
         )
@@ -180,5 +184,5 @@ def running_sandbox(tmp: Path) -> Iterator[ProcessSandbox]:
         provisioner.start()
         stack.callback(provisioner.join)
         stack.callback(stop.set)
-        controller = stack.enter_context(Controller(emu, Scenario(), time_scale=0.001))
+        controller = stack.enter_context(Controller(emu, Scenario(), time_scale=time_scale))
         yield ProcessSandbox(tmp, emu, gcs, controller, env)

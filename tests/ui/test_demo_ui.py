@@ -23,8 +23,11 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.demo_ui.processes import PASSWORD, USER, Api, free_port
+from tests.processes.api import AirflowApi
+from tests.processes.deployment import USERNAME as USER
+from tests.sandbox.cloud import free_port
 from tests.ui.chromium import Chromium, chromium_path
+from tools.demo_ui import PASSWORD
 
 DAG_ID = "tpu_rl_post_training"
 SHOTS = REPO / "test-artifacts" / "demo-ui"
@@ -95,11 +98,11 @@ def trigger_from_the_form(browser: Chromium) -> None:
     browser.evaluate("document.querySelector('[data-testid=trigger-dag-submit]').click()")
 
 
-def wait_for_run(api: Api) -> dict:
+def wait_for_run(api: AirflowApi) -> dict:
     deadline = time.monotonic() + RUN_S
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):  # an api-server too busy to answer: ask again
-            runs = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns").json()["dag_runs"]
+            runs = api.client.get(f"/dags/{DAG_ID}/dagRuns").json()["dag_runs"]
             if runs and runs[0]["state"] in ("success", "failed"):
                 return runs[0]
         time.sleep(2)
@@ -110,8 +113,7 @@ def keep_logs(home: Path) -> None:
     """A failed run's Airflow logs where a later test run does not rotate them away."""
     target = SHOTS / "logs"
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(home / "processes", target / "processes")
-    shutil.copytree(home / "logs", target / "tasks", ignore=shutil.ignore_patterns("dag_processor"))
+    shutil.copytree(home / "logs", target, ignore=shutil.ignore_patterns("dag-processor"))
 
 
 def page_text(browser: Chromium, url: str, until: str, shot: str) -> str:
@@ -137,8 +139,7 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         browser = Chromium(tmp_path / "profile", timeout=120)
         log_in(browser, f"{base}/dags/{DAG_ID}")
         trigger_from_the_form(browser)
-        api = Api(base)
-        api.login()
+        api = AirflowApi(base, USER, PASSWORD)
         run = wait_for_run(api)
         assert run["state"] == "success", "\n".join(demo.lines)
         assert run["conf"]["project"] == "tpu-rl-sandbox"  # the form sent the sandbox's settings

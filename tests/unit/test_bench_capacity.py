@@ -1,9 +1,9 @@
-"""The bench's capacity figures read the sandbox ledger as documented (tests/bench/capacity.py)."""
+"""The bench's capacity figures read the sandbox ledger as documented (tools/bench/capacity.py)."""
 
 from __future__ import annotations
 
-from tests.bench.capacity import backend_waiting, by_group, spans
 from tests.sandbox.ledger import Attempt, Ledger, Lifetime
+from tools.bench.capacity import backend_waiting, by_group, spans
 
 
 def test_node_lifetimes_merge_per_slice_and_count_chips():

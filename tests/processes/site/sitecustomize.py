@@ -1,10 +1,12 @@
 """The GKE seam, loaded by every Airflow process of the process harness (this folder is first on
 their PYTHONPATH): the cluster record (endpoint + CA) comes from the sandbox's fake cloud and Google
 credentials yield the Kubernetes emulator's token. Everything after it is real loopback traffic.
+For `make demo-ui` it also gives the DAG's Params the sandbox's settings as defaults, so the
+trigger form works as it is.
 
-Nothing is imported at interpreter start: the two hook modules are patched right after Airflow
-imports them, so processes that never touch GKE pay nothing. The seam's facts come from the JSON
-file named by $TPU_RL_SANDBOX_SEAM (written by tests/processes/deployment.py).
+Nothing is imported at interpreter start: the hook modules (and the Params module) are patched
+right after they are imported, so processes that never touch GKE pay nothing. The seam's facts
+come from the JSON file named by $TPU_RL_SANDBOX_SEAM (written by tests/processes/deployment.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 SEAM_FILE = os.environ.get("TPU_RL_SANDBOX_SEAM")
 GKE_HOOKS = "airflow.providers.google.cloud.hooks.kubernetes_engine"
 BASE_HOOK = "airflow.providers.google.common.hooks.base_google"
+PARAMS = "tpu_rl.settings.params"
 
 
 def _seam() -> dict[str, Any]:
@@ -112,19 +115,34 @@ def _credentials_and_project(hook: Any) -> tuple[Any, str]:
     return EmulatorCredentials(), _seam()["project"]
 
 
+def _patch_param_defaults(module: Any) -> None:
+    """The DAG's Params start with the seam's form defaults (none for the process scenarios)."""
+    dag_params = module.dag_params
+
+    def sandbox_dag_params() -> dict[str, Any]:
+        params = dag_params()
+        for name, value in _seam()["form_defaults"].items():
+            params[name].value = value
+        return params
+
+    module.dag_params = sandbox_dag_params
+
+
 def _patch(module: Any) -> None:
     if module.__name__ == GKE_HOOKS:
         module.GKEHook.get_cluster = _get_cluster
         module.GKEHook.get_cluster_manager_client = lambda hook, *a, **kw: _ClusterManager()
-    else:
+    elif module.__name__ == BASE_HOOK:
         module.GoogleBaseHook.get_credentials_and_project_id = _credentials_and_project
+    elif _seam()["form_defaults"]:
+        _patch_param_defaults(module)
 
 
 class _PatchAfterImport(importlib.abc.MetaPathFinder):
-    """Finds the two hook modules with the normal finders and patches them once executed."""
+    """Finds the patched modules with the normal finders and patches them once executed."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in (GKE_HOOKS, BASE_HOOK):
+        if name not in (GKE_HOOKS, BASE_HOOK, PARAMS):
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:

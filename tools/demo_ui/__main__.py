@@ -1,9 +1,10 @@
 """`make demo-ui`: Airflow's real processes and UI wired to the sandbox; Ctrl-C stops it all.
 
 A person triggers tpu_rl_post_training from the form, watches the grid and graph, reads the
-task logs, and sees the RL post-training page and each run's report fill in. The sandbox (the
-Kubernetes API and GCS emulators, the simulated pods, fake gcluster/terraform) runs in this
-process; the Airflow processes reach it over loopback through seam/sitecustomize.py.
+task logs, and sees the RL post-training page and each run's report fill in. The deployment is
+the process scenarios' (tests/processes/deployment.py) on SQLite: the sandbox (the Kubernetes API
+and GCS emulators, the simulated pods, fake gcluster/terraform) runs in this process; the Airflow
+processes reach it over loopback through tests/processes/site/sitecustomize.py.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from urllib.parse import quote
 import httpx
 
 from tests.conftest import REPO
-from tests.demo_ui.processes import PASSWORD, USER, AirflowProcesses, Api, airflow_env
-from tests.sandbox.demo import redirect_output
+from tests.processes.api import DAG_ID, AirflowApi
+from tests.processes.deployment import Deployment, running_deployment
+from tools.demo import redirect_output
+from tools.demo_ui import PASSWORD
 
-DAG_ID = "tpu_rl_post_training"
 TERMINAL: list[TextIO] = [sys.stdout]  # where say() writes, whatever else prints
 
 
@@ -35,7 +37,6 @@ def say(text: object) -> None:
 
 
 WATCH_S = 2.0  # how often the terminal asks Airflow about the runs
-READY_TIMEOUT_S = 300
 # Simulated time runs 100x faster (training's 50 steps of 60 s take about 30 s): slow enough to
 # watch, and the reward trigger fires well after its task deferred. Fired within a scheduler
 # loop or two, Airflow 3.3.2 can count the deferring process's exit as the resumed attempt's end
@@ -60,12 +61,15 @@ def report_link(gcs: Any, export: str) -> tuple[str, str]:
 class RunWatcher:
     """Prints each run of the DAG when it starts and when it ends (with rewards and report)."""
 
-    def __init__(self, api: Api, gcs: Any) -> None:
+    def __init__(self, api: AirflowApi, gcs: Any) -> None:
         self.api, self.gcs = api, gcs
         self.seen: dict[str, str] = {}
 
+    def get(self, path: str, **params: object) -> httpx.Response:
+        return self.api.client.get(path, params=params)
+
     def poll(self) -> None:
-        runs = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns", order_by="-run_after", limit=20)
+        runs = self.get(f"/dags/{DAG_ID}/dagRuns", order_by="-run_after", limit=20)
         for run in reversed(runs.json().get("dag_runs", [])) if runs.status_code == 200 else []:
             run_id, state = run["dag_run_id"], run["state"]
             if self.seen.get(run_id) == state:
@@ -74,15 +78,15 @@ class RunWatcher:
             if state in ("success", "failed"):
                 self.ended(run_id, state)
             else:
-                say(f"run {run_id}: {state}: {self.api.base}/dags/{DAG_ID}/runs/{run_id}")
+                say(f"run {run_id}: {state}: {self.api.base_url}/dags/{DAG_ID}/runs/{run_id}")
 
     def xcom(self, run_id: str, task_id: str) -> Any:
-        path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries"
-        done = self.api.get(f"{path}/return_value", deserialize=True)
+        path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries"
+        done = self.get(f"{path}/return_value", deserialize=True)
         return done.json().get("value") if done.status_code == 200 else None
 
     def failed_tasks(self, run_id: str) -> list[str]:
-        done = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
+        done = self.get(f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
         tis = done.json().get("task_instances", []) if done.status_code == 200 else []
         return [ti["task_id"] for ti in tis if ti["state"] == "failed"]
 
@@ -98,60 +102,49 @@ class RunWatcher:
         if export:
             summary, url = report_link(self.gcs, export)
             say(f"  run report: {url}\n  {summary}")
-        say(f"  RL post-training page: {self.api.base}/tpu-rl/")
+        say(f"  RL post-training page: {self.api.base_url}/tpu-rl/")
+
+
+def watch(d: Deployment) -> int:
+    """Prints where to look, then each run's start and end, until Ctrl-C or a process dies."""
+    say(f"Airflow UI: {d.url}/dags/{DAG_ID}")
+    say(f"login: {d.username} / {d.password} (simple auth manager, demo only)")
+    say(f"RL post-training page: {d.url}/tpu-rl/")
+    say(f"logs: {d.log_dir}/ (processes and tasks), {d.log_dir.parent}/sandbox.log")
+    say("Trigger the DAG from its page (the form holds the sandbox's settings).")
+    say("Ctrl-C stops Airflow and the sandbox.")
+    watcher = RunWatcher(d.api(), d.sandbox.gcs)
+    try:
+        while not (dead := d.processes.dead()):
+            with contextlib.suppress(httpx.HTTPError):  # a busy api-server: next time
+                watcher.poll()
+            sys.stdout.flush()
+            time.sleep(WATCH_S)
+    except KeyboardInterrupt:
+        say("stopping Airflow and the sandbox")
+        return 0
+    say(f"{', '.join(dead)} exited: see {d.log_dir}")
+    return 1
 
 
 def serve(home: Path, port: int) -> int:
-    from tests.demo_ui.provision import ClusterProvisioner
-    from tests.sandbox.controller import Controller
-    from tests.sandbox.harness import SETTINGS, Sandbox, Workloads, build_scenario
+    from tests.sandbox.harness import SETTINGS, Workloads, build_scenario
 
-    base = f"http://127.0.0.1:{port}"
-    (home / "sandbox").mkdir()
-    with Sandbox(home / "sandbox").up() as box:
-        seam, ready_file = home / "seam.json", home / "cluster-ready"
-        seam.write_text(
-            json.dumps(
-                {
-                    "kube_url": box.emu.url,
-                    "kube_ca_b64": box.emu.ca_b64,
-                    "kube_token": box.emu.token,
-                    "state_file": str(box.state_file),
-                    "cluster_ready_file": str(ready_file),
-                    "project": SETTINGS["project"],
-                    "form_defaults": SETTINGS,
-                }
-            )
-        )
-        processes = AirflowProcesses(home, airflow_env(home, port, seam))
-        api = Api(base)
-        scenario = build_scenario(SETTINGS, box.gcs, Workloads(), box.emu)
-        provisioner = ClusterProvisioner(
-            box.control_plane, SETTINGS["cluster_name"], ready_file, poll_s=0.2
-        )
-        try:
-            with provisioner, Controller(box.emu, scenario, time_scale=TIME_SCALE, tick_s=0.05):
-                processes.start()
-                api.wait_ready(DAG_ID, processes, READY_TIMEOUT_S)
-                say(f"Airflow UI: {base}/dags/{DAG_ID}")
-                say(f"login: {USER} / {PASSWORD} (simple auth manager, demo only)")
-                say(f"RL post-training page: {base}/tpu-rl/")
-                say(f"logs: {processes.logs}/, {home}/sandbox.log, task logs in {home}/logs/")
-                say("Trigger the DAG from its page (the form holds the sandbox's settings).")
-                say("Ctrl-C stops Airflow and the sandbox.")
-                watcher = RunWatcher(api, box.gcs)
-                while not (dead := processes.dead()):
-                    with contextlib.suppress(httpx.HTTPError):  # a busy api-server: next time
-                        watcher.poll()
-                    sys.stdout.flush()
-                    time.sleep(WATCH_S)
-                say(f"{', '.join(dead)} exited: see {processes.logs}")
-                return 1
-        except KeyboardInterrupt:
-            say("stopping Airflow and the sandbox")
-            return 0
-        finally:
-            processes.stop()
+    try:
+        with running_deployment(
+            home,
+            port=port,
+            password=PASSWORD,
+            sqlite=True,
+            time_scale=TIME_SCALE,
+            form_defaults=SETTINGS,
+        ) as d:
+            box = d.sandbox
+            box.use(build_scenario(SETTINGS, box.gcs, Workloads(), box.emu))
+            return watch(d)
+    except KeyboardInterrupt:  # while starting
+        say("stopping Airflow and the sandbox")
+        return 0
 
 
 def main() -> int:

@@ -22,11 +22,11 @@ from unittest import mock
 
 from airflow._shared.module_loading import import_string
 
-from tests.bench.log_reads import fetched, pod_name, produced
-from tests.bench.metric import metric
-from tests.bench.workload import first_event_of, new_run, reward_trigger, scenario
 from tests.sandbox.controller import Controller
 from tests.sandbox.harness import Sandbox
+from tools.bench.log_reads import fetched, pod_name, produced
+from tools.bench.metric import metric
+from tools.bench.workload import first_event_of, new_run, reward_trigger, scenario
 
 TIME_SCALE = 0.003
 POLL_S = 10.0

@@ -29,9 +29,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.bench.metric import metric
 from tests.sandbox.harness import FLEX, PREEMPTIBLE, SETTINGS, SPOT, RunResult, Sandbox, Workloads
 from tests.sandbox.ledger import Ledger, Lifetime
+from tools.bench.metric import metric
 
 MARK = "BENCH-CAPACITY "
 REPO = Path(__file__).resolve().parents[2]
@@ -252,7 +252,7 @@ def start(tmp: Path, jobs: tuple[str, ...]) -> dict[str, subprocess.Popen]:
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         }
-        command = [sys.executable, "-m", "tests.bench.capacity", job, str(home)]
+        command = [sys.executable, "-m", "tools.bench.capacity", job, str(home)]
         with (home / "out.log").open("w") as out:  # a file: a full pipe would stall the child
             children[job] = subprocess.Popen(command, env=env, stdout=out, stderr=out)
     return children

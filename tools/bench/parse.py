@@ -1,6 +1,6 @@
 """parse_overhead_ms and parse_ratio: each DAG file's parse against a bare DAG's, as Airflow parses.
 
-One DAG-processor stand-in (tests/bench/parse_child.py) parses every file, as one processor
+One DAG-processor stand-in (tools/bench/parse_child.py) parses every file, as one processor
 parses a DAG folder: before each parse its parent pre-imports the `airflow.*` modules the file
 names (`_pre_import_airflow_modules`) and calls `gc.freeze()`, then forks one child, which runs
 the processor's `_parse_file`. The bare DAGs have the same provider operators and task count,
@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.bench.metric import metric
-from tests.bench.parse_child import CHILD_START, MARK
+from tools.bench.metric import metric
+from tools.bench.parse_child import CHILD_START, MARK
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "dags" / "tpu_rl_post_training.py"
@@ -92,7 +92,7 @@ def child_env(home: Path) -> dict[str, str]:
 def processor(paths: list[Path], runs: int, env: dict[str, str], *flags: str) -> tuple[dict, str]:
     """Parse each file `runs` times in one DAG-processor stand-in; ({ms, tasks}, its stderr)."""
     done = subprocess.run(
-        [sys.executable, *flags, "-m", "tests.bench.parse_child", str(runs), *map(str, paths)],
+        [sys.executable, *flags, "-m", "tools.bench.parse_child", str(runs), *map(str, paths)],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -1,7 +1,7 @@
 """trigger_peak_memory_mib: a triggerer process's peak memory while the reward trigger reads
 a 64 MiB line without a newline, or starts late on a 64 MiB backlog, over its baseline.
 
-One fresh process (tests/bench/trigger_child.py) runs the trigger on four training Jobs in turn,
+One fresh process (tools/bench/trigger_child.py) runs the trigger on four training Jobs in turn,
 against the sandbox's emulator in this one: an ordinary run first (its peak RSS then is the
 baseline: every module loaded, one whole wait done), then a 16 MiB and a 64 MiB line without a
 newline, then a 64 MiB backlog. Linear time: the CPU seconds of the 64 MiB line against the
@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.bench.log_reads import fetched
-from tests.bench.metric import metric
-from tests.bench.trigger_child import MARK
-from tests.bench.workload import new_run, train_job_name
 from tests.sandbox.controller import Controller, PodScript, Scenario, exit, log, sleep
 from tests.sandbox.harness import Sandbox, Workloads, build_scenario
 from tests.sandbox.workloads import EvalResult, absl
+from tools.bench.log_reads import fetched
+from tools.bench.metric import metric
+from tools.bench.trigger_child import MARK
+from tools.bench.workload import new_run, train_job_name
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
@@ -68,7 +68,7 @@ def backlog(mib: int) -> PodScript:
 def child(args: dict[str, Any]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'plugins'}{os.pathsep}{REPO}"}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.bench.trigger_child", json.dumps(args)],
+        [sys.executable, "-m", "tools.bench.trigger_child", json.dumps(args)],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -38,11 +38,11 @@ from unittest import mock
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
 
-from tests.bench.metric import metric
-from tests.bench.observe import Change, ChangeClock
 from tests.sandbox.controller import Controller
 from tests.sandbox.harness import DAG_ID, SETTINGS, Sandbox, Workloads, build_scenario
 from tests.sandbox.kube_emulator import KubeEmulator
+from tools.bench.metric import metric
+from tools.bench.observe import Change, ChangeClock
 from tpu_rl.layout import RUN_LABEL
 
 MANAGED_BY = "app.kubernetes.io/managed-by"

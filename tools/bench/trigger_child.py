@@ -1,4 +1,4 @@
-"""A triggerer reduced to the reward trigger: python -m tests.bench.trigger_child ARGS_JSON.
+"""A triggerer reduced to the reward trigger: python -m tools.bench.trigger_child ARGS_JSON.
 
 Follows each given training Job in turn, one trigger each, until its first event, and prints
 one line: MARK + JSON with, per Job, the CPU seconds the wait took and the process's peak RSS

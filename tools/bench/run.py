@@ -1,6 +1,6 @@
 """`make bench`: measure every figure beside its baseline and write bench.json.
 
-python -m tests.bench.run [OUT]     (default bench.json; PYTHONPATH=plugins:. as make sets)
+python -m tools.bench.run [OUT]     (default bench.json; PYTHONPATH=plugins:. as make sets)
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.bench import capacity, dag_runs, log_reads, parse, restart, trigger_memory
 from tests.sandbox.harness import SETTINGS, Sandbox
+from tools.bench import capacity, dag_runs, log_reads, parse, restart, trigger_memory
 
 
 def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) -> None:
