@@ -26,7 +26,7 @@ def test_readme_links_every_reference_page_and_the_settings_reference():
     text = readme()
     for page in REFERENCE:
         assert f"](docs/{page}" in text, page
-    settings = text[text.index("## Settings") : text.index("## Commands")]
+    settings = " ".join(text[text.index("## Settings") : text.index("## Commands")].split())
     assert "[docs/settings.md](docs/settings.md)" in settings
     assert "before any cloud call" in settings
     assert "settings-table:start" not in text  # the table lives in docs/settings.md
@@ -34,7 +34,9 @@ def test_readme_links_every_reference_page_and_the_settings_reference():
 
 def test_readme_composer_section_names_the_pinned_providers():
     text = readme()
-    section = text[text.index("## Cloud Composer") : text.index("## Deployment configuration")]
+    section = " ".join(
+        text[text.index("## Cloud Composer") : text.index("## Deployment configuration")].split()
+    )
     requirements = (REPO / "requirements.txt").read_text().split("# test and dev tools")[0]
     providers = re.findall(r"^(apache-airflow-providers-[a-z-]+)==(\S+)$", requirements, re.M)
     assert len(providers) >= 3
