@@ -89,7 +89,7 @@ RESERVATION_PATHS = {
     (*POOL_SETTINGS, "reservation_affinity", "specific_reservations", 0, "name"),
 }
 AUTOSCALING = {"autoscaling_min_node_count", "autoscaling_max_node_count"}
-# Every path that may differ from the tutorial's rendering, per mode (README: "Capacity").
+# Every path that may differ from the tutorial's rendering, per mode (docs/capacity.md).
 DOCUMENTED = {
     "flex_start": RESERVATION_PATHS
     | {KUEUE_QUOTA, FIO_NODES}

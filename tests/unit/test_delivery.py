@@ -1,6 +1,7 @@
 """Delivery: docker-compose.yaml, the Dockerfile, `make airflow`, `make deploy-composer` and
-the README's delivery commands, checked without Docker or Google Cloud (fake gcloud, docker and
-curl from tests/unit/delivery_bin), against requirements.txt and the settings' defaults."""
+the delivery commands of docs/deployment.md, checked without Docker or Google Cloud (fake
+gcloud, docker and curl from tests/unit/delivery_bin), against requirements.txt and the
+settings' defaults."""
 
 from __future__ import annotations
 
@@ -165,7 +166,8 @@ def rsyncs(bucket: str) -> list[list[str]]:
 
 
 def delivery_section() -> str:
-    text = (REPO / "README.md").read_text()
+    """docs/deployment.md's delivery part: docker compose, `make airflow`, Cloud Composer."""
+    text = (REPO / "docs" / "deployment.md").read_text()
     start, end = "<!-- delivery:start -->", "<!-- delivery:end -->"
     return text[text.index(start) + len(start) : text.index(end)]
 
@@ -200,14 +202,14 @@ def test_check_locked_passes_on_the_locked_venv_and_names_a_drifted_package(tmp_
     assert done.stderr == f"pytest: {metadata.version('pytest')} installed, 0.0.1 locked\n"
 
 
-def test_dockerfile_versions_match_settings_and_readme():
+def test_dockerfile_versions_match_settings_and_the_delivery_doc():
     args = dockerfile_args()
     assert args["CLUSTER_TOOLKIT_VERSION"] == RunSettings().cluster_toolkit_version
     assert re.fullmatch(r"\d+\.\d+\.\d+", args["TERRAFORM_VERSION"])
-    readme = delivery_section()
-    assert f"Terraform {args['TERRAFORM_VERSION']}" in readme
-    assert f"Cluster Toolkit {args['CLUSTER_TOOLKIT_VERSION']}" in readme
-    assert f"Airflow {runtime_pins()['apache-airflow']}" in readme
+    doc = delivery_section()
+    assert f"Terraform {args['TERRAFORM_VERSION']}" in doc
+    assert f"Cluster Toolkit {args['CLUSTER_TOOLKIT_VERSION']}" in doc
+    assert f"Airflow {runtime_pins()['apache-airflow']}" in doc
 
 
 def build_fixtures(root: Path, terraform_version: str, toolkit_version: str, arch: str) -> None:
@@ -602,7 +604,7 @@ def test_make_airflow_runs_standalone_with_this_projects_folders(tmp_path):
         assert f" {setting} " in line
 
 
-# ---------- the README's delivery commands ----------
+# ---------- the delivery commands of docs/deployment.md ----------
 
 COPIED = [
     "Makefile",
@@ -618,9 +620,10 @@ COPIED = [
 ]
 
 
-def test_readme_delivery_commands_run_with_fakes(tmp_path):
-    """Every shell block of the README's delivery section, in a copy of the project, with fake
-    gcloud and docker; `make airflow` (a server) is run with -n, as the test above checks it."""
+def test_delivery_doc_commands_run_with_fakes(tmp_path):
+    """Every shell block of docs/deployment.md's delivery section, in a copy of the project,
+    with fake gcloud and docker; `make airflow` (a server) is run with -n, as the test above
+    checks it."""
     blocks = re.findall(r"```bash\n(.*?)```", delivery_section(), flags=re.S)
     assert len(blocks) >= 3
     project = tmp_path / "project"
@@ -688,7 +691,7 @@ def test_readme_delivery_commands_run_with_fakes(tmp_path):
     assert rsyncs(PREFIX)[0] in [c["argv"] for c in gcloud]
 
 
-def test_readme_delivery_lists_the_composer_roles_and_the_triggerer():
+def test_delivery_doc_lists_the_composer_roles_and_the_triggerer():
     text = delivery_section()
     for role in (
         "roles/tpu.admin",

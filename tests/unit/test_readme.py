@@ -1,5 +1,5 @@
-"""The README shows the commands CI and a newcomer run (the settings table is docs/settings.md,
-checked in test_params)."""
+"""The README shows the commands CI and a newcomer run, in reading order, and links the
+reference in docs/, whose quoted messages and links are current."""
 
 from __future__ import annotations
 
@@ -7,15 +7,52 @@ import re
 
 from tests.conftest import REPO
 
+DOCS = REPO / "docs"
+REFERENCE = ("deployment.md", "operations.md", "capacity.md", "benchmarks.md", "settings.md")
+# Generated from the settings by `python -m tpu_rl.settings.table docs/settings.md`; its own
+# test checks that it exists and is current.
+GENERATED = {DOCS / "settings.md"}
+
+
+def readme() -> str:
+    return (REPO / "README.md").read_text()
+
+
+def documents() -> list:
+    return [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def test_readme_links_every_reference_page_and_the_settings_reference():
+    text = readme()
+    for page in REFERENCE:
+        assert f"](docs/{page}" in text, page
+    settings = " ".join(text[text.index("## Settings") : text.index("## Commands")].split())
+    assert "[docs/settings.md](docs/settings.md)" in settings
+    assert "before any cloud call" in settings
+    assert "settings-table:start" not in text  # the table lives in docs/settings.md
+
+
+def test_readme_composer_section_names_the_pinned_providers():
+    text = readme()
+    section = " ".join(
+        text[text.index("## Cloud Composer") : text.index("## Deployment configuration")].split()
+    )
+    requirements = (REPO / "requirements.txt").read_text().split("# test and dev tools")[0]
+    providers = re.findall(r"^(apache-airflow-providers-[a-z-]+)==(\S+)$", requirements, re.M)
+    assert len(providers) >= 3
+    for name, version in providers:
+        assert f"{name} {version}" in section, name
+    assert "triggerer" in section and "cluster_mode=existing" in section
+
 
 def test_readme_starts_with_demo_and_test_and_ci_runs_make_test():
-    text = (REPO / "README.md").read_text()
+    text = readme()
     assert text.index("make demo") < text.index("make test") < text.index("make plan")
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
 
 def test_troubleshooting_quotes_only_messages_the_code_prints():
-    text = (REPO / "README.md").read_text()
+    text = (DOCS / "operations.md").read_text()
     section = text[text.index("## Troubleshooting") : text.index("## The janitor")]
     quoted = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
     sources = "\n".join(p.read_text() for p in (REPO / "plugins").rglob("*.py"))
@@ -27,29 +64,75 @@ def test_troubleshooting_quotes_only_messages_the_code_prints():
 
 
 def test_readme_reading_order():
-    """What it is, the two commands, the UI, real use, delivery, then the reference sections."""
-    text = (REPO / "README.md").read_text()
+    """What it is, the two commands, the UI, real use, Composer, configuration, then where
+    things are; the reference sections are in docs/."""
+    text = readme()
     headings = [
         "## First two commands",
         "## See it in Airflow's UI: `make demo-ui`",
         "## Real use, step by step",
-        "## Local Airflow with docker compose",
         "## Cloud Composer",
+        "## Deployment configuration",
+        "## The Hugging Face token",
         "## Settings",
-        "## Troubleshooting",
-        "## The janitor",
-        "## Benchmarks",
+        "## Commands",
+        "## Where things are",
     ]
     positions = [text.index(heading) for heading in headings]
     assert positions == sorted(positions)
     assert text.index("validate -> ensure_bucket") < positions[0]  # the picture of the DAG
     for mention in ("make help", "make clean", "RL post-training", "run-report.md", "tutorial"):
         assert mention in text[: positions[2]], mention
+    reference = {
+        "deployment.md": [
+            "## Local Airflow with docker compose",
+            "## Without Docker: `make airflow`",
+            "## Cloud Composer",
+        ],
+        "operations.md": [
+            "## What a run creates, and what removes it",
+            "## Time limits",
+            "## The run report and TPU-hours",
+            "## Troubleshooting",
+            "## The janitor",
+        ],
+        "capacity.md": ["# TPU capacity: reservation, flex-start or Spot"],
+        "benchmarks.md": ["# Benchmarks (`make bench`)"],
+    }
+    for page, page_headings in reference.items():
+        page_text = (DOCS / page).read_text()
+        page_positions = [page_text.index(heading) for heading in page_headings]
+        assert page_positions == sorted(page_positions), page
 
 
-def test_every_make_target_the_readme_names_exists():
-    text = (REPO / "README.md").read_text()
-    named = set(re.findall(r"(?:^|`)make ([a-z][a-z0-9-]*)", text, flags=re.M))
+def test_every_make_target_the_readme_and_docs_name_exists():
+    named = {
+        target
+        for path in documents()
+        for target in re.findall(r"(?:^|`)make ([a-z][a-z0-9-]*)", path.read_text(), flags=re.M)
+    }
     makefile = (REPO / "Makefile").read_text()
     targets = set(re.findall(r"^([a-z][a-z0-9-]*):", makefile, flags=re.M))
     assert named <= targets, named - targets
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return slug.replace(" ", "-")
+
+
+def test_links_between_readme_and_docs_resolve():
+    """Every relative link of README.md and docs/*.md names a file, and its #anchor a heading."""
+    for path in documents():
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto
+            file_part, _, fragment = target.partition("#")
+            linked = (path.parent / file_part).resolve() if file_part else path
+            if linked in GENERATED:
+                continue
+            assert linked.is_file(), f"{path.name}: {target}"
+            if fragment:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.M)
+                assert fragment in {anchor(h) for h in headings}, f"{path.name}: {target}"
