@@ -227,8 +227,7 @@ class LogFollower:
     async def _capacity_lost(
         self, api: AsyncKube, failure: verdicts.Failure, pods: list[dict], pod: dict | None
     ) -> Result | None:
-        """The capacity_lost event (COORD.md item 4) when the cluster shows lost capacity;
-        None: a real failure."""
+        """The capacity_lost event when the cluster shows lost capacity; None: a real failure."""
         state = self.state
         if failure[0] not in capacity_loss.SUSPECTS:
             return None
