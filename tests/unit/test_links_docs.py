@@ -11,10 +11,18 @@ from airflow.models.taskinstancekey import TaskInstanceKey
 
 from tests.conftest import REPO
 from tpu_rl.dag import link_urls, links
-from tpu_rl.dag.steps import LINKS_BY_TASK, TASK_DOCS
+from tpu_rl.dag.steps import RUN_STEPS
+from tpu_rl.operators.cluster import EnsureBucketOperator
 from tpu_rl.settings.run_settings import RunSettings, load_settings
 
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
+# What each step declares, by task id (the bucket's link is the provider's own)
+TASK_DOCS = {step.step_id: step.step_doc for step in RUN_STEPS}
+LINKS_BY_TASK = {
+    step.step_id: tuple(step.operator_extra_links)
+    for step in RUN_STEPS
+    if step is not EnsureBucketOperator
+}
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
-"""The run's steps, in the order they run, and what is read from their declarations (each
-operator's `step_id`, `limit`, `step_doc` and console links) by task id: the time budget, the
-docs and links checks. Imported where a task runs, not when the DAG file is parsed."""
+"""The run's steps, in the order they run, and their time limits by task id (each operator's
+`step_id` and `limit`), which the run's time budget reads where a task runs."""
 
 from __future__ import annotations
 
@@ -47,9 +46,3 @@ RUN_STEPS: tuple[type[RunStep], ...] = (
 LIMITS: dict[str, Limit] = {step.step_id: step.limit for step in RUN_STEPS}
 WORK_LIMITS = {task: limit for task, limit in LIMITS.items() if limit.role == WORK}
 CLEANUP_LIMITS = {task: limit for task, limit in LIMITS.items() if limit.role == CLEANUP}
-TASK_DOCS: dict[str, str] = {step.step_id: step.step_doc for step in RUN_STEPS}
-LINKS_BY_TASK = {
-    step.step_id: tuple(step.operator_extra_links)
-    for step in RUN_STEPS
-    if step is not EnsureBucketOperator  # the provider's own link
-}
