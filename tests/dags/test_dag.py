@@ -293,7 +293,7 @@ def test_every_task_applies_the_runs_limits_before_execute(tutorial_conf):
 
 def test_the_work_stops_in_time_for_the_cleanup_before_dagrun_timeout(tutorial_conf):
     dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
-    reserve = cleanup_reserve_minutes(load_settings(tutorial_conf))
+    reserve = cleanup_reserve_minutes(load_settings(tutorial_conf), LIMITS)
     wait = dag.get_task("wait_for_rewards")
     left = timedelta(minutes=5)
     started = dag.dagrun_timeout - timedelta(minutes=reserve) - left

@@ -8,16 +8,17 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from tpu_rl import deployment
-from tpu_rl.dag.run_limits import budget_problem
+from tpu_rl.dag.run_limits import budget_problem, dag_limits
 from tpu_rl.settings.run_settings import RunSettings, SettingsError
 
 
-def check_run(settings: RunSettings, dagrun_timeout_minutes: float) -> dict[str, Any]:
+def check_run(settings: RunSettings, dag: Any) -> dict[str, Any]:
     """The run's valid settings checked before any cloud call: that the run's time limits fit
     the DAG's dagrun_timeout, and that the deployment's connections are of the right type;
     every problem in one failure. Returns the settings as a dict."""
     problems = []
-    if problem := budget_problem(settings, dagrun_timeout_minutes):
+    timeout_minutes = dag.dagrun_timeout.total_seconds() / 60
+    if problem := budget_problem(settings, timeout_minutes, dag_limits(dag.tasks)):
         problems.append(problem)
     for check in (deployment.check_gcp_connection, deployment.hf_token):
         try:

@@ -12,40 +12,48 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.dag.limits import DEADLINE_ATTR, Limit
-from tpu_rl.dag.steps import CLEANUP_LIMITS, LIMITS, WORK_LIMITS
+from tpu_rl.dag.limits import CLEANUP, DEADLINE_ATTR, WORK, Limit
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Mapping
 
     from tpu_rl.settings.run_settings import RunSettings
 
 
-def _total(limits: dict[str, Limit], s: RunSettings) -> float:
-    return sum(limit.minutes(s) * limit.counted_tries for limit in limits.values())
+def dag_limits(tasks: Iterable[Any]) -> dict[str, Limit]:
+    """Each step's limit by task id, from the tasks of the DAG a task runs in (each step
+    declares its `limit`), so the budget needs no table of the steps."""
+    return {t.task_id: t.limit for t in tasks if isinstance(getattr(t, "limit", None), Limit)}
 
 
-def work_minutes(s: RunSettings) -> float:
+def _total(limits: Mapping[str, Limit], role: str, s: RunSettings) -> float:
+    return sum(lim.minutes(s) * lim.counted_tries for lim in limits.values() if lim.role == role)
+
+
+def work_minutes(s: RunSettings, limits: Mapping[str, Limit]) -> float:
     """The worst case of the work: every limit times its tries."""
-    return _total(WORK_LIMITS, s)
+    return _total(limits, WORK, s)
 
 
-def cleanup_reserve_minutes(s: RunSettings) -> float:
+def cleanup_reserve_minutes(s: RunSettings, limits: Mapping[str, Limit]) -> float:
     """The worst case of the teardowns, which the work must leave before dagrun_timeout."""
-    return _total(CLEANUP_LIMITS, s)
+    return _total(limits, CLEANUP, s)
 
 
-def budget_problem(s: RunSettings, dagrun_timeout_minutes: float) -> str | None:
+def budget_problem(
+    s: RunSettings, dagrun_timeout_minutes: float, limits: Mapping[str, Limit]
+) -> str | None:
     """Why the run's limits cannot fit the DAG's dagrun_timeout, naming the settings; or None."""
-    work, reserve = work_minutes(s), cleanup_reserve_minutes(s)
+    work, reserve = work_minutes(s, limits), cleanup_reserve_minutes(s, limits)
     if work + reserve <= dagrun_timeout_minutes:
         return None
     terms = [
         f"{task_id} {limit.minutes(s):g} min x {limit.counted_tries}"
-        for task_id, limit in {**WORK_LIMITS, **CLEANUP_LIMITS}.items()
-        if limit.settings
+        for role in (WORK, CLEANUP)
+        for task_id, limit in limits.items()
+        if limit.role == role and limit.settings
     ]
-    names = sorted({name for limit in LIMITS.values() for name in limit.settings})
+    names = sorted({name for limit in limits.values() for name in limit.settings})
     return (
         f"time limits: the worst case, {work:g} min of work + {reserve:g} min of cleanup "
         f"(largest: {', '.join(terms)}; each limit x its tries), exceeds the DAG's "
@@ -56,11 +64,13 @@ def budget_problem(s: RunSettings, dagrun_timeout_minutes: float) -> str | None:
 
 def work_deadline(context: Any, s: RunSettings) -> float | None:
     """Epoch seconds the run's work must end by to leave the teardowns their reserve."""
-    dag_run, timeout = context.get("dag_run"), getattr(context.get("dag"), "dagrun_timeout", None)
+    dag = context.get("dag")
+    dag_run, timeout = context.get("dag_run"), getattr(dag, "dagrun_timeout", None)
     started = getattr(dag_run, "start_date", None)
     if started is None or timeout is None:
         return None
-    return started.timestamp() + timeout.total_seconds() - cleanup_reserve_minutes(s) * 60
+    reserve = cleanup_reserve_minutes(s, dag_limits(dag.tasks))
+    return started.timestamp() + timeout.total_seconds() - reserve * 60
 
 
 def apply_run_limits(context: Any, run_settings: Callable[[], RunSettings] | None = None) -> None:
@@ -72,21 +82,21 @@ def apply_run_limits(context: Any, run_settings: Callable[[], RunSettings] | Non
     from tpu_rl.settings.run_settings import SettingsError, load_settings
 
     task = context["task"]
-    limit = LIMITS.get(task.task_id)
-    if limit is None:
+    limit = getattr(task, "limit", None)
+    if not isinstance(limit, Limit):
         return
     try:
         s = run_settings() if run_settings else load_settings(dict(context["params"]))
     except SettingsError:
         return  # validate reports it; the parse-time limit stays
     seconds = limit.minutes(s) * 60
-    capped = task.task_id not in CLEANUP_LIMITS and not _resuming(context)
+    capped = limit.role != CLEANUP and not _resuming(context)
     if capped and (deadline := work_deadline(context, s)) is not None:
         left = deadline - time.time()
         if left <= 0:
             raise AirflowFailException(
                 "the run's time is up: what is left of dagrun_timeout is the cleanup's reserve "
-                f"({cleanup_reserve_minutes(s):g} min)"
+                f"({cleanup_reserve_minutes(s, dag_limits(context['dag'].tasks)):g} min)"
             )
         seconds = min(seconds, left)
     task.execution_timeout = timedelta(seconds=seconds)

@@ -42,7 +42,7 @@ money, and lists every problem at once. Returns the settings the other tasks use
             settings = self.run_layout(context).settings
         except SettingsError as err:
             raise AirflowFailException(str(err)) from err
-        return check_run(settings, context["dag"].dagrun_timeout.total_seconds() / 60)
+        return check_run(settings, context["dag"])
 
 
 class RewardGateOperator(RunStep):
