@@ -80,8 +80,9 @@ def key(task_id: str) -> TaskInstanceKey:
 
 
 def link_of(task_id: str, cls: type) -> str:
+    [step] = [step for step in RUN_STEPS if step.step_id == task_id]
     [link] = [link for link in LINKS_BY_TASK[task_id] if isinstance(link, cls)]
-    return link.get_link(None, ti_key=key(task_id))
+    return link.get_link(step, ti_key=key(task_id))
 
 
 def test_storage_links_open_the_runs_checkpoints_and_export(recorded, tutorial_conf):

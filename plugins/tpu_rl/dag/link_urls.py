@@ -16,6 +16,7 @@ from airflow.providers.google.cloud.links.kubernetes_engine import (
 from airflow.sdk.execution_time.xcom import XCom
 
 from tpu_rl.layout import RUN_LABEL, RunLayout, split_gcs_uri
+from tpu_rl.names import BACKEND_PODS
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 
 if TYPE_CHECKING:
@@ -23,14 +24,6 @@ if TYPE_CHECKING:
 
 CONSOLE = "https://console.cloud.google.com"
 SETTINGS_TASK = "validate"
-# Whose Job a task's links show: its own, or the Job it watches (a RunLayout.job_names step).
-JOB_OF_TASK = {
-    "convert": "convert",
-    "train": "train",
-    "wait_for_rewards": "train",
-    "export": "export",
-}
-JOBSET_TASKS = {"start_backend", "stop_backend"}
 
 
 def run_layout(ti_key: TaskInstanceKey) -> RunLayout | None:
@@ -57,16 +50,15 @@ def storage_browser(uri: str, project: str) -> str:
     return f"{CONSOLE}/storage/browser/{bucket}/{path};tab=objects?project={quote(project)}"
 
 
-def job_name(layout: RunLayout, task_id: str) -> str | None:
-    """The name of the Job the task runs or watches; None for a task without one."""
-    step = JOB_OF_TASK.get(task_id)
-    return layout.job_names[step] if step else None
+def job_name(layout: RunLayout, pods_of: str | None) -> str | None:
+    """The name of the run's Job whose pods a step shows (RunStep.pods_of); None for none."""
+    return layout.job_names.get(pods_of) if pods_of else None
 
 
-def pod_log_query(layout: RunLayout, task_id: str) -> str:
-    """Cloud Logging query for the containers of this run (and of the task's Job or JobSet)."""
+def pod_log_query(layout: RunLayout, pods_of: str | None) -> str:
+    """Cloud Logging query for the containers of this run (and of the step's Job or JobSet)."""
     s = layout.settings
-    job = job_name(layout, task_id)
+    job = job_name(layout, pods_of)
     lines = [
         'resource.type="k8s_container"',
         f'resource.labels.project_id="{s.project}"',
@@ -77,7 +69,7 @@ def pod_log_query(layout: RunLayout, task_id: str) -> str:
     ]
     if job:
         lines.append(f'labels."k8s-pod/job-name"="{job}"')
-    elif task_id in JOBSET_TASKS:
+    elif pods_of == BACKEND_PODS:
         lines.append(f'labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="{layout.backend_jobset}"')
     return "\n".join(lines)
 
@@ -89,37 +81,37 @@ def gke_page(layout: RunLayout, page: str, **fields: str) -> str:
     return CONSOLE + page.format(**cluster, namespace=s.namespace, **fields)
 
 
-def cluster_page(layout: RunLayout, task_id: str) -> str:
+def cluster_page(layout: RunLayout, pods_of: str | None) -> str:
     return gke_page(layout, KUBERNETES_CLUSTER_LINK)
 
 
-def workloads_page(layout: RunLayout, task_id: str) -> str:
+def workloads_page(layout: RunLayout, pods_of: str | None) -> str:
     return gke_page(layout, KUBERNETES_WORKLOADS_LINK)
 
 
-def job_page(layout: RunLayout, task_id: str) -> str:
+def job_page(layout: RunLayout, pods_of: str | None) -> str:
     """The provider's "Kubernetes Job" page, without its link's XCom reads (two per worker call)."""
-    job = job_name(layout, task_id)
+    job = job_name(layout, pods_of)
     return gke_page(layout, KUBERNETES_JOB_LINK, job_name=job) if job else ""
 
 
-def pod_logs(layout: RunLayout, task_id: str) -> str:
-    query = quote(pod_log_query(layout, task_id), safe="")
+def pod_logs(layout: RunLayout, pods_of: str | None) -> str:
+    query = quote(pod_log_query(layout, pods_of), safe="")
     return (
         f"{CONSOLE}/logs/query;query={query};duration=P7D?project={quote(layout.settings.project)}"
     )
 
 
-def checkpoints(layout: RunLayout, task_id: str) -> str:
+def checkpoints(layout: RunLayout, pods_of: str | None) -> str:
     return storage_browser(layout.checkpoints_dir, layout.settings.project)
 
 
-def export(layout: RunLayout, task_id: str) -> str:
+def export(layout: RunLayout, pods_of: str | None) -> str:
     return storage_browser(layout.export_dir, layout.settings.project)
 
 
 # By link name (tpu_rl.dag.links).
-URLS: dict[str, Callable[[RunLayout, str], str]] = {
+URLS: dict[str, Callable[[RunLayout, str | None], str]] = {
     "GKE cluster": cluster_page,
     "GKE workloads": workloads_page,
     "Kubernetes Job": job_page,
@@ -129,7 +121,8 @@ URLS: dict[str, Callable[[RunLayout, str], str]] = {
 }
 
 
-def link_url(name: str, ti_key: TaskInstanceKey) -> str:
-    """The URL of the link `name` for a task of a run; empty before `validate` succeeded."""
+def link_url(name: str, ti_key: TaskInstanceKey, pods_of: str | None) -> str:
+    """The URL of the link `name` for a step of a run whose links show `pods_of`'s pods (see
+    RunStep.pods_of); empty before `validate` succeeded."""
     layout = run_layout(ti_key)
-    return URLS[name](layout, ti_key.task_id) if layout else ""
+    return URLS[name](layout, pods_of) if layout else ""

@@ -30,7 +30,7 @@ class RunLink(BaseOperatorLink):
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         from tpu_rl.dag.link_urls import link_url
 
-        return link_url(self.name, ti_key)
+        return link_url(self.name, ti_key, getattr(operator, "pods_of", None))
 
 
 def _run_link(class_name: str, name: str) -> type[RunLink]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpu_rl.dag.limits import SIDE, pending_plus_step, short_step
 from tpu_rl.dag.links import BACKEND_LINKS
+from tpu_rl.names import BACKEND_PODS
 from tpu_rl.operators.cluster_objects import RunClusterStep
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ class StartPathwaysBackendOperator(RunClusterStep):
     pods run (at most the run's pending timeout)."""
 
     step_id = "start_backend"
+    pods_of = BACKEND_PODS
     step_doc = """
 Starts the headless Pathways backend (a JobSet holding the TPU slice) and waits until all its
 pods run, at most `pending_timeout_minutes` (TPU capacity or Kueue can hold them).
@@ -56,6 +58,7 @@ class StopPathwaysBackendOperator(RunClusterStep):
     """
 
     step_id = "stop_backend"
+    pods_of = BACKEND_PODS
     step_doc = """
 Deletes the Pathways JobSet once the reward wait ended, beside the gate and the export, so the
 TPUs stop billing; the wait already released it, so this only makes sure.

@@ -23,6 +23,7 @@ class ConvertCheckpointOperator(RunJobStep):
     """
 
     step_id = "convert"
+    pods_of = "convert"
     step_doc = """
 Converts the Hugging Face model to a MaxText checkpoint in `gs://<bucket>/<model>/max-text-format/`
 with a Kubernetes Job. Skipped when a complete conversion is already there.
@@ -49,6 +50,7 @@ class StartTrainingOperator(RunJobStep):
     follows it."""
 
     step_id = "train"
+    pods_of = "train"
     step_doc = """
 Submits the GRPO client Job (`train_rl`) against the backend and returns at once;
 `wait_for_rewards` follows it.
@@ -70,6 +72,7 @@ class ExportCheckpointOperator(RunJobStep):
     """Exports the newest checkpoint step this run's training finished saving."""
 
     step_id = "export"
+    pods_of = "export"
     step_doc = """
 Exports the newest checkpoint of this run to Hugging Face format in
 `gs://<bucket>/<model>/hf-trained/<run>/`.

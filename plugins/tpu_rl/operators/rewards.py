@@ -42,6 +42,7 @@ class WaitForRewardsSensor(RunStep, RewardSensor):
     """
 
     step_id = "wait_for_rewards"
+    pods_of = "train"  # the Job it follows
     step_doc = """
 Follows the training Job's log (deferred: no worker slot while it waits) until the
 `Post RL Training` line, and returns the pre- and post-training rewards. When training loses

@@ -25,16 +25,20 @@ class RunStep(BaseOperator):
     """The base of the run's steps (first in their bases, before the provider's operator).
 
     Declared once, as class attributes: `step_id` (the task id, by default), `step_doc` (what
-    the step does and what to do when it fails, shown in the UI) and `limit` (its time limit
-    and tries, from the run's settings). The task's retries and parse-time execution_timeout
-    (the defaults' limit) come from `limit`; before execute (and before each resume) the run's
-    limit replaces it. A method, not a `pre_execute` callable in default_args: Airflow's
-    serializer stores a callable argument's source (inspect.getsource) on every parse.
+    the step does and what to do when it fails, shown in the UI), `limit` (its time limit
+    and tries, from the run's settings) and `pods_of` (the workload its links show). The
+    task's retries and parse-time execution_timeout (the defaults' limit) come from `limit`;
+    before execute (and before each resume) the run's limit replaces it. A method, not a
+    `pre_execute` callable in default_args: Airflow's serializer stores a callable argument's
+    source (inspect.getsource) on every parse.
     """
 
     step_id: ClassVar[str]
     step_doc: ClassVar[str]
     limit: ClassVar[Limit]
+    # Whose pods the step's console links show: a Job of the run (a RunLayout.job_names key),
+    # BACKEND_PODS for the Pathways JobSet, or None.
+    pods_of: ClassVar[str | None] = None
     _layout: tuple[str | None, RunLayout] | None = None
 
     def __init__(self, **kwargs: Any) -> None:
