@@ -14,7 +14,7 @@ import airflow.providers.google.cloud.hooks.kubernetes_engine
 import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.sdk import DAG, task
 
-from tpu_rl.janitor import janitor_params
+from tpu_rl.janitor_params import janitor_params
 from tpu_rl.operators.cluster import DestroyClusterOperator
 from tpu_rl.operators.janitor import JanitorSweepOperator, verdict
 from tpu_rl.settings.params import default_settings

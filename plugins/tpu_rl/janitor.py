@@ -10,15 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import Param
-
 from tpu_rl import deployment
 from tpu_rl.cluster.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
 from tpu_rl.cluster.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
 from tpu_rl.cluster.tpu import TOPOLOGY_BY_TPU_TYPE
+from tpu_rl.janitor_params import JanitorParams
 from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
 from tpu_rl.names import DAG_ID
-from tpu_rl.settings.params import SCHEMA_DIALECT, default_settings
+from tpu_rl.settings.params import default_settings
 
 ACTIVE_STATES = ["queued", "running"]
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
@@ -35,141 +34,6 @@ def managed_selector() -> str:
             f"{deployment.DAG_LABEL}={DAG_ID}",
         ]
     )
-
-
-@dataclass(frozen=True)
-class JanitorParams:
-    """The janitor's Params, typed."""
-
-    project: str
-    region: str
-    clusters: tuple[str, ...]
-    existing_clusters: tuple[str, ...]
-    namespace: str
-    grace_minutes: int
-    dry_run: bool
-    gcs_bucket: str
-    cluster_toolkit_version: str
-
-    @classmethod
-    def from_params(
-        cls, given: Mapping[str, Any], stored: Mapping[str, Any] | None = None
-    ) -> JanitorParams:
-        """The Params; where one is left at its built-in default, the stored default (the
-        Variable tpu_rl_janitor_params, read at run time, never at parse time) applies."""
-        built_in = {name: param.value for name, param in janitor_params().items()}
-        stored = stored or {}
-        params = {
-            name: stored.get(name, default) if given.get(name, default) == default else given[name]
-            for name, default in built_in.items()
-        }
-        return cls(
-            project=str(params["project"]).strip(),
-            region=str(params["region"]).strip(),
-            clusters=tuple(params["clusters"] or ()),
-            existing_clusters=tuple(params["existing_clusters"] or ()),
-            namespace=str(params["namespace"]),
-            grace_minutes=int(params["grace_minutes"]),
-            dry_run=bool(params["dry_run"]),
-            gcs_bucket=str(params["gcs_bucket"] or "").strip(),
-            cluster_toolkit_version=str(params["cluster_toolkit_version"]),
-        )
-
-    @property
-    def gcp_conn_id(self) -> str:
-        return deployment.gcp_conn_id()
-
-    @property
-    def grace(self) -> timedelta:
-        return timedelta(minutes=self.grace_minutes)
-
-
-def janitor_params() -> dict[str, Param]:
-    """The DAG's Params with their built-in defaults (the Variable is merged in at run time).
-
-    Fields that may stay empty accept null, which the trigger form sends for an emptied field.
-    """
-
-    def param(name: str, default: Any, title: str, section: str, description: str, **schema):
-        return Param(
-            default,
-            **SCHEMA_DIALECT,
-            title=title,
-            description=description,
-            section=section,
-            **schema,
-        )
-
-    names = {"type": ["null", "array"], "items": {"type": "string"}}
-    where, how, destroy = "What to sweep", "How", "Destroying clusters"
-    return {
-        "project": param(
-            "project", "", "Project", where, "Google Cloud project to sweep.", type="string"
-        ),
-        "region": param(
-            "region", "", "Region", where, "Region whose clusters are swept.", type="string"
-        ),
-        "clusters": param(
-            "clusters",
-            [],
-            "Clusters",
-            where,
-            "Clusters to inspect, one per line; empty: every cluster in the region labelled by "
-            "this package.",
-            **names,
-        ),
-        "existing_clusters": param(
-            "existing_clusters",
-            [],
-            "Existing clusters",
-            where,
-            "Clusters used with cluster_mode=existing (or kept), one per line: their leftover "
-            "Jobs, JobSets and Secrets are removed, the clusters are never destroyed.",
-            **names,
-        ),
-        "namespace": param(
-            "namespace",
-            default_settings().namespace,
-            "Namespace",
-            where,
-            "Kubernetes namespace of the runs' objects.",
-            type="string",
-        ),
-        "dry_run": param(
-            "dry_run",
-            True,
-            "Dry run",
-            how,
-            "Only report what would be removed; change nothing.",
-            type="boolean",
-        ),
-        "grace_minutes": param(
-            "grace_minutes",
-            120,
-            "Grace period (min)",
-            how,
-            "Only what is older than this is removed.",
-            type="integer",
-            minimum=0,
-        ),
-        "gcs_bucket": param(
-            "gcs_bucket",
-            "",
-            "GCS bucket",
-            destroy,
-            "Bucket of the clusters' terraform state (the runs' gcs_bucket); needed to destroy "
-            "a cluster, not for a dry run.",
-            type=["null", "string"],
-        ),
-        "cluster_toolkit_version": param(
-            "cluster_toolkit_version",
-            default_settings().cluster_toolkit_version,
-            "Cluster Toolkit version",
-            destroy,
-            "gcluster release that destroys clusters.",
-            type="string",
-        ),
-    }
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from google.cloud.container_v1.types import Cluster
 from kubernetes.client import ApiClient
 
 from tpu_rl import janitor
-from tpu_rl.janitor import ACTIVE_STATES, KINDS, JanitorParams, KubeObject
+from tpu_rl.janitor import ACTIVE_STATES, KINDS, KubeObject
+from tpu_rl.janitor_params import JanitorParams, JanitorParamsError
 from tpu_rl.kube.objects import delete_labelled, list_labelled
 from tpu_rl.names import DAG_ID
 
@@ -212,7 +213,10 @@ class JanitorSweepOperator(BaseOperator):
     ui_color = "#fff2cc"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        p = JanitorParams.from_params(run_params(context))
+        try:
+            p = JanitorParams.from_params(run_params(context))
+        except JanitorParamsError as err:
+            raise AirflowFailException(str(err)) from err
         if not p.project or not p.region:
             raise AirflowFailException(
                 "project and region are required: set them in the Params or in the Variable "
