@@ -161,7 +161,8 @@ def test_a_gate_stop_is_mailed_and_posted_with_the_reason_and_rewards(
     [posted] = bodies
     lines = posted["text"].splitlines()
     assert lines[0] == mail["Subject"]
-    assert "rewards: mean_reward pre 0.0821 -> post -0.0500 (gain -0.1321)" in lines
+    # the webhook gets the text with Slack's escaping of & < > (tpu_rl.report.failures.chat_text)
+    assert "rewards: mean_reward pre 0.0821 -&gt; post -0.0500 (gain -0.1321)" in lines
     assert lines[-1].startswith("details: http") and "/runs/" in lines[-1]
 
     from airflow.models.xcom import XComModel
@@ -223,7 +224,7 @@ def test_the_dag_tells_why_the_gate_stopped_and_links_the_console(
         mail["Subject"] == f"[tpu_rl_post_training] reward gate stopped the export: {result.run_id}"
     )
     [posted] = bodies
-    assert "rewards: mean_reward pre 0.0821 -> post -0.0500 (gain -0.1321)" in posted["text"]
+    assert "rewards: mean_reward pre 0.0821 -&gt; post -0.0500 (gain -0.1321)" in posted["text"]
     assert result.xcoms["gate.failure"].startswith("reward gate: post-training mean_reward=-0.0500")
 
     project, cluster = SETTINGS["project"], SETTINGS["cluster_name"]
@@ -261,3 +262,71 @@ def test_the_dags_callback_speaks_only_when_no_task_did(http_sink, monkeypatch):
     assert lines[0] == "[tpu_rl_post_training] run failed: scheduled__2026-12-01"
     assert "reason: the run ended: timed_out" in lines
     assert lines[-1].endswith("/dags/tpu_rl_post_training/runs/scheduled__2026-12-01")
+
+
+@pytest.fixture
+def silent_server() -> Iterator[tuple[list[str], int]]:
+    """A TCP port that accepts connections and never answers (an SMTP server or webhook that
+    hangs); records each connection."""
+    import socket
+
+    accepted: list[str] = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)
+            accepted.append("connection")
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield accepted, listener.getsockname()[1]
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def test_a_channel_that_never_answers_is_tried_twice_and_logged_not_waited_for(
+    silent_server, monkeypatch, caplog
+):
+    from tpu_rl.report import failures
+    from tpu_rl.report.notices import send_notices
+
+    accepted, port = silent_server
+    monkeypatch.setattr(failures, "NOTICE_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr("tpu_rl.report.notices.NOTICE_TIMEOUT_SECONDS", 0.5)
+    configure(monkeypatch, port, port)  # both channels: the silent server
+    failure = failures.RunFailure("d", "r", "gate", "reward gate: stop", "none", "http://x")
+    import logging
+
+    failed = send_notices(failures.channels(failure), {}, logging.getLogger("notice-test"))
+    http, smtp = sorted(failed)
+    assert http.startswith("HttpNotifier: ") and "timed out" in http  # its requests timeout
+    assert smtp == "SmtpNotifier: no answer within 0.5 s"  # the try's deadline
+    assert len(accepted) >= 3  # each channel connected, and each was tried again
+    assert "tried 2 times" in caplog.text
+
+
+def test_chat_markup_from_a_setting_reaches_the_webhook_as_text(http_sink, monkeypatch):
+    from types import SimpleNamespace
+
+    bodies, http_port = http_sink
+    configure(monkeypatch, free_port(), http_port)
+    monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
+    ti = SimpleNamespace(
+        task_id="validate", xcom_pull=lambda **kw: None, xcom_push=lambda *a: None, log_url="u"
+    )
+    error = ValueError("cluster_name '<!channel> <https://evil.example|docs> & co' is invalid")
+    context = {"dag": SimpleNamespace(dag_id="d"), "run_id": "r", "ti": ti, "exception": error}
+    RunFailureNotifier().notify(context)
+    [posted] = bodies
+    assert "&lt;!channel&gt; &lt;https://evil.example|docs&gt; &amp; co" in posted["text"]
+    assert "<!channel>" not in posted["text"] and "<https://" not in posted["text"]

@@ -14,6 +14,7 @@ from airflow.sdk.log import redact
 CONFIG_SECTION = "tpu_rl"
 REWARDS_TASK = "wait_for_rewards"
 GATE_TASK = "gate"
+NOTICE_TIMEOUT_SECONDS = 5  # per try of a channel; a notice is tried twice at most
 
 
 def first_line(error: object) -> str:
@@ -103,6 +104,14 @@ def failure_from_context(context: Mapping[str, Any]) -> RunFailure:
     )
 
 
+def chat_text(text: str) -> str:
+    """Text a chat webhook shows as written: `&`, `<` and `>` escaped as Slack documents
+    (docs.slack.dev/messaging/formatting-message-text, "Escaping text"), so `<!channel>`,
+    `<users/all>` (Google Chat's mention, developers.google.com/workspace/chat/format-messages)
+    or a disguised `<url|text>` link from a Param reach no one as markup."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def setting(key: str) -> str:
     return (conf.get(CONFIG_SECTION, key, fallback="") or "").strip()
 
@@ -129,8 +138,9 @@ def channels(failure: RunFailure) -> list[BaseNotifier]:
             HttpNotifier(
                 http_conn_id=webhook,
                 endpoint="",
-                json={"text": failure.text},
+                json={"text": chat_text(failure.text)},
                 headers={"Content-Type": "application/json"},
+                extra_options={"timeout": NOTICE_TIMEOUT_SECONDS},
             )
         )
     return found

@@ -9,9 +9,11 @@ Airflow connections:
 - `notify_webhook_conn_id`: an HTTP connection whose host is a webhook URL that takes
   `{"text": ...}` (Google Chat and Slack incoming webhooks do).
 
-Each channel is the provider's own notifier (SmtpNotifier, HttpNotifier); a channel that fails
-is logged and never hides the run's own failure. Every failure's first line is also kept as the
-task's XCom `failure`, which the RL post-training page shows.
+Each channel is the provider's own notifier (SmtpNotifier, HttpNotifier), each try bounded to a
+few seconds and tried twice at most (tpu_rl.report.notices); a channel that fails or does not
+answer is logged with the reason and never hides the run's own failure or holds its cleanup.
+Every failure's first line is also kept as the task's XCom `failure`, which the RL
+post-training page shows.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.bases.notifier import BaseNotifier
 
-# What the message says and where it goes (tpu_rl.report.failures) is imported when a task fails,
-# not
-# on every parse of the DAG file.
+# What the message says and where it goes (tpu_rl.report.failures, tpu_rl.report.notices) is
+# imported when a task fails, not on every parse of the DAG file.
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
@@ -44,6 +45,7 @@ class RunFailureNotifier(BaseNotifier):
 
     def notify(self, context: Any) -> None:
         from tpu_rl.report.failures import another_task_failed, channels, failure_from_context
+        from tpu_rl.report.notices import send_notices
 
         if context.get("reason") == "task_failure":
             return
@@ -52,12 +54,7 @@ class RunFailureNotifier(BaseNotifier):
         failure = failure_from_context(context)
         if failure.task_id:
             context["ti"].xcom_push(FAILURE_XCOM_KEY, failure.reason)
-        for channel in channels(failure):
-            try:
-                # notify(), not __call__: the message is plain text, never a Jinja template
-                channel.notify(context)
-            except Exception:
-                self.log.exception("Could not send the notification via %s", type(channel).__name__)
+        send_notices(channels(failure), context, self.log)
 
 
 def notify_failures(dag: DAG) -> None:
