@@ -13,6 +13,7 @@ import re
 import sys
 
 DEFAULT_DAGRUN_TIMEOUT_MINUTES = 72 * 60  # a backstop: the per-task limits end first
+MAX_DAGRUN_TIMEOUT_MINUTES = 365 * 24 * 60
 DEPLOYMENT_LABEL = "tpu-rl.dev/deployment"
 DAG_LABEL = "tpu-rl.dev/dag"
 # Connection types that carry an API token (the HF token is the password), never a database.
@@ -51,9 +52,10 @@ def dagrun_timeout_minutes() -> float:
         minutes = float(raw)
     except ValueError:
         minutes = 0.0
-    if not minutes > 0:
+    if not 0 < minutes <= MAX_DAGRUN_TIMEOUT_MINUTES:  # false for nan; inf overflows timedelta
         raise DeploymentError(
-            f"TPU_RL_DAGRUN_TIMEOUT_MINUTES: must be a positive number, got {raw!r}"
+            "TPU_RL_DAGRUN_TIMEOUT_MINUTES: must be a positive number of minutes, at most "
+            f"{MAX_DAGRUN_TIMEOUT_MINUTES} (a year), got {raw!r}"
         )
     return minutes
 

@@ -94,7 +94,7 @@ def test_dagrun_timeout_from_the_environment(monkeypatch, raw, minutes):
     assert deployment.dagrun_timeout_minutes() == minutes
 
 
-@pytest.mark.parametrize("raw", ["0", "-5", "soon"])
+@pytest.mark.parametrize("raw", ["0", "-5", "soon", "inf", "nan", "1e12", "525601"])
 def test_a_bad_dagrun_timeout_is_refused(monkeypatch, raw):
     monkeypatch.setenv("TPU_RL_DAGRUN_TIMEOUT_MINUTES", raw)
     with pytest.raises(deployment.DeploymentError, match="positive number"):
