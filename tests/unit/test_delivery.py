@@ -1,7 +1,7 @@
 """Delivery: docker-compose.yaml, the Dockerfile, `make airflow`, `make deploy-composer` and
 the delivery commands of docs/deployment.md, checked without Docker or Google Cloud (fake
-gcloud, docker and curl from tests/unit/delivery_bin), against requirements.txt and the
-settings' defaults."""
+gcloud, twine, docker and curl from tests/unit/delivery_bin), against requirements.txt,
+pyproject.toml and the settings' defaults."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -39,6 +40,8 @@ AIRFLOW_SERVICES = {
 ADC_DIR = "/home/airflow/.config/gcloud"
 PREFIX = "gs://us-central1-fake-env-bucket"
 RSYNC_FLAGS = ["--recursive", "--delete-unmatched-destination-objects", "--exclude=.*__pycache__.*"]
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+WHEEL_NAME = f"tpu_rl_airflow-{VERSION}-py3-none-any.whl"
 
 
 # ---------- helpers ----------
@@ -61,18 +64,26 @@ def python_version() -> str:
     return re.search(r'requires-python = ">=(\d+\.\d+),', text).group(1)
 
 
-def dockerfile() -> list[tuple[str, str]]:
-    """(instruction, arguments) pairs, as Docker reads them: comments dropped, lines continued."""
+def dockerfile(stage: int = -1) -> list[tuple[str, str]]:
+    """(instruction, arguments) pairs of one build stage (default the last, the image), as Docker
+    reads them: comments dropped, lines continued; a stage starts at its FROM."""
     lines = [
         line for line in (REPO / "Dockerfile").read_text().splitlines() if not line.startswith("#")
     ]
     joined = "\n".join(lines).replace("\\\n", "")
-    result = []
+    stages: list[list[tuple[str, str]]] = []
     for line in joined.splitlines():
         if line.strip():
             word, _, rest = line.partition(" ")
-            result.append((word, rest.strip()))
-    return result
+            if word == "FROM":
+                stages.append([])
+            stages[-1].append((word, rest.strip()))
+    return stages[stage]
+
+
+def base_image() -> str:
+    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
+    return base
 
 
 def dockerfile_args() -> dict[str, str]:
@@ -111,10 +122,13 @@ def fake_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         **os.environ,
         "PATH": f"{FAKES}:{os.environ['PATH']}",
         "FAKE_GCLOUD_LOG": str(tmp_path / "gcloud.jsonl"),
+        "FAKE_TWINE_LOG": str(tmp_path / "twine.jsonl"),
+        "FAKE_CLOUD_STATE": str(tmp_path / "cloud-state.json"),
         "FAKE_DOCKER_LOG": str(tmp_path / "docker.jsonl"),
         "FAKE_CURL_LOG": str(tmp_path / "curl.log"),
     }
-    for name in ("DRY_RUN", "PYPI_PACKAGES", "MAKEFLAGS", "MAKELEVEL"):
+    make_variables = ("ENV", "LOCATION", "PROJECT", "REPOSITORY", "WHEEL", "DRY_RUN")
+    for name in (*make_variables, "MAKEFLAGS", "MAKELEVEL"):
         env.pop(name, None)
     env.update(extra)
     return env
@@ -125,8 +139,13 @@ def calls(log: Path) -> list[dict]:
 
 
 def deploy(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """tools.deploy_composer with a (fake) wheel built elsewhere, as `make deploy-composer WHEEL=`
+    runs it: no build."""
+    wheel = tmp_path / WHEEL_NAME
+    wheel.touch()
     return subprocess.run(
-        [str(REPO / "scripts" / "deploy_composer.sh"), *args],
+        [sys.executable, "-m", "tools.deploy_composer", *args, "--wheel", str(wheel)],
+        cwd=REPO,
         env=fake_env(tmp_path, **env),
         capture_output=True,
         text=True,
@@ -146,23 +165,92 @@ def make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def describe(field: str, *where: str) -> list[str]:
+def first_deploy(*where: str, project: str = "fake-project") -> list[list[str]]:
+    """The gcloud calls of a deploy to an environment that has never had this version: every
+    check finds nothing, so everything is created, uploaded and installed (twine between the
+    token and the pip.conf is logged apart)."""
+    at = ["--location", "us-central1", "--project", project]
+    member = f"--member=serviceAccount:composer@{project}.iam.gserviceaccount.com"
     return [
-        "composer",
-        "environments",
-        "describe",
-        "my-env",
-        *where,
-        f"--format=value({field})",
+        ["composer", "environments", "describe", "my-env", *where, "--format=json"],
+        ["artifacts", "repositories", "describe", "tpu-rl-airflow", *at],
+        [
+            "artifacts",
+            "repositories",
+            "create",
+            "tpu-rl-airflow",
+            "--repository-format=python",
+            *at,
+            "--description=tpu-rl-airflow wheels for Cloud Composer",
+        ],
+        [
+            "artifacts",
+            "repositories",
+            "add-iam-policy-binding",
+            "tpu-rl-airflow",
+            *at,
+            member,
+            "--role=roles/artifactregistry.reader",
+        ],
+        [
+            "artifacts",
+            "versions",
+            "describe",
+            VERSION,
+            "--package=tpu-rl-airflow",
+            "--repository=tpu-rl-airflow",
+            *at,
+        ],
+        ["auth", "print-access-token"],
+        ["storage", "cat", f"{PREFIX}/config/pip/pip.conf"],
+        ["storage", "cp", "PIP_CONF", f"{PREFIX}/config/pip/pip.conf"],
+        [
+            "composer",
+            "environments",
+            "update",
+            "my-env",
+            *where,
+            f"--update-pypi-package=tpu-rl-airflow=={VERSION}",
+        ],
+        ["storage", "ls", f"{PREFIX}/plugins/tpu_rl/"],
+        *dag_imports(*where),
+        ["storage", "rsync", "include", f"{PREFIX}/data/tpu_rl_airflow/include", *RSYNC_FLAGS],
     ]
 
 
-def rsyncs(bucket: str) -> list[list[str]]:
+def dag_imports(*where: str) -> list[list[str]]:
     return [
-        ["storage", "rsync", "dags", f"{bucket}/dags/tpu_rl_airflow", *RSYNC_FLAGS],
-        ["storage", "rsync", "plugins/tpu_rl", f"{bucket}/plugins/tpu_rl", *RSYNC_FLAGS],
-        ["storage", "rsync", "include", f"{bucket}/data/tpu_rl_airflow/include", *RSYNC_FLAGS],
+        [
+            "composer",
+            "environments",
+            "storage",
+            "dags",
+            "import",
+            "--environment",
+            "my-env",
+            *where,
+            "--source",
+            f"dags/{name}",
+            "--destination",
+            "tpu_rl_airflow",
+        ]
+        for name in ("tpu_rl_janitor.py", "tpu_rl_post_training.py")
     ]
+
+
+def gcloud_argvs(tmp_path: Path) -> list[list[str]]:
+    """The fake gcloud's calls; a local file copied to the bucket shows as PIP_CONF."""
+    argvs = [c["argv"] for c in calls(tmp_path / "gcloud.jsonl")]
+    for argv in argvs:
+        if argv[:2] == ["storage", "cp"]:
+            assert Path(argv[2]).name == "pip.conf"
+            argv[2] = "PIP_CONF"
+    return argvs
+
+
+def pip_conf(tmp_path: Path) -> str:
+    state = json.loads((tmp_path / "cloud-state.json").read_text())
+    return state["objects"][f"{PREFIX}/config/pip/pip.conf"]
 
 
 def delivery_section() -> str:
@@ -177,18 +265,36 @@ def delivery_section() -> str:
 
 def test_dockerfile_image_and_pins_match_requirements():
     runtime = runtime_pins()
-    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
-    assert base == f"apache/airflow:{runtime['apache-airflow']}-python{python_version()}"
+    assert base_image() == f"apache/airflow:{runtime['apache-airflow']}-python{python_version()}"
     (install,) = [args for word, args in dockerfile() if word == "RUN" and "pip install" in args]
     installed = pins("\n".join(re.findall(r'"([^"]+==[^"]+)"', install)))
     assert installed == runtime  # airflow kept at the image's version, no test tools
     assert "_PIP_ADDITIONAL_REQUIREMENTS" not in (REPO / "docker-compose.yaml").read_text()
-    assert [word for word, _ in dockerfile()][-3:] == ["USER", "COPY", "RUN"]  # pip as airflow
+    assert [word for word, _ in dockerfile()][-4:] == ["USER", "COPY", "COPY", "RUN"]  # as airflow
     assert ("USER", "airflow") in dockerfile()
     # every dependency at the lock's version, checked after the install
     assert ("COPY", "requirements.lock scripts/check_locked.py /opt/tpu-rl/") in dockerfile()
     assert "pip install --no-cache-dir --constraint /opt/tpu-rl/requirements.lock " in install
+    assert " /opt/tpu-rl/dist/tpu_rl_airflow-*-py3-none-any.whl " in install  # with the pins
     assert install.endswith("&& python /opt/tpu-rl/check_locked.py /opt/tpu-rl/requirements.lock")
+
+
+def test_dockerfile_builds_the_wheel_in_a_stage_and_the_image_installs_only_the_wheel():
+    """tpu_rl reaches the image as the wheel (site-packages, every process), never as a copy
+    of plugins/: the build stage builds it as `make dist` does, on the same official image."""
+    build = dockerfile(0)
+    assert build[0] == ("FROM", f"{base_image()} AS wheel")
+    assert ("COPY", "--chown=airflow:0 pyproject.toml /home/airflow/src/") in build
+    assert ("COPY", "--chown=airflow:0 plugins/tpu_rl /home/airflow/src/plugins/tpu_rl") in build
+    (wheel,) = [args for word, args in build if word == "RUN"]
+    assert wheel == "pip wheel --no-cache-dir --no-deps -w /home/airflow/dist /home/airflow/src"
+    image = dockerfile()
+    copies = [args for word, args in image if word in ("COPY", "ADD")]
+    assert copies == [
+        "requirements.lock scripts/check_locked.py /opt/tpu-rl/",
+        "--from=wheel /home/airflow/dist/ /opt/tpu-rl/dist/",
+    ]
+    assert not any("plugins" in args for args in copies)
 
 
 def test_check_locked_passes_on_the_locked_venv_and_names_a_drifted_package(tmp_path):
@@ -367,8 +473,7 @@ def test_compose_services_executor_examples_and_health_checks():
 
 
 def test_compose_image_tag_matches_the_dockerfile():
-    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
-    tag = base.split(":", 1)[1]
+    tag = base_image().split(":", 1)[1]
     for name in AIRFLOW_SERVICES:
         assert compose()["services"][name]["image"] == f"tpu-rl-airflow:{tag}"
 
@@ -377,8 +482,10 @@ def test_compose_mounts_project_folders_and_adc_read_only():
     for name in AIRFLOW_SERVICES:
         service = compose()["services"][name]
         mounts = service["volumes"]
-        for folder in ("dags", "plugins", "include"):
+        for folder in ("dags", "include"):
             assert f"./{folder}:/opt/airflow/{folder}" in mounts
+        # tpu_rl comes from the image's wheel: a mounted plugins/tpu_rl would shadow it
+        assert not [mount for mount in mounts if "plugins" in mount]
         assert f"${{HOME}}/.config/gcloud:{ADC_DIR}:ro" in mounts
         adc = service["environment"]["GOOGLE_APPLICATION_CREDENTIALS"]
         assert adc == f"{ADC_DIR}/application_default_credentials.json"
@@ -430,15 +537,31 @@ def test_compose_variables_are_all_in_env_example():
     assert used == example
 
 
-def test_dockerignore_sends_only_the_lock_and_its_checker():
+def test_dockerignore_sends_only_the_lock_its_checker_and_the_wheels_sources():
     rules = [
         line
         for line in (REPO / ".dockerignore").read_text().splitlines()
         if line and not line.startswith("#")
     ]
-    assert rules == ["*", "!requirements.lock", "!scripts/check_locked.py"]
-    copies = [args.split()[:-1] for word, args in dockerfile() if word in ("COPY", "ADD")]
-    assert copies == [["requirements.lock", "scripts/check_locked.py"]]
+    assert rules == [
+        "*",
+        "!requirements.lock",
+        "!scripts/check_locked.py",
+        "!pyproject.toml",
+        "!plugins/tpu_rl",
+        "**/__pycache__",
+    ]
+    sent = [
+        args.split()[:-1]
+        for stage in (0, -1)
+        for word, args in dockerfile(stage)
+        if word in ("COPY", "ADD") and "--from=" not in args
+    ]
+    assert [[a for a in copy if not a.startswith("--")] for copy in sent] == [
+        ["pyproject.toml"],
+        ["plugins/tpu_rl"],
+        ["requirements.lock", "scripts/check_locked.py"],
+    ]
 
 
 # ---------- Composer: nothing to install ----------
@@ -471,7 +594,7 @@ def dependency_closure(names: list[str]) -> set[str]:
 
 
 def test_runtime_imports_need_nothing_beyond_airflow_and_its_providers():
-    """Why deploy_composer.sh installs no PyPI package by default."""
+    """Why the wheel adds nothing beside itself to a Composer environment."""
     shipped = dependency_closure(
         [
             "apache-airflow",
@@ -487,7 +610,7 @@ def test_runtime_imports_need_nothing_beyond_airflow_and_its_providers():
         assert dists & shipped, f"{module} ({dists}) is not shipped with Airflow and its providers"
 
 
-# ---------- deploy_composer.sh ----------
+# ---------- make deploy-composer (tools/deploy_composer.py) ----------
 
 
 def test_deploy_dry_run_prints_every_command_and_runs_none(tmp_path):
@@ -498,64 +621,164 @@ def test_deploy_dry_run_prints_every_command_and_runs_none(tmp_path):
     )
 
     assert done.returncode == 0, done.stderr
-    assert calls(tmp_path / "gcloud.jsonl") == []
-    out = done.stdout + done.stderr
-    where = "--location us-central1 --project my-project"
-    assert f"+ gcloud composer environments describe my-env {where} " in out
-    assert "'--format=value(config.dagGcsPrefix)'" in out
-    assert "PyPI: nothing to install" in out
+    assert calls(tmp_path / "gcloud.jsonl") == calls(tmp_path / "twine.jsonl") == []
+    printed = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
     bucket = "gs://BUCKET-OF-my-env"
-    for argv in rsyncs(bucket):
-        assert "+ gcloud " + " ".join(argv[:-1]) + " '--exclude=.*__pycache__.*'" in out
-    assert "DRY_RUN=1: nothing was run." in out
+    expected = [
+        " ".join(argv)
+        .replace(PREFIX, bucket)
+        .replace("fake-project.iam.gserviceaccount.com", "")
+        .replace("composer@", "SERVICE-ACCOUNT-OF-my-env")
+        .replace("--description=tpu-rl-airflow wheels for Cloud Composer", "'--description=…'")
+        .replace("--exclude=.*__pycache__.*", "'--exclude=.*__pycache__.*'")
+        for argv in first_deploy("--location", "us-central1", "--project", "my-project")
+    ]
+    expected = [f"gcloud {line}" for line in expected]
+    # the build first; the upload after the token; the old plugins copy removed if found
+    expected.insert(0, "make --no-print-directory dist")
+    upload = "twine upload --non-interactive --repository-url "
+    upload += (
+        f"https://us-central1-python.pkg.dev/my-project/tpu-rl-airflow/ {REPO}/dist/{WHEEL_NAME}"
+    )
+    expected.insert(expected.index("gcloud auth print-access-token") + 1, upload)
+    rm = f"gcloud storage rm --recursive {bucket}/plugins/tpu_rl/"
+    expected.insert(expected.index(f"gcloud storage ls {bucket}/plugins/tpu_rl/") + 1, rm)
+    strip = [re.sub(r"   # .*$", "", line) for line in printed]
+    strip = [re.sub(r"'--description=[^']*'", "'--description=…'", line) for line in strip]
+    strip = [re.sub(r" /\S+/pip.conf ", " PIP_CONF ", line) for line in strip]
+    assert strip == expected
+    index = "https://us-central1-python.pkg.dev/my-project/tpu-rl-airflow/simple/"
+    assert f"[global]\nextra-index-url = {index}\n" in done.stdout  # the pip.conf it would write
+    assert "DRY_RUN=1: nothing was run" in done.stdout
 
 
 @pytest.mark.parametrize(
-    ("args", "where"),
+    ("args", "where", "project"),
     [
         (
-            ["my-env", "us-central1", "my-project"],
+            ["my-env", "us-central1", "--project", "my-project"],
             ["--location", "us-central1", "--project", "my-project"],
+            "my-project",
         ),
-        (["my-env", "us-central1"], ["--location", "us-central1"]),
+        (["my-env", "us-central1"], ["--location", "us-central1"], "fake-project"),
     ],
 )
-def test_deploy_runs_describe_and_rsyncs_without_pypi_update(tmp_path, args, where):
+def test_deploy_creates_uploads_points_pip_installs_and_imports_the_dags(
+    tmp_path, args, where, project
+):
     done = deploy(tmp_path, *args)
 
     assert done.returncode == 0, done.stderr
-    assert [c["argv"] for c in calls(tmp_path / "gcloud.jsonl")] == [
-        describe("config.dagGcsPrefix", *where),
-        describe("config.workloadsConfig.triggerer.count", *where),
-        *rsyncs(PREFIX),
-    ]
-    assert "nothing to install" in done.stdout
-    assert "+ gcloud storage rsync dags" in done.stderr  # each command printed before it runs
+    assert gcloud_argvs(tmp_path) == first_deploy(*where, project=project)
+    (upload,) = calls(tmp_path / "twine.jsonl")
+    index = f"https://us-central1-python.pkg.dev/{project}/tpu-rl-airflow/"
+    wheel = str(tmp_path / WHEEL_NAME)
+    assert upload["argv"] == ["upload", "--non-interactive", "--repository-url", index, wheel]
+    assert (upload["username"], upload["password"]) == (
+        "oauth2accesstoken",
+        "ya29.fake-access-token",
+    )
+    assert "ya29" not in done.stdout + done.stderr  # the token is in no argument or output
+    assert pip_conf(tmp_path) == f"[global]\nextra-index-url = {index}simple/\n\n"
+    assert "+ gcloud composer environments update my-env" in done.stdout  # printed as it runs
+    assert "Removed" not in done.stdout
 
 
-def test_deploy_installs_extra_packages_from_a_file(tmp_path):
-    done = deploy(tmp_path, "my-env", "us-central1", PYPI_PACKAGES="tenacity==9.1.2 rich==14.0.0")
+def test_deploy_again_is_safe_it_creates_uploads_and_installs_nothing(tmp_path):
+    assert deploy(tmp_path, "my-env", "us-central1").returncode == 0
+    (tmp_path / "gcloud.jsonl").unlink()
+
+    done = deploy(tmp_path, "my-env", "us-central1")
 
     assert done.returncode == 0, done.stderr
-    recorded = calls(tmp_path / "gcloud.jsonl")
-    update = recorded[2]
-    update_argv = ["composer", "environments", "update", "my-env", "--location", "us-central1"]
-    assert update["argv"][:6] == update_argv
-    assert update["argv"][6].startswith("--update-pypi-packages-from-file=")
-    assert update["file"] == "tenacity==9.1.2\nrich==14.0.0\n"
-    assert [c["argv"] for c in recorded[3:]] == rsyncs(PREFIX)
-    assert not Path(update["argv"][6].split("=", 1)[1]).exists()  # removed afterwards
+    where = ["--location", "us-central1"]
+    at = [*where, "--project", "fake-project"]
+    member = "--member=serviceAccount:composer@fake-project.iam.gserviceaccount.com"
+    assert gcloud_argvs(tmp_path) == [
+        ["composer", "environments", "describe", "my-env", *where, "--format=json"],
+        ["artifacts", "repositories", "describe", "tpu-rl-airflow", *at],
+        [
+            "artifacts",
+            "repositories",
+            "add-iam-policy-binding",
+            "tpu-rl-airflow",
+            *at,
+            member,
+            "--role=roles/artifactregistry.reader",
+        ],
+        [
+            "artifacts",
+            "versions",
+            "describe",
+            VERSION,
+            "--package=tpu-rl-airflow",
+            "--repository=tpu-rl-airflow",
+            *at,
+        ],
+        ["storage", "cat", f"{PREFIX}/config/pip/pip.conf"],
+        ["storage", "ls", f"{PREFIX}/plugins/tpu_rl/"],
+        *dag_imports(*where),
+        ["storage", "rsync", "include", f"{PREFIX}/data/tpu_rl_airflow/include", *RSYNC_FLAGS],
+    ]
+    assert len(calls(tmp_path / "twine.jsonl")) == 1  # the first run's upload only
+    assert f"tpu-rl-airflow {VERSION} is already in" in done.stdout
+    assert "raise the version in pyproject.toml" in done.stdout
+    assert f"tpu-rl-airflow=={VERSION} is already installed: no environment update." in done.stdout
 
 
-@pytest.mark.parametrize(
-    "package",
-    ["apache-airflow==3.1.0", "Apache_Airflow[google]", "apache-airflow-providers-google==22.8.0"],
-)
-def test_deploy_refuses_to_repin_airflow_or_providers(tmp_path, package):
-    done = deploy(tmp_path, "my-env", "us-central1", PYPI_PACKAGES=f"rich==14.0.0 {package}")
+def test_deploy_removes_the_plugins_copy_the_old_deploy_left_after_installing(tmp_path):
+    old = {f"{PREFIX}/plugins/tpu_rl/{name}": "x" for name in ("__init__.py", "plan.py")}
+    other = {f"{PREFIX}/plugins/their_plugin.py": "y"}
+    (tmp_path / "cloud-state.json").write_text(json.dumps({"objects": {**old, **other}}))
 
+    done = deploy(tmp_path, "my-env", "us-central1")
+
+    assert done.returncode == 0, done.stderr
+    argvs = gcloud_argvs(tmp_path)
+    rm = ["storage", "rm", "--recursive", f"{PREFIX}/plugins/tpu_rl/"]
+    update = [argv for argv in argvs if argv[:3] == ["composer", "environments", "update"]]
+    assert argvs.index(rm) == argvs.index(update[0]) + 2  # after the install and the ls
+    state = json.loads((tmp_path / "cloud-state.json").read_text())
+    assert [k for k in state["objects"] if "/plugins/" in k] == list(other)
+    assert (
+        f"Removed {PREFIX}/plugins/tpu_rl/, the copy an older deploy-composer left" in done.stdout
+    )
+
+
+def test_deploy_adds_the_repository_to_an_existing_pip_conf(tmp_path):
+    theirs = "[global]\nextra-index-url = https://example.com/simple/\ntimeout = 60\n"
+    state = {"objects": {f"{PREFIX}/config/pip/pip.conf": theirs}}
+    (tmp_path / "cloud-state.json").write_text(json.dumps(state))
+
+    assert deploy(tmp_path, "my-env", "us-central1").returncode == 0
+
+    ours = "https://us-central1-python.pkg.dev/fake-project/tpu-rl-airflow/simple/"
+    assert pip_conf(tmp_path) == (
+        f"[global]\nextra-index-url = https://example.com/simple/\n\t{ours}\ntimeout = 60\n\n"
+    )
+
+
+def test_deploy_refuses_a_wheel_of_another_version(tmp_path):
+    other = tmp_path / "tpu_rl_airflow-9.9.9-py3-none-any.whl"
+    other.touch()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.deploy_composer",
+            "my-env",
+            "us-central1",
+            "--wheel",
+            str(other),
+        ],
+        cwd=REPO,
+        env=fake_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
-    assert "never re-pin" in done.stderr
+    assert f"pyproject.toml says version {VERSION}" in done.stderr
     assert calls(tmp_path / "gcloud.jsonl") == []
 
 
@@ -566,7 +789,7 @@ def test_deploy_stops_without_a_triggerer(tmp_path, count):
     assert done.returncode == 1
     assert "has no triggerer" in done.stderr
     assert "--triggerer-count 1" in done.stderr
-    assert len(calls(tmp_path / "gcloud.jsonl")) == 2  # the two describes, no upload
+    assert len(calls(tmp_path / "gcloud.jsonl")) == 1  # the describe, nothing created
 
 
 def test_deploy_rejects_an_unexpected_bucket_prefix(tmp_path):
@@ -576,8 +799,18 @@ def test_deploy_rejects_an_unexpected_bucket_prefix(tmp_path):
     assert "unexpected dagGcsPrefix" in done.stderr
 
 
+def test_deploy_stops_before_any_change_without_twine(tmp_path):
+    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "gcloud").symlink_to(FAKES / "gcloud")
+    done = deploy(tmp_path, "my-env", "us-central1", PATH=path)
+
+    assert done.returncode == 1
+    assert "twine is not on PATH" in done.stderr
+    assert calls(tmp_path / "gcloud.jsonl") == []
+
+
 def test_deploy_usage(tmp_path):
-    assert deploy(tmp_path, "only-env").returncode == 2
     done = make(tmp_path, "deploy-composer", "ENV=my-env")
     assert done.returncode == 2
     assert "usage: make deploy-composer" in done.stdout
@@ -608,12 +841,14 @@ def test_make_airflow_runs_standalone_with_this_projects_folders(tmp_path):
 
 COPIED = [
     "Makefile",
+    "pyproject.toml",
     "requirements.txt",
     "requirements.lock",
     "docker-compose.yaml",
     "Dockerfile",
     ".env.example",
     "scripts",
+    "tools",
     "dags",
     "plugins",
     "include",
@@ -652,6 +887,10 @@ def test_delivery_doc_commands_run_with_fakes(tmp_path):
         if re.search(r"^make airflow$", block, flags=re.M):
             block_env["MAKEFLAGS"] = "n"
             ran_make_airflow = True
+        if "make deploy-composer" in block:
+            # the wheel `make dist` would build (its own test is tests/packaging)
+            block_env["WHEEL"] = str(tmp_path / WHEEL_NAME)
+            (tmp_path / WHEEL_NAME).touch()
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block],
             cwd=project,
@@ -688,7 +927,13 @@ def test_delivery_doc_commands_run_with_fakes(tmp_path):
     assert all("hf_readmetoken" not in " ".join(c["argv"]) for c in gcloud)  # never in argv
     backend = "airflow.providers.google.cloud.secrets.secret_manager.CloudSecretManagerBackend"
     assert any(f"--update-airflow-configs=secrets-backend={backend}" in c["argv"] for c in gcloud)
-    assert rsyncs(PREFIX)[0] in [c["argv"] for c in gcloud]
+    where = ["--location", "us-central1", "--project", "my-project"]
+    install = f"--update-pypi-package=tpu-rl-airflow=={VERSION}"
+    assert ["composer", "environments", "update", "my-composer", *where, install] in [
+        c["argv"] for c in gcloud
+    ]
+    (upload,) = calls(tmp_path / "twine.jsonl")
+    assert upload["argv"][-1] == str(tmp_path / WHEEL_NAME)
 
 
 def test_delivery_doc_lists_the_composer_roles_and_the_triggerer():
