@@ -624,14 +624,14 @@ def test_deploy_dry_run_prints_every_command_and_runs_none(tmp_path):
     assert calls(tmp_path / "gcloud.jsonl") == calls(tmp_path / "twine.jsonl") == []
     printed = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
     bucket = "gs://BUCKET-OF-my-env"
+    where = ["--location", "us-central1", "--project", "my-project"]
     expected = [
         " ".join(argv)
         .replace(PREFIX, bucket)
-        .replace("fake-project.iam.gserviceaccount.com", "")
-        .replace("composer@", "SERVICE-ACCOUNT-OF-my-env")
+        .replace("composer@my-project.iam.gserviceaccount.com", "SERVICE-ACCOUNT-OF-my-env")
         .replace("--description=tpu-rl-airflow wheels for Cloud Composer", "'--description=…'")
         .replace("--exclude=.*__pycache__.*", "'--exclude=.*__pycache__.*'")
-        for argv in first_deploy("--location", "us-central1", "--project", "my-project")
+        for argv in first_deploy(*where, project="my-project")
     ]
     expected = [f"gcloud {line}" for line in expected]
     # the build first; the upload after the token; the old plugins copy removed if found
