@@ -10,11 +10,8 @@ install-python-dependencies, "Install from an Artifact Registry repository"). Th
 with it: Airflow loads the `airflow.plugins` entry points of installed packages in every process
 (airflow/plugins_manager.py, _get_plugins -> _load_entrypoint_plugins). plugins/ gets nothing.
 
-The steps, each printed before it runs (DRY_RUN: printed only, checks shown as on a first deploy):
-build the wheel; describe the environment; create the repository if missing; let the
-environment's service account read it; upload the wheel unless that version is there; point the
-environment's pip at the repository (config/pip/pip.conf); install tpu-rl-airflow==<version>;
-remove the plugins/tpu_rl copy an older deploy left; import the DAG files; sync include/.
+Each command is printed before it runs (DRY_RUN: printed only, checks shown as on a first
+deploy); the steps and their order: ComposerDeploy.run, and docs/deployment.md.
 """
 
 from __future__ import annotations
