@@ -25,10 +25,12 @@ from tests.unit.test_delivery import (
 )
 
 
-def deploy(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def deploy(
+    tmp_path: Path, *args: str, wheel_name: str = WHEEL_NAME, **env: str
+) -> subprocess.CompletedProcess:
     """tools.deploy_composer with a (fake) wheel built elsewhere, as `make deploy-composer WHEEL=`
     runs it: no build."""
-    wheel = tmp_path / WHEEL_NAME
+    wheel = tmp_path / wheel_name
     wheel.touch()
     return subprocess.run(
         [sys.executable, "-m", "tools.deploy_composer", *args, "--wheel", str(wheel)],
@@ -40,6 +42,16 @@ def deploy(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProces
     )
 
 
+CREATE = ["artifacts", "repositories", "create", "tpu-rl-airflow", "--repository-format=python"]
+GRANT = ["artifacts", "repositories", "add-iam-policy-binding", "tpu-rl-airflow"]
+VERSION_DESCRIBE = [
+    *f"artifacts versions describe {VERSION} --package=tpu-rl-airflow".split(),
+    "--repository=tpu-rl-airflow",
+]
+INSTALL = f"--update-pypi-package=tpu-rl-airflow=={VERSION}"
+DAG_IMPORT = ["composer", "environments", "storage", "dags", "import", "--environment", "my-env"]
+
+
 def first_deploy(*where: str, project: str = "fake-project") -> list[list[str]]:
     """The gcloud calls of a deploy to an environment that has never had this version: every
     check finds nothing, so everything is created, uploaded and installed (twine between the
@@ -49,44 +61,13 @@ def first_deploy(*where: str, project: str = "fake-project") -> list[list[str]]:
     return [
         ["composer", "environments", "describe", "my-env", *where, "--format=json"],
         ["artifacts", "repositories", "describe", "tpu-rl-airflow", *at],
-        [
-            "artifacts",
-            "repositories",
-            "create",
-            "tpu-rl-airflow",
-            "--repository-format=python",
-            *at,
-            "--description=tpu-rl-airflow wheels for Cloud Composer",
-        ],
-        [
-            "artifacts",
-            "repositories",
-            "add-iam-policy-binding",
-            "tpu-rl-airflow",
-            *at,
-            member,
-            "--role=roles/artifactregistry.reader",
-        ],
-        [
-            "artifacts",
-            "versions",
-            "describe",
-            VERSION,
-            "--package=tpu-rl-airflow",
-            "--repository=tpu-rl-airflow",
-            *at,
-        ],
+        [*CREATE, *at, "--description=tpu-rl-airflow wheels for Cloud Composer"],
+        [*GRANT, *at, member, "--role=roles/artifactregistry.reader"],
+        [*VERSION_DESCRIBE, *at],
         ["auth", "print-access-token"],
         ["storage", "cat", f"{PREFIX}/config/pip/pip.conf"],
         ["storage", "cp", "PIP_CONF", f"{PREFIX}/config/pip/pip.conf"],
-        [
-            "composer",
-            "environments",
-            "update",
-            "my-env",
-            *where,
-            f"--update-pypi-package=tpu-rl-airflow=={VERSION}",
-        ],
+        ["composer", "environments", "update", "my-env", *where, INSTALL],
         ["storage", "ls", f"{PREFIX}/plugins/tpu_rl/"],
         *dag_imports(*where),
         ["storage", "rsync", "include", f"{PREFIX}/data/tpu_rl_airflow/include", *RSYNC_FLAGS],
@@ -95,20 +76,7 @@ def first_deploy(*where: str, project: str = "fake-project") -> list[list[str]]:
 
 def dag_imports(*where: str) -> list[list[str]]:
     return [
-        [
-            "composer",
-            "environments",
-            "storage",
-            "dags",
-            "import",
-            "--environment",
-            "my-env",
-            *where,
-            "--source",
-            f"dags/{name}",
-            "--destination",
-            "tpu_rl_airflow",
-        ]
+        [*DAG_IMPORT, *where, "--source", f"dags/{name}", "--destination", "tpu_rl_airflow"]
         for name in ("tpu_rl_janitor.py", "tpu_rl_post_training.py")
     ]
 
@@ -218,24 +186,8 @@ def test_deploy_again_is_safe_it_creates_uploads_and_installs_nothing(tmp_path):
     assert gcloud_argvs(tmp_path) == [
         ["composer", "environments", "describe", "my-env", *where, "--format=json"],
         ["artifacts", "repositories", "describe", "tpu-rl-airflow", *at],
-        [
-            "artifacts",
-            "repositories",
-            "add-iam-policy-binding",
-            "tpu-rl-airflow",
-            *at,
-            member,
-            "--role=roles/artifactregistry.reader",
-        ],
-        [
-            "artifacts",
-            "versions",
-            "describe",
-            VERSION,
-            "--package=tpu-rl-airflow",
-            "--repository=tpu-rl-airflow",
-            *at,
-        ],
+        [*GRANT, *at, member, "--role=roles/artifactregistry.reader"],
+        [*VERSION_DESCRIBE, *at],
         ["storage", "cat", f"{PREFIX}/config/pip/pip.conf"],
         ["storage", "ls", f"{PREFIX}/plugins/tpu_rl/"],
         *dag_imports(*where),
@@ -280,24 +232,10 @@ def test_deploy_adds_the_repository_to_an_existing_pip_conf(tmp_path):
 
 
 def test_deploy_refuses_a_wheel_of_another_version(tmp_path):
-    other = tmp_path / "tpu_rl_airflow-9.9.9-py3-none-any.whl"
-    other.touch()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.deploy_composer",
-            "my-env",
-            "us-central1",
-            "--wheel",
-            str(other),
-        ],
-        cwd=REPO,
-        env=fake_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = deploy(
+        tmp_path, "my-env", "us-central1", wheel_name="tpu_rl_airflow-9.9.9-py3-none-any.whl"
     )
+
     assert done.returncode == 1
     assert f"pyproject.toml says version {VERSION}" in done.stderr
     assert calls(tmp_path / "gcloud.jsonl") == []
