@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import tomllib
@@ -36,8 +34,8 @@ from tools.composer_config import (
     placeholder_environment,
     wheel_name,
 )
+from tools.deploy_shell import ROOT, DeployError, Shell
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REPOSITORY = "tpu-rl-airflow"
 READER_ROLE = "roles/artifactregistry.reader"
 # Twine authenticates with an OAuth access token as the password of the user
@@ -45,60 +43,6 @@ READER_ROLE = "roles/artifactregistry.reader"
 # (https://cloud.google.com/artifact-registry/docs/python/authentication, "Access tokens");
 # twine reads both from its environment, so the token appears in no argument or output.
 TOKEN_USER = "oauth2accesstoken"
-
-
-class DeployError(Exception):
-    """Stops the deploy before the next step, with what to do."""
-
-
-class Shell:
-    """Runs commands in order, each printed first as `+ argv`; in a dry run it runs none."""
-
-    def __init__(self, dry_run: bool):
-        self.dry_run = dry_run
-
-    def show(self, argv: list[str], note: str = "") -> None:
-        line = "+ " + " ".join(quoted(word) for word in argv)
-        print(line + (f"   # {note}" if note else ""), flush=True)
-
-    def run(self, argv: list[str], *, env: dict[str, str] | None = None, note: str = "") -> None:
-        self.show(argv, note)
-        if self.dry_run:
-            return
-        try:
-            done = subprocess.run(argv, cwd=ROOT, env={**os.environ, **(env or {})}, check=False)
-        except FileNotFoundError:
-            raise DeployError(f"{argv[0]} is not on PATH") from None
-        if done.returncode != 0:
-            raise DeployError(f"{argv[0]} {argv[1]} failed (exit {done.returncode}); see above")
-
-    def read(self, argv: list[str], placeholder: str) -> str:
-        """The command's output (the placeholder in a dry run); gcloud is checked on PATH by the
-        first of these, the environment's describe."""
-        self.show(argv)
-        if self.dry_run:
-            return placeholder
-        try:
-            done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
-        except FileNotFoundError:
-            raise DeployError(f"{argv[0]} is not on PATH") from None
-        if done.returncode != 0:
-            raise DeployError(f"{' '.join(argv[:4])} failed: {done.stderr.strip()}")
-        return done.stdout
-
-    def exists(self, argv: list[str]) -> str | None:
-        """The output of a command that fails when its object is missing (None then, and
-        always in a dry run: a first deploy)."""
-        self.show(argv)
-        if self.dry_run:
-            return None
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
-        return done.stdout if done.returncode == 0 else None
-
-
-def quoted(word: str) -> str:
-    safe = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=@%+,-")
-    return word if word and set(word) <= safe else "'" + word.replace("'", "'\\''") + "'"
 
 
 def project_version() -> str:

@@ -231,6 +231,14 @@ def test_deploy_adds_the_repository_to_an_existing_pip_conf(tmp_path):
     )
 
 
+def test_deploy_stops_on_an_error_that_is_not_missing_and_overwrites_nothing(tmp_path):
+    done = deploy(tmp_path, "my-env", "us-central1", FAKE_GCLOUD_DENY="storage cat")
+
+    assert done.returncode == 1
+    assert "PERMISSION_DENIED" in done.stderr
+    assert gcloud_argvs(tmp_path)[-1][:2] == ["storage", "cat"]  # no pip.conf written
+
+
 def test_deploy_refuses_a_wheel_of_another_version(tmp_path):
     done = deploy(
         tmp_path, "my-env", "us-central1", wheel_name="tpu_rl_airflow-9.9.9-py3-none-any.whl"
