@@ -1,8 +1,18 @@
-# The Airflow image for docker compose: Airflow 3.3.2 on Python 3.11 with this project's
-# provider pins, terraform and the Cluster Toolkit bundle, so `gcluster deploy` runs in the
-# worker without downloads at task time. DAGs, plugins and include/ are mounted, not copied.
-# tests/unit/test_delivery.py keeps every version here equal to requirements.txt and the
-# settings' defaults.
+# The Airflow image for docker compose: the official Airflow 3.3.2 image on Python 3.11 with
+# this project's provider pins, the tpu-rl-airflow wheel, terraform and the Cluster Toolkit
+# bundle, so `gcluster deploy` runs in the worker without downloads at task time. tpu_rl comes
+# from the wheel, as on Cloud Composer (every process imports it from site-packages, the
+# triggerer too; the UI plugin loads through the wheel's entry point); DAGs and include/ are
+# mounted. tests/unit/test_delivery.py keeps every version here equal to requirements.txt,
+# pyproject.toml and the settings' defaults.
+
+# Stage 1 builds the wheel as `make dist` does (pip wheel --no-deps on pyproject.toml); only
+# the wheel leaves this stage.
+FROM apache/airflow:3.3.2-python3.11 AS wheel
+COPY --chown=airflow:0 pyproject.toml /home/airflow/src/
+COPY --chown=airflow:0 plugins/tpu_rl /home/airflow/src/plugins/tpu_rl
+RUN pip wheel --no-cache-dir --no-deps -w /home/airflow/dist /home/airflow/src
+
 FROM apache/airflow:3.3.2-python3.11
 
 SHELL ["/bin/bash", "-o", "pipefail", "-o", "errexit", "-o", "nounset", "-c"]
@@ -57,12 +67,14 @@ RUN if [ -z "${GCLUSTER_BUNDLE_SHA256}" ]; then \
     && chmod -R a+rX "${AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR}"
 
 USER airflow
-# Airflow and the providers at requirements.txt's pins, and every package pip installs or
-# changes at requirements.lock's version (the lock is what the tests ran with); then
-# scripts/check_locked.py fails the build if any installed package the lock names differs.
+# Airflow and the providers at requirements.txt's pins, the wheel, and every package pip
+# installs or changes at requirements.lock's version (the lock is what the tests ran with);
+# then scripts/check_locked.py fails the build if any installed package the lock names differs.
 # The test tools are not installed.
 COPY requirements.lock scripts/check_locked.py /opt/tpu-rl/
+COPY --from=wheel /home/airflow/dist/ /opt/tpu-rl/dist/
 RUN pip install --no-cache-dir --constraint /opt/tpu-rl/requirements.lock \
+      /opt/tpu-rl/dist/tpu_rl_airflow-*-py3-none-any.whl \
       "apache-airflow==3.3.2" \
       "apache-airflow-providers-google==22.8.0" \
       "apache-airflow-providers-cncf-kubernetes==10.25.0" \

@@ -74,9 +74,10 @@ clean: ## remove .venv, .airflow (demo databases and logs), plan-out, test-artif
 airflow: $(STAMP) ## Airflow standalone on SQLite with this project's folders: UI on http://localhost:8080
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AIRFLOW_HOME=$(CURDIR)/.airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=8080 airflow standalone
 
-deploy-composer: ## upload to Cloud Composer: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]
-	@test -n "$(ENV)" -a -n "$(LOCATION)" || { echo "usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [DRY_RUN=1]"; exit 2; }
-	DRY_RUN='$(DRY_RUN)' PYPI_PACKAGES='$(PYPI_PACKAGES)' scripts/deploy_composer.sh '$(ENV)' '$(LOCATION)' $(if $(PROJECT),'$(PROJECT)')
+# python3 from PATH, not .venv: the deploy needs only the standard library (and gcloud, twine)
+deploy-composer: ## install the wheel on Cloud Composer: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [REPOSITORY=<name>] [WHEEL=<file>] [DRY_RUN=1]
+	@test -n "$(ENV)" -a -n "$(LOCATION)" || { echo "usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [REPOSITORY=<name>] [WHEEL=<file>] [DRY_RUN=1]"; exit 2; }
+	@$(PYTHON) -m tools.deploy_composer '$(ENV)' '$(LOCATION)' $(if $(PROJECT),--project '$(PROJECT)') $(if $(REPOSITORY),--repository '$(REPOSITORY)') $(if $(WHEEL),--wheel '$(WHEEL)') $(if $(filter 1,$(DRY_RUN)),--dry-run)
 
 # --- headless Chromium for the UI tests (tests/ui/) ---
 .PHONY: chromium

@@ -24,7 +24,7 @@ PLAN_RUN_ID = "manual__plan"
 PLAN_BLUEPRINT = Path("cluster-toolkit") / blueprint.BLUEPRINT_FILE
 PLAN_KUEUE_CONFIG = Path("cluster-toolkit") / kueue_config.CONFIG_FILE
 # Where include/ is: beside plugins/ in the repository; on Cloud Composer,
-# scripts/deploy_composer.sh puts it under the bucket's data/ folder, mounted here.
+# make deploy-composer puts it under the bucket's data/ folder, mounted here.
 COMPOSER_INCLUDE = Path("/home/airflow/gcs/data/tpu_rl_airflow/include")
 Step = dict[str, Any]
 
@@ -42,7 +42,7 @@ def include_file(relative: Path) -> Path:
             return path
     raise FileNotFoundError(
         f"include/{relative} not found; looked in {', '.join(map(str, tried))} "
-        "(deploy with scripts/deploy_composer.sh, or run from a full clone)"
+        "(deploy with make deploy-composer, or run from a full clone)"
     )
 
 

@@ -1,7 +1,7 @@
 """Delivery: docker-compose.yaml, the Dockerfile, `make airflow`, `make deploy-composer` and
 the delivery commands of docs/deployment.md, checked without Docker or Google Cloud (fake
-gcloud, docker and curl from tests/unit/delivery_bin), against requirements.txt and the
-settings' defaults."""
+gcloud, twine, docker and curl from tests/unit/delivery_bin), against requirements.txt,
+pyproject.toml and the settings' defaults."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -39,6 +40,8 @@ AIRFLOW_SERVICES = {
 ADC_DIR = "/home/airflow/.config/gcloud"
 PREFIX = "gs://us-central1-fake-env-bucket"
 RSYNC_FLAGS = ["--recursive", "--delete-unmatched-destination-objects", "--exclude=.*__pycache__.*"]
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+WHEEL_NAME = f"tpu_rl_airflow-{VERSION}-py3-none-any.whl"
 
 
 # ---------- helpers ----------
@@ -61,18 +64,26 @@ def python_version() -> str:
     return re.search(r'requires-python = ">=(\d+\.\d+),', text).group(1)
 
 
-def dockerfile() -> list[tuple[str, str]]:
-    """(instruction, arguments) pairs, as Docker reads them: comments dropped, lines continued."""
+def dockerfile(stage: int = -1) -> list[tuple[str, str]]:
+    """(instruction, arguments) pairs of one build stage (default the last, the image), as Docker
+    reads them: comments dropped, lines continued; a stage starts at its FROM."""
     lines = [
         line for line in (REPO / "Dockerfile").read_text().splitlines() if not line.startswith("#")
     ]
     joined = "\n".join(lines).replace("\\\n", "")
-    result = []
+    stages: list[list[tuple[str, str]]] = []
     for line in joined.splitlines():
         if line.strip():
             word, _, rest = line.partition(" ")
-            result.append((word, rest.strip()))
-    return result
+            if word == "FROM":
+                stages.append([])
+            stages[-1].append((word, rest.strip()))
+    return stages[stage]
+
+
+def base_image() -> str:
+    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
+    return base
 
 
 def dockerfile_args() -> dict[str, str]:
@@ -111,10 +122,13 @@ def fake_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         **os.environ,
         "PATH": f"{FAKES}:{os.environ['PATH']}",
         "FAKE_GCLOUD_LOG": str(tmp_path / "gcloud.jsonl"),
+        "FAKE_TWINE_LOG": str(tmp_path / "twine.jsonl"),
+        "FAKE_CLOUD_STATE": str(tmp_path / "cloud-state.json"),
         "FAKE_DOCKER_LOG": str(tmp_path / "docker.jsonl"),
         "FAKE_CURL_LOG": str(tmp_path / "curl.log"),
     }
-    for name in ("DRY_RUN", "PYPI_PACKAGES", "MAKEFLAGS", "MAKELEVEL"):
+    make_variables = ("ENV", "LOCATION", "PROJECT", "REPOSITORY", "WHEEL", "DRY_RUN")
+    for name in (*make_variables, "MAKEFLAGS", "MAKELEVEL"):
         env.pop(name, None)
     env.update(extra)
     return env
@@ -122,16 +136,6 @@ def fake_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def calls(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-def deploy(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(REPO / "scripts" / "deploy_composer.sh"), *args],
-        env=fake_env(tmp_path, **env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -146,25 +150,6 @@ def make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def describe(field: str, *where: str) -> list[str]:
-    return [
-        "composer",
-        "environments",
-        "describe",
-        "my-env",
-        *where,
-        f"--format=value({field})",
-    ]
-
-
-def rsyncs(bucket: str) -> list[list[str]]:
-    return [
-        ["storage", "rsync", "dags", f"{bucket}/dags/tpu_rl_airflow", *RSYNC_FLAGS],
-        ["storage", "rsync", "plugins/tpu_rl", f"{bucket}/plugins/tpu_rl", *RSYNC_FLAGS],
-        ["storage", "rsync", "include", f"{bucket}/data/tpu_rl_airflow/include", *RSYNC_FLAGS],
-    ]
-
-
 def delivery_section() -> str:
     """docs/deployment.md's delivery part: docker compose, `make airflow`, Cloud Composer."""
     text = (REPO / "docs" / "deployment.md").read_text()
@@ -177,18 +162,36 @@ def delivery_section() -> str:
 
 def test_dockerfile_image_and_pins_match_requirements():
     runtime = runtime_pins()
-    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
-    assert base == f"apache/airflow:{runtime['apache-airflow']}-python{python_version()}"
+    assert base_image() == f"apache/airflow:{runtime['apache-airflow']}-python{python_version()}"
     (install,) = [args for word, args in dockerfile() if word == "RUN" and "pip install" in args]
     installed = pins("\n".join(re.findall(r'"([^"]+==[^"]+)"', install)))
     assert installed == runtime  # airflow kept at the image's version, no test tools
     assert "_PIP_ADDITIONAL_REQUIREMENTS" not in (REPO / "docker-compose.yaml").read_text()
-    assert [word for word, _ in dockerfile()][-3:] == ["USER", "COPY", "RUN"]  # pip as airflow
+    assert [word for word, _ in dockerfile()][-4:] == ["USER", "COPY", "COPY", "RUN"]  # as airflow
     assert ("USER", "airflow") in dockerfile()
     # every dependency at the lock's version, checked after the install
     assert ("COPY", "requirements.lock scripts/check_locked.py /opt/tpu-rl/") in dockerfile()
     assert "pip install --no-cache-dir --constraint /opt/tpu-rl/requirements.lock " in install
+    assert " /opt/tpu-rl/dist/tpu_rl_airflow-*-py3-none-any.whl " in install  # with the pins
     assert install.endswith("&& python /opt/tpu-rl/check_locked.py /opt/tpu-rl/requirements.lock")
+
+
+def test_dockerfile_builds_the_wheel_in_a_stage_and_the_image_installs_only_the_wheel():
+    """tpu_rl reaches the image as the wheel (site-packages, every process), never as a copy
+    of plugins/: the build stage builds it as `make dist` does, on the same official image."""
+    build = dockerfile(0)
+    assert build[0] == ("FROM", f"{base_image()} AS wheel")
+    assert ("COPY", "--chown=airflow:0 pyproject.toml /home/airflow/src/") in build
+    assert ("COPY", "--chown=airflow:0 plugins/tpu_rl /home/airflow/src/plugins/tpu_rl") in build
+    (wheel,) = [args for word, args in build if word == "RUN"]
+    assert wheel == "pip wheel --no-cache-dir --no-deps -w /home/airflow/dist /home/airflow/src"
+    image = dockerfile()
+    copies = [args for word, args in image if word in ("COPY", "ADD")]
+    assert copies == [
+        "requirements.lock scripts/check_locked.py /opt/tpu-rl/",
+        "--from=wheel /home/airflow/dist/ /opt/tpu-rl/dist/",
+    ]
+    assert not any("plugins" in args for args in copies)
 
 
 def test_check_locked_passes_on_the_locked_venv_and_names_a_drifted_package(tmp_path):
@@ -367,8 +370,7 @@ def test_compose_services_executor_examples_and_health_checks():
 
 
 def test_compose_image_tag_matches_the_dockerfile():
-    ((base,),) = [args.split() for word, args in dockerfile() if word == "FROM"]
-    tag = base.split(":", 1)[1]
+    tag = base_image().split(":", 1)[1]
     for name in AIRFLOW_SERVICES:
         assert compose()["services"][name]["image"] == f"tpu-rl-airflow:{tag}"
 
@@ -377,8 +379,10 @@ def test_compose_mounts_project_folders_and_adc_read_only():
     for name in AIRFLOW_SERVICES:
         service = compose()["services"][name]
         mounts = service["volumes"]
-        for folder in ("dags", "plugins", "include"):
+        for folder in ("dags", "include"):
             assert f"./{folder}:/opt/airflow/{folder}" in mounts
+        # tpu_rl comes from the image's wheel: a mounted plugins/tpu_rl would shadow it
+        assert not [mount for mount in mounts if "plugins" in mount]
         assert f"${{HOME}}/.config/gcloud:{ADC_DIR}:ro" in mounts
         adc = service["environment"]["GOOGLE_APPLICATION_CREDENTIALS"]
         assert adc == f"{ADC_DIR}/application_default_credentials.json"
@@ -430,15 +434,31 @@ def test_compose_variables_are_all_in_env_example():
     assert used == example
 
 
-def test_dockerignore_sends_only_the_lock_and_its_checker():
+def test_dockerignore_sends_only_the_lock_its_checker_and_the_wheels_sources():
     rules = [
         line
         for line in (REPO / ".dockerignore").read_text().splitlines()
         if line and not line.startswith("#")
     ]
-    assert rules == ["*", "!requirements.lock", "!scripts/check_locked.py"]
-    copies = [args.split()[:-1] for word, args in dockerfile() if word in ("COPY", "ADD")]
-    assert copies == [["requirements.lock", "scripts/check_locked.py"]]
+    assert rules == [
+        "*",
+        "!requirements.lock",
+        "!scripts/check_locked.py",
+        "!pyproject.toml",
+        "!plugins/tpu_rl",
+        "**/__pycache__",
+    ]
+    sent = [
+        args.split()[:-1]
+        for stage in (0, -1)
+        for word, args in dockerfile(stage)
+        if word in ("COPY", "ADD") and "--from=" not in args
+    ]
+    assert [[a for a in copy if not a.startswith("--")] for copy in sent] == [
+        ["pyproject.toml"],
+        ["plugins/tpu_rl"],
+        ["requirements.lock", "scripts/check_locked.py"],
+    ]
 
 
 # ---------- Composer: nothing to install ----------
@@ -471,7 +491,7 @@ def dependency_closure(names: list[str]) -> set[str]:
 
 
 def test_runtime_imports_need_nothing_beyond_airflow_and_its_providers():
-    """Why deploy_composer.sh installs no PyPI package by default."""
+    """Why the wheel adds nothing beside itself to a Composer environment."""
     shipped = dependency_closure(
         [
             "apache-airflow",
@@ -485,103 +505,6 @@ def test_runtime_imports_need_nothing_beyond_airflow_and_its_providers():
     for module in imports:
         dists = {re.sub(r"[-_.]+", "-", d).lower() for d in providers[module]}
         assert dists & shipped, f"{module} ({dists}) is not shipped with Airflow and its providers"
-
-
-# ---------- deploy_composer.sh ----------
-
-
-def test_deploy_dry_run_prints_every_command_and_runs_none(tmp_path):
-    done = make(
-        tmp_path,
-        *("deploy-composer", "ENV=my-env", "LOCATION=us-central1", "PROJECT=my-project"),
-        "DRY_RUN=1",
-    )
-
-    assert done.returncode == 0, done.stderr
-    assert calls(tmp_path / "gcloud.jsonl") == []
-    out = done.stdout + done.stderr
-    where = "--location us-central1 --project my-project"
-    assert f"+ gcloud composer environments describe my-env {where} " in out
-    assert "'--format=value(config.dagGcsPrefix)'" in out
-    assert "PyPI: nothing to install" in out
-    bucket = "gs://BUCKET-OF-my-env"
-    for argv in rsyncs(bucket):
-        assert "+ gcloud " + " ".join(argv[:-1]) + " '--exclude=.*__pycache__.*'" in out
-    assert "DRY_RUN=1: nothing was run." in out
-
-
-@pytest.mark.parametrize(
-    ("args", "where"),
-    [
-        (
-            ["my-env", "us-central1", "my-project"],
-            ["--location", "us-central1", "--project", "my-project"],
-        ),
-        (["my-env", "us-central1"], ["--location", "us-central1"]),
-    ],
-)
-def test_deploy_runs_describe_and_rsyncs_without_pypi_update(tmp_path, args, where):
-    done = deploy(tmp_path, *args)
-
-    assert done.returncode == 0, done.stderr
-    assert [c["argv"] for c in calls(tmp_path / "gcloud.jsonl")] == [
-        describe("config.dagGcsPrefix", *where),
-        describe("config.workloadsConfig.triggerer.count", *where),
-        *rsyncs(PREFIX),
-    ]
-    assert "nothing to install" in done.stdout
-    assert "+ gcloud storage rsync dags" in done.stderr  # each command printed before it runs
-
-
-def test_deploy_installs_extra_packages_from_a_file(tmp_path):
-    done = deploy(tmp_path, "my-env", "us-central1", PYPI_PACKAGES="tenacity==9.1.2 rich==14.0.0")
-
-    assert done.returncode == 0, done.stderr
-    recorded = calls(tmp_path / "gcloud.jsonl")
-    update = recorded[2]
-    update_argv = ["composer", "environments", "update", "my-env", "--location", "us-central1"]
-    assert update["argv"][:6] == update_argv
-    assert update["argv"][6].startswith("--update-pypi-packages-from-file=")
-    assert update["file"] == "tenacity==9.1.2\nrich==14.0.0\n"
-    assert [c["argv"] for c in recorded[3:]] == rsyncs(PREFIX)
-    assert not Path(update["argv"][6].split("=", 1)[1]).exists()  # removed afterwards
-
-
-@pytest.mark.parametrize(
-    "package",
-    ["apache-airflow==3.1.0", "Apache_Airflow[google]", "apache-airflow-providers-google==22.8.0"],
-)
-def test_deploy_refuses_to_repin_airflow_or_providers(tmp_path, package):
-    done = deploy(tmp_path, "my-env", "us-central1", PYPI_PACKAGES=f"rich==14.0.0 {package}")
-
-    assert done.returncode == 1
-    assert "never re-pin" in done.stderr
-    assert calls(tmp_path / "gcloud.jsonl") == []
-
-
-@pytest.mark.parametrize("count", ["0", ""])
-def test_deploy_stops_without_a_triggerer(tmp_path, count):
-    done = deploy(tmp_path, "my-env", "us-central1", FAKE_TRIGGERER_COUNT=count)
-
-    assert done.returncode == 1
-    assert "has no triggerer" in done.stderr
-    assert "--triggerer-count 1" in done.stderr
-    assert len(calls(tmp_path / "gcloud.jsonl")) == 2  # the two describes, no upload
-
-
-def test_deploy_rejects_an_unexpected_bucket_prefix(tmp_path):
-    done = deploy(tmp_path, "my-env", "us-central1", FAKE_DAG_GCS_PREFIX="")
-
-    assert done.returncode == 1
-    assert "unexpected dagGcsPrefix" in done.stderr
-
-
-def test_deploy_usage(tmp_path):
-    assert deploy(tmp_path, "only-env").returncode == 2
-    done = make(tmp_path, "deploy-composer", "ENV=my-env")
-    assert done.returncode == 2
-    assert "usage: make deploy-composer" in done.stdout
-    assert calls(tmp_path / "gcloud.jsonl") == []
 
 
 # ---------- make airflow ----------
@@ -608,12 +531,14 @@ def test_make_airflow_runs_standalone_with_this_projects_folders(tmp_path):
 
 COPIED = [
     "Makefile",
+    "pyproject.toml",
     "requirements.txt",
     "requirements.lock",
     "docker-compose.yaml",
     "Dockerfile",
     ".env.example",
     "scripts",
+    "tools",
     "dags",
     "plugins",
     "include",
@@ -652,6 +577,10 @@ def test_delivery_doc_commands_run_with_fakes(tmp_path):
         if re.search(r"^make airflow$", block, flags=re.M):
             block_env["MAKEFLAGS"] = "n"
             ran_make_airflow = True
+        if "make deploy-composer" in block:
+            # the wheel `make dist` would build (its own test is tests/packaging)
+            block_env["WHEEL"] = str(tmp_path / WHEEL_NAME)
+            (tmp_path / WHEEL_NAME).touch()
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block],
             cwd=project,
@@ -688,7 +617,13 @@ def test_delivery_doc_commands_run_with_fakes(tmp_path):
     assert all("hf_readmetoken" not in " ".join(c["argv"]) for c in gcloud)  # never in argv
     backend = "airflow.providers.google.cloud.secrets.secret_manager.CloudSecretManagerBackend"
     assert any(f"--update-airflow-configs=secrets-backend={backend}" in c["argv"] for c in gcloud)
-    assert rsyncs(PREFIX)[0] in [c["argv"] for c in gcloud]
+    where = ["--location", "us-central1", "--project", "my-project"]
+    install = f"--update-pypi-package=tpu-rl-airflow=={VERSION}"
+    assert ["composer", "environments", "update", "my-composer", *where, install] in [
+        c["argv"] for c in gcloud
+    ]
+    (upload,) = calls(tmp_path / "twine.jsonl")
+    assert upload["argv"][-1] == str(tmp_path / WHEEL_NAME)
 
 
 def test_delivery_doc_lists_the_composer_roles_and_the_triggerer():
