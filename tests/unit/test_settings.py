@@ -171,7 +171,7 @@ RULE_CASES = [
     (
         "checkpoints",
         {"capacity": "spot", "reservation": "", "checkpoint_period": 60, "num_batches": 50},
-        "checkpoint_period: 60 is more than num_batches 50",
+        "checkpoint_period: 60 is not below num_batches 50",
     ),
     ("reservation", {"reservation": "Res_1"}, "is not a reservation name"),
     (
@@ -248,10 +248,12 @@ def test_existing_cluster_needs_no_reservation(tutorial_conf):
     assert errors_for(tutorial_conf, cluster_mode="existing", reservation="") == []
 
 
-def test_capacity_defaults_are_the_tutorials_and_maxtexts(tutorial_conf):
-    """reservation as today; MaxText rl.yml's checkpoint_period; two resumes."""
+def test_capacity_defaults_are_the_tutorials_and_can_resume(tutorial_conf):
+    """reservation as today; two resumes, so a checkpoint before the tutorial's last step 50
+    (rl.yml's checkpoint_period 50 would leave only the last one)."""
     s = load_settings(tutorial_conf)
-    assert (s.capacity, s.checkpoint_period, s.max_training_restarts) == ("reservation", 50, 2)
+    assert (s.capacity, s.checkpoint_period, s.max_training_restarts) == ("reservation", 25, 2)
+    assert s.checkpoint_period < s.num_batches
 
 
 @pytest.mark.parametrize("capacity", ["flex_start", "spot"])
@@ -260,19 +262,30 @@ def test_preemptible_capacity_creates_a_cluster_without_a_reservation(tutorial_c
     assert errors_for(tutorial_conf, capacity=capacity, reservation=None) == []
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"checkpoint_period": 50, "num_batches": 50},  # a checkpoint at the last step only
-        {"checkpoint_period": 60, "max_training_restarts": 0},  # never resumes
-        {"checkpoint_period": 60, "capacity": "reservation", "reservation": "v6e-32-reservation"},
-    ],
-)
-def test_a_checkpoint_period_past_the_run_is_refused_only_where_a_resume_needs_it(
-    tutorial_conf, overrides
+@pytest.mark.parametrize("capacity", ["reservation", "flex_start", "spot"])
+@pytest.mark.parametrize("period", [50, 60])
+def test_a_resume_needs_a_checkpoint_before_the_last_step_whatever_the_capacity(
+    tutorial_conf, capacity, period
 ):
-    conf = {**tutorial_conf, "capacity": "spot", "reservation": ""}
-    assert errors_for(conf, **overrides) == []
+    """Every mode resumes after lost capacity; a checkpoint at the last step only (50/50, the
+    old defaults) or none (60/50) restores nothing, and validate says why."""
+    conf = {**tutorial_conf, "capacity": capacity}
+    if capacity != "reservation":
+        conf["reservation"] = ""
+    assert errors_for(conf, checkpoint_period=period, num_batches=50) == [
+        f"checkpoint_period: {period} is not below num_batches 50, so training's only "
+        "checkpoint is its last step's and a resume after lost TPU capacity "
+        "(max_training_restarts=2) starts over from step 0; set checkpoint_period below "
+        "num_batches (e.g. 25), or set max_training_restarts=0"
+    ]
+    assert errors_for(conf, checkpoint_period=period, max_training_restarts=0) == []
+    assert errors_for(conf, checkpoint_period=49, num_batches=50) == []
+
+
+def test_a_one_step_run_can_only_turn_resumes_off(tutorial_conf):
+    errors = errors_for(tutorial_conf, num_batches=1, checkpoint_period=1)
+    assert len(errors) == 1 and errors[0].endswith("step 0; set max_training_restarts=0")
+    assert errors_for(tutorial_conf, num_batches=1, max_training_restarts=0) == []
 
 
 def test_max_training_restarts_with_a_reservation_is_fine(tutorial_conf):

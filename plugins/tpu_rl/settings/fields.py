@@ -182,11 +182,11 @@ class RunSettings:
     learning_rate_schedule_steps: int = GRPO.maxtext(
         100, "LR schedule steps", bounds=(1, 100_000_000)
     )
-    checkpoint_period: int = GRPO.setting(
-        50,
+    checkpoint_period: int = GRPO.setting(  # rl.yml's 50 leaves no checkpoint to resume from
+        25,
         "Checkpoint period",
         "MaxText checkpoint_period: steps between checkpoints; a resume after lost capacity "
-        "recomputes at most this many.",
+        "recomputes at most this many. Below num_batches while max_training_restarts > 0.",
         bounds=(1, 10_000_000),
         maxtext=True,
     )
