@@ -194,8 +194,15 @@ RULE_CASES = [
     ("model_references", {"hf_model_path": "gemma-4"}, "must be a Hugging Face repo id"),
     ("model_references", {"model_name": "Gemma4"}, "not a MaxText model name"),
     ("model_references", {"cloud_image_name": "maxtext"}, "full image reference"),
-    ("model_references", {"pathways_image_tag": "-bad"}, "not an image tag"),
-    ("model_references", {"pathways_image_tag": "lätest"}, "not an image tag"),
+    ("model_references", {"pathways_server_image": "server:-bad"}, "not an image reference"),
+    ("model_references", {"pathways_proxy_server_image": "p/proxy_server"}, "needs a tag"),
+    (
+        "pinned_images",
+        {"pathways_server_image": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest"},
+        "pathways_server_image: 'us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest' "
+        "is not pinned: `latest` moves with each push",
+    ),
+    ("pinned_images", {"cloud_image_name": "gcr.io/p/maxtext:latest"}, "allow_unpinned_images"),
     ("model_references", {"cloud_image_name": "gcr.io/p/MaxText:1"}, "not an image reference"),
     ("model_references", {"cloud_image_name": "gcr.io/p/maxtëxt:1"}, "not an image reference"),
     ("model_references", {"cloud_image_name": "gcr.io/p/m@sha256:AB"}, "not an image reference"),
@@ -286,6 +293,34 @@ def test_a_one_step_run_can_only_turn_resumes_off(tutorial_conf):
     errors = errors_for(tutorial_conf, num_batches=1, checkpoint_period=1)
     assert len(errors) == 1 and errors[0].endswith("step 0; set max_training_restarts=0")
     assert errors_for(tutorial_conf, num_batches=1, max_training_restarts=0) == []
+
+
+def test_images_default_to_maxtexts_pins_and_latest_needs_saying_so(tutorial_conf):
+    s = load_settings(tutorial_conf)
+    pathways = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/"
+    assert s.pathways_server_image == (
+        pathways + "server@sha256:d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162"
+    )
+    assert s.pathways_proxy_server_image == (
+        pathways
+        + "proxy_server@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724"
+    )
+    assert s.cloud_image_name.endswith(":0.2.4") and not s.allow_unpinned_images
+    latest = {
+        "pathways_server_image": pathways + "server:latest",
+        "pathways_proxy_server_image": pathways + "proxy_server:latest",
+    }
+    assert len(errors_for(tutorial_conf, **latest)) == 2
+    assert errors_for(tutorial_conf, **latest, allow_unpinned_images=True) == []
+    # a digest pins whatever the tag says; a version tag is a pin
+    assert (
+        errors_for(
+            tutorial_conf,
+            pathways_server_image=s.pathways_server_image.replace("server@", "server:latest@"),
+        )
+        == []
+    )
+    assert errors_for(tutorial_conf, pathways_server_image=pathways + "server:jax-0.8.1") == []
 
 
 def test_max_training_restarts_with_a_reservation_is_fine(tutorial_conf):
