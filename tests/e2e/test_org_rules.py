@@ -1,10 +1,13 @@
 """Settings that can do what they promise, storage as an organisation runs it (issue 26, items 5
-and 6): an Autopilot cluster refused at validate, the bucket created under an organisation's
-uniform-access policy, an existing bucket without the protections used with a warning.
+and 6): a resume with the default settings, an Autopilot cluster refused at validate, the bucket
+created under an organisation's uniform-access policy, an existing bucket without the
+protections used with a warning.
 
-Each fails against the product before issue 26: validate did not read the cluster (the run went
-on to the Autopilot cluster, whose Warden refused the host-network pods), and the bucket was
-created without uniform access (the policy refused it: ensure_bucket failed with HTTP 412).
+Each fails against the product before issue 26: the defaults saved only the last step (the
+resume started from 0), validate did not read the cluster (the run went on to the Autopilot
+cluster, whose Warden refused the host-network pods: the conversion Job got no pod and failed
+on its deadline), the bucket was created without uniform access (the policy refused it:
+ensure_bucket failed with HTTP 412), and an existing bucket was used without a word.
 """
 
 from __future__ import annotations
@@ -22,8 +25,24 @@ BUCKET = SETTINGS["gcs_bucket"]
 EXISTING = {"cluster_mode": "existing", "reservation": ""}
 
 
-def scenario(name: str, expected: str) -> SimpleNamespace:
-    return SimpleNamespace(name=name, expected=expected, workloads=Workloads())
+def scenario(name: str, expected: str, workloads: Workloads | None = None) -> SimpleNamespace:
+    return SimpleNamespace(name=name, expected=expected, workloads=workloads or Workloads())
+
+
+def test_a_resume_with_the_default_settings_restores_a_checkpoint(
+    airflow_db, tmp_path, capfd, e2e_report
+):
+    """Spot, every training setting at its default (50 steps): preempted at step 30, training
+    resumes from step 25, not from 0 (the old defaults saved only step 50)."""
+    preempted = Workloads(preempt_at_steps=(30,))
+    case = scenario("spot_defaults_resume_from_a_checkpoint", "success", preempted)
+    conf = {**SETTINGS, "capacity": "spot", "reservation": ""}
+    with Sandbox(tmp_path).up() as box:
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
+    assert result.preempted, "the fault did not fire"
+    assert [a.restored_step for a in result.ledger.attempts] == [None, 25], result.ledger.attempts
+    assert "Resuming training from checkpoint step 25 (resume 1 of 2)" in log
+    assert 0 < result.ledger.steps_recomputed() <= 25
 
 
 def test_an_autopilot_cluster_is_refused_at_validate(airflow_db, tmp_path, capfd, e2e_report):
