@@ -111,7 +111,8 @@ CASES = [
         "flex_start_capacity_arrives_late",
         "success",
         late_capacity_waited_for,
-        {**FLEX, "num_batches": 50, "pending_timeout_minutes": 2},
+        # a checkpoint before the last step: validate asks for one while resumes are on
+        {**FLEX, "num_batches": 50, "checkpoint_period": 25, "pending_timeout_minutes": 2},
         Workloads(provisioning_delay_s=LATE_CAPACITY_S),
     ),
     Case(

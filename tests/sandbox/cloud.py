@@ -23,8 +23,10 @@ from google.api_core.exceptions import NotFound
 from google.cloud.container_v1.types import Cluster, ListClustersResponse
 
 from tests.conftest import BLUEPRINT_FIXTURES
+from tests.sandbox.autopilot import is_autopilot
 from tests.sandbox.cluster_model import ClusterModel
 from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
+from tests.sandbox.gcs_policy import bucket_settings
 from tests.sandbox.kube_emulator import KubeEmulator
 
 SANDBOX_BIN = Path(__file__).parent / "bin"
@@ -115,9 +117,11 @@ class GcsEmulator:
         store_bucket = storage.create_bucket
 
         def create_bucket(name: str, bucket: dict[str, Any]) -> None:
-            """Keep the location and storage class asked for (the emulator drops them)."""
+            """Keep the location, storage class and settings asked for (the emulator drops
+            them)."""
             if creating:
                 bucket.update(_bucket_class(creating[0]))
+                bucket.update(bucket_settings(creating[0], gate.constraints))
             store_bucket(name, bucket)
 
         storage.create_bucket = create_bucket
@@ -267,6 +271,7 @@ class GkeControlPlane:
             endpoint=self.emu.url.removeprefix("https://"),
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
+            autopilot={"enabled": self.emu.cluster.autopilot},
         )
 
     def sync(self) -> None:
@@ -352,6 +357,7 @@ class GkeControlPlane:
                     master_authorized_networks_config={"cidr_blocks": [{"cidr_block": cidr}]}
                     if cidr
                     else {},
+                    autopilot={"enabled": is_autopilot(v)},
                 )
             )
         return ListClustersResponse(clusters=clusters)

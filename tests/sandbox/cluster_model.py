@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import BLUEPRINT_FIXTURES
+from tests.sandbox.autopilot import AUTOPILOT_VAR, warden
 from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState
 from tests.sandbox.kueue import suspend_webhook
 
@@ -116,6 +117,7 @@ class ClusterModel:
     kueue: list[dict[str, Any]]
     bound_ksas: dict[str, str]  # KSA name in `namespace` -> Google SA
     running: bool = True  # False once destroyed: no node is added or repaired any more
+    autopilot: bool = False  # GKE Autopilot: Warden refuses host-network pods (autopilot.py)
 
     @classmethod
     def from_blueprint(cls, expanded: dict[str, Any], staged: dict[str, str]) -> ClusterModel:
@@ -131,11 +133,13 @@ class ClusterModel:
         (tpu, cpu and memory, a TPU flavor and a cpu-np flavor). `variables["capacity"]`:
         "reservation" (default), "flex_start" or "spot" edits the TPU pool as Cluster Toolkit's
         consumption-options examples do (flex-start: enable_flex_start, autoscaling 0..hosts).
+        `variables["autopilot"]`: True makes it an Autopilot cluster (tests/sandbox/autopilot.py).
         """
         blueprint = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
         variables = dict(variables)
         kueue = variables.pop("kueue", "tutorial")
         capacity = variables.pop("capacity", "reservation")
+        autopilot = bool(variables.pop(AUTOPILOT_VAR, False))
         blueprint["vars"].update(variables)
         for module in _modules(blueprint):
             if module["source"] == "modules/compute/gke-node-pool" and capacity != "reservation":
@@ -155,6 +159,7 @@ class ClusterModel:
                 sum(MACHINE_TYPES[p.machine_type].tpu * p.slice_hosts for p in model.pools),
                 model.namespace,
             )
+        model.autopilot = autopilot
         return model
 
     @classmethod
@@ -258,6 +263,8 @@ class ClusterModel:
             _create(emu, {**obj, "apiVersion": f"{KUEUE_GROUP}/v1beta2"})
         if emu.cluster is None:
             emu.admission_hooks.append(self.admit_pod(emu))
+            if self.autopilot:
+                emu.admission_hooks.append(warden)
             if self.kueue:
                 emu.admission_hooks.append(suspend_webhook)
         emu.cluster = self

@@ -15,6 +15,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.sandbox.gcs_policy import policy_violation
+
 TOKEN_PREFIX = "sandbox-identity:"
 ROLE_PERMISSIONS = {
     "storage.admin": {"*"},
@@ -102,6 +104,7 @@ class GcsGate:
 
     def __init__(self) -> None:
         self.roles_of: RolesOf | None = None  # None: every caller is the owner
+        self.constraints: set[str] = set()  # enforced organisation policies (gcs_policy)
         self.denied: list[tuple[str, str, str]] = []  # (principal, permission, path)
 
     def check(
@@ -126,4 +129,6 @@ class GcsGate:
                 return None
             if problem := location_class_error(request):
                 return HTTPStatus.BAD_REQUEST, error_body(400, problem, "invalid")
+            if problem := policy_violation(request, self.constraints):
+                return HTTPStatus.PRECONDITION_FAILED, error_body(412, problem, "conditionNotMet")
         return None

@@ -116,7 +116,11 @@ def test_backend_is_headless_pathways_as_gcluster_builds_it(layout):
     assert head["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
     assert [c["name"] for c in head["containers"]] == ["pathways-proxy", "pathways-rm"]
     proxy = head["containers"][0]
-    assert proxy["image"] == "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:latest"
+    assert proxy["image"] == (  # pinned as MaxText 0.2.4 pins it, not :latest (issue 26)
+        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server"
+        "@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724"
+    )
+    assert head["containers"][1]["image"] == layout.settings.pathways_server_image
     assert proxy["args"] == [
         "--server_port=29000",
         "--resource_manager_address=$(PATHWAYS_HEAD):29001",
@@ -196,9 +200,10 @@ def test_training_flags_match_the_tutorial_but_for_the_runs_own_name(layout, tut
             "maxtext.trainers.post_train.rl.train_rl", tutorial_vars(tutorial_conf)
         )
     )
-    # checkpoint_period: the tutorial leaves rl.yml's 50, the run passes it (the same 50)
+    # checkpoint_period: the tutorial leaves rl.yml's 50 (its last step only); the run passes
+    # 25, a checkpoint to resume from (issue 26)
     assert set(ours) == set(theirs) | {"checkpoint_period"}
-    assert ours["checkpoint_period"] == "50"
+    assert ours["checkpoint_period"] == "25"
     assert theirs["run_name"] == "rl" and ours["run_name"] == layout.slug
     for key in set(theirs) - {"run_name"}:
         assert same_value(ours[key], theirs[key]), (key, ours[key], theirs[key])

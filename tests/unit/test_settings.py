@@ -171,7 +171,7 @@ RULE_CASES = [
     (
         "checkpoints",
         {"capacity": "spot", "reservation": "", "checkpoint_period": 60, "num_batches": 50},
-        "checkpoint_period: 60 is more than num_batches 50",
+        "checkpoint_period: 60 is not below num_batches 50",
     ),
     ("reservation", {"reservation": "Res_1"}, "is not a reservation name"),
     (
@@ -194,8 +194,15 @@ RULE_CASES = [
     ("model_references", {"hf_model_path": "gemma-4"}, "must be a Hugging Face repo id"),
     ("model_references", {"model_name": "Gemma4"}, "not a MaxText model name"),
     ("model_references", {"cloud_image_name": "maxtext"}, "full image reference"),
-    ("model_references", {"pathways_image_tag": "-bad"}, "not an image tag"),
-    ("model_references", {"pathways_image_tag": "lätest"}, "not an image tag"),
+    ("model_references", {"pathways_server_image": "server:-bad"}, "not an image reference"),
+    ("model_references", {"pathways_proxy_server_image": "p/proxy_server"}, "needs a tag"),
+    (
+        "pinned_images",
+        {"pathways_server_image": "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest"},
+        "pathways_server_image: 'us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest' "
+        "is not pinned: `latest` moves with each push",
+    ),
+    ("pinned_images", {"cloud_image_name": "gcr.io/p/maxtext:latest"}, "allow_unpinned_images"),
     ("model_references", {"cloud_image_name": "gcr.io/p/MaxText:1"}, "not an image reference"),
     ("model_references", {"cloud_image_name": "gcr.io/p/maxtëxt:1"}, "not an image reference"),
     ("model_references", {"cloud_image_name": "gcr.io/p/m@sha256:AB"}, "not an image reference"),
@@ -248,10 +255,12 @@ def test_existing_cluster_needs_no_reservation(tutorial_conf):
     assert errors_for(tutorial_conf, cluster_mode="existing", reservation="") == []
 
 
-def test_capacity_defaults_are_the_tutorials_and_maxtexts(tutorial_conf):
-    """reservation as today; MaxText rl.yml's checkpoint_period; two resumes."""
+def test_capacity_defaults_are_the_tutorials_and_can_resume(tutorial_conf):
+    """reservation as today; two resumes, so a checkpoint before the tutorial's last step 50
+    (rl.yml's checkpoint_period 50 would leave only the last one)."""
     s = load_settings(tutorial_conf)
-    assert (s.capacity, s.checkpoint_period, s.max_training_restarts) == ("reservation", 50, 2)
+    assert (s.capacity, s.checkpoint_period, s.max_training_restarts) == ("reservation", 25, 2)
+    assert s.checkpoint_period < s.num_batches
 
 
 @pytest.mark.parametrize("capacity", ["flex_start", "spot"])
@@ -260,19 +269,58 @@ def test_preemptible_capacity_creates_a_cluster_without_a_reservation(tutorial_c
     assert errors_for(tutorial_conf, capacity=capacity, reservation=None) == []
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"checkpoint_period": 50, "num_batches": 50},  # a checkpoint at the last step only
-        {"checkpoint_period": 60, "max_training_restarts": 0},  # never resumes
-        {"checkpoint_period": 60, "capacity": "reservation", "reservation": "v6e-32-reservation"},
-    ],
-)
-def test_a_checkpoint_period_past_the_run_is_refused_only_where_a_resume_needs_it(
-    tutorial_conf, overrides
+@pytest.mark.parametrize("capacity", ["reservation", "flex_start", "spot"])
+@pytest.mark.parametrize("period", [50, 60])
+def test_a_resume_needs_a_checkpoint_before_the_last_step_whatever_the_capacity(
+    tutorial_conf, capacity, period
 ):
-    conf = {**tutorial_conf, "capacity": "spot", "reservation": ""}
-    assert errors_for(conf, **overrides) == []
+    """Every mode resumes after lost capacity; a checkpoint at the last step only (50/50, the
+    old defaults) or none (60/50) restores nothing, and validate says why."""
+    conf = {**tutorial_conf, "capacity": capacity}
+    if capacity != "reservation":
+        conf["reservation"] = ""
+    assert errors_for(conf, checkpoint_period=period, num_batches=50) == [
+        f"checkpoint_period: {period} is not below num_batches 50, so training's only "
+        "checkpoint is its last step's and a resume after lost TPU capacity "
+        "(max_training_restarts=2) starts over from step 0; set checkpoint_period below "
+        "num_batches (e.g. 25), or set max_training_restarts=0"
+    ]
+    assert errors_for(conf, checkpoint_period=period, max_training_restarts=0) == []
+    assert errors_for(conf, checkpoint_period=49, num_batches=50) == []
+
+
+def test_a_one_step_run_can_only_turn_resumes_off(tutorial_conf):
+    errors = errors_for(tutorial_conf, num_batches=1, checkpoint_period=1)
+    assert len(errors) == 1 and errors[0].endswith("step 0; set max_training_restarts=0")
+    assert errors_for(tutorial_conf, num_batches=1, max_training_restarts=0) == []
+
+
+def test_images_default_to_maxtexts_pins_and_latest_needs_saying_so(tutorial_conf):
+    s = load_settings(tutorial_conf)
+    pathways = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/"
+    assert s.pathways_server_image == (
+        pathways + "server@sha256:d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162"
+    )
+    assert s.pathways_proxy_server_image == (
+        pathways
+        + "proxy_server@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724"
+    )
+    assert s.cloud_image_name.endswith(":0.2.4") and not s.allow_unpinned_images
+    latest = {
+        "pathways_server_image": pathways + "server:latest",
+        "pathways_proxy_server_image": pathways + "proxy_server:latest",
+    }
+    assert len(errors_for(tutorial_conf, **latest)) == 2
+    assert errors_for(tutorial_conf, **latest, allow_unpinned_images=True) == []
+    # a digest pins whatever the tag says; a version tag is a pin
+    assert (
+        errors_for(
+            tutorial_conf,
+            pathways_server_image=s.pathways_server_image.replace("server@", "server:latest@"),
+        )
+        == []
+    )
+    assert errors_for(tutorial_conf, pathways_server_image=pathways + "server:jax-0.8.1") == []
 
 
 def test_max_training_restarts_with_a_reservation_is_fine(tutorial_conf):

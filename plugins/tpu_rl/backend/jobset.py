@@ -6,7 +6,6 @@ from tpu_rl.cluster.tpu import PATHWAYS_INSTANCE_TYPE
 from tpu_rl.jobs.manifests import (
     CPU_NODE_POOL,
     PATHWAYS_ENV,
-    PATHWAYS_REPO,
     Manifest,
     _env,
     _metadata,
@@ -24,10 +23,6 @@ def _label_env(name: str, label: str) -> Manifest:
 HEAD_ENV = _label_env("PATHWAYS_HEAD", "jobset.sigs.k8s.io/coordinator")
 
 
-def _pathways_image(name: str, layout: RunLayout) -> str:
-    return f"{PATHWAYS_REPO}/{name}:{layout.settings.pathways_image_tag}"
-
-
 def backend_jobset(layout: RunLayout) -> Manifest:
     """The headless Pathways backend: proxy + resource manager on cpu-np, workers on the slice."""
     s = layout.settings
@@ -36,7 +31,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
     common_env = _env(PATHWAYS_ENV)
     proxy = {
         "name": "pathways-proxy",
-        "image": _pathways_image("proxy_server", layout),
+        "image": s.pathways_proxy_server_image,
         "args": ["--server_port=29000", rm_address, scratch],
         "ports": [{"containerPort": 29000}],
         "env": [HEAD_ENV, *common_env],
@@ -44,7 +39,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
     }
     resource_manager = {
         "name": "pathways-rm",
-        "image": _pathways_image("server", layout),
+        "image": s.pathways_server_image,
         "args": [
             "--server_port=29001",
             scratch,
@@ -58,7 +53,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
     }
     worker = {
         "name": "pathways-worker",
-        "image": _pathways_image("server", layout),
+        "image": s.pathways_server_image,
         "args": ["--server_port=29005", rm_address, scratch],
         "ports": [{"containerPort": p} for p in (29005, 29006, 8471, 8080)],
         "env": [

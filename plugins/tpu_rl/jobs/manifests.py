@@ -24,7 +24,6 @@ TOKEN_KEY = "token"
 CONVERT_MODULE = "maxtext.checkpoint_conversion.to_maxtext"
 EXPORT_MODULE = "maxtext.checkpoint_conversion.to_huggingface"
 TRAIN_MODULE = "maxtext.trainers.post_train.rl.train_rl"
-PATHWAYS_REPO = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 CPU_NODE_POOL = "cpu-np"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TTL_AFTER_FINISHED = 24 * 3600

@@ -26,7 +26,9 @@ class ValidateRunOperator(RunStep):
     step_id = "validate"
     step_doc = """
 Checks the run's settings (the trigger form's fields and the run's conf) before anything costs
-money, and lists every problem at once. Returns the settings the other tasks use.
+money, and lists every problem at once. With `cluster_mode=existing` it reads the cluster: a
+missing one, or a GKE Autopilot one (the run needs GKE Standard), fails here. Returns the
+settings the other tasks use.
 
 **Failed?** Its log lists each invalid setting and why; trigger again with them fixed.
 """

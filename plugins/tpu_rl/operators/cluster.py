@@ -24,12 +24,18 @@ if TYPE_CHECKING:
 
 class EnsureBucketOperator(RunStep, GCSCreateBucketOperator):
     """The provider's bucket creation (unless it exists), under the run's limits; by default
-    the run's bucket, in its region."""
+    the run's bucket, in its region, with uniform bucket-level access, public access
+    prevention and versioning (tpu_rl.bucket). An existing bucket without them is used as it
+    is, with a warning naming each and how to add it: it is not the run's to change (uniform
+    access drops its object ACLs, versioning changes its bill), and the run works without them.
+    """
 
     step_id = "ensure_bucket"
     step_doc = """
-Creates the `gcs_bucket` in `region` unless it exists. Checkpoints, the export and
-the cluster's terraform state live there.
+Creates the `gcs_bucket` in `region` unless it exists, with uniform bucket-level access, public
+access prevention and object versioning (noncurrent versions deleted after 7 days).
+Checkpoints, the export and the cluster's terraform state live there. An existing bucket
+without these is used as it is; the log warns what it lacks and how to add it.
 
 **Failed?** Usually the connection's account lacks `storage.buckets.create`, or the name is
 taken by another project.
@@ -44,6 +50,30 @@ taken by another project.
             "storage_class": "STANDARD",  # the operator's MULTI_REGIONAL is refused in a region
         }
         super().__init__(**{**run_bucket, **kwargs})
+
+    def execute(self, context: Context) -> None:
+        from tpu_rl.bucket import BUCKET_RESOURCE
+
+        if self.resource is None:  # given here, not at parse: the DAG file imports no more
+            self.resource = BUCKET_RESOURCE
+        super().execute(context)
+        self.warn_of_missing_protections()
+
+    def warn_of_missing_protections(self) -> None:
+        """Read the bucket as it now is and warn of each protection it lacks."""
+        from airflow.providers.google.cloud.hooks.gcs import GCSHook
+        from google.api_core.exceptions import Forbidden
+
+        from tpu_rl.bucket import missing_protections
+
+        hook = GCSHook(gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain)
+        try:
+            bucket = hook.get_conn().get_bucket(self.bucket_name)
+        except Forbidden as err:  # object roles only: the run may still work
+            self.log.warning("Cannot read bucket %s's settings: %s", self.bucket_name, err)
+            return
+        for missing in missing_protections(bucket):
+            self.log.warning("Existing bucket %s: %s", self.bucket_name, missing)
 
 
 class ClusterToolkitOperator(RunStep):

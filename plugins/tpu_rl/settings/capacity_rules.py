@@ -36,15 +36,22 @@ def reservation(s: RunSettings) -> Iterator[str]:
 
 
 def checkpoints(s: RunSettings) -> Iterator[str]:
-    """Preemptible capacity resumes from a checkpoint: one must come before the last step."""
-    resumes = s.capacity != Capacity.RESERVATION and s.max_training_restarts > 0
-    if resumes and s.checkpoint_period > s.num_batches:
-        yield (
-            f"checkpoint_period: {s.checkpoint_period} is more than num_batches "
-            f"{s.num_batches}, so training writes no checkpoint before its last step and a "
-            f"resume after {s.capacity} capacity is taken away starts over from step 0; set "
-            "checkpoint_period below num_batches, or max_training_restarts=0"
-        )
+    """A resume restores the newest checkpoint before the loss: one must come before the last
+    step. Any capacity mode resumes (WaitForRewardsSensor.resume_after_loss acts on a node
+    removed or shut down, a reservation's maintenance too) while max_training_restarts > 0."""
+    if s.max_training_restarts == 0 or s.checkpoint_period < s.num_batches:
+        return
+    fix = (
+        f"set checkpoint_period below num_batches (e.g. {s.num_batches // 2}), or "
+        if s.num_batches > 1
+        else ""
+    )
+    yield (
+        f"checkpoint_period: {s.checkpoint_period} is not below num_batches {s.num_batches}, "
+        "so training's only checkpoint is its last step's and a resume after lost TPU "
+        f"capacity (max_training_restarts={s.max_training_restarts}) starts over from step 0; "
+        f"{fix}set max_training_restarts=0"
+    )
 
 
 CAPACITY_RULES = (reservation, checkpoints)

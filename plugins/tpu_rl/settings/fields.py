@@ -9,10 +9,14 @@ from enum import StrEnum
 from typing import Any
 
 from tpu_rl.settings.choices import Capacity, ClusterMode, DType, Optimizer, RematPolicy
+from tpu_rl.settings.images import (
+    PATHWAYS_PROXY_SERVER_IMAGE,
+    PATHWAYS_SERVER_IMAGE,
+    TUTORIAL_IMAGE,
+)
 from tpu_rl.settings.metadata import Section
 
 CLOUD, MODEL, GRPO, RUN = Section.CLOUD, Section.MODEL, Section.GRPO, Section.RUN
-TUTORIAL_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
 TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
 DAY = 24 * 60  # minutes
 # Bounds well past any real run, so that a typo such as 10**400 is a settings error rather than
@@ -116,8 +120,14 @@ class RunSettings:
     cloud_image_name: str = MODEL.setting(
         TUTORIAL_IMAGE, "MaxText image", "Container image with MaxText (CLOUD_IMAGE_NAME)."
     )
-    pathways_image_tag: str = MODEL.setting(
-        "latest", "Pathways image tag", "Tag of the Pathways proxy_server and server images."
+    pathways_server_image: str = MODEL.setting(
+        PATHWAYS_SERVER_IMAGE, "Pathways server image", "Server and worker (MaxText 0.2.4's pin)."
+    )
+    pathways_proxy_server_image: str = MODEL.setting(
+        PATHWAYS_PROXY_SERVER_IMAGE, "Pathways proxy image", "proxy_server (MaxText 0.2.4's pin)."
+    )
+    allow_unpinned_images: bool = MODEL.setting(
+        False, "Allow unpinned images", "Accept images tagged `latest` (a scheduled run drifts)."
     )
     optimizer: Optimizer = MODEL.choice(
         Optimizer,
@@ -182,11 +192,11 @@ class RunSettings:
     learning_rate_schedule_steps: int = GRPO.maxtext(
         100, "LR schedule steps", bounds=(1, 100_000_000)
     )
-    checkpoint_period: int = GRPO.setting(
-        50,
+    checkpoint_period: int = GRPO.setting(  # rl.yml's 50 leaves no checkpoint to resume from
+        25,
         "Checkpoint period",
         "MaxText checkpoint_period: steps between checkpoints; a resume after lost capacity "
-        "recomputes at most this many.",
+        "recomputes at most this many. Below num_batches while max_training_restarts > 0.",
         bounds=(1, 10_000_000),
         maxtext=True,
     )

@@ -13,7 +13,8 @@ from tpu_rl.settings.capacity_rules import CAPACITY_RULES
 from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.fields import CHOICE_FIELDS, REQUIRED_SETTINGS, SETTING_FIELDS, RunSettings
 from tpu_rl.settings.grpo_rules import GRPO_RULES
-from tpu_rl.settings.references import IMAGE_TAG, hf_repo_id_problem, image_reference_problem
+from tpu_rl.settings.images import IMAGE_SETTINGS, is_unpinned
+from tpu_rl.settings.references import hf_repo_id_problem, image_reference_problem
 
 Rule = Callable[[RunSettings], Iterator[str]]
 RULES: list[Rule] = []
@@ -221,10 +222,23 @@ def model_references(s: RunSettings) -> Iterator[str]:
             yield f"{name}: {getattr(s, name)!r} {problem}"
     if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", s.model_name):
         yield f"model_name: {s.model_name!r} is not a MaxText model name like 'gemma4-26b'"
-    if problem := image_reference_problem(s.cloud_image_name):
-        yield f"cloud_image_name: {s.cloud_image_name!r} {problem}"
-    if not IMAGE_TAG.fullmatch(s.pathways_image_tag):
-        yield f"pathways_image_tag: {s.pathways_image_tag!r} is not an image tag"
+    for name in IMAGE_SETTINGS:
+        if problem := image_reference_problem(getattr(s, name)):
+            yield f"{name}: {getattr(s, name)!r} {problem}"
+
+
+@rule
+def pinned_images(s: RunSettings) -> Iterator[str]:
+    """Every image pinned by a version tag or a digest, unless the user accepts `latest`."""
+    if s.allow_unpinned_images:
+        return
+    for name in IMAGE_SETTINGS:
+        if is_unpinned(getattr(s, name)):
+            yield (
+                f"{name}: {getattr(s, name)!r} is not pinned: `latest` moves with each push, "
+                "so a scheduled run drifts to whatever was pushed last; give a version tag or "
+                "a digest, or set allow_unpinned_images=true to accept it"
+            )
 
 
 @rule
