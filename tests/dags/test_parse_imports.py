@@ -32,6 +32,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.dag.links",
         "tpu_rl.deployment",
         "tpu_rl.janitor",
+        "tpu_rl.janitor_params",
         "tpu_rl.kube",
         "tpu_rl.kube.objects",
         "tpu_rl.layout",
