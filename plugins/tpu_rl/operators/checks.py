@@ -36,12 +36,15 @@ money, and lists every problem at once. Returns the settings the other tasks use
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.dag.run_checks import check_run
+        from tpu_rl.report.run_report import NO_DURATIONS, reads_step_durations
         from tpu_rl.settings.run_settings import SettingsError
 
         try:
             settings = self.run_layout(context).settings
         except SettingsError as err:
             raise AirflowFailException(str(err)) from err
+        if not reads_step_durations(context["ti"]):
+            self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
         return check_run(settings, context["dag"].dagrun_timeout.total_seconds() / 60)
 
 

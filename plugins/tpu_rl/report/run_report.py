@@ -88,10 +88,16 @@ def estimated_cost_usd(settings: RunSettings, hours: float) -> float | None:
 NO_DURATIONS = "step durations need Airflow 3.2 or later (task breadcrumbs)"
 
 
+def reads_step_durations(ti: Any) -> bool:
+    """Whether this Airflow lets a task read its run's step durations (task breadcrumbs)."""
+    return hasattr(ti, "get_task_breadcrumbs")
+
+
 def finished_step_durations(ti: Any) -> dict[str, float] | None:
     """Seconds per finished step of this task's run; None when this Airflow cannot tell."""
-    read = getattr(ti, "get_task_breadcrumbs", None)
-    return None if read is None else step_durations(read(ti.dag_id, ti.run_id))
+    if not reads_step_durations(ti):
+        return None
+    return step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id))
 
 
 def step_durations(breadcrumbs: Iterable[Mapping[str, Any]]) -> dict[str, float]:
