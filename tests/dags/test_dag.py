@@ -8,13 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from airflow.dag_processing.dagbag import DagBag
+from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 from kubernetes.client import ApiClient
 
 from tests.conftest import PIPELINE, REPO
+from tests.dagbags import DagBag
 from tpu_rl import storage
 from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes
 from tpu_rl.dag.steps import LIMITS

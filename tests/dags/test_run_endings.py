@@ -22,17 +22,16 @@ BEFORE_WAIT = PIPELINE[: PIPELINE.index("wait_for_rewards")]
 @pytest.fixture(scope="module")
 def serialized_dag(airflow_db):
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
     from airflow.models.dagbag import DBDagBag
     from airflow.utils.session import create_session
+
+    from tests.dagbags import bundle_dag_bag, sync_bag_to_db
 
     manager = DagBundlesManager()
     manager.sync_bundles_to_db()
     for bundle in manager.get_all_dag_bundles():
         bundle.initialize()
-        bag = BundleDagBag(
-            dag_folder=str(REPO / "dags"), bundle_path=bundle.path, bundle_name=bundle.name
-        )
+        bag = bundle_dag_bag(REPO / "dags", bundle)
         sync_bag_to_db(bag, bundle.name, bundle.version)
     with create_session() as session:
         return DBDagBag().get_latest_version_of_dag(DAG_ID, session=session)

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from airflow._shared.module_loading import import_string
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from airflow.sdk.module_loading import import_string
 
 from tests.e2e.test_retries import CLUSTER, context
 from tests.sandbox.harness import Sandbox

@@ -95,18 +95,19 @@ def make_active_run() -> None:
     """A running tpu_rl_post_training run on rl-busy, past its validate task."""
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from airflow.utils.types import DagRunTriggeredByType
 
+    from tests.dagbags import bundle_dag_bag, sync_bag_to_db
+
     manager = DagBundlesManager()
     manager.sync_bundles_to_db()
     for bundle in manager.get_all_dag_bundles():
         bundle.initialize()
-        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+        bag = bundle_dag_bag(bundle.path, bundle)
         sync_bag_to_db(bag, bundle.name, bundle.version)
     conf = {**SETTINGS, "cluster_name": "rl-busy"}
     trigger_dag(MAIN_DAG, triggered_by=DagRunTriggeredByType.TEST, run_id=ACTIVE_RUN, conf=conf)
@@ -137,9 +138,10 @@ def set_run_state(run_id: str, state: str) -> None:
 
 def janitor(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """One janitor run: its state and the sweep's report (the report task's when it passed)."""
-    from airflow.dag_processing.dagbag import DagBag
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+
+    from tests.dagbags import DagBag
 
     dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[JANITOR_DAG]
     dag_run = dag.test(run_conf={**BASE_CONF, **conf})

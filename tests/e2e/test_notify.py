@@ -95,7 +95,7 @@ with DAG(
 @pytest.fixture
 def gate_dag(tmp_path, monkeypatch):
     """A reward wait and the real gate, in a DAG folder of their own (dag.test needs a bundle)."""
-    from airflow.dag_processing.dagbag import DagBag
+    from tests.dagbags import DagBag
 
     (tmp_path / "notify_test.py").write_text(DAG_FILE)
     bundle = {

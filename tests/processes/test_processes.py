@@ -69,6 +69,7 @@ def gone(pid: int, within_s: float = 15) -> bool:
         time.sleep(0.2)
 
 
+@pytest.mark.defers
 def test_marked_failed_while_reward_wait_deferred(deployment: Deployment, e2e_report) -> None:
     api = deployment.api()
     run = start_run(deployment, api, "deferred_marked_failed", hold_training_s=60)
@@ -140,6 +141,7 @@ def test_worker_killed_mid_train(deployment: Deployment, e2e_report) -> None:
     assert api.task_instances(run_id)["train"]["try_number"] == 2, tasks
 
 
+@pytest.mark.defers
 def test_triggerer_killed_mid_wait(deployment: Deployment, e2e_report) -> None:
     """SIGKILL the triggerer while the wait is deferred; a new one resumes it without re-logging."""
     api, procs = deployment.api(), deployment.processes
@@ -179,6 +181,7 @@ def test_export_cleared_and_rerun(deployment: Deployment, e2e_report) -> None:
         assert after[task] == tries[task], f"{task} ran again"
 
 
+@pytest.mark.defers
 def test_scheduler_restarted_mid_run(deployment: Deployment, e2e_report) -> None:
     api, procs = deployment.api(), deployment.processes
     run = start_run(deployment, api, "scheduler_restarted", hold_training_s=20)

@@ -290,7 +290,7 @@ class Sandbox:
     ) -> RunResult:
         """Trigger one run with these settings and wait for it to end; `time_scale`: wall
         seconds per simulated second of the pods (and the ledger's clock)."""
-        from airflow.dag_processing.dagbag import DagBag
+        from tests.dagbags import DagBag
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
         w = workloads or Workloads()

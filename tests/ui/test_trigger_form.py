@@ -39,8 +39,9 @@ SET_VALUE = """(id, value) => {
 def serialize_dags() -> None:
     """What the DAG processor does: bundles, then every DAG of the bundle, into the DB."""
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
     from airflow.utils.session import create_session
+
+    from tests.dagbags import bundle_dag_bag, sync_bag_to_db
 
     with create_session() as session:
         manager = DagBundlesManager()
@@ -48,7 +49,7 @@ def serialize_dags() -> None:
         session.commit()
         for bundle in manager.get_all_dag_bundles():
             bundle.initialize()
-            bag = BundleDagBag(bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+            bag = bundle_dag_bag(bundle.path, bundle)
             assert not bag.import_errors, bag.import_errors
             sync_bag_to_db(bag, bundle.name, None, session=session)
 

@@ -6,10 +6,10 @@ from unittest import mock
 from urllib.parse import unquote
 
 import pytest
-from airflow.dag_processing.dagbag import DagBag
 from airflow.models.taskinstancekey import TaskInstanceKey
 
 from tests.conftest import REPO
+from tests.dagbags import DagBag
 from tpu_rl.dag import link_urls, links
 from tpu_rl.dag.steps import RUN_STEPS
 from tpu_rl.operators.cluster import EnsureBucketOperator

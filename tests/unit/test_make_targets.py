@@ -115,6 +115,7 @@ def test_make_clean_removes_what_the_readme_says():
         "rm",
         "-rf",
         ".venv",
+        ".venv-compat",
         ".airflow",
         "plan-out",
         "test-artifacts",

@@ -32,12 +32,12 @@ def test_readme_links_every_reference_page_and_the_settings_reference():
     assert "settings-table:start" not in text  # the table lives in docs/settings.md
 
 
-def test_readme_composer_section_names_the_pinned_providers():
+def test_readme_composer_section_names_the_oldest_supported_providers():
     text = readme()
     section = " ".join(
-        text[text.index("## Cloud Composer") : text.index("## Deployment configuration")].split()
+        text[text.index("## Cloud Composer") : text.index("## Supported versions")].split()
     )
-    requirements = (REPO / "requirements.txt").read_text().split("# test and dev tools")[0]
+    requirements = (REPO / "requirements-compat.txt").read_text().split("# test tools")[0]
     providers = re.findall(r"^(apache-airflow-providers-[a-z-]+)==(\S+)$", requirements, re.M)
     assert len(providers) >= 3
     for name, version in providers:

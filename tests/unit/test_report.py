@@ -182,6 +182,18 @@ def test_durations_from_breadcrumbs_skip_unfinished_and_mapped():
     assert report.step_durations(crumbs) == {"train": 12.5}
 
 
+def test_without_breadcrumbs_the_report_says_it_has_no_step_durations(tutorial_conf):
+    """Airflow 3.1's task instance cannot read the run's durations: said, and counted by age."""
+    assert report.finished_step_durations(object()) is None
+    assert not report.reads_step_durations(object())
+    run = layout(tutorial_conf, capacity="flex_start", reservation="")
+    built = report.build_report(run, REWARDS, GATE, 50, None, RUN_SECONDS)
+    assert built["tpu"]["rule"] == report.TPU_NODES
+    assert built["tpu"]["pool_seconds"] == RUN_SECONDS and built["durations_seconds"] is None
+    assert built["tpu"]["rule_text"].endswith(report.NO_DURATIONS)
+    assert report.NO_DURATIONS in report.render_markdown(built)
+
+
 def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
     run = layout(tutorial_conf)
     xcoms = {

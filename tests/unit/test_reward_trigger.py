@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from airflow._shared.module_loading import import_string  # as the triggerer loads triggers
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
+from airflow.sdk.module_loading import import_string  # as the triggerer loads triggers
 
 from tests.sandbox.controller import Controller, Scenario
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator

@@ -245,7 +245,7 @@ def task_dates(run_id: str) -> dict[str, tuple[float, float]]:
 
 
 def full_run(tmp: Path, workloads: Workloads, late: dict[str, float]) -> Run:
-    from airflow.dag_processing.dagbag import DagBag
+    from tests.dagbags import DagBag
 
     tmp.mkdir()
     conf = {**SETTINGS, "poll_interval_seconds": POLL_S, "pending_timeout_minutes": 10}

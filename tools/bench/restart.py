@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 from unittest import mock
 
-from airflow._shared.module_loading import import_string
+from airflow.sdk.module_loading import import_string
 
 from tests.sandbox.controller import Controller
 from tests.sandbox.harness import Sandbox

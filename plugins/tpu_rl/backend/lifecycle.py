@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from kubernetes.client import CustomObjectsApi
 from kubernetes.client.rest import ApiException
 

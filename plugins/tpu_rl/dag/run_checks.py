@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from tpu_rl import deployment
 from tpu_rl.dag.run_limits import budget_problem, dag_limits

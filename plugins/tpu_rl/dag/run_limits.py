@@ -77,7 +77,7 @@ def apply_run_limits(context: Any, run_settings: Callable[[], RunSettings] | Non
     """The task's limit for this try from the run's settings (`run_settings`: the task's, by
     default read from the Params), capped at the run's work deadline; also kept as an epoch
     deadline for deferrals (`time_left`)."""
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.providers.common.compat.sdk import AirflowFailException
 
     from tpu_rl.settings.run_settings import SettingsError, load_settings
 

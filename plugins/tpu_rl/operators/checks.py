@@ -35,15 +35,18 @@ settings the other tasks use.
     limit = short_step(1)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.dag.run_checks import check_run
+        from tpu_rl.report.run_report import NO_DURATIONS, reads_step_durations
         from tpu_rl.settings.run_settings import SettingsError
 
         try:
             settings = self.run_layout(context).settings
         except SettingsError as err:
             raise AirflowFailException(str(err)) from err
+        if not reads_step_durations(context["ti"]):
+            self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
         return check_run(settings, context["dag"])
 
 
@@ -89,7 +92,7 @@ bucket, so the cleanups do not wait for it: the TPUs go the moment export ends.
     operator_extra_links = (ExportLink(),)
 
     def execute(self, context: Context) -> str:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
         from tpu_rl.report.run_report import publish_run_report
@@ -133,7 +136,7 @@ failed, and a successful cleanup never hides a failed step.
         self.watched = list(watched) if watched is not None else None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         run_id, final_task = context["run_id"], self.final_task
         watched = self.watched

@@ -116,7 +116,7 @@ class ClusterToolkitOperator(RunStep):
         import tempfile
         from pathlib import Path
 
-        from airflow.sdk.exceptions import AirflowSkipException
+        from airflow.providers.common.compat.sdk import AirflowSkipException
 
         from tpu_rl import deployment
         from tpu_rl.cluster import blueprint

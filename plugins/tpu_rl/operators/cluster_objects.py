@@ -49,7 +49,7 @@ conversion and export Jobs. The token is never a Param and never logged.
     operator_extra_links = (GkeWorkloadsLink(),)
 
     def execute(self, context: Context) -> None:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
         from kubernetes.client.rest import ApiException
 
         from tpu_rl.jobs import manifests
@@ -85,7 +85,7 @@ cannot remove, the `tpu_rl_janitor` DAG removes later.
     operator_extra_links = (GkeWorkloadsLink(),)
 
     def execute(self, context: Context) -> dict[str, list[str]]:
-        from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+        from airflow.providers.common.compat.sdk import AirflowException, AirflowSkipException
 
         from tpu_rl.settings.run_settings import SettingsError
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook, GKEKubernetesHook
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from google.cloud.container_v1.types import Cluster
 from kubernetes.client import ApiClient
 

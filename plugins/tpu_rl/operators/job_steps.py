@@ -35,7 +35,7 @@ Cloud Logging. A wrong token or model id fails here.
     operator_extra_links = JOB_LINKS
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
-        from airflow.sdk.exceptions import AirflowSkipException
+        from airflow.providers.common.compat.sdk import AirflowSkipException
 
         from tpu_rl import storage
         from tpu_rl.jobs import manifests
@@ -84,7 +84,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
     operator_extra_links = (*JOB_LINKS, ExportLink())
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
-        from airflow.sdk.exceptions import AirflowException
+        from airflow.providers.common.compat.sdk import AirflowException
 
         from tpu_rl import storage
         from tpu_rl.jobs import manifests

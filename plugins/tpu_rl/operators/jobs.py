@@ -136,7 +136,7 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         return job
 
     def wait_until_gone(self, name: str, namespace: str) -> None:
-        from airflow.sdk.exceptions import AirflowException
+        from airflow.providers.common.compat.sdk import AirflowException
         from kubernetes.client.rest import ApiException
 
         deadline = time.monotonic() + 300
@@ -192,7 +192,7 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         lines (the provider raises without writing them). A pods wait that failed says why (a
         Workload Kueue can never admit fails without retries); one that saw the Job or a pod
         fail is that Job's failure."""
-        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
         from kubernetes.client.rest import ApiException
 
         from tpu_rl.kube import verdicts

@@ -103,7 +103,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
     ) -> Any:
         """Resume training from its newest complete checkpoint, or fail past the limit."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import storage
         from tpu_rl.rewards import resume
@@ -149,7 +149,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
     def resubmit_backend(self, context: Context, event: dict[str, Any]) -> None:
         """The lost attempt is gone: submit a new backend under the same names and wait in the
         triggerer until it runs (capacity may take a while to return)."""
-        from airflow.sdk.exceptions import AirflowException
+        from airflow.providers.common.compat.sdk import AirflowException
         from kubernetes.client import CustomObjectsApi
 
         from tpu_rl.backend.lifecycle import backend_running_trigger, submit_backend
@@ -171,7 +171,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
     def resume_training(self, context: Context, event: dict[str, Any]) -> Any:
         """The new backend runs: submit the training Job again (same name, run_name and
         checkpoint directory: MaxText restores its newest checkpoint) and follow it afresh."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.backend.lifecycle import backend_failure
         from tpu_rl.jobs import manifests

@@ -82,6 +82,24 @@ def estimated_cost_usd(settings: RunSettings, hours: float) -> float | None:
     return hours * CHIPS_PER_HOST[settings.compute_type] * price
 
 
+# Read from the task's own instance in a worker: the task SDK's RuntimeTaskInstance has
+# get_task_breadcrumbs from task SDK 1.2 (Airflow 3.2; airflow/sdk/execution_time/task_runner.py),
+# Airflow 3.1's has no way to read the other tasks' durations.
+NO_DURATIONS = "step durations need Airflow 3.2 or later (task breadcrumbs)"
+
+
+def reads_step_durations(ti: Any) -> bool:
+    """Whether this Airflow lets a task read its run's step durations (task breadcrumbs)."""
+    return hasattr(ti, "get_task_breadcrumbs")
+
+
+def finished_step_durations(ti: Any) -> dict[str, float] | None:
+    """Seconds per finished step of this task's run; None when this Airflow cannot tell."""
+    if not reads_step_durations(ti):
+        return None
+    return step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id))
+
+
 def step_durations(breadcrumbs: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Seconds per finished step from Airflow's task breadcrumbs (task_id, duration, ...)."""
     return {
@@ -96,20 +114,20 @@ def build_report(
     rewards: Mapping[str, Any] | None,
     gate: Mapping[str, Any] | None,
     checkpoint_step: int | None,
-    durations: Mapping[str, float],
+    durations: Mapping[str, float] | None,
     run_seconds: float,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
 
     `run_seconds` is the run's age when the report is written (at verify): for a pool that bills
-    for its whole life, the TPU-hours so far; cleanup, still to come, adds its minutes.
+    for its whole life, the TPU-hours so far; cleanup, still to come, adds its minutes. Without
+    `durations` (Airflow 3.1) a pool that scales from zero is counted the same way, and says so.
     """
     settings = layout.settings
     rule = billing_rule(settings)
-    if rule == TPU_NODES:
-        pool_seconds = sum(durations.get(step, 0.0) for step in TPU_STEPS)
-    else:
-        pool_seconds = run_seconds
+    by_steps = rule == TPU_NODES and durations is not None
+    steps = durations or {}
+    pool_seconds = sum(steps.get(step, 0.0) for step in TPU_STEPS) if by_steps else run_seconds
     hosts = layout.pool_hosts
     hours = tpu_hours(hosts, pool_seconds)
     rewards = rewards or {}
@@ -122,7 +140,7 @@ def build_report(
         "metrics": {"pre": rewards.get("pre"), "post": rewards.get("post")},
         "post_time": rewards.get("post_time"),
         "gate": dict(gate) if gate else None,
-        "durations_seconds": dict(durations),
+        "durations_seconds": None if durations is None else dict(durations),
         "tpu": {
             "tpu_type": settings.tpu_type,
             "slices": settings.cluster_nodepool_count,
@@ -131,11 +149,8 @@ def build_report(
             "tpu_hours": hours,
             "rule": rule,
             "rule_text": RULES[rule]
-            + (
-                ""
-                if rule == TPU_NODES
-                else "; counted from the run's start to this report, before cleanup"
-            ),
+            + ("" if by_steps else "; counted from the run's start to this report, before cleanup")
+            + (f": {NO_DURATIONS}" if rule == TPU_NODES and durations is None else ""),
             "estimated_cost_usd": estimated_cost_usd(settings, hours),
             "price_per_chip_hour_usd": price_per_chip_hour(settings),
         },
@@ -199,7 +214,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         for a in report["attempts"]
     ]
     lines += ["", "## Step durations", "", "| step | seconds |", "|---|---|"]
-    lines += [f"| {k} | {v:.1f} |" for k, v in report["durations_seconds"].items()]
+    durations = report["durations_seconds"]
+    lines += [f"| {k} | {v:.1f} |" for k, v in (durations or {}).items()]
+    lines += [] if durations is not None else ["", NO_DURATIONS]
     lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | `{json.dumps(v)}` |" for k, v in report["settings"].items()]
     return "\n".join(lines) + "\n"
@@ -237,7 +254,7 @@ def publish_run_report(layout: RunLayout, context: Any) -> str:
         rewards=ti.xcom_pull(task_ids="wait_for_rewards"),
         gate=ti.xcom_pull(task_ids="gate"),
         checkpoint_step=ti.xcom_pull(task_ids="export", key="checkpoint_step"),
-        durations=step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id)),
+        durations=finished_step_durations(ti),
         run_seconds=run_age_seconds(context),
     )
     for uri in write_report(report, deployment.gcp_conn_id()):

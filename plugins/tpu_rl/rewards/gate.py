@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 
 def reward_gate(rewards: dict[str, Any], min_gain: float) -> dict[str, float]:

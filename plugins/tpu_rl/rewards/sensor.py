@@ -95,7 +95,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
 
     def defer_wait(self, context: Context) -> None:
         """Defer to the reward trigger until the total deadline (a timeout when it has passed)."""
-        from airflow.sdk.exceptions import AirflowSensorTimeout
+        from airflow.providers.common.compat.sdk import AirflowSensorTimeout
 
         from tpu_rl.rewards.trigger import RewardTrigger  # the triggerer's (aiohttp): when used
 
@@ -173,7 +173,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
 
     def result(self, event: dict[str, Any]) -> dict[str, Any]:
         """The trigger's or a poke's event as the XCom result, or the right exception."""
-        from airflow.sdk.exceptions import (
+        from airflow.providers.common.compat.sdk import (
             AirflowException,
             AirflowFailException,
             AirflowSensorTimeout,
