@@ -7,10 +7,12 @@ their backend JobSets, as RewardSensor defers (it follows the log, watches the J
 and the backend's pods, and polls on news or every poll interval), or GKEJobTrigger on
 training Jobs, as GKEStartJobOperator defers (it GETs the Job every poll interval). Both
 kinds: the same poll interval, the same emulated API server (in this process, so its CPU is
-not counted), the same training log, the same window; the two processes of a count run side
-by side. Memory per run: (the peak RSS in the window - the RSS after imports) / runs. CPU per
-run: the process's CPU seconds in the window / runs. Linear: the per-run cost at 50 runs is
-at most LINEAR_LIMIT x the cost at 10.
+not counted), the same training log, the same window. The six processes run at once: each
+counts only its own CPU seconds, and the emulator sends what a stream has every 50 ms.
+Memory per run: (the peak RSS in the window - the RSS after imports) / runs. CPU per run:
+the process's CPU seconds in the window / runs. Judged at 10 and 50 runs (at 1, the
+process's own start-up costs are a run's); linear: the per-run cost at 50 runs is at most
+LINEAR_LIMIT x the cost at 10.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from tpu_rl.names import CONTAINER
 REPO = Path(__file__).resolve().parents[2]
 COUNTS = (1, 10, 50)
 POLL_S = 10.0  # the provider's default job_poll_interval, on both sides
-WINDOW_S = 20.0  # two poll intervals, two reward lines per run
+WINDOW_S = 20.0  # two poll intervals
 MEMORY_GOAL_MIB = 2.0
 CPU_GOAL_RATIO = 2.0  # x the provider trigger's CPU per run
 LINEAR_LIMIT = 1.25  # per-run cost at 50 runs <= this x the cost at 10
@@ -227,27 +229,28 @@ def entries(rows: dict[int, dict[str, Any]], raw: dict[int, Any]) -> dict[str, d
         "window_s": WINDOW_S,
         "log": f"2 lines every {STEP_S:g} s, a reward line every {EVAL_EVERY} steps, per run",
     }
-    ours, theirs = rows[top]["reward"], rows[top]["provider"]
+    judged = COUNTS[1:]  # at 1 run, the process's own first-use costs are the run's
+    heaviest = max(judged, key=lambda n: rows[n]["reward"]["memory_mib"])
     memory = metric(
-        max(rows[n]["reward"]["memory_mib"] for n in COUNTS[1:]),
-        theirs["memory_mib"],
+        rows[heaviest]["reward"]["memory_mib"],
+        rows[heaviest]["provider"]["memory_mib"],
         unit="MiB",
         goal=MEMORY_GOAL_MIB,
-        baseline_is=f"GKEJobTrigger, {top} at a time: RSS growth per waiting Job",
-        details=details,
+        baseline_is="GKEJobTrigger on as many Jobs: RSS growth per waiting Job",
+        details={"count": heaviest, **details},
     )
-    memory["goal"] += f" per waiting run (10 and {top} at a time), linear"
+    memory["goal"] += f" MiB per waiting run at {' and '.join(map(str, judged))} runs, linear"
     memory["goal_met"] = memory["goal_met"] and linear["memory_mib"]
-    worst = max(COUNTS[1:], key=lambda n: rows[n]["cpu_ratio"])
+    worst = max(judged, key=lambda n: rows[n]["cpu_ratio"])
     cpu = metric(
         rows[worst]["reward"]["cpu_s"],
         rows[worst]["provider"]["cpu_s"],
         unit="s",
         goal=CPU_GOAL_RATIO * rows[worst]["provider"]["cpu_s"],
-        baseline_is=f"GKEJobTrigger on as many Jobs, CPU seconds per waiting Job in {WINDOW_S:g} s",
-        details={"worst_count": worst, "ours_at_top": ours, "provider_at_top": theirs},
+        baseline_is=f"GKEJobTrigger on as many Jobs: CPU seconds per waiting Job in {WINDOW_S:g} s",
+        details={"count": worst, "per_run": details["per_run"]},
     )
-    cpu["goal"] += f" ({CPU_GOAL_RATIO:g}x the provider's per run, 10 and {top} at a time), linear"
+    cpu["goal"] += f" s ({CPU_GOAL_RATIO:g}x the provider's per run at each count), linear"
     cpu["goal_met"] = cpu["goal_met"] and linear["cpu_s"]
     return {"triggerer_memory_per_wait_mib": memory, "triggerer_cpu_per_wait_s": cpu}
 
