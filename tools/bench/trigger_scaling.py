@@ -45,8 +45,9 @@ CPU_GOAL_RATIO = 2.0  # x the provider trigger's CPU per run
 LINEAR_LIMIT = 1.25  # per-run cost at 50 runs <= this x the cost at 10
 # The training log: a step line and MaxText's step metrics every STEP_S, an Intermediate
 # Eval (a reward line: the trigger polls and saves its position on the Job) every
-# EVAL_EVERY steps, each run's evals at another phase. The tutorial's steps take about a
-# minute and it evaluates every 10: this is 60x its log lines and 10x its reward lines.
+# EVAL_EVERY steps, each run's evals at another phase. The sandbox's MaxText client
+# (tests/sandbox/workloads.py, grpo_client_script) steps every 60 s and evaluates every 10
+# steps: this is 60x its step lines and 10x its reward lines.
 STEP_S = 1.0
 EVAL_EVERY = 60
 TRAIN_S = 300.0  # longer than the processes run
@@ -211,7 +212,7 @@ def measure(box: Sandbox, conf: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def entries(rows: dict[int, dict[str, Any]], raw: dict[int, Any]) -> dict[str, dict[str, Any]]:
-    """The two bench.json entries: judged at the largest count, and linear from 10 to 50."""
+    """The two bench.json entries: each at the worse of 10 and 50 runs, and linear from 10 to 50."""
     top, mid = COUNTS[-1], COUNTS[-2]
     growth = {
         what: {
