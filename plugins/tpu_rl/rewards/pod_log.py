@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,19 @@ from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
 from tpu_rl.rewards.follower import FollowState, Resent, Result, consume, since_time
 from tpu_rl.rewards.log_stream import LogStream
+
+
+def reward_line_since_asked(state: FollowState) -> Callable[[], bool]:
+    """True when a reward line was consumed since the last call: the position is worth
+    saving then, not after every chunk (a poll and a Job patch per log line otherwise)."""
+    logged = state.reward_lines
+
+    def asked() -> bool:
+        nonlocal logged
+        moved, logged = state.reward_lines != logged, state.reward_lines
+        return moved
+
+    return asked
 
 
 @dataclass(eq=False)
@@ -138,7 +152,6 @@ class PodLogReader:
             if state.last_time:
                 query.append(("sinceTime", since_time(state.last_time)))
             resent = Resent(state.seen_at_last_time)
-            logged = state.reward_lines
             try:
                 self._stream = await LogStream.open(
                     self.hook.get_conn,
@@ -148,7 +161,7 @@ class PodLogReader:
                     instance=instance,
                     consume=lambda lines: consume(state, lines, resent, self.log),
                     news=self.news,
-                    progressed=lambda: state.reward_lines != logged,
+                    progressed=reward_line_since_asked(state),
                 )
             except KubeApiError as error:
                 if error.status == 400:  # container not started yet, or no previous instance
