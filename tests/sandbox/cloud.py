@@ -328,8 +328,9 @@ class GkeControlPlane:
                     "flex_start": capacity == "flex_start",
                 },
                 "placement_policy": {"tpu_topology": v.get("tpu_topology", "")},
+                # only flex-start scales from zero: gcluster gives Spot a static count
                 "autoscaling": {"enabled": True, "min_node_count": 0}
-                if capacity != "reservation"
+                if capacity == "flex_start"
                 else {},
             }
             cidr = v.get("authorized_cidr")
@@ -391,6 +392,8 @@ def sandbox_env(tmp: Path, bundle_url: str, gcs_host: str) -> dict[str, str]:
         "PATH": f"{SANDBOX_BIN}:{python_bin}:/usr/bin:/bin",
         "FAKE_CLOUD_LOG": str(tmp / "calls.jsonl"),
         "FAKE_CLOUD_STATE": str(tmp / "cloud.json"),
+        # Cluster Toolkit's expansion rules, for the fake gcluster wherever the bundle put it
+        "FAKE_GCLUSTER_RULES": str(Path(__file__).with_name("toolkit_expansion.py")),
         "AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL": bundle_url,
         "AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR": str(tmp / "gcluster-cache"),
         "STORAGE_EMULATOR_HOST": gcs_host,
