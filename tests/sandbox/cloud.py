@@ -53,6 +53,11 @@ def fake_bundle() -> bytes:
     return make_bundle(
         {
             "gcluster": ((SANDBOX_BIN / "gcluster").read_bytes(), 0o755),
+            # Cluster Toolkit's expansion rules, which the fake gcluster applies
+            "toolkit_expansion.py": (
+                (Path(__file__).with_name("toolkit_expansion.py")).read_bytes(),
+                0o644,
+            ),
             example + "gke-tpu-v6e-advanced.yaml": (
                 (BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_bytes(),
                 0o644,
@@ -392,8 +397,6 @@ def sandbox_env(tmp: Path, bundle_url: str, gcs_host: str) -> dict[str, str]:
         "PATH": f"{SANDBOX_BIN}:{python_bin}:/usr/bin:/bin",
         "FAKE_CLOUD_LOG": str(tmp / "calls.jsonl"),
         "FAKE_CLOUD_STATE": str(tmp / "cloud.json"),
-        # Cluster Toolkit's expansion rules, for the fake gcluster wherever the bundle put it
-        "FAKE_GCLUSTER_RULES": str(Path(__file__).with_name("toolkit_expansion.py")),
         "AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL": bundle_url,
         "AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR": str(tmp / "gcluster-cache"),
         "STORAGE_EMULATOR_HOST": gcs_host,

@@ -48,11 +48,33 @@ DROPPED_POOL_SETTINGS: dict[str, tuple[str, ...]] = {
     SPOT: ("reservation_affinity",),
 }
 POOL_ANCHOR = "disk_size_gb"  # the mode's settings follow it, as in the example
+# Compute Engine's words for a zone without the VMs asked for ("Troubleshooting resource
+# availability errors", https://cloud.google.com/compute/docs/troubleshooting/
+# troubleshooting-resource-availability), and GKE's node pool error code for the same.
+STOCKOUT_MARKERS = (
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "GCE_STOCKOUT",
+    "does not have enough resources available",
+)
 
 
 def scales_from_zero(settings: RunSettings) -> bool:
     """Whether the TPU pool has nodes only while pods need them (flex-start only; see above)."""
     return settings.capacity == FLEX_START
+
+
+def deploy_stockout(settings: RunSettings, gcluster_output: str) -> str | None:
+    """What a failed Spot deploy means when the zone had no Spot VMs: a static pool gets its
+    slice at creation or not at all, so a stockout fails the deploy, nothing waits; or None."""
+    if settings.capacity != SPOT or not any(m in gcluster_output for m in STOCKOUT_MARKERS):
+        return None
+    hosts = hosts_per_slice(settings.topology, settings.compute_type)
+    return (
+        f"Spot stockout: {settings.zone} had no {hosts} Spot {settings.compute_type} VMs for the "
+        "TPU pool. gcluster makes a Spot pool static (its nodes are created with the cluster), "
+        "so a stockout fails the deploy rather than waiting for capacity: try again later, "
+        "another zone, or capacity=flex_start (which waits for a slice)"
+    )
 
 
 def node_selector(settings: RunSettings) -> dict[str, str]:
