@@ -26,16 +26,6 @@ class Case:
     workloads: Workloads = field(default_factory=Workloads)
 
 
-def job_failures(result: RunResult) -> dict[str, str]:
-    """Job name -> the reason of its Failed condition, for every failed Job."""
-    return {
-        job["metadata"]["name"]: condition.get("reason", "")
-        for job in result.emu.list("jobs")
-        for condition in (job.get("status") or {}).get("conditions") or []
-        if condition["type"] == "Failed" and condition["status"] == "True"
-    }
-
-
 def tpu_node_wall_seconds(result: RunResult) -> float:
     """What the sandbox's TPU nodes lived, summed over nodes, in wall seconds (the ledger keeps
     simulated ones; the Node objects' timestamps, which the product reads, are wall time)."""
@@ -51,14 +41,11 @@ def test_flex_start_slice_after_200_minutes_converts_within_a_180_minute_limit(
     bills the slice's nodes from their creation, the wait not included, at flex-start's price.
 
     On main the Job's activeDeadlineSeconds was the 180 minutes alone, counted from Kueue's
-    admission: the Job failed while its pods were still Pending, `convert` failed (its retry
-    replaced the failed Job and failed the same way) and the run with it. (The report's checks
-    fail on main too: its rule was the TPU steps' task times, waits included.)"""
-    # GKE removes an idle slice after 10 minutes, far longer than Airflow takes between two
-    # steps; at 1 ms a simulated second Airflow's own seconds are simulated hours, so the idle
-    # delay is stretched to keep that order (the slice then serves every TPU step, as on GKE).
-    late = Workloads(provisioning_delay_s=SLICE_ARRIVES_S, scale_down_idle_s=60_000)
-    case = Case("flex_start_slice_after_200_minutes", "success", late)
+    admission: the Job failed DeadlineExceeded while its pods were still Pending, and so did the
+    retry's (the slice had scaled down again by then): `convert` failed and the run with it.
+    (The report's checks fail on main too: its rule was the TPU steps' task times.)"""
+    case = Case("flex_start_slice_after_200_minutes", "success",
+                Workloads(provisioning_delay_s=SLICE_ARRIVES_S))  # fmt: skip
     conf: dict[str, Any] = {
         **FLEX,
         "num_batches": 50,
@@ -69,13 +56,16 @@ def test_flex_start_slice_after_200_minutes_converts_within_a_180_minute_limit(
         result, _ = reported_run(box, case, conf, capfd, e2e_report)
         tpu = reported_tpu(result)
     assert result.task_states["convert"] == "success", result.task_states
-    assert job_failures(result) == {}
+    # no Job of the run was killed by its deadline (the Jobs are gone: their events stay)
+    assert "DeadlineExceeded" not in {e["reason"] for e in result.emu.list("events")}
     first_tpu_node = min(n.started for n in result.ledger.nodes if n.tpu)
     assert first_tpu_node >= SLICE_ARRIVES_S  # the wait really was 200 minutes long
-    assert tpu["rule"] == "tpu_node_life" and tpu["nodes_seen"] == 8, tpu
+    # every slice comes whole (8 nodes); one may come and go between two looks (here an idle
+    # slice goes after 0.6 wall seconds, faster than Airflow moves from one step to the next)
+    assert tpu["rule"] == "tpu_node_life" and tpu["nodes_seen"] in (8, 16, 24), tpu
     # at most what the nodes lived (1 s: Kubernetes timestamps have whole seconds): nothing of
-    # the 12 wall seconds the conversion waited for them
-    assert 0 < tpu["pool_seconds"] * 8 <= tpu_node_wall_seconds(result) + 8, tpu
+    # the 12 wall seconds each step waited for its slice
+    assert 0 < tpu["pool_seconds"] * 8 <= tpu_node_wall_seconds(result) + 8 * 3, tpu
     assert (tpu["price"]["capacity"], tpu["price"]["basis"]) == ("flex_start", ON_DEMAND_EQ)
 
 
