@@ -254,7 +254,7 @@ def test_a_conf_with_raised_limits_raises_them_at_run_time(tutorial_conf, monkey
     assert convert.execution_timeout == timedelta(minutes=60 + 400)
     monkeypatch.setattr(storage, "object_exists", lambda uri, conn: False)
     convert.configure(_context(conf))
-    assert convert.active_deadline_seconds == 400 * 60
+    assert convert.active_deadline_seconds == (60 + 400) * 60  # the wait, then the step
     seen = {}
     monkeypatch.setattr(BaseOperator, "defer", lambda self, **kw: seen.update(kw))
     convert.defer(trigger=object(), method_name="execute_complete")

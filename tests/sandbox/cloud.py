@@ -55,6 +55,11 @@ def fake_bundle() -> bytes:
     return make_bundle(
         {
             "gcluster": ((SANDBOX_BIN / "gcluster").read_bytes(), 0o755),
+            # Cluster Toolkit's expansion rules, which the fake gcluster applies
+            "toolkit_expansion.py": (
+                (Path(__file__).with_name("toolkit_expansion.py")).read_bytes(),
+                0o644,
+            ),
             example + "gke-tpu-v6e-advanced.yaml": (
                 (BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_bytes(),
                 0o644,
@@ -333,8 +338,9 @@ class GkeControlPlane:
                     "flex_start": capacity == "flex_start",
                 },
                 "placement_policy": {"tpu_topology": v.get("tpu_topology", "")},
+                # only flex-start scales from zero: gcluster gives Spot a static count
                 "autoscaling": {"enabled": True, "min_node_count": 0}
-                if capacity != "reservation"
+                if capacity == "flex_start"
                 else {},
             }
             cidr = v.get("authorized_cidr")

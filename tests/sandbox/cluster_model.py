@@ -20,6 +20,7 @@ from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.autopilot import AUTOPILOT_VAR, warden
 from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState
 from tests.sandbox.kueue import suspend_webhook
+from tests.sandbox.toolkit_expansion import expand_blueprint
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
@@ -132,7 +133,8 @@ class ClusterModel:
         google.com/tpu only); "pathways" is Cluster Toolkit's Pathways Kueue configuration
         (tpu, cpu and memory, a TPU flavor and a cpu-np flavor). `variables["capacity"]`:
         "reservation" (default), "flex_start" or "spot" edits the TPU pool as Cluster Toolkit's
-        consumption-options examples do (flex-start: enable_flex_start, autoscaling 0..hosts).
+        consumption-options examples do (flex-start: enable_flex_start, autoscaling 0..hosts;
+        Spot: spot, and gcluster's static_node_count).
         `variables["autopilot"]`: True makes it an Autopilot cluster (tests/sandbox/autopilot.py).
         """
         blueprint = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
@@ -149,6 +151,7 @@ class ClusterModel:
                 module["settings"]["project_roles"] = [
                     "storage.admin" if r == "storage.objectViewer" else r for r in roles
                 ]
+        expand_blueprint(blueprint)  # as gcluster expanded it when it deployed the cluster
         model = cls._build(
             blueprint, lambda path: (BLUEPRINT_FIXTURES / _STAGE.sub(r"\1", path)).read_text()
         )
@@ -345,17 +348,19 @@ def pathways_kueue(
 
 
 def _capacity_edits(settings: dict[str, Any], capacity: str, variables: dict[str, Any]) -> None:
-    """The TPU pool of an existing flex-start or Spot cluster: no reservation, 0..hosts nodes."""
+    """The TPU pool of an existing flex-start (no reservation, 0..hosts nodes, as Cluster
+    Toolkit's flex-start example) or Spot (no reservation, spot: true) cluster; gcluster's
+    expansion (toolkit_expansion) then makes the Spot pool static, as it did when it deployed."""
     settings.pop("reservation_affinity", None)
+    if capacity == "spot":
+        settings.update(spot=True)
+        return
     settings.pop("static_node_count", None)
     topology = str(_resolve(settings["placement_policy"]["tpu_topology"], variables))
     chips = MACHINE_TYPES[str(_resolve(settings["machine_type"], variables))].tpu
     settings.update(autoscaling_min_node_count=0)
     settings.update(autoscaling_max_node_count=prod(int(x) for x in topology.split("x")) // chips)
-    if capacity == "flex_start":
-        settings.update(enable_flex_start=True, auto_repair=False)
-    else:
-        settings.update(spot=True)
+    settings.update(enable_flex_start=True, auto_repair=False)
 
 
 def _modules(blueprint: dict[str, Any]) -> list[dict[str, Any]]:

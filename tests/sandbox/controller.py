@@ -256,6 +256,9 @@ class Controller:
         ):
             return
         if spec.get("suspend"):
+            # the deadline's clock stops, and restarts at the next resume (JobSpec
+            # activeDeadlineSeconds: "reset when the Job is resumed again")
+            self._job_seen.pop(uid, None)
             if not _condition(job, "Suspended"):
                 self.emu.set_job_condition(
                     ns, name, "Suspended", reason="JobSuspended", message="Job suspended"

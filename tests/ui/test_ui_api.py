@@ -128,7 +128,8 @@ def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_their_x
                "value": attempts, "timestamp": synthetic.START}  # fmt: skip
         session.execute(insert(XComModel.__table__), [row])
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
-    assert row["tpu_hours_rule"] == "tpu_nodes" and "Spot" in row["tpu_hours_rule_text"]
+    # no node records: a Spot pool the run created is static (gcluster's static_node_count)
+    assert row["tpu_hours_rule"] == "created_pool" and "Spot" in row["tpu_hours_rule_text"]
     costs = [(a["tpu_node_hours"], a["steps_recomputed"]) for a in row["attempts"]]
     assert costs == [(pytest.approx(8.0), 23), (pytest.approx(4.0), None)]
     assert row["steps_recomputed"] == 23

@@ -277,13 +277,19 @@ def test_every_object_carries_the_run_labels(layout):
 
 
 def test_jobs_stop_themselves_at_their_timeout(layout):
+    """A TPU Job's deadline counts from its admission, pods pending for capacity included: it
+    covers the capacity wait and then the step's limit (issue 26)."""
     s = layout.settings
+    wait = s.pending_timeout_minutes
     assert (
         m.conversion_job(layout)["spec"]["activeDeadlineSeconds"]
-        == s.conversion_timeout_minutes * 60
+        == (wait + s.conversion_timeout_minutes) * 60
     )
     assert m.train_job(layout)["spec"]["activeDeadlineSeconds"] == s.training_timeout_minutes * 60
-    assert m.export_job(layout, 7)["spec"]["activeDeadlineSeconds"] == s.export_timeout_minutes * 60
+    assert (
+        m.export_job(layout, 7)["spec"]["activeDeadlineSeconds"]
+        == (wait + s.export_timeout_minutes) * 60
+    )
 
 
 def pod_spec(obj: dict) -> dict:

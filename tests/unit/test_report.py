@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
@@ -11,6 +12,7 @@ from unittest import mock
 import pytest
 
 from tpu_rl.layout import RunLayout
+from tpu_rl.report import billing, prices
 from tpu_rl.report import run_report as report
 from tpu_rl.settings.run_settings import load_settings
 
@@ -71,15 +73,53 @@ def test_without_a_reservation_the_tpu_steps_bill_convert_and_export_included(tu
 
 
 @pytest.mark.parametrize("cluster_mode", ["create", "existing"])
-@pytest.mark.parametrize("capacity", ["flex_start", "spot"])
-def test_a_pool_from_zero_bills_its_tpu_nodes_whether_created_or_existing(
-    tutorial_conf, capacity, cluster_mode
+def test_without_node_records_a_flex_start_pool_bills_its_tpu_steps(tutorial_conf, cluster_mode):
+    """Flex-start pools have no TPU node while no pod needs one: the run's span, or the
+    cluster's creation, would bill hours no node existed."""
+    tpu = build(tutorial_conf, capacity="flex_start", cluster_mode=cluster_mode, reservation="")
+    assert tpu["tpu"]["rule"] == report.TPU_NODES and "flex-start" in tpu["tpu"]["rule_text"]
+    assert tpu["tpu"]["pool_seconds"] == 9000.0
+
+
+@pytest.mark.parametrize(
+    ("cluster_mode", "rule"),
+    [("create", report.CREATED_POOL), ("existing", report.EXISTING_STATIC_POOL)],
+)
+def test_without_node_records_a_spot_pool_bills_as_the_static_pool_it_is(
+    tutorial_conf, cluster_mode, rule
 ):
-    """Flex-start and Spot pools have no TPU node while no pod needs one: the run's span, or
-    the cluster's creation, would bill hours no node existed."""
-    tpu = build(tutorial_conf, capacity=capacity, cluster_mode=cluster_mode, reservation="")["tpu"]
-    assert tpu["rule"] == report.TPU_NODES and "flex-start, Spot" in tpu["rule_text"]
-    assert tpu["pool_seconds"] == 9000.0
+    """gcluster gives a Spot TPU pool static_node_count: it bills from deploy to destroy
+    (issue 26), not only while TPU steps run."""
+    tpu = build(tutorial_conf, capacity="spot", cluster_mode=cluster_mode, reservation="")["tpu"]
+    assert tpu["rule"] == rule and "Spot" in tpu["rule_text"]
+    assert tpu["pool_seconds"] == RUN_SECONDS
+    assert tpu["price"]["basis"] == "on-demand equivalent" and tpu["price"]["capacity"] == "spot"
+
+
+def test_node_records_bill_each_nodes_life_tail_included_waits_excluded(tutorial_conf):
+    """Two flex-start slices seen by the steps' looks: the first from its creation (after a
+    wait with no node) to the first look without it (its scale-down tail included); the second
+    still there at the last look, counted to the report."""
+    now = time.time()
+    start = now - RUN_SECONDS
+    first = {f"a{i}": start + 3600 for i in range(8)}  # after an hour's wait without nodes
+    second = {f"b{i}": now - 1800 for i in range(8)}
+    looks = [
+        {"at": start + 60, "nodes": {}},
+        {"at": start + 3700, "nodes": first},
+        {"at": start + 7200, "nodes": first},  # the conversion's end: still there
+        {"at": start + 7800, "nodes": {}},  # scaled down by then (the tail: 600 s)
+        {"at": now - 600, "nodes": second},
+    ]
+    built = report.build_report(
+        layout(tutorial_conf, capacity="flex_start", reservation=""),
+        REWARDS, GATE, 50, DURATIONS, RUN_SECONDS, looks,
+    )  # fmt: skip
+    tpu = built["tpu"]
+    assert tpu["rule"] == billing.NODE_LIFE and "scale-down tail included" in tpu["rule_text"]
+    assert tpu["nodes_seen"] == 16
+    assert tpu["tpu_hours"] == pytest.approx(8 * (4200 + 1800) / 3600, abs=0.01)
+    assert "on-demand equivalent" in built["summary"] and prices.DWS_PAGE in built["summary"]
 
 
 # a Spot run preempted at step 62 (last checkpoint 50), resumed after 30 min without capacity
@@ -139,9 +179,10 @@ def test_a_run_without_resumes_reports_one_attempt_and_no_recomputed_steps(tutor
 
 def test_missing_steps_count_as_zero_and_unknown_generation_has_no_price(tutorial_conf):
     settings = load_settings(tutorial_conf)
-    assert report.tpu_hours(8, 0.0) == 0.0
     unpriced = dataclasses.replace(settings, tpu_type="v9x-32")
-    assert report.estimated_cost_usd(unpriced, 10.0) is None
+    assert prices.price(unpriced.tpu_type, "reservation") is None
+    tpu = billing.tpu_billing(unpriced, 8, [], (0.0, 10.0), {}, "now")
+    assert tpu["tpu_hours"] == 0.0 and tpu["estimated_cost_usd"] is None
     partial = build(tutorial_conf, {"train": 3600.0}, cluster_mode="existing", reservation="")
     assert partial["tpu"]["tpu_hours"] == pytest.approx(8.0)
 
@@ -203,12 +244,15 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
     }
     ti = mock.Mock(dag_id="tpu_rl_post_training", run_id=run.run_id)
     dag_run = mock.Mock(start_date=datetime.now(UTC) - timedelta(hours=2))
-    ti.xcom_pull.side_effect = lambda task_ids, key="return_value": xcoms[(task_ids, key)]
+    ti.xcom_pull.side_effect = lambda task_ids, key="return_value": (
+        [None] * len(task_ids) if key == "tpu_nodes" else xcoms[(task_ids, key)]
+    )
     ti.get_task_breadcrumbs.return_value = [
         {"task_id": k, "map_index": -1, "duration": v} for k, v in DURATIONS.items()
     ]
     with mock.patch.object(report, "GCSHook") as hook:
-        summary = report.publish_run_report(run, {"ti": ti, "dag_run": dag_run})
+        dag = mock.Mock(task_ids=["convert", "export"])
+        summary = report.publish_run_report(run, {"ti": ti, "dag_run": dag_run, "dag": dag})
     ti.get_task_breadcrumbs.assert_called_once_with("tpu_rl_post_training", run.run_id)
     hook.assert_called_once_with(gcp_conn_id="google_cloud_default")
     uploads = {c.args[1]: c.kwargs for c in hook.return_value.upload.call_args_list}

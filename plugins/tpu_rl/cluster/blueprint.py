@@ -136,7 +136,7 @@ def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
     pool = _module(groups, "source", NODE_POOL_SOURCE)
     pool["settings"] = capacity.edit_pool(_settings_of(pool, "machine_type"), settings)
     bp["vars"] = capacity.edit_vars(bp["vars"], settings)
-    return capacity.edit_static_counts(bp, pool["id"])
+    return capacity.edit_static_counts(bp, pool["id"], settings)
 
 
 def edit_blueprint(blueprint_yaml: str, settings: RunSettings) -> str:

@@ -2,10 +2,17 @@
 examples make them), the deployment vars each mode sets, and the node label TPU pods select.
 
 `reservation` is the tutorial's static pool in a SPECIFIC_RESERVATION, left as it is. `flex_start`
-and `spot` pools scale from zero nodes: GKE adds a slice's hosts when TPU pods wait for them and
-removes them when idle. Queued provisioning (`enable_queued_provisioning`, a ProvisioningRequest
-admission check in Kueue) is deliberately not used: GKE once refused TPU flex-start node pools
-with queued provisioning, and plain flex-start needs no Kueue change.
+pools scale from zero nodes: GKE adds a slice's hosts when TPU pods wait for them and removes them
+when idle. `spot` is a STATIC pool of Spot VMs, from deploy to destroy, because that is what
+gcluster renders: its expandHardwareSettings (pkg/config/hardware.go, GoogleCloudPlatform/
+cluster-toolkit at 1047080) sets `static_node_count` to the slice's hosts on every pool with a TPU
+machine type and a topology that has none, unless `enable_flex_start` is true; and gke-node-pool's
+main.tf (`dynamic "autoscaling"`, for_each = local.static_node_set ? [] : [1]) then renders no
+autoscaling block. So a Spot slice bills for the cluster's whole life, and a Spot stockout fails
+the deploy itself rather than making pods wait. Queued provisioning
+(`enable_queued_provisioning`, a ProvisioningRequest admission check in Kueue) is deliberately not
+used: GKE once refused TPU flex-start node pools with queued provisioning, and plain flex-start
+needs no Kueue change.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ NODE_LABELS = {FLEX_START: "cloud.google.com/gke-flex-start", SPOT: "cloud.googl
 RESERVATION_VAR = "reservation"
 MAX_NODES_VAR = "autoscaling_max_node_count"
 # The pool settings each mode adds, reading the blueprint vars of the same names, as in the
-# dws-flex-start/gke-tpu-v6e example (auto_repair false: "flex-start dependency" there).
+# dws-flex-start/gke-tpu-v6e example (auto_repair false: "flex-start dependency" there). Spot gets
+# no autoscaling settings: gcluster's static_node_count would make the module drop them.
 _AUTOSCALING = {
     "autoscaling_min_node_count": "$(vars.autoscaling_min_node_count)",
     MAX_NODES_VAR: f"$(vars.{MAX_NODES_VAR})",
@@ -31,11 +39,42 @@ _AUTOSCALING = {
 POOL_SETTINGS: dict[str, dict[str, Any]] = {
     FLEX_START: {"enable_flex_start": "$(vars.enable_flex_start)", "auto_repair": False}
     | _AUTOSCALING,
-    SPOT: {"spot": "$(vars.spot)"} | _AUTOSCALING,
+    SPOT: {"spot": "$(vars.spot)"},
 }
-# Pool settings a pool that scales from zero must not have (flex-start takes no static nodes).
-DROPPED_POOL_SETTINGS = ("reservation_affinity", "static_node_count")
+# Pool settings each mode removes: the reservation, and for flex-start any static count
+# (gke-node-pool: "enable_flex_start does not work with static_node_count").
+DROPPED_POOL_SETTINGS: dict[str, tuple[str, ...]] = {
+    FLEX_START: ("reservation_affinity", "static_node_count"),
+    SPOT: ("reservation_affinity",),
+}
 POOL_ANCHOR = "disk_size_gb"  # the mode's settings follow it, as in the example
+# Compute Engine's words for a zone without the VMs asked for ("Troubleshooting resource
+# availability errors", https://cloud.google.com/compute/docs/troubleshooting/
+# troubleshooting-resource-availability), and GKE's node pool error code for the same.
+STOCKOUT_MARKERS = (
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "GCE_STOCKOUT",
+    "does not have enough resources available",
+)
+
+
+def scales_from_zero(settings: RunSettings) -> bool:
+    """Whether the TPU pool has nodes only while pods need them (flex-start only; see above)."""
+    return settings.capacity == FLEX_START
+
+
+def deploy_stockout(settings: RunSettings, gcluster_output: str) -> str | None:
+    """What a failed Spot deploy means when the zone had no Spot VMs: a static pool gets its
+    slice at creation or not at all, so a stockout fails the deploy, nothing waits; or None."""
+    if settings.capacity != SPOT or not any(m in gcluster_output for m in STOCKOUT_MARKERS):
+        return None
+    hosts = hosts_per_slice(settings.topology, settings.compute_type)
+    return (
+        f"Spot stockout: {settings.zone} had no {hosts} Spot {settings.compute_type} VMs for the "
+        "TPU pool. gcluster makes a Spot pool static (its nodes are created with the cluster), "
+        "so a stockout fails the deploy rather than waiting for capacity: try again later, "
+        "another zone, or capacity=flex_start (which waits for a slice)"
+    )
 
 
 def node_selector(settings: RunSettings) -> dict[str, str]:
@@ -45,23 +84,22 @@ def node_selector(settings: RunSettings) -> dict[str, str]:
 
 
 def capacity_vars(settings: RunSettings) -> dict[str, Any]:
-    """The blueprint vars the mode sets: the reservation, or the switch and the pool's bounds.
-
-    A pool that scales from zero holds at most one slice's hosts (per slice: the module makes
-    one pool per slice), as the example's deployment file says.
-    """
+    """The blueprint vars the mode sets: the reservation, Spot's switch, or flex-start's switch
+    and the pool's bounds (per slice: the module makes one pool per slice), as the example's
+    deployment file says."""
     if settings.capacity == RESERVATION:
         return {RESERVATION_VAR: settings.reservation}
-    switch = "enable_flex_start" if settings.capacity == FLEX_START else "spot"
+    if settings.capacity == SPOT:
+        return {"spot": True}
     return {
-        switch: True,
+        "enable_flex_start": True,
         "autoscaling_min_node_count": 0,
         MAX_NODES_VAR: hosts_per_slice(settings.topology, settings.compute_type),
     }
 
 
 def edit_vars(variables: dict[str, Any], settings: RunSettings) -> dict[str, Any]:
-    """Blueprint vars of a pool from zero: the reservation var gives way to the mode's own
+    """Blueprint vars of a mode without a reservation: the reservation var gives way to the mode's
     (declared empty or switched on, as the example declares them; the deployment file sets them)."""
     declared = {k: (v if v is True else None) for k, v in capacity_vars(settings).items()}
     edited: dict[str, Any] = {}
@@ -74,9 +112,11 @@ def edit_vars(variables: dict[str, Any], settings: RunSettings) -> dict[str, Any
 
 
 def edit_pool(pool_settings: dict[str, Any], settings: RunSettings) -> dict[str, Any]:
-    """The TPU pool's settings for flex_start or spot: no reservation, autoscaling from zero."""
+    """The TPU pool's settings for flex_start (no reservation, autoscaling from zero) or spot (no
+    reservation, Spot VMs; gcluster adds the static count)."""
     added = POOL_SETTINGS[settings.capacity]
-    kept = {k: v for k, v in pool_settings.items() if k not in (*DROPPED_POOL_SETTINGS, *added)}
+    dropped = DROPPED_POOL_SETTINGS[settings.capacity]
+    kept = {k: v for k, v in pool_settings.items() if k not in (*dropped, *added)}
     if POOL_ANCHOR not in kept:
         return {**kept, **added}
     edited: dict[str, Any] = {}
@@ -87,13 +127,16 @@ def edit_pool(pool_settings: dict[str, Any], settings: RunSettings) -> dict[str,
     return edited
 
 
-def edit_static_counts(node: Any, pool_id: str) -> Any:
-    """Every `<pool>.node_count_static` (Kueue's tpu_quota, the fio job's node_count) reads
-    vars.autoscaling_max_node_count instead, as the example does: the pool has no static nodes."""
+def edit_static_counts(node: Any, pool_id: str, settings: RunSettings) -> Any:
+    """With flex-start, every `<pool>.node_count_static` (Kueue's tpu_quota, the fio job's
+    node_count) reads vars.autoscaling_max_node_count instead, as the example does: the pool has
+    no static nodes. A Spot pool keeps them (gcluster sets static_node_count)."""
+    if not scales_from_zero(settings):
+        return node
     if isinstance(node, dict):
-        return {k: edit_static_counts(v, pool_id) for k, v in node.items()}
+        return {k: edit_static_counts(v, pool_id, settings) for k, v in node.items()}
     if isinstance(node, list):
-        return [edit_static_counts(v, pool_id) for v in node]
+        return [edit_static_counts(v, pool_id, settings) for v in node]
     if isinstance(node, str):
         return node.replace(f"{pool_id}.node_count_static", f"vars.{MAX_NODES_VAR}")
     return node
@@ -104,10 +147,21 @@ def describe_edits(settings: RunSettings) -> list[str]:
     if settings.capacity == RESERVATION:
         return [f"none: the tutorial's static TPU pool in reservation {settings.reservation}"]
     pool = POOL_SETTINGS[settings.capacity]
-    return [
+    edits = [
         f"vars: {RESERVATION_VAR} removed; {_listed(capacity_vars(settings))} (deployment file)",
         f"TPU pool: reservation_affinity removed; {_listed(pool)}",
-        f"<pool>.node_count_static (Kueue tpu_quota, fio job node_count) -> vars.{MAX_NODES_VAR}",
+    ]
+    if scales_from_zero(settings):
+        return [
+            *edits,
+            f"<pool>.node_count_static (Kueue tpu_quota, fio job node_count) -> "
+            f"vars.{MAX_NODES_VAR}",
+        ]
+    hosts = hosts_per_slice(settings.topology, settings.compute_type)
+    return [
+        *edits,
+        f"gcluster adds static_node_count={hosts} (its expandHardwareSettings, for every TPU pool "
+        "not on flex-start): a static pool of Spot VMs from deploy to destroy, no autoscaling",
     ]
 
 

@@ -110,6 +110,26 @@ def _tpu_limits() -> Manifest:
     return {"limits": {"google.com/tpu": "4"}, "requests": {"google.com/tpu": "4"}}
 
 
+def tpu_job_deadline_seconds(layout: RunLayout, step_minutes: int) -> int:
+    """A TPU Job's activeDeadlineSeconds: its wait for capacity plus its step's limit.
+
+    Kubernetes counts the deadline from the Job's startTime, its pods' Pending time included:
+    "the duration in seconds relative to the startTime that the job may be continuously active
+    [...] If a Job is suspended [...] this timer will effectively be stopped and reset when the
+    Job is resumed" (JobSpec.activeDeadlineSeconds,
+    https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/job-v1/#JobSpec), and
+    it "applies to the duration of the job, no matter how many Pods are created"
+    (https://kubernetes.io/docs/concepts/workloads/controllers/job/#job-termination-and-cleanup).
+    Kueue resumes the Job as soon as its ClusterQueue's google.com/tpu quota admits it, which
+    needs no node, so with flex-start the clock starts long before the slice exists. So the
+    deadline is the task's own limit (tpu_rl.dag.limits.pending_plus): up to
+    pending_timeout_minutes of waiting, then the step's limit. A deadline rather than none (the
+    Airflow-side limit deleting the Job): a deferred Job wait has no on_kill, so a Job outlives
+    a killed task or triggerer, and its own deadline is what still stops it and frees the slice.
+    """
+    return (layout.settings.pending_timeout_minutes + step_minutes) * 60
+
+
 def _conversion_like_job(
     layout: RunLayout, job_name: str, module: str, flags: list[str], timeout_minutes: int
 ) -> Manifest:
@@ -132,7 +152,7 @@ def _conversion_like_job(
             "parallelism": hosts,
             "completions": hosts,
             "backoffLimit": 0,
-            "activeDeadlineSeconds": timeout_minutes * 60,
+            "activeDeadlineSeconds": tpu_job_deadline_seconds(layout, timeout_minutes),
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
             "template": {
                 "metadata": {"labels": dict(layout.labels)},
@@ -202,6 +222,8 @@ def train_job(layout: RunLayout) -> Manifest:
             "parallelism": 1,
             "completions": 1,
             "backoffLimit": 0,
+            # no capacity wait of its own: it starts once the backend's slice runs (and a
+            # resume's wait counts inside training_timeout_minutes, as the reward wait's limit)
             "activeDeadlineSeconds": layout.settings.training_timeout_minutes * 60,
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
             "template": {

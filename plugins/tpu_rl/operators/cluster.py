@@ -119,7 +119,7 @@ class ClusterToolkitOperator(RunStep):
         from airflow.providers.common.compat.sdk import AirflowSkipException
 
         from tpu_rl import deployment
-        from tpu_rl.cluster import blueprint
+        from tpu_rl.cluster import blueprint, capacity
         from tpu_rl.cluster import toolkit as cluster_toolkit
         from tpu_rl.cluster.credentials import google_env
         from tpu_rl.dag.run_limits import time_left
@@ -154,15 +154,20 @@ class ClusterToolkitOperator(RunStep):
         ):
             steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, settings, prefix)
             for argv in self.commands(steps):
-                cluster_toolkit.run_gcluster(
-                    argv,
-                    Path(tmp),
-                    self.log,
-                    timeout=timeout,
-                    env=env,
-                    secrets=secrets,
-                    started=self._started,
-                )
+                try:
+                    cluster_toolkit.run_gcluster(
+                        argv,
+                        Path(tmp),
+                        self.log,
+                        timeout=timeout,
+                        env=env,
+                        secrets=secrets,
+                        started=self._started,
+                    )
+                except cluster_toolkit.ClusterToolkitError as err:
+                    if why := capacity.deploy_stockout(settings, str(err)):
+                        raise cluster_toolkit.ClusterToolkitError(f"{why}\n{err}") from err
+                    raise
 
     def _started(self, proc: subprocess.Popen) -> None:
         self._proc = proc
@@ -184,7 +189,8 @@ in `capacity` (the reservation in `reservation`, flex-start or Spot); does nothi
 `cluster_mode=existing`. Safe to re-run.
 
 **Failed?** The log holds gcluster's and terraform's output: quota, reservation name or zone,
-or missing IAM roles are the usual causes. `cleanup_cluster` still removes what was created.
+or missing IAM roles are the usual causes; with `capacity=spot`, a stockout (the Spot pool is
+static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 """
     limit = setting_minutes("cluster_timeout_minutes", 2)
     operator_extra_links = (GkeClusterLink(),)

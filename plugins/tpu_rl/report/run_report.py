@@ -1,19 +1,18 @@
 """The per-run report: run-report.json and run-report.md next to the exported model.
 
-TPU-hours are hosts x hours of what bills (`billing_rule`): a node pool on a reservation, or a
-static pool, bills for its whole life, whether pods run on it or not; a pool that scales from
-zero (flex-start, Spot, an existing cluster's pool without a reservation) bills while its TPU
-nodes exist, that is while the run's TPU steps (conversion, the Pathways backend, export) hold
-them. Each training attempt (a resume after capacity loss starts a new one) is listed with its
-TPU node-hours and the steps the next attempt computed again. The cost is an estimate:
-chip-hours times the list price below, which ignores committed-use and spot discounts, regional
-differences and the cluster's CPU nodes, disks and network.
+TPU-hours and cost come from tpu_rl.report.billing (the RL page uses the same computation): the
+TPU nodes' life as the run's steps saw it, counted to this report (written at verify, before
+cleanup: the export's scale-down tail and a static pool's remaining life come after it), and
+the price of the run's capacity mode, both named in the report. Each training attempt (a resume
+after capacity loss starts a new one) is listed with its TPU node-hours and the steps the next
+attempt computed again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -21,65 +20,18 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
-from tpu_rl.cluster.tpu import CHIPS_PER_HOST
 from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
+from tpu_rl.report.tpu_nodes import XCOM_KEY, Look, merged
 from tpu_rl.rewards.resume import costed, steps_recomputed
-from tpu_rl.settings.run_settings import RunSettings
 
 log = logging.getLogger(__name__)
 
-# On-demand list price in USD per chip-hour, by TPU generation (prefix of `tpu_type`).
-# An estimate to compare runs with, not a bill: check the current Cloud TPU pricing page.
-PRICE_PER_CHIP_HOUR_USD = {"v6e": 2.70}
-# The steps the backend JobSet lives through, in order: start_backend creates it, the reward
-# sensor deletes it the moment its wait ends (stop_backend then finds it gone).
-BACKEND_STEPS = ("start_backend", "train", "wait_for_rewards")
-# Steps whose pods hold every host of the slice: conversion and export run on each host.
-TPU_STEPS = ("convert", *BACKEND_STEPS, "export")
-# How TPU-hours are counted: what bills for the run's settings (see billing_rule).
-CREATED_POOL = "created_pool"
-EXISTING_STATIC_POOL = "existing_static_pool"
-TPU_NODES = "tpu_nodes"
-RULES = {
-    CREATED_POOL: "the run's cluster and its reserved TPU node pool: from create_cluster's start "
-    "to cleanup_cluster's end",
-    EXISTING_STATIC_POOL: "an existing cluster's reserved (static) TPU node pool: the run's span",
-    TPU_NODES: "a TPU pool that scales from zero (flex-start, Spot, or an existing cluster "
-    "without a reservation): the TPU nodes' life, taken as the steps that hold them (convert, "
-    "start_backend to the end of the reward wait, export; their waits for capacity included, "
-    "the autoscaler's scale-down delay after them not)",
-}
+# Steps whose pods hold every host of the slice: conversion, the backend's life (start_backend
+# creates it, the reward sensor deletes it the moment its wait ends), export.
+TPU_STEPS = ("convert", "start_backend", "train", "wait_for_rewards", "export")
 JSON_NAME = "run-report.json"
 MARKDOWN_NAME = "run-report.md"
-
-
-def billing_rule(settings: RunSettings) -> str:
-    """What bills: flex-start and Spot pools scale from zero (the nodes); a cluster the run
-    creates on a reservation has a static TPU pool; an existing cluster with a reservation is
-    taken as a static pool; otherwise the nodes."""
-    if settings.capacity != "reservation":
-        return TPU_NODES
-    if settings.cluster_mode == "create":
-        return CREATED_POOL
-    return EXISTING_STATIC_POOL if settings.reservation else TPU_NODES
-
-
-def tpu_hours(hosts: int, pool_seconds: float) -> float:
-    """Hosts x hours the TPU pool existed."""
-    return hosts * pool_seconds / 3600
-
-
-def price_per_chip_hour(settings: RunSettings) -> float | None:
-    """The list price of the slice's TPU generation ('v6e' of 'v6e-32'); None when unknown."""
-    return PRICE_PER_CHIP_HOUR_USD.get(settings.tpu_type.split("-")[0])
-
-
-def estimated_cost_usd(settings: RunSettings, hours: float) -> float | None:
-    """TPU-hours x chips per host x the price per chip-hour; None for an unpriced generation."""
-    price = price_per_chip_hour(settings)
-    if price is None:
-        return None
-    return hours * CHIPS_PER_HOST[settings.compute_type] * price
 
 
 # Read from the task's own instance in a worker: the task SDK's RuntimeTaskInstance has
@@ -116,20 +68,34 @@ def build_report(
     checkpoint_step: int | None,
     durations: Mapping[str, float] | None,
     run_seconds: float,
+    looks: list[Look] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
 
-    `run_seconds` is the run's age when the report is written (at verify): for a pool that bills
-    for its whole life, the TPU-hours so far; cleanup, still to come, adds its minutes. Without
-    `durations` (Airflow 3.1) a pool that scales from zero is counted the same way, and says so.
+    `run_seconds` is the run's age when the report is written (at verify); `looks` the TPU
+    nodes the run's steps saw (tpu_rl.report.tpu_nodes), counted up to now. Without `looks`
+    the pool is counted by task times; without `durations` too (Airflow 3.1) a pool that
+    scales from zero is counted from the run's start, and the rule says so.
     """
     settings = layout.settings
-    rule = billing_rule(settings)
-    by_steps = rule == TPU_NODES and durations is not None
-    steps = durations or {}
-    pool_seconds = sum(steps.get(step, 0.0) for step in TPU_STEPS) if by_steps else run_seconds
-    hosts = layout.pool_hosts
-    hours = tpu_hours(hosts, pool_seconds)
+    now = time.time()
+    task_seconds = {
+        CREATED_POOL: run_seconds,
+        EXISTING_STATIC_POOL: run_seconds,
+        TPU_NODES: run_seconds
+        if durations is None
+        else sum(durations.get(step, 0.0) for step in TPU_STEPS),
+    }
+    tpu = tpu_billing(
+        settings,
+        layout.pool_hosts,
+        looks or [],
+        (now - run_seconds, now),
+        task_seconds,
+        "this report (verify), before cleanup",
+    )
+    if durations is None and tpu["rule"] == TPU_NODES:
+        tpu["rule_text"] += f"; from the run's start: {NO_DURATIONS}"
     rewards = rewards or {}
     attempts = costed(rewards.get("attempts") or [])
     report = {
@@ -141,19 +107,7 @@ def build_report(
         "post_time": rewards.get("post_time"),
         "gate": dict(gate) if gate else None,
         "durations_seconds": None if durations is None else dict(durations),
-        "tpu": {
-            "tpu_type": settings.tpu_type,
-            "slices": settings.cluster_nodepool_count,
-            "hosts": hosts,
-            "pool_seconds": pool_seconds,
-            "tpu_hours": hours,
-            "rule": rule,
-            "rule_text": RULES[rule]
-            + ("" if by_steps else "; counted from the run's start to this report, before cleanup")
-            + (f": {NO_DURATIONS}" if rule == TPU_NODES and durations is None else ""),
-            "estimated_cost_usd": estimated_cost_usd(settings, hours),
-            "price_per_chip_hour_usd": price_per_chip_hour(settings),
-        },
+        "tpu": {"tpu_type": settings.tpu_type, "slices": settings.cluster_nodepool_count, **tpu},
         "capacity": settings.capacity,
         "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
@@ -179,8 +133,13 @@ def summary(report: Mapping[str, Any]) -> str:
         if resumes
         else ""
     )
-    cost = tpu["estimated_cost_usd"]
-    cost_text = f"about ${cost:,.2f} at list price" if cost is not None else "no price known"
+    cost, price = tpu["estimated_cost_usd"], tpu["price"] or {}
+    cost_text = (
+        f"about ${cost:,.2f} at {price['usd_per_chip_hour']:.2f} USD per chip-hour, the "
+        f"{report['capacity']} price's {price['basis']} ({price['source']}, {price['read']})"
+        if cost is not None
+        else "no price known"
+    )
     return (
         f"GRPO post-training of {s['hf_model_path']} ({s['model_name']}) for "
         f"{s['num_batches']} batches on {tpu['slices']} x {tpu['tpu_type']}: {reward}. "
@@ -246,6 +205,11 @@ def run_age_seconds(context: Any) -> float:
     return max(0.0, (datetime.now(UTC) - started).total_seconds())
 
 
+def run_looks(ti: Any, task_ids: list[str]) -> list[Look]:
+    """The TPU nodes the run's steps saw (their `tpu_nodes` XComs; None for a task without)."""
+    return merged(ti.xcom_pull(task_ids=task_ids, key=XCOM_KEY) or [])
+
+
 def publish_run_report(layout: RunLayout, context: Any) -> str:
     """Build the report from this run's XComs and finished steps, upload it; its summary."""
     ti = context["ti"]
@@ -256,6 +220,7 @@ def publish_run_report(layout: RunLayout, context: Any) -> str:
         checkpoint_step=ti.xcom_pull(task_ids="export", key="checkpoint_step"),
         durations=finished_step_durations(ti),
         run_seconds=run_age_seconds(context),
+        looks=run_looks(ti, list(context["dag"].task_ids)),
     )
     for uri in write_report(report, deployment.gcp_conn_id()):
         log.info("Wrote %s", uri)

@@ -64,7 +64,8 @@ class RunSettings:
         "TPU capacity",
         "How the TPU pool gets its VMs: `reservation` (a static pool in a specific reservation, "
         "the tutorial's), `flex_start` (Dynamic Workload Scheduler, scales from zero) or `spot` "
-        "(preemptible, scales from zero). With cluster_mode=existing: what the existing pool is.",
+        "(preemptible Spot VMs in a static pool, billed from deploy to destroy, as gcluster "
+        "renders it). With cluster_mode=existing: what the existing pool is.",
     )
     reservation: str = CLOUD.setting(
         "",

@@ -2,9 +2,10 @@
 
 One query reads the DAG runs with the task instances the page needs joined in (the cluster's
 creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
-one reads the XComs of all those runs. TPU-hours count what bills
-(tpu_rl.report.run_report.billing_rule);
-each training attempt shows its TPU node-hours and the steps computed again after it.
+one reads the XComs of all those runs. TPU-hours and cost are tpu_rl.report.billing's, as in the
+run report (from the TPU nodes the run's steps saw, their `tpu_nodes` XComs), counted to the
+cluster's destruction for a cluster the run made, else to the run's end; each training attempt
+shows its TPU node-hours and the steps computed again after it.
 """
 
 from __future__ import annotations
@@ -22,15 +23,10 @@ from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import RunLayout, split_gcs_uri
 from tpu_rl.names import DAG_ID
+from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.notify import FAILURE_XCOM_KEY
-from tpu_rl.report.run_report import (
-    CREATED_POOL,
-    EXISTING_STATIC_POOL,
-    RULES,
-    billing_rule,
-    estimated_cost_usd,
-    tpu_hours,
-)
+from tpu_rl.report.tpu_nodes import XCOM_KEY as TPU_NODES_KEY
+from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 
@@ -118,6 +114,7 @@ def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
                     XComModel.key.in_({key for _, key in XCOMS}),
                 ),
                 XComModel.key == FAILURE_XCOM_KEY,  # any task's failure, the first one wins
+                XComModel.key == TPU_NODES_KEY,  # any step's looks at the TPU nodes
             ),
             XComModel.map_index == -1,
         )
@@ -126,7 +123,9 @@ def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
         values = found.setdefault(row.dag_run_id, {})
-        if row.key == FAILURE_XCOM_KEY:
+        if row.key == TPU_NODES_KEY:
+            values.setdefault("looks", []).append(XComModel.deserialize_value(row))
+        elif row.key == FAILURE_XCOM_KEY:
             failure = {"task_id": row.task_id, "message": XComModel.deserialize_value(row)}
             values.setdefault("failure", failure)
         elif name := XCOMS.get((row.task_id, row.key)):
@@ -147,22 +146,32 @@ def _backend_seconds(run: Any) -> float:
     return _seconds(run.start_backend_start, next(ends, None)) or 0.0
 
 
-def _billed_seconds(run: Any, rule: str) -> float | None:
-    """Seconds the TPUs billed under `rule`; None while the run is still going."""
-    if run.end_date is None:
-        return None
-    if rule == CREATED_POOL:
-        if run.create_cluster_start is None:  # the run stopped before creating anything
-            return 0.0
-        return _seconds(run.create_cluster_start, run.cleanup_cluster_end or run.end_date)
-    if rule == EXISTING_STATIC_POOL:
-        return _seconds(run.start_date, run.end_date)
+def _task_seconds(run: Any) -> dict[str, float]:
+    """The pool's seconds under each task-time rule (tpu_rl.report.billing), for a run whose
+    steps recorded no TPU nodes."""
+    created = (
+        _seconds(run.create_cluster_start, run.cleanup_cluster_end or run.end_date)
+        if run.create_cluster_start
+        else 0.0
+    )
     steps = (
         _seconds(getattr(run, f"{t}_start"), getattr(run, f"{t}_end"))
         for t in HOST_STEPS
         if getattr(run, f"{t}_state") in RAN
     )
-    return _backend_seconds(run) + sum(s or 0.0 for s in steps)
+    return {
+        CREATED_POOL: created or 0.0,
+        EXISTING_STATIC_POOL: _seconds(run.start_date, run.end_date) or 0.0,
+        TPU_NODES: _backend_seconds(run) + sum(s or 0.0 for s in steps),
+    }
+
+
+def _until(run: Any) -> tuple[float, str]:
+    """Where the count ends: the cluster's destruction (a cluster the run made), else the run's
+    end."""
+    if run.cleanup_cluster_state in RAN and run.cleanup_cluster_end and run.create_cluster_start:
+        return run.cleanup_cluster_end.timestamp(), "cleanup_cluster's end"
+    return run.end_date.timestamp(), "the run's end"
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
@@ -181,13 +190,19 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
     gate = x.get("gate") or {}
     settings = _settings(run.conf)
-    rule = billing_rule(settings)
-    pool_seconds = _billed_seconds(run, rule)
-    hours = cost = None
-    if pool_seconds is not None:
+    tpu: dict[str, Any] = {}
+    if run.end_date is not None:  # while the run goes on, its nodes may still bill
+        until, until_text = _until(run)
         try:
-            hours = tpu_hours(RunLayout(settings, run.run_id).pool_hosts, pool_seconds)
-            cost = estimated_cost_usd(settings, hours)
+            hosts = RunLayout(settings, run.run_id).pool_hosts
+            tpu = tpu_billing(
+                settings,
+                hosts,
+                merged(x.get("looks") or []),
+                (run.start_date.timestamp(), until),
+                _task_seconds(run),
+                until_text,
+            )
         except (ValueError, KeyError, TypeError, AttributeError):  # a conf validation refused
             pass
     attempts = costed(rewards.get("attempts") or x.get("attempts") or [])
@@ -205,10 +220,11 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "gain": gate.get("gain", _gain(pre, post)),
         "gate": VERDICTS.get(run.gate_state or "", "pending" if run.end_date is None else "-"),
         "failure": x.get("failure") if run.state == "failed" else None,
-        "tpu_hours": hours,
-        "tpu_hours_rule": rule,
-        "tpu_hours_rule_text": RULES[rule],
-        "estimated_cost_usd": cost,
+        "tpu_hours": tpu.get("tpu_hours"),
+        "tpu_hours_rule": tpu.get("rule"),
+        "tpu_hours_rule_text": tpu.get("rule_text"),
+        "estimated_cost_usd": tpu.get("estimated_cost_usd"),
+        "price": tpu.get("price"),
         "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
         "checkpoint_step": x.get("checkpoint_step"),

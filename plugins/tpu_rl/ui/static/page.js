@@ -13,11 +13,13 @@ const MONTH = new Intl.DateTimeFormat(undefined, { month: "short", year: "numeri
 const COLUMNS = 17;
 // Past this many runs the chart draws lines only: a dot per run would just be noise.
 const MAX_DOTS = 100;
-// How a row's TPU-hours were counted (tpu_rl.report.RULES has the whole sentence, as a tooltip).
+// How a row's TPU-hours were counted (tpu_rl.report.billing.RULES has the whole sentence, and
+// the price used, as a tooltip).
 const RULES = {
-  created_pool: "run's reserved pool",
-  existing_static_pool: "static pool, run span",
-  tpu_nodes: "TPU nodes",
+  tpu_node_life: "TPU nodes' life",
+  created_pool: "run's static pool (task times)",
+  existing_static_pool: "static pool, run span (task times)",
+  tpu_nodes: "TPU steps (task times)",
 };
 
 function num(value, digits) {
@@ -75,7 +77,11 @@ function drawTable(runs) {
     cell(tr, num(r.tpu_hours, 2));
     const rule = document.createElement("span");
     rule.textContent = RULES[r.tpu_hours_rule] || r.tpu_hours_rule || "";
-    rule.title = r.tpu_hours_rule_text || "";
+    const price = r.price
+      ? ` Price: ${r.price.usd_per_chip_hour} USD per chip-hour, ${r.price.capacity} ` +
+        `(${r.price.basis}; ${r.price.source}, ${r.price.read}).`
+      : "";
+    rule.title = (r.tpu_hours_rule_text || "") + price;
     cell(tr, rule, "text rule");
     cell(tr, r.estimated_cost_usd === null ? "" : `$${num(r.estimated_cost_usd, 2)}`);
     cell(tr, attemptsCell(r.attempts || [], r.steps_recomputed), "text attempts");

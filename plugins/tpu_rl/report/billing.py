@@ -1,0 +1,85 @@
+"""TPU-hours and their cost for one run: the one computation the run report and the RL page
+share, with the rule and the price it used.
+
+TPU-hours are hosts x hours. The rule is the TPU nodes' life (tpu_rl.report.tpu_nodes) whenever
+the run's steps looked at them. A run without looks (one from before the looks, or whose looks
+all failed) is estimated from its task times by what bills for its settings: a static pool (a
+reservation, or Spot: gcluster makes it static, tpu_rl.cluster.capacity) for its whole life; a
+flex-start pool while its TPU steps ran. The cost is TPU-hours x chips per host x the price of
+the mode (tpu_rl.report.prices), which ignores committed-use discounts, regional differences and
+the cluster's CPU nodes, disks and network.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tpu_rl.cluster.tpu import CHIPS_PER_HOST
+from tpu_rl.report import prices
+from tpu_rl.report.tpu_nodes import node_seconds
+
+if TYPE_CHECKING:
+    from tpu_rl.report.tpu_nodes import Look
+    from tpu_rl.settings.run_settings import RunSettings
+
+NODE_LIFE = "tpu_node_life"
+CREATED_POOL = "created_pool"
+EXISTING_STATIC_POOL = "existing_static_pool"
+TPU_NODES = "tpu_nodes"
+RULES = {
+    NODE_LIFE: "the run's TPU Node objects, each from its creationTimestamp to its deletion "
+    "(the first look without it), within the run's span: the autoscaler's scale-down tail "
+    "included, waits for capacity while no node existed excluded",
+    CREATED_POOL: "no TPU node records; the run's cluster and its static TPU node pool "
+    "(a reservation, or Spot: gcluster makes it static): from create_cluster's start to "
+    "cleanup_cluster's end",
+    EXISTING_STATIC_POOL: "no TPU node records; an existing cluster's static TPU node pool "
+    "(reservation or Spot): the run's span",
+    TPU_NODES: "no TPU node records; a TPU pool that scales from zero (flex-start, or an "
+    "existing cluster without a reservation): the steps that hold its nodes (convert, "
+    "start_backend to the end of the reward wait, export; their waits included)",
+}
+
+
+def task_time_rule(settings: RunSettings) -> str:
+    """What bills when no node was seen: only flex-start (or an existing pool named without a
+    reservation) scales from zero; a created cluster's other pools are static."""
+    if settings.capacity == "flex_start":
+        return TPU_NODES
+    if settings.cluster_mode == "create":
+        return CREATED_POOL
+    static = settings.reservation or settings.capacity == "spot"
+    return EXISTING_STATIC_POOL if static else TPU_NODES
+
+
+def tpu_billing(
+    settings: RunSettings,
+    hosts: int,
+    looks: list[Look],
+    span: tuple[float, float],
+    task_seconds: dict[str, float],
+    until_text: str,
+) -> dict[str, Any]:
+    """TPU-hours, cost, rule and price of a run. `span`: epoch seconds the run started and the
+    count ends (`until_text` says what that end is); `task_seconds`: the pool's seconds under
+    each task-time rule, for a run without looks."""
+    if looks:
+        rule = NODE_LIFE
+        host_seconds = node_seconds(looks, *span)
+    else:
+        rule = task_time_rule(settings)
+        host_seconds = hosts * task_seconds.get(rule, 0.0)
+    hours = host_seconds / 3600
+    price = prices.price(settings.tpu_type, settings.capacity)
+    chip_hours = hours * CHIPS_PER_HOST[settings.compute_type]
+    cost = None if price is None else chip_hours * price.usd_per_chip_hour
+    return {
+        "hosts": hosts,
+        "pool_seconds": host_seconds / hosts if hosts else 0.0,
+        "tpu_hours": hours,
+        "rule": rule,
+        "rule_text": f"{RULES[rule]}; counted to {until_text}",
+        "nodes_seen": len({n for x in looks for n in x["nodes"]}),
+        "estimated_cost_usd": cost,
+        "price": None if price is None else {**price.as_dict(), "capacity": settings.capacity},
+    }
