@@ -30,13 +30,15 @@ COMMANDS = {
 
 @dataclass
 class AirflowProcesses:
-    """The four processes of one deployment, started and restarted by name."""
+    """The four processes of one deployment, started and restarted by name; `own_env` holds what
+    one process's environment has in place of `env`'s (kept across its restarts)."""
 
     env: dict[str, str]
     log_dir: Path
     mark: str = field(default_factory=lambda: uuid.uuid4().hex)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)
+    own_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         """A one-off `airflow` CLI call (e.g. db migrate) in this deployment's environment."""
@@ -57,7 +59,7 @@ class AirflowProcesses:
         log = (self.log_dir / f"{name}.{self.starts[name]}.log").open("ab")
         self.procs[name] = subprocess.Popen(
             ["airflow", *COMMANDS[name]],
-            env={**self.env, HARNESS_MARK: self.mark},
+            env={**self.env, **self.own_env.get(name, {}), HARNESS_MARK: self.mark},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -81,6 +83,10 @@ class AirflowProcesses:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+    def restart(self, name: str) -> None:
+        self.stop(name)
+        self.start(name)
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None
