@@ -73,20 +73,24 @@ class AirflowProcesses:
         os.killpg(proc.pid, sig)
         proc.wait(60)
 
-    def stop(self, name: str, grace_s: float = 20) -> None:
-        """SIGTERM to the process as a service manager sends it, then SIGKILL to its group."""
-        proc = self.procs[name]
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+    def stop(self, *names: str, grace_s: float = 20) -> None:
+        """SIGTERM to the processes as a service manager sends it, then SIGKILL to their groups
+        (together: their grace periods overlap)."""
+        for name in names:
+            if self.procs[name].poll() is None:
+                self.procs[name].send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for name in names:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(grace_s)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+                self.procs[name].wait(max(0.1, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.procs[name].pid, signal.SIGKILL)
+            self.procs[name].wait(10)
 
-    def restart(self, name: str) -> None:
-        self.stop(name)
-        self.start(name)
+    def restart(self, *names: str) -> None:
+        self.stop(*names)
+        for name in names:
+            self.start(name)
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None

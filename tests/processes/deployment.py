@@ -71,8 +71,7 @@ class Deployment:
         procs = self.processes
         changed = [n for n in COMMANDS if procs.own_env.get(n, {}) != own_env.get(n, {})]
         procs.own_env = dict(own_env)
-        for name in changed:
-            procs.restart(name)
+        procs.restart(*changed)
         _wait("the restarted processes", lambda: _healthy(self.url), 120, procs)
 
     def logs(self) -> dict[Path, str]:

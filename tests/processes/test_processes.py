@@ -261,8 +261,7 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     run = start_run(deployment, api, "dagrun_timeout", hold_training_s=120)
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     procs.env["TPU_RL_DAGRUN_TIMEOUT_MINUTES"] = "0.5"
-    for name in ("dag-processor", "scheduler"):
-        procs.restart(name)
+    procs.restart("dag-processor", "scheduler")
     api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
     api.wait(
         "the timeout callback to remove the run's objects",

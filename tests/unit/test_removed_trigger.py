@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from tests.sandbox.cloud import SandboxCredentials
 from tests.sandbox.kube_emulator import KubeEmulator
-from tests.unit.test_resume import BASE_PRE, Ti, gcs_objects, lost  # noqa: F401 (fixture)
+from tests.unit.test_resume import BASE_PRE, Ti, lost
 from tests.unit.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
 from tests.unit.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401
 from tpu_rl import storage

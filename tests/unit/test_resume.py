@@ -9,12 +9,12 @@ with gRPC UNAVAILABLE, exit 1, exactly as it does on a real training error.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from tests.unit.conftest import MemoryObject
 from tests.unit.test_reward_trigger import (  # noqa: F401 (fixtures)
     JOB,
     JOBSET,
@@ -169,27 +169,6 @@ async def test_a_client_exception_on_a_healthy_backend_is_a_real_failure(emu, cr
 
 
 # -- the resume decisions ----------------------------------------------------------------------
-
-
-class MemoryObject:
-    """storage.JsonObject's double: a JSON value per GCS URI in a dict that outlives operators
-    (as GCS outlives tries and processes)."""
-
-    def __init__(self, objects: dict[str, str], uri: str) -> None:
-        self.objects, self.uri = objects, uri
-
-    def read(self) -> Any:
-        return json.loads(self.objects[self.uri]) if self.uri in self.objects else None
-
-    def write(self, value: Any) -> None:
-        self.objects[self.uri] = json.dumps(value)
-
-
-@pytest.fixture
-def gcs_objects(monkeypatch) -> dict[str, str]:
-    objects: dict[str, str] = {}
-    monkeypatch.setattr(storage, "JsonObject", lambda uri, conn: MemoryObject(objects, uri))
-    return objects
 
 
 class Ti:
