@@ -174,7 +174,10 @@ def layout_env(layout: str, site: Path | None, empty_plugins: Path) -> dict[str,
     }
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+# each layout restarts processes twice (in it, and back); the wheel is built once, in the first
+@pytest.mark.parametrize(
+    "layout", [pytest.param(n, marks=pytest.mark.timeout(480)) for n in LAYOUTS]
+)
 def test_triggerer_killed_mid_wait(
     deployment: Deployment, e2e_report, layout: str, request, tmp_path: Path
 ) -> None:
