@@ -67,18 +67,12 @@ class Deployment:
     def relaunch(self, own_env: dict[str, dict[str, str]]) -> None:
         """Give processes an environment of their own (`own_env`: process -> variables that
         replace the deployment's; {} puts every one back), restart those that change, and wait
-        until all are healthy and a restarted DAG processor parsed the DAG again (its start-up
-        parse competes with a run's first tasks for the CPU otherwise)."""
-        procs, api = self.processes, self.api()
+        until all are healthy."""
+        procs = self.processes
         changed = [n for n in COMMANDS if procs.own_env.get(n, {}) != own_env.get(n, {})]
         procs.own_env = dict(own_env)
-        parsed = api.dag()["last_parsed_time"]
         procs.restart(*changed)
         _wait("the restarted processes", lambda: _healthy(self.url), 120, procs)
-        if "dag-processor" in changed:
-            _wait(
-                "the DAG parsed again", lambda: api.dag()["last_parsed_time"] != parsed, 120, procs
-            )
 
     def logs(self) -> dict[Path, str]:
         """Every process log and task log written so far."""
