@@ -123,6 +123,11 @@ class RunLayout:
         """Where train_rl writes actor checkpoints: <base>/<run_name>/checkpoints/actor/."""
         return f"{self.trained_dir}{self.slug}/checkpoints/actor/"
 
+    @property
+    def training_attempts(self) -> str:
+        """The reward wait's record of the training attempts, in the run's own output folder."""
+        return f"{self.trained_dir}{self.slug}/training_attempts.json"
+
     def checkpoint_params(self, step: int) -> str:
         return f"{self.checkpoints_dir}{step}/model_params/"
 

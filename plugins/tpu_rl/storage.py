@@ -1,8 +1,11 @@
-"""GCS look-ups of the run's outputs, through the google provider's GCSHook."""
+"""GCS look-ups of the run's outputs, and its small JSON records, through the google provider's
+GCSHook."""
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
@@ -57,3 +60,43 @@ def missing_export_files(export_uri: str, gcp_conn_id: str) -> list[str]:
     if not any(n.startswith("tokenizer") for n in names):
         missing.append("tokenizer*")
     return missing
+
+
+class JsonObject:
+    """One small JSON object in GCS (e.g. the run's training attempts), read and written through
+    the client of the provider's GCSHook.
+
+    A write is conditional on the generation last read (0 when there was none: the object must
+    not exist yet), so a stale writer fails with 412 Precondition Failed instead of overwriting a
+    newer record: Cloud Storage's ifGenerationMatch precondition,
+    https://cloud.google.com/storage/docs/request-preconditions#special-case (generation 0).
+    """
+
+    def __init__(self, uri: str, gcp_conn_id: str) -> None:
+        self.uri, self.gcp_conn_id = uri, gcp_conn_id
+        self.generation: int | None = 0
+
+    def _blob(self) -> Any:
+        bucket, name = split_gcs_uri(self.uri)
+        return GCSHook(gcp_conn_id=self.gcp_conn_id).get_conn().bucket(bucket).blob(name)
+
+    def read(self) -> Any:
+        """The object's value, or None when it does not exist."""
+        from google.api_core.exceptions import NotFound
+
+        blob = self._blob()
+        try:
+            data = blob.download_as_bytes()
+        except NotFound:
+            self.generation = 0
+            return None
+        self.generation = blob.generation
+        return json.loads(data)
+
+    def write(self, value: Any) -> None:
+        """Replace the object's value, if nobody wrote it since this one read it."""
+        blob = self._blob()
+        blob.upload_from_string(
+            json.dumps(value), content_type="application/json", if_generation_match=self.generation
+        )
+        self.generation = blob.generation

@@ -232,6 +232,20 @@ def test_operator_job_spec_equals_the_plan(
     assert pod_planned["metadata"]["labels"].items() <= pod_submitted["metadata"]["labels"].items()
 
 
+class TryXComs:
+    """The XComs of one task try (`ti`'s push and pull); a new try starts without any."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id, self.pushed = task_id, {}
+
+    def xcom_push(self, key: str, value) -> None:
+        self.pushed[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str):
+        assert task_ids == self.task_id
+        return self.pushed.get(key)
+
+
 def _run_context(dag, task, conf: dict, started_ago: timedelta = timedelta(0)) -> dict:
     start = datetime.now(UTC) - started_ago
     return {
@@ -240,6 +254,7 @@ def _run_context(dag, task, conf: dict, started_ago: timedelta = timedelta(0)) -
         "dag": dag,
         "dag_run": SimpleNamespace(start_date=start),
         "run_id": RUN_ID,
+        "ti": TryXComs(task.task_id),
     }
 
 
@@ -310,12 +325,17 @@ def test_a_wait_that_ended_in_time_is_not_lost_to_the_deadline(tutorial_conf):
     """The resume after a deferral (the rewards arrived) is not capped: its result counts."""
     dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
     wait = dag.get_task("wait_for_rewards")
-    context = _run_context(dag, wait, tutorial_conf, started_ago=dag.dagrun_timeout)
-    context["ti"] = SimpleNamespace(
-        _ti_context_from_server=SimpleNamespace(next_method="execute_complete")
+    started = dag.dagrun_timeout - timedelta(
+        minutes=cleanup_reserve_minutes(load_settings(tutorial_conf)) + 5
     )
-    apply_run_limits(context)
+    context = _run_context(dag, wait, tutorial_conf, started_ago=started)
+    apply_run_limits(context)  # the try's start, 5 minutes before the work deadline: it defers
+    assert wait.execution_timeout <= timedelta(minutes=5)
+    context["dag_run"] = SimpleNamespace(start_date=datetime.now(UTC) - dag.dagrun_timeout)
+    apply_run_limits(context)  # the same try resumed (its XComs kept), past the deadline
     assert wait.execution_timeout == timedelta(minutes=720)
+    with pytest.raises(AirflowFailException, match="the run's time is up"):  # a new try
+        apply_run_limits({**context, "ti": TryXComs("wait_for_rewards")})
 
 
 def test_the_bucket_is_created_with_a_class_a_region_accepts(dag):

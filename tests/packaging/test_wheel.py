@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AIRFLOW_ENV, REPO
+from tests.packaging.install import build_wheel, install_wheel
 
 PACKAGE = REPO / "plugins" / "tpu_rl"
 DAG_FILES = [REPO / "dags" / "tpu_rl_post_training.py", REPO / "dags" / "tpu_rl_janitor.py"]
@@ -78,37 +78,14 @@ print(json.dumps({"entry_points": points, "plugins": names,
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """The wheel built as `make dist` builds it, from a copy of the sources (no build/ left)."""
-    source = tmp_path_factory.mktemp("source")
-    shutil.copy(REPO / "pyproject.toml", source)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    shutil.copytree(PACKAGE, source / "plugins" / "tpu_rl", ignore=ignore)
-    dist = tmp_path_factory.mktemp("dist")
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    done = subprocess.run(
-        [*pip, "wheel", "--no-deps", "-w", str(dist), str(source)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return next(dist.glob("tpu_rl_airflow-*-py3-none-any.whl"))
+    scratch, dist = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist")
+    return build_wheel(REPO, scratch, dist)
 
 
 @pytest.fixture(scope="module")
 def site(wheel, tmp_path_factory) -> Path:
     """An empty folder the wheel alone was installed into."""
-    target = tmp_path_factory.mktemp("site")
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    done = subprocess.run(
-        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return target
+    return install_wheel(wheel, tmp_path_factory.mktemp("site"))
 
 
 def run_installed(site: Path, code: str, *args: str, plugins_folder: Path) -> object:

@@ -30,13 +30,15 @@ COMMANDS = {
 
 @dataclass
 class AirflowProcesses:
-    """The four processes of one deployment, started and restarted by name."""
+    """The four processes of one deployment, started and restarted by name; `own_env` holds what
+    one process's environment has in place of `env`'s (kept across its restarts)."""
 
     env: dict[str, str]
     log_dir: Path
     mark: str = field(default_factory=lambda: uuid.uuid4().hex)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)
+    own_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         """A one-off `airflow` CLI call (e.g. db migrate) in this deployment's environment."""
@@ -57,7 +59,7 @@ class AirflowProcesses:
         log = (self.log_dir / f"{name}.{self.starts[name]}.log").open("ab")
         self.procs[name] = subprocess.Popen(
             ["airflow", *COMMANDS[name]],
-            env={**self.env, HARNESS_MARK: self.mark},
+            env={**self.env, **self.own_env.get(name, {}), HARNESS_MARK: self.mark},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -71,16 +73,24 @@ class AirflowProcesses:
         os.killpg(proc.pid, sig)
         proc.wait(60)
 
-    def stop(self, name: str, grace_s: float = 20) -> None:
-        """SIGTERM to the process as a service manager sends it, then SIGKILL to its group."""
-        proc = self.procs[name]
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+    def stop(self, *names: str, grace_s: float = 20) -> None:
+        """SIGTERM to the processes as a service manager sends it, then SIGKILL to their groups
+        (together: their grace periods overlap)."""
+        for name in names:
+            if self.procs[name].poll() is None:
+                self.procs[name].send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for name in names:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(grace_s)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+                self.procs[name].wait(max(0.1, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.procs[name].pid, signal.SIGKILL)
+            self.procs[name].wait(10)
+
+    def restart(self, *names: str) -> None:
+        self.stop(*names)
+        for name in names:
+            self.start(name)
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes.deployment import Deployment, running_deployment
+from tests.packaging.install import build_wheel, install_wheel
+from tests.processes.deployment import Deployment, product_root, running_deployment
 from tests.processes.postgres import missing
 
 
@@ -32,3 +33,12 @@ def deployment() -> Iterator[Deployment]:
             print(f"\nprocess harness folder kept: {folder}")
         else:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def composer_site(tmp_path_factory) -> Path:
+    """The product's wheel (as `make dist` builds it) installed alone into an empty folder, as
+    Composer installs a PyPI package: for processes without plugins/ on their path."""
+    scratch, dist = tmp_path_factory.mktemp("wheel-source"), tmp_path_factory.mktemp("dist")
+    wheel = build_wheel(product_root(), scratch, dist)
+    return install_wheel(wheel, tmp_path_factory.mktemp("composer-site"))

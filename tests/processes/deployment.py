@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import REPO
-from tests.processes.airflow_processes import AirflowProcesses
+from tests.processes.airflow_processes import COMMANDS, AirflowProcesses
 from tests.processes.api import DAG_ID, AirflowApi
 from tests.processes.postgres import Postgres, running_postgres
 from tests.processes.sandbox import ProcessSandbox, running_sandbox
@@ -63,6 +63,16 @@ class Deployment:
 
     def api(self) -> AirflowApi:
         return AirflowApi(self.url, self.username, self.password)
+
+    def relaunch(self, own_env: dict[str, dict[str, str]]) -> None:
+        """Give processes an environment of their own (`own_env`: process -> variables that
+        replace the deployment's; {} puts every one back), restart those that change, and wait
+        until all are healthy."""
+        procs = self.processes
+        changed = [n for n in COMMANDS if procs.own_env.get(n, {}) != own_env.get(n, {})]
+        procs.own_env = dict(own_env)
+        procs.restart(*changed)
+        _wait("the restarted processes", lambda: _healthy(self.url), 120, procs)
 
     def logs(self) -> dict[Path, str]:
         """Every process log and task log written so far."""

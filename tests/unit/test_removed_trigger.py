@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from tests.sandbox.cloud import SandboxCredentials
 from tests.sandbox.kube_emulator import KubeEmulator
-from tests.unit.test_resume import BASE_PRE, Store, Ti, lost
+from tests.unit.test_resume import BASE_PRE, Ti, lost
 from tests.unit.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
 from tests.unit.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401
 from tpu_rl import storage
@@ -78,7 +78,7 @@ def test_round_trips_through_its_serialized_form():
 
 
 @pytest.fixture
-def sensor(tutorial_conf, monkeypatch, emu):  # noqa: F811
+def sensor(tutorial_conf, monkeypatch, emu, gcs_objects):  # noqa: F811
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "kueue_queue": ""}
     layout = RunLayout(load_settings(conf), "manual__1")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
@@ -101,7 +101,7 @@ def test_a_resume_deletes_the_lost_attempt_and_defers_the_wait_for_it_to_go(sens
     job, jobset = layout.job_names["train"], layout.backend_jobset
     emu.create(manifests.train_job(layout))
     emu.create(pathways_jobset.backend_jobset(layout))
-    context = {"task_state_store": Store(), "ti": Ti()}
+    context = {"ti": Ti()}
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute_complete(context, lost(BASE_PRE, 60))
     assert isinstance(deferred.value.trigger, RemovedTrigger)

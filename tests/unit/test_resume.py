@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from tests.unit.conftest import MemoryObject
 from tests.unit.test_reward_trigger import (  # noqa: F401 (fixtures)
     JOB,
     JOBSET,
@@ -170,13 +171,6 @@ async def test_a_client_exception_on_a_healthy_backend_is_a_real_failure(emu, cr
 # -- the resume decisions ----------------------------------------------------------------------
 
 
-class Store(dict):
-    """The task state store: JSON values that outlive deferrals and retries."""
-
-    def set(self, key: str, value: Any) -> None:
-        self[key] = value
-
-
 class Ti:
     def __init__(self) -> None:
         self.pushed: dict[str, Any] = {}
@@ -190,20 +184,35 @@ RESTORED_PRE = {"mean_reward": 0.1, "accuracy": 15.0}
 POST = {"mean_reward": 0.1234, "accuracy": 18.75}
 
 
+RESTARTS: list[int] = []
+
+
+def new_sensor() -> run_rewards.WaitForRewardsSensor:
+    """The wait as a new try (or a new worker after a restart) builds it: a new instance."""
+    op = run_rewards.WaitForRewardsSensor(
+        task_id="wait_for_rewards", project_id="p", location="l", cluster_name="c"
+    )
+    op.restarts = RESTARTS  # type: ignore[attr-defined]
+    return op
+
+
 @pytest.fixture
-def sensor(tutorial_conf, monkeypatch):
+def sensor(tutorial_conf, monkeypatch, gcs_objects):
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "max_training_restarts": 2}
     layout = RunLayout(load_settings(conf), "manual__1")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([50], [60]))
     cls = run_rewards.WaitForRewardsSensor
-    restarts: list[int] = []
-    monkeypatch.setattr(cls, "restart", lambda op, c, lay, h: restarts.append(h.resumes))
+    RESTARTS.clear()
+    monkeypatch.setattr(cls, "restart", lambda op, c, lay, h: RESTARTS.append(h.resumes))
     monkeypatch.setattr(cls, "release_tpus", lambda op: None)
     monkeypatch.setattr(cls, "mask_token", lambda op: None)
-    op = cls(task_id="wait_for_rewards", project_id="p", location="l", cluster_name="c")
-    op.restarts = restarts  # type: ignore[attr-defined]
-    return op
+    return new_sensor()
+
+
+def saved_history(sensor: run_rewards.WaitForRewardsSensor) -> resume.History:
+    """The history as the run's record in GCS holds it."""
+    return resume.History.load(sensor.attempts_record)
 
 
 def lost(pre: dict | None, reached: int) -> dict[str, Any]:
@@ -218,12 +227,12 @@ def lost(pre: dict | None, reached: int) -> dict[str, Any]:
 
 
 def test_resumes_from_the_newest_complete_step_and_keeps_the_first_pre(sensor, capsys):
-    context = {"task_state_store": Store(), "ti": Ti()}
+    context = {"ti": Ti()}
     sensor.execute_complete(context, lost(BASE_PRE, 60))
     assert sensor.restarts == [1]  # one resume open: the new attempt
     said = "Resuming training from checkpoint step 50 (resume 1 of 2) after capacity loss: pod"
     assert said in capsys.readouterr().out
-    history = resume.History.load(context["task_state_store"])
+    history = saved_history(sensor)
     assert history.resuming and [a["resumed_from_step"] for a in history.attempts] == [None, 50]
     assert context["ti"].pushed["attempts"][0]["outcome"] == "capacity_lost"
     success = {"status": "success", "pre": RESTORED_PRE, "post": POST, "post_time": "t"}
@@ -237,7 +246,7 @@ def test_resumes_from_the_newest_complete_step_and_keeps_the_first_pre(sensor, c
 
 
 def test_capacity_lost_more_often_than_allowed_fails_naming_the_attempts(sensor):
-    context = {"task_state_store": Store(), "ti": Ti()}
+    context = {"ti": Ti()}
     sensor.execute_complete(context, lost(BASE_PRE, 60))
     sensor.execute_complete(context, lost(RESTORED_PRE, 70))
     with pytest.raises(AirflowFailException, match="lost its TPU capacity 3 times") as failed:
@@ -248,7 +257,7 @@ def test_capacity_lost_more_often_than_allowed_fails_naming_the_attempts(sensor)
 
 
 def test_a_real_training_error_is_not_resumed(sensor):
-    context = {"task_state_store": Store(), "ti": Ti()}
+    context = {"ti": Ti()}
     error = {"status": "error", "reason": "pod_failed", "message": "exit 1", "pre": BASE_PRE}
     with pytest.raises(AirflowFailException, match="pod_failed"):
         sensor.execute_complete(context, error)
@@ -256,20 +265,37 @@ def test_a_real_training_error_is_not_resumed(sensor):
     assert [a["outcome"] for a in context["ti"].pushed["attempts"]] == ["failed"]
 
 
-def test_a_retry_during_a_resume_finishes_it(sensor):
-    store = resume.History(attempts=[], resuming=True)
-    context = {"task_state_store": Store(), "ti": Ti()}
-    store.save(context["task_state_store"])
-    sensor.execute(context)
+def test_a_retry_during_a_resume_finishes_it(sensor, gcs_objects, tutorial_conf):
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    resume.History(attempts=[], resuming=True).save(
+        MemoryObject(gcs_objects, layout.training_attempts)
+    )
+    sensor.execute({"ti": Ti()})
     assert sensor.restarts == [0]
 
 
+def test_a_resumed_run_keeps_its_attempts_and_first_pre_across_tries(
+    sensor, gcs_objects, tutorial_conf
+):
+    """No task state store (Airflow before 3.3): the record in the run's GCS folder carries the
+    attempts and the base model's Pre line to the next try, in a new process."""
+    sensor.execute_complete({"ti": Ti()}, lost(BASE_PRE, 60))
+    assert sensor.restarts == [1]
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    assert list(gcs_objects) == [f"{layout.trained_dir}{layout.slug}/training_attempts.json"]
+    assert RunLayout(layout.settings, "manual__2").training_attempts not in gcs_objects
+    success = {"status": "success", "pre": RESTORED_PRE, "post": POST, "post_time": "t"}
+    result = new_sensor().execute_complete({"ti": Ti()}, {**success, "reached_step": 100})
+    assert result["pre"] == BASE_PRE  # the gate's baseline, not the restored model's
+    assert [a["outcome"] for a in result["attempts"]] == ["capacity_lost", "completed"]
+
+
 def test_a_resumed_backend_that_never_runs_fails_the_wait_and_ends_its_attempt(sensor):
-    context = {"task_state_store": Store(), "ti": Ti()}
+    context = {"ti": Ti()}
     sensor.execute_complete(context, lost(BASE_PRE, 60))
     timeout = {"status": "error", "reason": "pending_timeout", "message": "0/9 pods running"}
     with pytest.raises(AirflowFailException, match="resume 1: 0/9 pods running"):
         sensor.resume_training(context, timeout)
-    history = resume.History.load(context["task_state_store"])
+    history = saved_history(sensor)
     assert not history.resuming
     assert [a["outcome"] for a in context["ti"].pushed["attempts"]] == ["capacity_lost", "failed"]

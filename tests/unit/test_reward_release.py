@@ -72,7 +72,12 @@ async def test_a_stopping_triggerer_leaves_the_backend_to_the_resumed_wait(waiti
     assert waiting.get("jobsets", NS, JOBSET) is not None
 
 
-def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(emu, monkeypatch, capfd):  # noqa: F811
+def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(
+    emu,  # noqa: F811
+    monkeypatch,
+    capfd,
+    gcs_objects,
+):
     monkeypatch.setenv(
         "AIRFLOW_CONN_HUGGINGFACE_DEFAULT", json.dumps({"conn_type": "http", "password": HF})
     )
@@ -84,6 +89,7 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(emu, monkeypatch,
         job_names={"train": "job-x"},
         backend_jobset=JOBSET,
         pool_hosts=8,
+        training_attempts="gs://bucket/run/training_attempts.json",
     )
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     sensor = WaitForRewardsSensor(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tpu_rl import storage
@@ -52,3 +54,28 @@ def test_older_orbax_commit_success_counts_and_params_are_required(bucket):
 def test_steps_sort_as_numbers(bucket):
     bucket.objects = step_objects(9, True) + step_objects(100, True) + step_objects(20, True)
     assert storage.checkpoint_steps(ACTOR, "c") == ([9, 20, 100], [])
+
+
+@pytest.fixture
+def gcs(monkeypatch):
+    """The GCS emulator behind the hook's client, with a bucket."""
+    from tests.sandbox.cloud import GcsEmulator
+
+    emulator = GcsEmulator()
+    emulator.client().create_bucket("bucket")
+    monkeypatch.setattr(
+        storage, "GCSHook", lambda gcp_conn_id: SimpleNamespace(get_conn=emulator.client)
+    )
+    yield emulator
+    emulator.stop()
+
+
+def test_a_json_object_reads_what_was_written_from_another_process(gcs):
+    uri = "gs://bucket/gemma4-26b/trained/run/training_attempts.json"
+    first = storage.JsonObject(uri, "c")
+    assert first.read() is None and first.generation == 0  # to be created, not overwritten
+    first.write({"attempts": [{"attempt": 1}], "first_pre": {"mean_reward": 0.08}})
+    again = storage.JsonObject(uri, "c")
+    assert again.read() == {"attempts": [{"attempt": 1}], "first_pre": {"mean_reward": 0.08}}
+    again.write({"attempts": []})
+    assert storage.JsonObject(uri, "c").read() == {"attempts": []}

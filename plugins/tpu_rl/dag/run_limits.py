@@ -103,11 +103,23 @@ def apply_run_limits(context: Any, run_settings: Callable[[], RunSettings] | Non
     setattr(task, DEADLINE_ATTR, time.time() + seconds)
 
 
+TRY_MARK_XCOM = "try_started"  # pushed by each try of a limited work step at its start
+
+
 def _resuming(context: Any) -> bool:
     """Whether this try resumes after a deferral: its wait is over, its result must not be
-    lost to the work deadline (the Task SDK keeps this only on the server's TI context)."""
-    server = getattr(context.get("ti"), "_ti_context_from_server", None)
-    return bool(getattr(server, "next_method", None))
+    lost to the work deadline.
+
+    Told by an XCom the try pushes when it first starts: Airflow clears a task's XComs when a new
+    try starts but not when a try resumes from a deferral (Execution API, `ti_run` in
+    airflow/api_fastapi/execution_api/routes/task_instances.py: "However, do not clear it for
+    deferral"; the same since Airflow 3.0).
+    """
+    ti = context["ti"]
+    if ti.xcom_pull(task_ids=ti.task_id, key=TRY_MARK_XCOM) is not None:
+        return True
+    ti.xcom_push(key=TRY_MARK_XCOM, value=time.time())
+    return False
 
 
 def capped_deadline(task: Any, seconds: float) -> float:

@@ -37,8 +37,9 @@ class WaitForRewardsSensor(RunStep, RewardSensor):
     backend, then a new training Job, under the same names, run_name and checkpoint directory
     (MaxText restores its newest complete checkpoint), within the same total timeout. The
     result's `pre` is the first attempt's Pre line; `attempts` lists the attempts (also pushed
-    under the XCom key "attempts" at each resume or failure). The count of resumes lives in the
-    task state store, so retries do not reset it. (Deferred waits only: a poking sensor fails.)
+    under the XCom key "attempts" at each resume or failure). The attempts live in the run's
+    `training_attempts` object in GCS (see rewards.resume), so retries do not reset them.
+    (Deferred waits only: a poking sensor fails.)
     """
 
     step_id = "wait_for_rewards"
@@ -72,7 +73,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         self.pending_timeout = s.pending_timeout_minutes * 60.0
         self.timeout = s.training_timeout_minutes * 60.0
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
-        history = resume.History.load(context.get("task_state_store"))
+        history = resume.History.load(self.attempts_record)
         if history.resuming:  # a retry in the middle of a resume: finish it
             return self.restart(context, layout, history)
         return super().execute(context)
@@ -84,9 +85,8 @@ the Job fails for another reason or `training_timeout_minutes` passes.
 
         layout = self.set_run_objects(context)
         self.mask_token()
-        store = context.get("task_state_store")
-        history = resume.History.load(store)
-        if event.get("reason") == capacity_loss.REASON and store is not None:
+        history = resume.History.load(self.attempts_record)
+        if event.get("reason") == capacity_loss.REASON:
             return self.resume_after_loss(context, layout, history, event)
         succeeded = event.get("status") == "success"
         history.end(event, resume.COMPLETED if succeeded else resume.FAILED, layout.pool_hosts)
@@ -159,7 +159,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         if event.get("status") != "success":
             raise AirflowException(f"resume: {event.get('message')}")
         submit_backend(CustomObjectsApi(self.hook.get_conn()), layout, self.log)
-        history = resume.History.load(context.get("task_state_store"))
+        history = resume.History.load(self.attempts_record)
         history.attempts[-1]["started"] = resume.now_iso()
         self.record_attempts(context, history)
         pending = time.time() + layout.settings.pending_timeout_minutes * 60.0
@@ -179,8 +179,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
-        store = context.get("task_state_store")
-        history = resume.History.load(store)
+        history = resume.History.load(self.attempts_record)
         history.resuming = False
         if (failure := backend_failure(event)) is not None:
             history.end({}, resume.FAILED, layout.pool_hosts)
@@ -191,20 +190,21 @@ the Job fails for another reason or `training_timeout_minutes` passes.
             self.hook.get_conn(), layout.settings.namespace, manifests.train_job(layout)
         )
         self.log.info("Training Job %s %s.", self.job_name, "submitted" if created else "exists")
-        history.save(store)
+        history.save(self.attempts_record)
         return self.execute(context)
 
     def record_attempts(self, context: Context, history: History) -> None:
-        """Save the history in the task state store and push its attempts as an XCom (a failed
-        run still tells them)."""
+        """Save the history in the run's record and push its attempts as an XCom (a failed run
+        still tells them)."""
         from tpu_rl.rewards import resume
 
-        history.save(context.get("task_state_store"))
+        history.save(self.attempts_record)
         context["ti"].xcom_push(key=resume.XCOM_KEY, value=history.attempts)
 
     def set_run_objects(self, context: Context) -> RunLayout:
-        """Point the sensor at the run's training Job (its training container) and backend
-        JobSet; returns the run's layout."""
+        """Point the sensor at the run's training Job (its training container), backend JobSet
+        and record of the training attempts; returns the run's layout."""
+        from tpu_rl import storage
         from tpu_rl.names import CONTAINER
 
         layout = self.run_layout(context)
@@ -213,6 +213,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         # by name: a webhook-injected sidecar makes the client pod's container list ambiguous
         self.container_name = CONTAINER
         self.backend_jobset_name = layout.backend_jobset
+        self.attempts_record = storage.JsonObject(layout.training_attempts, self.gcp_conn_id)
         return layout
 
     def mask_token(self) -> None:

@@ -1,19 +1,28 @@
 """Training that survives capacity loss: the record of the training attempts, and the rules.
 
 The reward wait (WaitForRewardsSensor) resumes training after a `capacity_lost` event at most
-`max_training_restarts` times. What it must remember across deferrals and retries lives in
-the task state store under one key: the attempts (COORD.md item 5), the first attempt's Pre
-metrics (the base model's: a resumed attempt's Pre line reports the restored model), and
-whether a resume is half done (a retry finishes it instead of following a deleted Job).
+`max_training_restarts` times. What it must remember across deferrals and retries is one
+record: the attempts (COORD.md item 5), the first attempt's Pre metrics (the base model's: a
+resumed attempt's Pre line reports the restored model), and whether a resume is half done (a
+retry finishes it instead of following a deleted Job).
+
+The record is a JSON object in the run's own output folder in GCS (`RunLayout.
+training_attempts`, beside the checkpoints it explains), not in Airflow: the task state store
+exists only from Airflow 3.3 (Composer 3 ships 3.1 and 3.2), XComs are cleared at each new
+try, and the training Job and backend, whose annotations could hold it, are deleted by every
+resume. GCS outlives retries and triggerer or worker restarts on every Airflow version, and a
+run's folder is its own (named from its run id), so runs never share a record.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-STORE_KEY = "reward_sensor_history"
+if TYPE_CHECKING:
+    from tpu_rl.storage import JsonObject
+
 XCOM_KEY = "attempts"
 COMPLETED, CAPACITY_LOST, FAILED = "completed", "capacity_lost", "failed"
 
@@ -31,13 +40,14 @@ class History:
     resuming: bool = False  # old attempt being removed, new one not submitted yet
 
     @classmethod
-    def load(cls, store: Any) -> History:
-        data = store.get(STORE_KEY) if store is not None else None
+    def load(cls, record: JsonObject) -> History:
+        """The history in `record` (the run's `training_attempts` object); empty before the first
+        save."""
+        data = record.read()
         return cls(**data) if isinstance(data, dict) else cls()
 
-    def save(self, store: Any) -> None:
-        if store is not None:
-            store.set(STORE_KEY, asdict(self))
+    def save(self, record: JsonObject) -> None:
+        record.write(asdict(self))
 
     @property
     def resumes(self) -> int:
