@@ -49,6 +49,7 @@ def test_flex_start_slice_after_200_minutes_converts_within_a_180_minute_limit(
     conf: dict[str, Any] = {
         **FLEX,
         "num_batches": 50,
+        "checkpoint_period": 25,  # resume needs a checkpoint before the last step
         "pending_timeout_minutes": 240,
         "conversion_timeout_minutes": 180,
     }
@@ -79,7 +80,8 @@ def test_spot_is_a_static_pool_from_deploy_to_destroy_and_bills_so(
     `tpu_nodes`), at the on-demand list price."""
     case = Case("spot_static_pool", "success")
     with Sandbox(tmp_path).up() as box:
-        result, _ = reported_run(box, case, {**SPOT, "num_batches": 50}, capfd, e2e_report)
+        conf = {**SPOT, "num_batches": 50, "checkpoint_period": 25}
+        result, _ = reported_run(box, case, conf, capfd, e2e_report)
         tpu = reported_tpu(result)
     assert "TriggeredScaleUp" not in {e["reason"] for e in result.emu.list("events")}
     nodes = [n for n in result.ledger.nodes if n.tpu]
