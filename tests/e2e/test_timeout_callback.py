@@ -99,6 +99,20 @@ def test_a_cluster_the_run_does_not_own_stays(box, monkeypatch, change, kept):
     assert outcome["cluster"].startswith(kept)
 
 
+def test_a_cluster_never_made_or_being_deleted_needs_no_request(box, monkeypatch):
+    """The timeout fell before create_cluster, or while cleanup_cluster's destroy had GKE
+    deleting the cluster: nothing to ask, and no error."""
+    settings = {**SETTINGS, "cluster_mode": "create", "cluster_name": "rl-never-made"}
+    run_objects(box, settings)
+    assert timed_out(box, monkeypatch, settings)["cluster"].startswith("not found")
+    state = json.loads(box.state_file.read_text())
+    state["clusters"]["gemma4-rl"]["status"] = "STOPPING"
+    box.state_file.write_text(json.dumps(state))
+    outcome = timed_out(box, monkeypatch, {**settings, "cluster_name": "gemma4-rl"})
+    assert outcome["cluster"].startswith("deletion already under way")
+    assert outcome["errors"] == [] and box.control_plane.deleted == []
+
+
 def test_other_failures_are_the_teardowns_work(box, monkeypatch):
     from airflow.sdk.execution_time.xcom import XCom
 

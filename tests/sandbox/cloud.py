@@ -263,6 +263,8 @@ class GkeControlPlane:
         self.lookups += 1
         state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
         cluster = state.get("clusters", {}).get(name)
+        if cluster and cluster.get("status") == "STOPPING":  # a deletion under way
+            return Cluster(name=name, status=Cluster.Status.STOPPING)
         if not cluster or cluster.get("status") != "RUNNING":
             raise NotFound(f"cluster {name} not found")
         if self.emu.cluster is None or not self.emu.cluster.running:  # nodes, accounts, Kueue

@@ -33,6 +33,7 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     other failures have their teardowns."""
     if context.get("reason") != "timed_out":
         return None
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
     from airflow.sdk.execution_time.xcom import XCom
 
     from tpu_rl.layout import RunLayout
@@ -55,12 +56,23 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
         location=settings.region,
         cluster_name=settings.cluster_name,
     )
+    hook = GKEHook(gcp_conn_id=cleaner.gcp_conn_id, location=settings.region)
+    removed: dict[str, list[str]] = {}
+    errors: list[str] = []
     try:
-        removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id))
-    except Exception as err:  # no cluster (it was never made), credentials
-        removed, errors = {}, [f"cluster {settings.cluster_name} unreachable: {err}"]
-    cluster, error = delete_created_cluster(settings, cleaner.gcp_conn_id)
-    errors += [error] if error else []
+        gone = cluster_gone(hook, settings)
+    except Exception as err:  # credentials, permissions, the API down: still ask to delete
+        gone, errors = None, [f"cluster {settings.cluster_name} unreachable: {err}"]
+    if gone:  # nothing was made on it, or its objects go with it
+        cluster = gone
+    else:
+        if not errors:
+            try:
+                removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id))
+            except Exception as err:  # the cluster's API server, credentials
+                errors = [f"cluster {settings.cluster_name}'s objects unreachable: {err}"]
+        cluster, error = delete_created_cluster(hook, settings)
+        errors += [error] if error else []
     report = log.error if errors else log.warning
     report(
         "Run %s timed out: removed %s; cluster %s: %s%s",
@@ -73,7 +85,23 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     return {"removed": removed, "errors": errors, "cluster": cluster}
 
 
-def delete_created_cluster(settings: RunSettings, gcp_conn_id: str) -> tuple[str, str | None]:
+def cluster_gone(hook: Any, settings: RunSettings) -> str | None:
+    """Why the run's cluster needs nothing more (absent, or being deleted), or None."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud.container_v1.types import Cluster
+
+    try:
+        found = hook.get_cluster(name=settings.cluster_name, project_id=settings.project)
+    except NotFound:
+        return "not found: never created, or already deleted"
+    # STOPPING: "the cluster is being deleted" (container_v1 Cluster.Status), e.g. by the
+    # cleanup_cluster try the timeout cut: GKE finishes that deletion on its own
+    if found.status == Cluster.Status.STOPPING:
+        return "deletion already under way (GKE completes it)"
+    return None
+
+
+def delete_created_cluster(hook: Any, settings: RunSettings) -> tuple[str, str | None]:
     """Ask GKE to delete the cluster when the run created it (the cleanup_cluster teardown's
     rule: cluster_mode=create without keep_cluster), without waiting: what became of it, and
     the error if the request failed."""
@@ -81,14 +109,11 @@ def delete_created_cluster(settings: RunSettings, gcp_conn_id: str) -> tuple[str
         return "kept: cluster_mode=existing, not the run's", None
     if settings.keep_cluster:
         return "kept: keep_cluster is set (its TPUs keep billing)", None
-    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
-
-    hook = GKEHook(gcp_conn_id=gcp_conn_id, location=settings.region)
     try:
-        # the provider's delete_cluster answers None on NotFound: nothing was made, or it is gone
-        operation = hook.delete_cluster(
+        # the provider's delete_cluster answers None on NotFound (gone since the lookup)
+        hook.delete_cluster(
             name=settings.cluster_name, project_id=settings.project, wait_to_complete=False
         )
-    except Exception as err:  # a deletion already under way (409/400), credentials, API down
+    except Exception as err:  # credentials, permissions, the API down
         return "delete request failed", f"cluster {settings.cluster_name} not deleted: {err}"
-    return ("deletion started (GKE completes it)" if operation else "not found"), None
+    return "deletion started (GKE completes it)", None
