@@ -16,7 +16,7 @@ from kubernetes.client import ApiClient
 from tests.conftest import PIPELINE, REPO
 from tests.dagbags import DagBag
 from tpu_rl import storage
-from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes
+from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes, dag_limits
 from tpu_rl.dag.steps import LIMITS
 from tpu_rl.layout import RunLayout
 from tpu_rl.plan import write_plan
@@ -308,7 +308,7 @@ def test_every_task_applies_the_runs_limits_before_execute(tutorial_conf):
 
 def test_the_work_stops_in_time_for_the_cleanup_before_dagrun_timeout(tutorial_conf):
     dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
-    reserve = cleanup_reserve_minutes(load_settings(tutorial_conf), LIMITS)
+    reserve = cleanup_reserve_minutes(load_settings(tutorial_conf), dag_limits(dag.tasks))
     wait = dag.get_task("wait_for_rewards")
     left = timedelta(minutes=5)
     started = dag.dagrun_timeout - timedelta(minutes=reserve) - left
@@ -319,6 +319,21 @@ def test_the_work_stops_in_time_for_the_cleanup_before_dagrun_timeout(tutorial_c
     cleanup = dag.get_task("cleanup_cluster")  # a teardown keeps its whole limit
     apply_run_limits(_run_context(dag, cleanup, tutorial_conf, started_ago=started + left))
     assert cleanup.execution_timeout == timedelta(minutes=90)
+
+
+def test_the_budget_reads_each_tasks_retries_and_retry_delay(dag, tutorial_conf):
+    """The scheduler holds a failed try for the task's retry_delay before its retry: the budget
+    counts that wait for each retry the task has."""
+    settings = load_settings(tutorial_conf)
+    budgets = dag_limits(dag.tasks)
+    assert set(budgets) == {task.task_id for task in dag.tasks}
+    for task in dag.tasks:
+        budget, limit = budgets[task.task_id], LIMITS[task.task_id]
+        assert budget.tries == task.retries + 1 == limit.tries, task.task_id
+        wait = task.retries * task.retry_delay.total_seconds() / 60
+        assert budget.retry_wait_minutes == pytest.approx(wait), task.task_id
+        runs = 1 if limit.total else limit.tries
+        assert budget.minutes(settings) == pytest.approx(limit.minutes(settings) * runs + wait)
 
 
 def test_a_wait_that_ended_in_time_is_not_lost_to_the_deadline(tutorial_conf):

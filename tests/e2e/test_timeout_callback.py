@@ -1,8 +1,11 @@
 """dagrun_timeout skips the teardowns; the DAG's on_failure_callback (reason timed_out) removes
-the run's Kubernetes objects, as the dag-processor runs it: settings from the validate XCom,
-the cluster through the GKE seam. Other failures leave it to the teardowns."""
+the run's Kubernetes objects and has GKE delete a cluster the run created, as the dag-processor
+runs it: settings from the validate XCom, the cluster through the GKE seam. Other failures
+leave it to the teardowns."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -11,6 +14,7 @@ from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.dag import callbacks
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
+from tpu_rl.operators.cluster import CreateClusterOperator
 from tpu_rl.settings.run_settings import load_settings
 
 RUN_ID = "scheduled__2026-11-30T03:00:00+00:00"
@@ -38,11 +42,10 @@ def names(box: Sandbox) -> list[str]:
     )
 
 
-def test_a_timed_out_run_loses_its_kubernetes_objects(box, monkeypatch):
+def timed_out(box: Sandbox, monkeypatch, settings: dict) -> dict:
+    """The scheduler's dagrun_timeout falls: the callback runs with the validated settings."""
     from airflow.sdk.execution_time.xcom import XCom
 
-    settings = {**SETTINGS, "cluster_mode": "create"}
-    layout = run_objects(box, settings)
     asked = []
 
     def get_one(**kwargs):
@@ -52,9 +55,62 @@ def test_a_timed_out_run_loses_its_kubernetes_objects(box, monkeypatch):
     monkeypatch.setattr(XCom, "get_one", get_one)
     outcome = callbacks.cleanup_after_timeout({"reason": "timed_out", "run_id": RUN_ID})
     assert asked[0]["task_id"] == "validate" and asked[0]["run_id"] == RUN_ID
-    assert names(box) == []
+    return outcome
+
+
+def clusters(box: Sandbox) -> list[str]:
+    """The clusters in the fake cloud (what gcluster deployed and GKE still has)."""
+    state = json.loads(box.state_file.read_text()) if box.state_file.exists() else {}
+    return sorted(state.get("clusters", {}))
+
+
+def test_a_run_timed_out_mid_training_leaves_no_cluster(tmp_path, monkeypatch):
+    """Issue 27: cluster_mode=create, the run's create_cluster deployed the cluster (fake
+    gcluster), training runs (backend, Job, Secret) when dagrun_timeout falls: the teardowns are
+    skipped, and the callback leaves neither the Kubernetes objects nor the cluster (its TPU
+    node pool) to a janitor."""
+    settings = {**SETTINGS, "cluster_mode": "create", "cluster_name": "rl-created"}
+    with Sandbox(tmp_path).up() as box:
+        CreateClusterOperator(task_id="create_cluster", settings=settings).execute({})
+        assert clusters(box) == ["rl-created"]
+        box.control_plane.sync()  # the cloud as time passes: the deployed cluster's nodes
+        assert box.emu.list("nodes")  # the TPU node pool is up
+        layout = run_objects(box, settings)
+        outcome = timed_out(box, monkeypatch, settings)
+        assert names(box) == []
+        assert clusters(box) == [] and box.control_plane.deleted == ["rl-created"]
+        box.control_plane.sync()
+        assert box.emu.list("nodes") == []  # the node pool went with the cluster
     assert outcome["removed"]["jobsets"] == [layout.backend_jobset]
-    assert outcome["errors"] == [] and outcome["cluster_left"] is True  # the janitor's
+    assert outcome["errors"] == []
+    assert outcome["cluster"] == "deletion started (GKE completes it)"
+
+
+@pytest.mark.parametrize(
+    ("change", "kept"),
+    [({"cluster_mode": "existing"}, "kept: cluster_mode"), ({"keep_cluster": True}, "kept: keep")],
+)
+def test_a_cluster_the_run_does_not_own_stays(box, monkeypatch, change, kept):
+    settings = {**SETTINGS, "cluster_mode": "create", **change}
+    run_objects(box, settings)
+    outcome = timed_out(box, monkeypatch, settings)
+    assert names(box) == [] and outcome["errors"] == []
+    assert clusters(box) == ["gemma4-rl"] and box.control_plane.deleted == []
+    assert outcome["cluster"].startswith(kept)
+
+
+def test_a_cluster_never_made_or_being_deleted_needs_no_request(box, monkeypatch):
+    """The timeout fell before create_cluster, or while cleanup_cluster's destroy had GKE
+    deleting the cluster: nothing to ask, and no error."""
+    settings = {**SETTINGS, "cluster_mode": "create", "cluster_name": "rl-never-made"}
+    run_objects(box, settings)
+    assert timed_out(box, monkeypatch, settings)["cluster"].startswith("not found")
+    state = json.loads(box.state_file.read_text())
+    state["clusters"]["gemma4-rl"]["status"] = "STOPPING"
+    box.state_file.write_text(json.dumps(state))
+    outcome = timed_out(box, monkeypatch, {**settings, "cluster_name": "gemma4-rl"})
+    assert outcome["cluster"].startswith("deletion already under way")
+    assert outcome["errors"] == [] and box.control_plane.deleted == []
 
 
 def test_other_failures_are_the_teardowns_work(box, monkeypatch):

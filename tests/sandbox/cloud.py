@@ -20,7 +20,7 @@ from typing import Any
 
 import google.auth.credentials
 from google.api_core.exceptions import NotFound
-from google.cloud.container_v1.types import Cluster, ListClustersResponse
+from google.cloud.container_v1.types import Cluster, ListClustersResponse, Operation
 
 from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.autopilot import is_autopilot
@@ -261,12 +261,15 @@ class GkeControlPlane:
         self.emu = emu
         self.state_file = state_file
         self.lookups = 0
+        self.deleted: list[str] = []  # clusters GKEHook.delete_cluster was asked to delete
         self.endpoints: dict[str, KubeEmulator] = {}  # per-cluster API servers (default: emu)
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
         self.lookups += 1
         state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
         cluster = state.get("clusters", {}).get(name)
+        if cluster and cluster.get("status") == "STOPPING":  # a deletion under way
+            return Cluster(name=name, status=Cluster.Status.STOPPING)
         if not cluster or cluster.get("status") != "RUNNING":
             raise NotFound(f"cluster {name} not found")
         if self.emu.cluster is None or not self.emu.cluster.running:  # nodes, accounts, Kueue
@@ -277,6 +280,25 @@ class GkeControlPlane:
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
             autopilot={"enabled": self.emu.cluster.autopilot},
+        )
+
+    def delete_cluster(
+        self, hook: Any, name: str, project_id: str | None = None, **_: Any
+    ) -> Operation | None:
+        """GKEHook.delete_cluster: GKE deletes the cluster with its node pools (its nodes go
+        at the next sync); None for a cluster that does not exist, as the hook answers
+        NotFound. What terraform made beside the cluster stays in its state."""
+        self.deleted.append(name)
+        state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        record = state.get("clusters", {}).pop(name, None)
+        if record is None or record.get("project") != project_id:
+            return None
+        self.state_file.write_text(json.dumps(state))
+        return Operation(
+            name=f"operation-delete-{name}",
+            operation_type=Operation.Type.DELETE_CLUSTER,
+            status=Operation.Status.RUNNING,
+            target_link=f"projects/{project_id}/locations/{hook.location}/clusters/{name}",
         )
 
     def sync(self) -> None:

@@ -277,6 +277,15 @@ class Sandbox:
             )
             stack.enter_context(
                 mock.patch.object(
+                    GKEHook,
+                    "delete_cluster",
+                    lambda hook, name, project_id=None, **kw: self.control_plane.delete_cluster(
+                        hook, name, project_id
+                    ),
+                )
+            )
+            stack.enter_context(
+                mock.patch.object(
                     GoogleBaseHook,
                     "get_credentials_and_project_id",
                     lambda hook: (credentials, SETTINGS["project"]),

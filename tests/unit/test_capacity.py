@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.budgets import step_budgets
 from tests.conftest import BLUEPRINT_FIXTURES, REPO, TUTORIAL_CONF
 from tpu_rl.backend import jobset as pw
 from tpu_rl.cluster import capacity
 from tpu_rl.dag.run_limits import budget_problem
-from tpu_rl.dag.steps import LIMITS
 from tpu_rl.deployment import DEFAULT_DAGRUN_TIMEOUT_MINUTES
 from tpu_rl.jobs import manifests as m
 from tpu_rl.layout import RunLayout
@@ -241,7 +241,9 @@ def test_the_example_files_render_and_fit_the_default_dagrun_timeout(tmp_path):
         assert main([str(conf), str(tmp_path / name)]) == 0
         assert json.loads((tmp_path / name / "plan.json").read_text())["capacity"]["mode"] == mode
         settings = load_settings_file(conf)
-        assert budget_problem(settings, DEFAULT_DAGRUN_TIMEOUT_MINUTES, LIMITS) is None, name
+        assert budget_problem(settings, DEFAULT_DAGRUN_TIMEOUT_MINUTES, step_budgets()) is None, (
+            name
+        )
 
 
 LABELS = {

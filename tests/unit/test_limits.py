@@ -9,31 +9,63 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from tests.budgets import step_budgets, step_tasks
 from tpu_rl.dag import run_limits, steps
 from tpu_rl.dag.run_checks import check_run
 from tpu_rl.settings.run_settings import load_settings
 
 DAY = 24 * 60
+BUDGETS = step_budgets()
 
 
 def _dag(timeout_minutes: float) -> SimpleNamespace:
     """What check_run reads of the DAG: its dagrun_timeout and its steps' limits."""
-    tasks = [SimpleNamespace(task_id=task_id, limit=lim) for task_id, lim in steps.LIMITS.items()]
-    return SimpleNamespace(dagrun_timeout=timedelta(minutes=timeout_minutes), tasks=tasks)
+    return SimpleNamespace(dagrun_timeout=timedelta(minutes=timeout_minutes), tasks=step_tasks())
 
 
 def test_the_defaults_fit_the_default_timeout(tutorial_conf):
     s = load_settings(tutorial_conf)
-    assert run_limits.budget_problem(s, 3 * DAY, steps.LIMITS) is None
-    # each limit x its tries: e.g. the conversion (pending + conversion) twice
-    assert run_limits.work_minutes(s, steps.LIMITS) == pytest.approx(2220)
-    reserve = run_limits.cleanup_reserve_minutes(s, steps.LIMITS)
-    assert reserve == pytest.approx(4 * 10 + 4 * 90 + 10)
+    assert run_limits.budget_problem(s, 3 * DAY, BUDGETS) is None
+    # each limit x its tries, plus 5 min before each retry: the conversion (pending +
+    # conversion) twice with one wait, ...
+    retries = sum(lim.retries for lim in steps.WORK_LIMITS.values())
+    assert run_limits.work_minutes(s, BUDGETS) == pytest.approx(2220 + 5 * retries)
+    reserve = run_limits.cleanup_reserve_minutes(s, BUDGETS)
+    assert reserve == pytest.approx(4 * 10 + 4 * 90 + 10 + 5 * (3 + 3))
+
+
+def test_the_cleanup_reserve_counts_the_waits_before_retries(tutorial_conf):
+    """Issue 27: cleanup_kubernetes (4 x 10 min), cleanup_cluster (4 x 90 min) and the outcome
+    (10 min) are 410 min of tries, and the scheduler waits 5 min before each of the six
+    retries: 440 min. A reserve of 410 lets dagrun_timeout skip the last destroy."""
+    s = load_settings(tutorial_conf)
+    assert run_limits.cleanup_reserve_minutes(s, BUDGETS) == pytest.approx(440)
+    no_wait = step_budgets(timedelta(0))
+    assert run_limits.cleanup_reserve_minutes(s, no_wait) == pytest.approx(410)
+    # the budget leaves the teardowns their 440 min after the worst case of the work
+    work = run_limits.work_minutes(s, BUDGETS)
+    assert run_limits.budget_problem(s, work + 440, BUDGETS) is None
+    problem = run_limits.budget_problem(s, work + 439, BUDGETS)
+    assert "440 min of cleanup" in problem
+    assert "cleanup_cluster 90 min x 4 + 15 min of retry waits" in problem
+
+
+def test_the_retry_waits_follow_the_tasks_exponential_backoff(tutorial_conf):
+    """As TaskInstance.next_retry_datetime: below 2 x delay x multiplier^(try - 1) each, capped
+    at the task's max_retry_delay."""
+    s = load_settings(tutorial_conf)
+    grown = step_budgets(timedelta(minutes=1), retry_exponential_backoff=2.0)
+    # cleanup_kubernetes: 4 x 10 min + (2 x 60 - 1) + (2 x 120 - 1) + (2 x 240 - 1) s
+    assert grown["cleanup_kubernetes"].minutes(s) == pytest.approx(40 + (119 + 239 + 479) / 60)
+    capped = step_budgets(
+        timedelta(minutes=1), retry_exponential_backoff=2.0, max_retry_delay=timedelta(minutes=2)
+    )
+    assert capped["cleanup_kubernetes"].minutes(s) == pytest.approx(40 + (119 + 120 + 120) / 60)
 
 
 def test_a_combination_that_cannot_fit_is_named(tutorial_conf):
     s = load_settings({**tutorial_conf, "training_timeout_minutes": 3000})
-    problem = run_limits.budget_problem(s, 3 * DAY, steps.LIMITS)
+    problem = run_limits.budget_problem(s, 3 * DAY, BUDGETS)
     assert problem is not None
     for part in (
         "exceeds the DAG's dagrun_timeout of 4320 min",
@@ -80,6 +112,6 @@ def test_the_wait_may_retry_but_its_total_limit_counts_once(tutorial_conf):
     wait = steps.LIMITS["wait_for_rewards"]
     assert wait.retries == 1 and wait.counted_tries == 1
     problem = run_limits.budget_problem(
-        load_settings({**tutorial_conf, "training_timeout_minutes": 3000}), 3 * DAY, steps.LIMITS
+        load_settings({**tutorial_conf, "training_timeout_minutes": 3000}), 3 * DAY, BUDGETS
     )
     assert "wait_for_rewards 3000 min x 1" in problem

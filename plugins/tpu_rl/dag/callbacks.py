@@ -1,24 +1,39 @@
 """The DAG's on_failure_callback: cleanup when the scheduler timed the run out.
 
-On dagrun_timeout the scheduler fails the run and skips every unfinished task, teardowns
-included; only this callback runs after it (in the dag-processor, which gives it tens of seconds
-and the Task SDK's connections and XComs). It deletes the run's Jobs, JobSets and Secrets, which
-hold the TPUs; a cluster the run created is left to the janitor (`gcluster destroy` takes far
-longer than a callback may run), which destroys it once no active run uses it.
+The run's work deadline leaves its teardowns their whole reserve (tpu_rl.dag.run_limits), so a
+run whose tasks ran as budgeted has destroyed its cluster before dagrun_timeout. The timeout can
+still fall first when tasks waited outside their limits (no executor slot, a scheduler or
+worker down). Then the scheduler fails the run and sets every unfinished task, teardowns
+included, to skipped (airflow/jobs/scheduler_job_runner.py, _schedule_dag_run, "has
+timed-out"); a teardown still running is terminated at its next heartbeat (the execution API
+answers 409 "not_running": api_fastapi/execution_api/routes/task_instances.py,
+ti_heartbeat; the supervisor then kills the task: sdk/execution_time/supervisor.py). Only this
+callback runs after it, in the dag-processor, which kills a callback's process after
+`[dag_processor] dag_file_processor_timeout` (50 s by default: dag_processing/manager.py,
+_kill_timed_out_processors), far less than `gcluster destroy` takes, and a terraform killed
+half-way keeps its state lock. So the callback deletes the run's Jobs, JobSets and Secrets and
+asks GKE to delete a cluster the run created: one request, which GKE carries out on its own
+with the cluster's node pools (the TPUs). What terraform made beside the cluster (network,
+service account) is left to the next `gcluster destroy` of that cluster.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tpu_rl.settings.run_settings import RunSettings
 
 log = logging.getLogger(__name__)
 
 
 def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
-    """Remove the timed-out run's Kubernetes objects; other failures have their teardowns."""
+    """Remove the timed-out run's Kubernetes objects and have GKE delete a cluster it created;
+    other failures have their teardowns."""
     if context.get("reason") != "timed_out":
         return None
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
     from airflow.sdk.execution_time.xcom import XCom
 
     from tpu_rl.layout import RunLayout
@@ -41,16 +56,64 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
         location=settings.region,
         cluster_name=settings.cluster_name,
     )
+    hook = GKEHook(gcp_conn_id=cleaner.gcp_conn_id, location=settings.region)
+    removed: dict[str, list[str]] = {}
+    errors: list[str] = []
     try:
-        removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id))
-    except Exception as err:  # no cluster (it was never made), credentials: the janitor remains
-        removed, errors = {}, [f"cluster {settings.cluster_name} unreachable: {err}"]
-    cluster_left = settings.cluster_mode == "create" and not settings.keep_cluster
-    log.warning(
-        "Run %s timed out: removed %s%s%s",
+        gone = cluster_gone(hook, settings)
+    except Exception as err:  # credentials, permissions, the API down: still ask to delete
+        gone, errors = None, [f"cluster {settings.cluster_name} unreachable: {err}"]
+    if gone:  # nothing was made on it, or its objects go with it
+        cluster = gone
+    else:
+        if not errors:
+            try:
+                removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id))
+            except Exception as err:  # the cluster's API server, credentials
+                errors = [f"cluster {settings.cluster_name}'s objects unreachable: {err}"]
+        cluster, error = delete_created_cluster(hook, settings)
+        errors += [error] if error else []
+    report = log.error if errors else log.warning
+    report(
+        "Run %s timed out: removed %s; cluster %s: %s%s",
         run_id,
         removed,
+        settings.cluster_name,
+        cluster,
         f"; could not remove: {'; '.join(errors)}" if errors else "",
-        f"; cluster {settings.cluster_name} is left to the janitor" if cluster_left else "",
     )
-    return {"removed": removed, "errors": errors, "cluster_left": cluster_left}
+    return {"removed": removed, "errors": errors, "cluster": cluster}
+
+
+def cluster_gone(hook: Any, settings: RunSettings) -> str | None:
+    """Why the run's cluster needs nothing more (absent, or being deleted), or None."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud.container_v1.types import Cluster
+
+    try:
+        found = hook.get_cluster(name=settings.cluster_name, project_id=settings.project)
+    except NotFound:
+        return "not found: never created, or already deleted"
+    # STOPPING: "the cluster is being deleted" (container_v1 Cluster.Status), e.g. by the
+    # cleanup_cluster try the timeout cut: GKE finishes that deletion on its own
+    if found.status == Cluster.Status.STOPPING:
+        return "deletion already under way (GKE completes it)"
+    return None
+
+
+def delete_created_cluster(hook: Any, settings: RunSettings) -> tuple[str, str | None]:
+    """Ask GKE to delete the cluster when the run created it (the cleanup_cluster teardown's
+    rule: cluster_mode=create without keep_cluster), without waiting: what became of it, and
+    the error if the request failed."""
+    if settings.cluster_mode != "create":
+        return "kept: cluster_mode=existing, not the run's", None
+    if settings.keep_cluster:
+        return "kept: keep_cluster is set (its TPUs keep billing)", None
+    try:
+        # the provider's delete_cluster answers None on NotFound (gone since the lookup)
+        hook.delete_cluster(
+            name=settings.cluster_name, project_id=settings.project, wait_to_complete=False
+        )
+    except Exception as err:  # credentials, permissions, the API down
+        return "delete request failed", f"cluster {settings.cluster_name} not deleted: {err}"
+    return "deletion started (GKE completes it)", None

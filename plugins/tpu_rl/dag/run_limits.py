@@ -8,6 +8,7 @@ time for the teardowns: the scheduler's dagrun_timeout skips teardowns that have
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -20,43 +21,103 @@ if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
 
 
-def dag_limits(tasks: Iterable[Any]) -> dict[str, Limit]:
-    """Each step's limit by task id, from the tasks of the DAG a task runs in (each step
+class StepBudget:
+    """One task's worst case: its limit, the tries the scheduler gives it (the task's retries
+    + 1) and the longest the scheduler may hold it before each retry (the task's retry_delay,
+    grown by its exponential backoff). A retried try starts only after that wait, so the wait
+    is part of the time the step takes."""
+
+    __slots__ = ("limit", "retry_wait_minutes", "tries")
+
+    def __init__(self, limit: Limit, tries: int, retry_wait_minutes: float) -> None:
+        self.limit, self.tries, self.retry_wait_minutes = limit, tries, retry_wait_minutes
+
+    @property
+    def role(self) -> str:
+        return self.limit.role
+
+    @property
+    def counted_tries(self) -> int:
+        """How many times the limit can pass: a `total` limit holds for all tries together
+        (a try after its deadline ends at once), the others once per try."""
+        return 1 if self.limit.total else self.tries
+
+    def minutes(self, s: RunSettings) -> float:
+        """The longest the step can take: its limit per counted try, plus the retry waits."""
+        return self.limit.minutes(s) * self.counted_tries + self.retry_wait_minutes
+
+
+def retry_wait_seconds(task: Any, failed_try: int) -> float:
+    """The longest the scheduler waits after try `failed_try` fails before the next starts.
+
+    Mirrors airflow/models/taskinstance.py TaskInstance.next_retry_datetime (3.3.2): without a
+    backoff multiplier (0 or 1) the wait is retry_delay; with one it is min_backoff + a hash
+    modulo min_backoff (so below 2 x min_backoff), min_backoff = ceil(retry_delay x
+    multiplier ** (try_number - 1)), at least 1 s, capped at [core] max_task_retry_delay and
+    at the task's max_retry_delay. (A RetryPolicy's override is not modelled: no step has one.)
+    """
+    delay = task.retry_delay.total_seconds()
+    multiplier = float(task.retry_exponential_backoff or 0) or 1.0
+    if multiplier == 1.0 or multiplier <= 0:
+        return delay
+    from airflow.configuration import conf
+
+    min_backoff = max(1, math.ceil(delay * multiplier ** (failed_try - 1)))
+    wait = min(2 * min_backoff - 1, conf.getint("core", "max_task_retry_delay", fallback=86400))
+    cap = getattr(task, "max_retry_delay", None)
+    return min(wait, cap.total_seconds()) if cap else wait
+
+
+def step_budget(task: Any) -> StepBudget:
+    """A task's worst case from what the scheduler reads: its limit, retries and retry delay."""
+    retries = int(task.retries or 0)
+    waits = sum(retry_wait_seconds(task, failed) for failed in range(1, retries + 1))
+    return StepBudget(task.limit, retries + 1, waits / 60)
+
+
+def dag_limits(tasks: Iterable[Any]) -> dict[str, StepBudget]:
+    """Each step's worst case by task id, from the tasks of the DAG a task runs in (each step
     declares its `limit`), so the budget needs no table of the steps."""
-    return {t.task_id: t.limit for t in tasks if isinstance(getattr(t, "limit", None), Limit)}
+    return {
+        t.task_id: step_budget(t) for t in tasks if isinstance(getattr(t, "limit", None), Limit)
+    }
 
 
-def _total(limits: Mapping[str, Limit], role: str, s: RunSettings) -> float:
-    return sum(lim.minutes(s) * lim.counted_tries for lim in limits.values() if lim.role == role)
+def _total(limits: Mapping[str, StepBudget], role: str, s: RunSettings) -> float:
+    return sum(step.minutes(s) for step in limits.values() if step.role == role)
 
 
-def work_minutes(s: RunSettings, limits: Mapping[str, Limit]) -> float:
-    """The worst case of the work: every limit times its tries."""
+def work_minutes(s: RunSettings, limits: Mapping[str, StepBudget]) -> float:
+    """The worst case of the work: every limit times its tries, plus the waits between them."""
     return _total(limits, WORK, s)
 
 
-def cleanup_reserve_minutes(s: RunSettings, limits: Mapping[str, Limit]) -> float:
-    """The worst case of the teardowns, which the work must leave before dagrun_timeout."""
+def cleanup_reserve_minutes(s: RunSettings, limits: Mapping[str, StepBudget]) -> float:
+    """The worst case of the teardowns (limits x tries + retry waits), which the work must
+    leave before dagrun_timeout: the scheduler skips a teardown still running or waiting for
+    its retry when the timeout falls (scheduler_job_runner.py _schedule_dag_run)."""
     return _total(limits, CLEANUP, s)
 
 
 def budget_problem(
-    s: RunSettings, dagrun_timeout_minutes: float, limits: Mapping[str, Limit]
+    s: RunSettings, dagrun_timeout_minutes: float, limits: Mapping[str, StepBudget]
 ) -> str | None:
     """Why the run's limits cannot fit the DAG's dagrun_timeout, naming the settings; or None."""
     work, reserve = work_minutes(s, limits), cleanup_reserve_minutes(s, limits)
     if work + reserve <= dagrun_timeout_minutes:
         return None
     terms = [
-        f"{task_id} {limit.minutes(s):g} min x {limit.counted_tries}"
+        f"{task_id} {step.limit.minutes(s):g} min x {step.counted_tries}"
+        + (f" + {step.retry_wait_minutes:g} min of retry waits" if step.retry_wait_minutes else "")
         for role in (WORK, CLEANUP)
-        for task_id, limit in limits.items()
-        if limit.role == role and limit.settings
+        for task_id, step in limits.items()
+        if step.role == role and step.limit.settings
     ]
-    names = sorted({name for limit in limits.values() for name in limit.settings})
+    names = sorted({name for step in limits.values() for name in step.limit.settings})
     return (
         f"time limits: the worst case, {work:g} min of work + {reserve:g} min of cleanup "
-        f"(largest: {', '.join(terms)}; each limit x its tries), exceeds the DAG's "
+        f"(largest: {', '.join(terms)}; each limit x its tries, plus the waits before "
+        f"retries), exceeds the DAG's "
         f"dagrun_timeout of {dagrun_timeout_minutes:g} min (TPU_RL_DAGRUN_TIMEOUT_MINUTES, set by "
         f"the deployer): lower {', '.join(names)}, or raise TPU_RL_DAGRUN_TIMEOUT_MINUTES"
     )
