@@ -103,16 +103,34 @@ def _reads(storage: Storage | None, uri: str | None) -> list[Step]:
     return [call(lambda info: storage.read(info, uri))]
 
 
-def checkpoint_uris(base_output_directory: str, run_name: str, step: int) -> list[str]:
-    """The objects of one actor checkpoint (`.../checkpoints/actor/<step>/model_params/...`).
+STEP_METADATA = "_CHECKPOINT_METADATA"
+COMMIT_FILE = "commit_success.txt"
 
-    Orbax writes the step's `_CHECKPOINT_METADATA` last, once the save is complete.
-    """
-    step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(step))
+
+def orbax_step_uris(step_dir: str, item: str, files: tuple[str, ...]) -> list[str]:
+    """One Orbax step save on gs://, in the order Orbax writes it (orbax-checkpoint 0.12.3:
+    CommitFileTemporaryPath, the gs:// default of
+    atomicity_defaults.get_default_temporary_path_class):
+    the step's `_CHECKPOINT_METADATA` as the folder is made (atomicity._create_tmp_directory),
+    the item's arrays, the item's `commit_success.txt` (CompositeCheckpointHandler.finalize ->
+    the item's CommitFileTemporaryPath.finalize), `_CHECKPOINT_METADATA` again with the commit
+    timestamp, and the step's `commit_success.txt` last (CommitFileTemporaryPath.finalize).
+    A save cut at any point writes a prefix of this list."""
+    item_dir = _join(step_dir, item)
     return [
-        *(_join(step_dir, "model_params", f) for f in ("_METADATA", "_sharding", "manifest.ocdbt")),
-        _join(step_dir, "_CHECKPOINT_METADATA"),
+        _join(step_dir, STEP_METADATA),
+        *(_join(item_dir, f) for f in files),
+        _join(item_dir, COMMIT_FILE),
+        _join(step_dir, STEP_METADATA),
+        _join(step_dir, COMMIT_FILE),
     ]
+
+
+def checkpoint_uris(base_output_directory: str, run_name: str, step: int) -> list[str]:
+    """The objects of one actor checkpoint (`.../checkpoints/actor/<step>/model_params/...`),
+    in Orbax's order (orbax_step_uris)."""
+    step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(step))
+    return orbax_step_uris(step_dir, "model_params", ("_METADATA", "_sharding", "manifest.ocdbt"))
 
 
 HF_EXPORT_FILES = (
@@ -165,13 +183,16 @@ def grpo_client_script(
     container: str | None = None,
     load_parameters_path: str | None = None,
     cut_last_save: bool = False,
+    cut_saves: dict[int, int] | None = None,
     resume_from: int | None = None,
     before_step: Callable[[PodInfo, int], None] | None = None,
     after_step: Callable[[PodInfo, int], None] | None = None,
 ) -> PodScript:
     """`train_rl` in headless Pathways mode, over simulated time (steps of `step_seconds`).
 
-    `cut_last_save`: the last checkpoint's save is cut off (arrays without Orbax's marker).
+    `cut_last_save`: the last checkpoint's save is cut off just before Orbax's commit file.
+    `cut_saves` {step: n}: that step's save is cut after its first n objects (an asynchronous
+    save the process did not live to finish; orbax_step_uris gives the order).
     Checkpoints are saved every `checkpoint_period` steps and at the last (rl.yml: 50).
 
     With a PodStorage as `write_object`, the converted checkpoint at `load_parameters_path`
@@ -203,7 +224,7 @@ def grpo_client_script(
     if resume_from is not None:
         step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(resume_from))
         steps += [
-            *_reads(write_object, _join(step_dir, "_CHECKPOINT_METADATA")),
+            *_reads(write_object, _join(step_dir, COMMIT_FILE)),
             sleep(40),
             log(
                 absl(
@@ -238,6 +259,7 @@ def grpo_client_script(
             uris = checkpoint_uris(base_output_directory, run_name, step)
             if cut_last_save and step == num_batches:
                 uris = uris[:-1]
+            uris = uris[: (cut_saves or {}).get(step, len(uris))]
             steps += _writes(write_object, uris)
             steps.append(
                 log(absl("I", f"Saved checkpoint at step {step}", "checkpoint_manager.py:1516"))
@@ -250,46 +272,47 @@ def grpo_client_script(
 
 
 def newest_complete_step(names: list[str], checkpoints_prefix: str) -> int | None:
-    """The highest step under `<...>/checkpoints/actor/` with Orbax's `_CHECKPOINT_METADATA`."""
+    """The step Tunix restores: the highest under `<...>/checkpoints/actor/` that Orbax
+    finalized, i.e. with `<step>/commit_success.txt` (step.py: _build_metadata skips steps
+    that are not temporary_paths.is_path_finalized)."""
     done = [
         int(rest.split("/")[0])
         for name in names
         if name.startswith(checkpoints_prefix)
-        and (rest := name[len(checkpoints_prefix) :]).endswith("/_CHECKPOINT_METADATA")
+        and (rest := name[len(checkpoints_prefix) :]).split("/")[1:] == [COMMIT_FILE]
         and rest.split("/")[0].isdigit()
     ]
     return max(done, default=None)
+
+
+KILLED = 137  # SIGKILL: a deadline, a node taken away
 
 
 def to_maxtext_script(
     base_output_directory: str = "gs://bucket/gemma4-26b/max-text-format/",
     write_object: Storage | None = None,
     exit_code: int = 0,
+    cut_after: int | None = None,
 ) -> PodScript:
-    """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`).
+    """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`), in Orbax's order.
 
-    Orbax writes the arrays first and the step's `_CHECKPOINT_METADATA` last, when the save
-    is complete; a conversion that fails leaves arrays without it.
+    `exit_code` != 0: it fails loading the Hugging Face model (a traceback), before any save.
+    `cut_after` n: killed (exit 137) after the first n objects of its save.
     """
-    items = _join(base_output_directory, "0", "items")
-    arrays = [
-        *(_join(items, f) for f in ("_METADATA", "_sharding")),
-        _join(items, "params.params.decoder.layers_0.mlp.wi_0.kernel", ".zarray"),
+    step = _join(base_output_directory, "0")
+    items = _join(step, "items")
+    arrays = ("_METADATA", "_sharding", "params.params.decoder.layers_0.mlp.wi_0.kernel/.zarray")
+    uris = orbax_step_uris(step, "items", arrays)
+    loading = [
+        log(absl("I", "Loading HF model google/gemma-4-26b-a4b-it", "to_maxtext.py:402")),
+        sleep(60),
     ]
-    committed = [] if exit_code else [_join(base_output_directory, "0", "_CHECKPOINT_METADATA")]
-    ending = log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655"))
     if exit_code:
-        ending = log(CONVERSION_FAILURE)
-    return PodScript(
-        [
-            log(absl("I", "Loading HF model google/gemma-4-26b-a4b-it", "to_maxtext.py:402")),
-            sleep(60),
-            *_writes(write_object, arrays),
-            *_writes(write_object, committed),
-            ending,
-            exit(exit_code),
-        ]
-    )
+        return PodScript([*loading, log(CONVERSION_FAILURE), exit(exit_code)])
+    if cut_after is not None:
+        return PodScript([*loading, *_writes(write_object, uris[:cut_after]), exit(KILLED)])
+    ending = log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655"))
+    return PodScript([*loading, *_writes(write_object, uris), ending, exit(0)])
 
 
 CONVERSION_FAILURE = (
