@@ -36,9 +36,21 @@ def object_exists(uri: str, gcp_conn_id: str) -> bool:
     return _hook(gcp_conn_id).exists(bucket, name)
 
 
+def _committed(hook: GCSHook, step_uri: str) -> bool:
+    bucket, name = split_gcs_uri(f"{step_uri.rstrip('/')}/{COMMIT_FILE}")
+    return hook.exists(bucket, name)
+
+
+def _step_folders(hook: GCSHook, checkpoints_uri: str) -> list[int]:
+    bucket, prefix = split_gcs_uri(checkpoints_uri)
+    folders = hook.list(bucket, prefix=prefix, delimiter="/")
+    steps = (name[len(prefix) :].rstrip("/") for name in folders if name.endswith("/"))
+    return sorted(int(step) for step in steps if step.isdigit())
+
+
 def step_committed(step_uri: str, gcp_conn_id: str) -> bool:
     """Whether Orbax finalized the step folder `step_uri` (`.../<step>/`): one GCS request."""
-    return object_exists(f"{step_uri.rstrip('/')}/{COMMIT_FILE}", gcp_conn_id)
+    return _committed(_hook(gcp_conn_id), step_uri)
 
 
 def checkpoint_steps(checkpoints_uri: str, gcp_conn_id: str) -> list[int]:
@@ -46,18 +58,17 @@ def checkpoint_steps(checkpoints_uri: str, gcp_conn_id: str) -> list[int]:
 
     One listing with delimiter "/": GCS answers the folders (`prefixes`), not their objects
     (a kept 26B checkpoint holds thousands of array objects)."""
-    bucket, prefix = split_gcs_uri(checkpoints_uri)
-    folders = _hook(gcp_conn_id).list(bucket, prefix=prefix, delimiter="/")
-    steps = (name[len(prefix) :].rstrip("/") for name in folders if name.endswith("/"))
-    return sorted(int(step) for step in steps if step.isdigit())
+    return _step_folders(_hook(gcp_conn_id), checkpoints_uri)
 
 
 def newest_committed_step(checkpoints_uri: str, gcp_conn_id: str) -> tuple[int | None, list[int]]:
     """The newest step Orbax finalized (None: none), and the newer steps it did not finalize
-    (saves cut off). Checks each step's commit file from the newest down."""
+    (saves cut off). One listing by folder, then each step's commit file from the newest down,
+    through one client (google-cloud-storage fetches a bucket's metadata once per client)."""
+    hook = _hook(gcp_conn_id)
     uncommitted: list[int] = []
-    for step in reversed(checkpoint_steps(checkpoints_uri, gcp_conn_id)):
-        if step_committed(f"{checkpoints_uri.rstrip('/')}/{step}", gcp_conn_id):
+    for step in reversed(_step_folders(hook, checkpoints_uri)):
+        if _committed(hook, f"{checkpoints_uri.rstrip('/')}/{step}"):
             return step, sorted(uncommitted)
         uncommitted.append(step)
     return None, sorted(uncommitted)

@@ -36,6 +36,7 @@ from tests.sandbox.workloads import (
     Storage,
     grpo_client_script,
     newest_complete_step,
+    orbax_step_uris,
     pathways_server_script,
     to_huggingface_script,
     to_maxtext_script,
@@ -47,6 +48,7 @@ RUN_LABEL = "tpu-rl.dev/run"
 MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
 TRAINING_STARTED_STEP = 13  # past checkpoint loading and the Pre line, a few steps in
 MAXTEXT = "/deps/src/maxtext/"
+CONVERTED_ARRAYS = ("_METADATA", "_sharding")
 RL_CHECKPOINT_PERIOD = 50  # MaxText rl.yml's checkpoint_period, when the command sets none
 SETTINGS = {
     "project": "tpu-rl-sandbox",
@@ -91,7 +93,7 @@ class Workloads:
     # {step: n}: the first client attempt's save of that step is cut after its first n objects
     # (workloads.orbax_step_uris: Orbax's order); later attempts save in full
     train_save_cuts: dict[int, int] = field(default_factory=dict)
-    convert_cut_after: int | None = None  # the first conversion is killed after n objects
+    convert_cut_after: int | None = None  # each conversion is killed after n objects
     sidecar: bool = False  # a webhook injects a second container into the training pod
     # Capacity (issue 16): a TPU node is preempted when the client, in its attempt, logs one of
     # these steps (each entry once per run); the client then dies with gRPC UNAVAILABLE.
@@ -118,7 +120,6 @@ def build_scenario(
     ledger = emu.ledger if emu is not None else Ledger()
     faults = ClientFaults(ledger, preemption, w.preempt_at_steps)
     save_cuts = dict(w.train_save_cuts)  # once per run: the first attempt takes them
-    convert_cuts = [w.convert_cut_after] if w.convert_cut_after is not None else []
 
     def storage(entrypoint: str) -> Storage:
         return PodStorage(emu, gcs, MAXTEXT + entrypoint) if emu is not None else gcs.write
@@ -175,7 +176,7 @@ def build_scenario(
             flag(info, "base_output_directory") or f"{root}/max-text-format/",
             storage("checkpoint_conversion/to_maxtext.py"),
             w.convert_exit_code,
-            convert_cuts.pop() if convert_cuts else None,
+            w.convert_cut_after,
         )
 
     def export(info: PodInfo) -> PodScript:
@@ -355,6 +356,22 @@ class Sandbox:
             for plural in ("jobs", "jobsets", "secrets", "pods")
             for obj in self.emu.list(plural, label_selector=MANAGED_LABEL)
         ]
+
+
+def converted_folder(conf: dict[str, Any]) -> str:
+    """The folder the product converts the run's model into (its layout, from `conf`)."""
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.settings.run_settings import load_settings
+
+    return RunLayout(load_settings(conf), "manual__converted").maxtext_dir
+
+
+def write_converted(gcs: GcsEmulator, conf: dict[str, Any], written: int | None = None) -> None:
+    """A conversion of the run's model saved before the run, in Orbax's order; `written`: cut
+    after that many objects (None: committed)."""
+    step = f"{converted_folder(conf).rstrip('/')}/0"
+    for uri in orbax_step_uris(step, "items", CONVERTED_ARRAYS)[:written]:
+        gcs.write(uri, b"\0")
 
 
 def inject_sidecar(resource: Any, obj: dict[str, Any]) -> None:

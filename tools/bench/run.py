@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from tests.sandbox.harness import SETTINGS, Sandbox
-from tools.bench import capacity, dag_runs, log_reads, parse, restart, trigger_memory
+from tools.bench import (
+    capacity,
+    checkpoint_listing,
+    dag_runs,
+    log_reads,
+    parse,
+    restart,
+    trigger_memory,
+)
 
 
 def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) -> None:
@@ -32,6 +40,7 @@ def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) ->
             ("trigger_peak_memory_mib", trigger_memory),
         ):
             done({name: phase.measure(box, dict(SETTINGS))})
+        done(checkpoint_listing.measure(box))
     done(capacity.measure_spot(tmp, spot))
     done(dag_runs.measure(tmp))
     done(capacity.measure_utilization(tmp))

@@ -101,9 +101,10 @@ Cloud Logging. A wrong token or model id fails here.
 
         def state(dag_id: str, run_id: str) -> str | None:
             try:
-                return str(context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id))
+                found = context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id)
             except Exception:  # deleted or unreadable: the lock's expiry decides
                 return None
+            return str(getattr(found, "value", found))  # an enum of the Task SDK's models
 
         return state
 
