@@ -14,8 +14,6 @@ import threading
 import time
 from typing import Any
 
-import pytest
-
 from tests.e2e.test_capacity import attempts
 from tests.sandbox.harness import (
     CONVERTED_ARRAYS,

@@ -43,7 +43,8 @@ def step_objects(step: int, committed: bool) -> list[str]:
     """OBJECTS_PER_STEP objects in Orbax's order on gs:// (cut before the commit file)."""
     uris = checkpoint_uris(BASE, RUN, step)
     head, arrays, tail = uris[:1], uris[1:-3], uris[-3:]
-    fill = [f"{uris[1].rsplit('/', 1)[0]}/d/{i:05x}" for i in range(OBJECTS_PER_STEP - len(set(uris)))]
+    arrays_dir = uris[1].rsplit("/", 1)[0]
+    fill = [f"{arrays_dir}/d/{i:05x}" for i in range(OBJECTS_PER_STEP - len(set(uris)))]
     objects = [*head, *arrays, *fill, *tail]
     return objects if committed else objects[:-1]
 
