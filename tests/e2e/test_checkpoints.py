@@ -99,10 +99,10 @@ def test_a_run_waits_for_another_runs_conversion_into_the_same_folder(airflow_db
         other.join()
         log = capfd.readouterr().out
     assert result.state == "success", result.task_states
-    assert result.task_states["convert"] == "skipped", result.task_states
-    assert "is being converted by run 'scheduled__other'" in log
     assert other.committed_at is not None and other.trained_at is not None
     assert other.trained_at > other.committed_at, "trained from an uncommitted conversion"
+    assert result.task_states["convert"] == "skipped", result.task_states
+    assert "is being converted by run 'scheduled__other'" in log
 
 
 class OtherDeploymentConversion:
