@@ -50,7 +50,7 @@ def _step_folders(hook: GCSHook, checkpoints_uri: str) -> list[int]:
 
 def step_committed(step_uri: str, gcp_conn_id: str) -> bool:
     """Whether Orbax finalized the step folder `step_uri` (`.../<step>/`): one GCS request."""
-    return _committed(_hook(gcp_conn_id), step_uri)
+    return object_exists(f"{step_uri.rstrip('/')}/{COMMIT_FILE}", gcp_conn_id)
 
 
 def checkpoint_steps(checkpoints_uri: str, gcp_conn_id: str) -> list[int]:
