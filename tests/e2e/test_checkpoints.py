@@ -1,5 +1,5 @@
 """Whole DAG runs whose checkpoints are cut mid-save, as Orbax leaves them on Cloud Storage
-(issue 26): `_CHECKPOINT_METADATA` first, `commit_success.txt` last (workloads.orbax_step_uris).
+(issue 26): `_CHECKPOINT_METADATA` first, `commit_success.txt` last (orbax_saves.orbax_step_uris).
 
 Against main's product code (plugins/ as on main, these tests and the sandbox as here), each
 fails: the second run skips the conversion the first left half-written; export takes the cut
@@ -23,7 +23,7 @@ from tests.sandbox.harness import (
     Workloads,
     converted_folder,
 )
-from tests.sandbox.workloads import COMMIT_FILE, orbax_step_uris
+from tests.sandbox.orbax_saves import COMMIT_FILE, orbax_step_uris
 
 BUCKET = SETTINGS["gcs_bucket"]
 

@@ -24,6 +24,7 @@ from tests.sandbox.cloud import (
 from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.sandbox.ledger import Ledger
+from tests.sandbox.orbax_saves import newest_complete_step, orbax_step_uris
 from tests.sandbox.pod_storage import PodStorage
 from tests.sandbox.preemption import (
     SPOT_NOTICE_S,
@@ -35,8 +36,6 @@ from tests.sandbox.workloads import (
     EvalResult,
     Storage,
     grpo_client_script,
-    newest_complete_step,
-    orbax_step_uris,
     pathways_server_script,
     to_huggingface_script,
     to_maxtext_script,
@@ -91,7 +90,7 @@ class Workloads:
     during_training: Callable[[], None] | None = None  # runs once training has started
     train_cut_last_save: bool = False  # the final checkpoint lacks Orbax's commit file
     # {step: n}: the first client attempt's save of that step is cut after its first n objects
-    # (workloads.orbax_step_uris: Orbax's order); later attempts save in full
+    # (orbax_saves.orbax_step_uris: Orbax's order); later attempts save in full
     train_save_cuts: dict[int, int] = field(default_factory=dict)
     convert_cut_after: int | None = None  # each conversion is killed after n objects
     sidecar: bool = False  # a webhook injects a second container into the training pod

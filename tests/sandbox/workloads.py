@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tests.sandbox.controller import PodInfo, PodScript, Step, call, exit, log, run_forever, sleep
+from tests.sandbox.orbax_saves import COMMIT_FILE, checkpoint_uris, join, orbax_step_uris
 
 ObjectWriter = Callable[[str, bytes], None]
 
@@ -77,10 +78,6 @@ STDERR_NOISE = (
 )
 
 
-def _join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
-
-
 def _writes(write: Storage | None, uris: list[str]) -> list[Step]:
     if write is None:
         return []
@@ -101,36 +98,6 @@ def _reads(storage: Storage | None, uri: str | None) -> list[Step]:
     if storage is None or callable(storage) or not uri:
         return []
     return [call(lambda info: storage.read(info, uri))]
-
-
-STEP_METADATA = "_CHECKPOINT_METADATA"
-COMMIT_FILE = "commit_success.txt"
-
-
-def orbax_step_uris(step_dir: str, item: str, files: tuple[str, ...]) -> list[str]:
-    """One Orbax step save on gs://, in the order Orbax writes it (orbax-checkpoint 0.12.3:
-    CommitFileTemporaryPath, the gs:// default of
-    atomicity_defaults.get_default_temporary_path_class):
-    the step's `_CHECKPOINT_METADATA` as the folder is made (atomicity._create_tmp_directory),
-    the item's arrays, the item's `commit_success.txt` (CompositeCheckpointHandler.finalize ->
-    the item's CommitFileTemporaryPath.finalize), `_CHECKPOINT_METADATA` again with the commit
-    timestamp, and the step's `commit_success.txt` last (CommitFileTemporaryPath.finalize).
-    A save cut at any point writes a prefix of this list."""
-    item_dir = _join(step_dir, item)
-    return [
-        _join(step_dir, STEP_METADATA),
-        *(_join(item_dir, f) for f in files),
-        _join(item_dir, COMMIT_FILE),
-        _join(step_dir, STEP_METADATA),
-        _join(step_dir, COMMIT_FILE),
-    ]
-
-
-def checkpoint_uris(base_output_directory: str, run_name: str, step: int) -> list[str]:
-    """The objects of one actor checkpoint (`.../checkpoints/actor/<step>/model_params/...`),
-    in Orbax's order (orbax_step_uris)."""
-    step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(step))
-    return orbax_step_uris(step_dir, "model_params", ("_METADATA", "_sharding", "manifest.ocdbt"))
 
 
 HF_EXPORT_FILES = (
@@ -222,9 +189,9 @@ def grpo_client_script(
     ]
     first = 1
     if resume_from is not None:
-        step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(resume_from))
+        step_dir = join(base_output_directory, run_name, "checkpoints", "actor", str(resume_from))
         steps += [
-            *_reads(write_object, _join(step_dir, COMMIT_FILE)),
+            *_reads(write_object, join(step_dir, COMMIT_FILE)),
             sleep(40),
             log(
                 absl(
@@ -271,20 +238,6 @@ def grpo_client_script(
     return PodScript(steps, container)
 
 
-def newest_complete_step(names: list[str], checkpoints_prefix: str) -> int | None:
-    """The step Tunix restores: the highest under `<...>/checkpoints/actor/` that Orbax
-    finalized, i.e. with `<step>/commit_success.txt` (step.py: _build_metadata skips steps
-    that are not temporary_paths.is_path_finalized)."""
-    done = [
-        int(rest.split("/")[0])
-        for name in names
-        if name.startswith(checkpoints_prefix)
-        and (rest := name[len(checkpoints_prefix) :]).split("/")[1:] == [COMMIT_FILE]
-        and rest.split("/")[0].isdigit()
-    ]
-    return max(done, default=None)
-
-
 KILLED = 137  # SIGKILL: a deadline, a node taken away
 
 
@@ -299,8 +252,8 @@ def to_maxtext_script(
     `exit_code` != 0: it fails loading the Hugging Face model (a traceback), before any save.
     `cut_after` n: killed (exit 137) after the first n objects of its save.
     """
-    step = _join(base_output_directory, "0")
-    items = _join(step, "items")
+    step = join(base_output_directory, "0")
+    items = join(step, "items")
     arrays = ("_METADATA", "_sharding", "params.params.decoder.layers_0.mlp.wi_0.kernel/.zarray")
     uris = orbax_step_uris(step, "items", arrays)
     loading = [
@@ -335,7 +288,7 @@ def to_huggingface_script(
     load_parameters_path: str | None = None,
 ) -> PodScript:
     """`to_huggingface`: config, safetensors and tokenizer files straight into the base dir."""
-    uris = [_join(base_output_directory, f) for f in HF_EXPORT_FILES]
+    uris = [join(base_output_directory, f) for f in HF_EXPORT_FILES]
     return PodScript(
         [
             log(absl("I", "Loading MaxText checkpoint", "to_huggingface.py:311")),

@@ -21,7 +21,7 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tests.sandbox.harness import SETTINGS, Sandbox
-from tests.sandbox.workloads import checkpoint_uris
+from tests.sandbox.orbax_saves import checkpoint_uris
 from tools.bench.metric import metric
 from tpu_rl import storage
 
