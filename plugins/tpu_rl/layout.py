@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -101,18 +102,32 @@ class RunLayout:
         return f"gs://{self.settings.gcs_bucket}/{self.settings.model_name}"
 
     @property
+    def maxtext_key(self) -> str:
+        """What changes the converted checkpoint's layout: the Hugging Face repository and
+        revision converted, and scan_layers (stacked or per-layer arrays)."""
+        s = self.settings
+        scan = "true" if s.scan_layers else "false"
+        return f"{_path_part(s.hf_model_path)}/{_path_part(s.hf_revision)}/scan_layers-{scan}"
+
+    @property
     def maxtext_dir(self) -> str:
-        """Conversion output, shared by runs of the same model (reused when present)."""
-        return f"{self.model_root}/max-text-format/"
+        """Conversion output, shared by the runs that convert the same thing (reused once
+        committed): keyed by `maxtext_key`."""
+        return f"{self.model_root}/max-text-format/{self.maxtext_key}/"
+
+    @property
+    def maxtext_step(self) -> str:
+        """to_maxtext saves one Orbax step, 0: its folder."""
+        return f"{self.maxtext_dir}0/"
 
     @property
     def maxtext_items(self) -> str:
-        return f"{self.maxtext_dir}0/items/"
+        return f"{self.maxtext_step}items/"
 
     @property
-    def maxtext_commit_marker(self) -> str:
-        """Orbax writes this last: its presence means the conversion finished."""
-        return f"{self.maxtext_dir}0/_CHECKPOINT_METADATA"
+    def maxtext_lock(self) -> str:
+        """The object a run holds while it converts into `maxtext_dir` (tpu_rl.conversion_lock)."""
+        return f"{self.maxtext_dir}conversion.lock"
 
     @property
     def trained_dir(self) -> str:
@@ -143,6 +158,11 @@ class RunLayout:
     def terraform_state_prefix(self) -> str:
         """Per cluster, not per run: whichever run or worker destroys it finds the state."""
         return default_state_prefix(self.settings)
+
+
+def _path_part(value: str) -> str:
+    """`value` as one readable folder name: '/' and other unsafe characters become '--'/'_'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", value.replace("/", "--")) or "_"
 
 
 def split_gcs_uri(uri: str) -> tuple[str, str]:

@@ -4,48 +4,78 @@ GCSHook."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl.layout import split_gcs_uri
 
-STEP_DIR = re.compile(r"^(\d+)/")
+# A step counts only once Orbax finalized it. For gs:// paths Orbax (orbax-checkpoint 0.12.3,
+# also its main branch) saves with CommitFileTemporaryPath
+# (_src/path/atomicity_defaults.py, get_default_temporary_path_class: `if
+# gcs_utils.is_gcs_path(path): return atomicity.CommitFileTemporaryPath`), whose temporary path
+# IS the final step folder (atomicity.py, CommitFileTemporaryPath.from_final). So the folder and
+# its `_CHECKPOINT_METADATA` exist from the start of a save (atomicity.py,
+# _create_tmp_directory: `checkpoint_metadata_store.write(...)` right after the mkdir), and the
+# step is finished only when `commit_success.txt` is written, last
+# (CommitFileTemporaryPath.finalize). Orbax's own test is the same file
+# (temporary_paths.is_path_finalized -> CommitFileTemporaryPath.validate_final: `if not
+# exists(final_path / COMMIT_SUCCESS_FILE)`), and so is the step Tunix restores
+# (step.py, _build_metadata skips steps that are not is_path_finalized).
+COMMIT_FILE = "commit_success.txt"  # atomicity_types.COMMIT_SUCCESS_FILE
+
+
+def _hook(gcp_conn_id: str) -> GCSHook:
+    return GCSHook(gcp_conn_id=gcp_conn_id)
 
 
 def _list(uri: str, gcp_conn_id: str) -> list[str]:
     bucket, prefix = split_gcs_uri(uri)
-    return GCSHook(gcp_conn_id=gcp_conn_id).list(bucket, prefix=prefix)
+    return _hook(gcp_conn_id).list(bucket, prefix=prefix)
 
 
 def object_exists(uri: str, gcp_conn_id: str) -> bool:
     """Whether the object exists."""
     bucket, name = split_gcs_uri(uri)
-    return GCSHook(gcp_conn_id=gcp_conn_id).exists(bucket, name)
+    return _hook(gcp_conn_id).exists(bucket, name)
 
 
-# What Orbax writes into a step's folder once the save finished (it writes the arrays first):
-# the step metadata, and on older releases commit_success.txt.
-COMMIT_MARKERS = ("_CHECKPOINT_METADATA", "commit_success.txt")
+def _committed(hook: GCSHook, step_uri: str) -> bool:
+    bucket, name = split_gcs_uri(f"{step_uri.rstrip('/')}/{COMMIT_FILE}")
+    return hook.exists(bucket, name)
 
 
-def checkpoint_steps(checkpoints_uri: str, gcp_conn_id: str) -> tuple[list[int], list[int]]:
-    """The <step>/ folders under .../checkpoints/actor/ holding model_params, in ascending
-    order: those whose save finished (a commit marker), and those without one."""
-    _, prefix = split_gcs_uri(checkpoints_uri)
-    with_params, committed = set(), set()
-    for name in _list(checkpoints_uri, gcp_conn_id):
-        rest = name[len(prefix) :]
-        match = STEP_DIR.match(rest)
-        if not match:
-            continue
-        inside = rest[match.end() :]
-        if inside.startswith("model_params/"):
-            with_params.add(int(match.group(1)))
-        elif inside in COMMIT_MARKERS:
-            committed.add(int(match.group(1)))
-    return sorted(with_params & committed), sorted(with_params - committed)
+def _step_folders(hook: GCSHook, checkpoints_uri: str) -> list[int]:
+    bucket, prefix = split_gcs_uri(checkpoints_uri)
+    folders = hook.list(bucket, prefix=prefix, delimiter="/")
+    steps = (name[len(prefix) :].rstrip("/") for name in folders if name.endswith("/"))
+    return sorted(int(step) for step in steps if step.isdigit())
+
+
+def step_committed(step_uri: str, gcp_conn_id: str) -> bool:
+    """Whether Orbax finalized the step folder `step_uri` (`.../<step>/`): one GCS request."""
+    return object_exists(f"{step_uri.rstrip('/')}/{COMMIT_FILE}", gcp_conn_id)
+
+
+def checkpoint_steps(checkpoints_uri: str, gcp_conn_id: str) -> list[int]:
+    """The numbered step folders under `.../checkpoints/actor/`, ascending, committed or not.
+
+    One listing with delimiter "/": GCS answers the folders (`prefixes`), not their objects
+    (a kept 26B checkpoint holds thousands of array objects)."""
+    return _step_folders(_hook(gcp_conn_id), checkpoints_uri)
+
+
+def newest_committed_step(checkpoints_uri: str, gcp_conn_id: str) -> tuple[int | None, list[int]]:
+    """The newest step Orbax finalized (None: none), and the newer steps it did not finalize
+    (saves cut off). One listing by folder, then each step's commit file from the newest down,
+    through one client (google-cloud-storage fetches a bucket's metadata once per client)."""
+    hook = _hook(gcp_conn_id)
+    uncommitted: list[int] = []
+    for step in reversed(_step_folders(hook, checkpoints_uri)):
+        if _committed(hook, f"{checkpoints_uri.rstrip('/')}/{step}"):
+            return step, sorted(uncommitted)
+        uncommitted.append(step)
+    return None, sorted(uncommitted)
 
 
 def missing_export_files(export_uri: str, gcp_conn_id: str) -> list[str]:

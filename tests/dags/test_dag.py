@@ -19,6 +19,7 @@ from tpu_rl import storage
 from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes, dag_limits
 from tpu_rl.dag.steps import LIMITS
 from tpu_rl.layout import RunLayout
+from tpu_rl.operators.job_steps import ConvertCheckpointOperator
 from tpu_rl.plan import write_plan
 from tpu_rl.report.notify import RunFailureNotifier
 from tpu_rl.settings.run_settings import SETTING_FIELDS, load_settings
@@ -210,6 +211,7 @@ def test_operator_job_spec_equals_the_plan(
     planned = yaml.safe_load((tmp_path / plan_file).read_text())
     op = dag.get_task(task_id)
     monkeypatch.setattr(storage, "object_exists", lambda uri, conn: False)  # no GCS look-up here
+    monkeypatch.setattr(ConvertCheckpointOperator, "hold_folder", lambda self, layout, ctx: None)
     op.configure(_context(tutorial_conf))
     monkeypatch.setattr(
         type(op),
@@ -268,6 +270,7 @@ def test_a_conf_with_raised_limits_raises_them_at_run_time(tutorial_conf, monkey
     apply_run_limits(_run_context(dag, convert, conf))
     assert convert.execution_timeout == timedelta(minutes=60 + 400)
     monkeypatch.setattr(storage, "object_exists", lambda uri, conn: False)
+    monkeypatch.setattr(ConvertCheckpointOperator, "hold_folder", lambda self, layout, ctx: None)
     convert.configure(_context(conf))
     assert convert.active_deadline_seconds == (60 + 400) * 60  # the wait, then the step
     seen = {}

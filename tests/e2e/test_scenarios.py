@@ -15,7 +15,14 @@ from unittest import mock
 
 import pytest
 
-from tests.sandbox.harness import HF_TOKEN, SETTINGS, RunResult, Sandbox, Workloads
+from tests.sandbox.harness import (
+    HF_TOKEN,
+    SETTINGS,
+    RunResult,
+    Sandbox,
+    Workloads,
+    write_converted,
+)
 from tests.sandbox.workloads import EvalResult, crashing_worker_script
 from tpu_rl.rewards.trigger import RewardTrigger
 
@@ -41,9 +48,7 @@ def states_are(**expected: str) -> Callable[[RunResult], None]:
 
 
 def converted_already(box: Sandbox) -> None:
-    base = f"gs://{SETTINGS['gcs_bucket']}/gemma4-26b/max-text-format/0"
-    box.gcs.write(f"{base}/items/_METADATA")
-    box.gcs.write(f"{base}/_CHECKPOINT_METADATA")
+    write_converted(box.gcs, SETTINGS)
 
 
 def no_cloud_call(result: RunResult) -> None:

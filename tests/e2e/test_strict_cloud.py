@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads
+from tests.sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads, write_converted
 
 EXISTING = {"cluster_mode": "existing", "reservation": ""}
 FORBIDDEN = "does not have storage.objects.get access to the Google Cloud Storage object"
@@ -165,9 +165,7 @@ def test_strict_cloud(case: Strict, airflow_db, tmp_path, capfd, e2e_report):
     existing = "gemma4-rl" if case.existing_cluster else None
     with Sandbox(tmp_path).up(existing, existing_cluster_vars=case.cluster_vars) as box:
         if case.converted:
-            base = f"gs://{SETTINGS['gcs_bucket']}/gemma4-26b/max-text-format/0"
-            box.gcs.write(f"{base}/items/_METADATA")
-            box.gcs.write(f"{base}/_CHECKPOINT_METADATA")
+            write_converted(box.gcs, {**SETTINGS, **case.conf})
         result, log = reported_run(box, case, {**SETTINGS, **case.conf}, capfd, e2e_report)
         assert result.leftovers == [], result.leftovers
         case.check(result, log)

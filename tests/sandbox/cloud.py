@@ -27,6 +27,7 @@ from tests.sandbox.autopilot import is_autopilot
 from tests.sandbox.cluster_model import ClusterModel
 from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
 from tests.sandbox.gcs_policy import bucket_settings
+from tests.sandbox.gcs_rules import GcsTraffic, paged_list, precondition_failed
 from tests.sandbox.kube_emulator import KubeEmulator
 
 SANDBOX_BIN = Path(__file__).parent / "bin"
@@ -131,24 +132,39 @@ class GcsEmulator:
 
         storage.create_bucket = create_bucket
 
+        traffic = self.traffic = GcsTraffic()
+
         class GatedHandler(RequestHandler):
+            def _answer(self, status: int, payload: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
             def _gated(self, method: str) -> None:
+                traffic.requests.append(f"{method} {self.path}")
                 body = b""
-                if method == "POST" and re.match(r"^(/storage/v1)?/b(\?|$)", self.path):
+                if method == "POST" and self.headers.get("Content-Length"):
                     body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                     self.rfile = io.BytesIO(body)
-                name = json.loads(body).get("name", "") if body else ""
-                asked = b"" if storage.get_bucket(name) else body  # a taken name answers 409 first
-                answer = gate.check(method, self.path, self.headers.get("Authorization", ""), asked)
+                creates = method == "POST" and re.match(r"^(/storage/v1)?/b(\?|$)", self.path)
+                name = json.loads(body).get("name", "") if creates and body else ""
+                # a taken name answers 409 first
+                asked = b"" if not creates or storage.get_bucket(name) else body
+                authorization = self.headers.get("Authorization", "")
+                answer = gate.check(method, self.path, authorization, asked)
+                if answer is None:
+                    answer = precondition_failed(storage, method, self.path, body)
+                if answer is None and method == "GET":
+                    answer = paged_list(storage, self.path)
+                    if answer is not None and answer[0] == 200:
+                        page = json.loads(answer[1])
+                        traffic.listed += len(page["items"]) + len(page["prefixes"])
                 if answer is not None:
-                    status, payload = answer
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    self._answer(*answer)
                     return
-                creating[:] = [json.loads(body)] if body else []
+                creating[:] = [json.loads(body)] if creates and body else []
                 getattr(super(), f"do_{method}")()
 
             def do_GET(self) -> None:

@@ -24,6 +24,7 @@ from tests.sandbox.cloud import (
 from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.sandbox.ledger import Ledger
+from tests.sandbox.orbax_saves import newest_complete_step, orbax_step_uris
 from tests.sandbox.pod_storage import PodStorage
 from tests.sandbox.preemption import (
     SPOT_NOTICE_S,
@@ -35,7 +36,6 @@ from tests.sandbox.workloads import (
     EvalResult,
     Storage,
     grpo_client_script,
-    newest_complete_step,
     pathways_server_script,
     to_huggingface_script,
     to_maxtext_script,
@@ -47,6 +47,7 @@ RUN_LABEL = "tpu-rl.dev/run"
 MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
 TRAINING_STARTED_STEP = 13  # past checkpoint loading and the Pre line, a few steps in
 MAXTEXT = "/deps/src/maxtext/"
+CONVERTED_ARRAYS = ("_METADATA", "_sharding")
 RL_CHECKPOINT_PERIOD = 50  # MaxText rl.yml's checkpoint_period, when the command sets none
 SETTINGS = {
     "project": "tpu-rl-sandbox",
@@ -87,7 +88,11 @@ class Workloads:
     admit_after: float = 0.0
     worker_script: Any = None
     during_training: Callable[[], None] | None = None  # runs once training has started
-    train_cut_last_save: bool = False  # the final checkpoint lacks Orbax's commit marker
+    train_cut_last_save: bool = False  # the final checkpoint lacks Orbax's commit file
+    # {step: n}: the first client attempt's save of that step is cut after its first n objects
+    # (orbax_saves.orbax_step_uris: Orbax's order); later attempts save in full
+    train_save_cuts: dict[int, int] = field(default_factory=dict)
+    convert_cut_after: int | None = None  # each conversion is killed after n objects
     sidecar: bool = False  # a webhook injects a second container into the training pod
     # Capacity (issue 16): a TPU node is preempted when the client, in its attempt, logs one of
     # these steps (each entry once per run); the client then dies with gRPC UNAVAILABLE.
@@ -113,6 +118,7 @@ def build_scenario(
     root = f"gs://{settings['gcs_bucket']}/gemma4-26b"
     ledger = emu.ledger if emu is not None else Ledger()
     faults = ClientFaults(ledger, preemption, w.preempt_at_steps)
+    save_cuts = dict(w.train_save_cuts)  # once per run: the first attempt takes them
 
     def storage(entrypoint: str) -> Storage:
         return PodStorage(emu, gcs, MAXTEXT + entrypoint) if emu is not None else gcs.write
@@ -135,6 +141,8 @@ def build_scenario(
         bucket, _, prefix = checkpoints.removeprefix("gs://").partition("/")
         restored = newest_complete_step(gcs.names(bucket, prefix), prefix)
         attempt = ledger.attempt(info.pod, run_name, restored)
+        cuts = dict(save_cuts)
+        save_cuts.clear()
         before_step, after_step = faults.hooks(
             attempt, info.labels.get(RUN_LABEL, run_name), num_batches, w.train_fail_at_step
         )
@@ -150,6 +158,7 @@ def build_scenario(
             write_object=storage("trainers/post_train/rl/train_rl.py"),
             load_parameters_path=flag(info, "load_parameters_path"),
             cut_last_save=w.train_cut_last_save,
+            cut_saves=cuts,
             resume_from=restored,
             before_step=before_step,
             after_step=after_step,
@@ -160,6 +169,14 @@ def build_scenario(
         steps = list(script.steps)
         steps.insert(TRAINING_STARTED_STEP, call(lambda _info: hook()))
         return PodScript(steps, script.container)
+
+    def convert(info: PodInfo) -> PodScript:
+        return to_maxtext_script(
+            flag(info, "base_output_directory") or f"{root}/max-text-format/",
+            storage("checkpoint_conversion/to_maxtext.py"),
+            w.convert_exit_code,
+            w.convert_cut_after,
+        )
 
     def export(info: PodInfo) -> PodScript:
         return to_huggingface_script(
@@ -172,15 +189,7 @@ def build_scenario(
     scenario = (
         Scenario(provisioning_delay_s=w.provisioning_delay_s, scale_down_idle_s=w.scale_down_idle_s)
         .on("-train", train, admit_after=w.admit_after)
-        .on(
-            "-convert",
-            to_maxtext_script(
-                f"{root}/max-text-format/",
-                storage("checkpoint_conversion/to_maxtext.py"),
-                w.convert_exit_code,
-            ),
-            index=0,
-        )
+        .on("-convert", convert, index=0)
         .on("-export", export, index=0)
         .on("pathways-head", pathways_server_script("proxy", container="pathways-proxy"))
     )
@@ -355,6 +364,22 @@ class Sandbox:
             for plural in ("jobs", "jobsets", "secrets", "pods")
             for obj in self.emu.list(plural, label_selector=MANAGED_LABEL)
         ]
+
+
+def converted_folder(conf: dict[str, Any]) -> str:
+    """The folder the product converts the run's model into (its layout, from `conf`)."""
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.settings.run_settings import load_settings
+
+    return RunLayout(load_settings(conf), "manual__converted").maxtext_dir
+
+
+def write_converted(gcs: GcsEmulator, conf: dict[str, Any], written: int | None = None) -> None:
+    """A conversion of the run's model saved before the run, in Orbax's order; `written`: cut
+    after that many objects (None: committed)."""
+    step = f"{converted_folder(conf).rstrip('/')}/0"
+    for uri in orbax_step_uris(step, "items", CONVERTED_ARRAYS)[:written]:
+        gcs.write(uri, b"\0")
 
 
 def inject_sidecar(resource: Any, obj: dict[str, Any]) -> None:

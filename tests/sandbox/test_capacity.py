@@ -26,9 +26,10 @@ from tests.sandbox.cluster_model import ClusterModel
 from tests.sandbox.controller import Controller, Scenario
 from tests.sandbox.harness import RUN_LABEL, Workloads, build_scenario
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from tests.sandbox.orbax_saves import checkpoint_uris
 from tests.sandbox.preemption import IMPENDING_TAINT, SHUTDOWN_MESSAGE, Preemption
 from tests.sandbox.test_controller import wait_for as wait_briefly
-from tests.sandbox.workloads import DEFAULT_PRE, checkpoint_uris
+from tests.sandbox.workloads import DEFAULT_PRE
 
 NS = "default"
 EXAMPLES = VENDOR / "cluster-toolkit" / "consumption-options"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tests.sandbox.controller import PodInfo, PodScript, Step, call, exit, log, run_forever, sleep
+from tests.sandbox.orbax_saves import COMMIT_FILE, checkpoint_uris, join, orbax_step_uris
 
 ObjectWriter = Callable[[str, bytes], None]
 
@@ -77,10 +78,6 @@ STDERR_NOISE = (
 )
 
 
-def _join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
-
-
 def _writes(write: Storage | None, uris: list[str]) -> list[Step]:
     if write is None:
         return []
@@ -101,18 +98,6 @@ def _reads(storage: Storage | None, uri: str | None) -> list[Step]:
     if storage is None or callable(storage) or not uri:
         return []
     return [call(lambda info: storage.read(info, uri))]
-
-
-def checkpoint_uris(base_output_directory: str, run_name: str, step: int) -> list[str]:
-    """The objects of one actor checkpoint (`.../checkpoints/actor/<step>/model_params/...`).
-
-    Orbax writes the step's `_CHECKPOINT_METADATA` last, once the save is complete.
-    """
-    step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(step))
-    return [
-        *(_join(step_dir, "model_params", f) for f in ("_METADATA", "_sharding", "manifest.ocdbt")),
-        _join(step_dir, "_CHECKPOINT_METADATA"),
-    ]
 
 
 HF_EXPORT_FILES = (
@@ -165,13 +150,16 @@ def grpo_client_script(
     container: str | None = None,
     load_parameters_path: str | None = None,
     cut_last_save: bool = False,
+    cut_saves: dict[int, int] | None = None,
     resume_from: int | None = None,
     before_step: Callable[[PodInfo, int], None] | None = None,
     after_step: Callable[[PodInfo, int], None] | None = None,
 ) -> PodScript:
     """`train_rl` in headless Pathways mode, over simulated time (steps of `step_seconds`).
 
-    `cut_last_save`: the last checkpoint's save is cut off (arrays without Orbax's marker).
+    `cut_last_save`: the last checkpoint's save is cut off just before Orbax's commit file.
+    `cut_saves` {step: n}: that step's save is cut after its first n objects (an asynchronous
+    save the process did not live to finish; orbax_step_uris gives the order).
     Checkpoints are saved every `checkpoint_period` steps and at the last (rl.yml: 50).
 
     With a PodStorage as `write_object`, the converted checkpoint at `load_parameters_path`
@@ -201,9 +189,9 @@ def grpo_client_script(
     ]
     first = 1
     if resume_from is not None:
-        step_dir = _join(base_output_directory, run_name, "checkpoints", "actor", str(resume_from))
+        step_dir = join(base_output_directory, run_name, "checkpoints", "actor", str(resume_from))
         steps += [
-            *_reads(write_object, _join(step_dir, "_CHECKPOINT_METADATA")),
+            *_reads(write_object, join(step_dir, COMMIT_FILE)),
             sleep(40),
             log(
                 absl(
@@ -238,6 +226,7 @@ def grpo_client_script(
             uris = checkpoint_uris(base_output_directory, run_name, step)
             if cut_last_save and step == num_batches:
                 uris = uris[:-1]
+            uris = uris[: (cut_saves or {}).get(step, len(uris))]
             steps += _writes(write_object, uris)
             steps.append(
                 log(absl("I", f"Saved checkpoint at step {step}", "checkpoint_manager.py:1516"))
@@ -249,47 +238,34 @@ def grpo_client_script(
     return PodScript(steps, container)
 
 
-def newest_complete_step(names: list[str], checkpoints_prefix: str) -> int | None:
-    """The highest step under `<...>/checkpoints/actor/` with Orbax's `_CHECKPOINT_METADATA`."""
-    done = [
-        int(rest.split("/")[0])
-        for name in names
-        if name.startswith(checkpoints_prefix)
-        and (rest := name[len(checkpoints_prefix) :]).endswith("/_CHECKPOINT_METADATA")
-        and rest.split("/")[0].isdigit()
-    ]
-    return max(done, default=None)
+KILLED = 137  # SIGKILL: a deadline, a node taken away
 
 
 def to_maxtext_script(
     base_output_directory: str = "gs://bucket/gemma4-26b/max-text-format/",
     write_object: Storage | None = None,
     exit_code: int = 0,
+    cut_after: int | None = None,
 ) -> PodScript:
-    """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`).
+    """`to_maxtext`: an Orbax checkpoint at step 0 (`<base>/0/items`), in Orbax's order.
 
-    Orbax writes the arrays first and the step's `_CHECKPOINT_METADATA` last, when the save
-    is complete; a conversion that fails leaves arrays without it.
+    `exit_code` != 0: it fails loading the Hugging Face model (a traceback), before any save.
+    `cut_after` n: killed (exit 137) after the first n objects of its save.
     """
-    items = _join(base_output_directory, "0", "items")
-    arrays = [
-        *(_join(items, f) for f in ("_METADATA", "_sharding")),
-        _join(items, "params.params.decoder.layers_0.mlp.wi_0.kernel", ".zarray"),
+    step = join(base_output_directory, "0")
+    items = join(step, "items")
+    arrays = ("_METADATA", "_sharding", "params.params.decoder.layers_0.mlp.wi_0.kernel/.zarray")
+    uris = orbax_step_uris(step, "items", arrays)
+    loading = [
+        log(absl("I", "Loading HF model google/gemma-4-26b-a4b-it", "to_maxtext.py:402")),
+        sleep(60),
     ]
-    committed = [] if exit_code else [_join(base_output_directory, "0", "_CHECKPOINT_METADATA")]
-    ending = log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655"))
     if exit_code:
-        ending = log(CONVERSION_FAILURE)
-    return PodScript(
-        [
-            log(absl("I", "Loading HF model google/gemma-4-26b-a4b-it", "to_maxtext.py:402")),
-            sleep(60),
-            *_writes(write_object, arrays),
-            *_writes(write_object, committed),
-            ending,
-            exit(exit_code),
-        ]
-    )
+        return PodScript([*loading, log(CONVERSION_FAILURE), exit(exit_code)])
+    if cut_after is not None:
+        return PodScript([*loading, *_writes(write_object, uris[:cut_after]), exit(KILLED)])
+    ending = log(absl("I", f"Saved MaxText checkpoint to {items}", "to_maxtext.py:655"))
+    return PodScript([*loading, *_writes(write_object, uris), ending, exit(0)])
 
 
 CONVERSION_FAILURE = (
@@ -312,7 +288,7 @@ def to_huggingface_script(
     load_parameters_path: str | None = None,
 ) -> PodScript:
     """`to_huggingface`: config, safetensors and tokenizer files straight into the base dir."""
-    uris = [_join(base_output_directory, f) for f in HF_EXPORT_FILES]
+    uris = [join(base_output_directory, f) for f in HF_EXPORT_FILES]
     return PodScript(
         [
             log(absl("I", "Loading MaxText checkpoint", "to_huggingface.py:311")),

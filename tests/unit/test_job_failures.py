@@ -125,15 +125,15 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
     )
     pushed = {}
     ti = SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))
-    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([25], [50]))
+    monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (25, [50]))
     manifest = op.prepare(layout, {"ti": ti})
     assert pushed == {"checkpoint_step": 25}
     assert layout.checkpoint_params(25) in " ".join(
         manifest["spec"]["template"]["spec"]["containers"][0]["command"]
     )
-    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([], [50]))
+    monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (None, [50]))
     with pytest.raises(
-        AirflowException, match=r"no complete checkpoint .* \[50\] were never committed"
+        AirflowException, match=r"no committed checkpoint .* \[50\] were never committed"
     ):
         op.prepare(layout, {"ti": ti})
 

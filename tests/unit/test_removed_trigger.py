@@ -82,7 +82,7 @@ def sensor(tutorial_conf, monkeypatch, emu, gcs_objects):  # noqa: F811
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "kueue_queue": ""}
     layout = RunLayout(load_settings(conf), "manual__1")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
-    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([50], [60]))
+    monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (50, [60]))
     credentials = SandboxCredentials(SimpleNamespace(token=emu.token))  # the sync hook's
     monkeypatch.setattr(
         GoogleBaseHook, "get_credentials_and_project_id", lambda hook: (credentials, "p")

@@ -201,7 +201,7 @@ def sensor(tutorial_conf, monkeypatch, gcs_objects):
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "max_training_restarts": 2}
     layout = RunLayout(load_settings(conf), "manual__1")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
-    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: ([50], [60]))
+    monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (50, [60]))
     cls = run_rewards.WaitForRewardsSensor
     RESTARTS.clear()
     monkeypatch.setattr(cls, "restart", lambda op, c, lay, h: RESTARTS.append(h.resumes))

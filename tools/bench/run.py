@@ -18,6 +18,7 @@ from typing import Any
 from tests.sandbox.harness import SETTINGS, Sandbox
 from tools.bench import (
     capacity,
+    checkpoint_listing,
     dag_runs,
     log_reads,
     parse,
@@ -40,6 +41,7 @@ def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) ->
             ("trigger_peak_memory_mib", trigger_memory),
         ):
             done({name: phase.measure(box, dict(SETTINGS))})
+        done(checkpoint_listing.measure(box))
         done(trigger_scaling.measure(box, dict(SETTINGS)))
     done(capacity.measure_spot(tmp, spot))
     done(dag_runs.measure(tmp))

@@ -12,6 +12,7 @@ from tpu_rl.settings.metadata import maxtext_flag
 
 TOKEN_ENV = "HF_TOKEN"
 TOKEN_FLAG = f"hf_access_token=${{{TOKEN_ENV}}}"
+DEFAULT_REVISION = "main"
 
 
 def flag(name: str, value: Any) -> str:
@@ -28,10 +29,14 @@ def _json_bool(value: bool) -> str:
 def conversion_flags(layout: RunLayout) -> list[str]:
     """to_maxtext's flags, as in the tutorial."""
     s = layout.settings
+    # to_maxtext.py's argparse (maxtext-v0.2.4) has --revision; without it the Hub's default
+    # branch, main, is converted: the tutorial's command
+    revision = [flag("--revision", s.hf_revision)] if s.hf_revision != DEFAULT_REVISION else []
     return [
         flag("model_name", s.model_name),
         TOKEN_FLAG,
         flag("--hf_model_path", s.hf_model_path),
+        *revision,
         flag("base_output_directory", layout.maxtext_dir),
         flag("scan_layers", s.scan_layers),
         "use_multimodal=False",

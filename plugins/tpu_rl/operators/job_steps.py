@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tpu_rl.dag.limits import pending_plus, pending_plus_step
@@ -11,22 +14,29 @@ from tpu_rl.operators.jobs import RunJobStep
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tpu_rl.conversion_lock import ConversionLock, LockOwner
     from tpu_rl.jobs.manifests import Manifest
     from tpu_rl.layout import RunLayout
 
 
-class ConvertCheckpointOperator(RunJobStep):
-    """Converts the Hugging Face model unless a complete MaxText checkpoint of it exists.
+LOCK_XCOM = "conversion_lock"  # the lock object this task holds
 
-    Complete means Orbax's `0/_CHECKPOINT_METADATA`, written last: a conversion that died
-    half-way leaves arrays under `0/items` that must not be trained from.
+
+class ConvertCheckpointOperator(RunJobStep):
+    """Converts the Hugging Face model unless a committed MaxText checkpoint of it exists.
+
+    Committed means Orbax finalized step 0 (tpu_rl.storage.COMMIT_FILE): a conversion that died
+    half-way leaves `0/_CHECKPOINT_METADATA` and arrays that must not be trained from. One run
+    at a time converts into a folder (tpu_rl.conversion_lock); another waits for it.
     """
 
     step_id = "convert"
     pods_of = "convert"
     step_doc = """
-Converts the Hugging Face model to a MaxText checkpoint in `gs://<bucket>/<model>/max-text-format/`
-with a Kubernetes Job. Skipped when a complete conversion is already there.
+Converts the Hugging Face model to a MaxText checkpoint in
+`gs://<bucket>/<model>/max-text-format/<hf repo>/<revision>/scan_layers-<true|false>/` with a
+Kubernetes Job. Skipped when a committed conversion is already there; waits while another run
+converts into the same folder (its lock object `conversion.lock` names that run).
 
 **Failed?** The task log says how the Job ended; the *Pod logs* link opens the pod's log in
 Cloud Logging. A wrong token or model id fails here.
@@ -35,14 +45,105 @@ Cloud Logging. A wrong token or model id fails here.
     operator_extra_links = JOB_LINKS
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
+        from tpu_rl.jobs import manifests
+
+        self.skip_if_committed(layout)
+        self.hold_folder(layout, context)
+        try:
+            self.skip_if_committed(layout)  # committed by the run that held the lock
+        except BaseException:
+            self.release_lock(context)
+            raise
+        return manifests.conversion_job(layout)
+
+    def hold_folder(self, layout: RunLayout, context: Context) -> None:
+        """Take the folder's lock for this run, or defer until it can be taken."""
+        from tpu_rl.conversion_lock import acquire
+
+        owner = self.lock_owner(layout, context)
+        taken, holder = acquire(self.lock(layout), owner, self.run_state(context))
+        if not taken:
+            self.wait_for_lock(layout, holder)
+        context["ti"].xcom_push(key=LOCK_XCOM, value=layout.maxtext_lock)
+
+    def skip_if_committed(self, layout: RunLayout) -> None:
         from airflow.providers.common.compat.sdk import AirflowSkipException
 
         from tpu_rl import storage
-        from tpu_rl.jobs import manifests
 
-        if storage.object_exists(layout.maxtext_commit_marker, self.gcp_conn_id):
-            raise AirflowSkipException(f"{layout.maxtext_items} is complete: conversion skipped")
-        return manifests.conversion_job(layout)
+        if storage.step_committed(layout.maxtext_step, self.gcp_conn_id):
+            raise AirflowSkipException(f"{layout.maxtext_items} is committed: conversion skipped")
+
+    def lock(self, layout: RunLayout) -> ConversionLock:
+        from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+        from tpu_rl.conversion_lock import ConversionLock
+
+        client = GCSHook(gcp_conn_id=self.gcp_conn_id).get_conn()
+        return ConversionLock(client, layout.maxtext_lock)
+
+    def lock_owner(self, layout: RunLayout, context: Context) -> LockOwner:
+        """This run; the lock lasts as long as the conversion can (its task's limit: the Job's
+        deadline cannot be later)."""
+        from tpu_rl.conversion_lock import LockOwner
+        from tpu_rl.deployment import deployment_id
+
+        minutes = self.limit.minutes(layout.settings)
+        return LockOwner(
+            run_id=context["run_id"],
+            dag_id=context["dag"].dag_id,
+            deployment=deployment_id(),
+            expires=time.time() + minutes * 60,
+        )
+
+    @staticmethod
+    def run_state(context: Context) -> Callable[[str, str], str | None]:
+        """A DAG run's state through the Task SDK (None when it cannot be read)."""
+
+        def state(dag_id: str, run_id: str) -> str | None:
+            try:
+                found = context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id)
+            except Exception:  # deleted or unreadable: the lock's expiry decides
+                return None
+            return str(getattr(found, "value", found))  # an enum of the Task SDK's models
+
+        return state
+
+    def wait_for_lock(self, layout: RunLayout, owner: LockOwner | None) -> None:
+        """Another run converts into this folder: check again after the poll interval."""
+        from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
+
+        who = owner.describe() if owner else "an unreadable lock"
+        self.log.warning(
+            "%s is being converted by %s (lock %s): waiting for it to commit or end.",
+            layout.maxtext_dir,
+            who,
+            layout.maxtext_lock,
+        )
+        delay = timedelta(seconds=max(1, layout.settings.poll_interval_seconds))
+        self.defer(trigger=TimeDeltaTrigger(delay), method_name="after_lock_wait")
+
+    def after_lock_wait(self, context: Context, event: Any = None) -> None:
+        return self.execute(context)
+
+    def release_lock(self, context: Context) -> None:
+        """Give the folder back if this task took it; a lock left behind is stale once this
+        run ends."""
+        ti = context.get("ti")
+        if ti is None or not ti.xcom_pull(task_ids=self.task_id, key=LOCK_XCOM):
+            return
+        try:
+            layout = self.run_layout(context)
+            self.lock(layout).release(self.lock_owner(layout, context))
+        except Exception as err:  # the Job's outcome stands either way
+            self.log.warning("Could not release the conversion lock: %s", err)
+
+    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
+        """The Job ended (either way): the folder is free for another run."""
+        try:
+            return super().execute_complete(context, event, **kwargs)
+        finally:
+            self.release_lock(context)
 
 
 class StartTrainingOperator(RunJobStep):
@@ -69,7 +170,7 @@ Submits the GRPO client Job (`train_rl`) against the backend and returns at once
 
 
 class ExportCheckpointOperator(RunJobStep):
-    """Exports the newest checkpoint step this run's training finished saving."""
+    """Exports the newest checkpoint step Orbax committed for this run (tpu_rl.storage)."""
 
     step_id = "export"
     pods_of = "export"
@@ -89,20 +190,18 @@ removed them): it waits for them to run again instead of racing the redeploy.
         from tpu_rl import storage
         from tpu_rl.jobs import manifests
 
-        complete, unfinished = storage.checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
-        step = complete[-1] if complete else None
-        newer = [s for s in unfinished if step is None or s > step]
-        if newer:
+        step, uncommitted = storage.newest_committed_step(layout.checkpoints_dir, self.gcp_conn_id)
+        if uncommitted:
             self.log.warning(
-                "Checkpoint step(s) %s have no Orbax commit marker (%s): their save did not "
-                "finish; not exporting from them.",
-                newer,
-                " or ".join(storage.COMMIT_MARKERS),
+                "Checkpoint step(s) %s have no Orbax %s: their save did not finish; not "
+                "exporting from them.",
+                uncommitted,
+                storage.COMMIT_FILE,
             )
         if step is None:
             raise AirflowException(
-                f"no complete checkpoint under {layout.checkpoints_dir}"
-                + (f" (steps {unfinished} were never committed)" if unfinished else "")
+                f"no committed checkpoint under {layout.checkpoints_dir}"
+                + (f" (steps {uncommitted} were never committed)" if uncommitted else "")
             )
         self.log.info("Exporting checkpoint step %d.", step)
         context["ti"].xcom_push(key="checkpoint_step", value=step)

@@ -115,8 +115,8 @@ the Job fails for another reason or `training_timeout_minutes` passes.
             self.record_attempts(context, history)
             self.release_tpus()
             raise AirflowFailException(resume.exhausted(history, limit, why))
-        complete_steps, _ = storage.checkpoint_steps(layout.checkpoints_dir, self.gcp_conn_id)
-        step = complete_steps[-1] if complete_steps else None
+        # the step Tunix restores: Orbax's newest finalized one (tpu_rl.storage)
+        step, _ = storage.newest_committed_step(layout.checkpoints_dir, self.gcp_conn_id)
         self.log.warning(resume.resume_line(step, history, limit, why))
         history.begin(step, layout.pool_hosts, started=None)
         history.resuming = True

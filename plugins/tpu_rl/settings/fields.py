@@ -115,6 +115,12 @@ class RunSettings:
     hf_model_path: str = MODEL.setting(
         TUTORIAL_MODEL, "Hugging Face model", "Hugging Face repository of the base model."
     )
+    hf_revision: str = MODEL.setting(
+        "main",
+        "Hugging Face revision",
+        "Branch, tag or commit of the base model to convert (to_maxtext --revision); a commit "
+        "pins it. Keys the converted model's folder with the model and scan_layers.",
+    )
     tokenizer_path: str = MODEL.setting(
         TUTORIAL_MODEL, "Tokenizer", "Tokenizer for training.", maxtext=True
     )

@@ -1,0 +1,119 @@
+"""What Cloud Storage does and gcp-storage-emulator does not: generation preconditions, paged
+listings, and a count of the requests and listed entries (for the bench).
+
+- `ifGenerationMatch` on uploads and deletes: "0" means the object must not exist; otherwise
+  its live generation must equal it; else HTTP 412 `conditionNotMet`
+  (https://cloud.google.com/storage/docs/request-preconditions).
+- objects.list returns at most `maxResults` entries, items and prefixes together, and never
+  more than 1,000, with a `nextPageToken`
+  (https://cloud.google.com/storage/docs/json_api/v1/objects/list, `maxResults`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+PAGE_LIMIT = 1000
+LIST_PATH = re.compile(r"^(?:/storage/v1)?/b/(?P<bucket>[-.\w]+)/o$")
+OBJECT_PATH = re.compile(r"^(?:/upload)?(?:/storage/v1)?/b/(?P<bucket>[-.\w]+)/o/(?P<name>.+)$")
+UPLOAD_PATH = re.compile(r"^/upload(?:/storage/v1)?/b/(?P<bucket>[-.\w]+)/o$")
+PRECONDITION_FAILED = {
+    "error": {
+        "code": 412,
+        "message": "At least one of the pre-conditions you specified did not hold.",
+        "errors": [
+            {
+                "message": "At least one of the pre-conditions you specified did not hold.",
+                "domain": "global",
+                "reason": "conditionNotMet",
+                "locationType": "header",
+                "location": "If-Match",
+            }
+        ],
+    }
+}
+
+
+@dataclass
+class GcsTraffic:
+    """Requests served (`METHOD path`) and the entries list answers returned."""
+
+    requests: list[str] = field(default_factory=list)
+    listed: int = 0
+
+    def reset(self) -> None:
+        self.requests.clear()
+        self.listed = 0
+
+
+def _live_generation(storage: Any, bucket: str, name: str) -> int:
+    from gcp_storage_emulator.exceptions import NotFound
+
+    try:
+        return int(storage.get_file_obj(bucket, name).get("generation") or 0)
+    except NotFound:
+        return 0
+
+
+def _upload_name(query: dict[str, list[str]], body: bytes) -> str | None:
+    if query.get("name"):
+        return query["name"][0]
+    found = re.search(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"', body)
+    return json.loads(b'"' + found.group(1) + b'"') if found else None
+
+
+def precondition_failed(
+    storage: Any, method: str, path: str, body: bytes
+) -> tuple[int, bytes] | None:
+    """412 when the request's ifGenerationMatch does not hold; None otherwise."""
+    url = urlparse(path)
+    query = parse_qs(url.query)
+    if "ifGenerationMatch" not in query:
+        return None
+    wanted = int(query["ifGenerationMatch"][0])
+    upload, target = UPLOAD_PATH.match(url.path), OBJECT_PATH.match(url.path)
+    if method == "POST" and upload:
+        bucket, name = upload.group("bucket"), _upload_name(query, body)
+    elif method in ("DELETE", "PATCH", "PUT", "GET") and target:
+        bucket, name = target.group("bucket"), unquote(target.group("name"))
+    else:
+        return None
+    if name is None or _live_generation(storage, bucket, name) == wanted:
+        return None
+    return 412, json.dumps(PRECONDITION_FAILED).encode()
+
+
+def paged_list(storage: Any, path: str) -> tuple[int, bytes] | None:
+    """objects.list as Cloud Storage pages it; None for any other request."""
+    from gcp_storage_emulator.exceptions import NotFound
+
+    url = urlparse(path)
+    listing = LIST_PATH.match(url.path)
+    if not listing:
+        return None
+    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+    try:
+        items, prefixes = storage.get_file_list(
+            listing.group("bucket"), query.get("prefix"), query.get("delimiter")
+        )
+    except NotFound:
+        return 404, b"{}"
+    entries = sorted(
+        [(obj["name"], "item", obj) for obj in items] + [(p, "prefix", p) for p in prefixes],
+        key=lambda entry: entry[0],
+    )
+    size = min(int(query.get("maxResults") or PAGE_LIMIT), PAGE_LIMIT)
+    start = int(query.get("pageToken") or 0)
+    page = entries[start : start + size]
+    answer: dict[str, Any] = {
+        "kind": "storage#objects",
+        "items": [value for _, kind, value in page if kind == "item"],
+        "prefixes": [value for _, kind, value in page if kind == "prefix"],
+    }
+    if start + size < len(entries):
+        answer["nextPageToken"] = str(start + size)
+    return 200, json.dumps(answer).encode()
