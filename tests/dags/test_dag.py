@@ -344,7 +344,7 @@ def test_a_wait_that_ended_in_time_is_not_lost_to_the_deadline(tutorial_conf):
     dag = DagBag(str(REPO / "dags")).dags[DAG_ID]
     wait = dag.get_task("wait_for_rewards")
     started = dag.dagrun_timeout - timedelta(
-        minutes=cleanup_reserve_minutes(load_settings(tutorial_conf)) + 5
+        minutes=cleanup_reserve_minutes(load_settings(tutorial_conf), dag_limits(dag.tasks)) + 5
     )
     context = _run_context(dag, wait, tutorial_conf, started_ago=started)
     apply_run_limits(context)  # the try's start, 5 minutes before the work deadline: it defers
