@@ -51,7 +51,8 @@ class RunFailureNotifier(BaseNotifier):
 
         if context.get("reason") == "task_failure":
             return
-        # This process (a task's worker, or the DAG processor for the DAG's callback) may not
+        # This process (a task's worker, or the DAG processor for the DAG's callback, which
+        # serves connections too: airflow/dag_processing/processor.py, GetConnection) may not
         # have read the token: registered here, the notice and the logs mask it.
         register_hf_token(deployment.hf_conn_id())
         if self.only_when_untold and another_task_failed(context):
