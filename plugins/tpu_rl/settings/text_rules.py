@@ -82,10 +82,10 @@ LOWER = "lower-case letters, digits and '-'"
 # Google Cloud project IDs: 6-30 lower-case letters, digits, hyphens
 # (cloud.google.com/resource-manager/docs/creating-managing-projects, "Project ID requirements").
 PROJECT_ID = TextRule("[a-z0-9-]", 30, LOWER)
-# Compute Engine resource names (regions, zones, machine types, reservations, GKE clusters): RFC
-# 1035 labels of at most 63 characters (cloud.google.com/compute/docs/naming-resources); a shared
-# reservation is `projects/<project>/reservations/<name>` (capacity_rules.RESERVATION_NAME).
+# Compute Engine names (regions, zones, machine and TPU types, GKE clusters, reservations): RFC
+# 1035 labels of at most 63 characters (cloud.google.com/compute/docs/naming-resources).
 GCE = TextRule("[a-z0-9-]", 63, LOWER)
+# A shared reservation is `projects/<project>/reservations/<name>` (capacity_rules).
 RESERVATION = TextRule(
     "[a-z0-9/-]",
     len("projects//reservations/") + 30 + 63,
