@@ -104,8 +104,9 @@ def checked_connection(conn_id: str, allowed_types: set[str], purpose: str) -> o
 
 
 def hf_token() -> str:
-    """The Hugging Face token, registered with Airflow's secrets masker before it is returned."""
-    from airflow.sdk.log import mask_secret
+    """The Hugging Face token, registered with Airflow's secrets masker (with and without its
+    prefix, and its wrapped pieces: tpu_rl.token_masking) before it is returned."""
+    from tpu_rl.token_masking import register_token
 
     conn_id = hf_conn_id()
     conn = checked_connection(conn_id, HF_CONN_TYPES, "the Hugging Face token")
@@ -114,9 +115,7 @@ def hf_token() -> str:
         raise DeploymentError(
             f"connection {conn_id!r} has no password: put the Hugging Face token there"
         )
-    mask_secret(token)
-    if len(body := token.removeprefix("hf_")) >= 8:
-        mask_secret(body)  # a log may print the token without its prefix
+    register_token(token)
     return token
 
 

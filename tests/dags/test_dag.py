@@ -156,6 +156,18 @@ def test_schedule_timeout_and_connections_come_from_the_deployment(monkeypatch):
     assert not {"gcp_conn_id", "hf_conn_id"} & set(dag.params.keys())
 
 
+@pytest.mark.parametrize("raw", ["inf", "nan", "-1", "1e400", "10**400", "9" * 5000])
+def test_a_bad_timeout_is_an_import_error_naming_the_variable(monkeypatch, raw):
+    """Not an OverflowError: the DAG file's import fails with the variable's name and its rule,
+    and the janitor's DAG file still loads."""
+    monkeypatch.setenv("TPU_RL_DAGRUN_TIMEOUT_MINUTES", raw)
+    bag = DagBag(str(REPO / "dags"))
+    [(path, error)] = bag.import_errors.items()
+    assert path.endswith("tpu_rl_post_training.py")
+    assert "TPU_RL_DAGRUN_TIMEOUT_MINUTES: must be a positive number" in error
+    assert "OverflowError" not in error and "tpu_rl_janitor" in bag.dags
+
+
 def test_params_are_the_settings_with_titles_types_and_tutorial_defaults(dag):
     assert set(dag.params.keys()) == set(SETTING_FIELDS)
     for name in SETTING_FIELDS:

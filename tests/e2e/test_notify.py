@@ -330,3 +330,29 @@ def test_chat_markup_from_a_setting_reaches_the_webhook_as_text(http_sink, monke
     [posted] = bodies
     assert "&lt;!channel&gt; &lt;https://evil.example|docs&gt; &amp; co" in posted["text"]
     assert "<!channel>" not in posted["text"] and "<https://" not in posted["text"]
+
+
+def test_the_token_cut_by_a_wrap_is_masked_in_the_notice(http_sink, monkeypatch):
+    """A failure callback's worker never read the token: the notifier registers it, so the
+    notice masks it without its prefix and cut by a line wrap."""
+    from types import SimpleNamespace
+
+    token = "hf_NoticeSide0123456789WrapMeAcross"
+    body = token.removeprefix("hf_")
+    bodies, http_port = http_sink
+    configure(monkeypatch, free_port(), http_port)
+    monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HF_NOTICESIDE", json.dumps({"conn_type": "http", "password": token})
+    )
+    monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_noticeside")
+    ti = SimpleNamespace(
+        task_id="convert", xcom_pull=lambda **kw: None, xcom_push=lambda *a: None, log_url="u"
+    )
+    # "...:" brings the next line into the reason (first_line): both pieces reach the notice
+    error = RuntimeError(f"401 from huggingface.co with {body[:12]}:\n{body[12:]}\nat ...")
+    context = {"dag": SimpleNamespace(dag_id="d"), "run_id": "r", "ti": ti, "exception": error}
+    RunFailureNotifier().notify(context)
+    [posted] = bodies
+    assert "401 from huggingface.co with" in posted["text"]
+    assert body[:12] not in posted["text"] and body[12:] not in posted["text"]

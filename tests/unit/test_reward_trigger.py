@@ -459,6 +459,27 @@ async def test_pod_failed_with_last_lines_and_no_secrets(emu, creds):
     assert "hf_FakeSecret1234567" not in event["message"]
 
 
+async def test_the_token_without_its_prefix_and_cut_by_a_wrap_is_masked_in_the_triggerer(
+    emu, creds, monkeypatch
+):
+    """The triggerer never read the token: the trigger registers it when it starts, so the
+    failure message it relays masks it bare and cut by a line wrap."""
+    token = "hf_TriggerSide0123456789WrapMeAcross"
+    body = token.removeprefix("hf_")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HF_TRIGGERSIDE", json.dumps({"conn_type": "http", "password": token})
+    )
+    monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_triggerside")
+    make_job(emu)
+    make_pod(emu, "train-a")
+    # a download tool prints the token bare, and the terminal wraps it after 14 characters
+    emu.append_log(NS, "train-a", C, f"using {body[:14]}\n{body[14:]} for huggingface.co\n")
+    emu.set_pod_phase(NS, "train-a", "Failed", exit_code=1, reason="Error")
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+    assert event["reason"] == "pod_failed" and "for huggingface.co" in event["message"]
+    assert body[:14] not in event["message"] and body[14:] not in event["message"]
+
+
 async def test_completed_without_result(emu, creds):
     make_job(emu)
     make_pod(emu, "train-a")

@@ -183,7 +183,14 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         self.defer(trigger=PodsThenJobTrigger.around(waiting, job), method_name="execute_complete")
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
-        """A failed wait or Job fails the task, saying why; the rest is the provider's."""
+        """A failed wait or Job fails the task, saying why; the rest is the provider's.
+
+        This worker did not read the token: registered first, it is masked in the Job's log
+        and the failed pods' last lines it writes."""
+        from tpu_rl import deployment
+        from tpu_rl.token_masking import register_hf_token
+
+        register_hf_token(deployment.hf_conn_id())
         self.check_job_event(event)
         return super().execute_complete(context, event, **kwargs)
 

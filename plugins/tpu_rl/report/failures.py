@@ -9,7 +9,8 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk.bases.notifier import BaseNotifier
-from airflow.sdk.log import redact
+
+from tpu_rl.token_masking import redact_secrets
 
 CONFIG_SECTION = "tpu_rl"
 REWARDS_TASK = "wait_for_rewards"
@@ -18,7 +19,8 @@ NOTICE_TIMEOUT_SECONDS = 5  # per try of a channel; a notice is tried twice at m
 
 
 def first_line(error: object) -> str:
-    """The first non-empty line of an error, without secrets Airflow knows about.
+    """The first non-empty line of an error, without secrets this process registered (the
+    Hugging Face token's wrapped pieces included: tpu_rl.token_masking).
 
     A line that only announces a list ("2 invalid setting(s):") brings the list's first item.
     """
@@ -26,7 +28,7 @@ def first_line(error: object) -> str:
     text = lines[0] if lines else type(error).__name__ if error else "no error message"
     if text.endswith(":") and len(lines) > 1:
         text = f"{text} {lines[1]}"
-    return str(redact(text))[:500]
+    return redact_secrets(text)[:500]
 
 
 def rewards_line(rewards: Mapping[str, Any] | None) -> str:

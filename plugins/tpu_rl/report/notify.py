@@ -44,11 +44,17 @@ class RunFailureNotifier(BaseNotifier):
         self.only_when_untold = only_when_untold
 
     def notify(self, context: Any) -> None:
+        from tpu_rl import deployment
         from tpu_rl.report.failures import another_task_failed, channels, failure_from_context
         from tpu_rl.report.notices import send_notices
+        from tpu_rl.token_masking import register_hf_token
 
         if context.get("reason") == "task_failure":
             return
+        # This process (a task's worker, or the DAG processor for the DAG's callback, which
+        # serves connections too: airflow/dag_processing/processor.py, GetConnection) may not
+        # have read the token: registered here, the notice and the logs mask it.
+        register_hf_token(deployment.hf_conn_id())
         if self.only_when_untold and another_task_failed(context):
             return
         failure = failure_from_context(context)

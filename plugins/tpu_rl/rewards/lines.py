@@ -163,17 +163,18 @@ def parse_lines(lines: Iterable[str]) -> RewardLog:
 
 
 def redact(text: str) -> str:
-    """Mask values that look like credentials (tokens, keys, passwords) in log text, and every
-    secret registered with Airflow's secrets masker (a token of any shape)."""
+    """Mask values that look like credentials (tokens, keys, passwords) in log text, every
+    secret registered with Airflow's secrets masker (a token of any shape), and the pieces a
+    line wrap left of the Hugging Face token (tpu_rl.token_masking)."""
 
     def _mask(match: re.Match[str]) -> str:
         if match.group("key"):
             return f"{match.group('key')}***"
         return "***"
 
-    from airflow.sdk.log import redact as masked  # what this process registered as secret
+    from tpu_rl.token_masking import redact_secrets  # what this process registered as secret
 
-    return str(masked(_SECRET.sub(_mask, text)))
+    return redact_secrets(_SECRET.sub(_mask, text))
 
 
 class LineAssembler:

@@ -15,11 +15,13 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from tpu_rl import deployment
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import KubeApiError
 from tpu_rl.kube.watch import Watched, news_or_timeout, watching
 from tpu_rl.rewards.follower import FollowState, Result
 from tpu_rl.rewards.poll import LogFollower
+from tpu_rl.token_masking import aregister_hf_token
 
 BACKOFF_CAP_S = 60.0
 MIN_POLL_GAP_S = 0.5  # polls on news come at most this often
@@ -70,6 +72,9 @@ class RewardTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         follower = self.follower
+        # The triggerer never read the token: registered here, it is masked in the lines and
+        # failure messages this trigger relays from the training pods.
+        await aregister_hf_token(deployment.hf_conn_id())
         try:
             payload = await self._wait()
         finally:  # also when the triggerer cancels the trigger

@@ -2,10 +2,12 @@
 
 - choices.py: the StrEnums of the settings with a closed set of values.
 - metadata.py: what each field's metadata holds (title, form section, bounds, required-ness,
-  MaxText flag, choices) and the helpers that declare and read it.
+  MaxText flag, choices, text rule) and the helpers that declare and read it.
 - fields.py: RunSettings, the frozen dataclass: every setting with its default and metadata.
 - run_settings.py: load_settings / load_settings_file (JSON types, then validation) and
   SettingsError.
+- text_rules.py: each free-text setting's length limit and character class (its field's `text`),
+  for the Params' JSON schema and for validation.
 - validation.py, grpo_rules.py, capacity_rules.py, references.py: the rules a run's settings meet.
 - param_specs.py: generates params.json (`make params`); params.py reads it for the DAG files'
   parse (the Params and the defaults), which imports nothing else from here.

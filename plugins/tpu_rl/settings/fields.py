@@ -5,25 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from tpu_rl.settings import text_rules as rule
 from tpu_rl.settings.choices import Capacity, ClusterMode, DType, Optimizer, RematPolicy
 from tpu_rl.settings.images import (
     PATHWAYS_PROXY_SERVER_IMAGE,
     PATHWAYS_SERVER_IMAGE,
     TUTORIAL_IMAGE,
 )
-from tpu_rl.settings.metadata import Section
+from tpu_rl.settings.metadata import AXIS, COUNT, DAY, LENGTH, Section, plain
 
 CLOUD, MODEL, GRPO, RUN = Section.CLOUD, Section.MODEL, Section.GRPO, Section.RUN
 TUTORIAL_MODEL = "google/gemma-4-26b-a4b-it"
-DAY = 24 * 60  # minutes
-# Bounds well past any real run, so that a typo such as 10**400 is a settings error rather than
-# an OverflowError somewhere later.
-COUNT = (1, 4096)
-LENGTH = (1, 1_048_576)
-AXIS = (-1, 4096)  # -1: auto, for one of the trainer's three axes; the mesh rule checks the rest
 
 
 @dataclass(frozen=True)
@@ -31,24 +25,18 @@ class RunSettings:
     """What one post-training run uses; names are the tutorial's, in lower case."""
 
     # Google Cloud and the cluster
-    project: str = CLOUD.setting("", "Project", "Google Cloud project ID (PROJECT).", required=True)
-    region: str = CLOUD.setting(
-        "", "Region", "Region of the TPU reservation and the cluster (REGION).", required=True
+    project: str = CLOUD.name("Project", "Google Cloud project ID (PROJECT).", rule.PROJECT_ID)
+    region: str = CLOUD.name(
+        "Region", "Region of the TPU reservation and the cluster (REGION).", rule.GCE
     )
-    zone: str = CLOUD.setting(
-        "", "Zone", "Zone of the TPU reservation, inside `region` (ZONE).", required=True
+    zone: str = CLOUD.name("Zone", "Zone of the TPU reservation, inside `region` (ZONE).", rule.GCE)
+    cluster_name: str = CLOUD.name(
+        "Cluster name", "GKE cluster / Cluster Toolkit deployment name (CLUSTER_NAME).", rule.GCE
     )
-    cluster_name: str = CLOUD.setting(
-        "",
-        "Cluster name",
-        "GKE cluster / Cluster Toolkit deployment name (CLUSTER_NAME).",
-        required=True,
-    )
-    gcs_bucket: str = CLOUD.setting(
-        "",
+    gcs_bucket: str = CLOUD.name(
         "GCS bucket",
         "Bucket for checkpoints, exports and terraform state (GCS_BUCKET).",
-        required=True,
+        rule.BUCKET,
     )
     cluster_mode: ClusterMode = CLOUD.choice(
         ClusterMode,
@@ -73,31 +61,36 @@ class RunSettings:
         "TPU v6e reservation name (RESERVATION); needed to create a cluster with "
         "capacity=reservation, empty with flex_start and spot.",
         may_be_empty=True,
+        text=rule.RESERVATION,
     )
     authorized_cidr: str = CLOUD.setting(
         "0.0.0.0/0",
         "Authorized CIDR",
         "Network allowed to reach the cluster's control plane (the tutorial uses 0.0.0.0/0).",
+        text=rule.CIDR,
     )
     cluster_toolkit_version: str = CLOUD.setting(
-        "v1.103.0", "Cluster Toolkit version", "gcluster release to deploy with."
+        "v1.103.0", "Cluster Toolkit version", "gcluster release to deploy with.", text=rule.VERSION
     )
     compute_type: str = CLOUD.setting(
-        "ct6e-standard-4t", "Compute type", "TPU VM machine type (COMPUTE_TYPE)."
+        "ct6e-standard-4t", "Compute type", "TPU VM machine type (COMPUTE_TYPE).", text=rule.GCE
     )
-    tpu_type: str = CLOUD.setting("v6e-32", "TPU type", "TPU slice type (TPU_TYPE).")
-    topology: str = CLOUD.setting("4x8", "Topology", "TPU slice topology, matching `tpu_type`.")
+    tpu_type: str = CLOUD.setting("v6e-32", "TPU type", "TPU slice type (TPU_TYPE).", text=rule.GCE)
+    topology: str = CLOUD.setting(
+        "4x8", "Topology", "TPU slice topology, matching `tpu_type`.", text=rule.TOPOLOGY
+    )
     cluster_nodepool_count: int = CLOUD.setting(
         1, "Slices", "Number of TPU slices / node pools (CLUSTER_NODEPOOL_COUNT).", bounds=(1, 64)
     )
     namespace: str = CLOUD.setting(
-        "default", "Namespace", "Kubernetes namespace for the run's objects."
+        "default", "Namespace", "Kubernetes namespace for the run's objects.", text=rule.DNS_LABEL
     )
     kueue_queue: str = CLOUD.setting(
         "user-queue",
         "Kueue queue",
         "LocalQueue for TPU workloads (the blueprint creates `user-queue`); empty: no Kueue.",
         may_be_empty=True,
+        text=rule.DNS_LABEL,
     )
     client_service_account: str = CLOUD.setting(
         "",
@@ -107,30 +100,35 @@ class RunSettings:
         "blueprint creates `workload-identity-k8s-sa`); empty: the pods use the host's "
         "network and so the node pool's service account, as the tutorial does.",
         may_be_empty=True,
+        text=rule.DNS_SUBDOMAIN,
     )
     # Model and images
     model_name: str = MODEL.setting(
-        "gemma4-26b", "MaxText model", "MaxText model name (MODEL_NAME)."
+        "gemma4-26b", "MaxText model", "MaxText model name (MODEL_NAME).", text=rule.MODEL_NAME
     )
     hf_model_path: str = MODEL.setting(
-        TUTORIAL_MODEL, "Hugging Face model", "Hugging Face repository of the base model."
+        TUTORIAL_MODEL,
+        "Hugging Face model",
+        "Hugging Face repository of the base model.",
+        text=rule.HF_REPO_ID,
     )
     hf_revision: str = MODEL.setting(
         "main",
         "Hugging Face revision",
         "Branch, tag or commit of the base model to convert (to_maxtext --revision); a commit "
         "pins it. Keys the converted model's folder with the model and scan_layers.",
+        text=rule.HF_REVISION,
     )
     tokenizer_path: str = MODEL.setting(
-        TUTORIAL_MODEL, "Tokenizer", "Tokenizer for training.", maxtext=True
+        TUTORIAL_MODEL, "Tokenizer", "Tokenizer for training.", maxtext=True, text=rule.HF_REPO_ID
     )
-    cloud_image_name: str = MODEL.setting(
+    cloud_image_name: str = MODEL.image(
         TUTORIAL_IMAGE, "MaxText image", "Container image with MaxText (CLOUD_IMAGE_NAME)."
     )
-    pathways_server_image: str = MODEL.setting(
+    pathways_server_image: str = MODEL.image(
         PATHWAYS_SERVER_IMAGE, "Pathways server image", "Server and worker (MaxText 0.2.4's pin)."
     )
-    pathways_proxy_server_image: str = MODEL.setting(
+    pathways_proxy_server_image: str = MODEL.image(
         PATHWAYS_PROXY_SERVER_IMAGE, "Pathways proxy image", "proxy_server (MaxText 0.2.4's pin)."
     )
     allow_unpinned_images: bool = MODEL.setting(
@@ -155,13 +153,10 @@ class RunSettings:
         "Chat template",
         "MaxText data_template_path.",
         maxtext=True,
+        text=rule.FREE_TEXT,
     )
     num_batches: int = GRPO.setting(
-        50,
-        "Batches",
-        "MaxText num_batches (training steps).",
-        bounds=(1, 10_000_000),
-        maxtext=True,
+        50, "Batches", "MaxText num_batches (training steps).", bounds=(1, 10_000_000), maxtext=True
     )
     batch_size: int = GRPO.maxtext(4, "Batch size", bounds=(1, 65_536))
     train_micro_batch_size: int = GRPO.maxtext(2, "Micro batch size", bounds=(1, 65_536))
@@ -227,12 +222,14 @@ class RunSettings:
         "vLLM HF overrides",
         "MaxText vllm_hf_overrides (JSON).",
         maxtext=True,
+        text=rule.JSON_TEXT,
     )
     extra_train_args: list[str] = GRPO.setting(
         [],
         "Extra training flags",
         "More MaxText key=value flags appended to train_rl (not ones set above).",
         may_be_empty=True,
+        text=rule.FREE_TEXT,
     )
     # Run control
     backend_restarts: int = RUN.setting(
@@ -249,9 +246,7 @@ class RunSettings:
         bounds=(0, 100),
     )
     min_reward_gain: float = RUN.setting(
-        0.0,
-        "Minimum reward gain",
-        "Export only when post mean_reward >= pre mean_reward + this.",
+        0.0, "Minimum reward gain", "Export only when post mean_reward >= pre mean_reward + this."
     )
     poll_interval_seconds: int = RUN.setting(
         30, "Poll interval (s)", "How often waits ask the cluster.", bounds=(1, 3600)
@@ -293,11 +288,6 @@ class RunSettings:
         except ValueError:
             return 0
         return a * b
-
-
-def plain(value: Any) -> Any:
-    """A value as JSON holds it: an enum member as its value."""
-    return value.value if isinstance(value, StrEnum) else value
 
 
 SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}

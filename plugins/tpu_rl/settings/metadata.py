@@ -3,7 +3,9 @@
 The keys: `title` and `description` (the form's), `section` (the form's section), `bounds` (an
 integer's (minimum, maximum)), `required` (may not be left empty), `may_be_empty` (the form sends
 an emptied field as null, read as empty), `maxtext` (the train_rl key=value flag the setting
-becomes: True for the flag of its own name) and `choices` (the StrEnum of its values).
+becomes: True for the flag of its own name), `choices` (the StrEnum of its values) and `text` (a
+free-text setting's length limit and character class, tpu_rl.settings.text_rules; a list's: of
+each item).
 """
 
 from __future__ import annotations
@@ -13,6 +15,15 @@ from dataclasses import field
 from enum import StrEnum
 from typing import Any
 
+from tpu_rl.settings import text_rules
+from tpu_rl.settings.text_rules import TextRule
+
+DAY = 24 * 60  # minutes
+# Bounds well past any real run, so that a typo such as 10**400 is a settings error rather than
+# an OverflowError somewhere later.
+COUNT = (1, 4096)
+LENGTH = (1, 1_048_576)
+AXIS = (-1, 4096)  # -1: auto, for one of the trainer's three axes; the mesh rule checks the rest
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 
 
@@ -35,6 +46,7 @@ class Section(StrEnum):
         may_be_empty: bool = False,
         maxtext: str | bool = False,
         choices: type[StrEnum] | None = None,
+        text: TextRule | None = None,
     ) -> Any:
         """A dataclass field carrying the setting's metadata (the module's docstring)."""
         meta = {
@@ -46,10 +58,19 @@ class Section(StrEnum):
             "may_be_empty": may_be_empty,
             "maxtext": maxtext,
             "choices": choices,
+            "text": text,
         }
         if isinstance(default, list):
             return field(default_factory=lambda: list(default), metadata=meta)
         return field(default=default, metadata=meta)
+
+    def name(self, title: str, description: str, text: TextRule) -> Any:
+        """A name the run cannot do without: required, no default."""
+        return self.setting("", title, description, required=True, text=text)
+
+    def image(self, default: str, title: str, description: str) -> Any:
+        """A container image reference."""
+        return self.setting(default, title, description, text=text_rules.IMAGE)
 
     def choice(self, choices: type[StrEnum], title: str, description: str) -> Any:
         """A setting taking one of `choices`' values; the first is the default."""
@@ -87,3 +108,8 @@ def json_type(f: dataclasses.Field) -> str:
     if f.metadata["choices"]:
         return "string"
     return _JSON_TYPES.get(str(f.type), "array")
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON holds it: an enum member as its value."""
+    return value.value if isinstance(value, StrEnum) else value

@@ -11,26 +11,32 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tpu_rl.settings.fields import SETTING_FIELDS, plain
-from tpu_rl.settings.metadata import default_of, describe, json_type
+from tpu_rl.settings.fields import SETTING_FIELDS
+from tpu_rl.settings.metadata import default_of, describe, json_type, plain
 from tpu_rl.settings.params import SCHEMA_DIALECT, SPECS_FILE
+from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, text_keywords
 
 
 def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
-    """A setting's choices, bounds and item type as JSON-schema keywords."""
+    """A setting's choices, bounds, text rule and item type as JSON-schema keywords (a list's
+    text rule applies to each item)."""
     keywords: dict[str, Any] = {}
     if choices := f.metadata["choices"]:
         keywords["enum"] = [member.value for member in choices]
     if bounds := f.metadata["bounds"]:
         keywords["minimum"], keywords["maximum"] = bounds
+    text = text_keywords(f.metadata["text"]) if f.metadata["text"] else {}
     if json_type(f) == "array":
-        keywords["items"] = {"type": "string"}
+        keywords["maxItems"] = MAX_LIST_ITEMS
+        keywords["items"] = {"type": "string", **text}
+    else:
+        keywords.update(text)
     return keywords
 
 
 def param_spec(f: dataclasses.Field) -> dict[str, Any]:
     """One setting's Param: its default, and the JSON-schema keywords type, title, description,
-    section, choices, bounds and item type.
+    section, choices, bounds, text rule and item type.
 
     A setting that may be empty also accepts null: the form sends null for an emptied field
     and marks every field whose type excludes null as required. Airflow's form files a Param

@@ -10,6 +10,7 @@ from typing import Any
 
 from tpu_rl.settings.fields import OPTIONAL_SETTINGS, SETTING_FIELDS, RunSettings
 from tpu_rl.settings.metadata import json_type
+from tpu_rl.settings.text_rules import short_repr
 from tpu_rl.settings.validation import validate
 
 # Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
@@ -43,21 +44,13 @@ def type_error(name: str, value: Any, expected: str) -> str | None:
     return f"{name}: must be {shown}, got {short_repr(value)}"
 
 
-def short_repr(value: Any, limit: int = 80) -> str:
-    """repr() cut to `limit` characters (an int past Python's digit limit has none)."""
-    try:
-        text = repr(value)
-    except ValueError:
-        return "an integer too long to print"
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     """Build and validate settings; raises SettingsError listing every problem."""
     errors = [
         f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
         if key in DEPLOYMENT_KEYS
-        else f"{key}: unknown setting (known: see docs/settings.md)"
+        else f"{key if key.isidentifier() and len(key) <= 64 else short_repr(key)}: unknown "
+        "setting (known: see docs/settings.md)"
         for key in raw
         if key not in SETTING_FIELDS
     ]

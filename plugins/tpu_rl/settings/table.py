@@ -11,8 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from tpu_rl.settings.fields import SETTING_FIELDS, plain
-from tpu_rl.settings.metadata import Section, default_of, describe, json_type
+from tpu_rl.settings.fields import SETTING_FIELDS
+from tpu_rl.settings.metadata import Section, default_of, describe, json_type, plain
+from tpu_rl.settings.text_rules import MAX_LIST_ITEMS
 
 INTRO = """# Settings
 
@@ -27,11 +28,16 @@ Generated from `plugins/tpu_rl/settings/fields.py` by
 
 
 def value_type(f: dataclasses.Field) -> str:
-    """A setting's JSON type, with its choices or bounds."""
+    """A setting's JSON type, with its choices, bounds or length limit and characters."""
     if choices := f.metadata["choices"]:
         return "one of " + ", ".join(f"`{member.value}`" for member in choices)
     if bounds := f.metadata["bounds"]:
         return f"integer, {bounds[0]} to {bounds[1]}"
+    if text := f.metadata["text"]:
+        limit = f"at most {text.max_length} characters of {text.what}"
+        if json_type(f) == "array":
+            return f"list of at most {MAX_LIST_ITEMS} strings, each {limit}"
+        return f"string, {limit}"
     return json_type(f)
 
 

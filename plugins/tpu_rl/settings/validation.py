@@ -15,6 +15,7 @@ from tpu_rl.settings.fields import CHOICE_FIELDS, REQUIRED_SETTINGS, SETTING_FIE
 from tpu_rl.settings.grpo_rules import GRPO_RULES
 from tpu_rl.settings.images import IMAGE_SETTINGS, is_unpinned
 from tpu_rl.settings.references import hf_repo_id_problem, image_reference_problem
+from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, TextRule, short_repr
 
 Rule = Callable[[RunSettings], Iterator[str]]
 RULES: list[Rule] = []
@@ -30,6 +31,7 @@ MANAGED_TRAIN_FLAGS = {
     "vllm_additional_config",
 }
 BOUNDED_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["bounds"])
+TEXT_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["text"])
 
 
 def rule(fn: Rule) -> Rule:
@@ -40,12 +42,17 @@ def rule(fn: Rule) -> Rule:
 def validate(s: RunSettings) -> list[str]:
     """Every problem the rules find, in rule order.
 
-    Integers out of their bounds are reported alone: the other rules compute with them
-    (10**400 chips would overflow a float).
+    Integers out of their bounds, text over its length limit and control characters are
+    reported alone: the other rules compute with them (10**400 chips would overflow a float) or
+    quote them (a 10 MiB value, an ANSI escape).
     """
-    if outside := list(out_of_bounds(s)):
+    if outside := [*out_of_bounds(s), *text_problems(s, TextRule.unsafe)]:
         return outside
-    return [problem for check in RULES for problem in check(s)]
+    problems = [problem for check in RULES for problem in check(s)]
+    named = {problem.partition(":")[0] for problem in problems}
+    # a character outside a setting's class, unless a rule of its own already said what is wrong
+    off_class = text_problems(s, TextRule.off_class)
+    return problems + [p for p in off_class if p.partition(":")[0].partition("[")[0] not in named]
 
 
 @rule
@@ -153,6 +160,19 @@ def out_of_bounds(s: RunSettings) -> Iterator[str]:
             yield f"{f.name}: must be at most {high}, got {shown}"
 
 
+def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) -> Iterator[str]:
+    """What `check` finds in each free-text setting (each item of a list) by its text rule."""
+    for f in TEXT_FIELDS:
+        value = getattr(s, f.name)
+        items = value if isinstance(value, list) else [value]
+        if len(items) > MAX_LIST_ITEMS:
+            yield f"{f.name}: {len(items)} items; at most {MAX_LIST_ITEMS}"
+            continue
+        for i, item in enumerate(items):
+            if problem := check(f.metadata["text"], item):
+                yield f"{f.name}{f'[{i}]' if isinstance(value, list) else ''}: {problem}"
+
+
 # The GRPO and the capacity rules live in modules of their own; they run here, in this order.
 RULES.extend((*GRPO_RULES, *CAPACITY_RULES))
 
@@ -188,7 +208,7 @@ def choices(s: RunSettings) -> Iterator[str]:
         options = [member.value for member in f.metadata["choices"]]
         if getattr(s, f.name) not in options:
             listed = ", ".join(map(repr, options[:-1])) + f" or {options[-1]!r}"
-            yield f"{f.name}: must be {listed}, got {getattr(s, f.name)!r}"
+            yield f"{f.name}: must be {listed}, got {short_repr(getattr(s, f.name))}"
 
 
 @rule

@@ -1,0 +1,105 @@
+"""The Hugging Face token registered with Airflow's secrets masker in each process that can print
+it, and the pieces a line wrap leaves of it masked in the text the run relays.
+
+Airflow's masker (airflow.sdk.log.mask_secret) masks each registered value whole, in every log
+line of the process and, from a task or a trigger, of its supervisor. It gets the token with and
+without its `hf_` prefix. A token cut by a line wrap is two values it never saw, but registering
+every piece with it would not do: SecretsMasker.add_mask joins its patterns from a set into one
+alternation (`re.compile("|".join(self.patterns))`, airflow/sdk/_shared/secrets_masker), tried
+in no set order, so an 8-character prefix may match first and leave the rest of a longer piece
+in view; and each of the process's log lines would be tried against some eighty more patterns.
+So the pieces are masked here, longest first, by `mask_token_pieces`: redact()
+(tpu_rl.rewards.lines) and the notices' reason (tpu_rl.report.failures) go through it, which is
+all the text the run relays from pods and exceptions. A piece under MIN_PIECE characters is
+left: too short to be worth anything, and common enough to mask unrelated text.
+"""
+
+from __future__ import annotations
+
+import re
+
+HF_PREFIX = "hf_"
+MIN_PIECE = 8
+MASK = "***"
+_pieces: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+
+
+def token_forms(token: str) -> list[str]:
+    """The token as a log may print it whole: as it is, and without its `hf_` prefix."""
+    body = token.removeprefix(HF_PREFIX)
+    return [token, body] if body != token and len(body) >= MIN_PIECE else [token]
+
+
+def wrap_pieces(token: str) -> set[str]:
+    """What a line wrap can leave of the token on either line: each form's prefixes and
+    suffixes of MIN_PIECE characters or more (the whole forms among them)."""
+    return {
+        piece
+        for form in token_forms(token)
+        for size in range(MIN_PIECE, len(form) + 1)
+        for piece in (form[:size], form[-size:])
+    }
+
+
+def mask_token_pieces(text: str) -> str:
+    """`text` with every registered token's pieces masked, the longest piece first."""
+    return _pattern.sub(MASK, text) if _pattern else text
+
+
+def redact_secrets(text: str) -> str:
+    """`text` through Airflow's masker (whatever this process registered), then without the
+    token's wrapped pieces."""
+    from airflow.sdk.log import redact
+
+    return mask_token_pieces(str(redact(text)))
+
+
+def register_token(token: str) -> None:
+    """Registers the token's whole forms with Airflow's masker and its pieces here."""
+    global _pattern
+    from airflow.sdk.log import mask_secret
+
+    for form in token_forms(token):
+        mask_secret(form)
+    if new := wrap_pieces(token) - _pieces:
+        _pieces.update(new)
+        longest_first = sorted(_pieces, key=len, reverse=True)
+        _pattern = re.compile("|".join(map(re.escape, longest_first)))
+
+
+async def aregister_token(token: str) -> None:
+    """register_token from a coroutine: in a thread, where mask_secret may tell the triggerer's
+    supervisor over its comms (a blocking send from the event loop's thread fails on Airflow
+    3.1.7: TriggerCommsDecoder.send runs async_to_sync, which refuses a running loop)."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(register_token)(token)
+
+
+def register_hf_token(conn_id: str) -> None:
+    """Reads the Hugging Face connection (tpu_rl.deployment.hf_conn_id) and registers its
+    password. A connection this process
+    cannot read is skipped quietly: the token cannot come from it here, and no caller (a
+    failure callback, a Job's end) may fail for it."""
+    from airflow.sdk import BaseHook
+
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception:  # AirflowNotFoundException, the secrets backend's or the API's own
+        return
+    if conn.password:
+        register_token(conn.password)
+
+
+async def aregister_hf_token(conn_id: str) -> None:
+    """register_hf_token for a coroutine (a trigger's run): BaseHook.aget_connection, on Airflow
+    3.1.7 as on 3.3 (airflow/sdk/bases/hook.py)."""
+    from airflow.sdk import BaseHook
+
+    try:
+        conn = await BaseHook.aget_connection(conn_id)
+    except Exception:  # as register_hf_token
+        return
+    if conn.password:
+        await aregister_token(conn.password)

@@ -1,0 +1,45 @@
+"""The Hugging Face token's pieces a line wrap leaves, masked wherever the run relays text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tpu_rl import deployment
+from tpu_rl.report.failures import first_line
+from tpu_rl.rewards.lines import redact
+from tpu_rl.token_masking import MIN_PIECE, aregister_hf_token, register_hf_token
+
+
+def test_every_wrap_of_the_token_with_or_without_its_prefix_leaves_no_piece(monkeypatch):
+    token = "hf_EveryWrap0123456789abcdefGHIJKLmn"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HF_EVERYWRAP", json.dumps({"conn_type": "http", "password": token})
+    )
+    monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_everywrap")
+    deployment.hf_token()
+    for form in (token, token[3:]):
+        for cut in range(1, len(form)):
+            head, tail = form[:cut], form[cut:]
+            masked = redact(f"2026-12-03T00:00:00Z using {head}\n2026-12-03T00:00:01Z {tail} ok")
+            for piece in (head, tail):
+                assert len(piece) < MIN_PIECE or piece not in masked, (cut, masked)
+            assert masked.endswith(" ok")
+
+
+def test_a_process_that_never_read_the_token_masks_it_once_registered(monkeypatch):
+    token = "hf_CallbackSide0123456789abcdefXY"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HF_CALLBACK", json.dumps({"conn_type": "http", "password": token})
+    )
+    monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_callback")
+    error = RuntimeError(f"login failed for {token[3:20]}\n{token[20:]}")
+    assert token[3:20] in first_line(error)  # nothing registered it in this process yet
+    register_hf_token(deployment.hf_conn_id())
+    assert token[3:20] not in first_line(error) and token[3:] not in redact(f"x {token[3:]} y")
+
+
+def test_a_missing_connection_is_skipped_quietly(monkeypatch):
+    monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_not_there")
+    register_hf_token(deployment.hf_conn_id())
+    asyncio.run(aregister_hf_token(deployment.hf_conn_id()))
