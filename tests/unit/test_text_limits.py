@@ -29,6 +29,7 @@ FREE_TEXT = [
     "client_service_account",
     "model_name",
     "hf_model_path",
+    "hf_revision",
     "tokenizer_path",
     "cloud_image_name",
     "pathways_server_image",
