@@ -373,3 +373,21 @@ def test_the_bucket_is_created_with_a_class_a_region_accepts(dag):
     ensure = dag.get_task("ensure_bucket")
     assert ensure.storage_class == "STANDARD"
     assert ensure.location == "{{ params.region }}"
+
+
+@pytest.mark.parametrize("store", [None, {}], ids=["airflow-3.1-3.2", "airflow-3.3"])
+def test_validate_says_in_one_line_what_this_airflow_cannot_keep(
+    dag, tutorial_conf, monkeypatch, capfd, store
+):
+    """Below Airflow 3.3 there is no task_state_store: the wait's first deadline is not kept
+    across its retries, and validate says so instead of letting it pass silently."""
+    import tpu_rl.dag.run_checks
+
+    monkeypatch.setattr(tpu_rl.dag.run_checks, "check_run", lambda settings, dag: {})
+    validate = dag.get_task("validate")
+    context = _run_context(dag, validate, tutorial_conf)
+    if store is not None:
+        context["task_state_store"] = store
+    validate.execute(context)
+    warned = "keeping the first try's deadline needs Airflow 3.3" in capfd.readouterr().out
+    assert warned is (store is None)

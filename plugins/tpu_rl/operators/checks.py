@@ -47,6 +47,12 @@ settings the other tasks use.
             raise AirflowFailException(str(err)) from err
         if not reads_step_durations(context["ti"]):
             self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
+        if "task_state_store" not in context:  # Airflow 3.3+ (rewards/sensor.py keeps it there)
+            self.log.warning(
+                "A retry of wait_for_rewards restarts its training_timeout_minutes: keeping the "
+                "first try's deadline needs Airflow 3.3 or later (task_state_store); the run's "
+                "work deadline still caps it"
+            )
         return check_run(settings, context["dag"])
 
 
