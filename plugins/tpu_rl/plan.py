@@ -23,15 +23,18 @@ PLAN_RUN_ID = "manual__plan"
 # The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
 PLAN_BLUEPRINT = Path("cluster-toolkit") / blueprint.BLUEPRINT_FILE
 PLAN_KUEUE_CONFIG = Path("cluster-toolkit") / kueue_config.CONFIG_FILE
-# Where include/ is: beside plugins/ in the repository; on Cloud Composer,
-# make deploy-composer puts it under the bucket's data/ folder, mounted here.
+# Where include/ is (the wheel does not carry it: only `make plan` reads it): the current
+# folder's, as `make plan` runs from the repository; beside plugins/ when tpu_rl is imported from
+# a clone's plugins/; on Cloud Composer, make deploy-composer puts it under the bucket's data/
+# folder, mounted here.
 COMPOSER_INCLUDE = Path("/home/airflow/gcs/data/tpu_rl_airflow/include")
 Step = dict[str, Any]
 
 
 def include_dirs() -> list[Path]:
     """Candidate include/ folders, in the order they are tried."""
-    return [Path(__file__).resolve().parents[2] / "include", COMPOSER_INCLUDE]
+    clone = Path(__file__).resolve().parents[2] / "include"  # plugins/tpu_rl/plan.py's repo
+    return list(dict.fromkeys([Path.cwd() / "include", clone, COMPOSER_INCLUDE]))
 
 
 def include_file(relative: Path) -> Path:
