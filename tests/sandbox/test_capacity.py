@@ -270,6 +270,28 @@ def test_resumed_client_starts_at_the_newest_complete_checkpoint(
     )
 
 
+def deploy_tutorial_blueprint(
+    tmp_path: Path, edits: dict[str, Any], fault: str = ""
+) -> tuple[subprocess.CompletedProcess, str]:
+    """`gcluster deploy` (the fake) of the tutorial's blueprint with its TPU pool's settings
+    edited; what it printed, and the cluster's status in the sandbox's cloud."""
+    bp = yaml.safe_load((VENDOR / "cluster-toolkit" / "gke-tpu-v6e-advanced.yaml").read_text())
+    bp["vars"].update(VARS, region="us-east5", reservation="r1", kueue_configuration_path="")
+    for group in bp["deployment_groups"]:
+        for module in group["modules"]:
+            if module["source"] == "modules/compute/gke-node-pool":
+                module["settings"].update(edits)
+    (tmp_path / "bp.yaml").write_text(yaml.safe_dump(bp))
+    env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused"),
+           "FAKE_GCLUSTER_FAIL": fault}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(SANDBOX_BIN / "gcluster"), "deploy", "bp.yaml", "--auto-approve"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    status = json.loads((tmp_path / "cloud.json").read_text())["clusters"]["c1"]["status"]
+    return done, status
+
+
 @pytest.mark.parametrize(
     ("edits", "refusal"),
     [
@@ -288,19 +310,7 @@ def test_gcluster_deploy_refuses_what_gke_refuses(
     tmp_path: Path, edits: dict[str, Any], refusal: str | None
 ) -> None:
     """A TPU pool whose capacity settings GKE refuses leaves a PARTIAL cluster and an error."""
-    bp = yaml.safe_load((VENDOR / "cluster-toolkit" / "gke-tpu-v6e-advanced.yaml").read_text())
-    bp["vars"].update(VARS, region="us-east5", reservation="r1", kueue_configuration_path="")
-    for group in bp["deployment_groups"]:
-        for module in group["modules"]:
-            if module["source"] == "modules/compute/gke-node-pool":
-                module["settings"].update(edits)
-    (tmp_path / "bp.yaml").write_text(yaml.safe_dump(bp))
-    env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused")}
-    done = subprocess.run(
-        [sys.executable, str(SANDBOX_BIN / "gcluster"), "deploy", "bp.yaml", "--auto-approve"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    status = json.loads((tmp_path / "cloud.json").read_text())["clusters"]["c1"]["status"]
+    done, status = deploy_tutorial_blueprint(tmp_path, edits)
     if refusal is None:
         assert (done.returncode, status) == (0, "RUNNING"), done.stderr
     else:

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import VENDOR
-from tests.sandbox.cloud import SANDBOX_BIN, sandbox_env
 from tests.sandbox.cluster_model import ClusterModel
-from tests.sandbox.test_capacity import TPU_POOL, VARS
+from tests.sandbox.test_capacity import TPU_POOL, deploy_tutorial_blueprint
 
 
 @pytest.mark.parametrize(
@@ -36,19 +30,7 @@ def test_gcluster_expands_tpu_pools_as_cluster_toolkit_does(
     """pkg/config/hardware.go expandHardwareSettings: a TPU pool with a topology and no
     static_node_count gets the slice's hosts, unless enable_flex_start; a Spot pool is static,
     so a Spot stockout fails the deploy (PARTIAL), nothing waits for capacity."""
-    bp = yaml.safe_load((VENDOR / "cluster-toolkit" / "gke-tpu-v6e-advanced.yaml").read_text())
-    bp["vars"].update(VARS, region="us-east5", reservation="r1", kueue_configuration_path="")
-    for group in bp["deployment_groups"]:
-        for module in group["modules"]:
-            if module["source"] == "modules/compute/gke-node-pool":
-                module["settings"].update(edits)
-    (tmp_path / "bp.yaml").write_text(yaml.safe_dump(bp))
-    env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused"),
-           "FAKE_GCLUSTER_FAIL": fault}  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, str(SANDBOX_BIN / "gcluster"), "deploy", "bp.yaml", "--auto-approve"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done, status = deploy_tutorial_blueprint(tmp_path, edits, fault)
     expanded = yaml.safe_load(
         (tmp_path / "c1" / ".ghpc" / "artifacts" / "expanded_blueprint.yaml").read_text()
     )
@@ -59,7 +41,6 @@ def test_gcluster_expands_tpu_pools_as_cluster_toolkit_does(
         if m["source"] == "modules/compute/gke-node-pool"
     )
     assert pool.get("static_node_count") == static
-    status = json.loads((tmp_path / "cloud.json").read_text())["clusters"]["c1"]["status"]
     if refusal is None:
         assert (done.returncode, status) == (0, "RUNNING"), done.stderr
         model = ClusterModel.from_blueprint(expanded, {})

@@ -8,8 +8,8 @@ import pytest
 from airflow.sdk import Param
 from airflow.sdk.exceptions import ParamValidationError
 
+from tests.unit.test_settings import errors_for
 from tpu_rl.settings.params import specs
-from tpu_rl.settings.run_settings import SettingsError, load_settings
 
 # Every string setting that is not a choice, as the declaration had them before the limits.
 FREE_TEXT = [
@@ -46,14 +46,6 @@ GARBAGE = {
     "right-to-left isolate": "ab\u2067cd",
     "trailing newline": "abcd\n",
 }
-
-
-def errors_for(conf: dict, **overrides) -> list[str]:
-    try:
-        load_settings({**conf, **overrides})
-    except SettingsError as err:
-        return err.errors
-    return []
 
 
 def refused_by_schema(name: str, value: object) -> bool:
