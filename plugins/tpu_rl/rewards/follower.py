@@ -41,6 +41,7 @@ class FollowState:
     pending_since: float | None = None  # epoch seconds something has been waiting to run
     backend_pods_seen: bool = False
     reward_lines: int = 0  # reward lines logged so far (a checkpoint is due after each)
+    cut_lines: int = 0  # lines logged as cut so far
     reached_step: int | None = None  # the highest training step the log showed
     capacity_evidence: str | None = None  # the first sign the backend lost its capacity
     backend_created: str | None = None  # the backend JobSet's creationTimestamp
@@ -169,6 +170,7 @@ def consume(
             reached = int(step.group(1) or step.group(2))
             state.reached_step = max(reached, state.reached_step or 0)
         if line.cut:
+            state.cut_lines += 1
             log.warning(
                 "Log line at %s is over %d bytes: cut, not read for rewards", stamp, LINE_CAP
             )
