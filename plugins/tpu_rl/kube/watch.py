@@ -65,7 +65,9 @@ async def _watch_one(
             except (KubeApiError, ValueError) as error:  # ValueError: a bad or huge event line
                 fresh.live, fresh.changed = False, True
                 log.debug("Watch of %s: %s; again in %.0fs", watched[0], error, RETRY_S)
-                version = None if isinstance(error, ValueError) else version
+                # 410 Gone: the version is too old to resume from; list afresh
+                gone = isinstance(error, ValueError) or error.status == 410
+                version = None if gone else version
                 await asyncio.sleep(RETRY_S)
     finally:
         fresh.live = False

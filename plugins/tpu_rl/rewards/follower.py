@@ -7,6 +7,7 @@ lines. `FollowState` is JSON-safe, so a rebuilt trigger or the next poke continu
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -131,8 +132,12 @@ def time_key(stamp: str) -> tuple[int, int]:
     if match is None:
         raise ValueError(f"not an RFC3339 timestamp: {stamp!r}")
     whole, fraction, zone = match.groups()
-    seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
-    return int(seconds.timestamp()), int((fraction or "0")[:9].ljust(9, "0"))
+    return _epoch_second(whole, zone), int((fraction or "0")[:9].ljust(9, "0"))
+
+
+@functools.lru_cache(maxsize=16)  # the lines of one second share it
+def _epoch_second(whole: str, zone: str) -> int:
+    return int(datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp())
 
 
 def since_time(stamp: str) -> str:

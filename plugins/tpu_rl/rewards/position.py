@@ -16,11 +16,18 @@ POSITION_ANNOTATION = "tpu-rl.dev/reward-follow-position"
 # their own. A rebuilt trigger then reads again the lines since the last one it logged
 # (`consume` logs only reward and cut lines) and logs none of them twice.
 EVERY_LINE = frozenset({"last_time", "seen_at_last_time", "reached_step"})
+FIELDS = tuple(FollowState.__dataclass_fields__)
+
+
+def _fields(state: FollowState) -> dict[str, Any]:
+    """The state's fields as they are now (a shallow copy: no `asdict` on every poll; the
+    state's values are replaced, never changed in place)."""
+    return {name: getattr(state, name) for name in FIELDS}
 
 
 def _moved(position: dict[str, Any], saved: dict[str, Any], every_line: bool) -> bool:
-    keys = position.keys() if every_line else position.keys() - EVERY_LINE
-    return any(position.get(key) != saved.get(key) for key in keys)
+    keys = FIELDS if every_line else (name for name in FIELDS if name not in EVERY_LINE)
+    return any(position[key] != saved.get(key) for key in keys)
 
 
 class SavedPosition:
@@ -39,7 +46,7 @@ class SavedPosition:
         if not text or state.pod_uid is not None or self.saved is not None:
             return None
         resumed = FollowState.from_dict(json.loads(text))
-        self.saved = resumed.as_dict()
+        self.saved = _fields(resumed)
         self.log.info("Resuming the log after %s (position saved on the Job)", resumed.last_time)
         return resumed
 
@@ -48,10 +55,10 @@ class SavedPosition:
         one); a transient error leaves it for the next save."""
         if not self.saving or state.pod_uid is None:
             return
-        position = state.as_dict()
+        position = _fields(state)
         if self.saved is not None and not _moved(position, self.saved, every_line):
             return
-        text = json.dumps(position, sort_keys=True)
+        text = json.dumps(state.as_dict(), sort_keys=True)
         body = {"metadata": {"annotations": {POSITION_ANNOTATION: text}}}
         try:
             await api.merge_patch(self.path, body)
