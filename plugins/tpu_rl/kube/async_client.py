@@ -175,10 +175,6 @@ class OnDemandKube(AsyncKube):
         self._connect = connect
         self._stack = stack
 
-    @property
-    def connected(self) -> bool:
-        return self.client is not None
-
     async def _connection(self) -> None:
         if self.client is None:
             self.client = await self._stack.enter_async_context(self._connect())

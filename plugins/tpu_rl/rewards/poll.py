@@ -28,7 +28,10 @@ from tpu_rl.rewards.position import SavedPosition
 
 TAIL_LINES = 20
 TAIL_CHARS = 4000
-STOP_SAVE_S = 10.0  # how long a stopping trigger may take to save its position
+# How long a stopping trigger may take to save its position: within the 10 s a stopping
+# triggerer gives its runner before escalating to SIGTERM/SIGKILL (Airflow's
+# jobs/triggerer_job_runner.py, TriggererJobRunner._execute: `kill(escalation_delay=10)`).
+STOP_SAVE_S = 5.0
 
 
 class LogFollower:

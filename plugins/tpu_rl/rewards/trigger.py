@@ -73,7 +73,10 @@ class RewardTrigger(BaseTrigger):
         follower = self.follower
         try:
             payload = await self._wait()
-        except asyncio.CancelledError:  # a stopping triggerer (asyncio.run cancels its tasks)
+        # A stopping triggerer cancels its triggers: its runner's SIGINT handler ends
+        # `TriggerRunner.arun` and `asyncio.run` cancels the tasks left and waits for them
+        # (Airflow's jobs/triggerer_job_runner.py, TriggerRunner._handle_signal and run).
+        except asyncio.CancelledError:
             await follower.stop()
             raise
         finally:
