@@ -194,8 +194,6 @@ class LogFollower:
             if (result := await self.reader.follow(api, pod, pods)) is not None:
                 return result
             pod = verdicts.current_pod(pods, self.state.pod_uid)
-        if self.stream_log:
-            await self.position.save(api, self.state)
         failure = verdicts.job_failure(self.job_name, job, pods, pod)
         waiting = verdicts.job_waiting(self.job_name, job, pod)
         if failure is None and self.backend_jobset_name:
@@ -204,7 +202,9 @@ class LogFollower:
         if failure is not None:
             lost = await self._capacity_lost(api, failure, pods, pod)
             return lost or await self._fail(api, *failure, pod=pod)
-        return await self._check_pending(api, waiting, pod)
+        if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
+            await self.position.save(api, self.state)  # after this poll's every change: one PATCH
+        return result
 
     async def _backend(self, api: AsyncKube) -> tuple[verdicts.Failure | None, str | None]:
         name = self.backend_jobset_name or ""
