@@ -34,7 +34,8 @@ from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 from tpu_rl.rewards.follower import FollowState
-from tpu_rl.rewards.poll import POSITION_ANNOTATION, LogFollower
+from tpu_rl.rewards.poll import LogFollower
+from tpu_rl.rewards.position import POSITION_ANNOTATION
 from tpu_rl.rewards.trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio

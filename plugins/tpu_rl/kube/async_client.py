@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import aiohttp
@@ -137,10 +137,14 @@ class AsyncKube:
         response.close()
         return response.status
 
-    async def watch(self, path: str, query: list[tuple[str, str]]) -> AsyncIterator[dict]:
-        """The events of one watch request, until the server ends it."""
+    async def watch(
+        self, path: str, query: list[tuple[str, str]], opened: Callable[[], None] = lambda: None
+    ) -> AsyncIterator[dict]:
+        """The events of one watch request, until the server ends it; `opened()` once the
+        server has accepted it."""
         params = [*query, ("watch", "true"), ("timeoutSeconds", str(WATCH_TIMEOUT_S))]
         response = await self.open(path, params, STREAM_TIMEOUT)
+        opened()
         with answered(f"watch {path}"):
             async with response:
                 async for line in response.content:
@@ -160,3 +164,25 @@ class AsyncKube:
                 raise KubeApiError(error.status, f"log of {pod}: {error.reason}") from error
         self.bytes_read += len(text)
         return text
+
+
+class OnDemandKube(AsyncKube):
+    """An AsyncKube that opens its connection at the first request, in `stack`: a poll that
+    has nothing to ask the API costs no client, token or TLS session."""
+
+    def __init__(self, connect: Callable[[], Any], stack: contextlib.AsyncExitStack) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+        self._connect = connect
+        self._stack = stack
+
+    async def _connection(self) -> None:
+        if self.client is None:
+            self.client = await self._stack.enter_async_context(self._connect())
+
+    async def open(self, *args: Any, **kwargs: Any) -> aiohttp.ClientResponse:
+        await self._connection()
+        return await super().open(*args, **kwargs)
+
+    async def tail_log(self, namespace: str, pod: str, container: str | None, lines: int) -> str:
+        await self._connection()
+        return await super().tail_log(namespace, pod, container, lines)

@@ -7,6 +7,7 @@ lines. `FollowState` is JSON-safe, so a rebuilt trigger or the next poke continu
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -41,6 +42,7 @@ class FollowState:
     pending_since: float | None = None  # epoch seconds something has been waiting to run
     backend_pods_seen: bool = False
     reward_lines: int = 0  # reward lines logged so far (a checkpoint is due after each)
+    cut_lines: int = 0  # lines logged as cut so far
     reached_step: int | None = None  # the highest training step the log showed
     capacity_evidence: str | None = None  # the first sign the backend lost its capacity
     backend_created: str | None = None  # the backend JobSet's creationTimestamp
@@ -130,8 +132,12 @@ def time_key(stamp: str) -> tuple[int, int]:
     if match is None:
         raise ValueError(f"not an RFC3339 timestamp: {stamp!r}")
     whole, fraction, zone = match.groups()
-    seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
-    return int(seconds.timestamp()), int((fraction or "0")[:9].ljust(9, "0"))
+    return _epoch_second(whole, zone), int((fraction or "0")[:9].ljust(9, "0"))
+
+
+@functools.lru_cache(maxsize=16)  # the lines of one second share it
+def _epoch_second(whole: str, zone: str) -> int:
+    return int(datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp())
 
 
 def since_time(stamp: str) -> str:
@@ -169,6 +175,7 @@ def consume(
             reached = int(step.group(1) or step.group(2))
             state.reached_step = max(reached, state.reached_step or 0)
         if line.cut:
+            state.cut_lines += 1
             log.warning(
                 "Log line at %s is over %d bytes: cut, not read for rewards", stamp, LINE_CAP
             )

@@ -21,14 +21,16 @@ from tpu_rl.rewards.follower import FollowState, Resent, Result, consume, since_
 from tpu_rl.rewards.log_stream import LogStream
 
 
-def reward_line_since_asked(state: FollowState) -> Callable[[], bool]:
-    """True when a reward line was consumed since the last call: the position is worth
-    saving then, not after every chunk (a poll and a Job patch per log line otherwise)."""
-    logged = state.reward_lines
+def logged_since_asked(state: FollowState) -> Callable[[], bool]:
+    """True when a line was logged (a reward line, a cut line) since the last call: the
+    position is worth saving then, not after every chunk (a poll and a Job patch per log
+    line otherwise)."""
+    logged = (state.reward_lines, state.cut_lines)
 
     def asked() -> bool:
         nonlocal logged
-        moved, logged = state.reward_lines != logged, state.reward_lines
+        now = (state.reward_lines, state.cut_lines)
+        moved, logged = now != logged, now
         return moved
 
     return asked
@@ -161,7 +163,7 @@ class PodLogReader:
                     instance=instance,
                     consume=lambda lines: consume(state, lines, resent, self.log),
                     news=self.news,
-                    progressed=reward_line_since_asked(state),
+                    progressed=logged_since_asked(state),
                 )
             except KubeApiError as error:
                 if error.status == 400:  # container not started yet, or no previous instance

@@ -7,7 +7,7 @@ news; the reschedule-mode sensor polls once per poke, GETting the lines since th
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -18,17 +18,20 @@ from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetes
 
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
-from tpu_rl.kube.async_client import AsyncKube, KubeApiError
+from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.rewards import capacity_loss
+from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.follower import FollowState, Result
 from tpu_rl.rewards.lines import redact
 from tpu_rl.rewards.pod_log import PodLogReader
+from tpu_rl.rewards.position import SavedPosition
 
 TAIL_LINES = 20
 TAIL_CHARS = 4000
-# The follower's position, saved on the training Job: a rebuilt trigger (triggerer restart,
-# task retry) resumes there instead of reading and logging the whole log again.
-POSITION_ANNOTATION = "tpu-rl.dev/reward-follow-position"
+# How long a stopping trigger may take to save its position: within the 10 s a stopping
+# triggerer gives its runner before escalating to SIGTERM/SIGKILL (Airflow's
+# jobs/triggerer_job_runner.py, TriggererJobRunner._execute: `kill(escalation_delay=10)`).
+STOP_SAVE_S = 5.0
 
 
 class LogFollower:
@@ -36,7 +39,8 @@ class LogFollower:
 
     With `stream_log`, the log is one `follow=true` response pumped in the background across
     polls (the owner calls `close()` when done) and `news` is set when there is something to
-    poll for; without, each poll GETs the lines since the last one.
+    poll for; without, each poll GETs the lines since the last one. The Job, its pods and the
+    backend are read through `cluster`: again only when its watches say they changed.
     """
 
     def __init__(
@@ -79,8 +83,9 @@ class LogFollower:
             stream_log=stream_log,
         )
         self._bytes_read = 0
-        self._saved: str | None = None  # the position last saved on the Job
-        self._saving = True  # off once the API refuses the Job annotation
+        self.position = SavedPosition(namespace, job_name, self.log)
+        self.cluster = ClusterView(namespace, job_name, backend_jobset_name)
+        self._finished = False  # a poll returned the event: the position is not saved past it
 
     @cached_property
     def hook(self) -> GKEKubernetesAsyncHook:
@@ -108,6 +113,18 @@ class LogFollower:
     async def close(self) -> None:
         """Close the log stream, if one is open."""
         await self.reader.close()
+
+    async def stop(self) -> None:
+        """The trigger is stopped before its event (a triggerer restart): close the stream,
+        then save the position through the last line consumed, so a rebuilt trigger logs
+        none of them again. Best effort, bounded: a position not saved is read again."""
+        finished = self._finished or self.found() is not None
+        await self.reader.close()
+        if finished or not self.stream_log:
+            return
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(STOP_SAVE_S), self.hook.get_conn() as client:
+                await self.position.save(AsyncKube(client), self.state, every_line=True)
 
     def found(self) -> Result | None:
         """The result the open stream has found, if any (no API call)."""
@@ -149,28 +166,34 @@ class LogFollower:
             return _api_failure(error)
 
     async def _connected_poll(self) -> Result | None:
-        """Poll over a new connection: get_conn fetches a fresh Google token each time."""
-        async with self.hook.get_conn() as client:
-            api = AsyncKube(client)
+        """Poll over a new connection, opened only if the poll asks the API anything:
+        get_conn fetches a fresh Google token each time."""
+        async with contextlib.AsyncExitStack() as connection:
+            api = OnDemandKube(self.hook.get_conn, connection)
             try:
-                return await self._poll(api)
+                result = await self._poll(api)
+            except BaseException:
+                self.cluster.forget()
+                raise
             finally:
                 self._bytes_read += api.bytes_read
+            self._finished = result is not None  # before the connection's close can be cancelled
+            return result
 
     async def _poll(self, api: AsyncKube) -> Result | None:
         if time.time() >= self.deadline:
             return await self._fail(api, "timeout", "no Post RL Training line before the timeout")
-        job = await api.get_optional(kube.job_path(self.namespace, self.job_name))
-        if job is None:
+        self.cluster.start_poll()
+        if (job := await self.cluster.job(api)) is None:
             return _error("job_failed", f"Job {self.namespace}/{self.job_name} not found")
-        self._resume_from(job)
-        pods = await api.list_items(kube.pods_path(self.namespace), f"job-name={self.job_name}")
+        if (resumed := self.position.resume(job, self.state)) is not None:
+            self.reader.state = resumed
+        pods = await self.cluster.pods(api)
         pod = verdicts.current_pod(pods, self.state.pod_uid)
         if pod is not None:
             if (result := await self.reader.follow(api, pod, pods)) is not None:
                 return result
             pod = verdicts.current_pod(pods, self.state.pod_uid)
-        await self._save_position(api)
         failure = verdicts.job_failure(self.job_name, job, pods, pod)
         waiting = verdicts.job_waiting(self.job_name, job, pod)
         if failure is None and self.backend_jobset_name:
@@ -179,43 +202,13 @@ class LogFollower:
         if failure is not None:
             lost = await self._capacity_lost(api, failure, pods, pod)
             return lost or await self._fail(api, *failure, pod=pod)
-        return await self._check_pending(api, waiting, pod)
-
-    # -- the saved position ------------------------------------------------------------------
-
-    def _resume_from(self, job: dict[str, Any]) -> None:
-        """Take the position saved on the Job when this follower starts from nothing."""
-        saved = ((job.get("metadata") or {}).get("annotations") or {}).get(POSITION_ANNOTATION)
-        if not saved or self.state.pod_uid is not None or self._saved is not None:
-            return
-        self.reader.state, self._saved = FollowState.from_dict(json.loads(saved)), saved
-        self.log.info("Resuming the log after %s (position saved on the Job)", self.state.last_time)
-
-    async def _save_position(self, api: AsyncKube) -> None:
-        """Save the position on the Job when it moved: after each logged reward line, so a
-        rebuilt trigger logs none twice and reads again at most one poll's worth of log."""
-        if not (self.stream_log and self._saving) or self.state.pod_uid is None:
-            return
-        position = json.dumps(self.state.as_dict(), sort_keys=True)
-        if position == self._saved:
-            return
-        body = {"metadata": {"annotations": {POSITION_ANNOTATION: position}}}
-        try:
-            await api.merge_patch(kube.job_path(self.namespace, self.job_name), body)
-        except KubeApiError as error:  # a restart then reads from the deferral's position
-            if not error.transient:
-                self.log.warning("Cannot save the log position on the Job (%s): not saving", error)
-                self._saving = False
-            return
-        self._saved = position
+        if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
+            await self.position.save(api, self.state)  # after this poll's every change: one PATCH
+        return result
 
     async def _backend(self, api: AsyncKube) -> tuple[verdicts.Failure | None, str | None]:
         name = self.backend_jobset_name or ""
-        jobset = await api.get_optional(kube.jobset_path(self.namespace, name))
-        pods: list[dict[str, Any]] = []
-        if jobset is not None:
-            selector = f"{kube.JOBSET_NAME_LABEL}={name}"
-            pods = await api.list_items(kube.pods_path(self.namespace), selector)
+        jobset, pods = await self.cluster.backend(api)
         verdict = verdicts.backend_verdict(name, jobset, pods, self.state.backend_pods_seen)
         state = self.state
         state.backend_pods_seen = state.backend_pods_seen or bool(pods)

@@ -2,7 +2,8 @@
 
 The log is read as it arrives and the Job, its pods and the backend's pods are watched, so
 the Post line or a failure ends the wait within about a second whatever `poll_interval` is;
-the poll on a timer is a backstop (pending timeouts, a missed watch event).
+the poll on a timer is a backstop (pending timeouts, a watch that is down): while the watches
+are up, a poll reads again only what they report changed.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class RewardTrigger(BaseTrigger):
 
     Airflow rebuilds a trigger from the kwargs it had at deferral; the follower also saves
     its position on the training Job, so a rebuilt trigger resumes there (see
-    `reward_poll.POSITION_ANNOTATION`). When the wait ends, or the task is killed, the
-    backend JobSet is deleted: its TPUs are free at once.
+    `rewards.position`): after each line it logs, and when the triggerer stops it. When the
+    wait ends, or the task is killed, the backend JobSet is deleted: its TPUs are free at once.
     """
 
     def __init__(
@@ -61,7 +62,7 @@ class RewardTrigger(BaseTrigger):
 
     def _watched(self) -> list[Watched]:
         f = self.follower
-        watched = [
+        watched = [  # in the order of `f.cluster.watched.all()`
             (kube.jobs_path(f.namespace), [("fieldSelector", f"metadata.name={f.job_name}")]),
             (kube.pods_path(f.namespace), [("labelSelector", f"job-name={f.job_name}")]),
         ]
@@ -77,7 +78,13 @@ class RewardTrigger(BaseTrigger):
         await aregister_hf_token(deployment.hf_conn_id())
         try:
             payload = await self._wait()
-        finally:  # also when the triggerer cancels the trigger
+        # A stopping triggerer cancels its triggers: its runner's SIGINT handler ends
+        # `TriggerRunner.arun` and `asyncio.run` cancels the tasks left and waits for them
+        # (Airflow's jobs/triggerer_job_runner.py, TriggerRunner._handle_signal and run).
+        except asyncio.CancelledError:
+            await follower.stop()
+            raise
+        finally:
             await follower.close()
         await follower.release_backend()
         yield TriggerEvent(payload)
@@ -114,8 +121,10 @@ class RewardTrigger(BaseTrigger):
                 return payload
             failures = 0
             if not watched:  # watched from the first quiet poll on
+                to_watch = self._watched()
+                fresh = f.cluster.watched.all()[: len(to_watch)]
                 await watches.enter_async_context(
-                    watching(f.hook.get_conn, self._watched(), f.news, self.log)
+                    watching(f.hook.get_conn, to_watch, f.news, self.log, fresh)
                 )
                 watched = True
             await self._news_or_timer(polled)
