@@ -5,7 +5,9 @@ creation and destruction, the TPU steps, the steps that delete the backend, the 
 one reads the XComs of all those runs. TPU-hours and cost are tpu_rl.report.billing's, as in the
 run report (from the TPU nodes the run's steps saw, their `tpu_nodes` XComs), counted to the
 cluster's destruction for a cluster the run made, else to the run's end; each training attempt
-shows its TPU node-hours and the steps computed again after it.
+shows its TPU node-hours and the steps computed again after it. A value it cannot read (an XCom
+or conf of the wrong shape, tpu_rl.ui.checks) is left out of its run's row, whose `error` says
+what it was; the other rows and the answer are untouched.
 """
 
 from __future__ import annotations
