@@ -1,4 +1,5 @@
-"""The page in headless Chromium when there is little to show: one run, or no login at all."""
+"""The page in headless Chromium when there is little to show: one run, or no login at all, or
+a run whose XCom it cannot read."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
+from tests.ui.test_ui_malformed import put_xcom, run_id
 from tests.ui.test_ui_page import api_server
 
 
@@ -56,5 +58,36 @@ def test_one_run_and_a_logged_out_visitor(airflow_db, auth_token, tmp_path):
             browser.wait_for("location.pathname.startsWith('/auth/')")
             landed = urlparse(browser.evaluate("location.href"))
             assert parse_qs(landed.query)["next"] == [f"{base}/tpu-rl/"]
+        finally:
+            browser.close()
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_a_run_with_a_malformed_xcom_shows_its_error_under_its_row(
+    airflow_db, auth_token, tmp_path
+):
+    from airflow.utils.session import create_session
+
+    synthetic.add_runs(3)
+    with create_session() as session:  # the gate's verdict as a text, not an object
+        put_xcom(session, run_id(1), "gate", "return_value", "passed")
+    with api_server() as base:
+        browser, state = open_page(base, tmp_path / "in", auth_token)
+        try:
+            assert state == "ready"
+            assert browser.evaluate("document.querySelectorAll('#runs tr.run').length") == 3
+            errors = browser.evaluate(
+                "[...document.querySelectorAll('#runs tr.error')]"
+                ".map(t => [t.previousElementSibling.cells[0].textContent, t.textContent])"
+            )
+            assert errors == [
+                [
+                    run_id(1),
+                    "data error: XCom gate.return_value: the value should be an object but is "
+                    "a text",
+                ]
+            ]
         finally:
             browser.close()

@@ -5,7 +5,9 @@ creation and destruction, the TPU steps, the steps that delete the backend, the 
 one reads the XComs of all those runs. TPU-hours and cost are tpu_rl.report.billing's, as in the
 run report (from the TPU nodes the run's steps saw, their `tpu_nodes` XComs), counted to the
 cluster's destruction for a cluster the run made, else to the run's end; each training attempt
-shows its TPU node-hours and the steps computed again after it.
+shows its TPU node-hours and the steps computed again after it. A value it cannot read (an XCom
+or conf of the wrong shape, tpu_rl.ui.checks) is left out of its run's row, whose `error` says
+what it was; the other rows and the answer are untouched.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from urllib.parse import quote
 from airflow.models.dagrun import DagRun
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Text, and_, cast, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import RunLayout, split_gcs_uri
@@ -29,6 +31,8 @@ from tpu_rl.report.tpu_nodes import XCOM_KEY as TPU_NODES_KEY
 from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
+from tpu_rl.ui import checks
+from tpu_rl.ui.checks import Malformed
 
 # (task_id, key) of the XComs a row shows
 XCOMS = {
@@ -87,7 +91,7 @@ def fetch_runs(session: Session, limit: int) -> list[dict[str, Any]]:
         DagRun.run_after,
         DagRun.start_date,
         DagRun.end_date,
-        DagRun.conf,
+        cast(DagRun.conf, Text).label("conf"),  # parsed per run: see checks.parsed
         *(column for task_id, (ti, _) in joined.items() for column in _columns(task_id, ti)),
     )
     for ti, on in joined.values():
@@ -105,7 +109,12 @@ def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     if not run_ids:
         return {}
     rows = session.execute(
-        select(XComModel.dag_run_id, XComModel.task_id, XComModel.key, XComModel.value)
+        select(
+            XComModel.dag_run_id,
+            XComModel.task_id,
+            XComModel.key,
+            cast(XComModel.value, Text).label("value"),  # parsed per XCom: see checks.parsed
+        )
         .where(
             XComModel.dag_run_id.in_(run_ids),
             or_(
@@ -123,19 +132,37 @@ def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
         values = found.setdefault(row.dag_run_id, {})
-        if row.key == TPU_NODES_KEY:
-            values.setdefault("looks", []).append(XComModel.deserialize_value(row))
-        elif row.key == FAILURE_XCOM_KEY:
-            failure = {"task_id": row.task_id, "message": XComModel.deserialize_value(row)}
-            values.setdefault("failure", failure)
-        elif name := XCOMS.get((row.task_id, row.key)):
-            values[name] = XComModel.deserialize_value(row)
+        name = _xcom_name(row.task_id, row.key)
+        if name is None:
+            continue
+        try:
+            value = checks.CHECKS[name](checks.parsed(row.value))
+        except Malformed as error:  # the row shows the rest, and says what it could not read
+            values.setdefault("errors", []).append(f"XCom {row.task_id}.{row.key}: {error}")
+            continue
+        if name == "looks":
+            values.setdefault("looks", []).append(value)
+        elif name == "failure":
+            values.setdefault("failure", {"task_id": row.task_id, "message": value})
+        else:
+            values[name] = value
     return found
 
 
-def _settings(conf: Mapping[str, Any] | None) -> RunSettings:
+def _xcom_name(task_id: str, key: str) -> str | None:
+    """The name in the row of an XCom the query found (None: a key it matched but no row
+    reads, e.g. another task's return value)."""
+    if key == TPU_NODES_KEY:  # any step's looks at the TPU nodes
+        return "looks"
+    if key == FAILURE_XCOM_KEY:  # any task's failure, the first one wins
+        return "failure"
+    return XCOMS.get((task_id, key))
+
+
+def _settings(conf_json: str | None) -> RunSettings:
     """The run's settings as far as its conf tells (defaults for the rest), unvalidated."""
-    return RunSettings(**{k: v for k, v in (conf or {}).items() if k in SETTING_FIELDS})
+    conf = checks.conf(checks.parsed(conf_json))
+    return RunSettings(**{k: v for k, v in conf.items() if k in SETTING_FIELDS})
 
 
 def _backend_seconds(run: Any) -> float:
@@ -185,27 +212,45 @@ def _gain(pre: Mapping[str, Any], post: Mapping[str, Any]) -> float | None:
     return float(post["mean_reward"]) - float(pre["mean_reward"])
 
 
+def _reason(error: Exception) -> str:
+    """An exception as one line for the row's `error` (never a traceback)."""
+    return str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
+
+
+# what building a part of a row from values of unexpected shape raises
+ROW_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
+
+
+def _tpu(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's TPU-hours and cost (tpu_rl.report.billing), from its settings and looks."""
+    settings = _settings(run.conf)
+    until, until_text = _until(run)
+    return tpu_billing(
+        settings,
+        RunLayout(settings, run.run_id).pool_hosts,
+        merged(x.get("looks") or []),
+        (run.start_date.timestamp(), until),
+        _task_seconds(run),
+        until_text,
+    )
+
+
 def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
+    errors = list(x.get("errors", []))
     rewards = x.get("rewards") or {}
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
     gate = x.get("gate") or {}
-    settings = _settings(run.conf)
     tpu: dict[str, Any] = {}
     if run.end_date is not None:  # while the run goes on, its nodes may still bill
-        until, until_text = _until(run)
         try:
-            hosts = RunLayout(settings, run.run_id).pool_hosts
-            tpu = tpu_billing(
-                settings,
-                hosts,
-                merged(x.get("looks") or []),
-                (run.start_date.timestamp(), until),
-                _task_seconds(run),
-                until_text,
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):  # a conf validation refused
-            pass
-    attempts = costed(rewards.get("attempts") or x.get("attempts") or [])
+            tpu = _tpu(run, x)
+        except ROW_ERRORS as error:  # a conf validation refuses, or the conf is no object
+            errors.append(f"TPU-hours not counted: {_reason(error)}")
+    try:
+        attempts = costed(rewards.get("attempts") or x.get("attempts") or [])
+    except ROW_ERRORS as error:
+        errors.append(f"attempts not shown: {_reason(error)}")
+        attempts = []
     export_uri = x.get("export_uri")
     run_path = f"dags/{DAG_ID}/runs/{quote(run.run_id, safe='')}"
     return {
@@ -232,6 +277,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "export_url": console_url(export_uri) if export_uri else None,
         "run_url": run_path,
         "logs_url": f"{run_path}/tasks/wait_for_rewards",
+        "error": "; ".join(errors) or None,  # what of the run could not be read, or None
     }
 
 

@@ -90,6 +90,7 @@ function drawTable(runs) {
     cell(tr, link(new URL(r.logs_url, AIRFLOW_ROOT).href, "logs", true), "text");
     rows.appendChild(tr);
     if (r.failure) rows.appendChild(reasonRow(r.failure));
+    if (r.error) rows.appendChild(noteRow("error", "data error: ", r.error));
   }
   document.querySelector("#runs tbody").replaceChildren(rows);
 }
@@ -112,13 +113,18 @@ function attemptsCell(attempts, recomputed) {
 
 // A failed run's reason, under its row: the task that failed and its message's first line.
 function reasonRow(failure) {
-  const tr = document.createElement("tr");
-  tr.className = "reason";
-  const td = document.createElement("td");
-  td.colSpan = COLUMNS;
   const task = document.createElement("b");
   task.textContent = failure.task_id;
-  td.append("failed at ", task, `: ${failure.message}`);
+  return noteRow("reason", "failed at ", task, `: ${failure.message}`);
+}
+
+// A line under a run's row, across the table: `parts` are text or nodes.
+function noteRow(cls, ...parts) {
+  const tr = document.createElement("tr");
+  tr.className = cls;
+  const td = document.createElement("td");
+  td.colSpan = COLUMNS;
+  td.append(...parts);
   tr.appendChild(td);
   return tr;
 }

@@ -1,0 +1,154 @@
+"""The values a row of the RL page reads from Airflow's DB, parsed and checked one by one.
+
+Each check returns the value it was given or raises Malformed with a sentence saying what is
+wrong, so a value of the wrong shape costs its run's row that value (and an `error` saying so),
+never the page: tasks write these XComs, but so can anyone with the API's XCom endpoints, and
+runs from older versions of the package wrote other shapes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+from airflow.models.xcom import XComModel
+
+
+class Malformed(ValueError):
+    """A value the page cannot read; the message says what is wrong with it."""
+
+
+def parsed(text: str | None) -> Any:
+    """A JSON column's value read as text (one bad value must not fail the whole query, as
+    SQLAlchemy's JSON type would while fetching), then decoded as Airflow decodes an XCom
+    (XComModel.deserialize_value, airflow/models/xcom.py: a JSON text inside is loaded again)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise Malformed(f"unparseable JSON ({error})") from None
+    return XComModel.deserialize_value(SimpleNamespace(value=value))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds = {dict: "an object", list: "a list", str: "a text", int: "a number", float: "a number"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _expect(value: Any, what: str, fits: bool) -> None:
+    if not fits:
+        raise Malformed(f"{what} is {_kind(value)}")
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    _expect(value, f"{what} should be an object but", isinstance(value, dict))
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    _expect(value, f"{what} should be a list but", isinstance(value, list))
+    return value
+
+
+def _numbers(value: dict[str, Any], keys: tuple[str, ...], what: str, whole: bool = False) -> None:
+    """Each of `keys` in `value` is absent, null or a number (`whole`: an integer)."""
+    for key in keys:
+        item = value.get(key)
+        fits = item is None or (_is_number(item) and (not whole or isinstance(item, int)))
+        _expect(item, f"{what}'s {key} should be {'an integer' if whole else 'a number'} but", fits)
+
+
+def rewards(value: Any) -> dict[str, Any]:
+    """wait_for_rewards' return value: {"pre": metrics, "post": metrics, "attempts": [...]}."""
+    found = _object(value, "the value")
+    for side in ("pre", "post"):
+        if found.get(side) is not None:
+            _numbers(_object(found[side], side), ("mean_reward", "accuracy"), side)
+    if found.get("attempts") is not None:
+        attempts(found["attempts"])
+    return found
+
+
+def attempts(value: Any) -> list[dict[str, Any]]:
+    """The training attempts (tpu_rl.rewards.resume.History.attempts)."""
+    for i, item in enumerate(_list(value, "the value"), start=1):
+        attempt = _object(item, f"attempt {i}")
+        _numbers(attempt, ("tpu_hosts",), f"attempt {i}")
+        _numbers(attempt, ("resumed_from_step", "reached_step"), f"attempt {i}", whole=True)
+        for key in ("started", "ended"):
+            stamp = attempt.get(key)
+            _expect(stamp, f"attempt {i}'s {key} should be a time but", _is_time(stamp))
+    return value
+
+
+def _is_time(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return datetime.fromisoformat(value).tzinfo is not None
+    except (TypeError, ValueError):
+        return False
+
+
+def gate(value: Any) -> dict[str, Any]:
+    """The reward gate's return value: {"gain": number, ...}."""
+    found = _object(value, "the value")
+    _numbers(found, ("gain",), "the gate")
+    return found
+
+
+def export_uri(value: Any) -> str:
+    """verify's return value: the export's gs:// folder."""
+    fits = isinstance(value, str) and value.startswith("gs://")
+    _expect(value, "the value should be a gs:// URI but", fits)
+    return value
+
+
+def checkpoint_step(value: Any) -> int | None:
+    fits = value is None or (isinstance(value, int) and not isinstance(value, bool))
+    _expect(value, "the value should be an integer but", fits)
+    return value
+
+
+def looks(value: Any) -> list[dict[str, Any]]:
+    """A step's looks at the TPU nodes (tpu_rl.report.tpu_nodes.Look)."""
+    for i, item in enumerate(_list(value, "the value"), start=1):
+        look = _object(item, f"look {i}")
+        _expect(look.get("at"), f"look {i}'s at should be a number but", _is_number(look.get("at")))
+        for name, created in _object(look.get("nodes"), f"look {i}'s nodes").items():
+            _expect(created, f"node {name}'s creation should be a number but", _is_number(created))
+    return value
+
+
+def failure_message(value: Any) -> str:
+    _expect(value, "the value should be a text but", isinstance(value, str))
+    return value
+
+
+def conf(value: Any) -> dict[str, Any]:
+    """A run's conf: an object (null for none)."""
+    return {} if value is None else _object(value, "the run's conf")
+
+
+# The check of each value a row reads, by its name in the row's XComs (tpu_rl.ui.runs.XCOMS).
+CHECKS: dict[str, Callable[[Any], Any]] = {
+    "rewards": rewards,
+    "attempts": attempts,
+    "gate": gate,
+    "export_uri": export_uri,
+    "checkpoint_step": checkpoint_step,
+    "looks": looks,
+    "failure": failure_message,
+}

@@ -1,0 +1,146 @@
+"""One malformed XCom or run costs its own row, not the page: the API answers 200, the other
+rows are what they were, the bad row says what it could not read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.ui import synthetic
+
+RUNS = 40
+
+
+class RawText(str):
+    """Text stored in the JSON column as it is: what no JSON type would write (SQLite's JSON
+    column is TEXT and takes it; a driver's JSON type fails the whole query reading it)."""
+
+
+# run number -> (task_id, key, value stored, what the row's error must say). The runs are ones
+# the gate passed (every 7th from the 4th is stopped), except 3, stopped: its failure message.
+MALFORMED: dict[int, tuple[str, str, Any, str]] = {
+    0: ("wait_for_rewards", "return_value", [0.1, 0.2],
+        "XCom wait_for_rewards.return_value: the value should be an object but is a list"),
+    1: ("wait_for_rewards", "return_value", {"pre": {"mean_reward": "high"}, "post": {}},
+        "XCom wait_for_rewards.return_value: pre's mean_reward should be a number but is a text"),
+    2: ("wait_for_rewards", "return_value", RawText('{"pre": {"mean_reward": 0.1'),
+        "XCom wait_for_rewards.return_value: unparseable JSON"),
+    3: ("gate", "failure", {"message": "gate"},
+        "XCom gate.failure: the value should be a text but is an object"),
+    4: ("wait_for_rewards", "attempts", {"attempt": 1},
+        "XCom wait_for_rewards.attempts: the value should be a list but is an object"),
+    5: ("wait_for_rewards", "attempts",
+        [{"attempt": 1, "started": "yesterday", "ended": "2026-01-26T07:20:00+00:00"}],
+        "XCom wait_for_rewards.attempts: attempt 1's started should be a time but is a text"),
+    6: ("gate", "return_value", "passed",
+        "XCom gate.return_value: the value should be an object but is a text"),
+    8: ("verify", "return_value", 42,
+        "XCom verify.return_value: the value should be a gs:// URI but is a number"),
+    9: ("export", "checkpoint_step", "fifty",
+        "XCom export.checkpoint_step: the value should be an integer but is a text"),
+    11: ("convert", "tpu_nodes", [{"nodes": {"gke-tpu-0": 1.0}}],
+         "XCom convert.tpu_nodes: look 1's at should be a number but is null"),
+    12: ("export", "tpu_nodes", "not a list",
+         "XCom export.tpu_nodes: the value should be a list but is a text"),
+    # a serialized XCom (XComModel.serialize_value's JSON text) whose text is no JSON
+    13: ("wait_for_rewards", "return_value", '{"pre": ',
+         "XCom wait_for_rewards.return_value: the value should be an object but is a text"),
+}  # fmt: skip
+# run number -> (conf stored, what the row's error must say)
+BAD_CONFS: dict[int, tuple[Any, str]] = {
+    15: (
+        ["cluster_nodepool_count", 2],
+        "TPU-hours not counted: the run's conf should be an object",
+    ),
+    16: (RawText("{cluster_nodepool_count: 2"), "TPU-hours not counted: unparseable JSON"),
+}
+
+
+def run_id(i: int) -> str:
+    return f"scheduled__synthetic-{i:04d}"
+
+
+def put_xcom(session: Any, run: str, task_id: str, key: str, value: Any) -> None:
+    """Store `value` as the run's XCom (task_id, key), replacing one there."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import delete, insert, select, text
+
+    dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run))
+    where = (XComModel.dag_run_id == dag_run_id, XComModel.task_id == task_id)
+    session.execute(delete(XComModel).where(*where, XComModel.key == key))
+    row = {"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run,
+           "task_id": task_id, "key": key, "map_index": -1, "timestamp": synthetic.START,
+           "value": None if isinstance(value, RawText) else value}  # fmt: skip
+    session.execute(insert(XComModel.__table__), [row])
+    if isinstance(value, RawText):
+        session.execute(
+            text("UPDATE xcom SET value = :v WHERE dag_run_id = :r AND task_id = :t AND key = :k"),
+            {"v": str(value), "r": dag_run_id, "t": task_id, "k": key},
+        )
+
+
+def put_conf(session: Any, run: str, conf: Any) -> None:
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import text, update
+
+    if isinstance(conf, RawText):
+        session.execute(
+            text("UPDATE dag_run SET conf = :c WHERE run_id = :r"), {"c": str(conf), "r": run}
+        )
+    else:
+        session.execute(update(DagRun).where(DagRun.run_id == run).values(conf=conf))
+
+
+def seed_malformed() -> None:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        for i, (task_id, key, value, _) in MALFORMED.items():
+            put_xcom(session, run_id(i), task_id, key, value)
+        for i, (conf, _) in BAD_CONFS.items():
+            put_conf(session, run_id(i), conf)
+
+
+@pytest.fixture
+def client(auth_token) -> TestClient:
+    from tpu_rl.ui.app import app
+
+    synthetic.add_runs(RUNS)
+    return TestClient(app, raise_server_exceptions=False)  # a 500, as a real server answers
+
+
+def get_rows(client: TestClient, token: str) -> dict[str, dict[str, Any]]:
+    response = client.get("/api/runs", cookies={"_token": token})
+    assert response.status_code == 200, response.text[:2000]
+    return {r["run_id"]: r for r in response.json()["runs"]}
+
+
+def test_each_malformed_value_costs_its_own_row_only(client, auth_token):
+    before = get_rows(client, auth_token)
+    assert not any(r.get("error") for r in before.values())
+    seed_malformed()
+    after = get_rows(client, auth_token)
+
+    bad = {run_id(i): said for i, (*_, said) in MALFORMED.items()}
+    bad |= {run_id(i): said for i, (_, said) in BAD_CONFS.items()}
+    assert after.keys() == before.keys()
+    for run, row in after.items():
+        if run not in bad:
+            assert row == before[run]
+            continue
+        assert row["error"] is not None and row["error"].startswith(bad[run]), (run, row)
+        assert "Traceback" not in row["error"] and "File " not in row["error"]
+        assert row["state"] == before[run]["state"] and row["gate"] == before[run]["gate"]
+
+    # the malformed value is left out, the rest of its row kept
+    rewards_gone = after[run_id(0)]
+    assert rewards_gone["pre_mean_reward"] is None and rewards_gone["gain"] is not None
+    assert rewards_gone["tpu_hours"] == before[run_id(0)]["tpu_hours"]
+    assert after[run_id(3)]["failure"] is None and after[run_id(3)]["pre_mean_reward"] is not None
+    assert after[run_id(8)]["export_uri"] is None and after[run_id(8)]["checkpoint_step"] == 50
+    assert after[run_id(9)]["checkpoint_step"] is None and after[run_id(9)]["export_uri"]
+    assert after[run_id(11)]["tpu_hours"] == before[run_id(11)]["tpu_hours"]
+    assert after[run_id(15)]["tpu_hours"] is None and after[run_id(15)]["post_mean_reward"]
