@@ -71,10 +71,11 @@ def check_reports(runs: list[dict[str, Any]]) -> None:
         assert report["tpu"]["hosts"] == 8 and report["tpu"]["tpu_hours"] > 0
         assert report["summary"] in run["reports"]["run-report.md"]
         assert all(HF_TOKEN not in text for text in run["reports"].values())
-    # the first made its reserved cluster; the Spot run's TPU nodes bill, over two attempts
+    # the first made its reserved cluster, the Spot run had two attempts; both bill node life
     first, spot = (json.loads(run["reports"]["run-report.json"]) for run in runs[:2])
-    assert first["tpu"]["rule"] == "created_pool" and len(first["attempts"]) == 1
-    assert spot["tpu"]["rule"] == "tpu_nodes" and spot["capacity"] == "spot"
+    # the TPU nodes' life, as the run's steps saw them (report/billing.py)
+    assert first["tpu"]["rule"] == "tpu_node_life" and len(first["attempts"]) == 1
+    assert spot["tpu"]["rule"] == "tpu_node_life" and spot["capacity"] == "spot"
     assert [a["outcome"] for a in spot["attempts"]] == ["capacity_lost", "completed"]
     assert 10 <= spot["steps_recomputed"] <= 50 and spot["checkpoint_step"] == 100
     assert all(a["tpu_node_hours"] > 0 for a in spot["attempts"])
@@ -190,11 +191,8 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
     assert {r["pre"] for r in table} == {"0.0821"}
     assert [r["export"] for r in table] == ["", "export", "export"]
     assert all(r["logs"] == "logs" and r["tpu_hours"] for r in table)
-    assert [r["counted_as"] for r in table] == [
-        "run's reserved pool",
-        "TPU nodes",
-        "run's reserved pool",
-    ]
+    # every run's steps saw its TPU nodes: each bills their life (report/billing.py)
+    assert [r["counted_as"] for r in table] == ["TPU nodes' life"] * 3
     assert table[0]["attempts"] == table[2]["attempts"] == "1"
     assert re.fullmatch(r"2: \d+ steps redone", table[1]["attempts"]), table[1]
     assert chart["circles"] == 6 and chart["lines"] == 2 and chart["width"] > 600
