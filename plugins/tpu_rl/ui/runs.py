@@ -21,7 +21,7 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.layout import pool_hosts, split_gcs_uri
 from tpu_rl.names import DAG_ID
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.notify import FAILURE_XCOM_KEY
@@ -194,7 +194,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     if run.end_date is not None:  # while the run goes on, its nodes may still bill
         until, until_text = _until(run)
         try:
-            hosts = RunLayout(settings, run.run_id).pool_hosts
+            hosts = pool_hosts(settings)
             tpu = tpu_billing(
                 settings,
                 hosts,
