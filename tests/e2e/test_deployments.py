@@ -126,8 +126,6 @@ def test_two_deployments_share_a_cluster_and_bucket_without_touching_each_other(
         production: RunResult = box.run(CONF, logical_date=SLOT)
         assert production.run_id == staging.run_id
         assert production.state == "success", production.task_states
-        production_id = stored_identity()
-        assert None not in (staging_id, production_id) and staging_id != production_id
         # production made its own Jobs and Secret (it followed none of staging's) and removed
         # only those: staging's are there, unchanged (same uid, version and token)
         assert production.task_states["train"] == "success"
@@ -138,6 +136,9 @@ def test_two_deployments_share_a_cluster_and_bucket_without_touching_each_other(
         assert {n: files.get(n) for n in staging_files} == staging_files
         exports = {n.split("/hf-trained/")[1].split("/")[0] for n in files if "/hf-trained/" in n}
         assert len(exports) == 2, sorted(exports)
+        # each install generated an identity of its own, from one and the same configuration
+        production_id = stored_identity()
+        assert None not in (staging_id, production_id) and staging_id != production_id
 
         # production's janitor, deletion on and no grace: staging's in-flight run is not its own
         state, report = janitor(
