@@ -61,7 +61,7 @@ test-compat: venv-compat postgresql ## the DAG tests, make demo's test and the p
 	  -m "dag or e2e or defers" tests/dags tests/e2e/test_make_demo.py tests/processes
 
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
-	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/processes
+	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/e2e/test_deployments.py tests/processes
 
 lint: $(STAMP) ## ruff check and format check
 	$(VENV)/bin/ruff check $(LINTED)

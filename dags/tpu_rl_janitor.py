@@ -28,8 +28,8 @@ clusters no active run uses and older than the grace period, with `gcluster dest
 `cleanup_cluster` does. `existing_clusters` are never destroyed. `dry_run` (the default) only
 reports. Defaults of the Params: the JSON Variable `tpu_rl_janitor_params`, read when the sweep
 runs; the schedule: the environment variable `TPU_RL_JANITOR_SCHEDULE` (no lookup per parse).
-It only touches what carries this Airflow deployment's id (TPU_RL_DEPLOYMENT_ID) and the label
-of tpu_rl_post_training.
+It only touches what carries this Airflow deployment's identity (TPU_RL_DEPLOYMENT_ID, else the
+Variable `tpu_rl_deployment_id` made on first use) and the label of tpu_rl_post_training.
 """
 # environment, not an Airflow Variable: read when the file is parsed, so it must cost nothing
 SCHEDULE = os.environ.get("TPU_RL_JANITOR_SCHEDULE") or "*/30 * * * *"

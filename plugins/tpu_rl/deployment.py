@@ -2,19 +2,23 @@
 
 Each value comes from the environment (`TPU_RL_<NAME>`) or else from Airflow's configuration
 (`[tpu_rl] <name>`, also settable as `AIRFLOW__TPU_RL__<NAME>`); none needs the metadata DB, so
-the DAG file reads them at parse time and every task process reads the same values.
+the DAG file reads them at parse time and every task process reads the same values. The one
+exception is the deployment's identity when none is configured: it is stored in an Airflow
+Variable, read only where tasks run (deployment_id).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
+import secrets
 import sys
 
 DEFAULT_DAGRUN_TIMEOUT_MINUTES = 72 * 60  # a backstop: the per-task limits end first
 MAX_DAGRUN_TIMEOUT_MINUTES = 365 * 24 * 60
 DEPLOYMENT_LABEL = "tpu-rl.dev/deployment"
+# Where a deployment keeps the identity generated on first use (deployment_id).
+DEPLOYMENT_VARIABLE = "tpu_rl_deployment_id"
 DAG_LABEL = "tpu-rl.dev/dag"
 # Connection types that carry an API token (the HF token is the password), never a database.
 HF_CONN_TYPES = {"http", "https", "generic", "huggingface", "hf"}
@@ -70,20 +74,51 @@ def gcp_conn_id() -> str:
     return _value("gcp_conn_id") or "google_cloud_default"
 
 
-def deployment_id() -> str:
-    """This Airflow deployment's identity, a label value on everything the runs create.
-
-    Default: a hash of the API server's base URL, the same for every process of a deployment.
-    """
+def configured_deployment_id() -> str | None:
+    """The identity the deployer set (TPU_RL_DEPLOYMENT_ID or [tpu_rl] deployment_id), if any."""
     if explicit := _value("deployment_id"):
-        if not re.fullmatch(ID_PATTERN, explicit):
-            raise DeploymentError(
-                f"TPU_RL_DEPLOYMENT_ID: {explicit!r} must be 1-63 lower-case letters, digits, "
-                "'-' or '_', starting and ending with a letter or digit (a label value)"
-            )
-        return explicit
-    base_url = _airflow_conf("api", "base_url") or "http://localhost:8080/"
-    return "af-" + hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:12]
+        return checked_deployment_id(explicit, "TPU_RL_DEPLOYMENT_ID")
+    return None
+
+
+def checked_deployment_id(value: str, source: str) -> str:
+    """`value` if it can be a Kubernetes label value (it labels every object of the runs)."""
+    if not re.fullmatch(ID_PATTERN, value):
+        raise DeploymentError(
+            f"{source}: {value!r} must be 1-63 lower-case letters, digits, "
+            "'-' or '_', starting and ending with a letter or digit (a label value)"
+        )
+    return value
+
+
+def deployment_id() -> str:
+    """This Airflow deployment's identity: it names and labels everything the runs create, so
+    two deployments sharing a project, cluster and bucket never touch each other's objects.
+
+    The configured one (configured_deployment_id), else the one stored in the Airflow Variable
+    `tpu_rl_deployment_id`, generated at random on first use. Stored rather than derived: what
+    every process of one deployment can read without a setting (the API base URL, the database
+    URL) has the same default in every install (docker-compose.yaml and `make airflow` set
+    neither), so a value derived from it would be shared by two teams' installs; a required
+    setting would stop `make demo` from running as shipped. The Variable lives in the
+    deployment's metadata DB, so only a task reads it (the Task SDK's Variable API), never a
+    parse of the DAG file. Two first uses at once both write; both then read back what the DB
+    kept, so the runs of one deployment agree on its identity from then on.
+    """
+    if configured := configured_deployment_id():
+        return configured
+    from airflow.sdk import Variable
+
+    stored = Variable.get(DEPLOYMENT_VARIABLE, default=None)
+    if not stored:
+        Variable.set(
+            DEPLOYMENT_VARIABLE,
+            "af-" + secrets.token_hex(6),
+            description="This Airflow deployment's identity on the objects its runs create "
+            "(tpu_rl.deployment). Changing it does not affect runs already started.",
+        )
+        stored = Variable.get(DEPLOYMENT_VARIABLE)
+    return checked_deployment_id(str(stored).strip(), f"Variable {DEPLOYMENT_VARIABLE}")
 
 
 def checked_connection(conn_id: str, allowed_types: set[str], purpose: str) -> object:

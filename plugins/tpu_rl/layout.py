@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from tpu_rl.cluster.blueprint import default_state_prefix
 from tpu_rl.cluster.tpu import hosts_per_slice
-from tpu_rl.deployment import DAG_LABEL, DEPLOYMENT_LABEL, deployment_id
+from tpu_rl.deployment import DAG_LABEL, DEPLOYMENT_LABEL
 from tpu_rl.names import DAG_ID
 
 if TYPE_CHECKING:
@@ -22,21 +22,32 @@ RUN_ID_ANNOTATION = "tpu-rl.dev/run-id"
 JOB_NAME_PREFIX = "job-"
 
 
-def run_slug(run_id: str) -> str:
-    """A short DNS-safe name for an Airflow run: 'rl-' + 10 hex chars of its id's hash."""
-    return "rl-" + hashlib.sha256(run_id.encode()).hexdigest()[:10]
+def run_slug(run_id: str, deployment: str) -> str:
+    """A short DNS-safe name for an Airflow run of a deployment: 'rl-' + 10 hex chars of the hash
+    of both. The run id alone is the same in every Airflow for one schedule slot; with the
+    deployment's identity two deployments' runs never share a Kubernetes name or a GCS folder.
+    ('/' cannot occur in an identity, a label value: the pair hashes unambiguously.)"""
+    return "rl-" + hashlib.sha256(f"{deployment}/{run_id}".encode()).hexdigest()[:10]
+
+
+def pool_hosts(settings: RunSettings) -> int:
+    """TPU VM hosts of the whole pool: hosts per slice x slices."""
+    per_slice = hosts_per_slice(settings.topology, settings.compute_type)
+    return per_slice * settings.cluster_nodepool_count
 
 
 @dataclass(frozen=True)
 class RunLayout:
-    """Names and paths derived from the settings and the Airflow run id."""
+    """Names and paths derived from the settings, the Airflow run id and the deployment identity
+    the run started with (tpu_rl.run_record)."""
 
     settings: RunSettings
     run_id: str
+    deployment: str
 
     @property
     def slug(self) -> str:
-        return run_slug(self.run_id)
+        return run_slug(self.run_id, self.deployment)
 
     # Kubernetes names (Job bases: the operator adds JOB_NAME_PREFIX)
     @property
@@ -80,15 +91,14 @@ class RunLayout:
 
     @property
     def pool_hosts(self) -> int:
-        """TPU VM hosts of the whole pool: hosts per slice x slices."""
-        return self.hosts * self.settings.cluster_nodepool_count
+        return pool_hosts(self.settings)
 
     @property
     def labels(self) -> dict[str, str]:
         return {
             "app.kubernetes.io/managed-by": MANAGED_BY,
             RUN_LABEL: self.slug,
-            DEPLOYMENT_LABEL: deployment_id(),
+            DEPLOYMENT_LABEL: self.deployment,
             DAG_LABEL: DAG_ID,
         }
 

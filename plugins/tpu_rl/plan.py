@@ -20,6 +20,9 @@ from tpu_rl.layout import RunLayout
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
+# The identity a plan shows when none is configured: the stored one lives in a deployment's
+# metadata DB, which this offline tool does not read (tpu_rl.deployment.deployment_id).
+PLAN_DEPLOYMENT = "plan-preview"
 # The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
 PLAN_BLUEPRINT = Path("cluster-toolkit") / blueprint.BLUEPRINT_FILE
 PLAN_KUEUE_CONFIG = Path("cluster-toolkit") / kueue_config.CONFIG_FILE
@@ -146,7 +149,10 @@ def _identity(layout: RunLayout) -> str:
 
 def _cluster_plan(layout: RunLayout) -> blueprint.ClusterToolkitPlan:
     return blueprint.plan(
-        include_file(PLAN_BLUEPRINT).read_text(), layout.settings, layout.terraform_state_prefix
+        include_file(PLAN_BLUEPRINT).read_text(),
+        layout.settings,
+        layout.deployment,
+        layout.terraform_state_prefix,
     )
 
 
@@ -227,7 +233,12 @@ def main(argv: list[str]) -> int:
     except SettingsError as err:
         print(f"{argv[0]}: {err}", file=sys.stderr)
         return 1
-    layout = RunLayout(settings, argv[2] if len(argv) == 3 else PLAN_RUN_ID)
+    try:
+        identity = deployment.configured_deployment_id() or PLAN_DEPLOYMENT
+    except deployment.DeploymentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    layout = RunLayout(settings, argv[2] if len(argv) == 3 else PLAN_RUN_ID, identity)
     try:
         path = write_plan(layout, Path(argv[1]))
     except FileNotFoundError as err:

@@ -207,8 +207,19 @@ def _without_defaults(value):
     return value
 
 
+# What validate recorded of the run's deployment identity, as later tasks read it.
+VALIDATE_RECORD = {"deployment_id": "test-deployment"}
+
+
 def _context(conf: dict) -> dict:
-    ti = SimpleNamespace(dag_id=DAG_ID, task_id="t", run_id=RUN_ID, try_number=1, map_index=-1)
+    ti = SimpleNamespace(
+        dag_id=DAG_ID,
+        task_id="t",
+        run_id=RUN_ID,
+        try_number=1,
+        map_index=-1,
+        xcom_pull=lambda task_ids: VALIDATE_RECORD if task_ids == "validate" else None,
+    )
     return {"params": conf, "run_id": RUN_ID, "ti": ti, "dag": SimpleNamespace(dag_id=DAG_ID)}
 
 
@@ -219,7 +230,7 @@ def test_operator_job_spec_equals_the_plan(
     dag, tutorial_conf, tmp_path, task_id, plan_file, monkeypatch
 ):
     """One code path: what `make plan` writes is what the operator submits (+ Airflow's labels)."""
-    write_plan(RunLayout(load_settings(tutorial_conf), RUN_ID), tmp_path)
+    write_plan(RunLayout(load_settings(tutorial_conf), RUN_ID, "test-deployment"), tmp_path)
     planned = yaml.safe_load((tmp_path / plan_file).read_text())
     op = dag.get_task(task_id)
     monkeypatch.setattr(storage, "object_exists", lambda uri, conn: False)  # no GCS look-up here
@@ -255,7 +266,9 @@ class TryXComs:
     def xcom_push(self, key: str, value) -> None:
         self.pushed[key] = value
 
-    def xcom_pull(self, task_ids: str, key: str):
+    def xcom_pull(self, task_ids: str, key: str = "return_value"):
+        if task_ids == "validate" != self.task_id:  # the run's record (tpu_rl.run_record)
+            return VALIDATE_RECORD
         assert task_ids == self.task_id
         return self.pushed.get(key)
 
@@ -300,9 +313,10 @@ def test_a_conf_with_raised_limits_raises_them_at_run_time(tutorial_conf, monkey
     assert wait.execution_timeout == timedelta(minutes=900)
 
 
-def test_every_task_applies_the_runs_limits_before_execute(tutorial_conf):
+def test_every_task_applies_the_runs_limits_before_execute(tutorial_conf, monkeypatch):
     """Each operator's pre_execute (what the task runner calls before execute and before each
     resume) sets the limit from the run's settings, not the parse-time default."""
+    monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "test-deployment")  # validate reads it
     dag = DagBag(str(REPO / "dags")).dags[DAG_ID]  # a fresh parse: tasks get changed here
     raised = {
         "pending_timeout_minutes": 70,
@@ -384,6 +398,7 @@ def test_validate_says_in_one_line_what_this_airflow_cannot_keep(
     import tpu_rl.dag.run_checks
 
     monkeypatch.setattr(tpu_rl.dag.run_checks, "check_run", lambda settings, dag: {})
+    monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "test-deployment")
     validate = dag.get_task("validate")
     context = _run_context(dag, validate, tutorial_conf)
     if store is not None:

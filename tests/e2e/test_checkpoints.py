@@ -19,6 +19,7 @@ from tests.sandbox.harness import (
     CONVERTED_ARRAYS,
     SETTINGS,
     SPOT,
+    RunResult,
     Sandbox,
     Workloads,
     converted_folder,
@@ -47,7 +48,7 @@ def test_a_conversion_killed_mid_save_is_converted_again(airflow_db, tmp_path, c
         stale = {
             "run_id": first.run_id,
             "dag_id": "tpu_rl_post_training",
-            "deployment": _deployment(),
+            "deployment": first.xcoms["validate.return_value"]["deployment_id"],
             "expires": time.time() + 3600,
         }
         box.gcs.write(f"{folder}conversion.lock", json.dumps(stale).encode())
@@ -81,7 +82,7 @@ def test_a_resume_after_a_cut_save_reports_the_step_restored(airflow_db, tmp_pat
         record = attempts(result)
         assert [a["resumed_from_step"] for a in record] == restored, record
         assert "Resuming training from the start (no checkpoint yet)" in log
-        report = _run_report(box, result.run_id)
+        report = _run_report(box, result)
         assert [a["resumed_from_step"] for a in report["attempts"]] == restored, report
         assert result.xcoms.get("export.checkpoint_step") == 100, result.xcoms
 
@@ -158,14 +159,10 @@ class OtherDeploymentConversion:
         return sum("ifGenerationMatch=0" in r for r in list(self.box.gcs.traffic.requests))
 
 
-def _deployment() -> str:
-    from tpu_rl.deployment import deployment_id
-
-    return deployment_id()
-
-
-def _run_report(box: Sandbox, run_id: str) -> dict[str, Any]:
+def _run_report(box: Sandbox, result: RunResult) -> dict[str, Any]:
     from tpu_rl.layout import run_slug
 
-    uri = f"gs://{BUCKET}/gemma4-26b/hf-trained/{run_slug(run_id)}/run-report.json"
+    identity = result.xcoms["validate.return_value"]["deployment_id"]  # the run's own
+    slug = run_slug(result.run_id, identity)
+    uri = f"gs://{BUCKET}/gemma4-26b/hf-trained/{slug}/run-report.json"
     return json.loads(box.gcs.read(uri))

@@ -27,6 +27,7 @@ from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster.blueprint import cluster_labels, default_state_prefix, deployment_vars
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
+from tpu_rl.run_record import run_record
 from tpu_rl.settings.run_settings import load_settings
 
 MAIN_DAG = "tpu_rl_post_training"
@@ -46,8 +47,12 @@ BASE_CONF = {
 pytestmark = pytest.mark.timeout(180)
 
 
-def layout(run_id: str, cluster: str) -> RunLayout:
-    return RunLayout(load_settings({**SETTINGS, "cluster_name": cluster}), run_id)
+THIS_DEPLOYMENT = "this-airflow"  # the janitor's, stored where the deployment keeps it
+OTHER_DEPLOYMENT = "another-airflow"
+
+
+def layout(run_id: str, cluster: str, deployment: str = THIS_DEPLOYMENT) -> RunLayout:
+    return RunLayout(load_settings({**SETTINGS, "cluster_name": cluster}), run_id, deployment)
 
 
 def create_aged(emu: KubeEmulator, obj: dict[str, Any], age: timedelta) -> None:
@@ -63,7 +68,13 @@ def run_objects(emu: KubeEmulator, lay: RunLayout, age: timedelta) -> None:
     create_aged(emu, manifests.token_secret(lay, "hf_NotARealToken"), age)
 
 
-def add_cluster(state_file: Path, name: str, labelled: bool, age: timedelta) -> None:
+def add_cluster(
+    state_file: Path,
+    name: str,
+    labelled: bool,
+    age: timedelta,
+    deployment: str = THIS_DEPLOYMENT,
+) -> None:
     """A cluster record as the fake gcluster deploy writes it, created `age` ago."""
     settings = load_settings({**SETTINGS, "cluster_name": name})
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
@@ -71,7 +82,7 @@ def add_cluster(state_file: Path, name: str, labelled: bool, age: timedelta) -> 
         "status": "RUNNING",
         "project": settings.project,
         "location": settings.region,
-        "labels": cluster_labels(settings) if labelled else {},
+        "labels": cluster_labels(settings, deployment) if labelled else {},
         "vars": deployment_vars(settings),
         "create_time": (datetime.now(UTC) - age).isoformat(),
     }
@@ -120,7 +131,7 @@ def make_active_run() -> None:
         ).update({"state": "success"})
     XComModel.set(
         key="return_value",
-        value=load_settings(conf).to_dict(),
+        value=run_record(load_settings(conf).to_dict(), THIS_DEPLOYMENT),
         dag_id=MAIN_DAG,
         task_id="validate",
         run_id=ACTIVE_RUN,
@@ -186,7 +197,10 @@ def sandbox(tmp_path: Path):
 
 
 def test_janitor_removes_only_what_no_active_run_owns(airflow_db, tmp_path: Path) -> None:
+    from airflow.models.variable import Variable
+
     with sandbox(tmp_path) as (box, busy_emu, shared_emu):
+        Variable.set("tpu_rl_deployment_id", THIS_DEPLOYMENT)  # the janitor reads it there
         emu, state_file = box.emu, box.state_file
         three_hours, five_hours = timedelta(hours=3), timedelta(hours=5)
         for name, labelled in (("gemma4-rl", True), ("rl-busy", True), ("shared", True)):
@@ -197,10 +211,9 @@ def test_janitor_removes_only_what_no_active_run_owns(airflow_db, tmp_path: Path
         foreign_job = manifests.train_job(killed)
         foreign_job["metadata"] = {"name": "someone-elses-job", "labels": {"team": "other"}}
         create_aged(emu, foreign_job, three_hours)
-        with mock.patch.dict(os.environ, {"TPU_RL_DEPLOYMENT_ID": "another-airflow"}):
-            other_deployment = layout(OTHER_DEPLOYMENT_RUN, "gemma4-rl")
-            run_objects(emu, other_deployment, three_hours)
-            add_cluster(state_file, "elsewhere", True, five_hours)
+        other_deployment = layout(OTHER_DEPLOYMENT_RUN, "gemma4-rl", OTHER_DEPLOYMENT)
+        run_objects(emu, other_deployment, three_hours)
+        add_cluster(state_file, "elsewhere", True, five_hours, OTHER_DEPLOYMENT)
         other_dag_job = manifests.train_job(layout(OLD_RUN, "gemma4-rl"))
         other_dag_job["metadata"]["labels"]["tpu-rl.dev/dag"] = "some_other_dag"
         create_aged(emu, other_dag_job, three_hours)

@@ -21,9 +21,19 @@ CLUSTER = {
 }
 
 
+RECORD = {"deployment_id": "test-deployment"}  # validate's record of the run's identity
+
+
 def context() -> dict:
     ti = SimpleNamespace(
-        dag_id="tpu_rl_post_training", task_id="t", run_id=RUN_ID, try_number=1, map_index=-1
+        dag_id="tpu_rl_post_training",
+        task_id="t",
+        run_id=RUN_ID,
+        try_number=1,
+        map_index=-1,
+        xcom_pull=lambda task_ids, key="return_value", **kw: (
+            RECORD if (task_ids, key) == ("validate", "return_value") else None
+        ),
     )
     return {
         "params": dict(SETTINGS),

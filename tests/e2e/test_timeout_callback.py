@@ -15,9 +15,11 @@ from tpu_rl.dag import callbacks
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators.cluster import CreateClusterOperator
+from tpu_rl.run_record import run_record
 from tpu_rl.settings.run_settings import load_settings
 
 RUN_ID = "scheduled__2026-11-30T03:00:00+00:00"
+RUN_DEPLOYMENT = "test-deployment"  # the identity validate recorded for the run
 
 
 @pytest.fixture
@@ -27,7 +29,7 @@ def box(tmp_path):
 
 
 def run_objects(box: Sandbox, settings: dict) -> RunLayout:
-    layout = RunLayout(load_settings(settings), RUN_ID)
+    layout = RunLayout(load_settings(settings), RUN_ID, RUN_DEPLOYMENT)
     box.emu.create(pathways_jobset.backend_jobset(layout))
     box.emu.create(manifests.train_job(layout))
     box.emu.create(manifests.token_secret(layout, "hf_NotARealToken123"))
@@ -50,7 +52,7 @@ def timed_out(box: Sandbox, monkeypatch, settings: dict) -> dict:
 
     def get_one(**kwargs):
         asked.append(kwargs)
-        return load_settings(settings).to_dict()
+        return run_record(load_settings(settings).to_dict(), RUN_DEPLOYMENT)
 
     monkeypatch.setattr(XCom, "get_one", get_one)
     outcome = callbacks.cleanup_after_timeout({"reason": "timed_out", "run_id": RUN_ID})
@@ -70,6 +72,7 @@ def test_a_run_timed_out_mid_training_leaves_no_cluster(tmp_path, monkeypatch):
     skipped, and the callback leaves neither the Kubernetes objects nor the cluster (its TPU
     node pool) to a janitor."""
     settings = {**SETTINGS, "cluster_mode": "create", "cluster_name": "rl-created"}
+    monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", RUN_DEPLOYMENT)  # labels the cluster it makes
     with Sandbox(tmp_path).up() as box:
         CreateClusterOperator(task_id="create_cluster", settings=settings).execute({})
         assert clusters(box) == ["rl-created"]

@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -304,10 +305,15 @@ class Sandbox:
             yield self
 
     def run(
-        self, conf: dict[str, Any], workloads: Workloads | None = None, time_scale: float = 0.001
+        self,
+        conf: dict[str, Any],
+        workloads: Workloads | None = None,
+        time_scale: float = 0.001,
+        logical_date: datetime | None = None,
     ) -> RunResult:
         """Trigger one run with these settings and wait for it to end; `time_scale`: wall
-        seconds per simulated second of the pods (and the ledger's clock)."""
+        seconds per simulated second of the pods (and the ledger's clock); `logical_date`:
+        the run's schedule slot, hence its run id (now by default)."""
         from tests.dagbags import DagBag
 
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
@@ -320,7 +326,11 @@ class Sandbox:
             self.emu.admission_hooks.append(inject_sidecar)
         reconcilers = (preemption.reconcile, self.control_plane.sync)
         with Controller(self.emu, scenario, time_scale=time_scale, reconcilers=reconcilers):
-            dag_run = dag.test(run_conf=conf)
+            # a manual run's id comes from run_after (DagRun.generate_run_id)
+            dated = (
+                {"logical_date": logical_date, "run_after": logical_date} if logical_date else {}
+            )
+            dag_run = dag.test(run_conf=conf, **dated)
         return self.result(dag_run)
 
     def result(self, dag_run: Any) -> RunResult:
@@ -371,7 +381,8 @@ def converted_folder(conf: dict[str, Any]) -> str:
     from tpu_rl.layout import RunLayout
     from tpu_rl.settings.run_settings import load_settings
 
-    return RunLayout(load_settings(conf), "manual__converted").maxtext_dir
+    # shared by every run and deployment converting the same model: any run id and identity
+    return RunLayout(load_settings(conf), "manual__converted", "any-deployment").maxtext_dir
 
 
 def write_converted(gcs: GcsEmulator, conf: dict[str, Any], written: int | None = None) -> None:

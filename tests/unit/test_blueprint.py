@@ -14,7 +14,6 @@ from tests.conftest import BLUEPRINT_FIXTURES as FIXTURES
 from tests.conftest import SEED
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster.blueprint import BlueprintError
-from tpu_rl.deployment import deployment_id
 from tpu_rl.settings.run_settings import load_settings
 
 BLUEPRINT = (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()
@@ -97,25 +96,25 @@ def test_the_tutorial_sed_lines_are_the_ones_emulated():
 
 
 def test_edits_equal_the_tutorial_sed_result_plus_labels(settings):
-    edited = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings))
+    edited = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings, "test-deployment"))
     labels = edited["vars"].pop("labels")
     assert edited == yaml.safe_load(sed_edits(BLUEPRINT))
     assert labels == {
         "managed-by": "tpu-rl-airflow",
         "tpu-rl-cluster": "gemma4-rl",
-        "tpu-rl-deployment": deployment_id(),
+        "tpu-rl-deployment": "test-deployment",
         "tpu-rl-dag": "tpu_rl_post_training",
     }
 
 
-def test_the_cluster_carries_the_deployment_id_from_the_configuration(settings, monkeypatch):
-    monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "team-a-prod")
-    labels = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings))["vars"]["labels"]
-    assert labels["tpu-rl-deployment"] == "team-a-prod"
+def test_the_cluster_carries_the_identity_of_the_run_that_creates_it(settings, monkeypatch):
+    monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "changed-since")  # the run's record wins
+    labels = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings, "team-a-prod"))
+    assert labels["vars"]["labels"]["tpu-rl-deployment"] == "team-a-prod"
 
 
 def test_each_edit_applied_exactly_once(settings):
-    text = blueprint.edit_blueprint(BLUEPRINT, settings)
+    text = blueprint.edit_blueprint(BLUEPRINT, settings, "test-deployment")
     assert "n2-standard-8" not in text and "storage.objectViewer" not in text
     assert text.count("system_node_pool_zones") == 1
     assert text.count("e2-standard-8") == 1
@@ -132,7 +131,7 @@ def test_each_edit_applied_exactly_once(settings):
 
 def test_every_other_module_and_var_untouched(settings):
     original = yaml.safe_load(BLUEPRINT)
-    edited = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings))
+    edited = yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings, "test-deployment"))
     before, after = modules(original), modules(edited)
     assert list(before) == list(after)
     changed = {"gke-tpu-v6e-cluster", "node_pool_service_account"}
@@ -157,12 +156,14 @@ def test_every_other_module_and_var_untouched(settings):
 def test_existing_labels_are_kept(settings):
     bp = yaml.safe_load(BLUEPRINT)
     bp["vars"]["labels"] = {"team": "ml"}
-    edited = yaml.safe_load(blueprint.edit_blueprint(yaml.safe_dump(bp), settings))
+    edited = yaml.safe_load(
+        blueprint.edit_blueprint(yaml.safe_dump(bp), settings, "test-deployment")
+    )
     assert edited["vars"]["labels"] == {
         "team": "ml",
         "managed-by": "tpu-rl-airflow",
         "tpu-rl-cluster": "gemma4-rl",
-        "tpu-rl-deployment": deployment_id(),
+        "tpu-rl-deployment": "test-deployment",
         "tpu-rl-dag": "tpu_rl_post_training",
     }
 
@@ -202,7 +203,7 @@ def _without(path: tuple, bp_text: str = BLUEPRINT) -> str:
 )
 def test_missing_anchor_fails_naming_it(settings, broken, message):
     with pytest.raises(BlueprintError, match=re.escape(message)):
-        blueprint.edit_blueprint(broken, settings)
+        blueprint.edit_blueprint(broken, settings, "test-deployment")
 
 
 @pytest.mark.parametrize(
@@ -216,8 +217,8 @@ def test_a_capacity_edit_without_its_tpu_pool_fails_naming_it(settings, broken, 
     """flex_start/spot edit the TPU pool; a reservation leaves the blueprint's pool alone."""
     spot = dataclasses.replace(settings, capacity="spot", reservation="")
     with pytest.raises(BlueprintError, match=re.escape(message)):
-        blueprint.edit_blueprint(broken, spot)
-    blueprint.edit_blueprint(broken, settings)
+        blueprint.edit_blueprint(broken, spot, "test-deployment")
+    blueprint.edit_blueprint(broken, settings, "test-deployment")
 
 
 def test_two_gke_cluster_modules_are_ambiguous(settings):
@@ -225,14 +226,14 @@ def test_two_gke_cluster_modules_are_ambiguous(settings):
     mods = bp["deployment_groups"][0]["modules"]
     mods.append({**modules(bp)["gke-tpu-v6e-cluster"], "id": "second"})
     with pytest.raises(BlueprintError, match="found 2"):
-        blueprint.edit_blueprint(yaml.safe_dump(bp), settings)
+        blueprint.edit_blueprint(yaml.safe_dump(bp), settings, "test-deployment")
 
 
 def test_several_groups_would_share_one_state_prefix(settings):
     bp = yaml.safe_load(BLUEPRINT)
     bp["deployment_groups"].append({"group": "second", "modules": []})
     with pytest.raises(BlueprintError, match="2 deployment groups"):
-        blueprint.edit_blueprint(yaml.safe_dump(bp), settings)
+        blueprint.edit_blueprint(yaml.safe_dump(bp), settings, "test-deployment")
 
 
 def test_deployment_file_keeps_state_in_the_bucket(settings):
@@ -351,7 +352,7 @@ def test_bundle_url_is_the_tutorials_pattern():
 
 
 def test_plan_writes_both_files_and_names_the_gcluster_binary(settings):
-    steps = blueprint.plan(BLUEPRINT, settings, gcluster="/cache/gcluster")
+    steps = blueprint.plan(BLUEPRINT, settings, "test-deployment", gcluster="/cache/gcluster")
     assert set(steps.files) == {"blueprint.yaml", "deployment.yaml"}
     assert steps.deploy[:3] == ["/cache/gcluster", "deploy", "blueprint.yaml"]
     assert steps.create[:2] == ["/cache/gcluster", "create"]

@@ -271,7 +271,7 @@ def test_tpu_pods_select_the_modes_node_label_and_cpu_pods_do_not(mode, labels, 
     conf = conf_for(mode, cluster_mode=cluster_mode)
     if cluster_mode == "existing":
         conf["reservation"] = ""
-    pods = pod_specs(RunLayout(load_settings(conf), "manual__capacity"))
+    pods = pod_specs(RunLayout(load_settings(conf), "manual__capacity", "test-deployment"))
     for name in ("convert", "worker", "export"):
         selector = pods[name]["nodeSelector"]
         assert {k: v for k, v in selector.items() if k in capacity.NODE_LABELS.values()} == labels

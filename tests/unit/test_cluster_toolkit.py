@@ -60,6 +60,7 @@ def cloud(tmp_path, monkeypatch, server):
     monkeypatch.delenv("FAKE_GCLUSTER_FAIL", raising=False)
     monkeypatch.setenv("AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL", server.url)
     monkeypatch.setenv("AIRFLOW__TPU_RL__GCLUSTER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "test-deployment")  # the janitor's destroys
     key = {
         "type": "service_account",
         "project_id": "tpu-rl-example",
@@ -231,7 +232,7 @@ def test_deploy_then_destroy_from_another_empty_folder(cloud, server):
     run("deploy")
     cluster = cloud.clusters()["gemma4-rl"]
     assert cluster["status"] == "RUNNING"
-    assert cluster["labels"] == blueprint.cluster_labels(load_settings(SETTINGS))
+    assert cluster["labels"] == blueprint.cluster_labels(load_settings(SETTINGS), "test-deployment")
     assert cluster["vars"]["system_node_pool_disk_size_gb"] == 200
     assert cloud.state()["tfstate"] == {STATE_KEY: ["gemma4-rl"]}
     deploy_calls = cloud.calls("gcluster")
@@ -360,7 +361,7 @@ def test_the_staged_kueue_configuration_covers_the_pathways_backend(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     settings = load_settings(json.loads(Path(TUTORIAL_CONF).read_text()))
-    cluster_toolkit.prepare_workdir(work, bundle, settings, "prefix")
+    cluster_toolkit.prepare_workdir(work, bundle, settings, "test-deployment", "prefix")
     docs = list(yaml.safe_load_all((work / "kueue-configuration.yaml.tftpl").read_text()))
     (queue,) = [d for d in docs if d["kind"] == "ClusterQueue"]
     assert set(queue["spec"]["resourceGroups"][0]["coveredResources"]) == {

@@ -4,12 +4,15 @@ the deployment id the janitor keys on."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from airflow.sdk.log import redact as airflow_redact
 
 from tpu_rl import deployment
 from tpu_rl.rewards.lines import redact
+
+_MISSING = object()
 
 
 def conn(monkeypatch, conn_id: str, **fields) -> None:
@@ -71,17 +74,52 @@ def test_connection_ids_from_the_environment_or_airflow_config(monkeypatch):
     assert deployment.hf_conn_id() == "hf_from_env"
 
 
-def test_the_deployment_id_is_stable_and_configurable(monkeypatch):
+class StoredVariables:
+    """The Task SDK's Variable API over a dict (a deployment's metadata DB)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def get(self, key, default=_MISSING, deserialize_json=False):
+        if key in self.values:
+            return self.values[key]
+        if default is _MISSING:
+            raise KeyError(key)
+        return default
+
+    def set(self, key, value, description=None, serialize_json=False):
+        self.values[key] = value
+
+
+def test_without_configuration_each_deployment_generates_and_keeps_its_own_id(monkeypatch):
+    """Never derived from a default: two installs as shipped get two identities, each stable."""
     monkeypatch.delenv("TPU_RL_DEPLOYMENT_ID", raising=False)
-    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.team-a.example/")
-    first = deployment.deployment_id()
-    assert first == deployment.deployment_id() and first.startswith("af-")
-    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.team-b.example/")
-    assert deployment.deployment_id() != first
+    monkeypatch.delenv("AIRFLOW__TPU_RL__DEPLOYMENT_ID", raising=False)
+    ids = []
+    for _install in range(2):
+        stored = StoredVariables()
+        monkeypatch.setattr("airflow.sdk.Variable", stored)
+        first = deployment.deployment_id()
+        assert first == deployment.deployment_id() == stored.values["tpu_rl_deployment_id"]
+        ids.append(first)
+    assert ids[0] != ids[1] and all(re.fullmatch(deployment.ID_PATTERN, i) for i in ids)
+
+
+def test_the_configured_id_wins_and_must_be_a_label_value(monkeypatch):
+    monkeypatch.setattr("airflow.sdk.Variable", StoredVariables())
     monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "team-a")
     assert deployment.deployment_id() == "team-a"
     monkeypatch.setenv("TPU_RL_DEPLOYMENT_ID", "Team A")
     with pytest.raises(deployment.DeploymentError, match="label value"):
+        deployment.deployment_id()
+
+
+def test_a_malformed_stored_id_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.delenv("TPU_RL_DEPLOYMENT_ID", raising=False)
+    stored = StoredVariables()
+    stored.values["tpu_rl_deployment_id"] = "Not A Label!"
+    monkeypatch.setattr("airflow.sdk.Variable", stored)
+    with pytest.raises(deployment.DeploymentError, match="Variable tpu_rl_deployment_id"):
         deployment.deployment_id()
 
 

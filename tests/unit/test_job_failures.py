@@ -119,7 +119,7 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
     from tpu_rl.layout import RunLayout
     from tpu_rl.settings.run_settings import load_settings
 
-    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
     op = job_steps.ExportCheckpointOperator(
         task_id="export", project_id="p", location="l", cluster_name="c"
     )

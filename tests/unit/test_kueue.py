@@ -28,7 +28,7 @@ UNCOVERED = (
 
 @pytest.fixture
 def layout(tutorial_conf) -> RunLayout:
-    return RunLayout(load_settings(tutorial_conf), "manual__1")
+    return RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
 
 
 def render(template: str, **values: Any) -> list[dict]:

@@ -13,6 +13,7 @@ from tests.dagbags import DagBag
 from tpu_rl.dag import link_urls, links
 from tpu_rl.dag.steps import RUN_STEPS
 from tpu_rl.operators.cluster import EnsureBucketOperator
+from tpu_rl.run_record import recorded_settings, run_record
 from tpu_rl.settings.run_settings import RunSettings, load_settings
 
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
@@ -66,7 +67,11 @@ def fresh_settings_cache():
 @pytest.fixture
 def recorded(tutorial_conf, monkeypatch):
     """XComs the run wrote, as the links read them in the worker."""
-    xcoms = {("validate", "return_value"): load_settings(tutorial_conf).to_dict()}
+    xcoms = {
+        ("validate", "return_value"): run_record(
+            load_settings(tutorial_conf).to_dict(), "test-deployment"
+        )
+    }
     monkeypatch.setattr(
         link_urls.XCom,
         "get_one",
@@ -116,7 +121,7 @@ def test_pod_logs_query_names_the_run_and_the_job_it_watches(recorded, tutorial_
 
 
 def test_gke_links_name_the_cluster(recorded, tutorial_conf):
-    s = RunSettings(**recorded[("validate", "return_value")])
+    s = RunSettings(**recorded_settings(recorded[("validate", "return_value")]))
     assert link_of("create_cluster", links.GkeClusterLink) == (
         f"https://console.cloud.google.com/kubernetes/clusters/details/{s.region}/"
         f"{s.cluster_name}/details?project={s.project}"

@@ -105,7 +105,7 @@ def test_make_e2e_writes_its_report_where_asked():
     done = make("-n", "e2e", "REPORT=out/e2e.json")
     assert done.stdout.strip().splitlines()[-1] == (
         f"E2E_REPORT={REPO}/out/e2e.json .venv/bin/python -m pytest -q"
-        " tests/e2e/test_scenarios.py tests/processes"
+        " tests/e2e/test_scenarios.py tests/e2e/test_deployments.py tests/processes"
     )
 
 

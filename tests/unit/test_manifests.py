@@ -21,7 +21,7 @@ RUN_ID = "manual__2026-11-29T10:00:00+00:00"
 
 @pytest.fixture
 def layout(tutorial_conf) -> RunLayout:
-    return RunLayout(load_settings(tutorial_conf), RUN_ID)
+    return RunLayout(load_settings(tutorial_conf), RUN_ID, "test-deployment")
 
 
 def all_objects(layout: RunLayout) -> list[dict]:
@@ -60,7 +60,7 @@ def tutorial_vars(tutorial_conf: dict) -> dict[str, str]:
 )
 def test_every_object_validates_for_any_v6e_topology(tutorial_conf, tpu_type, topology):
     conf = {**tutorial_conf, "tpu_type": tpu_type, "topology": topology}
-    for obj in all_objects(RunLayout(load_settings(conf), RUN_ID)):
+    for obj in all_objects(RunLayout(load_settings(conf), RUN_ID, "test-deployment")):
         validate_manifest(obj)
 
 
@@ -82,7 +82,9 @@ def test_a_wrong_field_fails_validation(layout):
 )
 def test_tpu_workers_cover_every_host_of_the_slice(tutorial_conf, topology, tpu_type, hosts):
     layout = RunLayout(
-        load_settings({**tutorial_conf, "topology": topology, "tpu_type": tpu_type}), RUN_ID
+        load_settings({**tutorial_conf, "topology": topology, "tpu_type": tpu_type}),
+        RUN_ID,
+        "test-deployment",
     )
     worker = pw.backend_jobset(layout)["spec"]["replicatedJobs"][1]
     assert worker["name"] == "worker" and worker["replicas"] == 1
@@ -160,12 +162,12 @@ def test_training_client_connects_to_the_backend(layout):
 
 
 def test_optimizer_patch_only_with_adafactor(tutorial_conf):
-    ada = m.train_script(RunLayout(load_settings(tutorial_conf), RUN_ID))
+    ada = m.train_script(RunLayout(load_settings(tutorial_conf), RUN_ID, "test-deployment"))
     assert "optax.adafactor(learning_rate=learning_rate)" in ada and ada.index(
         "python3 -c"
     ) < ada.index("train_rl")
     adamw = m.train_script(
-        RunLayout(load_settings({**tutorial_conf, "optimizer": "adamw"}), RUN_ID)
+        RunLayout(load_settings({**tutorial_conf, "optimizer": "adamw"}), RUN_ID, "test-deployment")
     )
     assert "optax" not in adamw
 
@@ -236,14 +238,19 @@ def test_export_flags_match_the_tutorial_with_per_run_paths(layout, tutorial_con
 
 def test_extra_train_args_are_appended(tutorial_conf):
     layout = RunLayout(
-        load_settings({**tutorial_conf, "extra_train_args": ["num_test_batches=8"]}), RUN_ID
+        load_settings({**tutorial_conf, "extra_train_args": ["num_test_batches=8"]}),
+        RUN_ID,
+        "test-deployment",
     )
     assert mf.train_flags(layout)[-1] == "num_test_batches=8"
 
 
 def test_two_runs_never_share_names_or_outputs(tutorial_conf):
     settings = load_settings(tutorial_conf)
-    a, b = RunLayout(settings, RUN_ID), RunLayout(settings, "scheduled__2026-11-30T00:00:00+00:00")
+    a, b = (
+        RunLayout(settings, RUN_ID, "test-deployment"),
+        RunLayout(settings, "scheduled__2026-11-30T00:00:00+00:00", "test-deployment"),
+    )
     names_a = {o["metadata"]["name"] for o in all_objects(a)}
     names_b = {o["metadata"]["name"] for o in all_objects(b)}
     assert len(names_a) == 5 and not names_a & names_b
@@ -320,6 +327,7 @@ def test_a_workload_identity_service_account_replaces_the_host_network(tutorial_
     layout = RunLayout(
         load_settings({**tutorial_conf, "client_service_account": "workload-identity-k8s-sa"}),
         RUN_ID,
+        "test-deployment",
     )
     for job in (m.conversion_job(layout), m.train_job(layout), m.export_job(layout, 50)):
         spec = pod_spec(job)

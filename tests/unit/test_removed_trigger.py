@@ -80,7 +80,7 @@ def test_round_trips_through_its_serialized_form():
 @pytest.fixture
 def sensor(tutorial_conf, monkeypatch, emu, gcs_objects):  # noqa: F811
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "kueue_queue": ""}
-    layout = RunLayout(load_settings(conf), "manual__1")
+    layout = RunLayout(load_settings(conf), "manual__1", "test-deployment")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (50, [60]))
     credentials = SandboxCredentials(SimpleNamespace(token=emu.token))  # the sync hook's

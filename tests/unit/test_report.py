@@ -39,7 +39,9 @@ RUN_SECONDS = 4 * 3600.0  # the run's age when verify writes the report
 
 
 def layout(conf: dict[str, Any], **overrides: Any) -> RunLayout:
-    return RunLayout(load_settings({**conf, **overrides}), "manual__2026-03-01T08:00:00+00:00")
+    return RunLayout(
+        load_settings({**conf, **overrides}), "manual__2026-03-01T08:00:00+00:00", "test-deployment"
+    )
 
 
 def build(conf: dict[str, Any], durations: dict[str, float] = DURATIONS, **overrides: Any):

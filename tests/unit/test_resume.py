@@ -199,7 +199,7 @@ def new_sensor() -> run_rewards.WaitForRewardsSensor:
 @pytest.fixture
 def sensor(tutorial_conf, monkeypatch, gcs_objects):
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "max_training_restarts": 2}
-    layout = RunLayout(load_settings(conf), "manual__1")
+    layout = RunLayout(load_settings(conf), "manual__1", "test-deployment")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (50, [60]))
     cls = run_rewards.WaitForRewardsSensor
@@ -266,7 +266,7 @@ def test_a_real_training_error_is_not_resumed(sensor):
 
 
 def test_a_retry_during_a_resume_finishes_it(sensor, gcs_objects, tutorial_conf):
-    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
     resume.History(attempts=[], resuming=True).save(
         MemoryObject(gcs_objects, layout.training_attempts)
     )
@@ -281,9 +281,12 @@ def test_a_resumed_run_keeps_its_attempts_and_first_pre_across_tries(
     attempts and the base model's Pre line to the next try, in a new process."""
     sensor.execute_complete({"ti": Ti()}, lost(BASE_PRE, 60))
     assert sensor.restarts == [1]
-    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
     assert list(gcs_objects) == [f"{layout.trained_dir}{layout.slug}/training_attempts.json"]
-    assert RunLayout(layout.settings, "manual__2").training_attempts not in gcs_objects
+    assert (
+        RunLayout(layout.settings, "manual__2", "test-deployment").training_attempts
+        not in gcs_objects
+    )
     success = {"status": "success", "pre": RESTORED_PRE, "post": POST, "post_time": "t"}
     result = new_sensor().execute_complete({"ti": Ti()}, {**success, "reached_step": 100})
     assert result["pre"] == BASE_PRE  # the gate's baseline, not the restored model's

@@ -15,7 +15,7 @@ from tpu_rl.settings.run_settings import load_settings
 def test_the_training_container_is_named_so_a_sidecar_cannot_make_it_ambiguous(
     tutorial_conf, monkeypatch, gcs_objects
 ):
-    layout = RunLayout(load_settings(tutorial_conf), "manual__1")
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     seen: dict[str, Any] = {}
 

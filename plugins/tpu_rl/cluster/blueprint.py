@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tpu_rl.cluster import capacity
-from tpu_rl.deployment import deployment_id
 from tpu_rl.names import DAG_ID
 
 if TYPE_CHECKING:
@@ -67,12 +66,13 @@ CLUSTER_DEPLOYMENT_LABEL = "tpu-rl-deployment"
 CLUSTER_DAG_LABEL = "tpu-rl-dag"
 
 
-def cluster_labels(settings: RunSettings) -> dict[str, str]:
-    """Labels the toolkit merges into every module's resources, so a janitor can find them."""
+def cluster_labels(settings: RunSettings, deployment: str) -> dict[str, str]:
+    """Labels the toolkit merges into every module's resources, so a janitor can find them:
+    `deployment` is the identity of the run that creates the cluster (tpu_rl.run_record)."""
     return {
         "managed-by": MANAGED_BY,
         "tpu-rl-cluster": settings.cluster_name,
-        CLUSTER_DEPLOYMENT_LABEL: deployment_id(),
+        CLUSTER_DEPLOYMENT_LABEL: deployment,
         CLUSTER_DAG_LABEL: DAG_ID,
     }
 
@@ -139,9 +139,9 @@ def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
     return capacity.edit_static_counts(bp, pool["id"], settings)
 
 
-def edit_blueprint(blueprint_yaml: str, settings: RunSettings) -> str:
+def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) -> str:
     """The tutorial's three sed edits, made on the YAML structure, the capacity mode's edits,
-    and the cluster's labels."""
+    and the cluster's labels (with the deployment identity `deployment`)."""
     bp = yaml.safe_load(blueprint_yaml)
     if not isinstance(bp, dict) or not isinstance(bp.get("vars"), dict):
         raise BlueprintError("blueprint: no top-level `vars` mapping")
@@ -158,7 +158,7 @@ def edit_blueprint(blueprint_yaml: str, settings: RunSettings) -> str:
     labels = bp["vars"].get("labels") or {}
     if not isinstance(labels, dict):
         raise BlueprintError("blueprint: vars.labels must be a mapping")
-    bp["vars"]["labels"] = {**labels, **cluster_labels(settings)}
+    bp["vars"]["labels"] = {**labels, **cluster_labels(settings, deployment)}
     return dump_yaml(_edit_capacity(bp, groups, settings))
 
 
@@ -251,6 +251,7 @@ class ClusterToolkitPlan:
 def plan(
     blueprint_yaml: str,
     settings: RunSettings,
+    deployment: str,
     state_prefix: str | None = None,
     gcluster: str = "gcluster",
 ) -> ClusterToolkitPlan:
@@ -258,7 +259,7 @@ def plan(
     prefix = state_prefix or default_state_prefix(settings)
     return ClusterToolkitPlan(
         files={
-            BLUEPRINT_FILE: edit_blueprint(blueprint_yaml, settings),
+            BLUEPRINT_FILE: edit_blueprint(blueprint_yaml, settings, deployment),
             DEPLOYMENT_FILE: deployment_file(settings, prefix),
         },
         deploy=blueprint_argv("deploy", settings, gcluster),

@@ -115,9 +115,10 @@ def require_terraform(path: str | None = None) -> str:
 
 
 def prepare_workdir(
-    workdir: Path, bundle_dir: Path, settings: RunSettings, state_prefix: str
+    workdir: Path, bundle_dir: Path, settings: RunSettings, deployment: str, state_prefix: str
 ) -> blueprint.ClusterToolkitPlan:
-    """Write the edited blueprint (beside the files it stages) and the deployment file."""
+    """Write the edited blueprint (beside the files it stages) and the deployment file; the
+    cluster is labelled with the deployment identity `deployment`."""
     source = bundle_dir / blueprint.BUNDLE_BLUEPRINT
     if not source.is_file():
         raise ClusterToolkitError(f"the bundle has no {blueprint.BUNDLE_BLUEPRINT}")
@@ -125,7 +126,11 @@ def prepare_workdir(
         if sibling.is_file() and sibling != source:
             shutil.copy2(sibling, workdir / sibling.name)
     steps = blueprint.plan(
-        source.read_text(), settings, state_prefix, gcluster=str(bundle_dir / "gcluster")
+        source.read_text(),
+        settings,
+        deployment,
+        state_prefix,
+        gcluster=str(bundle_dir / "gcluster"),
     )
     for name, text in steps.files.items():
         (workdir / name).write_text(text)

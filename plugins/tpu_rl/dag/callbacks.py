@@ -39,13 +39,20 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     from tpu_rl.layout import RunLayout
     from tpu_rl.names import DAG_ID
     from tpu_rl.operators.cluster_objects import CleanupKubernetesOperator
+    from tpu_rl.run_record import (
+        SETTINGS_TASK,
+        NoRunRecord,
+        recorded_deployment,
+        recorded_settings,
+    )
     from tpu_rl.settings.run_settings import SettingsError, load_settings
 
     run_id = context["run_id"]
-    raw = XCom.get_one(key="return_value", dag_id=DAG_ID, task_id="validate", run_id=run_id)
+    raw = XCom.get_one(key="return_value", dag_id=DAG_ID, task_id=SETTINGS_TASK, run_id=run_id)
     try:
-        settings = load_settings(raw) if isinstance(raw, dict) else None
-    except SettingsError:
+        settings = load_settings(recorded_settings(raw))
+        identity = recorded_deployment(raw)  # the run's own, whatever the deployment's is now
+    except (SettingsError, NoRunRecord):
         settings = None
     if settings is None:
         log.info("Run %s timed out before its settings were validated: nothing to remove", run_id)
@@ -68,7 +75,7 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     else:
         if not errors:
             try:
-                removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id))
+                removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id, identity))
             except Exception as err:  # the cluster's API server, credentials
                 errors = [f"cluster {settings.cluster_name}'s objects unreachable: {err}"]
         cluster, error = delete_created_cluster(hook, settings)

@@ -20,5 +20,6 @@ through the DAG's failure callback.
 
 Outputs: `gs://<gcs_bucket>/<model_name>/trained/<run>/` (checkpoints) and
 `gs://<gcs_bucket>/<model_name>/hf-trained/<run>/` (export); `<run>` is `rl-` + a hash of the
-run id, shown in every task's log and as the `tpu-rl.dev/run` label on every object.
+deployment's identity and the run id, shown in every task's log and as the `tpu-rl.dev/run`
+label on every object.
 """

@@ -4,7 +4,7 @@ when a task ends or defers), not on every parse of the DAG file."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -17,13 +17,13 @@ from airflow.sdk.execution_time.xcom import XCom
 
 from tpu_rl.layout import RUN_LABEL, RunLayout, split_gcs_uri
 from tpu_rl.names import BACKEND_PODS
+from tpu_rl.run_record import SETTINGS_TASK, recorded_deployment, recorded_settings
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 
 if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
 CONSOLE = "https://console.cloud.google.com"
-SETTINGS_TASK = "validate"
 
 
 def run_layout(ti_key: TaskInstanceKey) -> RunLayout | None:
@@ -39,10 +39,9 @@ def _recorded_layout(dag_id: str, run_id: str) -> RunLayout:
     """Read once per run and process: a task's links are computed one by one when it ends (and
     when it defers), each from the same settings; a run's settings never change."""
     recorded = XCom.get_one(key="return_value", dag_id=dag_id, task_id=SETTINGS_TASK, run_id=run_id)
-    if not isinstance(recorded, Mapping):
-        raise LookupError(f"{SETTINGS_TASK} has not returned the settings of {run_id}")
-    settings = RunSettings(**{k: v for k, v in recorded.items() if k in SETTING_FIELDS})
-    return RunLayout(settings, run_id)
+    values = recorded_settings(recorded)  # NoRunRecord (a LookupError) before validate returned
+    settings = RunSettings(**{k: v for k, v in values.items() if k in SETTING_FIELDS})
+    return RunLayout(settings, run_id, recorded_deployment(recorded))
 
 
 def storage_browser(uri: str, project: str) -> str:

@@ -5,9 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from tpu_rl.layout import RunLayout
-from tpu_rl.settings.run_settings import load_settings
+from tpu_rl.run_record import SETTINGS_TASK, recorded_deployment
+from tpu_rl.settings.run_settings import SettingsError, load_settings
 
 
 def layout_from_context(context: Any) -> RunLayout:
-    """The run's layout from its Params and run id (validation errors raise SettingsError)."""
-    return RunLayout(load_settings(dict(context["params"])), context["run_id"])
+    """The run's layout from its Params, run id and deployment identity (validation errors, and
+    a run whose identity was never recorded, raise SettingsError)."""
+    settings = load_settings(dict(context["params"]))
+    return RunLayout(settings, context["run_id"], run_deployment(context))
+
+
+def run_deployment(context: Any) -> str:
+    """The deployment identity the run started with: `validate` reads the deployment's and
+    records it (tpu_rl.run_record); every later task reads that record, never the setting."""
+    from tpu_rl.deployment import deployment_id
+    from tpu_rl.run_record import NoRunRecord
+
+    ti = context["ti"]
+    if ti.task_id == SETTINGS_TASK:
+        return deployment_id()
+    try:
+        return recorded_deployment(ti.xcom_pull(task_ids=SETTINGS_TASK))
+    except NoRunRecord as err:  # validate failed or never ran: the run created nothing
+        raise SettingsError([f"{err}: nothing of this run can exist"]) from err

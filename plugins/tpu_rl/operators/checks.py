@@ -21,14 +21,16 @@ FAILED = ("failed", "upstream_failed")
 
 class ValidateRunOperator(RunStep):
     """The run's settings (Params + conf), checked against the DAG's dagrun_timeout; every
-    problem in one failure. Returns the settings the other tasks use."""
+    problem in one failure. Returns the settings the other tasks use, with the deployment
+    identity the run keeps to its end (tpu_rl.run_record)."""
 
     step_id = "validate"
     step_doc = """
 Checks the run's settings (the trigger form's fields and the run's conf) before anything costs
 money, and lists every problem at once. With `cluster_mode=existing` it reads the cluster: a
 missing one, or a GKE Autopilot one (the run needs GKE Standard), fails here. Returns the
-settings the other tasks use.
+settings the other tasks use, and this deployment's identity: every name and label the run gives
+its objects carries it, even if the deployment's setting changes before the run ends.
 
 **Failed?** Its log lists each invalid setting and why; trigger again with them fixed.
 """
@@ -38,12 +40,14 @@ settings the other tasks use.
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.dag.run_checks import check_run
+        from tpu_rl.deployment import DeploymentError
         from tpu_rl.report.run_report import NO_DURATIONS, reads_step_durations
+        from tpu_rl.run_record import run_record
         from tpu_rl.settings.run_settings import SettingsError
 
         try:
-            settings = self.run_layout(context).settings
-        except SettingsError as err:
+            layout = self.run_layout(context)
+        except (SettingsError, DeploymentError) as err:
             raise AirflowFailException(str(err)) from err
         if not reads_step_durations(context["ti"]):
             self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
@@ -53,7 +57,7 @@ settings the other tasks use.
                 "first try's deadline needs Airflow 3.3 or later (task_state_store); the run's "
                 "work deadline still caps it"
             )
-        return check_run(settings, context["dag"])
+        return run_record(check_run(layout.settings, context["dag"]), layout.deployment)
 
 
 class RewardGateOperator(RunStep):

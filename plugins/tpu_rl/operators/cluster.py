@@ -79,8 +79,9 @@ taken by another project.
 class ClusterToolkitOperator(RunStep):
     """A `gcluster` command on a cluster; re-running it is safe.
 
-    `settings`: the cluster's settings; None: the run's (its Params). Nothing is done to a
-    cluster the settings do not own (`cluster_mode=existing`).
+    `settings`: the cluster's settings, labelled with this deployment's identity (the janitor's
+    destroy); None: the run's (its Params), with the identity the run started with. Nothing is
+    done to a cluster the settings do not own (`cluster_mode=existing`).
     """
 
     template_fields: Sequence[str] = ("settings", "gcp_conn_id", "state_prefix")
@@ -128,6 +129,7 @@ class ClusterToolkitOperator(RunStep):
         raw = self.settings if self.settings is not None else context["params"]
         try:
             settings = load_settings(dict(raw))
+            identity = self.identity(context)
         except SettingsError as err:
             raise AirflowSkipException(f"settings invalid, so no cluster was made: {err}") from err
         if reason := self.skip_reason(settings):
@@ -152,7 +154,7 @@ class ClusterToolkitOperator(RunStep):
             tempfile.TemporaryDirectory(prefix=f"gcluster-{settings.cluster_name}-") as tmp,
             google_env(conn_id, settings.project) as (env, secrets),
         ):
-            steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, settings, prefix)
+            steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, settings, identity, prefix)
             for argv in self.commands(steps):
                 try:
                     cluster_toolkit.run_gcluster(
@@ -168,6 +170,13 @@ class ClusterToolkitOperator(RunStep):
                     if why := capacity.deploy_stockout(settings, str(err)):
                         raise cluster_toolkit.ClusterToolkitError(f"{why}\n{err}") from err
                     raise
+
+    def identity(self, context: Context) -> str:
+        """The deployment identity the cluster's labels carry."""
+        from tpu_rl import deployment
+        from tpu_rl.dag.runtime import run_deployment
+
+        return deployment.deployment_id() if self.settings is not None else run_deployment(context)
 
     def _started(self, proc: subprocess.Popen) -> None:
         self._proc = proc

@@ -104,9 +104,8 @@ cannot remove, the `tpu_rl_janitor` DAG removes later.
         from tpu_rl.layout import RUN_LABEL
 
         namespace = layout.settings.namespace
-        selector = (
-            f"{RUN_LABEL}={layout.slug},{deployment.DEPLOYMENT_LABEL}={deployment.deployment_id()}"
-        )
+        # the run's own identity (tpu_rl.run_record), not the deployment's current setting
+        selector = f"{RUN_LABEL}={layout.slug},{deployment.DEPLOYMENT_LABEL}={layout.deployment}"
         removed, errors = sweep(self.custom.api_client, namespace, selector)
         self.log.info("Removed from %s: %s", namespace, removed)
         return removed, errors

@@ -86,13 +86,12 @@ Cloud Logging. A wrong token or model id fails here.
         """This run; the lock lasts as long as the conversion can (its task's limit: the Job's
         deadline cannot be later)."""
         from tpu_rl.conversion_lock import LockOwner
-        from tpu_rl.deployment import deployment_id
 
         minutes = self.limit.minutes(layout.settings)
         return LockOwner(
             run_id=context["run_id"],
             dag_id=context["dag"].dag_id,
-            deployment=deployment_id(),
+            deployment=layout.deployment,
             expires=time.time() + minutes * 60,
         )
 

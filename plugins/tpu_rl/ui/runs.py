@@ -23,7 +23,7 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import Text, and_, cast, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from tpu_rl.layout import RunLayout, split_gcs_uri
+from tpu_rl.layout import pool_hosts, split_gcs_uri
 from tpu_rl.names import DAG_ID
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.notify import FAILURE_XCOM_KEY
@@ -227,7 +227,7 @@ def _tpu(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     until, until_text = _until(run)
     return tpu_billing(
         settings,
-        RunLayout(settings, run.run_id).pool_hosts,
+        pool_hosts(settings),
         merged(x.get("looks") or []),
         (run.start_date.timestamp(), until),
         _task_seconds(run),
