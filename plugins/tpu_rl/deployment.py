@@ -23,7 +23,6 @@ DAG_LABEL = "tpu-rl.dev/dag"
 # Connection types that carry an API token (the HF token is the password), never a database.
 HF_CONN_TYPES = {"http", "https", "generic", "huggingface", "hf"}
 GCP_CONN_TYPES = {"google_cloud_platform"}
-# compiled on first use (re's cache), not on every parse of the DAG file
 ID_PATTERN = r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?"
 
 

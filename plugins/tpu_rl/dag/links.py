@@ -13,9 +13,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from airflow.sdk import BaseOperatorLink
 
-# The URLs (tpu_rl.dag.link_urls: the run's layout and settings) are computed where a link is (in
-# the worker), not on every parse of the DAG file.
-
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey

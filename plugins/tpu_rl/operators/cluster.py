@@ -54,7 +54,7 @@ taken by another project.
     def execute(self, context: Context) -> None:
         from tpu_rl.bucket import BUCKET_RESOURCE
 
-        if self.resource is None:  # given here, not at parse: the DAG file imports no more
+        if self.resource is None:
             self.resource = BUCKET_RESOURCE
         super().execute(context)
         self.warn_of_missing_protections()

@@ -22,9 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.bases.notifier import BaseNotifier
 
-# What the message says and where it goes (tpu_rl.report.failures, tpu_rl.report.notices) is
-# imported when a task fails, not on every parse of the DAG file.
-
 if TYPE_CHECKING:
     from airflow.sdk import DAG
 
