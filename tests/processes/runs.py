@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.processes.api import AirflowApi
-from tests.processes.deployment import Deployment
+from tests.processes.deployment import DEPLOYMENT_ID, Deployment
 from tests.sandbox.controller import PodInfo, PodScript, Rule, ScriptSource, call, exit, sleep
 from tests.sandbox.harness import HF_TOKEN, SETTINGS, Workloads, build_scenario
 from tpu_rl.layout import run_slug
@@ -29,7 +29,7 @@ class Run:
 
     @property
     def label(self) -> str:
-        return run_slug(self.run_id)
+        return run_slug(self.run_id, DEPLOYMENT_ID)  # the harness's TPU_RL_DEPLOYMENT_ID
 
 
 def settings_for(name: str, **overrides: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from tpu_rl.settings.run_settings import load_settings
 
 def new_run(box: Sandbox, conf: dict[str, Any], *, backend: bool) -> RunLayout:
     """Create a fresh run's training Job (and backend JobSet) from the product's manifests."""
-    layout = RunLayout(load_settings(dict(conf)), f"bench__{uuid.uuid4().hex}")
+    layout = RunLayout(load_settings(dict(conf)), f"bench__{uuid.uuid4().hex}", "bench")
     if backend:
         box.emu.create(pathways_jobset.backend_jobset(layout))
     box.emu.create(manifests.train_job(layout))
