@@ -64,9 +64,10 @@ def test_flex_start_slice_after_200_minutes_converts_within_a_180_minute_limit(
     # every slice comes whole (8 nodes); one may come and go between two looks (here an idle
     # slice goes after 0.6 wall seconds, faster than Airflow moves from one step to the next)
     assert tpu["rule"] == "tpu_node_life" and tpu["nodes_seen"] in (8, 16, 24), tpu
-    # at most what the nodes lived (1 s: Kubernetes timestamps have whole seconds): nothing of
-    # the 12 wall seconds each step waited for its slice
-    assert 0 < tpu["pool_seconds"] * 8 <= tpu_node_wall_seconds(result) + 8 * 3, tpu
+    # at most what the nodes lived, give or take a node's end, which counts at the first look
+    # without it (the next step's start: a few wall seconds on a loaded machine): nothing of
+    # the 12 wall seconds each step waited for its slice (8 x 12 s more if it were counted)
+    assert 0 < tpu["pool_seconds"] * 8 <= tpu_node_wall_seconds(result) + 8 * 5, tpu
     assert (tpu["price"]["capacity"], tpu["price"]["basis"]) == ("flex_start", ON_DEMAND_EQ)
 
 

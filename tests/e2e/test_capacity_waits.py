@@ -94,7 +94,6 @@ def convert_operator() -> ConversionJob:
 def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
     ctx = context()
     ctx["ti"].xcom_push = lambda **kwargs: None
-    ctx["ti"].xcom_pull = lambda **kwargs: None  # no conversion lock taken: nothing to release
     op = convert_operator()
     deferral, held = deferred(lambda: op.execute(ctx))
     # one deferral for the pods and then the Job's end: the worker runs the task twice in all
