@@ -21,9 +21,9 @@ from unittest import mock
 
 import pytest
 
+from tests.e2e.test_janitor import janitor_run
 from tests.sandbox.harness import SETTINGS, RunResult, Sandbox
 
-JANITOR_DAG = "tpu_rl_janitor"
 SLOT = datetime(2026, 12, 1, tzinfo=UTC)  # one schedule slot: one run id in every Airflow
 CONF = {**SETTINGS, "cluster_mode": "existing", "reservation": ""}  # one cluster, kept
 KINDS = ("jobs", "jobsets", "secrets")
@@ -88,25 +88,6 @@ def listed_clusters(box: Sandbox) -> Iterator[None]:
         yield
 
 
-def janitor(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """One janitor run of this deployment: its state and the sweep's report."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    from tests.dagbags import DagBag
-
-    dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[JANITOR_DAG]
-    dag_run = dag.test(run_conf=conf)
-    with create_session() as session:
-        xcoms = {
-            x.task_id: x.value
-            for x in session.query(XComModel).filter_by(
-                dag_id=JANITOR_DAG, run_id=dag_run.run_id, key="return_value"
-            )
-        }
-    return getattr(dag_run.state, "value", dag_run.state), xcoms.get("report") or xcoms["sweep"]
-
-
 def test_two_deployments_share_a_cluster_and_bucket_without_touching_each_other(
     airflow_db, tmp_path
 ):
@@ -141,7 +122,7 @@ def test_two_deployments_share_a_cluster_and_bucket_without_touching_each_other(
         assert None not in (staging_id, production_id) and staging_id != production_id
 
         # production's janitor, deletion on and no grace: staging's in-flight run is not its own
-        state, report = janitor(
+        state, report = janitor_run(
             {
                 "project": SETTINGS["project"],
                 "region": SETTINGS["region"],

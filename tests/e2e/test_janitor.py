@@ -148,6 +148,11 @@ def set_run_state(run_id: str, state: str) -> None:
 
 
 def janitor(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """One janitor run on BASE_CONF with `conf` over it."""
+    return janitor_run({**BASE_CONF, **conf})
+
+
+def janitor_run(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """One janitor run: its state and the sweep's report (the report task's when it passed)."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -155,7 +160,7 @@ def janitor(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     from tests.dagbags import DagBag
 
     dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[JANITOR_DAG]
-    dag_run = dag.test(run_conf={**BASE_CONF, **conf})
+    dag_run = dag.test(run_conf=conf)
     with create_session() as session:
         xcoms = {
             x.task_id: x.value
