@@ -32,8 +32,5 @@ def test_a_failed_validate_ends_its_log_with_the_problems_once(tutorial_conf):
     assert logged.count("Traceback (most recent call last)") == 1
     assert logged.count("2 invalid setting(s):") == 1
     last = logged.rstrip("\n").splitlines()[-3:]
-    assert (
-        last
-        == [f"{AirflowFailException.__module__}.AirflowFailException: 2 invalid setting(s):"]
-        + PROBLEMS
-    )
+    headline = f"{AirflowFailException.__module__}.AirflowFailException: 2 invalid setting(s):"
+    assert last == [headline, *PROBLEMS]
