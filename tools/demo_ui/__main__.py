@@ -86,18 +86,35 @@ class RunWatcher:
         return done.json().get("value") if done.status_code == 200 else None
 
     def failed_tasks(self, run_id: str) -> list[str]:
+        """The run's failed tasks, the first to end first."""
         done = self.get(f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
         tis = done.json().get("task_instances", []) if done.status_code == 200 else []
-        return [ti["task_id"] for ti in tis if ti["state"] == "failed"]
+        failed = [ti for ti in tis if ti["state"] == "failed"]
+        return [ti["task_id"] for ti in sorted(failed, key=lambda ti: ti.get("end_date") or "")]
+
+    def first_error(self, run_id: str, failed: list[str]) -> str | None:
+        """`task: reason` of the first failed task that kept its error's first line (the XCom
+        `failure`, tpu_rl.report.notify)."""
+        from tpu_rl.report.notify import FAILURE_XCOM_KEY
+
+        for task_id in failed:
+            path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries"
+            done = self.get(f"{path}/{FAILURE_XCOM_KEY}", deserialize=True)
+            if done.status_code == 200 and done.json().get("value"):
+                return f"{task_id}: {done.json()['value']}"
+        return None
 
     def ended(self, run_id: str, state: str) -> None:
         rewards = self.xcom(run_id, "wait_for_rewards") or {}
         pre, post = ((rewards.get(k) or {}).get("mean_reward") for k in ("pre", "post"))
         failed = self.failed_tasks(run_id)
+        shown = f"mean_reward {pre} -> {post}" if post is not None else "no rewards"
         say(
-            f"run {run_id}: {state.upper()}, mean_reward {pre} -> {post}"
-            + (f"; failed: {', '.join(failed)} (see their logs)" if failed else "")
+            f"run {run_id}: {state.upper()}, {shown}"
+            + (f"; failed: {', '.join(failed)}" if failed else "")
         )
+        if failed and (error := self.first_error(run_id, failed)):
+            say(f"  error: {error}")
         export = self.xcom(run_id, "verify")
         if export:
             summary, url = report_link(self.gcs, export)
@@ -112,6 +129,11 @@ def watch(d: Deployment) -> int:
     say(f"RL post-training page: {d.url}/tpu-rl/")
     say(f"logs: {d.log_dir}/ (processes and tasks), {d.log_dir.parent}/sandbox.log")
     say("Trigger the DAG from its page (the form holds the sandbox's settings).")
+    say(
+        "The janitor, tpu_rl_janitor, sweeps the sandbox in dry run every 30 minutes: its "
+        f"stored defaults (the Variable, set for this demo) are {janitor_defaults()}; give its "
+        "form the same project and region to trigger it."
+    )
     say("Ctrl-C stops Airflow and the sandbox.")
     watcher = RunWatcher(d.api(), d.sandbox.gcs)
     try:
@@ -127,12 +149,37 @@ def watch(d: Deployment) -> int:
     return 1
 
 
+def janitor_defaults() -> dict[str, Any]:
+    """What the demo stores as the janitor's defaults: the sandbox's, in dry run."""
+    from tests.sandbox.harness import SETTINGS
+
+    return {
+        "project": SETTINGS["project"],
+        "region": SETTINGS["region"],
+        "gcs_bucket": SETTINGS["gcs_bucket"],
+        "dry_run": True,
+    }
+
+
+def janitor_in_the_sandbox() -> dict[str, str]:
+    """The janitor's stored defaults for the demo, as the environment variable Airflow reads a
+    Variable from (AIRFLOW_VAR_<KEY>, checked before the metadata DB: Airflow's "Variables"
+    docs, "Storing Variables in Environment Variables"), in every process: the sandbox's project,
+    region and bucket, and dry run. So its 30-minute schedule, which the demo leaves on (the
+    DAGs are unpaused at creation, as the form's "Unpause on trigger" would do anyway), sweeps
+    the sandbox and succeeds instead of failing every half hour for want of a project."""
+    from tpu_rl.operators.janitor import PARAMS_VARIABLE
+
+    return {f"AIRFLOW_VAR_{PARAMS_VARIABLE.upper()}": json.dumps(janitor_defaults())}
+
+
 def serve(home: Path, port: int) -> int:
     from tests.sandbox.harness import SETTINGS, Workloads, build_scenario
 
     try:
         with running_deployment(
             home,
+            janitor_in_the_sandbox(),
             port=port,
             password=PASSWORD,
             sqlite=True,
