@@ -129,10 +129,12 @@ def watch(d: Deployment) -> int:
     say(f"RL post-training page: {d.url}/tpu-rl/")
     say(f"logs: {d.log_dir}/ (processes and tasks), {d.log_dir.parent}/sandbox.log")
     say("Trigger the DAG from its page (the form holds the sandbox's settings).")
+    stored = janitor_defaults()
     say(
-        "The janitor, tpu_rl_janitor, sweeps the sandbox in dry run every 30 minutes: its "
-        f"stored defaults (the Variable, set for this demo) are {janitor_defaults()}; give its "
-        "form the same project and region to trigger it."
+        "The janitor, tpu_rl_janitor, starts paused. Its stored defaults (the Variable "
+        f"tpu_rl_janitor_params, set for this demo) are project {stored['project']}, region "
+        f"{stored['region']}, dry run; give its form that project and region. Triggering it "
+        "unpauses it: its 30-minute schedule then sweeps the sandbox with those defaults."
     )
     say("Ctrl-C stops Airflow and the sandbox.")
     watcher = RunWatcher(d.api(), d.sandbox.gcs)
@@ -162,15 +164,22 @@ def janitor_defaults() -> dict[str, Any]:
 
 
 def janitor_in_the_sandbox() -> dict[str, str]:
-    """The janitor's stored defaults for the demo, as the environment variable Airflow reads a
-    Variable from (AIRFLOW_VAR_<KEY>, checked before the metadata DB: Airflow's "Variables"
-    docs, "Storing Variables in Environment Variables"), in every process: the sandbox's project,
-    region and bucket, and dry run. So its 30-minute schedule, which the demo leaves on (the
-    DAGs are unpaused at creation, as the form's "Unpause on trigger" would do anyway), sweeps
-    the sandbox and succeeds instead of failing every half hour for want of a project."""
+    """The demo's environment for the janitor: its stored defaults are the sandbox's project,
+    region and bucket in dry run, as the environment variable Airflow reads a Variable from in
+    every process (AIRFLOW_VAR_<KEY>, looked up before the metadata DB: Airflow's docs,
+    "Variables", "Storing Variables in Environment Variables"); and the DAGs are created paused.
+
+    Paused, the janitor makes no run while Airflow starts: unpaused at creation, its schedule
+    would run the latest 30-minute slot at once, the first task of a cold API server, which
+    times out on a loaded machine. The demo unpauses tpu_rl_post_training once it is parsed;
+    the janitor's form ("Unpause on trigger" is pre-checked) unpauses it, and its schedule then
+    sweeps the sandbox with these defaults and succeeds."""
     from tpu_rl.operators.janitor import PARAMS_VARIABLE
 
-    return {f"AIRFLOW_VAR_{PARAMS_VARIABLE.upper()}": json.dumps(janitor_defaults())}
+    return {
+        f"AIRFLOW_VAR_{PARAMS_VARIABLE.upper()}": json.dumps(janitor_defaults()),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+    }
 
 
 def serve(home: Path, port: int) -> int:
@@ -186,6 +195,7 @@ def serve(home: Path, port: int) -> int:
             time_scale=TIME_SCALE,
             form_defaults=SETTINGS,
         ) as d:
+            d.api().client.patch(f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
             box = d.sandbox
             box.use(build_scenario(SETTINGS, box.gcs, Workloads(), box.emu))
             return watch(d)
