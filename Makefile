@@ -21,12 +21,23 @@ OUT ?= plan-out
 help: ## list every target with what it does
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
+# Exactly Python 3.11 (Composer 3's): the locks pin wheels built for it.
 $(STAMP): $(LOCK) $(LOCK:.lock=.txt)
-	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) on PATH"; exit 1; }
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r $(LOCK)
-	$(PY) -m pip check >/dev/null
-	touch $(STAMP)
+	@command -v $(PYTHON) >/dev/null || { \
+	  echo "$(PYTHON) is not on PATH: this project needs exactly Python 3.11 (the version Cloud Composer 3 runs; the pinned wheels are built for it)."; \
+	  echo "Install it (Debian/Ubuntu: apt-get install python3.11 python3.11-venv; macOS: brew install python@3.11; or pyenv install 3.11),"; \
+	  echo "or name another 3.11 interpreter: make <target> PYTHON=/path/to/python3.11"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+	  echo "$(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'), not 3.11: make <target> PYTHON=/path/to/python3.11"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "Installing Airflow $$(sed -n 's/^apache-airflow==//p' $(LOCK)), its providers and the test tools into $(VENV) from $(LOCK) ($$(grep -c '==' $(LOCK)) pinned packages): about 3-5 minutes the first time, once."
+	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check -r $(LOCK) | awk -v total=$$(grep -c '==' $(LOCK)) \
+	  '/^Collecting /{n++; printf "\r  fetched %d/%d: %-60s", n, total, $$2; fflush()} \
+	   /^Installing collected/{printf "\n  installing them (the longest part, silent)...\n"; fflush()} \
+	   /^Successfully installed/{print "  installed"}'
+	@$(PY) -m pip check >/dev/null
+	@touch $(STAMP)
+	@echo "$(VENV) is ready."
 
 venv: $(STAMP) ## create .venv from the pinned requirements (once)
 

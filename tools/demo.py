@@ -49,7 +49,7 @@ class Progress(threading.Thread):
         self.started_at = started_at
         self.stopping = threading.Event()
         self.started: set[str] = set()
-        self.ended: set[str] = set()
+        self.ended: dict[str, str] = {}  # task -> its state, in the order the tasks ended
         self.open_line: str | None = None  # the task whose line waits for its end
 
     def run(self) -> None:
@@ -103,7 +103,7 @@ class Progress(threading.Thread):
         self.open_line = task_id
 
     def _end(self, task_id: str, state: str, start: datetime | None, end: datetime | None) -> None:
-        self.ended.add(task_id)
+        self.ended[task_id] = state
         seconds = (end - start).total_seconds() if start and end else 0.0
         verdict = f"{state:<16}{seconds:5.1f} s\n"
         if self.open_line == task_id:
@@ -138,7 +138,7 @@ def gate_line(state: str | None, gate: dict[str, Any] | None, min_gain: float) -
         )
     if state == "failed":
         return "stopped the export (its reason is in the log)"
-    return f"not reached ({state})"
+    return f"not reached ({state})" if state else "not reached"
 
 
 def removed_line(removed: dict[str, list[str]]) -> str:
@@ -163,18 +163,42 @@ def run_report_summary(result: Any) -> str:
     return f"{export}run-report.md\n          {json.loads(blob.download_as_text())['summary']}"
 
 
-def summary(result: Any, conf: dict[str, Any], took: float, report: str) -> list[str]:
-    rewards = result.xcoms.get("wait_for_rewards.return_value") or {}
+def first_error(result: Any, ended: list[str]) -> str | None:
+    """`task: reason` of the first task to fail: the first line of its error, which each failed
+    task keeps as its XCom `failure` (tpu_rl.report.notify)."""
+    for task in ended:
+        if result.task_states.get(task) == "failed" and (
+            reason := result.xcoms.get(f"{task}.failure")
+        ):
+            return f"{task}: {reason}"
+    return None
+
+
+def rewards_line(rewards: dict[str, Any]) -> str:
+    """Both rewards, or that training never reported them."""
     pre, post = (rewards.get(k) or {} for k in ("pre", "post"))
+    if not post:
+        return "rewards:  none (the run stopped before training reported them)"
+    return (
+        f"rewards:  mean_reward pre {pre.get('mean_reward')} -> post {post.get('mean_reward')}"
+        f", accuracy {pre.get('accuracy')}% -> {post.get('accuracy')}%"
+    )
+
+
+def summary(
+    result: Any, conf: dict[str, Any], took: float, report: str, ended: list[str]
+) -> list[str]:
+    """The demo's closing lines; `ended`: the tasks in the order they ended."""
     destroyed = [
         c["argv"][1] for c in result.calls if c["tool"] == "gcluster" and c["argv"][0] == "destroy"
     ]
     failed = [task for task, state in result.task_states.items() if state == "failed"]
+    error = first_error(result, ended)
     return [
         f"{DAG_ID}: {result.state.upper()} in {took:.0f} s"
         + (f" (failed: {', '.join(failed)})" if failed else ""),
-        f"rewards:  mean_reward pre {pre.get('mean_reward')} -> post {post.get('mean_reward')}"
-        f", accuracy {pre.get('accuracy')}% -> {post.get('accuracy')}%",
+        *([f"error:    {error}"] if error else []),
+        rewards_line(result.xcoms.get("wait_for_rewards.return_value") or {}),
         "gate:     "
         + gate_line(
             result.task_states.get("gate"),
@@ -213,7 +237,8 @@ def main() -> int:
             progress.finish()
         report = run_report_summary(result)
     took = time.monotonic() - started
-    terminal.write("\n" + "\n".join(summary(result, conf, took, report)) + "\n")
+    lines = summary(result, conf, took, report, list(progress.ended))
+    terminal.write("\n" + "\n".join(lines) + "\n")
     terminal.write(f"full log: {log_path}\n")
     terminal.flush()
     return 0 if result.state == "success" else 1

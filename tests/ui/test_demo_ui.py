@@ -124,6 +124,25 @@ def page_text(browser: Chromium, url: str, until: str, shot: str) -> str:
     return browser.evaluate("document.body.innerText")
 
 
+def janitor_runs_in_the_sandbox(api: AirflowApi) -> None:
+    """Issue 28: the janitor made no run while Airflow started (it starts paused); unpaused as
+    its form's "Unpause on trigger" does, its sweeps (triggered and scheduled) read the
+    sandbox's project and region from the demo's Variable and succeed."""
+    janitor = "tpu_rl_janitor"
+    assert api.client.get(f"/dags/{janitor}").json()["is_paused"] is True
+    assert api.client.get(f"/dags/{janitor}/dagRuns").json()["dag_runs"] == []
+    api.client.patch(f"/dags/{janitor}", json={"is_paused": False}).raise_for_status()
+    api.trigger_dag(janitor, {}, "janitor-from-the-demo")
+    assert api.wait_finished_dag(janitor, "janitor-from-the-demo", 180) == "success"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        runs = api.client.get(f"/dags/{janitor}/dagRuns").json()["dag_runs"]
+        if all(r["state"] in ("success", "failed") for r in runs):
+            break
+        time.sleep(2)
+    assert {r["dag_run_id"]: r["state"] for r in runs if r["state"] != "success"} == {}
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(
     chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
@@ -143,6 +162,7 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         run = wait_for_run(api)
         assert run["state"] == "success", "\n".join(demo.lines)
         assert run["conf"]["project"] == "tpu-rl-sandbox"  # the form sent the sandbox's settings
+        janitor_runs_in_the_sandbox(api)
         run_url = f"{base}/dags/{DAG_ID}/runs/{run['dag_run_id']}"
 
         grid = page_text(

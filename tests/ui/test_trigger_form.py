@@ -20,7 +20,8 @@ from tests.ui.test_ui_page import api_server
 
 DAG_ID = "tpu_rl_post_training"
 SCREENSHOTS = REPO / "test-artifacts"
-# The fields the form marks required (a type without null and no default), as a user fills them.
+# The fields the form marks required (a type without null: the settings without a default), as a
+# user fills them.
 REQUIRED = {
     "project": "my-tpu-project",
     "region": "us-east5",
@@ -97,12 +98,28 @@ def set_field(browser: Chromium, name: str, value: str) -> None:
 
 @dataclass
 class Form:
-    """One DAG's trigger form as a user fills it: the section to open, the fields to set."""
+    """One DAG's trigger form as a user fills it: per section, the fields to set (None: the
+    section the form opens with; any other is clicked open first)."""
 
     dag_id: str
-    section: str
-    fields: dict[str, str]
+    fields: dict[str | None, dict[str, str]]
     screenshot: str
+
+
+def open_sections(browser: Chromium) -> list[str]:
+    """The titles of the form's expanded sections."""
+    return browser.evaluate(
+        "[...document.querySelectorAll('[role=dialog] button[aria-expanded=true]')]"
+        ".map(b => b.textContent.trim())"
+    )
+
+
+def required_marks(browser: Chromium) -> list[str]:
+    """The labels of the open section's fields that carry the required mark (a trailing *)."""
+    return browser.evaluate(
+        "[...document.querySelectorAll('[role=dialog] label')].map(l => l.textContent.trim())"
+        ".filter(t => t.endsWith('*')).map(t => t.slice(0, -1).trim())"
+    )
 
 
 def fill_and_trigger(base: str, token: str, profile: Path, form: Form) -> dict:
@@ -124,9 +141,13 @@ def fill_and_trigger(base: str, token: str, profile: Path, form: Form) -> dict:
         click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
         browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
         seen["enabled_before"] = trigger_enabled(browser)
-        click(browser, section_button(form.section))
-        for name, value in form.fields.items():
-            set_field(browser, name, value)
+        seen["open_at_start"] = open_sections(browser)
+        seen["required_marks"] = required_marks(browser)
+        for section, fields in form.fields.items():
+            if section:
+                click(browser, section_button(section))
+            for name, value in fields.items():
+                set_field(browser, name, value)
         time.sleep(0.5)
         seen["enabled_after"] = trigger_enabled(browser)
         seen["sections"] = browser.evaluate(
@@ -153,13 +174,13 @@ def fill_and_trigger(base: str, token: str, profile: Path, form: Form) -> dict:
 )
 def test_the_trigger_forms_take_only_the_required_fields(airflow_db, auth_token, tmp_path):
     serialize_dags()
-    # "empty: no Kueue" must not block the form
-    main = Form(DAG_ID, "Google Cloud", {**REQUIRED, "kueue_queue": ""}, "trigger-form.png")
+    # the required fields are in the section the form opens with; "empty: no Kueue" must not
+    # block the form
+    main = Form(DAG_ID, {None: REQUIRED, "Google Cloud": {"kueue_queue": ""}}, "trigger-form.png")
     # a dry run needs no bucket
     janitor = Form(
         "tpu_rl_janitor",
-        "What to sweep",
-        {"project": REQUIRED["project"], "region": REQUIRED["region"]},
+        {"What to sweep": {"project": REQUIRED["project"], "region": REQUIRED["region"]}},
         "janitor-form.png",
     )
     with api_server() as base:
@@ -167,7 +188,10 @@ def test_the_trigger_forms_take_only_the_required_fields(airflow_db, auth_token,
         swept = fill_and_trigger(base, auth_token, tmp_path / "janitor", janitor)
     assert seen["enabled_before"] is False  # the required fields are empty
     assert seen["enabled_after"] is True, "the form still blocks Trigger"
-    sections = ["Google Cloud", "Model", "GRPO", "Run control"]
+    # issue 28: the tutorial's settings open, and only the five without a default marked
+    assert seen["open_at_start"] == ["Run Parameters"]
+    assert seen["required_marks"] == ["Project", "Region", "Zone", "Cluster name", "GCS bucket"]
+    sections = ["Run Parameters", "Google Cloud", "Model", "GRPO", "Run control"]
     assert [b for b in seen["sections"] if b in sections] == sections
     [run] = seen["runs"]
     conf = run["conf"]

@@ -591,10 +591,13 @@ def test_delivery_doc_commands_run_with_fakes(tmp_path):
         )
         assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
     assert ran_make_airflow
-    # .env is the example with the bundle's checksum pinned by scripts/pin_gcluster_bundle.sh
+    # .env is the example scripts/pin_gcluster_bundle.sh copied, with the bundle's checksum
+    # pinned and, on Linux, the user's id as AIRFLOW_UID
     arch = "arm64" if os.uname().machine in ("aarch64", "arm64") else "amd64"
     pinned = f"GCLUSTER_BUNDLE_SHA256={sums[arch]}\n"
     example = (REPO / ".env.example").read_text()
+    if os.uname().sysname == "Linux":
+        example = example.replace("AIRFLOW_UID=50000\n", f"AIRFLOW_UID={os.getuid()}\n")
     assert (project / ".env").read_text() == example.replace("GCLUSTER_BUNDLE_SHA256=\n", pinned)
     version = dockerfile_args()["CLUSTER_TOOLKIT_VERSION"]
     assert (tmp_path / "curl.log").read_text().splitlines() == [

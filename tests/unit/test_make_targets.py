@@ -127,3 +127,23 @@ def test_make_clean_removes_what_the_readme_says():
 def test_make_lint_passes():
     done = make("lint")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_make_venv_without_python_311_says_what_to_install(tmp_path):
+    """Issue 28: exactly python3.11 is needed; a missing or other interpreter is named, with
+    what to do, before anything is created."""
+    missing = make("venv", "PYTHON=python3.99-missing", f"VENV={tmp_path / 'v'}")
+    assert missing.returncode != 0
+    assert "python3.99-missing is not on PATH: this project needs exactly Python 3.11" in (
+        missing.stdout
+    )
+    assert "PYTHON=/path/to/python3.11" in missing.stdout
+    other = tmp_path / "python3"
+    other.write_text(
+        '#!/bin/sh\nif [ "$1" = -c ]; then case "$2" in\n'
+        "  *platform*) echo 3.12.1;; *) exit 1;; esac; fi\n"
+    )
+    other.chmod(0o755)
+    wrong = make("venv", f"PYTHON={other}", f"VENV={tmp_path / 'v'}")
+    assert wrong.returncode != 0 and "is Python 3.12.1, not 3.11" in wrong.stdout
+    assert not (tmp_path / "v").exists()

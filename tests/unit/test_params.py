@@ -27,26 +27,52 @@ def required_in_form(p: Param) -> bool:
     return bool(kind) and not (isinstance(kind, list) and "null" in kind)
 
 
-def test_every_setting_is_in_its_section_in_declaration_order():
+def form_sections(params: dict[str, Param]) -> list[str]:
+    """The sections as Airflow's form lists them: each where its first field is declared."""
+    return list(dict.fromkeys(p.schema["section"] for p in params.values()))
+
+
+def test_every_setting_is_in_its_section_and_the_tutorials_are_in_the_open_one():
     params = dag_params()
     assert list(params) == list(SETTING_FIELDS)
-    found = [p.schema["section"] for p in params.values()]
-    assert all(found)
-    # each section is one contiguous run of fields, in the order of Section
-    runs = [s for i, s in enumerate(found) if i == 0 or found[i - 1] != s]
-    assert runs == [section.value for section in Section]
-    assert params["project"].schema["section"] == "Google Cloud"
+    assert all(p.schema["section"] for p in params.values())
+    assert form_sections(params) == [section.value for section in Section]
+    # the one section Airflow's form opens (tpu_rl.settings.metadata.Section) comes first and
+    # holds what the tutorial has a user change: where, what capacity, which model, how long
+    assert Section.ESSENTIALS == "Run Parameters"
+    opened = [name for name, p in params.items() if p.schema["section"] == "Run Parameters"]
+    assert opened == [
+        *REQUIRED_SETTINGS,
+        "cluster_mode",
+        "capacity",
+        "reservation",
+        "model_name",
+        "hf_model_path",
+        "tokenizer_path",
+        "num_batches",
+    ]
+    assert params["project"].schema["section"] == "Run Parameters"
     assert params["kueue_queue"].schema["section"] == "Google Cloud"
     assert params["scan_layers"].schema["section"] == "Model"
     assert params["extra_train_args"].schema["section"] == "GRPO"
     assert params["export_timeout_minutes"].schema["section"] == "Run control"
 
 
-def test_only_settings_that_may_be_empty_are_optional_in_the_form():
+def test_only_the_settings_that_must_be_filled_carry_the_required_mark():
+    """Issue 28: 63 of 67 fields showed the red star; only the five without a default must."""
     params = dag_params()
-    optional = {name for name, p in params.items() if not required_in_form(p)}
-    assert optional == set(OPTIONAL_SETTINGS)
-    assert not optional & set(REQUIRED_SETTINGS)
+    marked = [name for name, p in params.items() if required_in_form(p)]
+    assert (
+        marked
+        == list(REQUIRED_SETTINGS)
+        == [
+            "project",
+            "region",
+            "zone",
+            "cluster_name",
+            "gcs_bucket",
+        ]
+    )
 
 
 @pytest.mark.parametrize("name", OPTIONAL_SETTINGS)
@@ -55,6 +81,15 @@ def test_an_emptied_optional_field_passes_the_form_and_reads_as_empty(name, tuto
     conf = {**tutorial_conf, "cluster_mode": "existing", name: None}
     settings = load_settings(conf)
     assert getattr(settings, name) in ("", [])
+
+
+@pytest.mark.parametrize("name", ["num_batches", "learning_rate", "keep_cluster", "topology"])
+def test_an_emptied_field_with_a_default_passes_the_form_and_reads_as_its_default(
+    name, tutorial_conf
+):
+    ParamsDict(dag_params()).__setitem__(name, None)  # Param validation accepts null
+    settings = load_settings({**tutorial_conf, name: None})
+    assert getattr(settings, name) == SETTING_FIELDS[name].default
 
 
 def test_an_emptied_required_field_is_refused_by_the_form_and_by_validate(tutorial_conf):
@@ -98,11 +133,11 @@ def test_a_janitor_dry_run_needs_no_bucket():
 
 
 def test_the_capacity_settings_in_the_form():
-    """A choice among the three modes beside the cluster's settings; resumes in run control."""
+    """A choice among the three modes in the section the form opens; resumes in run control."""
     params = ParamsDict(dag_params())
     capacity = params.get_param("capacity").schema
     assert capacity["enum"] == ["reservation", "flex_start", "spot"]
-    assert capacity["section"] == "Google Cloud" and params["capacity"] == "reservation"
+    assert capacity["section"] == "Run Parameters" and params["capacity"] == "reservation"
     with pytest.raises(Exception, match="is not one of"):
         params["capacity"] = "preemptible"
     assert params.get_param("max_training_restarts").schema["section"] == "Run control"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from tpu_rl.settings.metadata import describe, json_type
+from tpu_rl.settings.descriptions import DESCRIPTIONS
+from tpu_rl.settings.metadata import describe, json_type, maxtext_flag
 from tpu_rl.settings.run_settings import (
     SETTING_FIELDS,
     RunSettings,
@@ -63,10 +65,30 @@ def test_choices_are_enum_members_that_compare_as_their_values(tutorial_conf):
     assert type(s.to_dict()["capacity"]) is str
 
 
-def test_unknown_key_is_an_error_not_ignored(tutorial_conf):
+def test_unknown_key_is_an_error_naming_the_closest_setting(tutorial_conf):
     assert errors_for(tutorial_conf, num_batchs=10) == [
-        "num_batchs: unknown setting (known: see docs/settings.md)"
+        "num_batchs: unknown setting (did you mean num_batches?)"
     ]
+    assert errors_for(tutorial_conf, learningrate=0.1) == [
+        "learningrate: unknown setting (did you mean learning_rate?)"
+    ]
+    assert errors_for(tutorial_conf, colour="red") == [
+        "colour: unknown setting (known: see docs/settings.md)"
+    ]
+
+
+def test_every_description_says_what_the_setting_does_in_plain_text():
+    """The form shows a Param's description as text: no Markdown; a MaxText flag's name comes
+    after what the setting does, never alone (issue 28: 24 said only "MaxText x.")."""
+    assert set(DESCRIPTIONS) == set(SETTING_FIELDS)
+    for name, f in SETTING_FIELDS.items():
+        text = describe(f)
+        assert "`" not in text and "*" not in text and "|" not in text, name
+        assert not re.fullmatch(r"MaxText [\w.]+\.", text), name
+        own_words = DESCRIPTIONS[name]
+        assert len(own_words.split()) >= 4 and not own_words.startswith("MaxText "), name
+        if flag := maxtext_flag(f):
+            assert text == f"{own_words} MaxText flag: {flag}.", name
 
 
 @pytest.mark.parametrize(

@@ -86,18 +86,35 @@ class RunWatcher:
         return done.json().get("value") if done.status_code == 200 else None
 
     def failed_tasks(self, run_id: str) -> list[str]:
+        """The run's failed tasks, the first to end first."""
         done = self.get(f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
         tis = done.json().get("task_instances", []) if done.status_code == 200 else []
-        return [ti["task_id"] for ti in tis if ti["state"] == "failed"]
+        failed = [ti for ti in tis if ti["state"] == "failed"]
+        return [ti["task_id"] for ti in sorted(failed, key=lambda ti: ti.get("end_date") or "")]
+
+    def first_error(self, run_id: str, failed: list[str]) -> str | None:
+        """`task: reason` of the first failed task that kept its error's first line (the XCom
+        `failure`, tpu_rl.report.notify)."""
+        from tpu_rl.report.notify import FAILURE_XCOM_KEY
+
+        for task_id in failed:
+            path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries"
+            done = self.get(f"{path}/{FAILURE_XCOM_KEY}", deserialize=True)
+            if done.status_code == 200 and done.json().get("value"):
+                return f"{task_id}: {done.json()['value']}"
+        return None
 
     def ended(self, run_id: str, state: str) -> None:
         rewards = self.xcom(run_id, "wait_for_rewards") or {}
         pre, post = ((rewards.get(k) or {}).get("mean_reward") for k in ("pre", "post"))
         failed = self.failed_tasks(run_id)
+        shown = f"mean_reward {pre} -> {post}" if post is not None else "no rewards"
         say(
-            f"run {run_id}: {state.upper()}, mean_reward {pre} -> {post}"
-            + (f"; failed: {', '.join(failed)} (see their logs)" if failed else "")
+            f"run {run_id}: {state.upper()}, {shown}"
+            + (f"; failed: {', '.join(failed)}" if failed else "")
         )
+        if failed and (error := self.first_error(run_id, failed)):
+            say(f"  error: {error}")
         export = self.xcom(run_id, "verify")
         if export:
             summary, url = report_link(self.gcs, export)
@@ -112,6 +129,13 @@ def watch(d: Deployment) -> int:
     say(f"RL post-training page: {d.url}/tpu-rl/")
     say(f"logs: {d.log_dir}/ (processes and tasks), {d.log_dir.parent}/sandbox.log")
     say("Trigger the DAG from its page (the form holds the sandbox's settings).")
+    stored = janitor_defaults()
+    say(
+        "The janitor, tpu_rl_janitor, starts paused. Its stored defaults (the Variable "
+        f"tpu_rl_janitor_params, set for this demo) are project {stored['project']}, region "
+        f"{stored['region']}, dry run; give its form that project and region. Triggering it "
+        "unpauses it: its 30-minute schedule then sweeps the sandbox with those defaults."
+    )
     say("Ctrl-C stops Airflow and the sandbox.")
     watcher = RunWatcher(d.api(), d.sandbox.gcs)
     try:
@@ -127,18 +151,51 @@ def watch(d: Deployment) -> int:
     return 1
 
 
+def janitor_defaults() -> dict[str, Any]:
+    """What the demo stores as the janitor's defaults: the sandbox's, in dry run."""
+    from tests.sandbox.harness import SETTINGS
+
+    return {
+        "project": SETTINGS["project"],
+        "region": SETTINGS["region"],
+        "gcs_bucket": SETTINGS["gcs_bucket"],
+        "dry_run": True,
+    }
+
+
+def janitor_in_the_sandbox() -> dict[str, str]:
+    """The demo's environment for the janitor: its stored defaults are the sandbox's project,
+    region and bucket in dry run, as the environment variable Airflow reads a Variable from in
+    every process (AIRFLOW_VAR_<KEY>, looked up before the metadata DB: Airflow's docs,
+    "Variables", "Storing Variables in Environment Variables"); and the DAGs are created paused.
+
+    Paused, the janitor makes no run while Airflow starts: unpaused at creation, its schedule
+    would run the latest 30-minute slot at once, the first task of a cold API server, which
+    times out on a loaded machine. The demo unpauses tpu_rl_post_training once it is parsed;
+    the janitor's form ("Unpause on trigger" is pre-checked) unpauses it, and its schedule then
+    sweeps the sandbox with these defaults and succeeds."""
+    from tpu_rl.operators.janitor import PARAMS_VARIABLE
+
+    return {
+        f"AIRFLOW_VAR_{PARAMS_VARIABLE.upper()}": json.dumps(janitor_defaults()),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+    }
+
+
 def serve(home: Path, port: int) -> int:
     from tests.sandbox.harness import SETTINGS, Workloads, build_scenario
 
     try:
         with running_deployment(
             home,
+            janitor_in_the_sandbox(),
             port=port,
             password=PASSWORD,
             sqlite=True,
             time_scale=TIME_SCALE,
             form_defaults=SETTINGS,
         ) as d:
+            d.api().client.patch(f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
             box = d.sandbox
             box.use(build_scenario(SETTINGS, box.gcs, Workloads(), box.emu))
             return watch(d)

@@ -48,7 +48,11 @@ its objects carries it, even if the deployment's setting changes before the run 
         try:
             layout = self.run_layout(context)
         except (SettingsError, DeploymentError) as err:
-            raise AirflowFailException(str(err)) from err
+            # Not chained: the task runner logs the exception with its traceback
+            # (airflow/sdk/execution_time/task_runner.py, _run_task_and_map_outcome:
+            # log.exception), and a chained one would show the list twice, in two tracebacks;
+            # this way the list of problems ends the task's log.
+            raise AirflowFailException(str(err)) from None
         if not reads_step_durations(context["ti"]):
             self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
         if "task_state_store" not in context:  # Airflow 3.3+ (rewards/sensor.py keeps it there)

@@ -4,6 +4,7 @@
 - metadata.py: what each field's metadata holds (title, form section, bounds, required-ness,
   MaxText flag, choices, text rule) and the helpers that declare and read it.
 - fields.py: RunSettings, the frozen dataclass: every setting with its default and metadata.
+- descriptions.py: what each setting does, in a user's words (the form's and the reference's text).
 - run_settings.py: load_settings / load_settings_file (JSON types, then validation) and
   SettingsError.
 - text_rules.py: each free-text setting's length limit and character class (its field's `text`),

@@ -1,11 +1,12 @@
 """What a setting's dataclass field carries in its metadata, and how to read it.
 
-The keys: `title` and `description` (the form's), `section` (the form's section), `bounds` (an
-integer's (minimum, maximum)), `required` (may not be left empty), `may_be_empty` (the form sends
-an emptied field as null, read as empty), `maxtext` (the train_rl key=value flag the setting
-becomes: True for the flag of its own name), `choices` (the StrEnum of its values) and `text` (a
-free-text setting's length limit and character class, tpu_rl.settings.text_rules; a list's: of
-each item).
+The keys: `title` (the form's label), `section` (the form's section), `bounds` (an integer's
+(minimum, maximum)), `required` (no default: the form marks it, and a run needs it filled),
+`may_be_empty` (an emptied field, which the form sends as null, reads as empty rather than as the
+default), `maxtext` (the train_rl key=value flag the setting becomes: True for the flag of its own
+name), `choices` (the StrEnum of its values) and `text` (a free-text setting's length limit and
+character class, tpu_rl.settings.text_rules; a list's: of each item). The description, in a
+user's words, is tpu_rl.settings.descriptions' entry of the field's name.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from tpu_rl.settings import text_rules
+from tpu_rl.settings.descriptions import DESCRIPTIONS
 from tpu_rl.settings.text_rules import TextRule
 
 DAY = 24 * 60  # minutes
@@ -28,8 +30,17 @@ _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "bo
 
 
 class Section(StrEnum):
-    """The trigger form's sections, in form order; each makes the fields filed under it."""
+    """The trigger form's sections, in form order; each makes the fields filed under it.
 
+    Airflow 3.3's trigger form opens one section at a time: the one named "Run Parameters" when
+    the form opens, each other one on a click, closing the open one (the installed bundle
+    airflow/ui/dist/assets/index-*.js: ConfigForm's Accordion.Root is `collapsible` with
+    `defaultValue: ["Run Parameters"]`, its flexibleFormDefaultSection, and no `multiple`). So
+    the settings a user changes in the tutorial are filed under that name, wherever they are
+    declared: the form lists a section's fields where its first field is declared.
+    """
+
+    ESSENTIALS = "Run Parameters"
     CLOUD = "Google Cloud"
     MODEL = "Model"
     GRPO = "GRPO"
@@ -39,7 +50,6 @@ class Section(StrEnum):
         self,
         default: Any,
         title: str,
-        description: str | None,
         *,
         bounds: tuple[int, int] | None = None,
         required: bool = False,
@@ -51,7 +61,6 @@ class Section(StrEnum):
         """A dataclass field carrying the setting's metadata (the module's docstring)."""
         meta = {
             "title": title,
-            "description": description,
             "section": self,
             "bounds": bounds,
             "required": required,
@@ -64,27 +73,25 @@ class Section(StrEnum):
             return field(default_factory=lambda: list(default), metadata=meta)
         return field(default=default, metadata=meta)
 
-    def name(self, title: str, description: str, text: TextRule) -> Any:
+    def name(self, title: str, text: TextRule) -> Any:
         """A name the run cannot do without: required, no default."""
-        return self.setting("", title, description, required=True, text=text)
+        return self.setting("", title, required=True, text=text)
 
-    def image(self, default: str, title: str, description: str) -> Any:
+    def image(self, default: str, title: str) -> Any:
         """A container image reference."""
-        return self.setting(default, title, description, text=text_rules.IMAGE)
+        return self.setting(default, title, text=text_rules.IMAGE)
 
-    def choice(self, choices: type[StrEnum], title: str, description: str) -> Any:
+    def choice(self, choices: type[StrEnum], title: str) -> Any:
         """A setting taking one of `choices`' values; the first is the default."""
-        return self.setting(next(iter(choices)), title, description, choices=choices)
+        return self.setting(next(iter(choices)), title, choices=choices)
 
     def maxtext(self, default: Any, title: str, **keywords: Any) -> Any:
-        """A train_rl flag of the setting's own name, described as such."""
-        return self.setting(default, title, None, maxtext=True, **keywords)
+        """A train_rl flag of the setting's own name."""
+        return self.setting(default, title, maxtext=True, **keywords)
 
-    def limit(self, default: int, step: str, what: str, most: int) -> Any:
+    def limit(self, default: int, step: str, most: int) -> Any:
         """A time limit in minutes for one step of the run, at most `most` minutes."""
-        return self.setting(
-            default, f"{step} timeout (min)", f"Limit for {what}.", bounds=(1, most)
-        )
+        return self.setting(default, f"{step} timeout (min)", bounds=(1, most))
 
 
 def default_of(f: dataclasses.Field) -> Any:
@@ -99,8 +106,9 @@ def maxtext_flag(f: dataclasses.Field) -> str | None:
 
 
 def describe(f: dataclasses.Field) -> str:
-    """A setting's description; a MaxText pass-through's names its flag."""
-    return f.metadata["description"] or f"MaxText {maxtext_flag(f)}."
+    """A setting's description in a user's words, then the MaxText flag it becomes, if any."""
+    flag = maxtext_flag(f)
+    return DESCRIPTIONS[f.name] + (f" MaxText flag: {flag}." if flag else "")
 
 
 def json_type(f: dataclasses.Field) -> str:

@@ -38,15 +38,19 @@ def param_spec(f: dataclasses.Field) -> dict[str, Any]:
     """One setting's Param: its default, and the JSON-schema keywords type, title, description,
     section, choices, bounds, text rule and item type.
 
-    A setting that may be empty also accepts null: the form sends null for an emptied field
-    and marks every field whose type excludes null as required. Airflow's form files a Param
-    under its own `section` only, so every Param carries one.
+    Only a required setting's type excludes null: Airflow's form marks a field required (the
+    red star, and Trigger stays disabled while it is empty) exactly when its schema's type
+    excludes null (the installed bundle airflow/ui/dist/assets/index-*.js: FieldRow's
+    `required` is `!!schema.type && !(Array.isArray(schema.type) &&
+    schema.type.includes("null"))`), and sends null for an emptied field, which
+    load_settings reads as the setting's default (empty, for one that may be empty). Airflow's
+    form files a Param under its own `section` only, so every Param carries one.
     """
     kind = json_type(f)
     return {
         "default": plain(default_of(f)),
         **SCHEMA_DIALECT,
-        "type": ["null", kind] if f.metadata["may_be_empty"] else kind,
+        "type": kind if f.metadata["required"] else ["null", kind],
         "title": f.metadata["title"],
         "description": describe(f),
         "section": f.metadata["section"].value,

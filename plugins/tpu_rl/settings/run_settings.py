@@ -3,12 +3,18 @@ checked for its JSON type, then validated; every problem reported at once."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tpu_rl.settings.fields import OPTIONAL_SETTINGS, SETTING_FIELDS, RunSettings
+from tpu_rl.settings.fields import (
+    OPTIONAL_SETTINGS,
+    REQUIRED_SETTINGS,
+    SETTING_FIELDS,
+    RunSettings,
+)
 from tpu_rl.settings.metadata import json_type
 from tpu_rl.settings.text_rules import short_repr
 from tpu_rl.settings.validation import validate
@@ -44,13 +50,21 @@ def type_error(name: str, value: Any, expected: str) -> str | None:
     return f"{name}: must be {shown}, got {short_repr(value)}"
 
 
+def unknown_key(key: str) -> str:
+    """The message for a key that names no setting, with the closest setting's name if one is
+    close enough."""
+    shown = key if key.isidentifier() and len(key) <= 64 else short_repr(key)
+    close = difflib.get_close_matches(key[:64], SETTING_FIELDS, n=1)
+    hint = f"did you mean {close[0]}?" if close else "known: see docs/settings.md"
+    return f"{shown}: unknown setting ({hint})"
+
+
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     """Build and validate settings; raises SettingsError listing every problem."""
     errors = [
         f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
         if key in DEPLOYMENT_KEYS
-        else f"{key if key.isidentifier() and len(key) <= 64 else short_repr(key)}: unknown "
-        "setting (known: see docs/settings.md)"
+        else unknown_key(key)
         for key in raw
         if key not in SETTING_FIELDS
     ]
@@ -59,7 +73,9 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
         if key not in SETTING_FIELDS:
             continue
         kind = json_type(SETTING_FIELDS[key])
-        if value is None and key in OPTIONAL_SETTINGS:
+        if value is None and key not in REQUIRED_SETTINGS:  # an emptied field of the form
+            if key not in OPTIONAL_SETTINGS:
+                continue  # the setting's default
             value = [] if kind == "array" else ""
         if problem := type_error(key, value, kind):
             errors.append(problem)

@@ -19,10 +19,13 @@ INTRO = """# Settings
 
 The DAG's Params (the trigger form, in these sections), the same names in a JSON file for
 `make plan`. Names are the tutorial's variables and MaxText's flags in lower case, dots as
-underscores. An unknown key is an error. Every rule is checked before any cloud call, and every
-error is reported at once.
+underscores. An unknown key is an error (naming the closest setting). Only the settings marked
+required must be filled; a field emptied in the form (null in JSON) takes its default, or stays
+empty where the setting may be empty. The first section, "Run Parameters", holds what the
+tutorial has you change and is the one the form opens. Every rule is checked before any cloud
+call, and every error is reported at once.
 
-Generated from `plugins/tpu_rl/settings/fields.py` by
+Generated from `plugins/tpu_rl/settings/fields.py` and `descriptions.py` by
 `python -m tpu_rl.settings.table docs/settings.md` (a test keeps it current).
 """
 

@@ -1,0 +1,129 @@
+"""What each setting does, in a user's words: the trigger form's and docs/settings.md's text.
+
+One entry per setting of tpu_rl.settings.fields (a test keeps the keys the same). Plain text:
+Airflow's form shows a Param's `description` as text, not Markdown (so no backticks). A setting
+that becomes a MaxText flag gets the flag's name after its text (metadata.describe); a name in
+capitals is the tutorial's environment variable.
+"""
+
+from __future__ import annotations
+
+DESCRIPTIONS: dict[str, str] = {
+    # Google Cloud and the cluster
+    "project": "Your Google Cloud project ID (tutorial: PROJECT).",
+    "region": "Region of your TPU capacity and of the cluster, e.g. us-east5 (tutorial: REGION).",
+    "zone": "Zone of your TPU capacity, inside the region, e.g. us-east5-b (tutorial: ZONE).",
+    "cluster_name": "Name of the GKE cluster the run creates or uses: lower-case letters, digits "
+    "and hyphens, at most 20 characters (tutorial: CLUSTER_NAME).",
+    "gcs_bucket": "Cloud Storage bucket (name only, no gs://) for checkpoints, the exported "
+    "model and the cluster's Terraform state (tutorial: GCS_BUCKET).",
+    "cluster_mode": "create: build a cluster for this run and delete it at the end. existing: "
+    "run on the cluster named above and leave it as it is.",
+    "keep_cluster": "Keep the cluster this run created instead of deleting it (its TPUs go on "
+    "billing until you delete it).",
+    "capacity": "How the run gets its TPUs. reservation: your reserved TPUs (the tutorial's). "
+    "flex_start: Dynamic Workload Scheduler, TPUs when available, billed while in use. spot: "
+    "cheaper, preemptible Spot TPUs. With cluster mode existing: what that cluster's TPU pool is.",
+    "reservation": "Name of your TPU v6e reservation (tutorial: RESERVATION). Needed to create a "
+    "cluster with reservation capacity; leave empty for flex_start and spot.",
+    "authorized_cidr": "Addresses allowed to reach the cluster's control plane, as a CIDR block "
+    "(the tutorial allows any: 0.0.0.0/0).",
+    "cluster_toolkit_version": "Cluster Toolkit (gcluster) release that builds and deletes the "
+    "cluster (tutorial: CLUSTER_TOOLKIT_VERSION).",
+    "compute_type": "Machine type of each TPU VM (tutorial: COMPUTE_TYPE).",
+    "tpu_type": "TPU slice type: generation and chip count (tutorial: TPU_TYPE).",
+    "topology": "Chip layout of one slice; must match the TPU type (tutorial: TOPOLOGY).",
+    "cluster_nodepool_count": "How many TPU slices (one node pool each) the cluster gets "
+    "(tutorial: CLUSTER_NODEPOOL_COUNT).",
+    "namespace": "Kubernetes namespace the run's jobs and secrets go in.",
+    "kueue_queue": "Kueue LocalQueue the TPU jobs wait in (the tutorial's cluster has "
+    "user-queue); empty: the jobs do not use Kueue.",
+    "client_service_account": "Kubernetes service account for the conversion, training and "
+    "export pods, bound by Workload Identity to a Google service account that can use the "
+    "bucket (the tutorial's cluster has workload-identity-k8s-sa). Empty: the pods use the TPU "
+    "nodes' own service account, as the tutorial does.",
+    # Model and images
+    "model_name": "MaxText's name of the model to train; must be the model below "
+    "(tutorial: MODEL_NAME).",
+    "hf_model_path": "Hugging Face repository of the model to start from; you must have "
+    "accepted its licence on Hugging Face.",
+    "hf_revision": "Branch, tag or commit of that repository to convert; a commit pins the "
+    "exact weights. A converted copy is kept per model, revision and scan layers, and reused.",
+    "tokenizer_path": "Tokenizer used in training; normally the same repository as the model.",
+    "cloud_image_name": "Container image with MaxText that runs conversion, training and "
+    "export (tutorial: CLOUD_IMAGE_NAME).",
+    "pathways_server_image": "Pathways server and worker image (the one MaxText 0.2.4 pins).",
+    "pathways_proxy_server_image": "Pathways proxy server image (the one MaxText 0.2.4 pins).",
+    "allow_unpinned_images": "Accept images tagged latest; a scheduled run then gets whatever "
+    "was pushed last.",
+    "optimizer": "adafactor: the tutorial's memory-saving patch of MaxText's optimizer. adamw: "
+    "MaxText's AdamW, unchanged.",
+    "weight_dtype": "Number format of the weights in the rollouts and in the exported model.",
+    "scan_layers": "Store the model's layers as one stacked layer (faster to compile; a "
+    "different checkpoint layout), in conversion, training and export.",
+    # GRPO
+    "data_template_path": "Chat template that turns each dataset problem into a prompt, inside "
+    "the MaxText image.",
+    "num_batches": "How long training runs: the number of training steps, one batch of prompts "
+    "each.",
+    "batch_size": "Prompts per training step.",
+    "train_micro_batch_size": "Prompts per forward and backward pass; a step accumulates "
+    "batch_size / this many passes.",
+    "max_target_length": "Longest sequence in tokens, prompt and answer together.",
+    "max_prefill_predict_length": "Longest prompt in tokens.",
+    "mu_dtype": "Number format of the optimizer's running average of gradients.",
+    "grad_dtype": "Number format of the gradients.",
+    "rollout_tensor_parallelism": "Chips each rollout model copy is split across (tensor "
+    "parallelism in vLLM).",
+    "rollout_expert_parallelism": "Chips the rollout model's experts are spread across "
+    "(expert parallelism in vLLM).",
+    "trainer_devices_fraction": "Share of the slice's chips that train the model.",
+    "sampler_devices_fraction": "Share of the slice's chips that generate answers (the vLLM "
+    "sampler).",
+    "ici_tensor_parallelism": "Trainer chips each layer's matrices are split across (tensor "
+    "parallelism).",
+    "ici_expert_parallelism": "Trainer chips the experts are spread across (expert parallelism).",
+    "ici_fsdp_parallelism": "Trainer chips the weights are sharded across (FSDP); -1: all the "
+    "trainer's chips the other two leave.",
+    "hbm_utilization_vllm": "Share of each sampler chip's memory vLLM may use for weights and "
+    "its cache.",
+    "remat_policy": "What training recomputes instead of keeping in memory; full: everything "
+    "(least memory, slowest).",
+    "async_scheduling": "Let vLLM schedule the next batch while the current one runs.",
+    "allow_split_physical_axes": "Allow a parallelism axis to span parts of several physical "
+    "chip axes.",
+    "ragged_gather_reduce_fallback": "Use the slower, safe path for the experts' uneven "
+    "gathers and reductions.",
+    "enable_dp_attention": "Split attention across the sampler's chips by batch (data-parallel "
+    "attention in vLLM).",
+    "decode_sampling_temperature": "How varied the generated answers are: higher is more varied.",
+    "decode_sampling_top_k": "Each generated token is picked among this many most likely ones.",
+    "decode_sampling_nucleus_p": "Each generated token is picked among the most likely ones "
+    "whose probabilities add up to this.",
+    "learning_rate": "How far each step moves the weights (the peak learning rate).",
+    "learning_rate_schedule_steps": "Steps over which the learning rate warms up and decays.",
+    "checkpoint_period": "Steps between checkpoints: a resume after lost TPUs redoes at most "
+    "this many. Below the number of batches while training resumes are allowed.",
+    "rl_num_generations": "Answers generated per prompt and compared with each other (GRPO's "
+    "group size, at least 2).",
+    "rl_reshard_chunk_size": "How many weight chunks are copied at a time from the trainer to "
+    "the sampler.",
+    "debug": "MaxText's debug output in the training log.",
+    "vllm_hf_overrides": "JSON object that overrides the model's Hugging Face configuration "
+    "in vLLM.",
+    "extra_train_args": "More MaxText flags for training, one key=value per item (not the "
+    "ones set above).",
+    # Run control
+    "backend_restarts": "How often the Pathways backend may restart after a failure "
+    "(JobSet maxRestarts).",
+    "max_training_restarts": "How many times training resumes from its newest checkpoint after "
+    "losing its TPUs (preemption, flex-start reclaim); 0: the run fails instead.",
+    "min_reward_gain": "The model is exported only if its mean reward after training is at "
+    "least the one before plus this.",
+    "poll_interval_seconds": "How often the run asks the cluster how its jobs are doing.",
+    "pending_timeout_minutes": "How long pods may wait for TPUs or for Kueue before the run fails.",
+    "cluster_timeout_minutes": "Time limit for building or deleting the cluster.",
+    "conversion_timeout_minutes": "Time limit for converting the Hugging Face model to MaxText.",
+    "training_timeout_minutes": "Time limit for training, waits for TPUs included.",
+    "export_timeout_minutes": "Time limit for exporting the trained model to Hugging Face format.",
+}
