@@ -176,8 +176,9 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         assert {"0.0821", "0.1234", "+0.0413", "passed"} <= set(rows[0])
 
         report = demo.wait_for_line("mean_reward went from", 60)
-        assert "0.0821 to 0.1234" in report and "gate passed" in report
-        assert demo.wait_for_line("run report:", 5).endswith("run-report.md?alt=media")
+        assert "0.082 to 0.123" in report and "gate passed" in report
+        kept = demo.wait_for_line("run report:", 5).split("run report: ", 1)[1]
+        assert kept.endswith("run-report.md") and Path(kept).is_file()  # outlives the demo
         done = True
     finally:
         if browser:
