@@ -172,7 +172,7 @@ def format_estimate(estimate: Estimate) -> list[str]:
         f"  time: about {e.wall_minutes / 60:.1f} h ({phases})",
     ]
     for mode in e.modes:
-        own = " (this run)" if mode.capacity == e.capacity else ""
+        own = " (chosen)" if mode.capacity == e.capacity else ""
         cost = "no price known" if mode.usd is None else f"${mode.usd:,.2f}"
         lines.append(
             f"  {mode.capacity}{own}: {mode.chip_hours:.2f} chip-hours = {mode.host_hours:.2f} "

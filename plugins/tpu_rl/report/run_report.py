@@ -84,7 +84,7 @@ def summary(report: Mapping[str, Any]) -> str:
         f"GRPO post-training of {s['hf_model_path']} ({s['model_name']}) for "
         f"{s['num_batches']} batches on {report['tpu']['slices']} x {report['tpu']['tpu_type']}: "
         f"{reward}. TPUs: {cost_text(report['tpu'], report['capacity'])}. Checkpoint step "
-        f"{report['checkpoint_step']} exported to {report['export_uri']}.{resumed}"
+        f"{_cell(report['checkpoint_step'])} exported to {report['export_uri']}.{resumed}"
     )
 
 
