@@ -163,7 +163,10 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             verdict = f"the run did not succeed: {final_task} is {final}" + (
                 f"; {listed}" if listed else " (stopped before it ran: marked failed?)"
             )
-        self.report_results(context, verdict, verified=final == "success")
+        try:
+            self.report_results(context, verdict, verified=final == "success")
+        except Exception:  # the verdict stands whatever the reporting met (GCS, the API)
+            self.log.exception("The run's cost, report or note could not be completed")
         if verdict:
             raise AirflowFailException(verdict)
         self.log.info("%s succeeded and every cleanup did its part.", final_task)

@@ -193,8 +193,27 @@ def _price_text(price: prices.Price | None) -> str:
     return f" at ${price.usd_per_chip_hour:.2f} per chip-hour ({price.basis})"
 
 
-def estimate_markdown(estimate: Estimate, heading: str) -> str:
-    """The estimate as Markdown for the trigger form: `heading`, then the lines as a list."""
-    lines = format_estimate(estimate)
-    items = [f"  - {x[4:]}" if x.startswith("  - ") else f"- {x.strip()}" for x in lines[1:]]
-    return "\n".join([f"**{heading}** {lines[0]}", "", *items])
+def estimate_paragraph(estimate: Estimate) -> str:
+    """The estimate as one paragraph of plain text (the trigger form shows a Param's
+    description as it is): each mode's chip-hours, host-hours and dollars, the prices' date,
+    the assumptions in short."""
+    e = estimate
+    modes = "; ".join(
+        f"{m.capacity} {m.chip_hours:.2f} chip-hours = {m.host_hours:.2f} host-hours, "
+        + ("no price known" if m.usd is None else f"${m.usd:,.2f}")
+        for m in e.modes
+    )
+    priced = [m.price for m in e.modes if m.price]
+    price = (
+        f" At ${priced[0].usd_per_chip_hour:.2f} per chip-hour, the on-demand list price "
+        f"({prices.PRICING_PAGE}, read {priced[0].read}) where a mode's own is not public."
+        if priced
+        else ""
+    )
+    return (
+        f"Estimate for these defaults ({e.slices} x {e.tpu_type}: {e.chips} chips on {e.hosts} "
+        f"hosts of {e.compute_type}, {e.steps} steps, about {e.wall_minutes / 60:.1f} h): "
+        f"{modes}.{price} Assumed, not measured: {_minutes_text()}, a GRPO step "
+        f"{ASSUMED_STEP_SECONDS:g} s; TPUs only; waits for capacity not included. "
+        "make plan gives it for your settings."
+    )

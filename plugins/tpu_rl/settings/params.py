@@ -36,15 +36,15 @@ def default_settings() -> Any:
 def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
     """A Param's spec with the cost and time estimate of the form's defaults after its text.
 
-    As Markdown: Airflow 3.3.2's trigger form shows a Param's `description` as plain text, or
-    when that is null its schema's `description_md` rendered as Markdown (airflow/ui's
-    FieldRow: `description === null ? schema.description_md : description`); it does not show
-    the DAG's doc_md."""
-    from tpu_rl.report.estimate import estimate_markdown, estimate_run
+    The form's documentation of a field is its Param's description: Airflow 3.3.2's trigger
+    form shows a Param's `description` as plain text (or, when that is null, its schema's
+    `description_md` as Markdown: airflow/ui's FieldRow) under the field; it does not show the
+    DAG's doc_md (only the DAG page's "Dag Docs" does)."""
+    from tpu_rl.report.estimate import estimate_paragraph, estimate_run
 
-    text = spec.get("description") or spec.get("description_md") or ""
-    estimate = estimate_markdown(estimate_run(default_settings()), "With these defaults:")
-    return {**spec, "description": None, "description_md": f"{text}\n\n{estimate}"}
+    text = estimate_paragraph(estimate_run(default_settings()))
+    key = "description" if spec.get("description") is not None else "description_md"
+    return {**spec, key: f"{spec.get(key) or ''} {text}".strip()}
 
 
 def dag_params() -> dict[str, Param]:
