@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 NOTE_LIMIT = 1000  # DAGRunPatchBody.note's max_length (core_api/datamodels/dag_run.py)
 TOKEN_PATH = "/auth/token"  # the simple and FAB auth managers' token endpoint (POST, JSON)
-TIMEOUT_S = 30.0
+TIMEOUT_S = 30.0  # per call; outcome has 10 minutes (STEP_MINUTES)
 
 
 def note_text(
