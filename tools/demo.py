@@ -25,6 +25,7 @@ SANDBOX_OVERRIDES = {"poll_interval_seconds": 1, "pending_timeout_minutes": 1}
 FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
 STARTED = {"running", "deferred", "up_for_retry", "up_for_reschedule"}
 POLL_S = 0.25
+REPORTS = REPO / ".airflow" / "reports"  # the run reports, kept after the sandbox is gone
 
 
 def redirect_output(log_path: Path) -> TextIO:
@@ -151,16 +152,30 @@ def removed_line(removed: dict[str, list[str]]) -> str:
     return "; ".join(parts) or "nothing"
 
 
+def keep_report(gcs: Any, export: str, folder: Path) -> tuple[str, Path] | None:
+    """Copy the run report outcome wrote next to the export into `folder` (the emulator's
+    bucket goes with the sandbox); its summary and the copy's path, None when there is none."""
+    bucket, _, prefix = export.removeprefix("gs://").partition("/")
+    blobs = gcs.client().bucket(bucket)
+    report = blobs.blob(prefix + "run-report.json")
+    if not report.exists():
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = folder / "run-report.md"
+    kept.write_text(blobs.blob(prefix + "run-report.md").download_as_text())
+    return json.loads(report.download_as_text())["summary"], kept
+
+
 def run_report_summary(result: Any) -> str:
-    """The summary line of the run report verify wrote next to the export, if any."""
+    """Where the run report is kept (a file under .airflow/reports/) and its summary line."""
     export = result.xcoms.get("verify.return_value")
     if not export:
         return "none (no export)"
-    bucket, _, prefix = export.removeprefix("gs://").partition("/")
-    blob = result.gcs.client().bucket(bucket).blob(prefix + "run-report.json")
-    if not blob.exists():
+    folder = REPORTS / export.rstrip("/").rsplit("/", 1)[-1]
+    kept = keep_report(result.gcs, export, folder)
+    if kept is None:
         return "missing"
-    return f"{export}run-report.md\n          {json.loads(blob.download_as_text())['summary']}"
+    return f"{kept[1]}\n          {kept[0]}"
 
 
 def first_error(result: Any, ended: list[str]) -> str | None:

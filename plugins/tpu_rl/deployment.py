@@ -73,6 +73,13 @@ def gcp_conn_id() -> str:
     return _value("gcp_conn_id") or "google_cloud_default"
 
 
+def airflow_api_conn_id() -> str:
+    """The Airflow connection to this deployment's own REST API (host: the api-server's base
+    URL; a user's login and password, or a bearer token as the password) through which
+    `outcome` sets the run's note (tpu_rl.report.run_note)."""
+    return _value("airflow_api_conn_id") or "tpu_rl_airflow_api"
+
+
 def configured_deployment_id() -> str | None:
     """The identity the deployer set (TPU_RL_DEPLOYMENT_ID or [tpu_rl] deployment_id), if any."""
     if explicit := _value("deployment_id"):

@@ -179,3 +179,9 @@ def split_gcs_uri(uri: str) -> tuple[str, str]:
     """('bucket', 'path/inside/') from 'gs://bucket/path/inside/'."""
     bucket, _, path = uri.removeprefix("gs://").partition("/")
     return bucket, path
+
+
+def console_url(uri: str) -> str:
+    """The Cloud console's browser page of a gs:// folder."""
+    bucket, path = split_gcs_uri(uri)
+    return f"https://console.cloud.google.com/storage/browser/{bucket}/{path}"

@@ -17,6 +17,7 @@ from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster import blueprint, capacity, kueue_config
 from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
+from tpu_rl.report.estimate import estimate_run, format_estimate
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
@@ -251,6 +252,7 @@ def main(argv: list[str]) -> int:
         print(f"  blueprint: {edit}")
     for label, value in summary["node_selector"].items():
         print(f"  TPU pods select node label {label}={value}")
+    print("\n".join(format_estimate(estimate_run(settings))))
     return 0
 
 

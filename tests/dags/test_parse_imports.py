@@ -48,7 +48,9 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.operators.rewards",
         "tpu_rl.operators.run_step",
         "tpu_rl.report",
+        "tpu_rl.report.estimate",  # the trigger form's cost estimate (settings.params)
         "tpu_rl.report.notify",
+        "tpu_rl.report.prices",
         "tpu_rl.rewards",
         "tpu_rl.rewards.sensor",
         "tpu_rl.settings",

@@ -181,6 +181,15 @@ def running_deployment(
             **os.environ,
             **sandbox.env,
             **airflow_env(tmp, db_url, port, password_file),
+            # the deployment's own REST API, through which `outcome` sets the run's note
+            "AIRFLOW_CONN_TPU_RL_AIRFLOW_API": json.dumps(
+                {
+                    "conn_type": "http",
+                    "host": f"http://127.0.0.1:{port}",
+                    "login": USERNAME,
+                    "password": password,
+                }
+            ),
             **(extra_env or {}),
         }
         procs = AirflowProcesses(env, log_dir)

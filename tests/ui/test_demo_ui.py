@@ -163,6 +163,11 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         assert run["state"] == "success", "\n".join(demo.lines)
         assert run["conf"]["project"] == "tpu-rl-sandbox"  # the form sent the sandbox's settings
         janitor_runs_in_the_sandbox(api)
+        # outcome put the results on the run's own page, through the deployment's REST API
+        note = run["note"] or ""
+        assert note.startswith("**succeeded: model exported and verified**"), note
+        assert "mean_reward 0.082 -> 0.123 (+0.041)" in note and "TPU cost: $" in note, note
+        assert "chip-hours" in note and "host-hours" in note and "run-report.md" in note
         run_url = f"{base}/dags/{DAG_ID}/runs/{run['dag_run_id']}"
 
         grid = page_text(
@@ -196,8 +201,9 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         assert {"0.0821", "0.1234", "+0.0413", "passed"} <= set(rows[0])
 
         report = demo.wait_for_line("mean_reward went from", 60)
-        assert "0.0821 to 0.1234" in report and "gate passed" in report
-        assert demo.wait_for_line("run report:", 5).endswith("run-report.md?alt=media")
+        assert "0.082 to 0.123" in report and "gate passed" in report
+        kept = demo.wait_for_line("run report:", 5).split("run report: ", 1)[1]
+        assert kept.endswith("run-report.md") and Path(kept).is_file()  # outlives the demo
         done = True
     finally:
         if browser:

@@ -52,7 +52,7 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     # cleanup_cluster's end, 4 h; 1 slice of v6e-32: 8 hosts; 4 chips a host at 2.70/chip-hour
     assert passed["tpu_hours_rule"] == "created_pool"
     assert "cleanup_cluster" in passed["tpu_hours_rule_text"]
-    assert passed["tpu_hours"] == pytest.approx(32.0)
+    assert passed["host_hours"] == pytest.approx(32.0)
     assert passed["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 2.70)
     assert passed["checkpoint_step"] == 50
     assert passed["export_uri"] == "gs://bucket/gemma4-26b/hf-trained/rl-0000000000/"
@@ -62,7 +62,7 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert passed["run_url"] == "dags/tpu_rl_post_training/runs/scheduled__synthetic-0000"
     assert passed["logs_url"].endswith("/tasks/wait_for_rewards")
 
-    assert by_id["scheduled__synthetic-0001"]["tpu_hours"] == pytest.approx(64.0)  # 2 slices
+    assert by_id["scheduled__synthetic-0001"]["host_hours"] == pytest.approx(64.0)  # 2 slices
     stopped = by_id["scheduled__synthetic-0003"]
     pre, post = synthetic.rewards(3)
     assert stopped["gate"] == "stopped" and post < pre
@@ -75,7 +75,7 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert passed["failure"] is None
     running = runs[0]
     assert running["gate"] == "pending" and running["pre_mean_reward"] is None
-    assert running["tpu_hours"] is None  # the pool is still up
+    assert running["host_hours"] is None  # the pool is still up
 
 
 def set_conf(run_id: str, conf: dict) -> None:
@@ -91,7 +91,7 @@ def test_an_existing_reserved_pool_bills_the_runs_span(client, auth_token):
     set_conf("scheduled__synthetic-0000", {"cluster_mode": "existing", "reservation": "r"})
     row = next(r for r in get_runs(client, auth_token) if r["run_id"].endswith("-0000"))
     assert row["tpu_hours_rule"] == "existing_static_pool"
-    assert row["tpu_hours"] == pytest.approx(8 * synthetic.RUN_HOURS)
+    assert row["host_hours"] == pytest.approx(8 * synthetic.RUN_HOURS)
 
 
 def test_without_a_reservation_the_tpu_nodes_bill_convert_and_export_included(client, auth_token):
@@ -99,7 +99,7 @@ def test_without_a_reservation_the_tpu_nodes_bill_convert_and_export_included(cl
     row = next(r for r in get_runs(client, auth_token) if r["run_id"].endswith("-0000"))
     assert row["tpu_hours_rule"] == "tpu_nodes" and "convert" in row["tpu_hours_rule_text"]
     seconds = synthetic.CONVERT_SECONDS + synthetic.POOL_SECONDS + synthetic.EXPORT_SECONDS
-    assert row["tpu_hours"] == pytest.approx(8 * seconds / 3600)
+    assert row["host_hours"] == pytest.approx(8 * seconds / 3600)
 
 
 def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_their_xcom(
@@ -182,7 +182,7 @@ def test_a_failed_runs_tpu_hours_end_where_its_backend_was_deleted(
             )
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     hours = (ends[pool_end_task] - pool_start).total_seconds() / 3600
-    assert row["tpu_hours"] == pytest.approx(8 * hours)  # 8 hosts of v6e-32
+    assert row["host_hours"] == pytest.approx(8 * hours)  # 8 hosts of v6e-32
 
 
 def test_limit(client, auth_token):
@@ -260,7 +260,7 @@ def test_a_conf_validation_would_refuse_costs_nothing_but_its_tpu_hours(client, 
             .values(conf={"topology": "4by8", "compute_type": 7})
         )
     row = next(r for r in get_runs(client, auth_token) if r["run_id"].endswith("-0000"))
-    assert row["tpu_hours"] is None and row["estimated_cost_usd"] is None
+    assert row["host_hours"] is None and row["estimated_cost_usd"] is None
     assert row["gate"] == "passed"
 
 

@@ -52,9 +52,9 @@ MALFORMED: dict[int, tuple[str, str, Any, str]] = {
 BAD_CONFS: dict[int, tuple[Any, str]] = {
     15: (
         ["cluster_nodepool_count", 2],
-        "TPU-hours not counted: the run's conf should be an object",
+        "cost not counted: the run's conf should be an object",
     ),
-    16: (RawText("{cluster_nodepool_count: 2"), "TPU-hours not counted: unparseable JSON"),
+    16: (RawText("{cluster_nodepool_count: 2"), "cost not counted: unparseable JSON"),
 }
 
 
@@ -138,9 +138,9 @@ def test_each_malformed_value_costs_its_own_row_only(client, auth_token):
     # the malformed value is left out, the rest of its row kept
     rewards_gone = after[run_id(0)]
     assert rewards_gone["pre_mean_reward"] is None and rewards_gone["gain"] is not None
-    assert rewards_gone["tpu_hours"] == before[run_id(0)]["tpu_hours"]
+    assert rewards_gone["host_hours"] == before[run_id(0)]["host_hours"]
     assert after[run_id(3)]["failure"] is None and after[run_id(3)]["pre_mean_reward"] is not None
     assert after[run_id(8)]["export_uri"] is None and after[run_id(8)]["checkpoint_step"] == 50
     assert after[run_id(9)]["checkpoint_step"] is None and after[run_id(9)]["export_uri"]
-    assert after[run_id(11)]["tpu_hours"] == before[run_id(11)]["tpu_hours"]
-    assert after[run_id(15)]["tpu_hours"] is None and after[run_id(15)]["post_mean_reward"]
+    assert after[run_id(11)]["host_hours"] == before[run_id(11)]["host_hours"]
+    assert after[run_id(15)]["host_hours"] is None and after[run_id(15)]["post_mean_reward"]

@@ -68,7 +68,7 @@ def check_reports(runs: list[dict[str, Any]]) -> None:
         assert {"start_backend", "wait_for_rewards", "stop_backend"} <= set(
             report["durations_seconds"]
         )
-        assert report["tpu"]["hosts"] == 8 and report["tpu"]["tpu_hours"] > 0
+        assert report["tpu"]["hosts"] == 8 and report["tpu"]["host_hours"] > 0
         assert report["summary"] in run["reports"]["run-report.md"]
         assert all(HF_TOKEN not in text for text in run["reports"].values())
     # the first made its reserved cluster, the Spot run had two attempts; both bill node life
@@ -176,7 +176,7 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
         "pre_acc",
         "post_acc",
         "gate",
-        "tpu_hours",
+        "hours",
         "counted_as",
         "cost",
         "attempts",
@@ -190,7 +190,12 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth
     assert [r["gain"] for r in table] == ["-0.1321", "+0.0681", "+0.0413"]
     assert {r["pre"] for r in table} == {"0.0821"}
     assert [r["export"] for r in table] == ["", "export", "export"]
-    assert all(r["logs"] == "logs" and r["tpu_hours"] for r in table)
+    assert all(r["logs"] == "logs" and r["hours"] for r in table)
+    # the page shows the cost each exported run's report shows: outcome's one figure
+    reported = [json.loads(run["reports"]["run-report.json"])["tpu"] for run in runs[:2]]
+    for row, tpu in zip([table[2], table[1]], reported, strict=True):
+        assert row["cost"] == f"${tpu['estimated_cost_usd']:.2f}"
+        assert row["hours"] == f"{tpu['chip_hours']:.2f} ({tpu['host_hours']:.2f})"
     # every run's steps saw its TPU nodes: each bills their life (report/billing.py)
     assert [r["counted_as"] for r in table] == ["TPU nodes' life"] * 3
     assert table[0]["attempts"] == table[2]["attempts"] == "1"

@@ -55,13 +55,49 @@ def test_the_tpu_nodes_the_steps_saw_bill_as_in_the_run_report(client, auth_toke
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     assert row["tpu_hours_rule"] == "tpu_node_life"
     assert "cleanup_cluster's end" in row["tpu_hours_rule_text"]
-    assert row["tpu_hours"] == pytest.approx(8 * (gone_at - created) / 3600)
+    assert row["host_hours"] == pytest.approx(8 * (gone_at - created) / 3600)
     start, end = synthetic.START, synthetic.START + timedelta(hours=synthetic.RUN_HOURS)
     reported = tpu_billing(
         RunSettings(**conf), 8, [*looks["convert"], *looks["export"]],
         (start.timestamp(), end.timestamp()), {}, "the report",
     )  # fmt: skip
-    assert row["tpu_hours"] == pytest.approx(reported["tpu_hours"])
+    assert row["host_hours"] == pytest.approx(reported["host_hours"])
     assert row["estimated_cost_usd"] == pytest.approx(reported["estimated_cost_usd"])
     assert row["price"]["basis"] == "on-demand equivalent"
     assert row["price"]["capacity"] == "flex_start"
+
+
+def test_a_run_whose_outcome_counted_its_cost_shows_that_figure(client, auth_token):
+    """outcome's `tpu_cost` XCom is the run's one cost: the row shows it as counted, not a count
+    of its own to another end (on main the page counted to cleanup_cluster's end while the
+    report had counted to verify's time: $1.43 on the page, $1.66 in the report)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert, select
+
+    run_id = "scheduled__synthetic-0000"
+    counted = {
+        "host_hours": 0.1234,
+        "chip_hours": 0.4936,
+        "estimated_cost_usd": 1.33272,
+        "rule": "tpu_node_life",
+        "rule_text": "the run's TPU Node objects; counted to the run's end (outcome)",
+        "price": {"capacity": "reservation", "usd_per_chip_hour": 2.7},
+    }
+    with create_session() as session:
+        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
+        end = synthetic.START + timedelta(hours=synthetic.RUN_HOURS)
+        session.execute(
+            insert(TaskInstance.__table__), [synthetic.ti_row(run_id, "outcome", "success", end)]
+        )
+        session.execute(
+            insert(XComModel.__table__),
+            [{"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run_id,
+              "task_id": "outcome", "key": "tpu_cost", "map_index": -1, "value": counted,
+              "timestamp": synthetic.START}],
+        )  # fmt: skip
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
+    assert (row["host_hours"], row["chip_hours"]) == (0.1234, 0.4936)
+    assert row["estimated_cost_usd"] == 1.33272 and row["tpu_hours_rule_text"].endswith("(outcome)")

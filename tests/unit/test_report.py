@@ -12,7 +12,7 @@ from unittest import mock
 import pytest
 
 from tpu_rl.layout import RunLayout
-from tpu_rl.report import billing, prices
+from tpu_rl.report import billing, prices, run_cost
 from tpu_rl.report import run_report as report
 from tpu_rl.settings.run_settings import load_settings
 
@@ -44,34 +44,43 @@ def layout(conf: dict[str, Any], **overrides: Any) -> RunLayout:
     )
 
 
+def cost(run: RunLayout, durations=DURATIONS, looks=None) -> dict[str, Any]:
+    """The run's cost as outcome counts it, RUN_SECONDS after the run's start."""
+    return run_cost.count_tpu_cost(run, durations, RUN_SECONDS, looks or [], time.time())
+
+
+def build_report(run: RunLayout, rewards, gate, step, durations, looks=None) -> dict[str, Any]:
+    return report.build_report(run, rewards, gate, step, durations, cost(run, durations, looks))
+
+
 def build(conf: dict[str, Any], durations: dict[str, float] = DURATIONS, **overrides: Any):
-    return report.build_report(layout(conf, **overrides), REWARDS, GATE, 50, durations, RUN_SECONDS)
+    return build_report(layout(conf, **overrides), REWARDS, GATE, 50, durations)
 
 
 def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
     """The blueprint's pool takes the reservation at a fixed size: it bills idle or not."""
     one = build(tutorial_conf)["tpu"]
     # v6e-32 = 4x8 = 32 chips on ct6e-standard-4t (4 chips a host): 8 hosts, 4 h
-    assert one["rule"] == report.CREATED_POOL and "create_cluster" in one["rule_text"]
+    assert one["rule"] == run_cost.CREATED_POOL and "create_cluster" in one["rule_text"]
     assert one["hosts"] == 8 and one["pool_seconds"] == RUN_SECONDS
-    assert one["tpu_hours"] == pytest.approx(32.0)
+    assert one["host_hours"] == pytest.approx(32.0)
     assert one["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 2.70)
     two = build(tutorial_conf, cluster_nodepool_count=2)["tpu"]
-    assert two["hosts"] == 16 and two["tpu_hours"] == pytest.approx(64.0)
+    assert two["hosts"] == 16 and two["host_hours"] == pytest.approx(64.0)
 
 
 def test_an_existing_reserved_pool_bills_the_runs_span(tutorial_conf):
     tpu = build(tutorial_conf, cluster_mode="existing")["tpu"]
-    assert tpu["rule"] == report.EXISTING_STATIC_POOL and "run's span" in tpu["rule_text"]
-    assert tpu["tpu_hours"] == pytest.approx(32.0)
+    assert tpu["rule"] == run_cost.EXISTING_STATIC_POOL and "run's span" in tpu["rule_text"]
+    assert tpu["host_hours"] == pytest.approx(32.0)
 
 
 def test_without_a_reservation_the_tpu_steps_bill_convert_and_export_included(tutorial_conf):
     tpu = build(tutorial_conf, cluster_mode="existing", reservation="")["tpu"]
-    assert tpu["rule"] == report.TPU_NODES and "convert" in tpu["rule_text"]
+    assert tpu["rule"] == run_cost.TPU_NODES and "convert" in tpu["rule_text"]
     # convert 600 + start_backend 300 + train 60 + wait 6840 + export 1200 = 9000 s; not
     # validate, create_cluster, stop_backend or gate, whose pods hold no TPU host
-    assert tpu["pool_seconds"] == 9000.0 and tpu["tpu_hours"] == pytest.approx(20.0)
+    assert tpu["pool_seconds"] == 9000.0 and tpu["host_hours"] == pytest.approx(20.0)
 
 
 @pytest.mark.parametrize("cluster_mode", ["create", "existing"])
@@ -79,13 +88,13 @@ def test_without_node_records_a_flex_start_pool_bills_its_tpu_steps(tutorial_con
     """Flex-start pools have no TPU node while no pod needs one: the run's span, or the
     cluster's creation, would bill hours no node existed."""
     tpu = build(tutorial_conf, capacity="flex_start", cluster_mode=cluster_mode, reservation="")
-    assert tpu["tpu"]["rule"] == report.TPU_NODES and "flex-start" in tpu["tpu"]["rule_text"]
+    assert tpu["tpu"]["rule"] == run_cost.TPU_NODES and "flex-start" in tpu["tpu"]["rule_text"]
     assert tpu["tpu"]["pool_seconds"] == 9000.0
 
 
 @pytest.mark.parametrize(
     ("cluster_mode", "rule"),
-    [("create", report.CREATED_POOL), ("existing", report.EXISTING_STATIC_POOL)],
+    [("create", run_cost.CREATED_POOL), ("existing", run_cost.EXISTING_STATIC_POOL)],
 )
 def test_without_node_records_a_spot_pool_bills_as_the_static_pool_it_is(
     tutorial_conf, cluster_mode, rule
@@ -113,14 +122,14 @@ def test_node_records_bill_each_nodes_life_tail_included_waits_excluded(tutorial
         {"at": start + 7800, "nodes": {}},  # scaled down by then (the tail: 600 s)
         {"at": now - 600, "nodes": second},
     ]
-    built = report.build_report(
+    built = build_report(
         layout(tutorial_conf, capacity="flex_start", reservation=""),
-        REWARDS, GATE, 50, DURATIONS, RUN_SECONDS, looks,
+        REWARDS, GATE, 50, DURATIONS, looks,
     )  # fmt: skip
     tpu = built["tpu"]
     assert tpu["rule"] == billing.NODE_LIFE and "scale-down tail included" in tpu["rule_text"]
     assert tpu["nodes_seen"] == 16
-    assert tpu["tpu_hours"] == pytest.approx(8 * (4200 + 1800) / 3600, abs=0.01)
+    assert tpu["host_hours"] == pytest.approx(8 * (4200 + 1800) / 3600, abs=0.01)
     assert "on-demand equivalent" in built["summary"] and prices.DWS_PAGE in built["summary"]
 
 
@@ -150,13 +159,12 @@ ATTEMPTS = [
 def test_each_attempt_shows_its_tpu_node_hours_and_the_steps_the_next_computed_again(
     tutorial_conf,
 ):
-    built = report.build_report(
+    built = build_report(
         layout(tutorial_conf, capacity="spot", cluster_mode="existing", reservation=""),
         {**REWARDS, "attempts": ATTEMPTS},
         GATE,
         100,
         DURATIONS,
-        RUN_SECONDS,
     )
     costs = [(a["tpu_node_hours"], a["steps_recomputed"]) for a in built["attempts"]]
     assert costs == [(pytest.approx(8.0), 12), (pytest.approx(12.0), None)]
@@ -167,14 +175,12 @@ def test_each_attempt_shows_its_tpu_node_hours_and_the_steps_the_next_computed_a
     )
     markdown = report.render_markdown(built)
     assert "| 1 | 0 | 62 | capacity_lost | 8 | 8.00 | 12 |" in markdown
-    assert "| 2 | 50 | 100 | completed | 8 | 12.00 |  |" in markdown
+    assert "| 2 | 50 | 100 | completed | 8 | 12.00 | n/a |" in markdown  # no empty cell
 
 
 def test_a_run_without_resumes_reports_one_attempt_and_no_recomputed_steps(tutorial_conf):
     one = [{**ATTEMPTS[1], "attempt": 1, "resumed_from_step": None}]
-    built = report.build_report(
-        layout(tutorial_conf), {**REWARDS, "attempts": one}, GATE, 100, DURATIONS, RUN_SECONDS
-    )
+    built = build_report(layout(tutorial_conf), {**REWARDS, "attempts": one}, GATE, 100, DURATIONS)
     assert built["steps_recomputed"] == 0 and "resumed" not in built["summary"]
     assert built["attempts"][0]["tpu_node_hours"] == pytest.approx(12.0)
 
@@ -184,25 +190,26 @@ def test_missing_steps_count_as_zero_and_unknown_generation_has_no_price(tutoria
     unpriced = dataclasses.replace(settings, tpu_type="v9x-32")
     assert prices.price(unpriced.tpu_type, "reservation") is None
     tpu = billing.tpu_billing(unpriced, 8, [], (0.0, 10.0), {}, "now")
-    assert tpu["tpu_hours"] == 0.0 and tpu["estimated_cost_usd"] is None
+    assert tpu["host_hours"] == 0.0 and tpu["estimated_cost_usd"] is None
     partial = build(tutorial_conf, {"train": 3600.0}, cluster_mode="existing", reservation="")
-    assert partial["tpu"]["tpu_hours"] == pytest.approx(8.0)
+    assert partial["tpu"]["host_hours"] == pytest.approx(8.0)
 
 
 def test_report_content_and_summary(tutorial_conf):
     run = layout(tutorial_conf)
-    built = report.build_report(run, REWARDS, GATE, 50, DURATIONS, RUN_SECONDS)
+    built = build_report(run, REWARDS, GATE, 50, DURATIONS)
     assert built["export_uri"] == run.export_dir and built["checkpoint_step"] == 50
     assert built["metrics"] == {"pre": REWARDS["pre"], "post": REWARDS["post"]}
     assert built["gate"] == GATE and built["durations_seconds"] == DURATIONS
     assert built["settings"] == load_settings(tutorial_conf).to_dict()
     summary = built["summary"]
     assert "\n" not in summary
-    for part in ("0.0821", "0.1234", "+0.0413", "32.00 TPU-hours", "$345.60", "step 50"):
+    hours = "128.00 chip-hours = 32.00 host-hours (8 hosts x 4.00 h)"
+    for part in ("0.082", "0.123", "+0.041", hours, "$345.60", "step 50"):
         assert part in summary, (part, summary)
     markdown = report.render_markdown(built)
     assert markdown.startswith(f"# Run report: {run.run_id}\n\n{summary}\n")
-    assert "| mean_reward | 0.0821 | 0.1234 |" in markdown
+    assert "| mean_reward | 0.082 | 0.123 |" in markdown
     assert "| wait_for_rewards | 6840.0 |" in markdown
 
 
@@ -222,19 +229,19 @@ def test_durations_from_breadcrumbs_skip_unfinished_and_mapped():
         {"task_id": "export", "map_index": -1, "state": "failed", "duration": None},
         {"task_id": "mapped", "map_index": 0, "state": "success", "duration": 3.0},
     ]
-    assert report.step_durations(crumbs) == {"train": 12.5}
+    assert run_cost.step_durations(crumbs) == {"train": 12.5}
 
 
 def test_without_breadcrumbs_the_report_says_it_has_no_step_durations(tutorial_conf):
     """Airflow 3.1's task instance cannot read the run's durations: said, and counted by age."""
-    assert report.finished_step_durations(object()) is None
-    assert not report.reads_step_durations(object())
+    assert run_cost.finished_step_durations(object()) is None
+    assert not run_cost.reads_step_durations(object())
     run = layout(tutorial_conf, capacity="flex_start", reservation="")
-    built = report.build_report(run, REWARDS, GATE, 50, None, RUN_SECONDS)
-    assert built["tpu"]["rule"] == report.TPU_NODES
+    built = build_report(run, REWARDS, GATE, 50, None)
+    assert built["tpu"]["rule"] == run_cost.TPU_NODES
     assert built["tpu"]["pool_seconds"] == RUN_SECONDS and built["durations_seconds"] is None
-    assert built["tpu"]["rule_text"].endswith(report.NO_DURATIONS)
-    assert report.NO_DURATIONS in report.render_markdown(built)
+    assert built["tpu"]["rule_text"].endswith(run_cost.NO_DURATIONS)
+    assert run_cost.NO_DURATIONS in report.render_markdown(built)
 
 
 def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
@@ -254,14 +261,42 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
     ]
     with mock.patch.object(report, "GCSHook") as hook:
         dag = mock.Mock(task_ids=["convert", "export"])
-        summary = report.publish_run_report(run, {"ti": ti, "dag_run": dag_run, "dag": dag})
-    ti.get_task_breadcrumbs.assert_called_once_with("tpu_rl_post_training", run.run_id)
+        context = {"ti": ti, "dag_run": dag_run, "dag": dag}
+        uri = report.publish_run_report(run, context, run_cost.count_run_cost(run, context))
+    ti.get_task_breadcrumbs.assert_called_with("tpu_rl_post_training", run.run_id)
     hook.assert_called_once_with(gcp_conn_id="google_cloud_default")
     uploads = {c.args[1]: c.kwargs for c in hook.return_value.upload.call_args_list}
     prefix = f"gemma4-26b/hf-trained/{run.slug}/"
     assert set(uploads) == {prefix + "run-report.json", prefix + "run-report.md"}
     assert all(c.args[0] == "my-tpu-project-rl" for c in hook.return_value.upload.mock_calls)
     uploaded = json.loads(uploads[prefix + "run-report.json"]["data"])
-    assert uploaded["summary"] == summary and uploaded["checkpoint_step"] == 50
+    assert uri == f"gs://my-tpu-project-rl/{prefix}run-report.md"
+    assert uploaded["summary"] in uploads[prefix + "run-report.md"]["data"]
+    assert uploaded["checkpoint_step"] == 50
     assert uploads[prefix + "run-report.md"]["mime_type"] == "text/markdown"
     assert uploaded["tpu"]["pool_seconds"] == pytest.approx(7200.0, abs=60)  # the run's age
+
+
+def test_the_markdown_rounds_its_numbers_and_leaves_no_cell_empty(tutorial_conf):
+    """Rewards 3 decimals, other metrics, hours and dollars 2; what the run did not produce is
+    n/a; the export has its Cloud console link."""
+    rewards = {
+        "pre": {"mean_reward": 0.082142857, "accuracy": 12.5, "corr": 8},
+        "post": {"mean_reward": 0.123456789},  # no accuracy after training
+        "attempts": [{**ATTEMPTS[0], "reached_step": None, "outcome": None}],
+    }
+    run = layout(tutorial_conf, tpu_type="v6e-32")
+    tpu = {**cost(run), "estimated_cost_usd": None, "price": None}
+    markdown = report.render_markdown(report.build_report(run, rewards, None, None, DURATIONS, tpu))
+    assert "| mean_reward | 0.082 | 0.123 |" in markdown
+    assert "| accuracy | 12.50 | n/a |" in markdown and "| corr | 8 | n/a |" in markdown
+    assert "| 1 | 0 | n/a | n/a | 8 | 8.00 | n/a |" in markdown  # 8 hosts x 1 h
+    assert "- Checkpoint step: n/a" in markdown
+    assert "128.00 chip-hours = 32.00 host-hours (8 hosts x 4.00 h), no price known" in markdown
+    assert (
+        f"([Cloud console](https://console.cloud.google.com/storage/browser/my-tpu-project-rl/gemma4-26b/hf-trained/{run.slug}/))"
+        in markdown
+    )
+    table_rows = [line for line in markdown.splitlines() if line.startswith("|")]
+    assert not [row for row in table_rows if "|  |" in row or "| |" in row]
+    assert "None" not in markdown and "TPU-hours" not in markdown

@@ -10,7 +10,6 @@ processes reach it over loopback through tests/processes/site/sitecustomize.py.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -19,14 +18,13 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import quote
 
 import httpx
 
 from tests.conftest import REPO
 from tests.processes.api import DAG_ID, AirflowApi
 from tests.processes.deployment import Deployment, running_deployment
-from tools.demo import redirect_output
+from tools.demo import REPORTS, keep_report, redirect_output
 from tools.demo_ui import PASSWORD
 
 TERMINAL: list[TextIO] = [sys.stdout]  # where say() writes, whatever else prints
@@ -50,12 +48,10 @@ def port_is_free(port: int) -> bool:
 
 
 def report_link(gcs: Any, export: str) -> tuple[str, str]:
-    """The run report's summary and a URL the browser opens it at (the GCS emulator's)."""
-    bucket, _, prefix = export.removeprefix("gs://").partition("/")
-    blob = gcs.client().bucket(bucket).blob(prefix + "run-report.json")
-    summary = json.loads(blob.download_as_text())["summary"] if blob.exists() else "no report"
-    url = f"{gcs.host}/storage/v1/b/{bucket}/o/{quote(prefix + 'run-report.md', safe='')}?alt=media"
-    return summary, url
+    """The run report's summary and where it is kept: a file under .airflow/reports/ (the GCS
+    emulator's port dies with the demo)."""
+    kept = keep_report(gcs, export, REPORTS / export.rstrip("/").rsplit("/", 1)[-1])
+    return ("no report", "none") if kept is None else (kept[0], str(kept[1]))
 
 
 class RunWatcher:

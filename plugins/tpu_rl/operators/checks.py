@@ -41,7 +41,7 @@ its objects carries it, even if the deployment's setting changes before the run 
 
         from tpu_rl.dag.run_checks import check_run
         from tpu_rl.deployment import DeploymentError
-        from tpu_rl.report.run_report import NO_DURATIONS, reads_step_durations
+        from tpu_rl.report.run_cost import NO_DURATIONS, reads_step_durations
         from tpu_rl.run_record import run_record
         from tpu_rl.settings.run_settings import SettingsError
 
@@ -90,17 +90,14 @@ failed and the notification says why, with both rewards.
 
 
 class VerifyExportOperator(RunStep):
-    """Checks the exported files, writes the run report, and emits the export's URI as an event
-    of every outlet Asset.
-
-    Airflow 3.3's Task SDK cannot set the run's note, so the report's summary goes to the log.
-    """
+    """Checks the exported files and emits the export's URI as an event of every outlet Asset
+    (`outcome` writes the run report beside them, once the run's cost is known)."""
 
     step_id = "verify"
     step_doc = """
-Checks the exported files, writes `run-report.json` and `run-report.md` next to them, and emits
-the `tpu_rl_exported_model` asset event (which can trigger downstream DAGs). It only reads the
-bucket, so the cleanups do not wait for it: the TPUs go the moment export ends.
+Checks the exported files and emits the `tpu_rl_exported_model` asset event (which can trigger
+downstream DAGs). It only reads the bucket, so the cleanups do not wait for it: the TPUs go the
+moment export ends. `outcome` writes `run-report.json` and `run-report.md` next to the files.
 """
     limit = short_step(2)
     operator_extra_links = (ExportLink(),)
@@ -109,14 +106,12 @@ bucket, so the cleanups do not wait for it: the TPUs go the moment export ends.
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
-        from tpu_rl.report.run_report import publish_run_report
         from tpu_rl.storage import missing_export_files
 
         layout = self.run_layout(context)
         missing = missing_export_files(layout.export_dir, deployment.gcp_conn_id())
         if missing:
             raise AirflowFailException(f"export {layout.export_dir} lacks {', '.join(missing)}")
-        publish_run_report(layout, context)
         uri = layout.export_dir
         for asset in self.outlets:
             context["outlet_events"][asset].extra = {"uri": uri, "run_id": context["run_id"]}
@@ -138,7 +133,10 @@ class RunOutcomeOperator(RunStep):
     step_doc = """
 The run's verdict, a teardown and the DAG's one leaf: fails, naming them, unless `verify`
 succeeded and no step or cleanup failed. So a marked-failed, stopped or half-cleaned run ends
-failed, and a successful cleanup never hides a failed step.
+failed, and a successful cleanup never hides a failed step. Before the verdict it counts the
+run's TPU cost once (its XCom `tpu_cost`: what the report and the RL page show), writes
+`run-report.json` and `run-report.md` next to a verified export, and puts the verdict, the
+rewards and the cost in the run's note (through the deployment's Airflow API connection).
 """
     limit = short_step(1, CLEANUP)
 
@@ -163,11 +161,41 @@ failed, and a successful cleanup never hides a failed step.
         )
         failed = {task: state for task, state in states.items() if state in FAILED}
         final = states.get(final_task)
+        verdict = None
         if failed or final != "success":
             listed = ", ".join(f"{task} {state}" for task, state in sorted(failed.items()))
-            raise AirflowFailException(
-                f"the run did not succeed: {final_task} is {final}"
-                + (f"; {listed}" if listed else " (stopped before it ran: marked failed?)")
+            verdict = f"the run did not succeed: {final_task} is {final}" + (
+                f"; {listed}" if listed else " (stopped before it ran: marked failed?)"
             )
+        try:
+            self.report_results(context, verdict, verified=final == "success")
+        except Exception:  # the verdict stands whatever the reporting met (GCS, the API)
+            self.log.exception("The run's cost, report or note could not be completed")
+        if verdict:
+            raise AirflowFailException(verdict)
         self.log.info("%s succeeded and every cleanup did its part.", final_task)
         return {"final_task": final_task, "states": states}
+
+    def report_results(self, context: Context, failure: str | None, *, verified: bool) -> None:
+        """Count the run's cost once (XCom `tpu_cost`), write the report beside a verified
+        export, set the run's note. A run whose settings never validated has no cost."""
+        from tpu_rl import deployment
+        from tpu_rl.report.run_cost import COST_KEY, count_run_cost
+        from tpu_rl.report.run_note import note_text, set_run_note
+        from tpu_rl.report.run_report import publish_run_report
+        from tpu_rl.settings.run_settings import SettingsError
+
+        ti = context["ti"]
+        try:
+            layout = self.run_layout(context)
+        except SettingsError as err:
+            self.log.info("No TPU cost: the run's settings are not known (%s).", err)
+            layout, tpu = None, None
+        else:
+            tpu = count_run_cost(layout, context)
+            ti.xcom_push(key=COST_KEY, value=tpu)
+        report = publish_run_report(layout, context, tpu) if layout and verified else None
+        verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
+        rewards = ti.xcom_pull(task_ids="wait_for_rewards")
+        text = note_text(verdict, rewards if isinstance(rewards, dict) else None, tpu, report)
+        set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)

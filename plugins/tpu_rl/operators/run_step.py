@@ -60,7 +60,7 @@ class RunStep(BaseOperator):
 
     def look_at_tpu_nodes(self, context: Any) -> None:
         """A step on the run's cluster (a GKE operator) records the TPU nodes it sees, for the
-        TPU-hours (tpu_rl.report.tpu_nodes); a failed look costs the step nothing."""
+        cost (tpu_rl.report.tpu_nodes); a failed look costs the step nothing."""
         from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
 
         if not isinstance(self, GKEOperatorMixin):
@@ -71,7 +71,7 @@ class RunStep(BaseOperator):
             topology = self.run_layout(context).settings.topology
             record_look(context["ti"], self.task_id, self.hook.core_v1_client, topology)
         except Exception as err:  # the cluster may be gone, or not made yet
-            self.log.info("TPU nodes not seen (%s): TPU-hours may miss this moment.", err)
+            self.log.info("TPU nodes not seen (%s): the cost may miss this moment.", err)
 
     def run_layout(self, context: Any) -> RunLayout:
         """The run's layout (validation errors raise SettingsError), loaded once per run id."""

@@ -1,13 +1,15 @@
-"""TPU-hours and their cost for one run: the one computation the run report and the RL page
-share, with the rule and the price it used.
+"""Chip-hours, host-hours and their cost for one run, with the rule and the price it used: the
+computation `outcome` runs once (tpu_rl.report.run_cost) for the run report, the note and the RL
+page (which runs it itself only for a run whose `outcome` did not count it).
 
-TPU-hours are hosts x hours. The rule is the TPU nodes' life (tpu_rl.report.tpu_nodes) whenever
-the run's steps looked at them. A run without looks (one from before the looks, or whose looks
-all failed) is estimated from its task times by what bills for its settings: a static pool (a
-reservation, or Spot: gcluster makes it static, tpu_rl.cluster.capacity) for its whole life; a
-flex-start pool while its TPU steps ran. The cost is TPU-hours x chips per host x the price of
-the mode (tpu_rl.report.prices), which ignores committed-use discounts, regional differences and
-the cluster's CPU nodes, disks and network.
+Host-hours are TPU VM hosts x hours (a v6e-32 slice: 8 hosts of ct6e-standard-4t); chip-hours
+are host-hours x chips per host (4), the unit of the price. The rule is the TPU nodes' life
+(tpu_rl.report.tpu_nodes) whenever the run's steps looked at them. A run without looks (one
+from before the looks, or whose looks all failed) is estimated from its task times by what bills
+for its settings: a static pool (a reservation, or Spot: gcluster makes it static,
+tpu_rl.cluster.capacity) for its whole life; a flex-start pool while its TPU steps ran. The cost
+is chip-hours x the price of the mode (tpu_rl.report.prices), which ignores committed-use
+discounts, regional differences and the cluster's CPU nodes, disks and network.
 """
 
 from __future__ import annotations
@@ -60,23 +62,24 @@ def tpu_billing(
     task_seconds: dict[str, float],
     until_text: str,
 ) -> dict[str, Any]:
-    """TPU-hours, cost, rule and price of a run. `span`: epoch seconds the run started and the
-    count ends (`until_text` says what that end is); `task_seconds`: the pool's seconds under
-    each task-time rule, for a run without looks."""
+    """Host-hours, chip-hours, cost, rule and price of a run. `span`: epoch seconds the run
+    started and the count ends (`until_text` says what that end is); `task_seconds`: the
+    pool's seconds under each task-time rule, for a run without looks."""
     if looks:
         rule = NODE_LIFE
         host_seconds = node_seconds(looks, *span)
     else:
         rule = task_time_rule(settings)
         host_seconds = hosts * task_seconds.get(rule, 0.0)
-    hours = host_seconds / 3600
+    host_hours = host_seconds / 3600
     price = prices.price(settings.tpu_type, settings.capacity)
-    chip_hours = hours * CHIPS_PER_HOST[settings.compute_type]
+    chip_hours = host_hours * CHIPS_PER_HOST[settings.compute_type]
     cost = None if price is None else chip_hours * price.usd_per_chip_hour
     return {
         "hosts": hosts,
         "pool_seconds": host_seconds / hosts if hosts else 0.0,
-        "tpu_hours": hours,
+        "host_hours": host_hours,
+        "chip_hours": chip_hours,
         "rule": rule,
         "rule_text": f"{RULES[rule]}; counted to {until_text}",
         "nodes_seen": len({n for x in looks for n in x["nodes"]}),

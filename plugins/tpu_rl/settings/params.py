@@ -13,6 +13,7 @@ from typing import Any
 from airflow.sdk import Param
 
 SPECS_FILE = Path(__file__).with_name("params.json")
+ESTIMATE_FIELD = "capacity"  # the form field whose description shows the cost estimate
 # Airflow validates every Param at each task start, the schema against its dialect's metaschema
 # first: draft-07's is the cheaper check than the default 2020-12's, and the schemas use no
 # keyword newer than draft-07.
@@ -32,11 +33,27 @@ def default_settings() -> Any:
     return SimpleNamespace(**{name: spec["default"] for name, spec in specs().items()})
 
 
+def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
+    """A Param's spec with the cost and time estimate of the form's defaults after its text.
+
+    The form's documentation of a field is its Param's description: Airflow 3.3.2's trigger
+    form shows a Param's `description` as plain text (or, when that is null, its schema's
+    `description_md` as Markdown: airflow/ui's FieldRow) under the field; it does not show the
+    DAG's doc_md (only the DAG page's "Dag Docs" does)."""
+    from tpu_rl.report.estimate import estimate_paragraph, estimate_run
+
+    text = estimate_paragraph(estimate_run(default_settings()))
+    key = "description" if spec.get("description") is not None else "description_md"
+    return {**spec, key: f"{spec.get(key) or ''} {text}".strip()}
+
+
 def dag_params() -> dict[str, Param]:
-    """One Param per setting, defaulting to the tutorial's value.
+    """One Param per setting, defaulting to the tutorial's value; the `capacity` field carries
+    the estimate of what the defaults cost per capacity mode (with_estimate).
 
     Set them last, on the DAG alone: a task made while the DAG has Params keeps a deep copy,
     which Airflow's serializer validates Param by Param (jsonschema) on every parse; at run
     time the DAG's are merged in anyway (airflow.sdk.definitions.param.process_params).
     """
-    return {name: Param(**spec) for name, spec in specs().items()}
+    shown = {**specs(), ESTIMATE_FIELD: with_estimate(specs()[ESTIMATE_FIELD])}
+    return {name: Param(**spec) for name, spec in shown.items()}

@@ -61,5 +61,5 @@ def script() -> FileResponse:
 def runs(
     session: SessionDep, limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 500
 ) -> dict[str, Any]:
-    """The newest runs of the DAG, newest first: metrics, gate verdict, TPU-hours, links."""
+    """The newest runs of the DAG, newest first: metrics, verdict, chip-hours, host-hours, links."""
     return {"dag_id": DAG_ID, "runs": fetch_runs(session, limit)}

@@ -132,6 +132,17 @@ def looks(value: Any) -> list[dict[str, Any]]:
     return value
 
 
+def tpu_cost(value: Any) -> dict[str, Any]:
+    """outcome's count of the run's cost (tpu_rl.report.run_cost): hours, cost, rule, price."""
+    found = _object(value, "the value")
+    _numbers(found, ("host_hours", "chip_hours", "estimated_cost_usd"), "the cost")
+    for key in ("host_hours", "chip_hours"):
+        _expect(found.get(key), f"the cost's {key} should be a number but", key in found)
+    if found.get("price") is not None:
+        _object(found["price"], "the cost's price")
+    return found
+
+
 def failure_message(value: Any) -> str:
     _expect(value, "the value should be a text but", isinstance(value, str))
     return value
@@ -151,4 +162,5 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "checkpoint_step": checkpoint_step,
     "looks": looks,
     "failure": failure_message,
+    "cost": tpu_cost,
 }

@@ -2,9 +2,11 @@
 
 One query reads the DAG runs with the task instances the page needs joined in (the cluster's
 creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
-one reads the XComs of all those runs. TPU-hours and cost are tpu_rl.report.billing's, as in the
-run report (from the TPU nodes the run's steps saw, their `tpu_nodes` XComs), counted to the
-cluster's destruction for a cluster the run made, else to the run's end; each training attempt
+one reads the XComs of all those runs. A run's chip-hours, host-hours and cost are the figure
+its `outcome` counted (XCom `tpu_cost`, tpu_rl.report.run_cost), the one its report and note
+show; only a run without it (one that timed out, whose teardowns were skipped, or one from
+before that count) is counted here, by the same tpu_rl.report.billing, to the cluster's
+destruction for a cluster the run made, else to the run's end; each training attempt
 shows its TPU node-hours and the steps computed again after it. A value it cannot read (an XCom
 or conf of the wrong shape, tpu_rl.ui.checks) is left out of its run's row, whose `error` says
 what it was; the other rows and the answer are untouched.
@@ -23,10 +25,11 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import Text, and_, cast, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from tpu_rl.layout import pool_hosts, split_gcs_uri
+from tpu_rl.layout import console_url, pool_hosts
 from tpu_rl.names import DAG_ID
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.notify import FAILURE_XCOM_KEY
+from tpu_rl.report.run_cost import COST_KEY, COST_TASK
 from tpu_rl.report.tpu_nodes import XCOM_KEY as TPU_NODES_KEY
 from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.rewards.resume import costed, steps_recomputed
@@ -41,6 +44,7 @@ XCOMS = {
     ("gate", "return_value"): "gate",
     ("verify", "return_value"): "export_uri",
     ("export", "checkpoint_step"): "checkpoint_step",
+    (COST_TASK, COST_KEY): "cost",  # the run's cost as outcome counted it, once
 }
 VERDICTS = {"success": "passed", "failed": "stopped", "upstream_failed": "not reached"}
 RAN = ("success", "failed")  # task states of a step that ran (not upstream_failed or skipped)
@@ -222,7 +226,7 @@ ROW_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
 
 
 def _tpu(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's TPU-hours and cost (tpu_rl.report.billing), from its settings and looks."""
+    """The run's hours and cost (tpu_rl.report.billing), from its settings and looks."""
     settings = _settings(run.conf)
     until, until_text = _until(run)
     return tpu_billing(
@@ -240,12 +244,12 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     rewards = x.get("rewards") or {}
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
     gate = x.get("gate") or {}
-    tpu: dict[str, Any] = {}
-    if run.end_date is not None:  # while the run goes on, its nodes may still bill
+    tpu: dict[str, Any] = x.get("cost") or {}
+    if not tpu and run.end_date is not None:  # while the run goes on, its nodes may still bill
         try:
             tpu = _tpu(run, x)
         except ROW_ERRORS as error:  # a conf validation refuses, or the conf is no object
-            errors.append(f"TPU-hours not counted: {_reason(error)}")
+            errors.append(f"cost not counted: {_reason(error)}")
     try:
         attempts = costed(rewards.get("attempts") or x.get("attempts") or [])
     except ROW_ERRORS as error:
@@ -265,7 +269,8 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "gain": gate.get("gain", _gain(pre, post)),
         "gate": VERDICTS.get(run.gate_state or "", "pending" if run.end_date is None else "-"),
         "failure": x.get("failure") if run.state == "failed" else None,
-        "tpu_hours": tpu.get("tpu_hours"),
+        "chip_hours": tpu.get("chip_hours"),
+        "host_hours": tpu.get("host_hours"),
         "tpu_hours_rule": tpu.get("rule"),
         "tpu_hours_rule_text": tpu.get("rule_text"),
         "estimated_cost_usd": tpu.get("estimated_cost_usd"),
@@ -279,9 +284,3 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "logs_url": f"{run_path}/tasks/wait_for_rewards",
         "error": "; ".join(errors) or None,  # what of the run could not be read, or None
     }
-
-
-def console_url(uri: str) -> str:
-    """The Cloud console's browser page of a gs:// folder."""
-    bucket, path = split_gcs_uri(uri)
-    return f"https://console.cloud.google.com/storage/browser/{bucket}/{path}"

@@ -13,7 +13,7 @@ const MONTH = new Intl.DateTimeFormat(undefined, { month: "short", year: "numeri
 const COLUMNS = 17;
 // Past this many runs the chart draws lines only: a dot per run would just be noise.
 const MAX_DOTS = 100;
-// How a row's TPU-hours were counted (tpu_rl.report.billing.RULES has the whole sentence, and
+// How a row's chip-hours and host-hours were counted (tpu_rl.report.billing.RULES has the whole sentence, and
 // the price used, as a tooltip).
 const RULES = {
   tpu_node_life: "TPU nodes' life",
@@ -74,7 +74,7 @@ function drawTable(runs) {
     cell(tr, num(r.pre_accuracy, 2));
     cell(tr, num(r.post_accuracy, 2));
     cell(tr, r.gate, `text ${r.gate}`);
-    cell(tr, num(r.tpu_hours, 2));
+    cell(tr, r.chip_hours === null ? "" : `${num(r.chip_hours, 2)} (${num(r.host_hours, 2)})`);
     const rule = document.createElement("span");
     rule.textContent = RULES[r.tpu_hours_rule] || r.tpu_hours_rule || "";
     const price = r.price

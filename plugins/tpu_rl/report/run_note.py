@@ -1,0 +1,98 @@
+"""The run's note, on the run's own page in Airflow: its verdict, rewards and cost.
+
+`outcome` writes it. Airflow 3.3's Task SDK gives a task no way to set its run's note (the
+execution API's dag-runs routes read a run, trigger, clear and count runs:
+airflow/api_fastapi/execution_api/routes/dag_runs.py; a note is taken only when triggering a new
+run, TriggerDAGRunPayload.note), so the note goes through the public REST API of the api-server
+(`PATCH /api/v2/dags/{dag_id}/dagRuns/{dag_run_id}` with `update_mask=note`:
+airflow/api_fastapi/core_api/routes/public/dag_run.py, patch_dag_run) as the deployment's
+Airflow API connection (tpu_rl.deployment.airflow_api_conn_id) allows. Without that connection,
+or when the API refuses, the note is only logged: the run's result never depends on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+log = logging.getLogger(__name__)
+
+NOTE_LIMIT = 1000  # DAGRunPatchBody.note's max_length (core_api/datamodels/dag_run.py)
+TOKEN_PATH = "/auth/token"  # the simple and FAB auth managers' token endpoint (POST, JSON)
+TIMEOUT_S = 30.0  # per call; outcome has 10 minutes (STEP_MINUTES)
+
+
+def note_text(
+    verdict: str,
+    rewards: Mapping[str, Any] | None,
+    tpu: Mapping[str, Any] | None,
+    report_uri: str | None,
+) -> str:
+    """The note: the verdict, mean_reward pre -> post, the cost and the report's place."""
+    pre, post = ((rewards or {}).get(k) or {} for k in ("pre", "post"))
+    before, after = pre.get("mean_reward"), post.get("mean_reward")
+    if before is None or after is None:
+        reward = f"mean_reward {_reward(before)} -> {_reward(after)}"
+    else:
+        reward = f"mean_reward {before:.3f} -> {after:.3f} ({after - before:+.3f})"
+    lines = [f"**{verdict}**", reward, f"TPU cost: {_cost(tpu)}"]
+    if report_uri:
+        lines.append(f"Report: {report_uri}")
+    return "\n\n".join(lines)[:NOTE_LIMIT]
+
+
+def _reward(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _cost(tpu: Mapping[str, Any] | None) -> str:
+    if not tpu:
+        return "not counted"
+    hours = f"{tpu['chip_hours']:.2f} chip-hours, {tpu['host_hours']:.2f} host-hours"
+    price = tpu.get("price")
+    if tpu.get("estimated_cost_usd") is None or not price:
+        return f"{hours}, no price known"
+    return (
+        f"${tpu['estimated_cost_usd']:,.2f} ({hours}; {price['capacity']} at "
+        f"{price['usd_per_chip_hour']:.2f} USD per chip-hour, {price['basis']})"
+    )
+
+
+def set_run_note(conn_id: str, dag_id: str, run_id: str, text: str) -> bool:
+    """Set the run's note through the api-server's REST API as connection `conn_id` (its host:
+    the API's base URL; login and password: a user's, or no login and a bearer token as the
+    password). False, with the reason logged, when it could not."""
+    import httpx
+    from airflow.sdk import BaseHook
+
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as err:  # AirflowNotFoundException, or the secrets backend's own
+        log.info("The run's note is not set (connection %r: %s). It reads:\n%s", conn_id, err, text)
+        return False
+    base = (conn.host or "").rstrip("/")
+    base = base if "://" in base else f"http://{base}"
+    base = f"{base}:{conn.port}" if conn.port else base
+    try:
+        with httpx.Client(base_url=base, timeout=TIMEOUT_S) as client:
+            token = conn.password or ""
+            if conn.login:
+                answer = client.post(
+                    TOKEN_PATH, json={"username": conn.login, "password": conn.password}
+                )
+                answer.raise_for_status()
+                token = answer.json()["access_token"]
+            path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
+            client.patch(
+                path,
+                params={"update_mask": "note"},
+                json={"note": text},
+                headers={"Authorization": f"Bearer {token}"},
+            ).raise_for_status()
+    except (httpx.HTTPError, KeyError, ValueError) as err:
+        log.warning("The run's note is not set (%s %s): %s", conn_id, base, err)
+        return False
+    log.info("The run's note:\n%s", text)
+    return True

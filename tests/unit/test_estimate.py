@@ -1,0 +1,92 @@
+"""The cost and time estimate before a run: per capacity mode, chip-hours and host-hours named as
+such, dollars from the price table, the assumptions stated; in `make plan` and the form."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tpu_rl.plan import main as plan
+from tpu_rl.report import estimate, prices
+from tpu_rl.settings.params import dag_params
+from tpu_rl.settings.run_settings import load_settings
+
+
+def test_the_tutorials_example_by_hand(tutorial_conf):
+    """include/examples/tutorial.json: 1 x v6e-32 (4x8 = 32 chips; ct6e-standard-4t has 4 chips a
+    host: 8 hosts), a cluster the run creates and destroys, num_batches 50 (the default).
+
+    Time: create 30 + convert 30 + backend 5 + train 50 x 60 s = 50 + export 20 + destroy 10
+    = 145 min = 2.4167 h.
+    Reservation and Spot (a static pool, the whole run): 32 x 145/60 = 77.33 chip-hours,
+    8 x 145/60 = 19.33 host-hours, 77.333 x 2.70 = $208.80.
+    Flex-start (convert + backend + train + export = 105 min, + 3 x 10 min scale-down = 135 min
+    = 2.25 h): 32 x 2.25 = 72 chip-hours, 8 x 2.25 = 18 host-hours, 72 x 2.70 = $194.40."""
+    found = estimate.estimate_run(load_settings(tutorial_conf))
+    assert (found.chips, found.hosts, found.steps) == (32, 8, 50)
+    assert found.wall_minutes == pytest.approx(145.0)
+    modes = {m.capacity: m for m in found.modes}
+    assert set(modes) == {"reservation", "flex_start", "spot"}
+    for static in ("reservation", "spot"):
+        assert modes[static].chip_hours == pytest.approx(77.333, abs=1e-3)
+        assert modes[static].host_hours == pytest.approx(19.333, abs=1e-3)
+        assert modes[static].usd == pytest.approx(208.80)
+    assert modes["flex_start"].chip_hours == pytest.approx(72.0)
+    assert modes["flex_start"].host_hours == pytest.approx(18.0)
+    assert modes["flex_start"].usd == pytest.approx(194.40)
+    lines = estimate.format_estimate(found)
+    assert lines[0] == (
+        "Estimate for 1 x v6e-32 (32 chips on 8 hosts of ct6e-standard-4t), 50 training steps:"
+    )
+    assert lines[1].startswith("  time: about 2.4 h (create_cluster 30 min, convert 30 min")
+    assert (
+        "  reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), "
+        in "\n".join(lines)
+    )
+    assert "$194.40 at $2.70 per chip-hour (on-demand equivalent)" in lines[3]
+
+
+def test_an_existing_cluster_bills_no_creation_and_two_slices_double(tutorial_conf):
+    """No create (30 min) or destroy (10 min): 105 min; two slices: 64 chips on 16 hosts."""
+    settings = load_settings(
+        {**tutorial_conf, "cluster_mode": "existing", "cluster_nodepool_count": 2}
+    )
+    found = estimate.estimate_run(settings)
+    assert found.wall_minutes == pytest.approx(105.0) and (found.chips, found.hosts) == (64, 16)
+    reservation = next(m for m in found.modes if m.capacity == "reservation")
+    assert reservation.chip_hours == pytest.approx(64 * 105 / 60)
+
+
+def test_the_prices_source_and_date_and_the_assumptions_are_stated(tutorial_conf):
+    text = "\n".join(estimate.format_estimate(estimate.estimate_run(load_settings(tutorial_conf))))
+    assert prices.TABLE_DATE in text and prices.PRICING_PAGE in text and prices.DWS_PAGE in text
+    assert "assumed, not measured" in text and "a GRPO step 60 s" in text
+    assert "CPU nodes" in text and "TPU-hours" not in text
+
+
+def test_an_unknown_tpu_generation_has_hours_but_no_dollars(tutorial_conf):
+    settings = dataclasses.replace(load_settings(tutorial_conf), tpu_type="v9x-32")
+    found = estimate.estimate_run(settings)
+    assert all(m.usd is None and m.chip_hours > 0 for m in found.modes)
+    assert "no price known" in "\n".join(estimate.format_estimate(found))
+
+
+def test_make_plan_prints_the_estimate(tmp_path, capsys, tutorial_conf):
+    from tests.conftest import TUTORIAL_CONF
+
+    assert plan([str(TUTORIAL_CONF), str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert estimate.format_estimate(estimate.estimate_run(load_settings(tutorial_conf)))[0] in out
+    assert "spot: 77.33 chip-hours = 19.33 host-hours" in out
+
+
+def test_the_trigger_form_shows_the_defaults_estimate_under_the_capacity_field():
+    """Airflow 3.3.2's form shows a Param's description under its field (not the DAG's doc_md)."""
+    text = dag_params()["capacity"].description
+    assert text.startswith("How the TPU pool gets its VMs")
+    assert "Estimate for these defaults (1 x v6e-32: 32 chips on 8 hosts" in text
+    assert "reservation 77.33 chip-hours = 19.33 host-hours, $208.80" in text
+    assert "flex_start 72.00 chip-hours = 18.00 host-hours, $194.40" in text
+    assert "Assumed, not measured:" in text and prices.TABLE_DATE in text
+    assert "\n" not in text

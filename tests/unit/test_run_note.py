@@ -1,0 +1,40 @@
+"""The run's note: the verdict, the rewards (pre -> post) and the cost, as outcome writes it."""
+
+from __future__ import annotations
+
+from tpu_rl.report.run_note import NOTE_LIMIT, note_text
+
+REWARDS = {"pre": {"mean_reward": 0.08214}, "post": {"mean_reward": 0.12346}}
+COST = {
+    "chip_hours": 128.0,
+    "host_hours": 32.0,
+    "estimated_cost_usd": 345.6,
+    "price": {"capacity": "reservation", "usd_per_chip_hour": 2.7, "basis": "on-demand equivalent"},
+}
+REPORT = "gs://b/gemma4-26b/hf-trained/rl-1/run-report.md"
+
+
+def test_a_successful_runs_note_has_verdict_rewards_cost_and_report():
+    text = note_text("succeeded: model exported and verified", REWARDS, COST, REPORT)
+    assert text.split("\n\n") == [
+        "**succeeded: model exported and verified**",
+        "mean_reward 0.082 -> 0.123 (+0.041)",
+        "TPU cost: $345.60 (128.00 chip-hours, 32.00 host-hours; reservation at 2.70 USD per "
+        "chip-hour, on-demand equivalent)",
+        f"Report: {REPORT}",
+    ]
+
+
+def test_a_run_stopped_before_its_rewards_says_what_it_does_not_know():
+    text = note_text("failed: the run did not succeed: verify is upstream_failed", None, None, None)
+    assert "mean_reward n/a -> n/a" in text and "TPU cost: not counted" in text
+    assert "Report" not in text and "None" not in text
+
+
+def test_an_unpriced_cost_keeps_its_hours_and_the_note_fits_airflows_limit():
+    unpriced = {**COST, "estimated_cost_usd": None, "price": None}
+    text = note_text("x" * 2000, {"pre": {"mean_reward": 0.1}}, unpriced, REPORT)
+    assert len(text) == NOTE_LIMIT
+    short = note_text("failed", {"pre": {"mean_reward": 0.1}}, unpriced, None)
+    assert "mean_reward 0.100 -> n/a" in short
+    assert "128.00 chip-hours, 32.00 host-hours, no price known" in short
