@@ -84,7 +84,7 @@ def test_make_plan_prints_the_estimate(tmp_path, capsys, tutorial_conf):
 def test_the_trigger_form_shows_the_defaults_estimate_under_the_capacity_field():
     """Airflow 3.3.2's form shows a Param's description under its field (not the DAG's doc_md)."""
     text = dag_params()["capacity"].description
-    assert text.startswith("How the TPU pool gets its VMs")
+    assert text.startswith("How the run gets its TPUs")
     assert "Estimate for these defaults (1 x v6e-32: 32 chips on 8 hosts" in text
     assert "reservation 77.33 chip-hours = 19.33 host-hours, $208.80" in text
     assert "flex_start 72.00 chip-hours = 18.00 host-hours, $194.40" in text

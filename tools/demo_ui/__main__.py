@@ -10,6 +10,7 @@ processes reach it over loopback through tests/processes/site/sitecustomize.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
