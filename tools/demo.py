@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tests.conftest import REPO, TUTORIAL_CONF  # sets Airflow's environment before its import
+from tpu_rl.names import Step
 
 DAG_ID = "tpu_rl_post_training"
 # The sandbox compresses time: poll every second, give up on pending pods after a minute.
@@ -216,7 +217,7 @@ def summary(
         rewards_line(result.xcoms.get("wait_for_rewards.return_value") or {}),
         "gate:     "
         + gate_line(
-            result.task_states.get("gate"),
+            result.task_states.get(Step.GATE),
             result.xcoms.get("gate.return_value"),
             float(conf.get("min_reward_gain", 0.0)),
         ),

@@ -5,3 +5,24 @@ from __future__ import annotations
 CONTAINER = "maxtext"  # the MaxText container of every Job the run submits
 BACKEND_PODS = "backend"  # a step whose links show the Pathways JobSet's pods (RunStep.pods_of)
 DAG_ID = "tpu_rl_post_training"  # the run's DAG: its labels, the janitor's and the UI's queries
+
+
+class Step:
+    """The post-training DAG's task ids, declared once: each operator's `step_id` names its own,
+    and the plan, the run report, the RL page and the janitor read the others' results by them."""
+
+    VALIDATE = "validate"
+    ENSURE_BUCKET = "ensure_bucket"
+    CREATE_CLUSTER = "create_cluster"
+    HF_TOKEN_SECRET = "hf_token_secret"
+    CONVERT = "convert"
+    START_BACKEND = "start_backend"
+    TRAIN = "train"
+    WAIT_FOR_REWARDS = "wait_for_rewards"
+    GATE = "gate"
+    EXPORT = "export"
+    VERIFY = "verify"
+    STOP_BACKEND = "stop_backend"
+    CLEANUP_KUBERNETES = "cleanup_kubernetes"
+    CLEANUP_CLUSTER = "cleanup_cluster"
+    OUTCOME = "outcome"

@@ -17,6 +17,7 @@ from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster import blueprint, capacity, kueue_config
 from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
+from tpu_rl.names import Step
 from tpu_rl.report.estimate import estimate_run, format_estimate
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
 
@@ -32,7 +33,7 @@ PLAN_KUEUE_CONFIG = Path("cluster-toolkit") / kueue_config.CONFIG_FILE
 # a clone's plugins/; on Cloud Composer, make deploy-composer puts it under the bucket's data/
 # folder, mounted here.
 COMPOSER_INCLUDE = Path("/home/airflow/gcs/data/tpu_rl_airflow/include")
-Step = dict[str, Any]
+PlanStep = dict[str, Any]
 
 
 def include_dirs() -> list[Path]:
@@ -53,14 +54,14 @@ def include_file(relative: Path) -> Path:
     )
 
 
-def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
+def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
     """The ordered steps, and the files (name -> text) a plan writes besides plan.json."""
     s = layout.settings
     files: dict[str, str] = {}
-    steps: list[Step] = [
-        {"id": "validate", "description": "Check every setting before any cloud call."},
+    steps: list[PlanStep] = [
+        {"id": Step.VALIDATE, "description": "Check every setting before any cloud call."},
         {
-            "id": "ensure_bucket",
+            "id": Step.ENSURE_BUCKET,
             "description": f"Create gs://{s.gcs_bucket} in {s.region} unless it exists.",
         },
     ]
@@ -71,7 +72,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
         files[kueue_config.CONFIG_FILE] = kueue_config.edit_kueue_config(kueue_text)
         steps.append(
             {
-                "id": "create_cluster",
+                "id": Step.CREATE_CLUSTER,
                 "description": f"Deploy GKE cluster {s.cluster_name} with Cluster Toolkit "
                 f"{s.cluster_toolkit_version} (terraform state in gs://{s.gcs_bucket}), "
                 f"its TPU pool on {s.capacity} capacity.",
@@ -82,20 +83,20 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
     else:
         steps.append(
             {
-                "id": "create_cluster",
+                "id": Step.CREATE_CLUSTER,
                 "description": f"Nothing to deploy: use the existing cluster {s.cluster_name}, "
                 f"its TPU pool on {s.capacity} capacity.",
             }
         )
     steps += [
         _object_step(
-            "hf_token_secret",
+            Step.HF_TOKEN_SECRET,
             f"Copy the token of connection {deployment.hf_conn_id()!r} into a Secret.",
             manifests.token_secret(layout),
             files,
         ),
         _object_step(
-            "convert",
+            Step.CONVERT,
             f"Convert {s.hf_model_path} to MaxText in {layout.maxtext_dir} "
             "(skipped when a complete checkpoint is there).",
             manifests.conversion_job(layout),
@@ -103,29 +104,29 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             python_argv(manifests.CONVERT_MODULE, maxtext_flags.conversion_flags(layout)),
         ),
         _object_step(
-            "start_backend",
+            Step.START_BACKEND,
             f"Start the headless Pathways backend on {s.tpu_type}; wait for its pods.",
             pathways_jobset.backend_jobset(layout),
             files,
         ),
         _object_step(
-            "train",
+            Step.TRAIN,
             f"Submit the GRPO client (train_rl) without waiting; {_identity(layout)}.",
             manifests.train_job(layout),
             files,
             python_argv(manifests.TRAIN_MODULE, maxtext_flags.train_flags(layout)),
         ),
         {
-            "id": "wait_for_rewards",
+            "id": Step.WAIT_FOR_REWARDS,
             "description": "Follow the client's log until 'Post RL Training: ... mean_reward'.",
         },
-        {"id": "stop_backend", "description": "Delete the backend JobSet: it holds the TPUs."},
+        {"id": Step.STOP_BACKEND, "description": "Delete the backend JobSet: it holds the TPUs."},
         {
-            "id": "gate",
+            "id": Step.GATE,
             "description": f"Stop unless post mean_reward >= pre + {s.min_reward_gain:g}.",
         },
         _object_step(
-            "export",
+            Step.EXPORT,
             f"Export the newest checkpoint under {layout.checkpoints_dir} to {layout.export_dir} "
             f"(step {s.num_batches} shown).",
             manifests.export_job(layout, s.num_batches),
@@ -133,7 +134,7 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
             python_argv(manifests.EXPORT_MODULE, maxtext_flags.export_flags(layout, s.num_batches)),
         ),
         {
-            "id": "verify",
+            "id": Step.VERIFY,
             "description": f"Check config.json, safetensors and tokenizer in {layout.export_dir}.",
         },
         *_cleanup_steps(layout, cluster),
@@ -167,28 +168,30 @@ def _object_step(
     obj: manifests.Manifest,
     files: dict[str, str],
     argv: list[str] | None = None,
-) -> Step:
+) -> PlanStep:
     """A step that creates one Kubernetes object, written to its own YAML file.
 
     `argv` is the MaxText command the object's container runs (its shell line wraps it).
     """
     file_name = f"{step_id}.{obj['kind'].lower()}.yaml"
     files[file_name] = yaml.safe_dump(obj, sort_keys=False)
-    step: Step = {"id": step_id, "description": description, "object": file_name}
+    step: PlanStep = {"id": step_id, "description": description, "object": file_name}
     if argv:
         step["argv"] = argv
     return step
 
 
-def _cleanup_steps(layout: RunLayout, cluster: blueprint.ClusterToolkitPlan | None) -> list[Step]:
+def _cleanup_steps(
+    layout: RunLayout, cluster: blueprint.ClusterToolkitPlan | None
+) -> list[PlanStep]:
     """The teardowns; `cluster`: the cluster this run creates, if it does."""
     destroys = cluster is not None and not layout.settings.keep_cluster
-    objects: Step = {
-        "id": "cleanup_kubernetes",
+    objects: PlanStep = {
+        "id": Step.CLEANUP_KUBERNETES,
         "description": "Always: delete the run's Jobs, JobSet and Secret.",
     }
-    destroy: Step = {
-        "id": "cleanup_cluster",
+    destroy: PlanStep = {
+        "id": Step.CLEANUP_CLUSTER,
         "description": "Always: destroy the cluster." if destroys else "The cluster is kept.",
     }
     if destroys:

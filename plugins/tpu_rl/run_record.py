@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SETTINGS_TASK = "validate"
+from tpu_rl.names import Step
+
+SETTINGS_TASK = Step.VALIDATE
 DEPLOYMENT_KEY = "deployment_id"
 
 

@@ -44,6 +44,7 @@ from tests.sandbox.kube_emulator import KubeEmulator
 from tools.bench.metric import metric
 from tools.bench.observe import Change, ChangeClock
 from tpu_rl.layout import RUN_LABEL
+from tpu_rl.names import Step
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
@@ -63,7 +64,7 @@ LATE = {"-convert": 1200, "-worker": 1500, "-train": 1200, "-export": 1200}
 # its GIL. At the tests' 10 ms tick they took a third of a core; every 50 ms (12.5 simulated
 # seconds at TIME_SCALE, under a training step) they take a tenth.
 CONTROLLER_TICK_S = 0.05
-WAITING_TASKS = ("convert", "start_backend", "train", "wait_for_rewards", "export")
+WAITING_TASKS = (Step.CONVERT, Step.START_BACKEND, Step.TRAIN, Step.WAIT_FOR_REWARDS, Step.EXPORT)
 REWARD_GOAL_S = 2.0
 FAILURE_GOAL_S = 3.0
 SLOT_GOAL_S = 2.0
@@ -274,7 +275,7 @@ def is_done(change: Change) -> bool:
 
 def reward_latency(run: Run) -> dict[str, Any]:
     post_at = epoch(run.result.xcoms["wait_for_rewards.return_value"]["post_time"])
-    wait_end = run.timings.trigger["wait_for_rewards"][-1][1]
+    wait_end = run.timings.trigger[Step.WAIT_FOR_REWARDS][-1][1]
     baseline, each = run.provider_mean(run.twin_post_line_at())
     return metric(
         wait_end - post_at,
@@ -289,7 +290,7 @@ def reward_latency(run: Run) -> dict[str, Any]:
             "from": "the Post line's log timestamp",
             "to": "the trigger's event (the wait's end in the triggerer)",
             "poll_interval_s": {"ours": POLL_S, "provider": PROVIDER_POLL_S},
-            "to_sensor_task_end_s": round(run.tasks["wait_for_rewards"][1] - post_at, 3),
+            "to_sensor_task_end_s": round(run.tasks[Step.WAIT_FOR_REWARDS][1] - post_at, 3),
             "job_done_after_post_s": round(run.job_change(is_done) - post_at, 3),
             "baseline_each_phase_s": each,
         },
@@ -298,8 +299,8 @@ def reward_latency(run: Run) -> dict[str, Any]:
 
 def failure_latency(run: Run) -> dict[str, Any]:
     failed_at = run.job_change(lambda c: c.has_condition("Failed"))
-    cleanup_start = run.tasks["cleanup_kubernetes"][0]
-    wait_end = run.timings.trigger["wait_for_rewards"][-1][1]
+    cleanup_start = run.tasks[Step.CLEANUP_KUBERNETES][0]
+    wait_end = run.timings.trigger[Step.WAIT_FOR_REWARDS][-1][1]
     scheduling = cleanup_start - wait_end  # the wait's end to cleanup's start: same either way
     twin_failed_at = run.job_change(lambda c: c.has_condition("Failed"), run.provider.twin)
     provider, each = run.provider_mean(twin_failed_at)

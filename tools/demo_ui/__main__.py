@@ -27,6 +27,7 @@ from tests.processes.api import DAG_ID, AirflowApi
 from tests.processes.deployment import Deployment, running_deployment
 from tools.demo import REPORTS, keep_report, redirect_output
 from tools.demo_ui import PASSWORD
+from tpu_rl.names import Step
 
 TERMINAL: list[TextIO] = [sys.stdout]  # where say() writes, whatever else prints
 
@@ -102,7 +103,7 @@ class RunWatcher:
         return None
 
     def ended(self, run_id: str, state: str) -> None:
-        rewards = self.xcom(run_id, "wait_for_rewards") or {}
+        rewards = self.xcom(run_id, Step.WAIT_FOR_REWARDS) or {}
         pre, post = ((rewards.get(k) or {}).get("mean_reward") for k in ("pre", "post"))
         failed = self.failed_tasks(run_id)
         shown = f"mean_reward {pre} -> {post}" if post is not None else "no rewards"
@@ -112,7 +113,7 @@ class RunWatcher:
         )
         if failed and (error := self.first_error(run_id, failed)):
             say(f"  error: {error}")
-        export = self.xcom(run_id, "verify")
+        export = self.xcom(run_id, Step.VERIFY)
         if export:
             summary, url = report_link(self.gcs, export)
             say(f"  run report: {url}\n  {summary}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpu_rl.dag.limits import SIDE, pending_plus_step, short_step
 from tpu_rl.dag.links import BACKEND_LINKS
-from tpu_rl.names import BACKEND_PODS
+from tpu_rl.names import BACKEND_PODS, Step
 from tpu_rl.operators.cluster_objects import RunClusterStep
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ class StartPathwaysBackendOperator(RunClusterStep):
     """Creates the run's headless Pathways JobSet, then waits in the triggerer until all its
     pods run (at most the run's pending timeout)."""
 
-    step_id = "start_backend"
+    step_id = Step.START_BACKEND
     pods_of = BACKEND_PODS
     step_doc = """
 Starts the headless Pathways backend (a JobSet holding the TPU slice) and waits until all its
@@ -57,7 +57,7 @@ class StopPathwaysBackendOperator(RunClusterStep):
     run, so this step only makes sure, after a successful wait, before the gate and export.
     """
 
-    step_id = "stop_backend"
+    step_id = Step.STOP_BACKEND
     pods_of = BACKEND_PODS
     step_doc = """
 Deletes the Pathways JobSet once the reward wait ended, beside the gate and the export, so the

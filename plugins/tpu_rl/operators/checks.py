@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpu_rl.dag.limits import CLEANUP, short_step
 from tpu_rl.dag.links import CheckpointsLink, ExportLink
+from tpu_rl.names import Step
 from tpu_rl.operators.run_step import RunStep
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ class ValidateRunOperator(RunStep):
     problem in one failure. Returns the settings the other tasks use, with the deployment
     identity the run keeps to its end (tpu_rl.run_record)."""
 
-    step_id = "validate"
+    step_id = Step.VALIDATE
     step_doc = """
 Checks the run's settings (the trigger form's fields and the run's conf) before anything costs
 money, and lists every problem at once. With `cluster_mode=existing` it reads the cluster: a
@@ -68,7 +69,7 @@ class RewardGateOperator(RunStep):
     """Fails the run before export unless post mean_reward >= pre + the run's min_reward_gain.
     `rewards`: the reward sensor's result (templated: an XComArg is pulled)."""
 
-    step_id = "gate"
+    step_id = Step.GATE
     step_doc = """
 Stops the run before export unless the post-training `mean_reward` is at least the
 pre-training one plus `min_reward_gain`. A stop is a failure on purpose: the run is marked
@@ -93,7 +94,7 @@ class VerifyExportOperator(RunStep):
     """Checks the exported files and emits the export's URI as an event of every outlet Asset
     (`outcome` writes the run report beside them, once the run's cost is known)."""
 
-    step_id = "verify"
+    step_id = Step.VERIFY
     step_doc = """
 Checks the exported files and emits the `tpu_rl_exported_model` asset event (which can trigger
 downstream DAGs). It only reads the bucket, so the cleanups do not wait for it: the TPUs go the
@@ -129,7 +130,7 @@ class RunOutcomeOperator(RunStep):
     failed.
     """
 
-    step_id = "outcome"
+    step_id = Step.OUTCOME
     step_doc = """
 The run's verdict, a teardown and the DAG's one leaf: fails, naming them, unless `verify`
 succeeded and no step or cleanup failed. So a marked-failed, stopped or half-cleaned run ends
@@ -196,6 +197,6 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             ti.xcom_push(key=COST_KEY, value=tpu)
         report = publish_run_report(layout, context, tpu) if layout and verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
-        rewards = ti.xcom_pull(task_ids="wait_for_rewards")
+        rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
         text = note_text(verdict, rewards if isinstance(rewards, dict) else None, tpu, report)
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)

@@ -10,6 +10,7 @@ from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 
 from tpu_rl.dag.limits import CLEANUP, setting_minutes, short_step
 from tpu_rl.dag.links import GkeClusterLink
+from tpu_rl.names import Step
 from tpu_rl.operators import RUN_CLUSTER
 from tpu_rl.operators.run_step import RunStep
 
@@ -30,7 +31,7 @@ class EnsureBucketOperator(RunStep, GCSCreateBucketOperator):
     access drops its object ACLs, versioning changes its bill), and the run works without them.
     """
 
-    step_id = "ensure_bucket"
+    step_id = Step.ENSURE_BUCKET
     step_doc = """
 Creates the `gcs_bucket` in `region` unless it exists, with uniform bucket-level access, public
 access prevention and object versioning (noncurrent versions deleted after 7 days).
@@ -191,7 +192,7 @@ class ClusterToolkitOperator(RunStep):
 class CreateClusterOperator(ClusterToolkitOperator):
     """`gcluster deploy` of the edited tutorial blueprint (-w: re-running is safe)."""
 
-    step_id = "create_cluster"
+    step_id = Step.CREATE_CLUSTER
     step_doc = """
 Deploys the tutorial's GKE cluster with Cluster Toolkit (`gcluster deploy`) on the TPU capacity
 in `capacity` (the reservation in `reservation`, flex-start or Spot); does nothing with
@@ -213,7 +214,7 @@ class DestroyClusterOperator(ClusterToolkitOperator):
     create`), so it works from any worker, after a half-way deploy, and when nothing is left.
     A cluster the settings keep (`keep_cluster`) stays."""
 
-    step_id = "cleanup_cluster"
+    step_id = Step.CLEANUP_CLUSTER
     step_doc = """
 A teardown: runs however the run ends once the bucket (terraform's state) exists, so a
 half-deployed cluster is destroyed too. Destroys the cluster this run created

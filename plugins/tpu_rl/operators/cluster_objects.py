@@ -14,6 +14,7 @@ from kubernetes.client import CoreV1Api, CustomObjectsApi
 from tpu_rl import deployment
 from tpu_rl.dag.limits import CLEANUP, short_step
 from tpu_rl.dag.links import GkeWorkloadsLink
+from tpu_rl.names import Step
 from tpu_rl.operators.run_step import OnRunCluster
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class RunClusterStep(OnRunCluster, GKEOperatorMixin):
 class CreateTokenSecretOperator(RunClusterStep):
     """Copies the Hugging Face token from its Airflow connection into the run's Secret."""
 
-    step_id = "hf_token_secret"
+    step_id = Step.HF_TOKEN_SECRET
     step_doc = """
 Copies the Hugging Face token from the Airflow connection into a Secret of this run, for the
 conversion and export Jobs. The token is never a Param and never logged.
@@ -75,7 +76,7 @@ conversion and export Jobs. The token is never a Param and never logged.
 class CleanupKubernetesOperator(RunClusterStep):
     """Deletes every Job, JobSet and Secret labelled with this run; each part runs regardless."""
 
-    step_id = "cleanup_kubernetes"
+    step_id = Step.CLEANUP_KUBERNETES
     step_doc = """
 A teardown: runs however the run ends (failed, marked failed) once the cluster or the token
 Secret was set up. Deletes every Job, JobSet and Secret labelled with this run. Retries; whatever it

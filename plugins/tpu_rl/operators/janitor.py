@@ -15,7 +15,7 @@ from tpu_rl import janitor
 from tpu_rl.janitor import ACTIVE_STATES, KINDS, KubeObject
 from tpu_rl.janitor_params import JanitorParams, JanitorParamsError
 from tpu_rl.kube.objects import delete_labelled, list_labelled
-from tpu_rl.names import DAG_ID
+from tpu_rl.names import DAG_ID, Step
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -42,18 +42,18 @@ class RunStates:
 
     def active_clusters(self) -> tuple[dict[str, str], str | None]:
         """{cluster: run_id} of active runs, or why an active run's cluster is not known."""
-        states = self.ti.get_task_states(dag_id=DAG_ID, task_ids=["cleanup_cluster"])
+        states = self.ti.get_task_states(dag_id=DAG_ID, task_ids=[Step.CLEANUP_CLUSTER])
         active = [
             run_id
             for run_id, tasks in states.items()
-            if tasks.get("cleanup_cluster") not in FINISHED and self.is_active(run_id)
+            if tasks.get(Step.CLEANUP_CLUSTER) not in FINISHED and self.is_active(run_id)
         ]
         total = self.ti.get_dr_count(dag_id=DAG_ID, states=ACTIVE_STATES)
         if total > len(active):
             return {}, f"{total - len(active)} active run(s) not found yet"
         clusters = {}
         for run_id in active:
-            settings = self.ti.xcom_pull(task_ids="validate", dag_id=DAG_ID, run_id=run_id)
+            settings = self.ti.xcom_pull(task_ids=Step.VALIDATE, dag_id=DAG_ID, run_id=run_id)
             if not isinstance(settings, dict):
                 return {}, f"active run {run_id} has not validated its settings yet"
             clusters[settings["cluster_name"]] = run_id

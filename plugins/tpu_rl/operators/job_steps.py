@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpu_rl.dag.limits import pending_plus, pending_plus_step
 from tpu_rl.dag.links import JOB_LINKS, CheckpointsLink, ExportLink
+from tpu_rl.names import Step
 from tpu_rl.operators.jobs import RunJobStep
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class ConvertCheckpointOperator(RunJobStep):
     at a time converts into a folder (tpu_rl.conversion_lock); another waits for it.
     """
 
-    step_id = "convert"
+    step_id = Step.CONVERT
     pods_of = "convert"
     step_doc = """
 Converts the Hugging Face model to a MaxText checkpoint in
@@ -149,7 +150,7 @@ class StartTrainingOperator(RunJobStep):
     """Submits the GRPO client Job and returns at once (by default): the reward sensor
     follows it."""
 
-    step_id = "train"
+    step_id = Step.TRAIN
     pods_of = "train"
     step_doc = """
 Submits the GRPO client Job (`train_rl`) against the backend and returns at once;
@@ -171,7 +172,7 @@ Submits the GRPO client Job (`train_rl`) against the backend and returns at once
 class ExportCheckpointOperator(RunJobStep):
     """Exports the newest checkpoint step Orbax committed for this run (tpu_rl.storage)."""
 
-    step_id = "export"
+    step_id = Step.EXPORT
     pods_of = "export"
     step_doc = """
 Exports the newest checkpoint of this run to Hugging Face format in

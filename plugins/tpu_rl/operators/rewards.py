@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpu_rl.dag.limits import setting_minutes
 from tpu_rl.dag.links import CheckpointsLink, PodLogsLink
+from tpu_rl.names import Step
 from tpu_rl.operators import RUN_CLUSTER
 from tpu_rl.operators.run_step import RunStep
 from tpu_rl.rewards.sensor import RewardSensor
@@ -42,7 +43,7 @@ class WaitForRewardsSensor(RunStep, RewardSensor):
     (Deferred waits only: a poking sensor fails.)
     """
 
-    step_id = "wait_for_rewards"
+    step_id = Step.WAIT_FOR_REWARDS
     pods_of = "train"  # the Job it follows
     step_doc = """
 Follows the training Job's log (deferred: no worker slot while it waits) until the

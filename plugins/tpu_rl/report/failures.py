@@ -10,11 +10,12 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk.bases.notifier import BaseNotifier
 
+from tpu_rl.names import Step
 from tpu_rl.token_masking import redact_secrets
 
 CONFIG_SECTION = "tpu_rl"
-REWARDS_TASK = "wait_for_rewards"
-GATE_TASK = "gate"
+REWARDS_TASK = Step.WAIT_FOR_REWARDS
+GATE_TASK = Step.GATE
 NOTICE_TIMEOUT_SECONDS = 5  # per try of a channel; a notice is tried twice at most
 
 

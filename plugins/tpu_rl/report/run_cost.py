@@ -12,18 +12,19 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from tpu_rl.names import Step
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.tpu_nodes import XCOM_KEY, Look, merged
 
 if TYPE_CHECKING:
     from tpu_rl.layout import RunLayout
 
-COST_TASK = "outcome"
+COST_TASK = Step.OUTCOME
 COST_KEY = "tpu_cost"
 UNTIL_TEXT = "the run's end (outcome, after every cleanup)"
 # Steps whose pods hold every host of the slice: conversion, the backend's life (start_backend
 # creates it, the reward sensor deletes it the moment its wait ends), export.
-TPU_STEPS = ("convert", "start_backend", "train", "wait_for_rewards", "export")
+TPU_STEPS = (Step.CONVERT, Step.START_BACKEND, Step.TRAIN, Step.WAIT_FOR_REWARDS, Step.EXPORT)
 # Read from the task's own instance in a worker: the task SDK's RuntimeTaskInstance has
 # get_task_breadcrumbs from task SDK 1.2 (Airflow 3.2; airflow/sdk/execution_time/task_runner.py),
 # Airflow 3.1's has no way to read the other tasks' durations.

@@ -19,6 +19,7 @@ from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
+from tpu_rl.names import Step
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
 from tpu_rl.rewards.resume import costed, steps_recomputed
 
@@ -179,9 +180,9 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
     ti = context["ti"]
     report = build_report(
         layout,
-        rewards=ti.xcom_pull(task_ids="wait_for_rewards"),
-        gate=ti.xcom_pull(task_ids="gate"),
-        checkpoint_step=ti.xcom_pull(task_ids="export", key="checkpoint_step"),
+        rewards=ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS),
+        gate=ti.xcom_pull(task_ids=Step.GATE),
+        checkpoint_step=ti.xcom_pull(task_ids=Step.EXPORT, key="checkpoint_step"),
         durations=finished_step_durations(ti),
         tpu=tpu,
     )

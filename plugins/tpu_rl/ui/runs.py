@@ -26,7 +26,7 @@ from sqlalchemy import Text, and_, cast, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import console_url, pool_hosts
-from tpu_rl.names import DAG_ID
+from tpu_rl.names import DAG_ID, Step
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.notify import FAILURE_XCOM_KEY
 from tpu_rl.report.run_cost import COST_KEY, COST_TASK
@@ -39,28 +39,28 @@ from tpu_rl.ui.checks import Malformed
 
 # (task_id, key) of the XComs a row shows
 XCOMS = {
-    ("wait_for_rewards", "return_value"): "rewards",
-    ("wait_for_rewards", "attempts"): "attempts",  # pushed at each resume and on failure
-    ("gate", "return_value"): "gate",
-    ("verify", "return_value"): "export_uri",
-    ("export", "checkpoint_step"): "checkpoint_step",
+    (Step.WAIT_FOR_REWARDS, "return_value"): "rewards",
+    (Step.WAIT_FOR_REWARDS, "attempts"): "attempts",  # pushed at each resume and on failure
+    (Step.GATE, "return_value"): "gate",
+    (Step.VERIFY, "return_value"): "export_uri",
+    (Step.EXPORT, "checkpoint_step"): "checkpoint_step",
     (COST_TASK, COST_KEY): "cost",  # the run's cost as outcome counted it, once
 }
 VERDICTS = {"success": "passed", "failed": "stopped", "upstream_failed": "not reached"}
 RAN = ("success", "failed")  # task states of a step that ran (not upstream_failed or skipped)
 # Steps that delete the backend, first to last: the pool ended at the first of them that ran.
 # The reward sensor deletes it when its wait ends; cleanup_kubernetes when the wait never ran.
-POOL_ENDERS = ("wait_for_rewards", "stop_backend", "cleanup_kubernetes")
+POOL_ENDERS = (Step.WAIT_FOR_REWARDS, Step.STOP_BACKEND, Step.CLEANUP_KUBERNETES)
 # Steps whose pods hold every host of the slice besides the backend's: conversion and export.
-HOST_STEPS = ("convert", "export")
+HOST_STEPS = (Step.CONVERT, Step.EXPORT)
 # the task instances joined into each row: the cluster's life, the TPU steps, the gate's verdict
 JOINED_TASKS = (
-    "create_cluster",
-    "cleanup_cluster",
-    "start_backend",
+    Step.CREATE_CLUSTER,
+    Step.CLEANUP_CLUSTER,
+    Step.START_BACKEND,
     *POOL_ENDERS,
     *HOST_STEPS,
-    "gate",
+    Step.GATE,
 )
 
 
