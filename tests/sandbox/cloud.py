@@ -24,6 +24,7 @@ from google.cloud.container_v1.types import Cluster, ListClustersResponse, Opera
 
 from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.autopilot import is_autopilot
+from tests.sandbox.cluster_addons import node_pools
 from tests.sandbox.cluster_model import ClusterModel
 from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
 from tests.sandbox.gcs_policy import bucket_settings
@@ -296,6 +297,7 @@ class GkeControlPlane:
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
             autopilot={"enabled": self.emu.cluster.autopilot},
+            node_pools=node_pools(self.emu.cluster),
         )
 
     def delete_cluster(
