@@ -59,6 +59,12 @@ def build_plan(layout: RunLayout) -> tuple[list[Step], dict[str, str]]:
     steps: list[Step] = [
         {"id": "validate", "description": "Check every setting before any cloud call."},
         {
+            "id": "preflight",
+            "description": f"Read project {s.project} without changing it: APIs, IAM, "
+            f"{s.compute_type} in {s.zone}, the {s.capacity} capacity, the bucket, the images, "
+            "the Hugging Face licence (make preflight CONF=<json> runs the same checks).",
+        },
+        {
             "id": "ensure_bucket",
             "description": f"Create gs://{s.gcs_bucket} in {s.region} unless it exists.",
         },
