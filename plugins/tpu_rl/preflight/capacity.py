@@ -18,7 +18,10 @@ from tpu_rl.settings.run_settings import RunSettings
 
 COMPUTE = "compute.googleapis.com"
 OFFERED, RESERVATION, QUOTA = "v6e in zone", "reservation", "tpu quota"
-V6E_QUOTA = "V6E"  # the v6e metrics of a region's quotas carry it (PREEMPTIBLE_ for Spot)
+# Which of regions.get's `quotas[].metric` names count v6e chips was not checked against a live
+# project (the quota docs name quotas, not these metrics): a metric whose name holds V6E counts
+# (PREEMPTIBLE_ ones for Spot); when none does, the check says it could not tell and passes.
+V6E_QUOTA = "V6E"
 
 
 def _zones_offering(api: GoogleApi, s: RunSettings) -> list[str]:
