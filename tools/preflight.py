@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
         print(f"  -> fix: {CONNECTION_HINT}", file=sys.stderr)
         return 2
     results = run_preflight(RunLayout(settings, PREFLIGHT_RUN_ID, identity), gcp_conn_id, token)
+    # report_lines' `notes`: where the cost estimate (tpu_rl.report.estimate) joins the report
     for line in report_lines(results):
         print(line)
     return 0 if all(r.passed for r in results) else 1

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.sandbox import cluster_faults as fault
 from tests.sandbox.harness import EXISTING_CLUSTER_VARS, SETTINGS, Sandbox
 from tests.sandbox.project_facts import ProjectFacts
 from tools import preflight as preflight_tool
@@ -220,62 +221,18 @@ def test_an_invalid_hugging_face_token_fails_with_the_fix(box, preflight, monkey
     assert "fix: make a Read token at https://huggingface.co/settings/tokens" in lines["hf token"]
 
 
-def _kueue_deployment(box: Sandbox) -> dict[str, Any]:
-    return box.emu.get("deployments", "kueue-system", "kueue-controller-manager")
-
-
-def kueue_missing(box: Sandbox) -> Callable[[], None]:
-    saved = _kueue_deployment(box)
-    box.emu.delete("deployments", "kueue-system", "kueue-controller-manager")
-    return lambda: box.emu.create({k: v for k, v in saved.items() if k != "status"})
-
-
-def kueue_too_old(box: Sandbox) -> Callable[[], None]:
-    saved = _kueue_deployment(box)["spec"]
-    old = json.loads(json.dumps(saved).replace(":v0.17.1", ":v0.14.2"))
-    box.emu.patch("deployments", "kueue-system", "kueue-controller-manager", {"spec": old})
-    return lambda: box.emu.patch(
-        "deployments", "kueue-system", "kueue-controller-manager", {"spec": saved}
-    )
-
-
-def queue_covers_tpu_only(box: Sandbox) -> Callable[[], None]:
-    (queue,) = box.emu.list("clusterqueues")
-    name, groups = queue["metadata"]["name"], queue["spec"]["resourceGroups"]
-    tpu_only = [
-        {
-            **groups[0],
-            "coveredResources": ["google.com/tpu"],
-            "flavors": [
-                {
-                    "name": f["name"],
-                    "resources": [r for r in f["resources"] if r["name"] == "google.com/tpu"],
-                }
-                for f in groups[0]["flavors"]
-            ],
-        }
-    ]
-    box.emu.patch("clusterqueues", "", name, {"spec": {"resourceGroups": tpu_only}})
-    return lambda: box.emu.patch("clusterqueues", "", name, {"spec": {"resourceGroups": groups}})
-
-
-def autopilot(box: Sandbox) -> Callable[[], None]:
-    box.emu.cluster.autopilot = True
-    return lambda: setattr(box.emu.cluster, "autopilot", False)
-
-
 EXISTING_REFUSALS = [
-    ("autopilot_cluster", autopilot, "gke standard", "is a GKE Autopilot cluster"),
-    ("kueue_missing", kueue_missing, "kueue installed", "kueue is not installed"),
+    ("autopilot_cluster", fault.autopilot, "gke standard", "is a GKE Autopilot cluster"),
+    ("kueue_missing", fault.kueue_missing, "kueue installed", "kueue is not installed"),
     (
         "kueue_too_old",
-        kueue_too_old,
+        fault.kueue_at("v0.14.2"),
         "kueue installed",
-        "registry.k8s.io/kueue/kueue:v0.14.2; the run needs v0.15.0 or later",
+        "kueue:v0.14.2; the run needs v0.15.0",
     ),
     (
         "queue_not_covering",
-        queue_covers_tpu_only,
+        fault.queue_covers_tpu_only,
         "kueue queue covers the run",
         "covers google.com/tpu, not cpu, memory",
     ),
@@ -288,7 +245,7 @@ EXISTING_REFUSALS = [
 )
 def test_an_existing_cluster_refusal_fails_its_check(box, preflight, change, check, words):
     preflight(EXISTING)  # the cluster is provisioned in the emulator on its first read
-    undo = change(box)
+    undo = change(box.emu)
     try:
         status, lines = preflight(EXISTING)
     finally:

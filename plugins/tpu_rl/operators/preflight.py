@@ -45,6 +45,7 @@ Face token and the model's licence. One line per check: PASS/FAIL, what was read
 
         layout = self.run_layout(context)
         results = run_preflight(layout, deployment.check_gcp_connection(), deployment.hf_token())
+        # report_lines' `notes`: where the cost estimate (tpu_rl.report.estimate) joins the log
         for line in report_lines(results):
             self.log.info("%s", line)
         failures = [r for r in results if not r.passed]
