@@ -176,12 +176,6 @@ CREATE_REFUSALS = [
         "is in europe-west4",
     ),
     (
-        "bucket_without_uniform_access",
-        lambda box, f: existing_bucket(box, "tpu-rl-acl-bucket", SETTINGS["region"], False),
-        "bucket policy",
-        "fix: gcloud storage buckets update gs://tpu-rl-acl-bucket --uniform-bucket-level-access",
-    ),
-    (
         "image_not_pullable",
         lambda box, f: {"cloud_image_name": TUTORIAL_IMAGE.replace(":0.2.4", ":0.9.9")},
         "image pullable (cloud_image_name)",
@@ -210,6 +204,19 @@ def test_a_refusal_fails_its_check_with_the_fix(box, facts, preflight, change, c
     assert words in lines[check] and " -> fix: " in lines[check], lines[check]
     if also:
         assert "; it is in us-east5-b" in lines["reservation"], lines["reservation"]
+
+
+def test_an_unprotected_bucket_passes_with_a_warning_as_a_run_uses_it(box, facts, preflight):
+    """Issue 26: a run uses an existing bucket as it is, warning of what it lacks."""
+    status, lines = preflight(
+        {**SETTINGS, **existing_bucket(box, "tpu-rl-acl-bucket", SETTINGS["region"], False)}
+    )
+    assert status == 0, lines
+    assert "warning: uniform bucket-level access is off" in lines["bucket policy"]
+    assert (
+        "gcloud storage buckets update gs://tpu-rl-acl-bucket --uniform-bucket-level-access"
+        in (lines["bucket policy"])
+    )
 
 
 def test_an_invalid_hugging_face_token_fails_with_the_fix(box, preflight, monkeypatch):

@@ -144,6 +144,7 @@ def running_sandbox(
         bundles = BundleServer()
         stack.callback(bundles.close)
         gcs = GcsEmulator()
+        gcs.location = SETTINGS["region"]
         stack.callback(gcs.stop)
         google = GoogleApisEmulator()  # preflight's reads (tests/sandbox/project_facts.py)
         stack.callback(google.stop)

@@ -118,6 +118,9 @@ class GcsEmulator:
         from gcp_storage_emulator.storage import Storage
 
         self.gate = GcsGate()
+        # where write() makes a missing bucket: a harness sets the run's region (as an earlier
+        # run's ensure_bucket made it), else Cloud Storage's default
+        self.location = "US"
         self.storage = Storage(use_memory_fs=True)
         gate, storage = self.gate, self.storage
         creating: list[dict[str, Any]] = []  # the bucket create being handled (one at a time)
@@ -211,7 +214,7 @@ class GcsEmulator:
         client = self.client(principal)
         b = client.bucket(bucket)
         if principal is None and not b.exists():
-            client.create_bucket(bucket)
+            client.create_bucket(bucket, location=self.location)
         b.blob(name).upload_from_string(data)
 
     def read(self, uri: str, principal: str | None = None) -> bytes:

@@ -244,6 +244,7 @@ class Sandbox:
             stack.callback(google.stop)
             self.emu = stack.enter_context(running_emulator())
             self.gcs = gcs
+            gcs.location = SETTINGS["region"]
             environment = sandbox_env(self.tmp, bundles.url, gcs.host)
             from tpu_rl.cluster import blueprint
 

@@ -1,7 +1,11 @@
 """The run's bucket, if it exists: in the run's region, with uniform bucket-level access and
 public access prevention (tpu_rl.bucket says why); read through the provider's GCSHook.
 
-A missing bucket passes: ensure_bucket creates it in the region with those settings.
+A missing bucket passes: ensure_bucket creates it in the region with those settings. A bucket
+in another location fails (every checkpoint read and write crosses regions). An existing bucket
+without the protections passes with a warning and the commands that add them: a run uses such
+a bucket as it is, with ensure_bucket's warning (issue 26), and preflight does not block what a
+run accepts.
 """
 
 from __future__ import annotations
@@ -13,9 +17,6 @@ from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.run_settings import RunSettings
 
 LOCATION, POLICY = "bucket location", "bucket policy"
-# What a run cannot do without (tpu_rl.bucket.missing_protections words each); versioning only
-# protects the Terraform state, so ensure_bucket warns of it and so does this check's evidence.
-REQUIRED = ("uniform bucket-level access", "public access prevention")
 
 
 def check_bucket(s: RunSettings, gcp_conn_id: str) -> list[CheckResult]:
@@ -38,18 +39,10 @@ def check_bucket(s: RunSettings, gcp_conn_id: str) -> list[CheckResult]:
         )
     ]
     missing = missing_protections(bucket)
-    blocking = [m for m in missing if m.startswith(REQUIRED)]
-    if blocking:
-        results.append(
-            failed(
-                POLICY,
-                "; ".join(m.split(": gcloud")[0] for m in blocking),
-                "; ".join("gcloud" + m.split(": gcloud", 1)[1] for m in blocking),
-            )
-        )
+    if missing:
+        results.append(passed(POLICY, f"{name} is used as it is; warning: {'; '.join(missing)}"))
     else:
-        note = f" (warning: {missing[0]})" if missing else ""
         results.append(
-            passed(POLICY, f"{name}: uniform access, public access prevention enforced{note}")
+            passed(POLICY, f"{name}: uniform access, public access prevention, versioning")
         )
     return results
