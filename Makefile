@@ -16,7 +16,7 @@ CONF ?= include/examples/tutorial.json
 LINTED := plugins dags tests tools
 OUT ?= plan-out
 
-.PHONY: help venv venv-compat demo demo-ui test test-fast test-compat e2e lint params plan dist rewards clean
+.PHONY: help venv venv-compat demo demo-ui test test-fast test-compat e2e lint params plan preflight dist rewards clean
 
 help: ## list every target with what it does
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -83,6 +83,9 @@ params: $(STAMP) ## regenerate plugins/tpu_rl/settings/params.json (the DAG's Pa
 
 plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
 	$(PY) -m tpu_rl.plan $(CONF) $(OUT)
+
+preflight: $(STAMP) ## read-only checks of a run against the real project (APIs, IAM, v6e, capacity, bucket, cluster, images, Hugging Face): make preflight CONF=<json>
+	@$(PY) -m tools.preflight $(CONF)
 
 # setuptools leaves build/ and plugins/*.egg-info behind: the egg-info's entry point, on the
 # plugins folder's sys.path, would make Airflow load the UI plugin a second time

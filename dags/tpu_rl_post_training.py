@@ -35,6 +35,7 @@ from tpu_rl.operators.job_steps import (
     ExportCheckpointOperator,
     StartTrainingOperator,
 )
+from tpu_rl.operators.preflight import PreflightOperator
 from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.report.notify import RunFailureNotifier, notify_failures
 from tpu_rl.settings.params import dag_params
@@ -58,6 +59,7 @@ with DAG(
 ) as dag:
     # each step's task id, doc, time limit, tries and console links are its operator's
     validate = ValidateRunOperator()
+    preflight = PreflightOperator()  # read-only checks of the real project (its module says why)
     ensure_bucket = EnsureBucketOperator()
     create_cluster = CreateClusterOperator()
     hf_token_secret = CreateTokenSecretOperator()
@@ -82,7 +84,8 @@ with DAG(
         on_failure_callback=[RunFailureNotifier(only_when_untold=True)],
     ).as_teardown(on_failure_fail_dagrun=True)
 
-    validate >> ensure_bucket >> create_cluster >> hf_token_secret >> convert >> start_backend
+    validate >> preflight >> ensure_bucket >> create_cluster >> hf_token_secret >> convert
+    convert >> start_backend
     start_backend >> train >> wait_for_rewards >> passed_gate >> export >> verified
     # a failed wait fails export in the same scheduler pass (cleanup starts one pass sooner);
     # clearing export clears the setups too: it waits for the redeploy (its doc)

@@ -18,6 +18,7 @@ BLUEPRINT_FIXTURES = VENDOR / "cluster-toolkit"
 # The DAG's work, in the order the run does it (written out here, not taken from the product).
 PIPELINE = [
     "validate",
+    "preflight",
     "ensure_bucket",
     "create_cluster",
     "hf_token_secret",

@@ -160,6 +160,28 @@ def hf_token() -> str:
     return token
 
 
+def api_endpoint(host: str) -> str:
+    """The base URL this deployment reaches `host` (an API or registry host name) at:
+    `https://<host>` unless TPU_RL_API_ENDPOINTS ([tpu_rl] api_endpoints), a JSON object
+    {host: base URL}, names another (a Private Service Connect endpoint, a registry mirror)."""
+    import json
+
+    raw = _value("api_endpoints") or "{}"
+    try:
+        endpoints = json.loads(raw)
+    except ValueError as err:
+        raise DeploymentError(f"TPU_RL_API_ENDPOINTS: not a JSON object ({err}): {raw!r}") from err
+    if not isinstance(endpoints, dict):
+        raise DeploymentError(f"TPU_RL_API_ENDPOINTS: must be a JSON object, got {raw!r}")
+    return str(endpoints.get(host) or f"https://{host}").rstrip("/")
+
+
+def priority_class() -> str | None:
+    """The Kubernetes PriorityClass every pod of the runs names (TPU_RL_PRIORITY_CLASS or
+    [tpu_rl] priority_class), if the deployer set one: the cluster's policy, not a run's."""
+    return _value("priority_class")
+
+
 def check_gcp_connection() -> str:
     """The GCP connection id, after checking the connection is a Google Cloud one."""
     conn_id = gcp_conn_id()

@@ -12,6 +12,7 @@ class Step:
     and the plan, the run report, the RL page and the janitor read the others' results by them."""
 
     VALIDATE = "validate"
+    PREFLIGHT = "preflight"
     ENSURE_BUCKET = "ensure_bucket"
     CREATE_CLUSTER = "create_cluster"
     HF_TOKEN_SECRET = "hf_token_secret"

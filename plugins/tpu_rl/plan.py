@@ -61,6 +61,12 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
     steps: list[PlanStep] = [
         {"id": Step.VALIDATE, "description": "Check every setting before any cloud call."},
         {
+            "id": Step.PREFLIGHT,
+            "description": f"Read project {s.project} without changing it: APIs, IAM, "
+            f"{s.compute_type} in {s.zone}, the {s.capacity} capacity, the bucket, the images, "
+            "the Hugging Face licence (make preflight CONF=<json> runs the same checks).",
+        },
+        {
             "id": Step.ENSURE_BUCKET,
             "description": f"Create gs://{s.gcs_bucket} in {s.region} unless it exists.",
         },

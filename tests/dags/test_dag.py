@@ -96,7 +96,7 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
     assert "run_succeeded" not in dag.task_ids
     edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
-    assert edges <= 22, edges
+    assert edges <= 23, edges  # 22 before preflight joined the chain (issue 28)
     assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
     outcome = dag.get_task("outcome")
     assert outcome.is_teardown and outcome.on_failure_fail_dagrun

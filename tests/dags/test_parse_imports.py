@@ -44,6 +44,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.operators.cluster_objects",
         "tpu_rl.operators.janitor",
         "tpu_rl.operators.job_steps",
+        "tpu_rl.operators.preflight",
         "tpu_rl.operators.jobs",
         "tpu_rl.operators.rewards",
         "tpu_rl.operators.run_step",

@@ -167,7 +167,13 @@ def test_without_the_verdict_airflow_would_call_that_run_a_success(serialized_da
 def test_a_half_deployed_cluster_is_destroyed(serialized_dag):
     run_id = "manual__deploy-failed"
     start_run(
-        run_id, {"validate": "success", "ensure_bucket": "success", "create_cluster": "failed"}
+        run_id,
+        {
+            "validate": "success",
+            "preflight": "success",
+            "ensure_bucket": "success",
+            "create_cluster": "failed",
+        },
     )
     final, ran = schedule(serialized_dag, run_id, lambda task_id: "success")
     states = task_states(run_id)
@@ -179,7 +185,7 @@ def test_a_half_deployed_cluster_is_destroyed(serialized_dag):
 def test_a_run_whose_validate_failed_ends_at_once_with_nothing_to_clean(serialized_dag):
     run_id = "manual__invalid"
     start_run(run_id, {"validate": "failed"})
-    final, ran = schedule(serialized_dag, run_id, lambda task_id: "success", passes=6)
+    final, ran = schedule(serialized_dag, run_id, lambda task_id: "success", passes=7)
     states = task_states(run_id)
     assert ran == ["outcome"] and final == "failed"
     assert states["cleanup_kubernetes"] == states["cleanup_cluster"] == "upstream_failed"

@@ -26,7 +26,7 @@ def test_make_demo_is_quiet_live_and_ends_with_its_summary(tmp_path):
     assert done.stderr == ""
     task_lines = [line.split() for line in lines if re.match(r"^ *\d+\.\ds  ", line)]
     tasks = [words[1] for words in task_lines]
-    assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 15
+    assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 16
     assert all(words[2] == "success" and words[-1] == "s" for words in task_lines)
     summary = "\n".join(lines[lines.index(next(x for x in lines if "SUCCESS in" in x)) :])
     for label in ("rewards:", "gate:", "export:", "report:", "cleanup:", "full log:"):

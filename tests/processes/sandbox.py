@@ -25,7 +25,9 @@ from tests.sandbox.cloud import (
     make_bundle,
     sandbox_env,
 )
+from tests.sandbox.cluster_addons import node_pools
 from tests.sandbox.controller import Controller, Scenario
+from tests.sandbox.google_apis import GoogleApisEmulator
 from tests.sandbox.harness import HF_TOKEN, MANAGED_LABEL, SETTINGS
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 
@@ -113,8 +115,9 @@ def _provision_running_clusters(
     """What the in-process sandbox does on its first get_cluster, for the Airflow processes:
     once the fake gcluster records a cluster RUNNING, its model (nodes, service accounts, Kueue
     from the deployed blueprint) is put in the emulator, then the cluster is named in `marker`,
-    which the seam's get_cluster waits for. The runs' clusters are alike: one model serves all."""
-    named: list[str] = []
+    which the seam's get_cluster waits for (with its node pools, as the Container API describes
+    them). The runs' clusters are alike: one model serves all."""
+    named: dict[str, list] = {}
     while not stop.wait(0.02):
         try:
             clusters = json.loads(state_file.read_text()).get("clusters", {})
@@ -126,7 +129,7 @@ def _provision_running_clusters(
                 continue
             if emu.cluster is None:
                 GkeControlPlane.model(name, clusters[name]).provision(emu)
-            named.append(name)
+            named[name] = node_pools(emu.cluster)
             marker.write_text(json.dumps(named))
 
 
@@ -141,7 +144,10 @@ def running_sandbox(
         bundles = BundleServer()
         stack.callback(bundles.close)
         gcs = GcsEmulator()
+        gcs.location = SETTINGS["region"]
         stack.callback(gcs.stop)
+        google = GoogleApisEmulator()  # preflight's reads (tests/sandbox/project_facts.py)
+        stack.callback(google.stop)
         emu = stack.enter_context(running_emulator())
         from tpu_rl.cluster import blueprint
 
@@ -170,11 +176,13 @@ def running_sandbox(
             "AIRFLOW_CONN_HUGGINGFACE_DEFAULT": json.dumps(
                 {"conn_type": "generic", "password": HF_TOKEN}
             ),
+            "TPU_RL_API_ENDPOINTS": json.dumps(google.endpoints()),
         }
         env["PATH"] = f"{SANDBOX_BIN}:{Path(sys.executable).parent}:/usr/bin:/bin"
         gcs.gate.roles_of = lambda principal: (
             emu.cluster.roles_of(principal) if emu.cluster else set()
         )
+        google.facts.account_roles = lambda: emu.cluster.roles if emu.cluster else {}
         stop = threading.Event()
         provisioner = threading.Thread(
             target=_provision_running_clusters,

@@ -24,6 +24,7 @@ from google.cloud.container_v1.types import Cluster, ListClustersResponse, Opera
 
 from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.autopilot import is_autopilot
+from tests.sandbox.cluster_addons import node_pools
 from tests.sandbox.cluster_model import ClusterModel
 from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
 from tests.sandbox.gcs_policy import bucket_settings
@@ -117,6 +118,9 @@ class GcsEmulator:
         from gcp_storage_emulator.storage import Storage
 
         self.gate = GcsGate()
+        # where write() makes a missing bucket: a harness sets the run's region (as an earlier
+        # run's ensure_bucket made it), else Cloud Storage's default
+        self.location = "US"
         self.storage = Storage(use_memory_fs=True)
         gate, storage = self.gate, self.storage
         creating: list[dict[str, Any]] = []  # the bucket create being handled (one at a time)
@@ -210,7 +214,7 @@ class GcsEmulator:
         client = self.client(principal)
         b = client.bucket(bucket)
         if principal is None and not b.exists():
-            client.create_bucket(bucket)
+            client.create_bucket(bucket, location=self.location)
         b.blob(name).upload_from_string(data)
 
     def read(self, uri: str, principal: str | None = None) -> bytes:
@@ -296,6 +300,7 @@ class GkeControlPlane:
             master_auth={"cluster_ca_certificate": self.emu.ca_b64},
             status=Cluster.Status.RUNNING,
             autopilot={"enabled": self.emu.cluster.autopilot},
+            node_pools=node_pools(self.emu.cluster),
         )
 
     def delete_cluster(

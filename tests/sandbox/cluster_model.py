@@ -18,6 +18,7 @@ import yaml
 
 from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.autopilot import AUTOPILOT_VAR, warden
+from tests.sandbox.cluster_addons import VERSIONS, addon_versions, install_addons
 from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState
 from tests.sandbox.kueue import suspend_webhook
 from tests.sandbox.toolkit_expansion import expand_blueprint
@@ -119,6 +120,8 @@ class ClusterModel:
     bound_ksas: dict[str, str]  # KSA name in `namespace` -> Google SA
     running: bool = True  # False once destroyed: no node is added or repaired any more
     autopilot: bool = False  # GKE Autopilot: Warden refuses host-network pods (autopilot.py)
+    # JobSet and Kueue controller versions, None: not installed (cluster_addons.py)
+    addons: dict[str, str | None] = field(default_factory=lambda: dict(VERSIONS))
 
     @classmethod
     def from_blueprint(cls, expanded: dict[str, Any], staged: dict[str, str]) -> ClusterModel:
@@ -142,6 +145,7 @@ class ClusterModel:
         kueue = variables.pop("kueue", "tutorial")
         capacity = variables.pop("capacity", "reservation")
         autopilot = bool(variables.pop(AUTOPILOT_VAR, False))
+        addons = addon_versions(variables)
         blueprint["vars"].update(variables)
         for module in _modules(blueprint):
             if module["source"] == "modules/compute/gke-node-pool" and capacity != "reservation":
@@ -163,6 +167,7 @@ class ClusterModel:
                 model.namespace,
             )
         model.autopilot = autopilot
+        model.addons = addons
         return model
 
     @classmethod
@@ -264,6 +269,7 @@ class ClusterModel:
             _create(emu, _service_account(self.namespace, ksa, {GSA_ANNOTATION: gsa}))
         for obj in self.kueue:
             _create(emu, {**obj, "apiVersion": f"{KUEUE_GROUP}/v1beta2"})
+        install_addons(emu, self.addons)
         if emu.cluster is None:
             emu.admission_hooks.append(self.admit_pod(emu))
             if self.autopilot:

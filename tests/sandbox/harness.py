@@ -233,13 +233,18 @@ class Sandbox:
         existing_cluster_vars: dict[str, Any] | None = None,
     ) -> Iterator[Sandbox]:
         """`existing_cluster_vars` override how the existing cluster is described."""
+        from tests.sandbox.google_apis import GoogleApisEmulator
+
         bundles = BundleServer()
         gcs = GcsEmulator()
+        self.google = google = GoogleApisEmulator()  # preflight's reads (project_facts.py)
         with contextlib.ExitStack() as stack:
             stack.callback(bundles.close)
             stack.callback(gcs.stop)
+            stack.callback(google.stop)
             self.emu = stack.enter_context(running_emulator())
             self.gcs = gcs
+            gcs.location = SETTINGS["region"]
             environment = sandbox_env(self.tmp, bundles.url, gcs.host)
             from tpu_rl.cluster import blueprint
 
@@ -256,6 +261,7 @@ class Sandbox:
                     "AIRFLOW_CONN_HUGGINGFACE_DEFAULT": json.dumps(
                         {"conn_type": "generic", "password": HF_TOKEN}
                     ),
+                    "TPU_RL_API_ENDPOINTS": json.dumps(google.endpoints()),
                     **(env or {}),
                 }
             )
@@ -271,6 +277,7 @@ class Sandbox:
             gcs.gate.roles_of = lambda principal: (
                 self.emu.cluster.roles_of(principal) if self.emu.cluster else set()
             )
+            google.facts.account_roles = lambda: self.emu.cluster.roles if self.emu.cluster else {}
             self.control_plane = GkeControlPlane(self.emu, state_file)
             from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
             from airflow.providers.google.common.hooks.base_google import GoogleBaseHook

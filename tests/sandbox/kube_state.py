@@ -65,6 +65,9 @@ RESOURCES = {
         Resource("jobsets", "jobset.x-k8s.io", "v1alpha2", "JobSet"),
         Resource("serviceaccounts", "", "v1", "ServiceAccount", has_status=False),
         Resource("nodes", "", "v1", "Node", namespaced=False),
+        # what preflight reads of an existing cluster (tests/sandbox/cluster_addons.py)
+        Resource("deployments", "apps", "v1", "Deployment"),
+        Resource("priorityclasses", "scheduling.k8s.io", "v1", "PriorityClass", namespaced=False),
         *(
             Resource(plural, KUEUE_GROUP, "v1beta2", kind, namespaced, also_served=("v1beta1",))
             for plural, kind, namespaced in (

@@ -175,7 +175,7 @@ def test_the_blueprint_is_found_in_composers_data_folder_too(tmp_path, monkeypat
     shutil.copytree(REPO / "include", composer)
     monkeypatch.setattr(plan_module, "include_dirs", lambda: [tmp_path / "none", composer])
     assert plan_module.include_file(plan_module.PLAN_BLUEPRINT).parent.parent == composer
-    assert render(tmp_path / "out")["steps"][2]["id"] == "create_cluster"
+    assert render(tmp_path / "out")["steps"][3]["id"] == "create_cluster"  # after preflight
 
 
 def test_a_missing_include_folder_is_a_clear_error(tmp_path, monkeypatch, capsys):

@@ -80,7 +80,7 @@ def test_readme_reading_order():
     ]
     positions = [text.index(heading) for heading in headings]
     assert positions == sorted(positions)
-    assert text.index("validate -> ensure_bucket") < positions[0]  # the picture of the DAG
+    assert text.index("validate -> preflight -> ensure_bucket") < positions[0]  # the DAG
     for mention in ("make help", "make clean", "RL post-training", "run-report.md", "tutorial"):
         assert mention in text[: positions[2]], mention
     reference = {

@@ -12,6 +12,7 @@ from tpu_rl.jobs.manifests import (
     _queue_label,
     _tpu_limits,
     _tpu_pod_spec,
+    pod_priority,
 )
 from tpu_rl.layout import RunLayout
 
@@ -71,6 +72,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
         "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_NODE_POOL},
+        **pod_priority(),
         "containers": [proxy, resource_manager],
     }
     hosts = layout.hosts

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 DAG_DOC = """
 ### GRPO post-training on Cloud TPU (MaxText + Pathways)
-The tutorial "Gemma 4 26B multi-host RL on TPU v6e", unattended: validate the settings, ensure
-the bucket, deploy the cluster with Cluster Toolkit (or use an existing one), convert the model
+The tutorial "Gemma 4 26B multi-host RL on TPU v6e", unattended: validate the settings, check
+the real project read-only (preflight: quota or reservation, IAM, images, licence), ensure the
+bucket, deploy the cluster with Cluster Toolkit (or use an existing one), convert the model
 to MaxText (skipped when converted already), start a headless Pathways backend, run the GRPO
 client, follow its log until `Post RL Training` (the backend is deleted the moment the wait
 ends), gate on the reward, export to Hugging Face format and check the files.

@@ -22,11 +22,13 @@ from tpu_rl.operators.job_steps import (
     ExportCheckpointOperator,
     StartTrainingOperator,
 )
+from tpu_rl.operators.preflight import PreflightOperator
 from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.operators.run_step import RunStep
 
 RUN_STEPS: tuple[type[RunStep], ...] = (
     ValidateRunOperator,
+    PreflightOperator,
     EnsureBucketOperator,
     CreateClusterOperator,
     CreateTokenSecretOperator,

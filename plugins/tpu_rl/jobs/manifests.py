@@ -6,6 +6,7 @@ import base64
 import shlex
 from typing import Any
 
+from tpu_rl import deployment
 from tpu_rl.cluster import capacity
 from tpu_rl.cluster.tpu import ACCELERATOR_LABEL
 from tpu_rl.jobs.maxtext_flags import (
@@ -85,6 +86,12 @@ def storage_identity(layout: RunLayout) -> Manifest:
     return {"serviceAccountName": account} if account else dict(HOST_NETWORK)
 
 
+def pod_priority() -> Manifest:
+    """The deployment's PriorityClass for every pod of the run (none unless it names one)."""
+    name = deployment.priority_class()
+    return {"priorityClassName": name} if name else {}
+
+
 def _tpu_pod_spec(
     layout: RunLayout,
     containers: list[Manifest],
@@ -102,6 +109,7 @@ def _tpu_pod_spec(
             **capacity.node_selector(layout.settings),
         },
         "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+        **pod_priority(),
         "containers": containers,
     }
 
@@ -232,6 +240,7 @@ def train_job(layout: RunLayout) -> Manifest:
                     "restartPolicy": "Never",
                     **storage_identity(layout),
                     "nodeSelector": {"cloud.google.com/gke-nodepool": CPU_NODE_POOL},
+                    **pod_priority(),
                     "containers": [container],
                 },
             },

@@ -4,6 +4,7 @@ in its methods, so parsing the DAG file imports none of it.
 
 - run_step: the steps' shared base (declarations, run limits, the run's layout once per task)
 - checks: validate, gate, verify, outcome (Python steps)
+- preflight: preflight (read-only checks of the real project, tpu_rl.preflight)
 - cluster: ensure_bucket, create_cluster, cleanup_cluster (Cluster Toolkit)
 - cluster_objects: hf_token_secret, cleanup_kubernetes
 - backend: start_backend, stop_backend (the Pathways JobSet)

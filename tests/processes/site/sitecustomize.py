@@ -62,24 +62,27 @@ def _get_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) 
     record = state.get("clusters", {}).get(name)
     if not record or record.get("status") != "RUNNING":
         raise NotFound(f"cluster {name} not found")
-    _wait_provisioned(name)
+    pools = _wait_provisioned(name)
     return Cluster(
         name=name,
         endpoint=seam["kube_url"].removeprefix("https://"),
         master_auth={"cluster_ca_certificate": seam["ca_b64"]},
         status=Cluster.Status.RUNNING,
+        node_pools=pools,
     )
 
 
-def _wait_provisioned(name: str) -> None:
+def _wait_provisioned(name: str) -> list[dict[str, Any]]:
     """Until the sandbox has put the cluster's model (nodes, Kueue) in the emulator: the
-    in-process sandbox does that inside get_cluster, the process harness beside it."""
+    in-process sandbox does that inside get_cluster, the process harness beside it. Returns
+    the cluster's node pools as the sandbox described them."""
     marker = Path(SEAM_FILE or "").parent / "provisioned.json"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            if name in json.loads(marker.read_text()):
-                return
+            provisioned = json.loads(marker.read_text())
+            if name in provisioned:
+                return provisioned[name]
         except (FileNotFoundError, json.JSONDecodeError):
             pass
         time.sleep(0.05)

@@ -1,0 +1,40 @@
+"""The Google APIs a run calls, enabled in the run's project (Service Usage services.batchGet:
+https://cloud.google.com/service-usage/docs/reference/rest/v1/services/batchGet)."""
+
+from __future__ import annotations
+
+from tpu_rl.preflight.google_api import GoogleApi
+from tpu_rl.preflight.result import CheckResult, failed, passed
+from tpu_rl.settings.run_settings import RunSettings
+
+SERVICE_USAGE = "serviceusage.googleapis.com"
+# What gcluster's Terraform and the run call: the TPU VMs, network and reservations (Compute),
+# the cluster (GKE), the bucket, the blueprint's service accounts and their project roles.
+NEEDED_APIS = (
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "storage.googleapis.com",
+    "iam.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+)
+NAME = "apis enabled"
+
+
+def check_apis(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
+    """One result: every needed API is ENABLED, or which are not."""
+    names = [f"projects/{s.project}/services/{service}" for service in NEEDED_APIS]
+    answer = api.get(SERVICE_USAGE, f"/v1/projects/{s.project}/services:batchGet", {"names": names})
+    states = {
+        (svc.get("config") or {}).get("name") or svc["name"].rsplit("/", 1)[-1]: svc.get("state")
+        for svc in answer.get("services") or []
+    }
+    off = [service for service in NEEDED_APIS if states.get(service) != "ENABLED"]
+    if off:
+        return [
+            failed(
+                NAME,
+                f"not enabled in {s.project}: {', '.join(off)}",
+                f"gcloud services enable {' '.join(off)} --project={s.project}",
+            )
+        ]
+    return [passed(NAME, f"{', '.join(NEEDED_APIS)} enabled in {s.project}")]

@@ -1,0 +1,99 @@
+"""An existing cluster (cluster_mode=existing), read from the Container API through the
+provider's GKEHook: there, GKE Standard, and node pools the run's pods can land on.
+
+Why Standard: tpu_rl.cluster.existing.NEEDS_STANDARD. Node pools: the slice's pools
+(machine type and `placementPolicy.tpuTopology`, https://cloud.google.com/kubernetes-engine/docs
+/reference/rest/v1/projects.locations.clusters.nodePools) and `cpu-np` for the Pathways head and
+the training client; a taint the run's pods do not tolerate keeps them Pending.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook, GKEKubernetesHook
+from google.api_core.exceptions import NotFound
+
+from tpu_rl.cluster.existing import NEEDS_STANDARD
+from tpu_rl.jobs.manifests import CPU_NODE_POOL
+from tpu_rl.preflight.result import CheckResult, failed, passed
+from tpu_rl.settings.run_settings import RunSettings
+
+STANDARD, POOLS = "gke standard", "node pools"
+TPU_TAINT_KEY = "google.com/tpu"  # what the TPU pods tolerate (jobs/manifests._tpu_pod_spec)
+BLOCKING = ("NO_SCHEDULE", "NO_EXECUTE")
+
+
+def read_cluster(s: RunSettings, gcp_conn_id: str) -> Any | None:
+    """The Container API's Cluster, or None when there is none of that name."""
+    try:
+        return GKEHook(gcp_conn_id=gcp_conn_id, location=s.region).get_cluster(
+            name=s.cluster_name, project_id=s.project
+        )
+    except NotFound:
+        return None
+
+
+def kube_client(cluster: Any, gcp_conn_id: str) -> Any:
+    """A Kubernetes ApiClient on the cluster, as the janitor makes one (GKEKubernetesHook)."""
+    return GKEKubernetesHook(
+        gcp_conn_id=gcp_conn_id,
+        cluster_url=f"https://{cluster.endpoint}",
+        ssl_ca_cert=cluster.master_auth.cluster_ca_certificate,
+    ).get_conn()
+
+
+def check_standard(s: RunSettings, cluster: Any | None) -> CheckResult:
+    if cluster is None:
+        return failed(
+            STANDARD,
+            f"no GKE cluster {s.cluster_name!r} in {s.project}, {s.region}",
+            "name an existing cluster (gcloud container clusters list "
+            f"--project={s.project}) or set cluster_mode=create",
+        )
+    if cluster.autopilot.enabled:
+        return failed(STANDARD, f"{s.cluster_name} is a GKE Autopilot cluster", NEEDS_STANDARD)
+    return passed(STANDARD, f"{s.cluster_name} is a GKE Standard cluster ({cluster.status.name})")
+
+
+def _taints(pool: Any) -> list[str]:
+    return [
+        f"{t.key}={t.value}:{t.effect.name}"
+        for t in pool.config.taints
+        if t.effect.name in BLOCKING and t.key != TPU_TAINT_KEY
+    ]
+
+
+def check_pools(s: RunSettings, cluster: Any) -> tuple[CheckResult, dict[str, str]]:
+    """The slice pools and cpu-np, without taints the pods do not tolerate; with the service
+    account of each pool the run uses ({pool: email}, for the IAM check)."""
+    slices = [
+        p
+        for p in cluster.node_pools
+        if p.config.machine_type == s.compute_type and p.placement_policy.tpu_topology == s.topology
+    ]
+    head = [p for p in cluster.node_pools if p.name == CPU_NODE_POOL]
+    used = {p.name: p.config.service_account for p in [*slices, *head]}
+    problems = []
+    if len(slices) < s.cluster_nodepool_count:
+        problems.append(
+            f"{len(slices)} node pool(s) of {s.compute_type} {s.topology}, the run needs "
+            f"{s.cluster_nodepool_count}"
+        )
+    if not head:
+        problems.append(f"no `{CPU_NODE_POOL}` pool for the Pathways head and the client")
+    tainted = {p.name: _taints(p) for p in [*slices, *head] if _taints(p)}
+    problems += [
+        f"{name} has taints the run's pods do not tolerate: {', '.join(t)}"
+        for name, t in tainted.items()
+    ]
+    pools = ", ".join(sorted(used)) or "none"
+    if problems:
+        return failed(
+            POOLS,
+            "; ".join(problems),
+            "deploy the tutorial's blueprint (gke-tpu-v6e-advanced: enable_pathways_for_tpus, "
+            "the slice pool per CLUSTER_NODEPOOL_COUNT), remove the extra taints (gcloud "
+            "container node-pools update <pool> --node-taints=...), or set cluster_mode=create",
+        ), used
+    return passed(POOLS, f"{pools}: {s.cluster_nodepool_count} x {s.topology} and cpu-np"), used

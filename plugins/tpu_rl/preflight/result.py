@@ -1,0 +1,66 @@
+"""One preflight check's outcome: its name, whether it passed, what was read, and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+
+class CheckResult:
+    """A check's verdict; `fix` (the command or console step) matters only when it failed.
+
+    A plain class: preflight modules are imported where a task runs, but the DAG's operator
+    module names none of them (tests/dags/test_parse_imports.py)."""
+
+    __slots__ = ("evidence", "fix", "name", "passed", "transient")
+
+    def __init__(
+        self, name: str, passed: bool, evidence: str, fix: str = "", transient: bool = False
+    ) -> None:
+        self.name, self.passed, self.evidence, self.fix = name, passed, evidence, fix
+        self.transient = transient  # a read that may succeed when tried again (5xx, network)
+
+    def line(self) -> str:
+        """`PASS name: evidence`, or `FAIL name: evidence -> fix: ...`."""
+        head = f"{'PASS' if self.passed else 'FAIL'} {self.name}: {self.evidence}"
+        return head if self.passed else f"{head} -> fix: {self.fix}"
+
+    def to_dict(self) -> dict[str, object]:
+        fields = ("name", "passed", "evidence", "fix")
+        return {field: getattr(self, field) for field in fields}
+
+
+def passed(name: str, evidence: str) -> CheckResult:
+    return CheckResult(name, True, evidence)
+
+
+def failed(name: str, evidence: str, fix: str) -> CheckResult:
+    return CheckResult(name, False, evidence, fix)
+
+
+def is_transient(err: BaseException) -> bool:
+    """An error that trying again may clear: no HTTP answer, 429 or 5xx (Google's clients say
+    `code` or `status`, the Kubernetes client `status`, ours ApiRefusal.status)."""
+    status = getattr(err, "status", None) or getattr(err, "code", None)
+    if not isinstance(status, int):
+        return isinstance(err, (ConnectionError, TimeoutError, OSError)) or type(
+            err
+        ).__module__.startswith(("requests", "urllib3"))
+    return status == 429 or status >= 500
+
+
+def guarded(name: str, fix: str, check: Callable[[], Iterable[CheckResult]]) -> list[CheckResult]:
+    """The check's results, or one failure carrying the error a read raised (a refusal of the
+    API, a network error): one broken read never hides the other checks."""
+    try:
+        return list(check())
+    except Exception as err:  # every API refusal is a finding, not a crash
+        return [CheckResult(name, False, f"the read failed: {err}", fix, is_transient(err))]
+
+
+def report_lines(results: Iterable[CheckResult], notes: Iterable[str] = ()) -> list[str]:
+    """One line per check, then `notes` (lines other parts add: the cost estimate's), then the
+    count."""
+    results = list(results)
+    failures = [r for r in results if not r.passed]
+    tail = f"{len(results) - len(failures)} of {len(results)} checks passed"
+    return [r.line() for r in results] + list(notes) + [tail]

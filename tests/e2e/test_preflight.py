@@ -1,0 +1,285 @@
+"""`make preflight` against the sandbox (issue 28, item 1): with everything in order every check
+passes, in both cluster modes, and no request that changes anything reaches any emulator; each
+refusal a real project can give fails its one check, with the evidence and the fix; a failed
+preflight stops the DAG's run before anything is spent.
+
+One sandbox for the module (an existing cluster `gemma4-rl` beside the create-mode settings);
+a scenario changes one fact (tests/sandbox/project_facts.py, the cluster's objects, the
+connections) and puts it back. Against the product before issue 28 every scenario fails: there
+was no tools.preflight and no preflight task (zone, reservation, API, IAM, bucket, Kueue,
+image and licence problems met the run only once it had spent).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sandbox import cluster_faults as fault
+from tests.sandbox.harness import EXISTING_CLUSTER_VARS, SETTINGS, Sandbox
+from tests.sandbox.project_facts import ProjectFacts
+from tools import preflight as preflight_tool
+from tpu_rl.settings.fields import TUTORIAL_MODEL
+from tpu_rl.settings.images import TUTORIAL_IMAGE
+
+CLUSTER = SETTINGS["cluster_name"]
+EXISTING = {**SETTINGS, "cluster_mode": "existing"}
+READ_ONLY_POSTS = (":testIamPermissions", ":getIamPolicy")
+CREATE_CHECKS = {
+    "apis enabled",
+    "caller permissions",
+    "v6e in zone",
+    "reservation",
+    "bucket location",
+    "bucket policy",
+    "image pullable (cloud_image_name)",
+    "image pullable (pathways_server_image)",
+    "image pullable (pathways_proxy_server_image)",
+    "hf token",
+    f"hf model access ({TUTORIAL_MODEL})",
+}
+EXISTING_CHECKS = CREATE_CHECKS | {
+    "gke standard",
+    "node pools",
+    "node pool roles",
+    "jobset installed",
+    "kueue installed",
+    "kueue queue covers the run",
+    "priority class",
+}
+
+
+@pytest.fixture(scope="module")
+def box(airflow_db: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    sandbox = Sandbox(tmp_path_factory.mktemp("preflight"))
+    with sandbox.up(CLUSTER, existing_cluster_vars=EXISTING_CLUSTER_VARS) as up:
+        yield up
+
+
+@pytest.fixture
+def facts(box: Sandbox) -> Iterator[ProjectFacts]:
+    """The project as the scenario has it: fresh for each test."""
+    fresh = ProjectFacts()
+    fresh.account_roles = box.google.facts.account_roles
+    box.google.facts = fresh
+    yield fresh
+
+
+Preflight = Callable[[dict[str, Any]], tuple[int, dict[str, str]]]
+
+
+@pytest.fixture
+def preflight(box: Sandbox, facts: ProjectFacts, tmp_path: Path, capsys: Any) -> Preflight:
+    """Run `make preflight`'s tool on settings: (exit status, {check name: its line})."""
+
+    def run(conf: dict[str, Any]) -> tuple[int, dict[str, str]]:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps(conf))
+        status = preflight_tool.main([str(settings)])
+        out = capsys.readouterr().out
+        lines = [line for line in out.splitlines() if line.startswith(("PASS ", "FAIL "))]
+        return status, {line[5:].split(": ", 1)[0]: line for line in lines}
+
+    return run
+
+
+def failures(lines: dict[str, str]) -> dict[str, str]:
+    return {name: line for name, line in lines.items() if line.startswith("FAIL ")}
+
+
+@pytest.mark.parametrize(
+    ("conf", "checks"),
+    [(SETTINGS, CREATE_CHECKS), (EXISTING, EXISTING_CHECKS)],
+    ids=["create", "existing"],
+)
+def test_every_check_passes_and_nothing_is_changed(box, preflight, conf, checks):
+    """Every check applies and passes; every request to every emulator reads."""
+    google, kube, gcs = (
+        len(box.google.requests),
+        len(box.emu.requests),
+        len(box.gcs.traffic.requests),
+    )
+    status, lines = preflight(conf)
+    assert failures(lines) == {} and status == 0, lines
+    assert set(lines) == checks
+    sent = [(m, f"{h}{p}") for m, h, p in box.google.requests[google:]]
+    sent += [(r.method, r.path) for r in box.emu.requests[kube:]]
+    sent += [tuple(r.split(" ", 1)) for r in box.gcs.traffic.requests[gcs:]]
+    assert sent, "preflight read nothing"
+    changing = [
+        (method, path)
+        for method, path in sent
+        if method not in ("GET", "HEAD")
+        and not (method == "POST" and path.split("?")[0].endswith(READ_ONLY_POSTS))
+    ]
+    assert changing == []
+    assert box.control_plane.deleted == []
+
+
+def existing_bucket(box: Sandbox, name: str, location: str, protected: bool) -> dict[str, Any]:
+    """A bucket made before the run; `protected`: uniform access and public access prevention."""
+    bucket = box.gcs.client().bucket(name)
+    bucket.iam_configuration.uniform_bucket_level_access_enabled = protected
+    bucket.iam_configuration.public_access_prevention = "enforced" if protected else "inherited"
+    box.gcs.client().create_bucket(bucket, location=location)
+    return {"gcs_bucket": name}
+
+
+# (scenario, fact change returning conf overrides, the check that fails, words of its line)
+CREATE_REFUSALS = [
+    (
+        "zone_without_v6e",
+        lambda box, f: {"zone": "us-east5-c"},
+        "v6e in zone",
+        "fix: set zone to one of us-east5-a, us-east5-b",
+    ),
+    (
+        "missing_reservation",
+        lambda box, f: {"reservation": "no-such-reservation"},
+        "reservation",
+        "no reservation 'no-such-reservation' in us-east5-b",
+    ),
+    (
+        "too_few_free_chips",
+        lambda box, f: f.reservations[SETTINGS["reservation"]].update(inUseCount=4) or {},
+        "reservation",
+        "has 4 free of 8 ct6e-standard-4t VMs; the run needs 8",
+    ),
+    (
+        "wrong_machine_type",
+        lambda box, f: (
+            f.reservations[SETTINGS["reservation"]].update(machineType="ct5lp-hightpu-4t") or {}
+        ),
+        "reservation",
+        "reserves ct5lp-hightpu-4t, the run needs ct6e-standard-4t",
+    ),
+    (
+        "api_disabled",
+        lambda box, f: f.enabled_apis.discard("container.googleapis.com") or {},
+        "apis enabled",
+        "fix: gcloud services enable container.googleapis.com",
+    ),
+    (
+        "missing_permission",
+        lambda box, f: f.denied_permissions.add("iam.serviceAccounts.actAs") or {},
+        "caller permissions",
+        "lack iam.serviceAccounts.actAs",
+    ),
+    (
+        "bucket_in_another_region",
+        lambda box, f: existing_bucket(box, "tpu-rl-europe-bucket", "europe-west4", True),
+        "bucket location",
+        "is in europe-west4",
+    ),
+    (
+        "image_not_pullable",
+        lambda box, f: {"cloud_image_name": TUTORIAL_IMAGE.replace(":0.2.4", ":0.9.9")},
+        "image pullable (cloud_image_name)",
+        "no manifest",
+    ),
+    (
+        "licence_not_accepted",
+        lambda box, f: f.licences.clear() or {},
+        f"hf model access ({TUTORIAL_MODEL})",
+        "fix: accept the model's licence",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "check", "words"),
+    [pytest.param(c, k, w, id=name) for name, c, k, w in CREATE_REFUSALS],
+)
+def test_a_refusal_fails_its_check_with_the_fix(box, facts, preflight, change, check, words):
+    overrides = change(box, facts)
+    status, lines = preflight({**SETTINGS, **overrides})
+    assert status == 1
+    # a zone without v6e has no reservation either: that line says where it is
+    also = {"reservation"} if "zone" in overrides else set()
+    assert set(failures(lines)) == {check} | also, lines
+    assert words in lines[check] and " -> fix: " in lines[check], lines[check]
+    if also:
+        assert "; it is in us-east5-b" in lines["reservation"], lines["reservation"]
+
+
+def test_an_unprotected_bucket_passes_with_a_warning_as_a_run_uses_it(box, facts, preflight):
+    """Issue 26: a run uses an existing bucket as it is, warning of what it lacks."""
+    status, lines = preflight(
+        {**SETTINGS, **existing_bucket(box, "tpu-rl-acl-bucket", SETTINGS["region"], False)}
+    )
+    assert status == 0, lines
+    assert "warning: uniform bucket-level access is off" in lines["bucket policy"]
+    assert (
+        "gcloud storage buckets update gs://tpu-rl-acl-bucket --uniform-bucket-level-access"
+        in (lines["bucket policy"])
+    )
+
+
+def test_an_invalid_hugging_face_token_fails_with_the_fix(box, preflight, monkeypatch):
+    conn = json.dumps({"conn_type": "generic", "password": "hf_NotAValidToken0000000000000000"})
+    monkeypatch.setenv("AIRFLOW_CONN_HUGGINGFACE_DEFAULT", conn)
+    status, lines = preflight(SETTINGS)
+    assert status == 1 and set(failures(lines)) == {"hf token"}, lines
+    assert "refused the token (HTTP 401: Invalid credentials" in lines["hf token"]
+    assert "fix: make a Read token at https://huggingface.co/settings/tokens" in lines["hf token"]
+
+
+EXISTING_REFUSALS = [
+    ("autopilot_cluster", fault.autopilot, "gke standard", "is a GKE Autopilot cluster"),
+    ("kueue_missing", fault.kueue_missing, "kueue installed", "kueue is not installed"),
+    (
+        "kueue_too_old",
+        fault.kueue_at("v0.14.2"),
+        "kueue installed",
+        "kueue:v0.14.2; the run needs v0.15.0",
+    ),
+    (
+        "queue_not_covering",
+        fault.queue_covers_tpu_only,
+        "kueue queue covers the run",
+        "covers google.com/tpu, not cpu, memory",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "check", "words"),
+    [pytest.param(c, k, w, id=name) for name, c, k, w in EXISTING_REFUSALS],
+)
+def test_an_existing_cluster_refusal_fails_its_check(box, preflight, change, check, words):
+    preflight(EXISTING)  # the cluster is provisioned in the emulator on its first read
+    undo = change(box.emu)
+    try:
+        status, lines = preflight(EXISTING)
+    finally:
+        undo()
+    assert status == 1 and set(failures(lines)) == {check}, lines
+    assert words in lines[check] and " -> fix: " in lines[check], lines[check]
+
+
+def test_a_missing_priority_class_fails_with_the_fix(box, preflight, monkeypatch):
+    monkeypatch.setenv("TPU_RL_PRIORITY_CLASS", "urgent")
+    status, lines = preflight(EXISTING)
+    assert status == 1 and set(failures(lines)) == {"priority class"}, lines
+    assert "no PriorityClass 'urgent'" in lines["priority class"]
+    assert "fix: kubectl create priorityclass urgent" in lines["priority class"]
+    monkeypatch.setenv("TPU_RL_PRIORITY_CLASS", "high")  # one the blueprint makes
+    assert preflight(EXISTING)[0] == 0
+
+
+def test_a_failed_preflight_stops_the_run_before_anything_is_spent(box, facts, capfd):
+    """The DAG's preflight task fails the run right after validate: no bucket, no cluster."""
+    conf = {**SETTINGS, "zone": "us-east5-c", "gcs_bucket": "tpu-rl-never-made"}
+    result = box.run(conf)
+    log = capfd.readouterr()
+    assert result.state == "failed"
+    assert result.task_states["validate"] == "success"
+    assert result.task_states["preflight"] == "failed"
+    assert result.task_states["ensure_bucket"] == "upstream_failed"
+    assert result.task_states["create_cluster"] == "upstream_failed"
+    assert result.calls == [] and result.gcs.bucket_metadata("tpu-rl-never-made") is None
+    assert "FAIL v6e in zone: ct6e-standard-4t is not offered in us-east5-c" in log.out + log.err

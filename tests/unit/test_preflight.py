@@ -1,0 +1,103 @@
+"""Preflight's pieces without a cloud: the result lines, which errors a retry may clear, the
+read-only guard on POSTs, image manifest URLs, the deployment's endpoints and PriorityClass."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from kubernetes.client.rest import ApiException
+
+from tpu_rl import deployment
+from tpu_rl.backend.jobset import backend_jobset
+from tpu_rl.jobs.manifests import conversion_job, train_job
+from tpu_rl.layout import RunLayout
+from tpu_rl.preflight.google_api import ApiRefusal, GoogleApi
+from tpu_rl.preflight.images import manifest_url
+from tpu_rl.preflight.result import CheckResult, guarded, is_transient, report_lines
+from tpu_rl.settings.run_settings import load_settings
+
+
+def test_a_line_says_pass_or_fail_the_evidence_and_on_fail_the_fix():
+    assert CheckResult("a", True, "read x").line() == "PASS a: read x"
+    failed = CheckResult("b", False, "read y", "do z")
+    assert failed.line() == "FAIL b: read y -> fix: do z"
+    lines = report_lines([failed], notes=["estimate: 1 chip-hour"])
+    assert lines == ["FAIL b: read y -> fix: do z", "estimate: 1 chip-hour", "0 of 1 checks passed"]
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (ApiRefusal(503, "backend error"), True),
+        (ApiRefusal(429, "rate"), True),
+        (ApiRefusal(404, "not found"), False),
+        (ApiRefusal(403, "denied", "SERVICE_DISABLED"), False),
+        (ApiException(status=500), True),
+        (ApiException(status=404), False),
+        (requests.ConnectionError("refused"), True),
+        (ValueError("a bug"), False),
+    ],
+)
+def test_only_errors_without_an_answer_or_5xx_429_may_clear_on_a_retry(error, transient):
+    assert is_transient(error) is transient
+    (result,) = guarded("x", "fix it", lambda: (_ for _ in ()).throw(error))
+    assert (
+        not result.passed and result.transient is transient and "the read failed" in result.evidence
+    )
+
+
+class RecordingSession:
+    def __init__(self) -> None:
+        self.posts: list[str] = []
+
+    def post(self, url: str, **_: object) -> object:
+        self.posts.append(url)
+        raise AssertionError("not reached")
+
+
+def test_no_post_but_a_read_only_rpc_leaves_the_google_api_client():
+    api = GoogleApi.__new__(GoogleApi)
+    api.session = RecordingSession()
+    with pytest.raises(ValueError, match="not a read-only RPC"):
+        api.read_rpc("compute.googleapis.com", "/compute/v1/projects/p/zones/z/instances", {})
+    assert api.session.posts == []
+
+
+def test_manifest_urls_follow_the_registry_api():
+    assert manifest_url("us-docker.pkg.dev/a/b/c:0.2.4") == (
+        "us-docker.pkg.dev",
+        "https://us-docker.pkg.dev/v2/a/b/c/manifests/0.2.4",
+    )
+    digest = "sha256:" + "a" * 64
+    assert manifest_url(f"gcr.io/p/i@{digest}")[1] == f"https://gcr.io/v2/p/i/manifests/{digest}"
+    assert manifest_url("ubuntu:22.04") == (
+        "registry-1.docker.io",
+        "https://registry-1.docker.io/v2/library/ubuntu/manifests/22.04",
+    )
+
+
+def test_api_endpoints_default_to_https_and_take_the_deployments_overrides(monkeypatch):
+    monkeypatch.delenv("TPU_RL_API_ENDPOINTS", raising=False)
+    assert deployment.api_endpoint("compute.googleapis.com") == "https://compute.googleapis.com"
+    monkeypatch.setenv("TPU_RL_API_ENDPOINTS", '{"compute.googleapis.com": "http://h:1/x/"}')
+    assert deployment.api_endpoint("compute.googleapis.com") == "http://h:1/x"
+    assert deployment.api_endpoint("huggingface.co") == "https://huggingface.co"
+    monkeypatch.setenv("TPU_RL_API_ENDPOINTS", "[1]")
+    with pytest.raises(deployment.DeploymentError, match="must be a JSON object"):
+        deployment.api_endpoint("huggingface.co")
+
+
+def test_every_pod_of_the_run_names_the_deployments_priority_class(monkeypatch, tutorial_conf):
+    layout = RunLayout(load_settings(tutorial_conf), "manual__p", "dep")
+    monkeypatch.delenv("TPU_RL_PRIORITY_CLASS", raising=False)
+    assert "priorityClassName" not in train_job(layout)["spec"]["template"]["spec"]
+    monkeypatch.setenv("TPU_RL_PRIORITY_CLASS", "high")
+    pods = [
+        train_job(layout)["spec"]["template"]["spec"],
+        conversion_job(layout)["spec"]["template"]["spec"],
+        *(
+            rj["template"]["spec"]["template"]["spec"]
+            for rj in backend_jobset(layout)["spec"]["replicatedJobs"]
+        ),
+    ]
+    assert [pod.get("priorityClassName") for pod in pods] == ["high"] * 4

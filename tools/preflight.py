@@ -1,0 +1,52 @@
+"""`make preflight CONF=<json>`: the run's read-only checks against the real project, from a
+terminal, with the deployment's connections (tpu_rl.deployment): one line per check, PASS or
+FAIL, what was read, and on FAIL the fix. Exit status 1 when a check failed, 2 when the settings
+or the connections are unusable. The same checks as the DAG's `preflight` task.
+
+Usage: python -m tools.preflight SETTINGS.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# What the checks name the run's objects after (the stored identity lives in a deployment's
+# metadata DB, which a terminal tool does not read: tpu_rl.deployment.deployment_id).
+PREFLIGHT_RUN_ID = "manual__preflight"
+CONNECTION_HINT = (
+    "the deployment's connections: AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT='google-cloud-platform://' "
+    "uses your gcloud application-default credentials; AIRFLOW_CONN_HUGGINGFACE_DEFAULT="
+    '\'{"conn_type": "generic", "password": "hf_..."}\' holds the Hugging Face token '
+    "(names: TPU_RL_GCP_CONN_ID, TPU_RL_HF_CONN_ID)"
+)
+
+
+def main(argv: list[str]) -> int:
+    from tpu_rl import deployment
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.preflight.result import report_lines
+    from tpu_rl.preflight.run import run_preflight
+    from tpu_rl.settings.run_settings import SettingsError, load_settings_file
+
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings_file(Path(argv[0]))
+        gcp_conn_id = deployment.check_gcp_connection()
+        token = deployment.hf_token()
+        identity = deployment.configured_deployment_id() or "preflight"
+    except (SettingsError, deployment.DeploymentError) as err:
+        print(f"FAIL settings and connections: {err}", file=sys.stderr)
+        print(f"  -> fix: {CONNECTION_HINT}", file=sys.stderr)
+        return 2
+    results = run_preflight(RunLayout(settings, PREFLIGHT_RUN_ID, identity), gcp_conn_id, token)
+    # report_lines' `notes`: where the cost estimate (tpu_rl.report.estimate) joins the report
+    for line in report_lines(results):
+        print(line)
+    return 0 if all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
