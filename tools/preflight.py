@@ -27,6 +27,7 @@ def main(argv: list[str]) -> int:
     from tpu_rl.layout import RunLayout
     from tpu_rl.preflight.result import report_lines
     from tpu_rl.preflight.run import run_preflight
+    from tpu_rl.report.estimate import estimate_run, format_estimate
     from tpu_rl.settings.run_settings import SettingsError, load_settings_file
 
     if len(argv) != 1:
@@ -42,8 +43,7 @@ def main(argv: list[str]) -> int:
         print(f"  -> fix: {CONNECTION_HINT}", file=sys.stderr)
         return 2
     results = run_preflight(RunLayout(settings, PREFLIGHT_RUN_ID, identity), gcp_conn_id, token)
-    # report_lines' `notes`: where the cost estimate (tpu_rl.report.estimate) joins the report
-    for line in report_lines(results):
+    for line in report_lines(results, format_estimate(estimate_run(settings))):
         print(line)
     return 0 if all(r.passed for r in results) else 1
 

@@ -283,3 +283,15 @@ def test_a_failed_preflight_stops_the_run_before_anything_is_spent(box, facts, c
     assert result.task_states["create_cluster"] == "upstream_failed"
     assert result.calls == [] and result.gcs.bucket_metadata("tpu-rl-never-made") is None
     assert "FAIL v6e in zone: ct6e-standard-4t is not offered in us-east5-c" in log.out + log.err
+
+
+def test_the_report_ends_with_the_runs_cost_estimate(box, facts, tmp_path, capsys):
+    """After the checks, make preflight says what the run will cost (tpu_rl.report.estimate)."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(SETTINGS))
+    assert preflight_tool.main([str(settings)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), $208.80" in out
+    )
+    assert out.index("PASS ") < out.index("chip-hours")

@@ -43,11 +43,12 @@ Face token and the model's licence. One line per check: PASS/FAIL, what was read
         from tpu_rl import deployment
         from tpu_rl.preflight.result import report_lines
         from tpu_rl.preflight.run import run_preflight
+        from tpu_rl.report.estimate import estimate_run, format_estimate
 
         layout = self.run_layout(context)
         results = run_preflight(layout, deployment.check_gcp_connection(), deployment.hf_token())
-        # report_lines' `notes`: where the cost estimate (tpu_rl.report.estimate) joins the log
-        for line in report_lines(results):
+        estimate = format_estimate(estimate_run(layout.settings))
+        for line in report_lines(results, estimate):
             self.log.info("%s", line)
         failures = [r for r in results if not r.passed]
         if failures:
