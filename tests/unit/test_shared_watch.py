@@ -96,7 +96,8 @@ async def test_runs_in_a_namespace_share_a_watch_each_hearing_its_own(emu, creds
     pod(emu, "a-0", "job-a")
     pod(emu, "b-0", "job-b")
     a, b = pods_of("job-a"), pods_of("job-b")
-    async with subscribed(connect_to(emu), "cluster", [a, b], LOG):
+    async with subscribed(connect_to(emu), "cluster", [a, b], LOG) as subscriber:
+        subscriber.start()
         await live(a, b)
         emu.set_pod_phase(NS, "a-0", "Failed", exit_code=1)
         assert await told(a) and a.fresh.take()
@@ -114,9 +115,11 @@ async def test_other_namespaces_and_credentials_watch_apart(emu, creds, watches_
     here, there = pods_of("job-x"), pods_of("job-x", OTHER_NS)
     other_credentials = pods_of("job-x")
     async with (
-        subscribed(connect_to(emu), "cluster", [here, there], LOG),
-        subscribed(connect_to(emu), "cluster as someone else", [other_credentials], LOG),
+        subscribed(connect_to(emu), "cluster", [here, there], LOG) as one,
+        subscribed(connect_to(emu), "cluster as someone else", [other_credentials], LOG) as two,
     ):
+        one.start()
+        two.start()
         await live(here, there, other_credentials)
         emu.set_pod_phase(OTHER_NS, "x-0", "Running")
         assert await told(there)
@@ -136,7 +139,8 @@ async def test_a_cancelled_wait_leaves_the_watch_to_others(emu, creds, watches_o
     entered = asyncio.Event()
 
     async def wait(subs: list[Subscription]) -> None:
-        async with subscribed(connect_to(emu), "cluster", subs, LOG):
+        async with subscribed(connect_to(emu), "cluster", subs, LOG) as subscriber:
+            subscriber.start()
             entered.set()
             await asyncio.sleep(3600)
 

@@ -94,11 +94,55 @@ _WATCHES: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
-def _shared(connection: Hashable, path: str) -> tuple[dict[Any, SharedWatch], SharedWatch]:
-    watches = _WATCHES.setdefault(asyncio.get_running_loop(), {})
-    if (watch := watches.get((connection, path))) is None:
-        watch = watches[(connection, path)] = SharedWatch(path)
-    return watches, watch
+class Subscriber:
+    """One wait's subscriptions: joined to the watches the process has at once, to the
+    others (started for it) when `start()` is called."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        connection: Hashable,
+        subscriptions: Sequence[Subscription],
+        log: logging.Logger,
+    ) -> None:
+        self.connect = connect
+        self.connection = connection
+        self.log = log
+        self.waiting = list(subscriptions)
+        self.joined: list[tuple[SharedWatch, Subscription]] = []
+        self._watches = _WATCHES.setdefault(asyncio.get_running_loop(), {})
+        self._join(start=False)
+
+    def start(self) -> None:
+        """Start the watches no other wait has started, and join them."""
+        self._join(start=True)
+
+    def _join(self, *, start: bool) -> None:
+        for sub in list(self.waiting):
+            key = (self.connection, sub.path)
+            if (watch := self._watches.get(key)) is None:
+                if not start:
+                    continue
+                watch = self._watches[key] = SharedWatch(sub.path)
+                watched = (sub.path, [])
+                watch.task = asyncio.create_task(
+                    watch_collection(self.connect, watched, watch, self.log)
+                )
+            watch.add(sub)
+            self.waiting.remove(sub)
+            self.joined.append((watch, sub))
+
+    async def leave(self) -> None:
+        """Leave every watch joined; stop those no wait is left on."""
+        ended = []
+        for watch, sub in self.joined:
+            watch.remove(sub)
+            key = (self.connection, watch.path)
+            if watch.empty and self._watches.get(key) is watch:
+                del self._watches[key]
+                ended += [watch.task] if watch.task else []
+        self.joined = []
+        await stop_tasks(ended)
 
 
 @contextlib.asynccontextmanager
@@ -107,26 +151,14 @@ async def subscribed(
     connection: Hashable,
     subscriptions: Sequence[Subscription],
     log: logging.Logger,
-) -> AsyncIterator[None]:
+) -> AsyncIterator[Subscriber]:
     """Hear of the subscriptions' objects for the duration of the block, over the process's
     watch of each collection on that `connection` (the cluster and the credentials: waits
-    that authenticate differently never share one), started by its first subscriber with
-    `connect` and stopped when its last leaves."""
-    joined: list[tuple[dict[Any, SharedWatch], SharedWatch, Subscription]] = []
+    that authenticate differently never share one): the watches already there at once,
+    the others once `start()` is called (started with `connect`). A watch stops when its
+    last subscriber leaves."""
+    subscriber = Subscriber(connect, connection, subscriptions, log)
     try:
-        for sub in subscriptions:
-            watches, watch = _shared(connection, sub.path)
-            watch.add(sub)
-            joined.append((watches, watch, sub))
-            if watch.task is None:
-                watched = (sub.path, [])
-                watch.task = asyncio.create_task(watch_collection(connect, watched, watch, log))
-        yield
+        yield subscriber
     finally:
-        ended = []
-        for watches, watch, sub in joined:
-            watch.remove(sub)
-            if watch.empty and watches.get((connection, watch.path)) is watch:
-                del watches[(connection, watch.path)]
-                ended += [watch.task] if watch.task else []
-        await stop_tasks(ended)
+        await subscriber.leave()

@@ -18,7 +18,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from tpu_rl import deployment
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import KubeApiError
-from tpu_rl.kube.shared_watch import NAME, Subscription, subscribed
+from tpu_rl.kube.shared_watch import NAME, Subscriber, Subscription, subscribed
 from tpu_rl.kube.watch import news_or_timeout
 from tpu_rl.rewards.follower import FollowState, Result
 from tpu_rl.rewards.poll import LogFollower
@@ -74,12 +74,6 @@ class RewardTrigger(BaseTrigger):
             subs.append(Subscription(pods, label, backend, f.news, watched.backend))
         return subs
 
-    def _connection(self) -> tuple[Any, ...]:
-        """Who the watches connect as: waits of another cluster or credentials never share."""
-        f, chain = self.follower, self.follower.impersonation_chain
-        chain = chain if isinstance(chain, str) or chain is None else tuple(chain)
-        return (f.cluster_url, f.ssl_ca_cert, f.gcp_conn_id, chain, f.use_dns_endpoint)
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
         follower = self.follower
         # The triggerer never read the token: registered here, it is masked in the lines and
@@ -104,13 +98,16 @@ class RewardTrigger(BaseTrigger):
 
     async def _wait(self) -> Result:
         """Poll on news or every poll_interval until there is an event; back off on
-        transient API errors. Subscribed to the process's watches before the first poll:
-        what that poll reads, they vouch for from then on."""
+        transient API errors. Joined before the first poll to the watches the process has
+        (what that poll reads, they vouch for from then on); those it lacks are started
+        after the first quiet poll (a wait whose first poll ends it starts none)."""
         f = self.follower
-        async with subscribed(f.hook.get_conn, self._connection(), self._subscriptions(), self.log):
-            return await self._poll_until_event()
+        async with subscribed(
+            f.hook.get_conn, f.connection, self._subscriptions(), self.log
+        ) as subscriber:
+            return await self._poll_until_event(subscriber)
 
-    async def _poll_until_event(self) -> Result:
+    async def _poll_until_event(self, subscriber: Subscriber) -> Result:
         failures, last_error = 0, None
         while True:
             polled = time.monotonic()
@@ -131,6 +128,7 @@ class RewardTrigger(BaseTrigger):
                     payload["message"] += f"; the Kubernetes API was failing: {last_error}"
                 return payload
             failures = 0
+            subscriber.start()
             await self._news_or_timer(polled)
 
     async def _news_or_timer(self, polled: float) -> None:
