@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections import Counter
 from typing import Any
@@ -35,7 +34,6 @@ from tpu_rl.kube.watch import Freshness
 from tpu_rl.rewards.trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
-LOG = logging.getLogger("test.shared_watch")
 OTHER_NS = "team-b"
 
 
@@ -96,7 +94,7 @@ async def test_runs_in_a_namespace_share_a_watch_each_hearing_its_own(emu, creds
     pod(emu, "a-0", "job-a")
     pod(emu, "b-0", "job-b")
     a, b = pods_of("job-a"), pods_of("job-b")
-    async with subscribed(connect_to(emu), "cluster", [a, b], LOG) as subscriber:
+    async with subscribed(connect_to(emu), "cluster", [a, b]) as subscriber:
         subscriber.start()
         await live(a, b)
         emu.set_pod_phase(NS, "a-0", "Failed", exit_code=1)
@@ -115,8 +113,8 @@ async def test_other_namespaces_and_credentials_watch_apart(emu, creds, watches_
     here, there = pods_of("job-x"), pods_of("job-x", OTHER_NS)
     other_credentials = pods_of("job-x")
     async with (
-        subscribed(connect_to(emu), "cluster", [here, there], LOG) as one,
-        subscribed(connect_to(emu), "cluster as someone else", [other_credentials], LOG) as two,
+        subscribed(connect_to(emu), "cluster", [here, there]) as one,
+        subscribed(connect_to(emu), "cluster as someone else", [other_credentials]) as two,
     ):
         one.start()
         two.start()
@@ -139,7 +137,7 @@ async def test_a_cancelled_wait_leaves_the_watch_to_others(emu, creds, watches_o
     entered = asyncio.Event()
 
     async def wait(subs: list[Subscription]) -> None:
-        async with subscribed(connect_to(emu), "cluster", subs, LOG) as subscriber:
+        async with subscribed(connect_to(emu), "cluster", subs) as subscriber:
             subscriber.start()
             entered.set()
             await asyncio.sleep(3600)

@@ -20,6 +20,8 @@ from typing import Any
 
 from tpu_rl.kube.watch import Freshness, StatusChanges, stop_tasks, watch_collection
 
+# Not a trigger's log: a watch outlives the wait that started it.
+LOG = logging.getLogger(__name__)
 NAME = "metadata.name"  # a subscription by object name (as fieldSelector metadata.name=...)
 
 
@@ -103,11 +105,9 @@ class Subscriber:
         connect: Callable[[], Any],
         connection: Hashable,
         subscriptions: Sequence[Subscription],
-        log: logging.Logger,
     ) -> None:
         self.connect = connect
         self.connection = connection
-        self.log = log
         self.waiting = list(subscriptions)
         self.joined: list[tuple[SharedWatch, Subscription]] = []
         self._watches = _WATCHES.setdefault(asyncio.get_running_loop(), {})
@@ -126,7 +126,7 @@ class Subscriber:
                 watch = self._watches[key] = SharedWatch(sub.path)
                 watched = (sub.path, [])
                 watch.task = asyncio.create_task(
-                    watch_collection(self.connect, watched, watch, self.log)
+                    watch_collection(self.connect, watched, watch, LOG)
                 )
             watch.add(sub)
             self.waiting.remove(sub)
@@ -150,14 +150,13 @@ async def subscribed(
     connect: Callable[[], Any],
     connection: Hashable,
     subscriptions: Sequence[Subscription],
-    log: logging.Logger,
 ) -> AsyncIterator[Subscriber]:
     """Hear of the subscriptions' objects for the duration of the block, over the process's
     watch of each collection on that `connection` (the cluster and the credentials: waits
     that authenticate differently never share one): the watches already there at once,
     the others once `start()` is called (started with `connect`). A watch stops when its
     last subscriber leaves."""
-    subscriber = Subscriber(connect, connection, subscriptions, log)
+    subscriber = Subscriber(connect, connection, subscriptions)
     try:
         yield subscriber
     finally:

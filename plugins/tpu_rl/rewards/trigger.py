@@ -102,9 +102,7 @@ class RewardTrigger(BaseTrigger):
         (what that poll reads, they vouch for from then on); those it lacks are started
         after the first quiet poll (a wait whose first poll ends it starts none)."""
         f = self.follower
-        async with subscribed(
-            f.hook.get_conn, f.connection, self._subscriptions(), self.log
-        ) as subscriber:
+        async with subscribed(f.hook.get_conn, f.connection, self._subscriptions()) as subscriber:
             return await self._poll_until_event(subscriber)
 
     async def _poll_until_event(self, subscriber: Subscriber) -> Result:
