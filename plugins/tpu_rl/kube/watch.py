@@ -2,6 +2,8 @@
 
 A trigger polls on a timer as a backstop, but acts on a watch event at once: a failed Job
 or a pod that starts running is seen in well under a second, whatever the poll interval.
+What a watch tells goes to a `WatchSink`: one trigger's (`watching`), or every reward wait
+of the process (tpu_rl.kube.shared_watch).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 
@@ -33,23 +35,81 @@ class Freshness:
         stale, self.changed = self.changed or not self.live, False
         return stale
 
+    def opened(self, resumed: bool) -> None:
+        """The watch is open: resumed without a gap, or started afresh (a change may be
+        missed between the last GET and now: read again)."""
+        self.changed = self.changed or not resumed or not self.live
+        self.live = True
 
-def _status_of(obj: dict[str, Any]) -> str:
-    """What a change must touch to be news: status and suspension, not labels or annotations."""
-    return json.dumps([obj.get("status"), (obj.get("spec") or {}).get("suspend")], sort_keys=True)
+    def down(self) -> None:
+        self.live, self.changed = False, True
 
 
-async def _watch_one(
-    connect: Callable[[], Any],
-    watched: Watched,
-    news: asyncio.Event,
-    log: logging.Logger,
-    fresh: Freshness,
+class WatchSink(Protocol):
+    """Where one watched collection's news goes."""
+
+    def opened(self, resumed: bool) -> None: ...
+
+    def down(self) -> None: ...
+
+    def saw(self, kind: str, obj: dict[str, Any]) -> None:
+        """An ADDED, MODIFIED or DELETED event's object."""
+
+
+def _status_of(obj: dict[str, Any]) -> int:
+    """What a change must touch to be news: status and suspension, not labels or annotations
+    (a hash: a shared watch keeps one per object it routes)."""
+    status = [obj.get("status"), (obj.get("spec") or {}).get("suspend")]
+    return hash(json.dumps(status, sort_keys=True))
+
+
+@dataclass
+class StatusChanges:
+    """The status last seen of each object (by uid): an event is news when it changed it."""
+
+    seen: dict[str, int] = field(default_factory=dict)
+
+    def news(self, kind: str, obj: dict[str, Any]) -> bool:
+        uid = (obj.get("metadata") or {}).get("uid", "")
+        if kind == "DELETED":
+            self.seen.pop(uid, None)
+            return True
+        status = _status_of(obj)
+        if self.seen.get(uid) == status:
+            return False
+        self.seen[uid] = status
+        return True
+
+    def forget(self, obj: dict[str, Any]) -> None:
+        self.seen.pop((obj.get("metadata") or {}).get("uid", ""), None)
+
+
+@dataclass
+class OneTrigger:
+    """One trigger's watch: `news` and `fresh.changed` set on each status change."""
+
+    news: asyncio.Event
+    fresh: Freshness
+    changes: StatusChanges = field(default_factory=StatusChanges)
+
+    def opened(self, resumed: bool) -> None:
+        self.fresh.opened(resumed)
+
+    def down(self) -> None:
+        self.fresh.down()
+
+    def saw(self, kind: str, obj: dict[str, Any]) -> None:
+        if self.changes.news(kind, obj):
+            self.fresh.changed = True
+            self.news.set()
+
+
+async def watch_collection(
+    connect: Callable[[], Any], watched: Watched, sink: WatchSink, log: logging.Logger
 ) -> None:
-    """Watch one collection, over one client while it works (each server-ended watch is
-    resumed from its resourceVersion on the same client: no new TLS session, token or
-    client set-up), over a new one after an error."""
-    seen: dict[str, str] = {}  # uid -> status last seen
+    """Watch one collection into `sink` until cancelled, over one client while it works (each
+    server-ended watch is resumed from its resourceVersion on the same client: no new TLS
+    session, token or client set-up), over a new one after an error."""
     version: str | None = None
     loop = asyncio.get_running_loop()
     try:
@@ -59,27 +119,22 @@ async def _watch_one(
                     api = AsyncKube(client)
                     while True:
                         opened = loop.time()
-                        version = await _watch_once(api, watched, version, seen, news, fresh)
+                        version = await _watch_once(api, watched, version, sink)
                         if loop.time() - opened < 1:  # a server ending watches at once: wait
                             await asyncio.sleep(RETRY_S)
             except (KubeApiError, ValueError) as error:  # ValueError: a bad or huge event line
-                fresh.live, fresh.changed = False, True
+                sink.down()
                 log.debug("Watch of %s: %s; again in %.0fs", watched[0], error, RETRY_S)
                 # 410 Gone: the version is too old to resume from; list afresh
                 gone = isinstance(error, ValueError) or error.status == 410
                 version = None if gone else version
                 await asyncio.sleep(RETRY_S)
     finally:
-        fresh.live = False
+        sink.down()
 
 
 async def _watch_once(
-    api: AsyncKube,
-    watched: Watched,
-    version: str | None,
-    seen: dict[str, str],
-    news: asyncio.Event,
-    fresh: Freshness,
+    api: AsyncKube, watched: Watched, version: str | None, sink: WatchSink
 ) -> str | None:
     """One watch request until the server ends it; the resourceVersion to resume from.
 
@@ -89,32 +144,18 @@ async def _watch_once(
     """
     path, query = watched
     resume = [("resourceVersion", version)] if version else []
-    events = api.watch(path, [*query, *resume], opened=lambda: _opened(fresh, version))
+    events = api.watch(path, [*query, *resume], opened=lambda: sink.opened(version is not None))
     try:
         async for event in events:
             obj = event.get("object") or {}
             if event.get("type") == "ERROR":  # 410 Gone: list afresh
-                fresh.live, fresh.changed = False, True
+                sink.down()
                 return None
-            meta = obj.get("metadata") or {}
-            version = meta.get("resourceVersion") or version
-            uid, status = meta.get("uid", ""), _status_of(obj)
-            if event.get("type") == "DELETED":
-                seen.pop(uid, None)
-            elif seen.get(uid) == status:
-                continue
-            else:
-                seen[uid] = status
-            fresh.changed = True
-            news.set()
+            version = (obj.get("metadata") or {}).get("resourceVersion") or version
+            sink.saw(event.get("type") or "", obj)
     finally:
         await events.aclose()
     return version
-
-
-def _opened(fresh: Freshness, version: str | None) -> None:
-    fresh.changed = fresh.changed or version is None or not fresh.live
-    fresh.live = True
 
 
 async def watch_for_news(
@@ -128,17 +169,22 @@ async def watch_for_news(
     the watched objects, until cancelled."""
     fresh = fresh or [Freshness() for _ in watched]
     tasks = [
-        asyncio.create_task(_watch_one(connect, w, news, log, f))
+        asyncio.create_task(watch_collection(connect, w, OneTrigger(news, f), log))
         for w, f in zip(watched, fresh, strict=True)
     ]
     try:
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(tasks)
+
+
+async def stop_tasks(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel the tasks and wait for them to end."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 @contextlib.asynccontextmanager
@@ -154,9 +200,7 @@ async def watching(
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await stop_tasks([task])
 
 
 async def news_or_timeout(news: asyncio.Event, seconds: float) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpu_rl.kube import objects as kube
-from tpu_rl.kube.async_client import AsyncKube
+from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.kube.watch import Freshness
 
 # Every object is read again at least this often whatever the watches say: the backstop for
@@ -80,3 +80,19 @@ class ClusterView:
                 pods = await api.list_items(kube.pods_path(self.namespace), selector)
             self._backend = (jobset, pods)
         return self._backend
+
+    async def events(self, api: AsyncKube, pod: dict[str, Any] | None) -> str:
+        """The latest few event messages about the pod (or the Job when there is no pod)."""
+        name = pod["metadata"]["name"] if pod else self.job_name
+        query = [("fieldSelector", f"involvedObject.name={name}")]
+        try:
+            body = await api.get_json(f"{kube.ns_path(self.namespace)}/events", query)
+        except KubeApiError as error:
+            return f"(events not available: {error})"
+        items = sorted(
+            body.get("items") or [],
+            key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
+        )
+        return "; ".join(
+            f"{e.get('reason', '')}: {e.get('message', '')}".strip(": ") for e in items[-3:]
+        )

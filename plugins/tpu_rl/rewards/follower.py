@@ -94,13 +94,15 @@ class LineCutter:
         self._cut = False
 
     def feed(self, data: bytes) -> list[Line]:
+        *complete, rest = data.split(b"\n")
         lines = []
-        view, start = memoryview(data), 0
-        while (end := data.find(b"\n", start)) != -1:
-            self._keep(view[start:end])
-            lines.append(self._take())
-            start = end + 1
-        self._keep(view[start:])
+        for piece in complete:
+            if self._parts or self._cut or len(piece) > self.cap:
+                self._keep(piece)
+                lines.append(self._take())
+            else:  # a whole line in this chunk, under the cap: decoded as is
+                lines.append(Line(piece.rstrip(b"\r").decode("utf-8", errors="replace")))
+        self._keep(rest)
         return lines
 
     def flush(self) -> Line | None:
@@ -112,12 +114,12 @@ class LineCutter:
         line = self._take()
         return None if is_reward_line(line.text) else line
 
-    def _keep(self, piece: memoryview) -> None:
+    def _keep(self, piece: bytes) -> None:
         room = self.cap - self._size
         if len(piece) > room:
             self._cut, piece = True, piece[:room]
         if piece:
-            self._parts.append(bytes(piece))
+            self._parts.append(piece)
             self._size += len(piece)
 
     def _take(self) -> Line:
@@ -131,8 +133,22 @@ def time_key(stamp: str) -> tuple[int, int]:
     match = _STAMP.match(stamp)
     if match is None:
         raise ValueError(f"not an RFC3339 timestamp: {stamp!r}")
+    return _key(match)
+
+
+def _key(match: re.Match[str]) -> tuple[int, int]:
     whole, fraction, zone = match.groups()
     return _epoch_second(whole, zone), int((fraction or "0")[:9].ljust(9, "0"))
+
+
+def _stamped(line: str) -> tuple[str | None, tuple[int, int], str]:
+    """The line's Kubernetes timestamp, its `time_key` and the text after it, as
+    `split_timestamp` finds them: one regex match for the usual `<stamp> <text>`."""
+    head, _, rest = line.partition(" ")
+    if (match := _STAMP.match(head)) is not None:
+        return head, _key(match), rest.rstrip("\r\n")
+    stamp, text = split_timestamp(line)
+    return stamp, (time_key(stamp) if stamp else (0, 0)), text
 
 
 @functools.lru_cache(maxsize=16)  # the lines of one second share it
@@ -157,10 +173,9 @@ def consume(
     """
     last = time_key(state.last_time) if state.last_time else None
     for line in lines:
-        stamp, text = split_timestamp(line.text)
+        stamp, key, text = _stamped(line.text)
         if stamp is None:  # the tail of a line that began before sinceTime: seen already
             continue
-        key = time_key(stamp)
         if last is not None and key < last:
             continue
         if key == last:
@@ -171,7 +186,7 @@ def consume(
         else:
             last, resent.count = key, 0
             state.last_time, state.seen_at_last_time = stamp, 1
-        if step := _STEP.search(text):
+        if "step" in text and (step := _STEP.search(text)):
             reached = int(step.group(1) or step.group(2))
             state.reached_step = max(reached, state.reached_step or 0)
         if line.cut:
@@ -185,6 +200,8 @@ def consume(
 
 
 def _on_line(state: FollowState, stamp: str, text: str, log: logging.Logger) -> Result | None:
+    if "RL Training" not in text and "Intermediate Eval" not in text:  # parse_line's markers
+        return None
     parsed = parse_line(text)
     if parsed is None:
         return None

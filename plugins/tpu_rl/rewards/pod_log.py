@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
-
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
@@ -41,7 +39,7 @@ class PodLogReader:
     """Reads the followed pod's new lines into `state`; with `stream_log` the log is one
     `follow=true` response pumped in the background (set `news` on progress), else a GET."""
 
-    hook: GKEKubernetesAsyncHook
+    connect: Callable[[], Any]  # a client for a response left open (the followed log)
     namespace: str
     container_name: str | None
     state: FollowState
@@ -156,7 +154,7 @@ class PodLogReader:
             resent = Resent(state.seen_at_last_time)
             try:
                 self._stream = await LogStream.open(
-                    self.hook.get_conn,
+                    self.connect,
                     kube.pod_log_path(self.namespace, pod["metadata"]["name"]),
                     query,
                     STREAM_TIMEOUT if follow else REQUEST_TIMEOUT_S,

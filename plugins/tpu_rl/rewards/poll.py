@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -19,6 +19,7 @@ from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetes
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
+from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
 from tpu_rl.rewards import capacity_loss
 from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.follower import FollowState, Result
@@ -75,7 +76,7 @@ class LogFollower:
         self.log = log or logging.getLogger(__name__)
         self.stream_log = stream_log
         self.reader = PodLogReader(
-            hook=self.hook,
+            connect=lambda: self.clients().lease(stream=True),
             namespace=namespace,
             container_name=container_name,
             state=state or FollowState(),
@@ -96,6 +97,16 @@ class LogFollower:
             impersonation_chain=self.impersonation_chain,
             use_dns_endpoint=self.use_dns_endpoint,
         )
+
+    @property
+    def connection(self) -> Hashable:
+        """Who this follower connects as: the cluster and the credentials."""
+        who = (self.cluster_url, self.ssl_ca_cert, self.use_dns_endpoint, self.gcp_conn_id)
+        return connection_key(*who, self.impersonation_chain)
+
+    def clients(self) -> SharedClients:
+        """The API clients shared with the event loop's waits that connect as this one."""
+        return shared_clients(self.connection, self.hook.get_conn)
 
     @property
     def state(self) -> FollowState:
@@ -123,7 +134,7 @@ class LogFollower:
         if finished or not self.stream_log:
             return
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(STOP_SAVE_S), self.hook.get_conn() as client:
+            async with asyncio.timeout(STOP_SAVE_S), self.clients().lease() as client:
                 await self.position.save(AsyncKube(client), self.state, every_line=True)
 
     def found(self) -> Result | None:
@@ -136,7 +147,7 @@ class LogFollower:
         if not self.backend_jobset_name:
             return
         try:
-            async with self.hook.get_conn() as client:
+            async with self.clients().lease() as client:
                 status = await AsyncKube(client).delete(
                     kube.jobset_path(self.namespace, self.backend_jobset_name)
                 )
@@ -160,16 +171,16 @@ class LogFollower:
             if error.status != 401:
                 return _api_failure(error)
         self.log.info("Kubernetes API answered 401; reconnecting with a fresh token")
+        self.clients().renew()
         try:
             return await self._connected_poll()
         except KubeApiError as error:
             return _api_failure(error)
 
     async def _connected_poll(self) -> Result | None:
-        """Poll over a new connection, opened only if the poll asks the API anything:
-        get_conn fetches a fresh Google token each time."""
+        """Poll over the shared client, leased only if the poll asks the API anything."""
         async with contextlib.AsyncExitStack() as connection:
-            api = OnDemandKube(self.hook.get_conn, connection)
+            api = OnDemandKube(self.clients().lease, connection)
             try:
                 result = await self._poll(api)
             except BaseException:
@@ -243,27 +254,11 @@ class LogFollower:
             self.log.info("Waiting: %s", waiting)
         if now - self.state.pending_since <= self.pending_timeout:
             return None
-        events = await self._events(api, pod)
+        events = await self.cluster.events(api, pod)
         message = f"still not running after {self.pending_timeout:.0f}s: {waiting}" + (
             f"; events: {events}" if events else ""
         )
         return await self._fail(api, "unschedulable", message, pod=pod)
-
-    async def _events(self, api: AsyncKube, pod: dict[str, Any] | None) -> str:
-        """The latest few event messages about the pod (or the Job when there is no pod)."""
-        name = pod["metadata"]["name"] if pod else self.job_name
-        query = [("fieldSelector", f"involvedObject.name={name}")]
-        try:
-            body = await api.get_json(f"{kube.ns_path(self.namespace)}/events", query)
-        except KubeApiError as error:
-            return f"(events not available: {error})"
-        items = sorted(
-            body.get("items") or [],
-            key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
-        )
-        return "; ".join(
-            f"{e.get('reason', '')}: {e.get('message', '')}".strip(": ") for e in items[-3:]
-        )
 
     async def _fail(
         self, api: AsyncKube, reason: str, message: str, pod: dict[str, Any] | None = None

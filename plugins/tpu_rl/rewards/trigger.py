@@ -9,7 +9,6 @@ are up, a poll reads again only what they report changed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,7 +18,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from tpu_rl import deployment
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import KubeApiError
-from tpu_rl.kube.watch import Watched, news_or_timeout, watching
+from tpu_rl.kube.shared_watch import NAME, Subscriber, Subscription, subscribed
+from tpu_rl.kube.watch import news_or_timeout
 from tpu_rl.rewards.follower import FollowState, Result
 from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.token_masking import aregister_hf_token
@@ -60,16 +60,19 @@ class RewardTrigger(BaseTrigger):
             },
         )
 
-    def _watched(self) -> list[Watched]:
-        f = self.follower
-        watched = [  # in the order of `f.cluster.watched.all()`
-            (kube.jobs_path(f.namespace), [("fieldSelector", f"metadata.name={f.job_name}")]),
-            (kube.pods_path(f.namespace), [("labelSelector", f"job-name={f.job_name}")]),
+    def _subscriptions(self) -> list[Subscription]:
+        """The Job by name, its pods and the backend's pods by label, each with the
+        freshness of what the poll last read of them (`f.cluster.watched`)."""
+        f, watched = self.follower, self.follower.cluster.watched
+        jobs, pods = kube.jobs_path(f.namespace), kube.pods_path(f.namespace)
+        subs = [
+            Subscription(jobs, NAME, f.job_name, f.news, watched.job),
+            Subscription(pods, "job-name", f.job_name, f.news, watched.pods),
         ]
         if f.backend_jobset_name:
-            selector = f"{kube.JOBSET_NAME_LABEL}={f.backend_jobset_name}"
-            watched.append((kube.pods_path(f.namespace), [("labelSelector", selector)]))
-        return watched
+            label, backend = kube.JOBSET_NAME_LABEL, f.backend_jobset_name
+            subs.append(Subscription(pods, label, backend, f.news, watched.backend))
+        return subs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         follower = self.follower
@@ -95,12 +98,15 @@ class RewardTrigger(BaseTrigger):
 
     async def _wait(self) -> Result:
         """Poll on news or every poll_interval until there is an event; back off on
-        transient API errors."""
-        async with contextlib.AsyncExitStack() as watches:
-            return await self._poll_until_event(watches)
+        transient API errors. Joined before the first poll to the watches the process has
+        (what that poll reads, they vouch for from then on); those it lacks are started
+        after the first quiet poll (a wait whose first poll ends it starts none)."""
+        f = self.follower
+        async with subscribed(f.hook.get_conn, f.connection, self._subscriptions()) as subscriber:
+            return await self._poll_until_event(subscriber)
 
-    async def _poll_until_event(self, watches: contextlib.AsyncExitStack) -> Result:
-        f, failures, last_error, watched = self.follower, 0, None, False
+    async def _poll_until_event(self, subscriber: Subscriber) -> Result:
+        failures, last_error = 0, None
         while True:
             polled = time.monotonic()
             self.follower.news.clear()
@@ -120,13 +126,7 @@ class RewardTrigger(BaseTrigger):
                     payload["message"] += f"; the Kubernetes API was failing: {last_error}"
                 return payload
             failures = 0
-            if not watched:  # watched from the first quiet poll on
-                to_watch = self._watched()
-                fresh = f.cluster.watched.all()[: len(to_watch)]
-                await watches.enter_async_context(
-                    watching(f.hook.get_conn, to_watch, f.news, self.log, fresh)
-                )
-                watched = True
+            subscriber.start()
             await self._news_or_timer(polled)
 
     async def _news_or_timer(self, polled: float) -> None:
