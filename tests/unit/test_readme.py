@@ -8,7 +8,14 @@ import re
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"
-REFERENCE = ("deployment.md", "operations.md", "capacity.md", "benchmarks.md", "settings.md", "ui.md")
+REFERENCE = (
+    "deployment.md",
+    "operations.md",
+    "capacity.md",
+    "benchmarks.md",
+    "settings.md",
+    "ui.md",
+)
 # Generated from the settings by `python -m tpu_rl.settings.table docs/settings.md`; its own
 # test checks that it exists and is current.
 GENERATED = {DOCS / "settings.md"}
