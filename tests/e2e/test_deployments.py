@@ -155,3 +155,40 @@ def test_a_deployment_setting_changed_mid_run_does_not_orphan_the_run(airflow_db
     assert result.task_states["cleanup_kubernetes"] == "success"
     assert result.leftovers == []
     assert result.xcoms["validate.return_value"]["deployment_id"] == "before-the-change"
+
+
+def test_a_cluster_of_another_deployment_is_neither_adopted_nor_destroyed(airflow_db, tmp_path):
+    """Staging created `gemma4-rl` and keeps it; production's run names the same cluster: it
+    shares the cluster's Terraform state, so deploying would adopt staging's cluster and the
+    cleanup would destroy it. Production's run fails at create_cluster, naming the owner, and
+    its cleanup_cluster and timeout callback leave the cluster."""
+    from airflow.sdk.execution_time.xcom import XCom
+
+    from tpu_rl.dag.callbacks import cleanup_after_timeout
+
+    conf = {**SETTINGS, "cluster_mode": "create", "keep_cluster": True}
+    with Sandbox(tmp_path).up() as box:
+        fresh_install()
+        staging = box.run(conf, logical_date=SLOT)
+        assert staging.state == "success", staging.task_states
+        staging_id = stored_identity()
+        clusters = box.control_plane.list_clusters(
+            f"projects/{SETTINGS['project']}/locations/{SETTINGS['region']}"
+        ).clusters
+        assert [c.name for c in clusters] == [SETTINGS["cluster_name"]]
+
+        fresh_install()
+        production = box.run({**conf, "keep_cluster": False}, logical_date=SLOT)
+        assert production.state == "failed"
+        assert production.task_states["create_cluster"] == "failed", production.task_states
+        assert production.task_states["cleanup_cluster"] == "success"
+        assert f"deployment {staging_id!r}" in production.xcoms["create_cluster.failure"]
+        record = production.xcoms["validate.return_value"]  # what the callback reads
+        with mock.patch.object(XCom, "get_one", lambda **kw: record):
+            timeout = cleanup_after_timeout({"reason": "timed_out", "run_id": production.run_id})
+        assert timeout is not None and timeout["cluster"].startswith("kept: "), timeout
+        assert box.control_plane.deleted == []
+        clusters = box.control_plane.list_clusters(
+            f"projects/{SETTINGS['project']}/locations/{SETTINGS['region']}"
+        ).clusters
+        assert [c.name for c in clusters] == [SETTINGS["cluster_name"]]

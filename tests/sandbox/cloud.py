@@ -301,6 +301,7 @@ class GkeControlPlane:
             status=Cluster.Status.RUNNING,
             autopilot={"enabled": self.emu.cluster.autopilot},
             node_pools=node_pools(self.emu.cluster),
+            resource_labels=cluster.get("labels") or {},
         )
 
     def delete_cluster(

@@ -78,7 +78,7 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
                 removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id, identity))
             except Exception as err:  # the cluster's API server, credentials
                 errors = [f"cluster {settings.cluster_name}'s objects unreachable: {err}"]
-        cluster, error = delete_created_cluster(hook, settings)
+        cluster, error = delete_created_cluster(hook, settings, cleaner.gcp_conn_id, identity)
         errors += [error] if error else []
     report = log.error if errors else log.warning
     report(
@@ -108,15 +108,21 @@ def cluster_gone(hook: Any, settings: RunSettings) -> str | None:
     return None
 
 
-def delete_created_cluster(hook: Any, settings: RunSettings) -> tuple[str, str | None]:
+def delete_created_cluster(
+    hook: Any, settings: RunSettings, gcp_conn_id: str, identity: str
+) -> tuple[str, str | None]:
     """Ask GKE to delete the cluster when the run created it (the cleanup_cluster teardown's
-    rule: cluster_mode=create without keep_cluster), without waiting: what became of it, and
-    the error if the request failed."""
+    rule: cluster_mode=create without keep_cluster, and labelled with the run's deployment
+    `identity`), without waiting: what became of it, and the error if the request failed."""
+    from tpu_rl.cluster.ownership import foreign_cluster
+
     if settings.cluster_mode != "create":
         return "kept: cluster_mode=existing, not the run's", None
     if settings.keep_cluster:
         return "kept: keep_cluster is set (its TPUs keep billing)", None
     try:
+        if foreign := foreign_cluster(settings, gcp_conn_id, identity):
+            return f"kept: {foreign}", None
         # the provider's delete_cluster answers None on NotFound (gone since the lookup)
         hook.delete_cluster(
             name=settings.cluster_name, project_id=settings.project, wait_to_complete=False

@@ -124,6 +124,7 @@ class ClusterToolkitOperator(RunStep):
         from tpu_rl.cluster import blueprint, capacity
         from tpu_rl.cluster import toolkit as cluster_toolkit
         from tpu_rl.cluster.credentials import google_env
+        from tpu_rl.cluster.ownership import foreign_cluster
         from tpu_rl.dag.run_limits import time_left
         from tpu_rl.settings.run_settings import SettingsError, load_settings
 
@@ -148,6 +149,9 @@ class ClusterToolkitOperator(RunStep):
             prefix,
         )
         conn_id = self.gcp_conn_id or deployment.check_gcp_connection()
+        if foreign := foreign_cluster(settings, conn_id, identity):
+            self.leave_foreign_cluster(foreign)
+            return
         timeout = settings.cluster_timeout_minutes * 60.0
         if (left := time_left(self)) is not None:  # the run's deadline may come first
             timeout = min(timeout, left.total_seconds())
@@ -171,6 +175,10 @@ class ClusterToolkitOperator(RunStep):
                     if why := capacity.deploy_stockout(settings, str(err)):
                         raise cluster_toolkit.ClusterToolkitError(f"{why}\n{err}") from err
                     raise
+
+    def leave_foreign_cluster(self, why: str) -> None:
+        """What the command does about a cluster of another deployment: nothing (a teardown)."""
+        self.log.warning("Cluster left alone: %s", why)
 
     def identity(self, context: Context) -> str:
         """The deployment identity the cluster's labels carry."""
@@ -207,6 +215,11 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 
     def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         return [steps.deploy]
+
+    def leave_foreign_cluster(self, why: str) -> None:
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        raise AirflowFailException(why)
 
 
 class DestroyClusterOperator(ClusterToolkitOperator):

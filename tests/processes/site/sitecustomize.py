@@ -69,6 +69,7 @@ def _get_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) 
         master_auth={"cluster_ca_certificate": seam["ca_b64"]},
         status=Cluster.Status.RUNNING,
         node_pools=pools,
+        resource_labels=record.get("labels") or {},
     )
 
 
