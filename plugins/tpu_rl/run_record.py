@@ -4,6 +4,7 @@ there, so a change of the deployment's setting mid-run cannot orphan the run's o
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,23 @@ DEPLOYMENT_KEY = "deployment_id"
 
 class NoRunRecord(LookupError):
     """`validate` has not recorded the run's settings and identity: the run created nothing."""
+
+
+class RecordedBeforeIdentities(LookupError):
+    """The run started on a version before deployment identities: `validate` recorded its
+    settings alone, and its objects carry that version's names, which this one does not derive."""
+
+    def __init__(self, run_id: str, record: Mapping[str, Any]) -> None:
+        # that version's run slug (layout.run_slug before issue 27): 10 hex of the run id's hash
+        slug = "rl-" + hashlib.sha256(run_id.encode()).hexdigest()[:10]
+        namespace = record.get("namespace", "default")
+        super().__init__(
+            f"run {run_id} started before this version (no deployment identity recorded): its "
+            f"objects are named {slug}; remove them with `kubectl delete jobs,jobsets,secrets "
+            f"-n {namespace} -l tpu-rl.dev/run={slug}`, its GCS folders are under "
+            f"gs://{record.get('gcs_bucket', '<bucket>')}/ with {slug} in their path, and a "
+            f"cluster it created ({record.get('cluster_name', '?')}) goes with `gcluster destroy`"
+        )
 
 
 def run_record(settings: Mapping[str, Any], deployment: str) -> dict[str, Any]:
@@ -29,9 +47,11 @@ def recorded_settings(record: Any) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k != DEPLOYMENT_KEY}
 
 
-def recorded_deployment(record: Any) -> str:
-    """The deployment identity a run started with, from its record."""
-    identity = record.get(DEPLOYMENT_KEY) if isinstance(record, Mapping) else None
-    if not identity:
+def recorded_deployment(record: Any, run_id: str) -> str:
+    """The deployment identity a run started with, from its record (RecordedBeforeIdentities:
+    settings recorded by an older version, without one)."""
+    if not isinstance(record, Mapping):
         raise NoRunRecord(f"{SETTINGS_TASK} has not recorded the run's deployment identity")
+    if not (identity := record.get(DEPLOYMENT_KEY)):
+        raise RecordedBeforeIdentities(run_id, record)
     return str(identity)

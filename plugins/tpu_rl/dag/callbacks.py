@@ -42,6 +42,7 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     from tpu_rl.run_record import (
         SETTINGS_TASK,
         NoRunRecord,
+        RecordedBeforeIdentities,
         recorded_deployment,
         recorded_settings,
     )
@@ -51,9 +52,12 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     raw = XCom.get_one(key="return_value", dag_id=DAG_ID, task_id=SETTINGS_TASK, run_id=run_id)
     try:
         settings = load_settings(recorded_settings(raw))
-        identity = recorded_deployment(raw)  # the run's own, whatever the deployment's is now
+        identity = recorded_deployment(raw, run_id)  # the run's own, whatever it is now
     except (SettingsError, NoRunRecord):
         settings = None
+    except RecordedBeforeIdentities as err:  # objects named by an older version: said, not guessed
+        log.error("Run %s timed out and removed nothing: %s", run_id, err)
+        return {"removed": {}, "errors": [str(err)], "cluster": None}
     if settings is None:
         log.info("Run %s timed out before its settings were validated: nothing to remove", run_id)
         return None

@@ -41,7 +41,7 @@ def _recorded_layout(dag_id: str, run_id: str) -> RunLayout:
     recorded = XCom.get_one(key="return_value", dag_id=dag_id, task_id=SETTINGS_TASK, run_id=run_id)
     values = recorded_settings(recorded)  # NoRunRecord (a LookupError) before validate returned
     settings = RunSettings(**{k: v for k, v in values.items() if k in SETTING_FIELDS})
-    return RunLayout(settings, run_id, recorded_deployment(recorded))
+    return RunLayout(settings, run_id, recorded_deployment(recorded, run_id))
 
 
 def storage_browser(uri: str, project: str) -> str:

@@ -26,6 +26,6 @@ def run_deployment(context: Any) -> str:
     if ti.task_id == SETTINGS_TASK:
         return deployment_id()
     try:
-        return recorded_deployment(ti.xcom_pull(task_ids=SETTINGS_TASK))
+        return recorded_deployment(ti.xcom_pull(task_ids=SETTINGS_TASK), context["run_id"])
     except NoRunRecord as err:  # validate failed or never ran: the run created nothing
         raise SettingsError([f"{err}: nothing of this run can exist"]) from err
