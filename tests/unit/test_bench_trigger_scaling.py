@@ -10,7 +10,14 @@ import pytest
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
 
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tools.bench.trigger_scaling import COUNTS, entries, per_run
+from tools.bench.trigger_scaling import (
+    COUNTS,
+    entries,
+    expected_lines,
+    log_delivery,
+    per_run,
+    too_loaded,
+)
 from tpu_rl.rewards.trigger import RewardTrigger
 
 NS, JOB, POD, C = "default", "job-rl-x-train", "job-rl-x-train-0", "maxtext"
@@ -32,8 +39,13 @@ def process(waits: int, grown_mib: float, cpu_s: float) -> dict[str, Any]:
     }
 
 
-def judged(ours: dict[int, tuple[float, float]], provider_cpu_per_run: float) -> dict[str, Any]:
-    """entries() for our (MiB, CPU s) per run at each count, the provider's CPU per run."""
+def judged(
+    ours: dict[int, tuple[float, float]],
+    provider_cpu_per_run: float,
+    delivery: dict[int, float] | None = None,
+) -> dict[str, Any]:
+    """entries() for our (MiB, CPU s) per run at each count, the provider's CPU per run, and
+    the share of the simulated log ours read at each count (all of it unless given)."""
     rows, raw = {}, {}
     for n in COUNTS:
         mib, cpu = ours[n]
@@ -43,6 +55,7 @@ def judged(ours: dict[int, tuple[float, float]], provider_cpu_per_run: float) ->
         }
         rows[n] = {kind: per_run(r) for kind, r in raw[n].items()}
         rows[n]["cpu_ratio"] = rows[n]["reward"]["cpu_s"] / provider_cpu_per_run
+        rows[n]["log_delivery"] = (delivery or {}).get(n, 1.0)
     return entries(rows, raw)
 
 
@@ -71,6 +84,26 @@ def test_a_miss_at_10_or_50_runs_or_superlinear_growth_misses_the_goal(ours, mis
     assert not result[name[missed]]["goal_met"]
     other = "cpu" if missed == "memory" else "memory"
     assert result[name[other]]["goal_met"]
+
+
+def test_the_window_simulates_two_lines_a_step_and_a_reward_line_each_eval():
+    """20 s at a step a second: 40 step and metrics lines, 1/3 of a reward line (one a minute)."""
+    assert expected_lines(1) == pytest.approx(40 + 20 / 60)
+    assert expected_lines(50) == pytest.approx(50 * (40 + 20 / 60))
+    assert log_delivery({"waits": 3, "log_lines_read": 121}) == 1.0  # 3 x (40 + 1/3)
+    assert log_delivery({"waits": 3, "log_lines_read": 85}) == 0.702
+
+
+def test_a_short_log_at_a_judged_count_refuses_the_cpu_verdict():
+    assert too_loaded({1: 0.3, 10: 0.95, 50: 0.9}) is None  # 1 run is not judged
+    reason = "log delivered at 62% of the simulated rate: the machine is too loaded to judge"
+    assert too_loaded({1: 1.0, 10: 0.95, 50: 0.62}) == reason
+    met = judged({1: (1.0, 0.01), 10: (1.0, 0.01), 50: (1.0, 0.01)}, 0.0125, {10: 0.62})
+    cpu = met["triggerer_cpu_per_wait_s"]
+    assert not cpu["goal_met"]
+    assert cpu["reason"] == reason
+    assert cpu["details"]["per_run"]["10"]["log_delivery"] == 0.62
+    assert met["triggerer_memory_per_wait_mib"]["goal_met"]
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ As Airflow's triggerer runs triggers (airflow/jobs/triggerer_job_runner.py,
 trigger.run()`), every wait is a task of one event loop. The waits start spread over one poll
 interval (deferrals arrive at different times); once all have started and settled, the
 process's CPU seconds (`time.process_time()`: user + system, this process only) and its
-resident memory (VmRSS, sampled) are read over a fixed window. Prints one line: MARK + JSON.
+resident memory (VmRSS, sampled) are read over a fixed window, with the training-log lines the
+reward triggers consumed in it (`LineCount`). Prints one line: MARK + JSON.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,22 @@ from unittest import mock
 MARK = "BENCH-SCALING "
 SETTLE_S = 2.0  # after the last wait started: its first poll and its watches are in
 SAMPLE_S = 0.5
+
+
+class LineCount:
+    """The log lines the reward triggers hand to `consume` (tpu_rl/rewards/follower.py), the
+    one step every line a follower reads goes through (pod_log.PodLogReader._read_log calls it
+    by its module-level name at each chunk, so patching `pod_log.consume` sees them all)."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+
+    def counting(self, consume: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(state: Any, lines: Sequence[Any], *rest: Any) -> Any:
+            self.lines += len(lines)
+            return consume(state, lines, *rest)
+
+        return counted
 
 
 def rss_kib() -> int:
@@ -84,7 +101,7 @@ async def run_trigger(trigger: Any, delay: float, ended: list[dict[str, Any]]) -
         return
 
 
-async def measure(args: dict[str, Any], base_rss: int) -> dict[str, Any]:
+async def measure(args: dict[str, Any], base_rss: int, read: LineCount) -> dict[str, Any]:
     make, jobs, poll_s = KINDS[args["kind"]], args["jobs"], args["poll_s"]
     ended: list[dict[str, Any]] = []
     started_cpu = time.process_time()
@@ -93,12 +110,12 @@ async def measure(args: dict[str, Any], base_rss: int) -> dict[str, Any]:
         for i, job in enumerate(jobs)
     ]
     await asyncio.sleep(poll_s + SETTLE_S)
-    cpu, rss_start, peak = time.process_time(), rss_kib(), 0
+    cpu, rss_start, peak, lines = time.process_time(), rss_kib(), 0, read.lines
     end = time.monotonic() + args["window_s"]
     while (left := end - time.monotonic()) > 0:
         await asyncio.sleep(min(SAMPLE_S, left))
         peak = max(peak, rss_kib())
-    window_cpu = time.process_time() - cpu
+    window_cpu, lines = time.process_time() - cpu, read.lines - lines
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -109,6 +126,7 @@ async def measure(args: dict[str, Any], base_rss: int) -> dict[str, Any]:
         "peak_rss_in_window_kib": peak,
         "start_cpu_s": round(cpu - started_cpu, 4),
         "window_cpu_s": round(window_cpu, 4),
+        "log_lines_read": lines,
         "ended_early": ended[:3],
         "ended_early_count": len(ended),
     }
@@ -119,14 +137,18 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
 
     from tests.sandbox.cloud import SandboxCredentials
+    from tpu_rl.rewards import pod_log
 
     KINDS[args["kind"]](args, args["jobs"][0])  # imports the trigger's modules
     credentials = SandboxCredentials(SimpleNamespace(token=args["token"]))  # type: ignore[arg-type]
-    base_rss = rss_kib()
-    with mock.patch.object(
-        GoogleBaseHook, "get_credentials_and_project_id", lambda hook: (credentials, "p")
+    base_rss, read = rss_kib(), LineCount()
+    with (
+        mock.patch.object(
+            GoogleBaseHook, "get_credentials_and_project_id", lambda hook: (credentials, "p")
+        ),
+        mock.patch.object(pod_log, "consume", read.counting(pod_log.consume)),
     ):
-        return asyncio.run(measure(args, base_rss))
+        return asyncio.run(measure(args, base_rss, read))
 
 
 if __name__ == "__main__":
