@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 import structlog
+from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+from google.api_core.exceptions import NotFound
+from google.cloud.container_v1.types import Cluster
 
 from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bundle
 from tpu_rl.cluster import blueprint
@@ -49,6 +52,15 @@ def server():
     srv.close()
 
 
+def deployed(state: Path, name: str) -> Cluster:
+    """GKEHook.get_cluster on the fake cloud: a cluster gcluster deployed, with its labels."""
+    clusters = json.loads(state.read_text()).get("clusters", {}) if state.exists() else {}
+    record = clusters.get(name)
+    if not record or record.get("status") != "RUNNING":
+        raise NotFound(f"cluster {name} not found")
+    return Cluster(name=name, status=Cluster.Status.RUNNING, resource_labels=record["labels"])
+
+
 @pytest.fixture
 def cloud(tmp_path, monkeypatch, server):
     """The fake cloud, fake tools on PATH (no real terraform), a real Airflow connection."""
@@ -72,6 +84,7 @@ def cloud(tmp_path, monkeypatch, server):
         "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
         json.dumps({"conn_type": "google_cloud_platform", "extra": {"keyfile_dict": key}}),
     )
+    monkeypatch.setattr(GKEHook, "get_cluster", lambda hook, name, **kw: deployed(state, name))
 
     class Cloud:
         def calls(self, tool: str | None = None) -> list[dict]:

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.conftest import TUTORIAL_CONF
 from tpu_rl.dag import runtime
 from tpu_rl.run_record import (
     NoRunRecord,
@@ -17,7 +18,6 @@ from tpu_rl.run_record import (
     recorded_deployment,
     run_record,
 )
-from tests.conftest import TUTORIAL_CONF
 from tpu_rl.settings.run_settings import SettingsError, load_settings
 
 RUN_ID = "scheduled__2026-12-01T00:00:00+00:00"
