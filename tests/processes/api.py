@@ -50,6 +50,9 @@ class AirflowApi:
             timeout_s,
         )
 
+    def variable(self, key: str) -> str:
+        return self._json("GET", f"/variables/{key}")["value"]
+
     def run(self, run_id: str) -> dict[str, Any]:
         return self._json("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}")
 

@@ -46,34 +46,30 @@ def missing() -> str | None:
 
 @dataclass(frozen=True)
 class Postgres:
-    """A running server: where to reach it and how to dump it."""
+    """A database on a running server: where to reach it, how to dump it, another beside it."""
 
     bin: Path
     port: int
     user: str
+    database: str = DATABASE
 
     @property
     def url(self) -> str:
-        return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{DATABASE}"
+        return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{self.database}"
+
+    def _client(self, program: str, *args: str) -> str:
+        argv = [str(self.bin / program), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user]
+        return subprocess.run([*argv, *args], check=True, capture_output=True, text=True).stdout
 
     def dump(self) -> str:
         """Every table's rows as SQL text (pg_dump --data-only), to grep for secrets."""
-        return subprocess.run(
-            [
-                str(self.bin / "pg_dump"),
-                "--data-only",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-U",
-                self.user,
-                DATABASE,
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        return self._client("pg_dump", "--data-only", self.database)
+
+    def another(self, database: str, template: str | None = None) -> Postgres:
+        """A new database on the same server: empty, or a copy of `template` (which nothing
+        may be connected to)."""
+        self._client("createdb", *(["-T", template] if template else []), database)
+        return Postgres(self.bin, self.port, self.user, database)
 
 
 def _as_server_user(argv: list[str]) -> list[str]:
@@ -129,21 +125,7 @@ def running_postgres(log_file: Path) -> Iterator[Postgres]:
             capture_output=True,
         )
         try:
-            subprocess.run(
-                [
-                    str(bin_dir / "createdb"),
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-U",
-                    user,
-                    DATABASE,
-                ],
-                check=True,
-                capture_output=True,
-            )
-            yield Postgres(bin_dir, port, user)
+            yield Postgres(bin_dir, port, user, "postgres").another(DATABASE)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 shutil.copy(root / "server.log", log_file)
