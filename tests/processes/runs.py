@@ -28,6 +28,7 @@ UNFINISHED = {"queued", "scheduled", "running", "deferred", "up_for_retry", "res
 TIME_SCALE = 0.001  # the controller's: simulated seconds -> wall seconds
 HOLD_TICK_S = 0.5  # a held pod looks this often whether it is released
 BURST = 20  # reward lines a burst logs at once
+BURST_AFTER_S = 0.2
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Run:
     training_held: threading.Event = field(default_factory=threading.Event)
     training_released: threading.Event = field(default_factory=threading.Event)
     convert_held: threading.Event = field(default_factory=threading.Event)
+    burst_due: threading.Event = field(default_factory=threading.Event)
     burst_logged: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -70,11 +72,11 @@ def start_run(
     burst_lines: int = 0,
     **settings: Any,
 ) -> Run:
-    """Pods' scripts for this run (training held after its first Intermediate line, then
-    `burst_lines` more logged at once, for `hold_training_s` wall seconds or until
-    `training_released`; the conversion held `hold_convert_s` before it writes; the training's
-    pods admitted `admit_training_after_s` after its Job is created), then trigger it as the
-    UI does."""
+    """Pods' scripts for this run, then trigger it as the UI does. Training is held after
+    its first Intermediate line for `hold_training_s` wall seconds or until
+    `training_released` (with `burst_lines`: first until `burst_due`, then that many lines
+    logged at once); the conversion held `hold_convert_s` before it writes; the training's
+    pods admitted `admit_training_after_s` after its Job is created."""
     run = Run(name, f"proc__{name}", settings_for(name, **settings), d)
     workloads = Workloads(admit_after=admit_training_after_s / TIME_SCALE)
     # with the emulator: pods read and write GCS as their own Google identity (strict sandbox)
@@ -106,7 +108,7 @@ class Tick:
 
 
 def burst_reward(index: int) -> float:
-    """The mean_reward of the burst's line `index` (1, 2, ...): what tells its lines apart."""
+    """The mean_reward of the burst's line `index` (0, 1, ...): what tells its lines apart."""
     return round(0.5 + index / 1e4, 4)
 
 
@@ -116,9 +118,18 @@ def burst_marker(index: int) -> str:
 
 
 def burst(count: int) -> list[Step]:
-    """`count` Intermediate Eval lines logged at once."""
-    lines = [EvalResult(8, mean_reward=burst_reward(i)).fields() for i in range(1, count + 1)]
-    return [log(absl("W", f"Intermediate Eval (step=10): {line}")) for line in lines]
+    """A reward line, then BURST_AFTER_S later `count` more at once: the reward wait polls on
+    the first at once and on the others only after its minimum gap between polls
+    (tpu_rl.rewards.trigger.MIN_POLL_GAP_S), so a stop right after the burst falls between
+    the logging of its lines (as they arrive) and the poll that saves the position."""
+    fields = [EvalResult(8, mean_reward=burst_reward(i)).fields() for i in range(count + 1)]
+    lines = [log(absl("W", f"Intermediate Eval (step=10): {f}")) for f in fields]
+    return [lines[0], sleep(BURST_AFTER_S / TIME_SCALE), *lines[1:]]
+
+
+def ticks(released: threading.Event, hold_s: float) -> list[Tick]:
+    """A hold of `hold_s` wall seconds that ends when `released` is set."""
+    return [Tick(released)] * int(hold_s / HOLD_TICK_S)
 
 
 def _held_training(run: Run, trains: ScriptSource, hold_s: float, burst_lines: int):
@@ -132,12 +143,11 @@ def _held_training(run: Run, trains: ScriptSource, hold_s: float, burst_lines: i
             for i, s in enumerate(steps)
             if s.action == "log" and callable(s.text) and "Intermediate" in s.text()
         )
-        hold = [
-            *burst(burst_lines),
-            call(lambda _i: run.burst_logged.set()),
-            call(lambda _i: run.training_held.set()),
-            *[Tick(run.training_released)] * int(hold_s / HOLD_TICK_S),
-        ]
+        hold = [call(lambda _i: run.training_held.set())]
+        if burst_lines:  # when the test says, then held again
+            logged = call(lambda _i: run.burst_logged.set())
+            hold += [*ticks(run.burst_due, hold_s), *burst(burst_lines), logged]
+        hold += ticks(run.training_released, hold_s)
         steps[first_eval + 1 : first_eval + 1] = hold
         return PodScript(steps, base.container)
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.processes.deployment import Deployment, another_deployment, harness_folder
-from tests.processes.runs import Run, finish, settings_for, start_run, wait_for_event
+from tests.processes.runs import finish, settings_for, start_run, wait_for_event
 from tests.sandbox.cloud import add_running_cluster
 from tests.sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
 from tpu_rl.jobs.manifests import TOKEN_KEY
@@ -48,12 +48,6 @@ def cluster_objects(d: Deployment) -> dict[str, tuple[str, str | None]]:
     return objects
 
 
-def at_reward_wait(d: Deployment, run: Run) -> None:
-    api = d.api()
-    wait_for_event(api, run, run.training_held, "training's first evaluation")
-    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
-
-
 @pytest.fixture
 def production(deployment: Deployment) -> Iterator[Deployment]:
     token = json.dumps({"conn_type": "generic", "password": PRODUCTION_TOKEN})
@@ -73,12 +67,13 @@ def test_two_deployments_share_a_cluster_and_bucket(
     add_running_cluster(box.state_file, cluster, SETTINGS["project"], room_for_both)
     try:
         first = start_run(staging, staging.api(), NAME, hold_training_s=150, **SHARED)
-        at_reward_wait(staging, first)
+        wait_for_event(staging.api(), first, first.training_held, "training's first evaluation")
+        staging.api().wait_task(first.run_id, "wait_for_rewards", {"deferred"})
         in_flight = cluster_objects(staging)
         assert {k.split("/")[0] for k in in_flight} >= {"jobs", "secrets"}, in_flight
         second = start_run(production, production.api(), NAME, hold_training_s=150, **SHARED)
         first.name, second.name = f"{NAME}_staging", f"{NAME}_production"
-        at_reward_wait(production, second)
+        production.api().wait_task(second.run_id, "wait_for_rewards", {"deferred"})
         # both at their reward wait: staging's objects are all there, unchanged (same uid, its
         # own token); production made a Job and a token Secret of its own (it followed none)
         both = cluster_objects(staging)

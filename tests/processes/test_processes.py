@@ -30,6 +30,7 @@ from tests.processes.runs import (
     wait_for_event,
 )
 
+WAIT = "wait_for_rewards"
 # One deployment for all: these run on one xdist worker (make test: -n 2 --dist loadgroup), in
 # file order; the first one's time includes the deployment's start-up.
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes")]
@@ -244,22 +245,24 @@ def test_export_cleared_and_rerun(deployment: Deployment, e2e_report) -> None:
 
 @pytest.mark.defers
 def test_restarted_right_after_a_burst_of_log_lines(deployment: Deployment, e2e_report) -> None:
-    """The training logs BURST reward lines at once; right after the reward wait relayed them,
-    the scheduler and the triggerer are stopped gracefully (SIGTERM, as Kubernetes stops a
+    """The training logs BURST reward lines at once; right after, the triggerer and the
+    scheduler are stopped gracefully (SIGTERM, as Kubernetes stops a
     Composer component's pod) and started again: the run ends as usual and no line of the
     burst is logged twice."""
     api, procs = deployment.api(), deployment.processes
     run = start_run(
         deployment, api, "restarted_after_burst", hold_training_s=120, burst_lines=BURST
     )
-    wait_for_event(api, run, run.burst_logged, "the burst of log lines")
-    last = burst_marker(BURST)
-    api.wait("the burst relayed", lambda: last in task_log(deployment, run, "wait_for_rewards"), 60)
-    procs.restart("scheduler", "triggerer")
+    wait_for_event(api, run, run.training_held, "training's first evaluation")
+    first = "Intermediate Eval step=10 "  # the trigger is reading the log
+    api.wait("the wait's first line", lambda: first in task_log(deployment, run, WAIT), 60)
+    run.burst_due.set()
+    assert run.burst_logged.wait(30), "no burst"
+    procs.restart("triggerer", "scheduler")
     run.training_released.set()
     cleanups_ran(finish(deployment, run, "success", e2e_report))
-    logged = task_log(deployment, run, "wait_for_rewards")
-    twice = [i for i in range(1, BURST + 1) if logged.count(burst_marker(i)) != 1]
+    logged = task_log(deployment, run, WAIT)
+    twice = [i for i in range(BURST + 1) if logged.count(burst_marker(i)) != 1]
     assert not twice, f"burst lines {twice} not logged exactly once"
 
 
