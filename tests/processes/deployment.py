@@ -162,16 +162,6 @@ def harness_folder(prefix: str) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def metadata_database(log_dir: Path, sqlite: bool) -> Iterator[Postgres | None]:
-    """A PostgreSQL server for the process scenarios; nothing for SQLite (a file in tmp)."""
-    if sqlite:
-        yield None
-    else:
-        with running_postgres(log_dir / "postgres.log") as postgres:
-            yield postgres
-
-
-@contextlib.contextmanager
 def running_deployment(
     tmp: Path,
     extra_env: dict[str, str] | None = None,
@@ -188,9 +178,10 @@ def running_deployment(
     sandbox's settings as the trigger form's defaults; the process scenarios take the defaults."""
     (tmp / "logs").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    database = contextlib.nullcontext() if sqlite else running_postgres(tmp / "logs/postgres.log")
     with (
         running_sandbox(tmp / "sandbox", time_scale, form_defaults) as sandbox,
-        metadata_database(tmp / "logs", sqlite) as postgres,
+        database as postgres,
     ):
         timings = {"sandbox_and_postgres_s": time.monotonic() - started}
         with airflow_deployment(

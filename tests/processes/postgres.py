@@ -72,8 +72,10 @@ class Postgres:
         return Postgres(self.bin, self.port, self.user, database)
 
 
-def _as_server_user(argv: list[str]) -> list[str]:
-    return ["runuser", "-u", SERVER_USER, "--", *argv] if os.geteuid() == 0 else argv
+def server(argv: list[str], check: bool = True) -> None:
+    """A server command, run as the server's user."""
+    as_user = ["runuser", "-u", SERVER_USER, "--"] if os.geteuid() == 0 else []
+    subprocess.run([*as_user, *argv], check=check, capture_output=True)
 
 
 @contextlib.contextmanager
@@ -83,57 +85,21 @@ def running_postgres(log_file: Path) -> Iterator[Postgres]:
     assert bin_dir is not None, missing()
     user = SERVER_USER if os.geteuid() == 0 else getpass.getuser()
     root = Path(tempfile.mkdtemp(prefix="tpu-rl-pg-"))
-    data = root / "data"
+    data, log, pg_ctl = root / "data", root / "server.log", str(bin_dir / "pg_ctl")
     try:
         if os.geteuid() == 0:
             shutil.chown(root, SERVER_USER)
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    user,
-                    "--auth=trust",
-                    "--no-sync",
-                    "-E",
-                    "UTF8",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-        )
+        initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", user, "-E", "UTF8"]
+        server([*initdb, "--auth=trust", "--no-sync"])
         port = free_port()
         options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
         options += " -c full_page_writes=off -c synchronous_commit=off"
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-o",
-                    options,
-                    "-w",
-                    "start",
-                    "-l",
-                    str(root / "server.log"),
-                ]
-            ),
-            check=True,
-            capture_output=True,
-        )
+        server([pg_ctl, "-D", str(data), "-o", options, "-w", "start", "-l", str(log)])
         try:
             yield Postgres(bin_dir, port, user, "postgres").another(DATABASE)
         finally:
             with contextlib.suppress(FileNotFoundError):
-                shutil.copy(root / "server.log", log_file)
-            subprocess.run(
-                _as_server_user(
-                    [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
-                ),
-                capture_output=True,
-            )
+                shutil.copy(log, log_file)
+            server([pg_ctl, "-D", str(data), "-m", "immediate", "stop"], check=False)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -96,8 +96,8 @@ def test_two_deployments_share_a_cluster_and_bucket(
             "grace_minutes": 0,
         }
         api = production.api()
-        janitor = api.trigger_dag("tpu_rl_janitor", sweep, "proc__production_janitor")
-        assert api.wait_finished_dag("tpu_rl_janitor", janitor["dag_run_id"]) == "success"
+        janitor = api.trigger(sweep, "proc__production_janitor", "tpu_rl_janitor")
+        assert api.wait_finished(janitor["dag_run_id"], "tpu_rl_janitor") == "success"
         assert {k: v for k, v in cluster_objects(staging).items() if k in in_flight} == in_flight
         assert cluster in box.clusters(), "production's janitor removed the shared cluster"
 
