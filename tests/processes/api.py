@@ -31,27 +31,16 @@ class AirflowApi:
             raise AssertionError(f"{method} {path}: {response.status_code} {response.text}")
         return response.json()
 
-    def dag(self) -> dict[str, Any]:
-        return self._json("GET", f"/dags/{DAG_ID}")
-
-    def trigger(self, conf: dict[str, Any], run_id: str) -> dict[str, Any]:
-        return self.trigger_dag(DAG_ID, conf, run_id)
-
-    def trigger_dag(self, dag_id: str, conf: dict[str, Any], run_id: str) -> dict[str, Any]:
+    def trigger(self, conf: dict[str, Any], run_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
         """The UI's Trigger button."""
         body = {"dag_run_id": run_id, "conf": conf, "logical_date": None}
         return self._json("POST", f"/dags/{dag_id}/dagRuns", json=body)
 
-    def wait_finished_dag(self, dag_id: str, run_id: str, timeout_s: float = 120) -> str:
-        path = f"/dags/{dag_id}/dagRuns/{run_id}"
-        return self.wait(
-            f"{dag_id} run {run_id} to finish",
-            lambda: (s := self._json("GET", path)["state"]) in FINISHED and s,
-            timeout_s,
-        )
+    def run(self, run_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
+        return self._json("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
 
-    def run(self, run_id: str) -> dict[str, Any]:
-        return self._json("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}")
+    def variable(self, key: str) -> str:
+        return self._json("GET", f"/variables/{key}")["value"]
 
     def mark_run(self, run_id: str, state: str) -> dict[str, Any]:
         """The UI's "Mark run as failed/success"."""
@@ -88,10 +77,10 @@ class AirflowApi:
             time.sleep(every_s)
         raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
-    def wait_finished(self, run_id: str, timeout_s: float = 180) -> str:
+    def wait_finished(self, run_id: str, dag_id: str = DAG_ID, timeout_s: float = 180) -> str:
         return self.wait(
-            f"run {run_id} to finish",
-            lambda: (s := self.run(run_id)["state"]) in FINISHED and s,
+            f"{dag_id} run {run_id} to finish",
+            lambda: (s := self.run(run_id, dag_id)["state"]) in FINISHED and s,
             timeout_s,
         )
 

@@ -3,36 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.packaging.install import build_wheel, install_wheel
-from tests.processes.deployment import Deployment, product_root, running_deployment
+from tests.processes.deployment import (
+    Deployment,
+    harness_folder,
+    product_root,
+    running_deployment,
+)
 from tests.processes.postgres import missing
 
 
 @pytest.fixture(scope="session")
 def deployment() -> Iterator[Deployment]:
-    """Its folder (Airflow home, logs, sandbox files) is removed at the end unless
-    $PROCESS_HARNESS_KEEP is set; not under pytest's basetemp, which other sessions prune."""
-    reason = missing()
-    if reason:
+    if reason := missing():
         pytest.skip(reason)
-    folder = Path(tempfile.mkdtemp(prefix="tpu-rl-processes-"))
-    try:
-        with running_deployment(folder) as d:
-            print(f"\nprocess harness start-up: {json.dumps(d.timings)}")
-            yield d
-    finally:
-        if os.environ.get("PROCESS_HARNESS_KEEP"):
-            print(f"\nprocess harness folder kept: {folder}")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
+    with harness_folder("tpu-rl-processes-") as folder, running_deployment(folder) as d:
+        print(f"\nprocess harness start-up: {json.dumps(d.timings)}")
+        yield d
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,13 +26,15 @@ import httpx
 from tests.conftest import REPO
 from tests.processes.airflow_processes import COMMANDS, AirflowProcesses
 from tests.processes.api import DAG_ID, AirflowApi
-from tests.processes.postgres import Postgres, running_postgres
+from tests.processes.postgres import DATABASE, Postgres, running_postgres
 from tests.processes.sandbox import ProcessSandbox, running_sandbox
 from tests.sandbox.cloud import free_port
+from tests.sandbox.harness import HF_TOKEN
+from tpu_rl.deployment import DEPLOYMENT_VARIABLE
 
 SITE = Path(__file__).parent / "site"
 USERNAME = "admin"
-DEPLOYMENT_ID = "sandbox-processes"
+MIGRATED = "airflow_migrated"  # a database as `airflow db migrate` leaves it: a fresh install
 # Fast loops so faults are seen in seconds; everything else is Airflow's production default.
 FAST = {
     "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
@@ -60,9 +64,15 @@ class Deployment:
     processes: AirflowProcesses
     log_dir: Path
     timings: dict[str, float] = field(default_factory=dict)
+    hf_token: str = HF_TOKEN  # the password of its huggingface_default connection
 
     def api(self) -> AirflowApi:
         return AirflowApi(self.url, self.username, self.password)
+
+    def identity(self) -> str:
+        """The identity this deployment generated at its first run's validate (the shipped
+        configuration: no TPU_RL_DEPLOYMENT_ID), from its Variable."""
+        return self.api().variable(DEPLOYMENT_VARIABLE)
 
     def relaunch(self, own_env: dict[str, dict[str, str]]) -> None:
         """Give processes an environment of their own (`own_env`: process -> variables that
@@ -121,7 +131,6 @@ def airflow_env(tmp: Path, db_url: str, port: int, password_file: Path) -> dict[
         # the log servers' fixed default ports may be taken by another Airflow
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-        "TPU_RL_DEPLOYMENT_ID": DEPLOYMENT_ID,
         **FAST,
     }
 
@@ -139,13 +148,17 @@ def _wait(what: str, check, timeout_s: float, procs: AirflowProcesses) -> None:
 
 
 @contextlib.contextmanager
-def metadata_database(log_dir: Path, sqlite: bool) -> Iterator[Postgres | None]:
-    """A PostgreSQL server for the process scenarios; nothing for SQLite (a file in tmp)."""
-    if sqlite:
-        yield None
-    else:
-        with running_postgres(log_dir / "postgres.log") as postgres:
-            yield postgres
+def harness_folder(prefix: str) -> Iterator[Path]:
+    """A deployment's folder (Airflow home, logs, sandbox files), removed at the end unless
+    $PROCESS_HARNESS_KEEP is set; not under pytest's basetemp, which other sessions prune."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        if os.environ.get("PROCESS_HARNESS_KEEP"):
+            print(f"\nprocess harness folder kept: {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -163,65 +176,95 @@ def running_deployment(
 
     `make demo-ui` passes its port and password, SQLite, a watchable time scale and the
     sandbox's settings as the trigger form's defaults; the process scenarios take the defaults."""
-    log_dir = tmp / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
+    (tmp / "logs").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    database = contextlib.nullcontext() if sqlite else running_postgres(tmp / "logs/postgres.log")
     with (
         running_sandbox(tmp / "sandbox", time_scale, form_defaults) as sandbox,
-        metadata_database(log_dir, sqlite) as postgres,
+        database as postgres,
     ):
-        timings["sandbox_and_postgres_s"] = time.monotonic() - started
-        password = password or secrets.token_urlsafe(12)
-        password_file = tmp / "passwords.json"
-        password_file.write_text(json.dumps({USERNAME: password}))
-        port = port or free_port()
-        db_url = postgres.url if postgres else f"sqlite:///{tmp / 'airflow.db'}"
-        env = {
-            **os.environ,
-            **sandbox.env,
-            **airflow_env(tmp, db_url, port, password_file),
-            # the deployment's own REST API, through which `outcome` sets the run's note
-            "AIRFLOW_CONN_TPU_RL_AIRFLOW_API": json.dumps(
-                {
-                    "conn_type": "http",
-                    "host": f"http://127.0.0.1:{port}",
-                    "login": USERNAME,
-                    "password": password,
-                }
-            ),
-            **(extra_env or {}),
-        }
-        procs = AirflowProcesses(env, log_dir)
-        try:
-            mark = time.monotonic()
-            procs.airflow("db", "migrate")
-            timings["db_migrate_s"] = time.monotonic() - mark
-            mark = time.monotonic()
-            for name in ("api-server", "scheduler", "dag-processor", "triggerer"):
-                procs.start(name)
-            url = f"http://127.0.0.1:{port}"
-            _wait(
-                "the API server",
-                lambda: httpx.get(f"{url}/api/v2/monitor/health", timeout=5).is_success,
-                180,
-                procs,
-            )
-            timings["api_server_s"] = time.monotonic() - mark
-            deployment = Deployment(
-                url, USERNAME, password, sandbox, postgres, procs, log_dir, timings
-            )
-            api = deployment.api()
-            _wait(
-                "the DAG parsed", lambda: api.client.get(f"/dags/{DAG_ID}").is_success, 180, procs
-            )
-            timings["dag_parsed_s"] = time.monotonic() - mark
-            _wait("scheduler and triggerer", lambda: _healthy(url), 120, procs)
-            timings["all_healthy_s"] = time.monotonic() - mark
+        timings = {"sandbox_and_postgres_s": time.monotonic() - started}
+        with airflow_deployment(
+            tmp, sandbox, postgres, extra_env or {}, port, password, timings
+        ) as deployment:
             timings["startup_total_s"] = time.monotonic() - started
             yield deployment
-        finally:
-            procs.stop_all()
+
+
+@contextlib.contextmanager
+def another_deployment(
+    first: Deployment, tmp: Path, extra_env: dict[str, str]
+) -> Iterator[Deployment]:
+    """A second Airflow installation on the first one's sandbox (cluster, bucket, cloud): its
+    own metadata database (a copy of the first one's as `db migrate` left it, on the same
+    PostgreSQL server) and its own four processes."""
+    assert first.postgres is not None, "a second deployment needs the first one's PostgreSQL"
+    postgres = first.postgres.another(f"airflow_{secrets.token_hex(4)}", template=MIGRATED)
+    with airflow_deployment(tmp, first.sandbox, postgres, extra_env, None, None, {}) as d:
+        yield d
+
+
+@contextlib.contextmanager
+def airflow_deployment(
+    tmp: Path,
+    sandbox: ProcessSandbox,
+    postgres: Postgres | None,
+    extra_env: dict[str, str],
+    port: int | None,
+    password: str | None,
+    timings: dict[str, float],
+) -> Iterator[Deployment]:
+    """The four Airflow processes of one deployment on its database and `sandbox`, ready;
+    stopped on exit. A database named MIGRATED is ready for them as it is; another is migrated
+    first (and, on PostgreSQL, copied as MIGRATED for another deployment)."""
+    log_dir = tmp / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    password = password or secrets.token_urlsafe(12)
+    password_file = tmp / "passwords.json"
+    password_file.write_text(json.dumps({USERNAME: password}))
+    port = port or free_port()
+    db_url = postgres.url if postgres else f"sqlite:///{tmp / 'airflow.db'}"
+    env = {
+        **os.environ,
+        **sandbox.env,
+        **airflow_env(tmp, db_url, port, password_file),
+        # the deployment's own REST API, through which `outcome` sets the run's note
+        "AIRFLOW_CONN_TPU_RL_AIRFLOW_API": json.dumps(
+            {
+                "conn_type": "http",
+                "host": f"http://127.0.0.1:{port}",
+                "login": USERNAME,
+                "password": password,
+            }
+        ),
+        **extra_env,
+    }
+    procs = AirflowProcesses(env, log_dir)
+    try:
+        mark = time.monotonic()
+        if postgres is None or postgres.database != MIGRATED:
+            procs.airflow("db", "migrate")
+        if postgres is not None and postgres.database == DATABASE:
+            postgres.another(MIGRATED, template=DATABASE)  # before any process connects
+        timings["db_migrate_s"] = time.monotonic() - mark
+        mark = time.monotonic()
+        for name in COMMANDS:
+            procs.start(name)
+        url = f"http://127.0.0.1:{port}"
+        health = f"{url}/api/v2/monitor/health"
+        _wait("the API server", lambda: httpx.get(health, timeout=5).is_success, 180, procs)
+        timings["api_server_s"] = time.monotonic() - mark
+        deployment = Deployment(url, USERNAME, password, sandbox, postgres, procs, log_dir, timings)
+        if conn := extra_env.get("AIRFLOW_CONN_HUGGINGFACE_DEFAULT"):
+            deployment.hf_token = json.loads(conn)["password"]
+        api = deployment.api()
+        _wait("the DAG parsed", lambda: api.client.get(f"/dags/{DAG_ID}").is_success, 180, procs)
+        timings["dag_parsed_s"] = time.monotonic() - mark
+        _wait("scheduler and triggerer", lambda: _healthy(url), 120, procs)
+        timings["all_healthy_s"] = time.monotonic() - mark
+        yield deployment
+    finally:
+        procs.stop_all()
 
 
 def _healthy(url: str) -> bool:

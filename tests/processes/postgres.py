@@ -46,38 +46,36 @@ def missing() -> str | None:
 
 @dataclass(frozen=True)
 class Postgres:
-    """A running server: where to reach it and how to dump it."""
+    """A database on a running server: where to reach it, how to dump it, another beside it."""
 
     bin: Path
     port: int
     user: str
+    database: str = DATABASE
 
     @property
     def url(self) -> str:
-        return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{DATABASE}"
+        return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{self.database}"
+
+    def _client(self, program: str, *args: str) -> str:
+        argv = [str(self.bin / program), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user]
+        return subprocess.run([*argv, *args], check=True, capture_output=True, text=True).stdout
 
     def dump(self) -> str:
         """Every table's rows as SQL text (pg_dump --data-only), to grep for secrets."""
-        return subprocess.run(
-            [
-                str(self.bin / "pg_dump"),
-                "--data-only",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-U",
-                self.user,
-                DATABASE,
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        return self._client("pg_dump", "--data-only", self.database)
+
+    def another(self, database: str, template: str | None = None) -> Postgres:
+        """A new database on the same server: empty, or a copy of `template` (which nothing
+        may be connected to)."""
+        self._client("createdb", *(["-T", template] if template else []), database)
+        return Postgres(self.bin, self.port, self.user, database)
 
 
-def _as_server_user(argv: list[str]) -> list[str]:
-    return ["runuser", "-u", SERVER_USER, "--", *argv] if os.geteuid() == 0 else argv
+def server(argv: list[str], check: bool = True) -> None:
+    """A server command, run as the server's user."""
+    as_user = ["runuser", "-u", SERVER_USER, "--"] if os.geteuid() == 0 else []
+    subprocess.run([*as_user, *argv], check=check, capture_output=True)
 
 
 @contextlib.contextmanager
@@ -87,71 +85,21 @@ def running_postgres(log_file: Path) -> Iterator[Postgres]:
     assert bin_dir is not None, missing()
     user = SERVER_USER if os.geteuid() == 0 else getpass.getuser()
     root = Path(tempfile.mkdtemp(prefix="tpu-rl-pg-"))
-    data = root / "data"
+    data, log, pg_ctl = root / "data", root / "server.log", str(bin_dir / "pg_ctl")
     try:
         if os.geteuid() == 0:
             shutil.chown(root, SERVER_USER)
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    user,
-                    "--auth=trust",
-                    "--no-sync",
-                    "-E",
-                    "UTF8",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-        )
+        initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", user, "-E", "UTF8"]
+        server([*initdb, "--auth=trust", "--no-sync"])
         port = free_port()
         options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
         options += " -c full_page_writes=off -c synchronous_commit=off"
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-o",
-                    options,
-                    "-w",
-                    "start",
-                    "-l",
-                    str(root / "server.log"),
-                ]
-            ),
-            check=True,
-            capture_output=True,
-        )
+        server([pg_ctl, "-D", str(data), "-o", options, "-w", "start", "-l", str(log)])
         try:
-            subprocess.run(
-                [
-                    str(bin_dir / "createdb"),
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-U",
-                    user,
-                    DATABASE,
-                ],
-                check=True,
-                capture_output=True,
-            )
-            yield Postgres(bin_dir, port, user)
+            yield Postgres(bin_dir, port, user, "postgres").another(DATABASE)
         finally:
             with contextlib.suppress(FileNotFoundError):
-                shutil.copy(root / "server.log", log_file)
-            subprocess.run(
-                _as_server_user(
-                    [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
-                ),
-                capture_output=True,
-            )
+                shutil.copy(log, log_file)
+            server([pg_ctl, "-D", str(data), "-m", "immediate", "stop"], check=False)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -87,6 +87,9 @@ class ProcessSandbox:
     def hold_deploy(self, seconds: float) -> None:
         self.gcluster_control.write_text(json.dumps({"deploy_hold_seconds": seconds}))
 
+    def nodes(self) -> list[str]:
+        return [node["metadata"]["name"] for node in self.emu.list("nodes")]
+
     def leftovers(self, run_label: str) -> list[str]:
         """Objects of this run (pods included) that still exist."""
         selector = f"{MANAGED_LABEL},tpu-rl.dev/run={run_label}"
@@ -112,25 +115,30 @@ class ProcessSandbox:
 def _provision_running_clusters(
     emu: KubeEmulator, state_file: Path, marker: Path, stop: threading.Event
 ) -> None:
-    """What the in-process sandbox does on its first get_cluster, for the Airflow processes:
-    once the fake gcluster records a cluster RUNNING, its model (nodes, service accounts, Kueue
-    from the deployed blueprint) is put in the emulator, then the cluster is named in `marker`,
-    which the seam's get_cluster waits for (with its node pools, as the Container API describes
-    them). The runs' clusters are alike: one model serves all."""
-    named: dict[str, list] = {}
+    """What the in-process sandbox does in get_cluster and as time passes (GkeControlPlane
+    get_cluster and sync), for the Airflow processes: once the fake gcluster records a cluster
+    RUNNING, its model (nodes, service accounts, Kueue from the deployed blueprint) is put in the
+    emulator, then the cluster is named in `marker` with its node pools (as the Container API
+    describes them), which the seam's get_cluster waits for; when that cluster leaves the fake
+    cloud (destroyed, or deleted by GKE), its nodes go with it. The runs' clusters are alike:
+    one model at a time serves every RUNNING cluster."""
+    served: dict[str, list] = {}
     while not stop.wait(0.02):
         try:
             clusters = json.loads(state_file.read_text()).get("clusters", {})
         except (FileNotFoundError, json.JSONDecodeError):  # not yet, or being rewritten
             continue
-        running = [n for n, r in clusters.items() if r.get("status") == "RUNNING"]
-        for name in running:
-            if name in named:
-                continue
-            if emu.cluster is None:
-                GkeControlPlane.model(name, clusters[name]).provision(emu)
-            named[name] = node_pools(emu.cluster)
-            marker.write_text(json.dumps(named))
+        running = sorted(n for n, r in clusters.items() if r.get("status") == "RUNNING")
+        model = emu.cluster
+        if model is not None and model.running and model.name not in running:
+            model.running = False
+            for node in emu.list("nodes"):
+                emu.delete("nodes", "", node["metadata"]["name"])
+        if running and (emu.cluster is None or not emu.cluster.running):
+            GkeControlPlane.model(running[0], clusters[running[0]]).provision(emu)
+        if running != list(served):
+            served = {name: node_pools(emu.cluster) for name in running}
+            marker.write_text(json.dumps(served))
 
 
 @contextlib.contextmanager

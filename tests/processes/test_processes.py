@@ -20,28 +20,20 @@ import pytest
 
 from tests.conftest import REPO
 from tests.processes.deployment import SITE, Deployment
-from tests.processes.runs import Run, report_entry, settle, start_run, wait_for_event
+from tests.processes.runs import (
+    BURST,
+    Run,
+    burst_marker,
+    finish,
+    start_run,
+    task_log,
+    wait_for_event,
+)
 
+WAIT = "wait_for_rewards"
 # One deployment for all: these run on one xdist worker (make test: -n 2 --dist loadgroup), in
 # file order; the first one's time includes the deployment's start-up.
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes")]
-
-
-def finish(d: Deployment, run: Run, expected: str, e2e_report: list) -> dict:
-    """Settle the run, report it (`make e2e`), assert state, nothing left and no token."""
-    try:
-        state, tasks = settle(d.api(), run)
-    except AssertionError:
-        e2e_report.append(report_entry(d, run, d.api().run(run.run_id)["state"], expected, {}))
-        raise
-    entry = report_entry(d, run, state, expected, tasks)
-    e2e_report.append(entry)
-    unusual = {t: s for t, s in tasks.items() if s not in ("success", "skipped")}
-    assert state == expected, f"run {state}; tasks not success/skipped: {unusual}; logs {d.log_dir}"
-    cleanups = {t: s for t, s in tasks.items() if t.startswith("cleanup")}
-    assert entry["cleanup_complete"], f"left {entry['leftover_objects']}; {cleanups}"
-    assert entry["token_leaks"] == []
-    return tasks
 
 
 def cleanups_ran(tasks: dict) -> None:
@@ -215,11 +207,7 @@ def test_triggerer_killed_mid_wait(
     finally:
         deployment.relaunch({})
     assert tasks["wait_for_rewards"] == "success"
-    wait_logs = "".join(
-        text
-        for path, text in deployment.logs().items()
-        if f"run_id={run.run_id}" in str(path) and "task_id=wait_for_rewards" in str(path)
-    )
+    wait_logs = task_log(deployment, run, "wait_for_rewards")
     assert wait_logs.count("Intermediate Eval step=10 ") == 1, "logged again after the restart"
     assert "Post RL Training" in wait_logs
 
@@ -256,40 +244,57 @@ def test_export_cleared_and_rerun(deployment: Deployment, e2e_report) -> None:
 
 
 @pytest.mark.defers
-def test_scheduler_restarted_mid_run(deployment: Deployment, e2e_report) -> None:
+def test_restarted_right_after_a_burst_of_log_lines(deployment: Deployment, e2e_report) -> None:
+    """The training logs BURST reward lines at once; right after, the triggerer and the
+    scheduler are stopped gracefully (SIGTERM, as Kubernetes stops a
+    Composer component's pod) and started again: the run ends as usual and no line of the
+    burst is logged twice."""
     api, procs = deployment.api(), deployment.processes
-    run = start_run(deployment, api, "scheduler_restarted", hold_training_s=20)
+    run = start_run(
+        deployment, api, "restarted_after_burst", hold_training_s=120, burst_lines=BURST
+    )
     wait_for_event(api, run, run.training_held, "training's first evaluation")
-    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
-    procs.restart("scheduler")
+    first = "Intermediate Eval step=10 "  # the trigger is reading the log
+    api.wait("the wait's first line", lambda: first in task_log(deployment, run, WAIT), 60)
+    run.burst_due.set()
+    assert run.burst_logged.wait(30), "no burst"
+    procs.restart("triggerer", "scheduler")
+    run.training_released.set()
     cleanups_ran(finish(deployment, run, "success", e2e_report))
+    logged = task_log(deployment, run, WAIT)
+    twice = [i for i in range(BURST + 1) if logged.count(burst_marker(i)) != 1]
+    assert not twice, f"burst lines {twice} not logged exactly once"
 
 
 def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None:
-    """The deployer's dagrun_timeout (TPU_RL_DAGRUN_TIMEOUT_MINUTES) passes while training runs:
-    the timeout callback removes the run's Kubernetes objects and the janitor its cluster.
+    """The deployer's dagrun_timeout (TPU_RL_DAGRUN_TIMEOUT_MINUTES) passes while the reward wait
+    is deferred: the scheduler fails the run and skips its teardowns, and the timeout callback
+    (in the DAG processor) removes the run's Kubernetes objects and has GKE delete the cluster
+    the run created, its nodes with it. No janitor.
 
-    Runs last: it restarts the scheduler and DAG processor with a 0.5-minute timeout.
+    Runs last: it restarts the scheduler and DAG processor with a 0.5-minute timeout (the DAG
+    reads it when parsed); the run is older than that when they are back.
     """
-    api, procs = deployment.api(), deployment.processes
-    run = start_run(deployment, api, "dagrun_timeout", hold_training_s=120)
+    api, procs, box = deployment.api(), deployment.processes, deployment.sandbox
+    # the training's own limit (12 simulated hours: 43 s wall) must not end the wait first
+    run = start_run(
+        deployment, api, "dagrun_timeout", hold_training_s=120, training_timeout_minutes=2880
+    )
     wait_for_event(api, run, run.training_held, "training's first evaluation")
+    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
     procs.env["TPU_RL_DAGRUN_TIMEOUT_MINUTES"] = "0.5"
     procs.restart("dag-processor", "scheduler")
     api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
+    cluster = run.settings["cluster_name"]
+
+    def left() -> list[str]:
+        nodes = [n for n in box.nodes() if n.startswith(f"gke-{cluster}-")]
+        return box.leftovers(run.label) + nodes + [c for c in box.clusters() if c == cluster]
+
     api.wait(
-        "the timeout callback to remove the run's objects",
-        lambda: not deployment.sandbox.leftovers(run.label),
+        "the timeout callback to remove the run's objects, nodes and cluster",
+        lambda: not left(),
         60,
     )
-    settings = run.settings
-    sweep = {
-        "project": settings["project"],
-        "region": settings["region"],
-        "gcs_bucket": settings["gcs_bucket"],
-        "dry_run": False,
-        "grace_minutes": 0,
-    }
-    janitor = api.trigger_dag("tpu_rl_janitor", sweep, "proc__janitor_after_timeout")
-    assert api.wait_finished_dag("tpu_rl_janitor", janitor["dag_run_id"]) == "success"
-    finish(deployment, run, "failed", e2e_report)
+    tasks = finish(deployment, run, "failed", e2e_report)
+    assert tasks["cleanup_cluster"] == "skipped", tasks  # the callback, not the teardown

@@ -90,18 +90,29 @@ def _wait_provisioned(name: str) -> list[dict[str, Any]]:
     raise RuntimeError(f"sandbox: cluster {name} is RUNNING but its model was not provisioned")
 
 
+def _control_plane() -> Any:
+    """The sandbox's GKE control plane over the fake cloud's state file."""
+    saved = dict(os.environ)
+    from tests.sandbox.cloud import GkeControlPlane  # its conftest import rewrites os.environ
+
+    os.environ.clear()
+    os.environ.update(saved)
+    seam = _seam()
+    emulator = type("Emulator", (), {"url": seam["kube_url"], "ca_b64": seam["ca_b64"]})()
+    return GkeControlPlane(emulator, Path(seam["state_file"]))
+
+
 class _ClusterManager:
     """GKEHook.get_cluster_manager_client: list_clusters answered by the sandbox's control plane."""
 
     def list_clusters(self, parent: str | None = None, **_: Any) -> Any:
-        saved = dict(os.environ)
-        from tests.sandbox.cloud import GkeControlPlane  # its conftest import rewrites os.environ
+        return _control_plane().list_clusters(parent or "")
 
-        os.environ.clear()
-        os.environ.update(saved)
-        seam = _seam()
-        emulator = type("Emulator", (), {"url": seam["kube_url"], "ca_b64": seam["ca_b64"]})()
-        return GkeControlPlane(emulator, Path(seam["state_file"])).list_clusters(parent or "")
+
+def _delete_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) -> Any:
+    """GKEHook.delete_cluster: the cluster leaves the fake cloud's state at once (the sandbox
+    then removes its nodes, tests/processes/sandbox.py)."""
+    return _control_plane().delete_cluster(hook, name, project_id)
 
 
 def _credentials_and_project(hook: Any) -> tuple[Any, str]:
@@ -136,6 +147,7 @@ def _patch(module: Any) -> None:
     if module.__name__ == GKE_HOOKS:
         module.GKEHook.get_cluster = _get_cluster
         module.GKEHook.get_cluster_manager_client = lambda hook, *a, **kw: _ClusterManager()
+        module.GKEHook.delete_cluster = _delete_cluster
     elif module.__name__ == BASE_HOOK:
         module.GoogleBaseHook.get_credentials_and_project_id = _credentials_and_project
     elif _seam()["form_defaults"]:

@@ -1,0 +1,114 @@
+"""Two Airflow deployments on one sandbox cluster and bucket, on real processes (issue 27 item 1;
+the in-process version is tests/e2e/test_deployments.py).
+
+Both are installed as shipped (no TPU_RL_DEPLOYMENT_ID): the session's deployment is staging;
+production is a second install beside it, with its own metadata database (on the same
+PostgreSQL server) and its own Hugging Face token. It runs all four processes: the API server
+serves its tasks' execution API and the trigger, the scheduler runs the tasks (LocalExecutor),
+the DAG processor puts the DAG in its database and the triggerer runs the reward wait, the one
+that would follow the other's training Job. Both trigger the same run id on one existing
+cluster; with staging's run at its reward wait, production's reaches its own, finishes, and its
+janitor sweeps with deletion on and no grace period; then staging's finishes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tests.processes.deployment import Deployment, another_deployment, harness_folder
+from tests.processes.runs import finish, settings_for, start_run, wait_for_event
+from tests.sandbox.cloud import add_running_cluster
+from tests.sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
+from tpu_rl.jobs.manifests import TOKEN_KEY
+
+pytestmark = [pytest.mark.timeout(420), pytest.mark.xdist_group("processes")]
+
+NAME = "two_deployments"  # one run id in both: proc__two_deployments
+PRODUCTION_TOKEN = "hf_ProductionSecretToken0123456789ab"
+# one cluster, kept by both; training may last 48 simulated hours (172 s wall: both runs
+# held at their reward wait at once), not the default 12 (43 s)
+SHARED = {"cluster_mode": "existing", "reservation": "", "training_timeout_minutes": 2880}
+
+
+def cluster_objects(d: Deployment) -> dict[str, tuple[str, str | None]]:
+    """Every Job, JobSet and Secret on the cluster: its uid and (a Secret's) token, by name."""
+    objects = {}
+    for kind in ("jobs", "jobsets", "secrets"):
+        for obj in d.sandbox.emu.list(kind):
+            token = (obj.get("data") or {}).get(TOKEN_KEY)
+            meta = obj["metadata"]
+            objects[f"{kind}/{meta['name']}"] = (
+                meta["uid"],
+                base64.b64decode(token).decode() if token else None,
+            )
+    return objects
+
+
+@pytest.fixture
+def production(deployment: Deployment) -> Iterator[Deployment]:
+    token = json.dumps({"conn_type": "generic", "password": PRODUCTION_TOKEN})
+    with (
+        harness_folder("tpu-rl-production-") as folder,
+        another_deployment(deployment, folder, {"AIRFLOW_CONN_HUGGINGFACE_DEFAULT": token}) as d,
+    ):
+        yield d
+
+
+def test_two_deployments_share_a_cluster_and_bucket(
+    deployment: Deployment, production: Deployment, e2e_report
+) -> None:
+    staging, box = deployment, deployment.sandbox
+    cluster, bucket = settings_for(NAME)["cluster_name"], settings_for(NAME)["gcs_bucket"]
+    room_for_both = {**EXISTING_CLUSTER_VARS, "num_slices": 2}  # Kueue admits one run a slice
+    add_running_cluster(box.state_file, cluster, SETTINGS["project"], room_for_both)
+    try:
+        first = start_run(staging, staging.api(), NAME, hold_training_s=150, **SHARED)
+        wait_for_event(staging.api(), first, first.training_held, "training's first evaluation")
+        staging.api().wait_task(first.run_id, "wait_for_rewards", {"deferred"})
+        in_flight = cluster_objects(staging)
+        assert {k.split("/")[0] for k in in_flight} >= {"jobs", "secrets"}, in_flight
+        second = start_run(production, production.api(), NAME, hold_training_s=150, **SHARED)
+        first.name, second.name = f"{NAME}_staging", f"{NAME}_production"
+        production.api().wait_task(second.run_id, "wait_for_rewards", {"deferred"})
+        # both at their reward wait: staging's objects are all there, unchanged (same uid, its
+        # own token); production made a Job and a token Secret of its own (it followed none)
+        both = cluster_objects(staging)
+        assert {k: both.get(k) for k in in_flight} == in_flight
+        made = {k: v for k, v in both.items() if k not in in_flight}
+        assert {k.split("/")[0] for k in made} >= {"jobs", "secrets"}, sorted(both)
+        tokens = {v[1] for v in made.values() if v[1]}
+        assert tokens == {PRODUCTION_TOKEN}, "production's Secret carries another token"
+        assert {v[1] for v in in_flight.values() if v[1]} == {HF_TOKEN}
+
+        second.training_released.set()
+        finish(production, second, "success", e2e_report)  # its cleanup removed its own only
+        assert {k: v for k, v in cluster_objects(staging).items() if k in in_flight} == in_flight
+        sweep = {
+            "project": SETTINGS["project"],
+            "region": SETTINGS["region"],
+            "gcs_bucket": bucket,
+            "existing_clusters": [cluster],
+            "dry_run": False,
+            "grace_minutes": 0,
+        }
+        api = production.api()
+        janitor = api.trigger(sweep, "proc__production_janitor", "tpu_rl_janitor")
+        assert api.wait_finished(janitor["dag_run_id"], "tpu_rl_janitor") == "success"
+        assert {k: v for k, v in cluster_objects(staging).items() if k in in_flight} == in_flight
+        assert cluster in box.clusters(), "production's janitor removed the shared cluster"
+
+        first.training_released.set()
+        finish(staging, first, "success", e2e_report)
+        names = box.gcs.names(bucket)
+        exports = {n.split("/hf-trained/")[1].split("/")[0] for n in names if "/hf-trained/" in n}
+        checkpoints = {n.split("/checkpoints/")[0] for n in names if "/checkpoints/" in n}
+        assert len(exports) == 2 and len(checkpoints) == 2, (sorted(exports), sorted(checkpoints))
+        assert len({staging.identity(), production.identity()}) == 2
+    finally:
+        state = json.loads(box.state_file.read_text())
+        state["clusters"].pop(cluster, None)  # its nodes go: the next scenarios' own clusters
+        box.state_file.write_text(json.dumps(state))
