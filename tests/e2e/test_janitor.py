@@ -239,6 +239,8 @@ def test_janitor_removes_only_what_no_active_run_owns(airflow_db, tmp_path: Path
         assert state == "success"
         assert set(report["would_remove"]) == killed_refs | {shared_ref}
         assert report["would_destroy"] == ["gemma4-rl"]
+        assert report["swept"]["project"] == BASE_CONF["project"]  # the log says what was swept
+        assert report["swept"]["clusters"] == ["gemma4-rl", "rl-busy", "shared"]
         assert "remove" not in report and report["failed"] == {}
         assert everything(emu, busy_emu, shared_emu) == before
         assert state_file.read_text() == clusters_before and gcluster_calls() == []

@@ -264,6 +264,23 @@ def test_a_conf_validation_would_refuse_costs_nothing_but_its_tpu_hours(client, 
     assert row["gate"] == "passed"
 
 
+def test_a_run_whose_validate_failed_costs_nothing_as_its_note_says(client, auth_token):
+    """Issue 28: the page showed task-time hours and dollars for a run refused by `validate`,
+    whose note said "TPU cost: not counted"."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert
+
+    run_id = "scheduled__synthetic-0000"
+    set_conf(run_id, {"cluster_mode": "existing", "reservation": "r"})
+    with create_session() as session:
+        refused = synthetic.ti_row(run_id, "validate", "failed", synthetic.START, synthetic.START)
+        session.execute(insert(TaskInstance.__table__), [refused])
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
+    assert row["host_hours"] is None and row["estimated_cost_usd"] is None
+    assert row["error"] is None
+
+
 def test_needs_the_permission_to_read_the_runs_xcoms(client, auth_token, monkeypatch):
     """The rewards come from XComs: a user who may read runs but not XComs gets nothing."""
     from airflow.api_fastapi.app import get_auth_manager

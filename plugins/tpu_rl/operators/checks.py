@@ -17,7 +17,30 @@ from tpu_rl.operators.run_step import RunStep
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-FAILED = ("failed", "upstream_failed")
+NAMES_SHOWN = 3  # tasks named in a verdict's list before "and N more"
+
+
+def failure_verdict(final_task: str, states: dict[str, str | None]) -> str | None:
+    """Why the run failed, the failed tasks first, the tasks they kept from running counted
+    after (a failed `validate` leaves 14): None when `final_task` succeeded and nothing failed."""
+    final = states.get(final_task)
+    failed = sorted(t for t, s in states.items() if s == "failed")
+    blocked = sorted(t for t, s in states.items() if s == "upstream_failed" and t != final_task)
+    if not failed and not blocked and final == "success":
+        return None
+    parts = [f"{_some(failed)} failed"] if failed else []
+    if final != "success":
+        stopped = "" if failed or blocked else " (stopped before it ran: marked failed?)"
+        parts.append(f"{final_task} is {final}{stopped}")
+    if blocked:
+        parts.append(f"not run (upstream_failed): {_some(blocked)}")
+    return "the run did not succeed: " + "; ".join(parts)
+
+
+def _some(tasks: list[str]) -> str:
+    shown = ", ".join(tasks[:NAMES_SHOWN])
+    more = len(tasks) - NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 class ValidateRunOperator(RunStep):
@@ -160,16 +183,9 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             .get_task_states(dag_id=context["dag"].dag_id, task_ids=list(watched), run_ids=[run_id])
             .get(run_id, {})
         )
-        failed = {task: state for task, state in states.items() if state in FAILED}
-        final = states.get(final_task)
-        verdict = None
-        if failed or final != "success":
-            listed = ", ".join(f"{task} {state}" for task, state in sorted(failed.items()))
-            verdict = f"the run did not succeed: {final_task} is {final}" + (
-                f"; {listed}" if listed else " (stopped before it ran: marked failed?)"
-            )
+        verdict = failure_verdict(final_task, states)
         try:
-            self.report_results(context, verdict, verified=final == "success")
+            self.report_results(context, verdict, verified=states.get(final_task) == "success")
         except Exception:  # the verdict stands whatever the reporting met (GCS, the API)
             self.log.exception("The run's cost, report or note could not be completed")
         if verdict:

@@ -238,7 +238,9 @@ class JanitorSweepOperator(BaseOperator):
                 sweep.objects(cluster)
         destroy, settings, clusters_kept = sweep.clusters(inspected)
         verb = "would_" if p.dry_run else ""
+        swept = {"project": p.project, "region": p.region, "clusters": sorted(wanted)}
         report = {
+            "swept": swept,  # what was looked at: a "none" below is about these
             "dry_run": p.dry_run,
             "grace_minutes": p.grace_minutes,
             f"{verb}remove": sweep.removed,
@@ -248,6 +250,12 @@ class JanitorSweepOperator(BaseOperator):
             "failed": sweep.failed,
             "destroy_settings": [] if p.dry_run else settings,
         }
+        self.log.info(
+            "Swept project %s, region %s, clusters: %s",
+            p.project,
+            p.region,
+            ", ".join(swept["clusters"]) or "none labelled by this deployment",
+        )
         self.log.info(
             "%s: %s", "Would remove (dry_run)" if p.dry_run else "Removed", sweep.removed or "none"
         )

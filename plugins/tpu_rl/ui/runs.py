@@ -4,12 +4,13 @@ One query reads the DAG runs with the task instances the page needs joined in (t
 creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
 one reads the XComs of all those runs. A run's chip-hours, host-hours and cost are the figure
 its `outcome` counted (XCom `tpu_cost`, tpu_rl.report.run_cost), the one its report and note
-show; only a run without it (one that timed out, whose teardowns were skipped, or one from
-before that count) is counted here, by the same tpu_rl.report.billing, to the cluster's
-destruction for a cluster the run made, else to the run's end; each training attempt
-shows its TPU node-hours and the steps computed again after it. A value it cannot read (an XCom
-or conf of the wrong shape, tpu_rl.ui.checks) is left out of its run's row, whose `error` says
-what it was; the other rows and the answer are untouched.
+show; a run whose `validate` failed has none; only another run without it (one that timed
+out, whose teardowns were skipped, or one from before that count) is counted here, by the
+same tpu_rl.report.billing, to the cluster's destruction for a cluster the run made, else to
+the run's end; each training attempt shows its TPU node-hours and the steps computed again
+after it. A value it cannot read (an XCom or conf of the wrong shape, tpu_rl.ui.checks) is left
+out of its run's row, whose `error` says what it was; the other rows and the answer are
+untouched.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ RAN = ("success", "failed")  # task states of a step that ran (not upstream_fail
 POOL_ENDERS = (Step.WAIT_FOR_REWARDS, Step.STOP_BACKEND, Step.CLEANUP_KUBERNETES)
 # Steps whose pods hold every host of the slice besides the backend's: conversion and export.
 HOST_STEPS = (Step.CONVERT, Step.EXPORT)
-# the task instances joined into each row: the cluster's life, the TPU steps, the gate's verdict
+# the task instances joined into each row: whether the settings were valid, the cluster's life,
+# the TPU steps, the gate's verdict
 JOINED_TASKS = (
+    Step.VALIDATE,
     Step.CREATE_CLUSTER,
     Step.CLEANUP_CLUSTER,
     Step.START_BACKEND,
@@ -245,7 +248,9 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
     gate = x.get("gate") or {}
     tpu: dict[str, Any] = x.get("cost") or {}
-    if not tpu and run.end_date is not None:  # while the run goes on, its nodes may still bill
+    # while the run goes on, its nodes may still bill; a run whose settings never validated
+    # has no cost, as its outcome and note say (RunOutcomeOperator.report_results)
+    if not tpu and run.end_date is not None and run.validate_state != "failed":
         try:
             tpu = _tpu(run, x)
         except ROW_ERRORS as error:  # a conf validation refuses, or the conf is no object
