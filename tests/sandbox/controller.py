@@ -179,9 +179,16 @@ class Controller:
         time_scale: float = 0.001,
         tick_s: float = 0.01,
         reconcilers: tuple[Callable[[], None], ...] = (),
+        catch_up: bool = False,
     ) -> None:
-        """`reconcilers` run after each pass (faults such as preemption, the cloud's state)."""
-        self.emu, self.scenario = emu, scenario or Scenario()
+        """`reconcilers` run after each pass (faults such as preemption, the cloud's state).
+
+        `catch_up`: a sleep ends `seconds` after its step was due, not after the pass that ran
+        it, so a script keeps its rate when a pass is slower than its sleeps (hundreds of pods:
+        without it, one step per pass). Off by default: the steps a pass catches up run at
+        once, and side effects that read the clock (a preemption's notice) see it unmoved.
+        """
+        self.emu, self.scenario, self.catch_up = emu, scenario or Scenario(), catch_up
         self.time_scale, self.tick_s = time_scale, tick_s
         self.reconcilers = reconcilers
         emu.ledger.clock = self.clock = SimClock(time_scale)
@@ -582,9 +589,7 @@ class Controller:
                 text = step.text() if callable(step.text) else step.text
                 self.emu.append_log(ns, pod, run.container, text)
             elif step.action == "sleep":
-                # from when the step was due, not from this pass: a pass slower than the
-                # sleep (hundreds of pods) runs the steps it is behind, at the script's rate
-                run.due += self._wall(step.seconds)
+                run.due = (run.due if self.catch_up else now) + self._wall(step.seconds)
             elif step.action == "call" and step.fn:
                 try:
                     step.fn(run.info)
