@@ -179,9 +179,16 @@ class Controller:
         time_scale: float = 0.001,
         tick_s: float = 0.01,
         reconcilers: tuple[Callable[[], None], ...] = (),
+        catch_up: bool = False,
     ) -> None:
-        """`reconcilers` run after each pass (faults such as preemption, the cloud's state)."""
-        self.emu, self.scenario = emu, scenario or Scenario()
+        """`reconcilers` run after each pass (faults such as preemption, the cloud's state).
+
+        `catch_up`: a sleep ends `seconds` after its step was due, not after the pass that ran
+        it, so a script keeps its rate when a pass is slower than its sleeps (hundreds of pods:
+        without it, one step per pass). Off by default: the steps a pass catches up run at
+        once, and side effects that read the clock (a preemption's notice) see it unmoved.
+        """
+        self.emu, self.scenario, self.catch_up = emu, scenario or Scenario(), catch_up
         self.time_scale, self.tick_s = time_scale, tick_s
         self.reconcilers = reconcilers
         emu.ledger.clock = self.clock = SimClock(time_scale)
@@ -233,8 +240,9 @@ class Controller:
         self.kueue.reconcile()
         for jobset in self.emu.list("jobsets"):
             self._reconcile_jobset(jobset)
+        owned = self._pods_by_job()  # one list per pass, not one per Job (O(Jobs x pods))
         for job in self.emu.list("jobs"):
-            self._reconcile_job(job)
+            self._reconcile_job(job, owned.get(job["metadata"]["uid"], []))
         self.scheduler.schedule()
         self.autoscaler.reconcile()
         self._run_pods()
@@ -246,7 +254,17 @@ class Controller:
 
     # -- Jobs -------------------------------------------------------------------------------
 
-    def _reconcile_job(self, job: dict[str, Any]) -> None:
+    def _pods_by_job(self) -> dict[str, list[dict[str, Any]]]:
+        """Each Job's pods by the Job's uid: its controller-uid label and owner reference."""
+        owned: dict[str, list[dict[str, Any]]] = {}
+        for pod in self.emu.list("pods"):
+            uid = (pod["metadata"].get("labels") or {}).get("batch.kubernetes.io/controller-uid")
+            if any(r.get("uid") == uid for r in pod["metadata"].get("ownerReferences", [])):
+                owned.setdefault(uid, []).append(pod)
+        return owned
+
+    def _reconcile_job(self, job: dict[str, Any], owned: list[dict[str, Any]]) -> None:
+        """Status, conditions and pods of one Job; `owned`: its pods at the start of the pass."""
         meta, spec, status = job["metadata"], job["spec"], job.get("status") or {}
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         if (
@@ -273,11 +291,7 @@ class Controller:
         delay = self._wall(self.scenario.admission_delay(name, labels))
         if time.monotonic() - first_seen < delay:
             return
-        pods = [
-            p
-            for p in self.emu.list("pods", ns, f"batch.kubernetes.io/controller-uid={uid}")
-            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences", []))
-        ]
+        pods = [p for p in owned if p["metadata"]["namespace"] == ns]
         indexed = spec.get("completionMode") == "Indexed"
         completions = spec.get("completions") or spec.get("parallelism", 1)
         done = _phase_in(pods, "Succeeded")
@@ -575,7 +589,7 @@ class Controller:
                 text = step.text() if callable(step.text) else step.text
                 self.emu.append_log(ns, pod, run.container, text)
             elif step.action == "sleep":
-                run.due = now + self._wall(step.seconds)
+                run.due = (run.due if self.catch_up else now) + self._wall(step.seconds)
             elif step.action == "call" and step.fn:
                 try:
                     step.fn(run.info)

@@ -256,12 +256,13 @@ class ClusterState:
     ) -> list[dict[str, Any]]:
         """Objects of one plural, optionally in one namespace and matching the selectors."""
         labels, fields = label_matcher(label_selector), field_matcher(field_selector)
-        with self._lock:
-            return [
-                clone(obj)
-                for (p, ns, _), obj in sorted(self._objects.items())
-                if p == plural and namespace in (None, ns) and labels(obj) and fields(obj)
+        with self._lock:  # sorted after filtering: a pass lists per Job, among thousands
+            found = [
+                (key, obj)
+                for key, obj in self._objects.items()
+                if key[0] == plural and namespace in (None, key[1]) and labels(obj) and fields(obj)
             ]
+            return [clone(obj) for _, obj in sorted(found, key=lambda item: item[0])]
 
     def delete(
         self,

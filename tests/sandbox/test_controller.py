@@ -257,3 +257,20 @@ def _client(emu: KubeEmulator) -> kubernetes.client.ApiClient:
     )
     config.ssl_ca_cert = emu.ca_file
     return kubernetes.client.ApiClient(config)
+
+
+@pytest.mark.parametrize(("catch_up", "lines"), [(False, 1), (True, 5)])
+def test_catch_up_keeps_a_scripts_rate_when_a_pass_is_slower_than_its_sleeps(
+    emu: KubeEmulator, catch_up: bool, lines: int
+) -> None:
+    """One pass 0.6 s after the pod started: 0.1 s sleeps run one step per pass, or all due."""
+    script = PodScript([step for _ in range(5) for step in (sleep(0.1), log("x\n"))])
+    scenario = Scenario(pending_s=0).on("paced", script)
+    controller = Controller(emu, scenario, time_scale=1.0, catch_up=catch_up)
+    emu.create(job("paced"))
+    controller.reconcile()  # the pod is created, starts and sleeps
+    time.sleep(0.6)
+    controller.reconcile()
+    (pod,) = emu.list("pods", NS)
+    _, container_log = emu.read_log(NS, pod["metadata"]["name"], "base")
+    assert len(container_log.records) == lines

@@ -226,7 +226,9 @@ def measure(box: Sandbox, conf: dict[str, Any]) -> dict[str, dict[str, Any]]:
     scenario.rules += build_scenario(conf, box.gcs, Workloads()).rules  # the backend's pods
     with (
         tempfile.TemporaryDirectory(prefix="tpu-rl-scaling-") as tmp,
-        Controller(box.emu, scenario, time_scale=1.0, tick_s=0.05),
+        # catch_up: a pass over this many runs' objects can take longer than STEP_S, and the
+        # log must keep its rate (one step per pass delivered ~65% of expected_lines)
+        Controller(box.emu, scenario, time_scale=1.0, tick_s=0.05, catch_up=True),
     ):
         raw = measure_counts(box, conf, Path(tmp))
     rows: dict[int, dict[str, Any]] = {}
