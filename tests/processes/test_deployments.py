@@ -31,7 +31,7 @@ NAME = "two_deployments"  # one run id in both: proc__two_deployments
 PRODUCTION_TOKEN = "hf_ProductionSecretToken0123456789ab"
 # one cluster, kept by both; training may last 48 simulated hours (172 s wall: both runs
 # held at their reward wait at once), not the default 12 (43 s)
-SHARED = {"cluster_mode": "existing", "reservation": "", "training_timeout_minutes": 2880}
+SHARED = {"cluster_mode": "existing", "reservation": "", "training_timeout_minutes": 2800}
 
 
 def cluster_objects(d: Deployment) -> dict[str, tuple[str, str | None]]:

@@ -278,7 +278,7 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     api, procs, box = deployment.api(), deployment.processes, deployment.sandbox
     # the training's own limit (12 simulated hours: 43 s wall) must not end the wait first
     run = start_run(
-        deployment, api, "dagrun_timeout", hold_training_s=120, training_timeout_minutes=2880
+        deployment, api, "dagrun_timeout", hold_training_s=120, training_timeout_minutes=2800
     )
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
