@@ -75,6 +75,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank[item.nodeid])
 
 
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """A fresh metadata DB (SQLite in AIRFLOW_HOME) for the session: the e2e and ui tiers share
+    it, so one worker resets it once (tests/dags keeps a fixture of its own)."""
+    from airflow.utils import db
+
+    db.resetdb()
+
+
 @pytest.fixture
 def tutorial_conf() -> dict:
     return json.loads(TUTORIAL_CONF.read_text())
