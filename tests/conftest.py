@@ -32,13 +32,19 @@ PIPELINE = [
 ]
 
 # Airflow reads its configuration at import: a throw-away home and this project's folders,
-# set before any test module imports it. Retries wait one second, not five minutes.
+# set before any test module imports it. Retries wait one second, not five minutes; the
+# Kubernetes provider's retried API calls (its 5 attempts kept) wait 0.1 s, not 1, 2, 4 and
+# 8 s: a retried task's Job submission meets 409 AlreadyExists, which the provider retries
+# (airflow/providers/cncf/kubernetes/kubernetes_helper_functions.py: API_RETRY_WAIT_MIN/MAX
+# read from [workers] api_retry_wait_min/max, TRANSIENT_STATUS_CODES holds 409).
 AIRFLOW_ENV = {
     "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tpu-rl-airflow-home-"),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
     "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
     "AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY": "1",
+    "AIRFLOW__WORKERS__API_RETRY_WAIT_MIN": "0",
+    "AIRFLOW__WORKERS__API_RETRY_WAIT_MAX": "0.1",
 }
 os.environ.update(AIRFLOW_ENV)
 
@@ -68,6 +74,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(TIERS[folder])
         rank[item.nodeid] = TIER_ORDER.index(TIERS[folder])
     items.sort(key=lambda item: rank[item.nodeid])
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """A fresh metadata DB (SQLite in AIRFLOW_HOME) for the session: the e2e and ui tiers share
+    it, so one worker resets it once (tests/dags keeps a fixture of its own)."""
+    from airflow.utils import db
+
+    db.resetdb()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import AIRFLOW_ENV, REPO
-from tests.packaging.install import build_wheel, install_wheel
+from tests.packaging.install import install_wheel, session_wheel
 
 PACKAGE = REPO / "plugins" / "tpu_rl"
 DAG_FILES = [REPO / "dags" / "tpu_rl_post_training.py", REPO / "dags" / "tpu_rl_janitor.py"]
@@ -75,11 +75,15 @@ print(json.dumps({"entry_points": points, "plugins": names,
 """
 
 
+# one worker runs the module: its wheel and install are made once
+pytestmark = pytest.mark.xdist_group("packaging")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel built as `make dist` builds it, from a copy of the sources (no build/ left)."""
-    scratch, dist = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist")
-    return build_wheel(REPO, scratch, dist)
+    """The wheel built as `make dist` builds it, from a copy of the sources (no build/ left),
+    once per session (session_wheel)."""
+    return session_wheel(REPO, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -59,10 +59,10 @@ class Autoscaler:
         if model is None or not model.running:
             return
         now = self.clock()
-        nodes = self.emu.list("nodes")
+        nodes = self.emu.list_shared("nodes")
         pods = [
             p
-            for p in self.emu.list("pods")
+            for p in self.emu.list_shared("pods")
             if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed")
         ]
         for pool in model.pools:

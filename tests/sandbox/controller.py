@@ -238,10 +238,10 @@ class Controller:
     def reconcile(self) -> None:
         """One pass: Kueue, JobSets, Jobs, the scheduler, then the kubelet's pods."""
         self.kueue.reconcile()
-        for jobset in self.emu.list("jobsets"):
+        for jobset in self.emu.list_shared("jobsets"):
             self._reconcile_jobset(jobset)
         owned = self._pods_by_job()  # one list per pass, not one per Job (O(Jobs x pods))
-        for job in self.emu.list("jobs"):
+        for job in self.emu.list_shared("jobs"):
             self._reconcile_job(job, owned.get(job["metadata"]["uid"], []))
         self.scheduler.schedule()
         self.autoscaler.reconcile()
@@ -257,7 +257,7 @@ class Controller:
     def _pods_by_job(self) -> dict[str, list[dict[str, Any]]]:
         """Each Job's pods by the Job's uid: its controller-uid label and owner reference."""
         owned: dict[str, list[dict[str, Any]]] = {}
-        for pod in self.emu.list("pods"):
+        for pod in self.emu.list_shared("pods"):
             uid = (pod["metadata"].get("labels") or {}).get("batch.kubernetes.io/controller-uid")
             if any(r.get("uid") == uid for r in pod["metadata"].get("ownerReferences", [])):
                 owned.setdefault(uid, []).append(pod)
@@ -404,7 +404,7 @@ class Controller:
         restarts = status.get("restarts", 0)
         children = {
             j["metadata"]["name"]: j
-            for j in self.emu.list("jobs", ns, f"{JOBSET_PREFIX}jobset-name={name}")
+            for j in self.emu.list_shared("jobs", ns, f"{JOBSET_PREFIX}jobset-name={name}")
             if any(r.get("uid") == uid for r in j["metadata"].get("ownerReferences", []))
         }
         if any(_condition(j, "Failed") for j in children.values()):
@@ -506,8 +506,8 @@ class Controller:
     def _run_pods(self) -> None:
         now = time.monotonic()
         alive = set()
-        scheduled = bool(self.emu.list("nodes"))  # a cluster model: pods wait for a node
-        for pod in self.emu.list("pods"):
+        scheduled = bool(self.emu.list_shared("nodes"))  # a cluster model: pods wait for a node
+        for pod in self.emu.list_shared("pods"):
             uid = pod["metadata"]["uid"]
             alive.add(uid)
             if pod["metadata"].get("deletionTimestamp"):
@@ -553,7 +553,7 @@ class Controller:
             job,
             int(index) if index is not None else None,
             int(meta.get("annotations", {}).get("sandbox/attempt", 0)),
-            labels,
+            dict(labels),  # the scripts' own: the pod is the emulator's stored object
         )
         restart = pod["spec"].get("restartPolicy") == "OnFailure"
         run = _Run(info, "", restart, due=now + self._wall(self.scenario.pending_s))

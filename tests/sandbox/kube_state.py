@@ -243,9 +243,13 @@ class ClusterState:
             return clone(obj)
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self.get_shared(plural, namespace, name)
+        return clone(obj) if obj else None
+
+    def get_shared(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """As `get`, but the stored object, not a copy: see `list_shared`."""
         with self._lock:
-            obj = self._objects.get((plural, self._ns(plural, namespace), name))
-            return clone(obj) if obj else None
+            return self._objects.get((plural, self._ns(plural, namespace), name))
 
     def list(
         self,
@@ -255,6 +259,19 @@ class ClusterState:
         field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
         """Objects of one plural, optionally in one namespace and matching the selectors."""
+        found = self.list_shared(plural, namespace, label_selector, field_selector)
+        return [clone(obj) for obj in found]
+
+    def list_shared(
+        self,
+        plural: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """As `list`, but the stored objects, not copies, for readers that never change what
+        they read (the simulated controllers read every object on each tick). A write stores a
+        new object and never changes a stored one, so what this returns stays as it was."""
         labels, fields = label_matcher(label_selector), field_matcher(field_selector)
         with self._lock:  # sorted after filtering: a pass lists per Job, among thousands
             found = [
@@ -262,7 +279,7 @@ class ClusterState:
                 for key, obj in self._objects.items()
                 if key[0] == plural and namespace in (None, key[1]) and labels(obj) and fields(obj)
             ]
-            return [clone(obj) for _, obj in sorted(found, key=lambda item: item[0])]
+        return [obj for _, obj in sorted(found, key=lambda item: item[0])]
 
     def delete(
         self,

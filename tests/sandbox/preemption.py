@@ -82,7 +82,7 @@ class Preemption:
         now = self.clock()
         for node in [n for n, due in self._due.items() if now >= due]:
             del self._due[node]
-            for pod in self.emu.list("pods"):
+            for pod in self.emu.list_shared("pods"):
                 if pod["spec"].get("nodeName") == node:
                     self._terminate(pod, now)
             self.emu.delete("nodes", "", node)
@@ -125,15 +125,15 @@ def worker_slice_check(emu: ClusterState) -> Callable[[PodInfo], None]:
     whole: set[str] = set()  # pods that have run on their complete slice
 
     def check(info: PodInfo) -> None:
-        pod = emu.get("pods", info.namespace, info.pod) or {"spec": {}}
-        node = emu.get("nodes", "", pod["spec"].get("nodeName") or "")
+        pod = emu.get_shared("pods", info.namespace, info.pod) or {"spec": {}}
+        node = emu.get_shared("nodes", "", pod["spec"].get("nodeName") or "")
         model = emu.cluster
         if node is None or model is None:
             return
         pool = model.pool((node["metadata"].get("labels") or {}).get(POOL_LABEL, ""))
         if pool is None or not pool.slice_hosts:
             return
-        hosts = emu.list("nodes", label_selector=f"{POOL_LABEL}={pool.name}")
+        hosts = emu.list_shared("nodes", label_selector=f"{POOL_LABEL}={pool.name}")
         if len(hosts) >= pool.slice_hosts:
             whole.add(info.pod)
         elif info.pod in whole:

@@ -127,10 +127,10 @@ class Scheduler:
         self._not_scaled: set[str] = set()  # pods the autoscaler has said it cannot help
 
     def schedule(self) -> None:
-        nodes = self.emu.list("nodes")
+        nodes = self.emu.list_shared("nodes")
         if not nodes:
             return
-        pods = self.emu.list("pods")
+        pods = self.emu.list_shared("pods")
         usage: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
         ports: dict[str, set[int]] = {n["metadata"]["name"]: set() for n in nodes}
         for pod in pods:

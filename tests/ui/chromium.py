@@ -92,6 +92,17 @@ class Chromium:
             time.sleep(0.1)
         raise TimeoutError(f"never true: {expression}")
 
+    def reset(self, origin: str) -> None:
+        """As a fresh profile would be for `origin`: a blank page, no cookies, no storage (the
+        page's localStorage, IndexedDB, service workers), the default window size."""
+        self.call("Page.navigate", url="about:blank")
+        self.call("Network.clearBrowserCookies")
+        self.call("Storage.clearDataForOrigin", origin=origin, storageTypes="all")
+        self.call("Emulation.clearDeviceMetricsOverride")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def screenshot(self, target: Path) -> None:
         data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         target.parent.mkdir(parents=True, exist_ok=True)

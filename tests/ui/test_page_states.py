@@ -3,7 +3,6 @@ a run whose XCom it cannot read."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -11,83 +10,66 @@ import pytest
 from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
 from tests.ui.test_ui_malformed import put_xcom, run_id
-from tests.ui.test_ui_page import api_server
+
+pytestmark = pytest.mark.xdist_group("ui-browser")
 
 
-def open_page(base: str, profile: Path, token: str | None) -> tuple[Chromium, str]:
-    browser = Chromium(profile)
+def open_page(browser: Chromium, base: str, token: str | None) -> str:
+    """The page's state once its script is done, in a browser as new as a fresh profile."""
+    browser.reset(base)
     if token:
         browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
     browser.call("Page.navigate", url=f"{base}/tpu-rl/")
-    return browser, browser.wait_for("document.body && document.body.dataset.state")
+    return browser.wait_for("document.body && document.body.dataset.state")
 
 
 @pytest.mark.skipif(
     chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
 )
-def test_one_run_and_a_logged_out_visitor(airflow_db, auth_token, tmp_path):
+def test_one_run_and_a_logged_out_visitor(airflow_db, auth_token, ui_server, browser):
+    base = ui_server
     synthetic.add_runs(1)  # one run, still running: no rewards yet
-    with api_server() as base:
-        browser, state = open_page(base, tmp_path / "in", auth_token)
-        try:
-            assert state == "ready"
-            assert browser.evaluate("document.getElementById('status').textContent") == (
-                "1 run, newest first."
-            )
-            assert browser.evaluate("document.getElementById('chart').textContent") == (
-                "No rewards yet."
-            )
-        finally:
-            browser.close()
+    state = open_page(browser, base, auth_token)
+    assert state == "ready"
+    assert browser.evaluate("document.getElementById('status').textContent") == (
+        "1 run, newest first."
+    )
+    assert browser.evaluate("document.getElementById('chart').textContent") == ("No rewards yet.")
 
-        browser, state = open_page(base, tmp_path / "out", None)
-        try:
-            assert state == "login"
-            status = browser.evaluate("document.getElementById('status').textContent")
-            assert status == "You are not logged in. Log in to Airflow"
-            assert (
-                browser.evaluate("getComputedStyle(document.getElementById('chart')).display")
-                == "none"
-            )
-            assert (
-                browser.evaluate("getComputedStyle(document.querySelector('.table')).display")
-                == "none"
-            )
-            browser.evaluate("document.querySelector('#status a').click()")
-            # Airflow's login route hands over to the auth manager's login page, then back here
-            browser.wait_for("location.pathname.startsWith('/auth/')")
-            landed = urlparse(browser.evaluate("location.href"))
-            assert parse_qs(landed.query)["next"] == [f"{base}/tpu-rl/"]
-        finally:
-            browser.close()
+    state = open_page(browser, base, None)
+    assert state == "login"
+    status = browser.evaluate("document.getElementById('status').textContent")
+    assert status == "You are not logged in. Log in to Airflow"
+    assert browser.evaluate("getComputedStyle(document.getElementById('chart')).display") == "none"
+    assert browser.evaluate("getComputedStyle(document.querySelector('.table')).display") == "none"
+    browser.evaluate("document.querySelector('#status a').click()")
+    # Airflow's login route hands over to the auth manager's login page, then back here
+    browser.wait_for("location.pathname.startsWith('/auth/')")
+    landed = urlparse(browser.evaluate("location.href"))
+    assert parse_qs(landed.query)["next"] == [f"{base}/tpu-rl/"]
 
 
 @pytest.mark.skipif(
     chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
 )
 def test_a_run_with_a_malformed_xcom_shows_its_error_under_its_row(
-    airflow_db, auth_token, tmp_path
+    airflow_db, auth_token, ui_server, browser
 ):
     from airflow.utils.session import create_session
 
     synthetic.add_runs(3)
     with create_session() as session:  # the gate's verdict as a text, not an object
         put_xcom(session, run_id(1), "gate", "return_value", "passed")
-    with api_server() as base:
-        browser, state = open_page(base, tmp_path / "in", auth_token)
-        try:
-            assert state == "ready"
-            assert browser.evaluate("document.querySelectorAll('#runs tr.run').length") == 3
-            errors = browser.evaluate(
-                "[...document.querySelectorAll('#runs tr.error')]"
-                ".map(t => [t.previousElementSibling.cells[0].textContent, t.textContent])"
-            )
-            assert errors == [
-                [
-                    run_id(1),
-                    "data error: XCom gate.return_value: the value should be an object but is "
-                    "a text",
-                ]
-            ]
-        finally:
-            browser.close()
+    state = open_page(browser, ui_server, auth_token)
+    assert state == "ready"
+    assert browser.evaluate("document.querySelectorAll('#runs tr.run').length") == 3
+    errors = browser.evaluate(
+        "[...document.querySelectorAll('#runs tr.error')]"
+        ".map(t => [t.previousElementSibling.cells[0].textContent, t.textContent])"
+    )
+    assert errors == [
+        [
+            run_id(1),
+            "data error: XCom gate.return_value: the value should be an object but is a text",
+        ]
+    ]

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import REPO
 from tests.ui.chromium import Chromium, chromium_path
-from tests.ui.test_ui_page import api_server
+
+pytestmark = pytest.mark.xdist_group("ui-browser")
 
 DAG_ID = "tpu_rl_post_training"
 SCREENSHOTS = REPO / "test-artifacts"
@@ -122,57 +122,55 @@ def required_marks(browser: Chromium) -> list[str]:
     )
 
 
-def fill_and_trigger(base: str, token: str, profile: Path, form: Form) -> dict:
+def fill_and_trigger(browser: Chromium, base: str, token: str, form: Form) -> dict:
     """Fill the form as a user would, screenshot it, press Trigger; what the form showed."""
     before = {r["dag_run_id"] for r in runs(base, token, form.dag_id)}
-    browser = Chromium(profile)
     seen = {}
-    try:
-        browser.call(
-            "Emulation.setDeviceMetricsOverride",
-            width=1280,
-            height=1400,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-        browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-        browser.call("Page.navigate", url=f"{base}/dags/{form.dag_id}")
-        browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
-        click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
-        browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
-        seen["enabled_before"] = trigger_enabled(browser)
-        seen["open_at_start"] = open_sections(browser)
-        seen["required_marks"] = required_marks(browser)
-        for section, fields in form.fields.items():
-            if section:
-                click(browser, section_button(section))
-            for name, value in fields.items():
-                set_field(browser, name, value)
-        time.sleep(0.5)
-        seen["enabled_after"] = trigger_enabled(browser)
-        seen["sections"] = browser.evaluate(
-            "[...document.querySelectorAll('[role=dialog] button')].map(b => b.textContent.trim())"
-        )
-        browser.evaluate("window.scrollTo(0, 0)")
-        browser.screenshot(SCREENSHOTS / form.screenshot)
-        click(browser, "document.querySelector('[data-testid=trigger-dag-submit]')")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = [r for r in runs(base, token, form.dag_id) if r["dag_run_id"] not in before]
-            if found:
-                break
-            time.sleep(0.2)
-        seen["runs"] = found
-        browser.screenshot(SCREENSHOTS / form.screenshot.replace(".png", "-triggered.png"))
-    finally:
-        browser.close()
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=1280,
+        height=1400,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
+    browser.call("Page.navigate", url=f"{base}/dags/{form.dag_id}")
+    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
+    click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
+    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
+    seen["enabled_before"] = trigger_enabled(browser)
+    seen["open_at_start"] = open_sections(browser)
+    seen["required_marks"] = required_marks(browser)
+    for section, fields in form.fields.items():
+        if section:
+            click(browser, section_button(section))
+        for name, value in fields.items():
+            set_field(browser, name, value)
+    time.sleep(0.5)
+    seen["enabled_after"] = trigger_enabled(browser)
+    seen["sections"] = browser.evaluate(
+        "[...document.querySelectorAll('[role=dialog] button')].map(b => b.textContent.trim())"
+    )
+    browser.evaluate("window.scrollTo(0, 0)")
+    browser.screenshot(SCREENSHOTS / form.screenshot)
+    click(browser, "document.querySelector('[data-testid=trigger-dag-submit]')")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = [r for r in runs(base, token, form.dag_id) if r["dag_run_id"] not in before]
+        if found:
+            break
+        time.sleep(0.2)
+    seen["runs"] = found
+    browser.screenshot(SCREENSHOTS / form.screenshot.replace(".png", "-triggered.png"))
     return seen
 
 
 @pytest.mark.skipif(
     chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
 )
-def test_the_trigger_forms_take_only_the_required_fields(airflow_db, auth_token, tmp_path):
+def test_the_trigger_forms_take_only_the_required_fields(
+    airflow_db, auth_token, ui_server, browser
+):
     serialize_dags()
     # the required fields are in the section the form opens with; "empty: no Kueue" must not
     # block the form
@@ -183,9 +181,9 @@ def test_the_trigger_forms_take_only_the_required_fields(airflow_db, auth_token,
         {"What to sweep": {"project": REQUIRED["project"], "region": REQUIRED["region"]}},
         "janitor-form.png",
     )
-    with api_server() as base:
-        seen = fill_and_trigger(base, auth_token, tmp_path / "main", main)
-        swept = fill_and_trigger(base, auth_token, tmp_path / "janitor", janitor)
+    seen = fill_and_trigger(browser, ui_server, auth_token, main)
+    browser.reset(ui_server)  # the second form in a browser as new as the first's
+    swept = fill_and_trigger(browser, ui_server, auth_token, janitor)
     assert seen["enabled_before"] is False  # the required fields are empty
     assert seen["enabled_after"] is True, "the form still blocks Trigger"
     # issue 28: the tutorial's settings open, and only the five without a default marked

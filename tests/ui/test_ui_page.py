@@ -2,17 +2,14 @@
 
 The sandbox runs the DAG three times (two that improve the reward, the second on Spot capacity
 preempted once and resumed, one the gate stops); the
-api-server app (Airflow's own factory, which mounts the plugin) serves the page on loopback.
+api-server app (Airflow's own factory, which mounts the plugin) serves the page on loopback:
+the session's one (tests/ui/conftest.py), as its one Chromium reads it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import threading
-import time
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -21,11 +18,12 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.sandbox.cloud import free_port
 from tests.sandbox.harness import HF_TOKEN, SETTINGS, Sandbox, Workloads
 from tests.sandbox.workloads import EvalResult
 from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
+
+pytestmark = pytest.mark.xdist_group("ui-browser")
 
 SCREENSHOT = REPO / "test-artifacts" / "ui.png"
 # a Spot run preempted at step 60 of 100 resumes from its checkpoint at step 50
@@ -82,29 +80,6 @@ def check_reports(runs: list[dict[str, Any]]) -> None:
     assert runs[2]["reports"] == {}
 
 
-@contextlib.contextmanager
-def api_server() -> Iterator[str]:
-    """Airflow's api-server app (plugins mounted by its own factory) on loopback."""
-    import uvicorn
-    from airflow.api_fastapi.app import create_app
-
-    config = uvicorn.Config(
-        create_app(apps="core"), host="127.0.0.1", port=free_port(), log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the api-server did not start")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 def check_plugin_registered(base: str, token: str) -> None:
     plugins = httpx.get(
         f"{base}/api/v2/plugins", headers={"Authorization": f"Bearer {token}"}
@@ -114,57 +89,54 @@ def check_plugin_registered(base: str, token: str) -> None:
     assert ours["external_views"][0]["name"] == "RL post-training"
 
 
-def read_page(base: str, token: str, profile: Path) -> tuple[list[list[str]], dict[str, Any]]:
+def read_page(browser: Chromium, base: str, token: str) -> tuple[list[list[str]], dict[str, Any]]:
     """The table's cells and the chart's element counts once the page's script is done, at the
     1280 px a laptop gives it."""
-    browser = Chromium(profile)
-    try:
-        browser.call(
-            "Emulation.setDeviceMetricsOverride",
-            width=1280,
-            height=900,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-        browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-        browser.call("Page.navigate", url=f"{base}/tpu-rl/")
-        state = browser.wait_for("document.body && document.body.dataset.state")
-        status = browser.evaluate("document.getElementById('status').textContent")
-        assert state == "ready", status
-        rows = browser.evaluate(
-            "[...document.querySelectorAll('#runs tbody tr.run')]"
-            ".map(tr => [...tr.cells].map(td => td.textContent))"
-        )
-        chart = browser.evaluate(
-            "({circles: document.querySelectorAll('#chart circle').length,"
-            " lines: document.querySelectorAll('#chart polyline').length,"
-            " width: document.getElementById('chart').getBoundingClientRect().width,"
-            " yticks: [...document.querySelectorAll('#chart text.ytick')].map(t => t.textContent),"
-            " xticks: [...document.querySelectorAll('#chart text.xtick')].map(t => t.textContent),"
-            " reasons: [...document.querySelectorAll('#runs tr.reason')].map(t => t.textContent),"
-            " status: document.getElementById('status').textContent,"
-            " overflow: document.documentElement.scrollWidth"
-            "   - document.documentElement.clientWidth,"
-            " tableOverflow: document.querySelector('.table').scrollWidth"
-            "   - document.querySelector('.table').clientWidth})"
-        )
-        browser.screenshot(SCREENSHOT)
-    finally:
-        browser.close()
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=1280,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
+    browser.call("Page.navigate", url=f"{base}/tpu-rl/")
+    state = browser.wait_for("document.body && document.body.dataset.state")
+    status = browser.evaluate("document.getElementById('status').textContent")
+    assert state == "ready", status
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('#runs tbody tr.run')]"
+        ".map(tr => [...tr.cells].map(td => td.textContent))"
+    )
+    chart = browser.evaluate(
+        "({circles: document.querySelectorAll('#chart circle').length,"
+        " lines: document.querySelectorAll('#chart polyline').length,"
+        " width: document.getElementById('chart').getBoundingClientRect().width,"
+        " yticks: [...document.querySelectorAll('#chart text.ytick')].map(t => t.textContent),"
+        " xticks: [...document.querySelectorAll('#chart text.xtick')].map(t => t.textContent),"
+        " reasons: [...document.querySelectorAll('#runs tr.reason')].map(t => t.textContent),"
+        " status: document.getElementById('status').textContent,"
+        " overflow: document.documentElement.scrollWidth"
+        "   - document.documentElement.clientWidth,"
+        " tableOverflow: document.querySelector('.table').scrollWidth"
+        "   - document.querySelector('.table').clientWidth})"
+    )
+    browser.screenshot(SCREENSHOT)
     return rows, chart
 
 
-# One test, not several sharing fixtures: under pytest-xdist an end-to-end test on the same
-# worker may reset the DB between tests.
+# One test, not several sharing fixtures: the page shows the sandbox's runs, which a DB reset
+# between tests (tests/dags' own fixture, on the same xdist worker) would lose.
 @pytest.mark.skipif(
     chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
 )
-def test_sandbox_runs_reports_and_the_page_in_headless_chromium(airflow_db, auth_token, tmp_path):
+def test_sandbox_runs_reports_and_the_page_in_headless_chromium(
+    airflow_db, auth_token, ui_server, browser, tmp_path
+):
     runs = sandbox_runs(tmp_path / "sandbox")
     check_reports(runs)
-    with api_server() as base:
-        check_plugin_registered(base, auth_token)
-        rows, chart = read_page(base, auth_token, tmp_path / "profile")
+    check_plugin_registered(ui_server, auth_token)
+    rows, chart = read_page(browser, ui_server, auth_token)
     header = [
         "run",
         "state",
