@@ -24,17 +24,23 @@ OFFERED, RESERVATION, QUOTA = "v6e in zone", "reservation", "tpu quota"
 V6E_QUOTA = "V6E"
 
 
-def _zones_offering(api: GoogleApi, s: RunSettings) -> list[str]:
+def _zones_with(api: GoogleApi, s: RunSettings, kind: str, name: str) -> list[str]:
+    """The zones where Compute's aggregated list of `kind` (machineTypes, reservations) finds
+    one called `name`."""
     answer = api.get(
         COMPUTE,
-        f"/compute/v1/projects/{s.project}/aggregated/machineTypes",
-        {"filter": f'name = "{s.compute_type}"'},
+        f"/compute/v1/projects/{s.project}/aggregated/{kind}",
+        {"filter": f'name = "{name}"'},
     )
     return sorted(
         scope.removeprefix("zones/")
         for scope, found in (answer.get("items") or {}).items()
-        if found.get("machineTypes")
+        if found.get(kind)
     )
+
+
+def _zones_offering(api: GoogleApi, s: RunSettings) -> list[str]:
+    return _zones_with(api, s, "machineTypes", s.compute_type)
 
 
 def check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
@@ -123,16 +129,7 @@ def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
 
 def _zones_holding(api: GoogleApi, s: RunSettings) -> list[str]:
     """The zones where a reservation of that name is (reservations.aggregatedList)."""
-    answer = api.get(
-        COMPUTE,
-        f"/compute/v1/projects/{s.project}/aggregated/reservations",
-        {"filter": f'name = "{s.reservation}"'},
-    )
-    return sorted(
-        scope.removeprefix("zones/")
-        for scope, found in (answer.get("items") or {}).items()
-        if found.get("reservations")
-    )
+    return _zones_with(api, s, "reservations", s.reservation)
 
 
 def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
