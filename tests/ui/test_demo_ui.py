@@ -26,6 +26,7 @@ from tests.conftest import REPO
 from tests.processes.api import AirflowApi
 from tests.processes.deployment import USERNAME as USER
 from tests.sandbox.cloud import free_port
+from tests.sandbox.harness import SETTINGS
 from tests.ui.chromium import Chromium, chromium_path
 from tools.demo_ui import PASSWORD
 
@@ -132,8 +133,11 @@ def janitor_runs_in_the_sandbox(api: AirflowApi) -> None:
     assert api.client.get(f"/dags/{janitor}").json()["is_paused"] is True
     assert api.client.get(f"/dags/{janitor}/dagRuns").json()["dag_runs"] == []
     api.client.patch(f"/dags/{janitor}", json={"is_paused": False}).raise_for_status()
-    api.trigger_dag(janitor, {}, "janitor-from-the-demo")
-    assert api.wait_finished_dag(janitor, "janitor-from-the-demo", 180) == "success"
+    params = api.client.get(f"/dags/{janitor}/details").json()["params"]
+    filled = {name: params[name]["value"] for name in ("project", "region", "gcs_bucket")}
+    assert filled == {k: SETTINGS[k] for k in filled}, filled  # its form opens filled in
+    api.trigger({}, "janitor-from-the-demo", janitor)
+    assert api.wait_finished("janitor-from-the-demo", janitor, 180) == "success"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         runs = api.client.get(f"/dags/{janitor}/dagRuns").json()["dag_runs"]

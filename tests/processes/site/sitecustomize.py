@@ -24,6 +24,7 @@ SEAM_FILE = os.environ.get("TPU_RL_SANDBOX_SEAM")
 GKE_HOOKS = "airflow.providers.google.cloud.hooks.kubernetes_engine"
 BASE_HOOK = "airflow.providers.google.common.hooks.base_google"
 PARAMS = "tpu_rl.settings.params"
+JANITOR_PARAMS = "tpu_rl.janitor_params"  # the janitor's form: the same project, region, bucket
 
 
 def _seam() -> dict[str, Any]:
@@ -130,17 +131,20 @@ def _credentials_and_project(hook: Any) -> tuple[Any, str]:
     return EmulatorCredentials(), _seam()["project"]
 
 
-def _patch_param_defaults(module: Any) -> None:
-    """The DAG's Params start with the seam's form defaults (none for the process scenarios)."""
-    dag_params = module.dag_params
+def _patch_param_defaults(module: Any, function: str) -> None:
+    """The DAGs' Params start with the seam's form defaults where they share a name (none for
+    the process scenarios): the post-training form's settings, the janitor's project, region
+    and bucket."""
+    params_of = getattr(module, function)
 
-    def sandbox_dag_params() -> dict[str, Any]:
-        params = dag_params()
+    def sandbox_params() -> dict[str, Any]:
+        params = params_of()
         for name, value in _seam()["form_defaults"].items():
-            params[name].value = value
+            if name in params:
+                params[name].value = value
         return params
 
-    module.dag_params = sandbox_dag_params
+    setattr(module, function, sandbox_params)
 
 
 def _patch(module: Any) -> None:
@@ -150,15 +154,17 @@ def _patch(module: Any) -> None:
         module.GKEHook.delete_cluster = _delete_cluster
     elif module.__name__ == BASE_HOOK:
         module.GoogleBaseHook.get_credentials_and_project_id = _credentials_and_project
-    elif _seam()["form_defaults"]:
-        _patch_param_defaults(module)
+    elif module.__name__ == PARAMS and _seam()["form_defaults"]:
+        _patch_param_defaults(module, "dag_params")
+    elif module.__name__ == JANITOR_PARAMS and _seam()["form_defaults"]:
+        _patch_param_defaults(module, "janitor_params")
 
 
 class _PatchAfterImport(importlib.abc.MetaPathFinder):
     """Finds the patched modules with the normal finders and patches them once executed."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in (GKE_HOOKS, BASE_HOOK, PARAMS):
+        if name not in (GKE_HOOKS, BASE_HOOK, PARAMS, JANITOR_PARAMS):
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
