@@ -9,9 +9,11 @@ save was cut off, and a second (injected) container in the training pod failed t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -32,6 +34,18 @@ class Strict:
     existing_cluster: bool = False
     cluster_vars: dict[str, Any] = field(default_factory=dict)  # how the existing one differs
     converted: bool = False
+    # the cluster changes after preflight read it (preflight refuses the fault itself: see
+    # tests/e2e/test_preflight.py); what the run's own steps then do
+    after_preflight: bool = False
+
+
+@contextlib.contextmanager
+def preflight_saw_it_whole() -> Iterator[None]:
+    """Preflight passed: it read the cluster before the fault came."""
+    from tpu_rl.operators.preflight import PreflightOperator
+
+    with mock.patch.object(PreflightOperator, "execute", lambda self, context: []):
+        yield
 
 
 def task_seconds(result: RunResult, task_id: str) -> float:
@@ -109,6 +123,7 @@ STRICT = [
         conf=EXISTING,
         existing_cluster=True,
         cluster_vars={"kueue": "tutorial"},  # the blueprint's Kueue template: google.com/tpu only
+        after_preflight=True,
     ),
     Strict(
         "conversion_pods_match_no_node_pool",
@@ -117,6 +132,7 @@ STRICT = [
         conf=EXISTING,  # the run wants a 4x8 slice; the existing cluster's pool is 8x8
         existing_cluster=True,
         cluster_vars={"tpu_topology": "8x8", "kueue": "tutorial"},
+        after_preflight=True,
     ),
     Strict(
         "conversion_fails_with_its_last_lines_in_the_task_log",
@@ -166,6 +182,7 @@ def test_strict_cloud(case: Strict, airflow_db, tmp_path, capfd, e2e_report):
     with Sandbox(tmp_path).up(existing, existing_cluster_vars=case.cluster_vars) as box:
         if case.converted:
             write_converted(box.gcs, {**SETTINGS, **case.conf})
-        result, log = reported_run(box, case, {**SETTINGS, **case.conf}, capfd, e2e_report)
+        with preflight_saw_it_whole() if case.after_preflight else contextlib.nullcontext():
+            result, log = reported_run(box, case, {**SETTINGS, **case.conf}, capfd, e2e_report)
         assert result.leftovers == [], result.leftovers
         case.check(result, log)
