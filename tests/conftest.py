@@ -32,19 +32,15 @@ PIPELINE = [
 ]
 
 # Airflow reads its configuration at import: a throw-away home and this project's folders,
-# set before any test module imports it. Retries wait one second, not five minutes; the
-# Kubernetes provider's retried API calls (its 5 attempts kept) wait 0.1 s, not 1, 2, 4 and
-# 8 s: a retried task's Job submission meets 409 AlreadyExists, which the provider retries
-# (airflow/providers/cncf/kubernetes/kubernetes_helper_functions.py: API_RETRY_WAIT_MIN/MAX
-# read from [workers] api_retry_wait_min/max, TRANSIENT_STATUS_CODES holds 409).
+# set before any test module imports it. Retries wait one second, not five minutes. The
+# Kubernetes provider's own API retries keep their production waits (1, 2, 4, 8 s): shortened,
+# a resubmission racing its predecessor's deletion under load failed where production waits.
 AIRFLOW_ENV = {
     "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tpu-rl-airflow-home-"),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
     "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
     "AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY": "1",
-    "AIRFLOW__WORKERS__API_RETRY_WAIT_MIN": "0",
-    "AIRFLOW__WORKERS__API_RETRY_WAIT_MAX": "0.1",
 }
 os.environ.update(AIRFLOW_ENV)
 
