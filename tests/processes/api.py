@@ -85,7 +85,7 @@ class AirflowApi:
         )
 
     def wait_task(
-        self, run_id: str, task_id: str, states: set[str], timeout_s: float = 120
+        self, run_id: str, task_id: str, states: set[str], timeout_s: float = 300
     ) -> dict:
         return self.wait(
             f"{task_id} in {sorted(states)}",
