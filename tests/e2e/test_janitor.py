@@ -121,6 +121,10 @@ def make_active_run() -> None:
         bag = bundle_dag_bag(bundle.path, bundle)
         sync_bag_to_db(bag, bundle.name, bundle.version)
     conf = {**SETTINGS, "cluster_name": "rl-busy"}
+    with create_session() as session:  # the only active run: the worker's DB outlives tests
+        session.query(DagRun).filter(
+            DagRun.dag_id == MAIN_DAG, DagRun.state.in_(("running", "queued"))
+        ).update({"state": "failed"}, synchronize_session=False)
     trigger_dag(MAIN_DAG, triggered_by=DagRunTriggeredByType.TEST, run_id=ACTIVE_RUN, conf=conf)
     with create_session() as session:
         session.query(DagRun).filter_by(dag_id=MAIN_DAG, run_id=ACTIVE_RUN).update(
