@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
+from tests.conftest import PIPELINE
 from tpu_rl.operators.checks import failure_verdict
 
-STEPS = [
-    "preflight",
-    "ensure_bucket",
-    "create_cluster",
-    "hf_token_secret",
-    "convert",
-    "start_backend",
-    "train",
-    "wait_for_rewards",
-    "stop_backend",
-    "gate",
-    "export",
-    "cleanup_kubernetes",
-    "cleanup_cluster",
-]
+# every step a failed validate keeps from running but verify (named apart) and outcome
+STEPS = [*PIPELINE[1:-1], "stop_backend", "cleanup_kubernetes", "cleanup_cluster"]
 
 
 def test_a_failed_validate_names_it_first_and_counts_what_it_kept_from_running():
