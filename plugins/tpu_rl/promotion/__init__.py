@@ -1,0 +1,1 @@
+"""Promotion: which evaluated export of a run becomes its deployment's champion."""
