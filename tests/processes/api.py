@@ -10,6 +10,8 @@ import httpx
 
 DAG_ID = "tpu_rl_post_training"
 FINISHED = {"success", "failed"}
+# a task instance in one of these stays there unless someone clears it
+ENDED = {"success", "failed", "upstream_failed", "skipped", "removed"}
 
 
 class AirflowApi:
@@ -87,10 +89,26 @@ class AirflowApi:
     def wait_task(
         self, run_id: str, task_id: str, states: set[str], timeout_s: float = 300
     ) -> dict:
-        return self.wait(
-            f"{task_id} in {sorted(states)}",
-            lambda: (
-                (ti := self.task_instances(run_id).get(task_id)) and ti["state"] in states and ti
-            ),
-            timeout_s,
+        """Poll until the task is in one of `states`; fail at once when it ends in another (it
+        will not change again), and on a timeout name every task's state of the run."""
+
+        def reached() -> dict | None:
+            ti = self.task_instances(run_id).get(task_id)
+            state = ti and ti["state"]
+            if state in states:
+                return ti
+            if state in ENDED:
+                raise AssertionError(
+                    f"{task_id} ended {state}, not {sorted(states)}: {self.task_states(run_id)}"
+                )
+            return None
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ti := reached():
+                return ti
+            time.sleep(0.3)
+        raise AssertionError(
+            f"timed out after {timeout_s:.0f} s waiting for {task_id} in {sorted(states)}; "
+            f"the run's tasks: {self.task_states(run_id)}"
         )
