@@ -59,6 +59,7 @@ class ProcessSandbox:
     gcs: GcsEmulator
     controller: Controller
     env: dict[str, str]
+    google: GoogleApisEmulator  # the project's and Hugging Face's answers to preflight
 
     @property
     def state_file(self) -> Path:
@@ -201,4 +202,4 @@ def running_sandbox(
         stack.callback(provisioner.join)
         stack.callback(stop.set)
         controller = stack.enter_context(Controller(emu, Scenario(), time_scale=time_scale))
-        yield ProcessSandbox(tmp, emu, gcs, controller, env)
+        yield ProcessSandbox(tmp, emu, gcs, controller, env, google)

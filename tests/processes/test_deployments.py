@@ -24,11 +24,13 @@ from tests.processes.runs import finish, settings_for, start_run, wait_for_event
 from tests.sandbox.cloud import add_running_cluster
 from tests.sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
 from tpu_rl.jobs.manifests import TOKEN_KEY
+from tpu_rl.settings.fields import TUTORIAL_MODEL
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.xdist_group("processes")]
 
 NAME = "two_deployments"  # one run id in both: proc__two_deployments
 PRODUCTION_TOKEN = "hf_ProductionSecretToken0123456789ab"
+PRODUCTION_HF_USER = "production-user"
 # one cluster, kept by both; training may last 48 simulated hours (172 s wall: both runs
 # held at their reward wait at once), not the default 12 (43 s)
 SHARED = {"cluster_mode": "existing", "reservation": "", "training_timeout_minutes": 2800}
@@ -50,6 +52,11 @@ def cluster_objects(d: Deployment) -> dict[str, tuple[str, str | None]]:
 
 @pytest.fixture
 def production(deployment: Deployment) -> Iterator[Deployment]:
+    """The second install: its own Hugging Face account (a token preflight's whoami accepts,
+    with the model's licence) in its own connection."""
+    facts = deployment.sandbox.google.facts
+    facts.hf_tokens[PRODUCTION_TOKEN] = PRODUCTION_HF_USER
+    facts.licences.add((PRODUCTION_HF_USER, TUTORIAL_MODEL))
     token = json.dumps({"conn_type": "generic", "password": PRODUCTION_TOKEN})
     with (
         harness_folder("tpu-rl-production-") as folder,
