@@ -11,7 +11,7 @@ when the pods ask (DESIGN section 7), so those modes are checked as far as quota
 from __future__ import annotations
 
 from tpu_rl.cluster.tpu import hosts_per_slice
-from tpu_rl.preflight.google_api import ApiRefusal, GoogleApi
+from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.choices import Capacity, ClusterMode
 from tpu_rl.settings.run_settings import RunSettings
@@ -46,11 +46,8 @@ def _zones_offering(api: GoogleApi, s: RunSettings) -> list[str]:
 def check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     """The slice's machine type exists in the zone (a zone of the region may lack it)."""
     path = f"/compute/v1/projects/{s.project}/zones/{s.zone}/machineTypes/{s.compute_type}"
-    try:
-        machine = api.get(COMPUTE, path)
-    except ApiRefusal as err:
-        if err.status != 404:
-            raise
+    machine = api.get_or_none(COMPUTE, path)
+    if machine is None:
         elsewhere = [z for z in _zones_offering(api, s) if z.startswith(f"{s.region}-")]
         where = f"zones of {s.region} that offer it: {', '.join(elsewhere) or 'none'}"
         return [
@@ -82,16 +79,13 @@ def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
     if not s.reservation:
         return passed(RESERVATION, "no reservation named: the existing pool's capacity is used")
     path = f"/compute/v1/projects/{s.project}/zones/{s.zone}/reservations/{s.reservation}"
-    try:
-        found = api.get(COMPUTE, path)
-    except ApiRefusal as err:
-        if err.status != 404:
-            raise
+    found = api.get_or_none(COMPUTE, path)
+    if found is None:
         zones = _zones_holding(api, s)
         where = f"; it is in {', '.join(zones)}" if zones else ""
         return failed(
             RESERVATION,
-            f"no reservation {s.reservation!r} in {s.zone} of {s.project} ({err.message}){where}",
+            f"no reservation {s.reservation!r} in {s.zone} of {s.project}{where}",
             f"set reservation and zone to an existing v6e reservation's ({describe}), or "
             "capacity=flex_start/spot",
         )

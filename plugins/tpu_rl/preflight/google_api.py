@@ -61,6 +61,17 @@ class GoogleApi:
             raise refusal(response)
         return response.json()
 
+    def get_or_none(
+        self, host: str, path: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """GET as `get`, but None where the resource does not exist (404)."""
+        try:
+            return self.get(host, path, params)
+        except ApiRefusal as err:
+            if err.status != 404:
+                raise
+            return None
+
     def read_rpc(self, host: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST of a read-only RPC (READ_ONLY_RPCS), or ApiRefusal."""
         if not path.endswith(READ_ONLY_RPCS):
