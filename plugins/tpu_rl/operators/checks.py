@@ -214,9 +214,10 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             ti.xcom_push(key=COST_KEY, value=tpu)
         report = publish_run_report(layout, context, tpu) if layout and verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
-        if verified:
-            verdict += f"; {run_promotion(ti)}"  # promoted, or why not (a person, the champion)
-            self.log.info("Promotion: %s", verdict)
+        # promoted, or why not (a person, the champion)
+        promotion = run_promotion(ti) if verified else None
+        self.log.info("Promotion: %s", promotion or "none (no verified export)")
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
-        text = note_text(verdict, rewards if isinstance(rewards, dict) else None, tpu, report)
+        rewards = rewards if isinstance(rewards, dict) else None
+        text = note_text(verdict, rewards, tpu, report, promotion)
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)
