@@ -58,9 +58,9 @@ def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
         "ensure_bucket",
         "create_cluster",
     }
-    # the Kubernetes objects go first; then the cluster; then the verdict
+    # the Kubernetes objects go first; then the cluster; then the verdict (after promote: issue 29)
     assert "cleanup_kubernetes" in cluster.upstream_task_ids
-    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "verify"}
+    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "verify", "promote"}
 
 
 def test_the_tpus_go_as_soon_as_export_ends_not_after_the_files_are_checked(dag):

@@ -56,6 +56,7 @@ def vertex(monkeypatch):
     monkeypatch.setenv("TPU_RL_API_ENDPOINTS", json.dumps(fake.endpoint_for("us-east5")))
     monkeypatch.setenv("TPU_RL_VERTEX_REGISTRY", MODEL_ID)
     monkeypatch.setenv("TPU_RL_VERTEX_SERVING_IMAGE", IMAGE)
+    monkeypatch.setenv("AIRFLOW_CONN_GCP", json.dumps({"conn_type": "google_cloud_platform"}))
     # the seam: Google credentials (the process harness patches the same place)
     monkeypatch.setattr(
         RestModelServiceHook, "get_credentials", lambda self: AnonymousCredentials()

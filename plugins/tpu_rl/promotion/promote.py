@@ -68,7 +68,7 @@ def promote_export(
         store.write(record)  # 412 if another run promoted since the read
         log.info("Champion record %s: %s (was %s)", store.uri, record.export_uri, record.previous)
     result: dict[str, Any] = {
-        **{k: v for k, v in record.as_dict().items() if k != "promoted_at"},
+        **record.as_dict(),
         "champion_uri": store.uri,
         "registry_version": None,
     }
