@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from tests.processes.api import DAG_ID, AirflowApi
 from tests.processes.deployment import Deployment
 from tests.processes.runs import finish, start_run
 from tests.sandbox.harness import SETTINGS
@@ -34,9 +35,10 @@ def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[st
     }
 
 
-def champion(d: Deployment, bucket: str) -> dict:
-    uri = f"gs://{bucket}/{SETTINGS['model_name']}/champions/{d.identity()}.json"
-    return json.loads(d.sandbox.gcs.read(uri))
+def promoted(api: AirflowApi, run_id: str) -> dict:
+    """promote's result (its XCom), as the UI's XCom tab reads it."""
+    path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/promote/xcomEntries/return_value"
+    return api._json("GET", path, params={"deserialize": True})["value"]
 
 
 def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e_report) -> None:
@@ -53,9 +55,14 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         api.respond(approved.run_id, "approve", "Approve")
         tasks = finish(deployment, approved, "success", e2e_report)
         assert tasks["approve"] == tasks["promote"] == "success", tasks
-        bucket = approved.settings["gcs_bucket"]
-        record = champion(deployment, bucket)
+        bucket, result = approved.settings["gcs_bucket"], promoted(api, approved.run_id)
+        record_uri = result["champion_uri"]
+        assert record_uri.startswith(f"gs://{bucket}/") and record_uri.endswith(
+            f"/champions/{deployment.identity()}.json"
+        )
+        record = json.loads(deployment.sandbox.gcs.read(record_uri))
         assert record["run_id"] == approved.run_id and record["previous"] == []
+        assert result["registry_version"].endswith(f"/models/{MODEL_ID}@1")
         # the model's first version: a 404 for the missing parent, the upload, the alias
         assert [c.path.rsplit("/", 1)[-1] for c in vertex.calls] == [
             "models:upload",
@@ -73,7 +80,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         api.respond(rejected.run_id, "approve", "Reject")
         tasks = finish(deployment, rejected, "success", e2e_report)
         assert tasks["approve"] == "success" and tasks["promote"] == "skipped", tasks
-        assert champion(deployment, bucket)["run_id"] == approved.run_id
+        assert json.loads(deployment.sandbox.gcs.read(record_uri)) == record
         assert vertex.calls == []
         note = api.run(rejected.run_id)["note"]
         assert "Promotion: not promoted: rejected by" in note, note

@@ -3,6 +3,7 @@ means for the run's verdict, and its pass-through when the run asks for no appro
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -100,7 +101,7 @@ class XComs:
 def test_the_verdict_reads_the_steps_results():
     ti = XComs(
         {
-            (Step.APPROVE, "return_value"): {
+            (Step.APPROVE, "answer"): {
                 "chosen_options": ["Reject"],
                 "responded_by_user": {"name": "bo"},
             },
@@ -140,8 +141,46 @@ def test_approval_is_airflows_own_with_a_timeout_that_rejects():
     assert op.response_timeout.total_seconds() == 24 * 3600  # approval_timeout_minutes' default
 
 
+class PushingTI(XComs):
+    map_index = -1
+
+    def __init__(self) -> None:
+        super().__init__({})
+
+    def xcom_push(self, key: str, value) -> None:
+        self.values[(Step.APPROVE, key)] = value
+
+
 def test_without_approval_it_passes_at_once(monkeypatch):
     op = ApproveExportOperator()
     layout = SimpleNamespace(settings=SimpleNamespace(approval="none"))
     monkeypatch.setattr(op, "run_layout", lambda context: layout)
-    assert op.execute({"ti": XComs({})}) == {"approval": "none"}
+    ti = PushingTI()
+    assert op.execute({"ti": ti}) == {"approval": "none"}
+    assert run_promotion(ti) == "not promoted"  # promote did not run (yet)
+    ti.values[(Step.PROMOTE, "return_value")] = {"registry_version": None}
+    assert run_promotion(ti) == "promoted (approval not required)"
+
+
+def test_a_reject_skips_promote_and_the_verdict_still_says_who_rejected():
+    """On Reject the operator skips its downstream by raising, so it returns nothing: the
+    answer is kept apart (the process scenario's rejected run showed a bare "not promoted")."""
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+
+    from tpu_rl.operators.promotion import PromoteExportOperator
+
+    with DAG("approval_test", schedule=None):
+        op = ApproveExportOperator()
+        op >> PromoteExportOperator()
+    ti = PushingTI()
+    event = {
+        "chosen_options": ["Reject"],
+        "params_input": {},
+        "responded_at": datetime(2026, 1, 1, tzinfo=UTC),
+        "responded_by_user": {"id": "7", "name": "bo"},
+    }
+    with pytest.raises(DownstreamTasksSkipped) as skipped:
+        op.execute_complete({"ti": ti, "task": op}, event)
+    assert skipped.value.tasks == [Step.PROMOTE]
+    assert run_promotion(ti) == "not promoted: rejected by bo; the export stays"

@@ -61,15 +61,16 @@ leaves it where it is, unpromoted, and the run still succeeds (its note says so)
 
     def execute(self, context: Context) -> Any:
         from tpu_rl.dag.run_limits import time_left
-        from tpu_rl.promotion.approval_text import NOT_REQUIRED, approval_body
+        from tpu_rl.promotion.approval_text import ANSWER_KEY, NOT_REQUIRED, approval_body
         from tpu_rl.promotion.exported import champion_comparison, exported_model
         from tpu_rl.report.run_cost import count_run_cost
 
         layout = self.run_layout(context)
+        ti = context["ti"]
         if layout.settings.approval != "required":
             self.log.info("approval=none: the export is promoted without asking.")
+            ti.xcom_push(key=ANSWER_KEY, value={"approval": NOT_REQUIRED})
             return {"approval": NOT_REQUIRED}
-        ti = context["ti"]
         export = exported_model(ti, layout.export_dir, layout.checkpoints_dir)
         self.export_uri = export.export_uri
         tpu = count_run_cost(layout, context)  # to now: the cluster is gone
@@ -81,6 +82,17 @@ leaves it where it is, unpromoted, and the run still succeeds (its note says so)
             minutes=layout.settings.approval_timeout_minutes
         )
         return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """The answer, kept as the XCom `answer` first: on Reject the operator skips `promote`
+        by raising (the Task SDK's SkipMixin._set_state_to_skipped: DownstreamTasksSkipped), so
+        no return value is pushed, and the run's verdict still says who rejected."""
+        from tpu_rl.promotion.approval_text import ANSWER_KEY
+
+        if "error" not in event:
+            answer = {k: event.get(k) for k in ("chosen_options", "responded_by_user")}
+            context["ti"].xcom_push(key=ANSWER_KEY, value=answer)
+        return super().execute_complete(context, event)
 
 
 class PromoteExportOperator(RunStep):

@@ -16,6 +16,7 @@ from tpu_rl.report.run_report import cost_text
 
 APPROVE, REJECT = "Approve", "Reject"  # ApprovalOperator.APPROVE / .REJECT (providers-standard)
 NOT_REQUIRED = "none"  # approve's result when the run's approval setting is none
+ANSWER_KEY = "answer"  # approve's XCom: {"approval": "none"} or the chosen option and who chose
 
 
 def _number(value: Any) -> str:
@@ -108,6 +109,6 @@ def run_promotion(ti: Any) -> str:
     promoted = ti.xcom_pull(task_ids=Step.PROMOTE)
     return promotion_line(
         promoted if isinstance(promoted, Mapping) else None,
-        ti.xcom_pull(task_ids=Step.APPROVE),
+        ti.xcom_pull(task_ids=Step.APPROVE, key=ANSWER_KEY),
         champion_comparison(ti),
     )
