@@ -36,11 +36,13 @@ from tpu_rl.operators.job_steps import (
     StartTrainingOperator,
 )
 from tpu_rl.operators.preflight import PreflightOperator
+from tpu_rl.operators.promotion import ApproveExportOperator, PromoteExportOperator
 from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.report.notify import RunFailureNotifier, notify_failures
 from tpu_rl.settings.params import dag_params
 
 EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
+CHAMPION_MODEL = Asset(name="tpu_rl_champion_model")
 
 with DAG(
     dag_id=DAG_ID,
@@ -78,6 +80,9 @@ with DAG(
         setups=[create_cluster, hf_token_secret]
     )
     cleanup_cluster = DestroyClusterOperator().as_teardown(setups=[ensure_bucket, create_cluster])
+    # after the cleanups: a person may answer hours later, with no TPUs held
+    approve = ApproveExportOperator()
+    promote = PromoteExportOperator(outlets=[CHAMPION_MODEL])
     outcome = RunOutcomeOperator(
         final_task=verified.task_id,  # and every other task: none may have failed
         # a failed step told people already; the verdict speaks for a run marked failed
@@ -94,6 +99,7 @@ with DAG(
     # verify only reads the bucket: the TPUs and the cluster go while it checks the files
     [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
     verified >> outcome
+    [cleanup_cluster, verified] >> approve >> promote >> outcome
     # per task: its failure notice
     notify_failures(dag)
     dag.params = dag_params()  # last, on the DAG alone: see dag_params

@@ -201,6 +201,13 @@ def rewards_line(rewards: dict[str, Any]) -> str:
     )
 
 
+def promoted_line(promoted: Any) -> str:
+    """The champion record promote wrote, or that it did not run."""
+    if not isinstance(promoted, dict):
+        return "no (see the run's approve and promote tasks)"
+    return f"champion of this deployment since this run: {promoted.get('champion_uri')}"
+
+
 def summary(
     result: Any, conf: dict[str, Any], took: float, report: str, ended: list[str]
 ) -> list[str]:
@@ -223,6 +230,7 @@ def summary(
         ),
         f"export:   {result.xcoms.get('verify.return_value') or 'none'}",
         f"report:   {report}",
+        f"promoted: {promoted_line(result.xcoms.get('promote.return_value'))}",
         "cleanup:  removed "
         + removed_line(result.xcoms.get("cleanup_kubernetes.return_value") or {})
         + f"; cluster destroyed: {', '.join(destroyed) or 'none'}",

@@ -182,6 +182,38 @@ def priority_class() -> str | None:
     return _value("priority_class")
 
 
+def vertex_registry() -> str | None:
+    """The Vertex AI Model Registry model (its ID, also its display name) a promotion uploads
+    its export to as a new version (TPU_RL_VERTEX_REGISTRY or [tpu_rl] vertex_registry); unset:
+    promotions register nowhere but the champion record."""
+    model = _value("vertex_registry")
+    # a model ID (https://cloud.google.com/vertex-ai/docs/reference/rest/v1/
+    # projects.locations.models/upload, modelId: "up to 63 characters, and valid characters are
+    # [a-z0-9_-]. The first character cannot be a number or hyphen")
+    if model and not re.fullmatch(r"[a-z_][a-z0-9_-]{0,62}", model):
+        raise DeploymentError(
+            f"TPU_RL_VERTEX_REGISTRY: {model!r} is not a Vertex AI model ID (up to 63 "
+            "lower-case letters, digits, '-' or '_'; not starting with a digit or '-')"
+        )
+    return model
+
+
+def vertex_region(run_region: str) -> str:
+    """Where the registry's model lives (TPU_RL_VERTEX_REGION): the run's region by default."""
+    return _value("vertex_region") or run_region
+
+
+def vertex_serving_image() -> str:
+    """The serving container a registered version names (TPU_RL_VERTEX_SERVING_IMAGE): Vertex
+    requires one to upload a model that is not of a prebuilt framework's format."""
+    if image := _value("vertex_serving_image"):
+        return image
+    raise DeploymentError(
+        "TPU_RL_VERTEX_SERVING_IMAGE: required with TPU_RL_VERTEX_REGISTRY (the container that "
+        "serves the exported Hugging Face model, e.g. a vLLM serving image)"
+    )
+
+
 def check_gcp_connection() -> str:
     """The GCP connection id, after checking the connection is a Google Cloud one."""
     conn_id = gcp_conn_id()

@@ -26,4 +26,6 @@ class Step:
     STOP_BACKEND = "stop_backend"
     CLEANUP_KUBERNETES = "cleanup_kubernetes"
     CLEANUP_CLUSTER = "cleanup_cluster"
+    APPROVE = "approve"
+    PROMOTE = "promote"
     OUTCOME = "outcome"

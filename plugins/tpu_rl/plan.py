@@ -144,8 +144,30 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
             "description": f"Check config.json, safetensors and tokenizer in {layout.export_dir}.",
         },
         *_cleanup_steps(layout, cluster),
+        *_promotion_steps(layout),
     ]
     return steps, files
+
+
+def _promotion_steps(layout: RunLayout) -> list[PlanStep]:
+    """Approval (or not) and promotion, after the cleanups."""
+    s = layout.settings
+    asks = (
+        f"Ask a person to approve the export (Required Actions); no answer in "
+        f"{s.approval_timeout_minutes} min rejects."
+        if s.approval == "required"
+        else "No approval asked (approval=none)."
+    )
+    registry = deployment.vertex_registry()
+    promotes = (
+        f"Record the export as champion in {layout.model_root}/champions/"
+        f"{layout.deployment}.json"
+        + (f"; upload it to Vertex AI model {registry}, alias champion." if registry else ".")
+    )
+    return [
+        {"id": Step.APPROVE, "description": asks},
+        {"id": Step.PROMOTE, "description": promotes},
+    ]
 
 
 def _identity(layout: RunLayout) -> str:

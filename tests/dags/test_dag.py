@@ -58,9 +58,9 @@ def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
         "ensure_bucket",
         "create_cluster",
     }
-    # the Kubernetes objects go first; then the cluster; then the verdict
+    # the Kubernetes objects go first; then the cluster; then the verdict (after promote: issue 29)
     assert "cleanup_kubernetes" in cluster.upstream_task_ids
-    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "verify"}
+    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "verify", "promote"}
 
 
 def test_the_tpus_go_as_soon_as_export_ends_not_after_the_files_are_checked(dag):
@@ -96,7 +96,8 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
     assert "run_succeeded" not in dag.task_ids
     edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
-    assert edges <= 23, edges  # 22 before preflight joined the chain (issue 28)
+    # 22 before preflight joined the chain (issue 28); 23 before approve and promote (issue 29)
+    assert edges <= 27, edges
     assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
     outcome = dag.get_task("outcome")
     assert outcome.is_teardown and outcome.on_failure_fail_dagrun
@@ -111,6 +112,15 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     outcome.execute(context)
     assert set(asked) == set(dag.task_ids) - {"outcome"}
     assert {*PIPELINE, "stop_backend", "cleanup_kubernetes", "cleanup_cluster"} <= set(asked)
+
+
+def test_approval_follows_the_cleanups_and_promotion_follows_approval(dag):
+    """A person may answer hours later: the TPUs and the cluster are gone by then."""
+    approve, promote = dag.get_task("approve"), dag.get_task("promote")
+    assert approve.upstream_task_ids == {"cleanup_cluster", "verify"}
+    assert promote.upstream_task_ids == {"approve"}
+    assert "promote" in dag.get_task("outcome").upstream_task_ids
+    assert [a.name for a in promote.outlets] == ["tpu_rl_champion_model"]
 
 
 def test_the_sensor_releases_the_backend_and_stop_backend_does_not_block_the_export(dag):

@@ -45,9 +45,12 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.operators.janitor",
         "tpu_rl.operators.job_steps",
         "tpu_rl.operators.preflight",
+        "tpu_rl.operators.promotion",
         "tpu_rl.operators.jobs",
         "tpu_rl.operators.rewards",
         "tpu_rl.operators.run_step",
+        "tpu_rl.promotion",
+        "tpu_rl.promotion.approval_notice",  # the approval's notifier, an argument at parse
         "tpu_rl.report",
         "tpu_rl.report.estimate",  # the trigger form's cost estimate (settings.params)
         "tpu_rl.report.notify",

@@ -185,7 +185,8 @@ def test_a_half_deployed_cluster_is_destroyed(serialized_dag):
 def test_a_run_whose_validate_failed_ends_at_once_with_nothing_to_clean(serialized_dag):
     run_id = "manual__invalid"
     start_run(run_id, {"validate": "failed"})
-    final, ran = schedule(serialized_dag, run_id, lambda task_id: "success", passes=7)
+    # 7 passes before approve and promote joined the chain the failure runs down (issue 29)
+    final, ran = schedule(serialized_dag, run_id, lambda task_id: "success", passes=9)
     states = task_states(run_id)
     assert ran == ["outcome"] and final == "failed"
     assert states["cleanup_kubernetes"] == states["cleanup_cluster"] == "upstream_failed"
@@ -205,6 +206,8 @@ def test_a_run_that_did_everything_succeeds(serialized_dag):
     start_run(run_id, dict.fromkeys(BEFORE_WAIT, "success"))
     final, ran = schedule(serialized_dag, run_id, lambda task_id: "success")
     assert final == "success" and ran[-1] == "outcome"
-    # the cleanups start once export ended, beside verify (which only reads the bucket)
-    assert set(ran[-4:-1]) == {"verify", "cleanup_kubernetes", "cleanup_cluster"}
+    # the cleanups start once export ended, beside verify (which only reads the bucket); the
+    # approval and the promotion follow both (issue 29)
+    assert set(ran[-6:-3]) == {"verify", "cleanup_kubernetes", "cleanup_cluster"}
+    assert ran[-3:-1] == ["approve", "promote"]
     assert ran.index("cleanup_kubernetes") < ran.index("cleanup_cluster")

@@ -26,13 +26,15 @@ def test_make_demo_is_quiet_live_and_ends_with_its_summary(tmp_path):
     assert done.stderr == ""
     task_lines = [line.split() for line in lines if re.match(r"^ *\d+\.\ds  ", line)]
     tasks = [words[1] for words in task_lines]
-    assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 16
+    # 16 before approve and promote (issue 29)
+    assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 18
     assert all(words[2] == "success" and words[-1] == "s" for words in task_lines)
     summary = "\n".join(lines[lines.index(next(x for x in lines if "SUCCESS in" in x)) :])
-    for label in ("rewards:", "gate:", "export:", "report:", "cleanup:", "full log:"):
+    for label in ("rewards:", "gate:", "export:", "report:", "promoted:", "cleanup:", "full log:"):
         assert f"\n{label}" in f"\n{summary}", label
     assert "mean_reward pre 0.0821 -> post 0.1234" in summary
     assert "gate:     passed" in summary and "run-report.md" in summary
+    assert "promoted: champion of this deployment since this run: gs://" in summary
     assert f"full log: {log}" in summary
     # what the terminal no longer shows went to the log
     assert "DagRun Finished" in log.read_text()

@@ -55,6 +55,18 @@ class AirflowApi:
     def task_states(self, run_id: str) -> dict[str, str | None]:
         return {task: ti["state"] for task, ti in self.task_instances(run_id).items()}
 
+    def hitl_detail(self, run_id: str, task_id: str) -> dict[str, Any]:
+        """A Human-in-the-loop task's request, as the Required Actions page reads it."""
+        path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
+        return self._json("GET", path)
+
+    def respond(self, run_id: str, task_id: str, option: str) -> dict[str, Any]:
+        """A person's answer on the Required Actions page (core_api routes/public/hitl.py,
+        update_hitl_detail: PATCH .../taskInstances/{task_id}/{map_index}/hitlDetails)."""
+        path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
+        body = {"chosen_options": [option], "params_input": {}}
+        return self._json("PATCH", path, json=body)
+
     def clear_task(self, run_id: str, task_id: str) -> Any:
         """The UI's Clear on one task instance with its downstream tasks, as the UI posts it."""
         body = {

@@ -28,7 +28,7 @@ def test_make_plan_writes_the_plan(tmp_path):
     done = make("plan", "CONF=include/examples/tutorial.json", f"OUT={tmp_path}")
     assert done.returncode == 0, done.stderr
     steps = json.loads((tmp_path / "plan.json").read_text())["steps"]
-    assert steps[0]["id"] == "validate" and steps[-1]["id"] == "cleanup_cluster"
+    assert steps[0]["id"] == "validate" and steps[-1]["id"] == "promote"  # issue 29
 
 
 def test_make_plan_rejects_a_bad_file(tmp_path):

@@ -38,6 +38,8 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
         "verify",
         "cleanup_kubernetes",
         "cleanup_cluster",
+        "approve",
+        "promote",
     ]
     assert all(
         step["description"] and "\n" not in step["description"]

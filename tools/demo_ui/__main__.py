@@ -62,6 +62,7 @@ class RunWatcher:
     def __init__(self, api: AirflowApi, gcs: Any) -> None:
         self.api, self.gcs = api, gcs
         self.seen: dict[str, str] = {}
+        self.asked: set[str] = set()
 
     def get(self, path: str, **params: object) -> httpx.Response:
         return self.api.client.get(path, params=params)
@@ -70,6 +71,8 @@ class RunWatcher:
         runs = self.get(f"/dags/{DAG_ID}/dagRuns", order_by="-run_after", limit=20)
         for run in reversed(runs.json().get("dag_runs", [])) if runs.status_code == 200 else []:
             run_id, state = run["dag_run_id"], run["state"]
+            if state == "running" and run_id not in self.asked:
+                self.awaiting_approval(run_id)
             if self.seen.get(run_id) == state:
                 continue
             self.seen[run_id] = state
@@ -77,6 +80,14 @@ class RunWatcher:
                 self.ended(run_id, state)
             else:
                 say(f"run {run_id}: {state}: {self.api.base_url}/dags/{DAG_ID}/runs/{run_id}")
+
+    def awaiting_approval(self, run_id: str) -> None:
+        """Says once where a run's approval waits (a run triggered with approval=required)."""
+        done = self.get(f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{Step.APPROVE}")
+        if done.status_code == 200 and done.json().get("state") == "awaiting_input":
+            self.asked.add(run_id)
+            page = f"{self.api.base_url}/dags/{DAG_ID}/runs/{run_id}/tasks/{Step.APPROVE}"
+            say(f"run {run_id}: awaiting your approval: {page}/required_actions")
 
     def xcom(self, run_id: str, task_id: str) -> Any:
         path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries"
@@ -127,6 +138,10 @@ def watch(d: Deployment) -> int:
     say(f"RL post-training page: {d.url}/tpu-rl/")
     say(f"logs: {d.log_dir}/ (processes and tasks), {d.log_dir.parent}/sandbox.log")
     say("Trigger the DAG from its page (the form holds the sandbox's settings).")
+    say(
+        "With approval=required (the form's Run control section) the run asks for your "
+        "approval under Required Actions once its cluster is gone."
+    )
     stored = janitor_defaults()
     say(
         "The janitor, tpu_rl_janitor, starts paused. Its stored defaults (the Variable "

@@ -23,6 +23,7 @@ from tpu_rl.operators.job_steps import (
     StartTrainingOperator,
 )
 from tpu_rl.operators.preflight import PreflightOperator
+from tpu_rl.operators.promotion import ApproveExportOperator, PromoteExportOperator
 from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.operators.run_step import RunStep
 
@@ -42,6 +43,8 @@ RUN_STEPS: tuple[type[RunStep], ...] = (
     StopPathwaysBackendOperator,
     CleanupKubernetesOperator,
     DestroyClusterOperator,
+    ApproveExportOperator,
+    PromoteExportOperator,
     RunOutcomeOperator,
 )
 

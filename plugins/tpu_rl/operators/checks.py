@@ -197,6 +197,7 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         """Count the run's cost once (XCom `tpu_cost`), write the report beside a verified
         export, set the run's note. A run whose settings never validated has no cost."""
         from tpu_rl import deployment
+        from tpu_rl.promotion.approval_text import run_promotion
         from tpu_rl.report.run_cost import COST_KEY, count_run_cost
         from tpu_rl.report.run_note import note_text, set_run_note
         from tpu_rl.report.run_report import publish_run_report
@@ -213,6 +214,10 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             ti.xcom_push(key=COST_KEY, value=tpu)
         report = publish_run_report(layout, context, tpu) if layout and verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
+        # promoted, or why not (a person, the champion)
+        promotion = run_promotion(ti) if verified else None
+        self.log.info("Promotion: %s", promotion or "none (no verified export)")
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
-        text = note_text(verdict, rewards if isinstance(rewards, dict) else None, tpu, report)
+        rewards = rewards if isinstance(rewards, dict) else None
+        text = note_text(verdict, rewards, tpu, report, promotion)
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)

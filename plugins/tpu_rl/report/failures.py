@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from airflow.configuration import conf
 from airflow.sdk.bases.notifier import BaseNotifier
@@ -119,8 +119,18 @@ def setting(key: str) -> str:
     return (conf.get(CONFIG_SECTION, key, fallback="") or "").strip()
 
 
-def channels(failure: RunFailure) -> list[BaseNotifier]:
-    """The provider notifiers the deployer configured, each carrying this failure's message."""
+class Notice(Protocol):
+    """A message for the deployment's channels: a failure, or an approval request."""
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def channels(failure: Notice) -> list[BaseNotifier]:
+    """The provider notifiers the deployer configured, each carrying this notice's message."""
     found: list[BaseNotifier] = []
     if to := [a.strip() for a in setting("notify_email_to").split(",") if a.strip()]:
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier

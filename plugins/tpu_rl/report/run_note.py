@@ -29,15 +29,18 @@ def note_text(
     rewards: Mapping[str, Any] | None,
     tpu: Mapping[str, Any] | None,
     report_uri: str | None,
+    promotion: str | None = None,
 ) -> str:
-    """The note: the verdict, mean_reward pre -> post, the cost and the report's place."""
+    """The note: the verdict, the promotion (if the export was verified), mean_reward pre ->
+    post, the cost and the report's place."""
     pre, post = ((rewards or {}).get(k) or {} for k in ("pre", "post"))
     before, after = pre.get("mean_reward"), post.get("mean_reward")
     if before is None or after is None:
         reward = f"mean_reward {_reward(before)} -> {_reward(after)}"
     else:
         reward = f"mean_reward {before:.3f} -> {after:.3f} ({after - before:+.3f})"
-    lines = [f"**{verdict}**", reward, f"TPU cost: {_cost(tpu)}"]
+    lines = [f"**{verdict}**", *([f"Promotion: {promotion}"] if promotion else [])]
+    lines += [reward, f"TPU cost: {_cost(tpu)}"]
     if report_uri:
         lines.append(f"Report: {report_uri}")
     return "\n\n".join(lines)[:NOTE_LIMIT]

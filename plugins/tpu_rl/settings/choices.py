@@ -50,3 +50,10 @@ class RematPolicy(StrEnum):
     SAVE_OUT_PROJ = "save_out_proj"
     QKV_PROJ_OFFLOADED = "qkv_proj_offloaded"
     CUSTOM = "custom"
+
+
+class Approval(StrEnum):
+    """Whether a person approves a verified export before it is promoted."""
+
+    NONE = "none"
+    REQUIRED = "required"

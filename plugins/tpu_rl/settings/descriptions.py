@@ -126,4 +126,9 @@ DESCRIPTIONS: dict[str, str] = {
     "conversion_timeout_minutes": "Time limit for converting the Hugging Face model to MaxText.",
     "training_timeout_minutes": "Time limit for training, waits for TPUs included.",
     "export_timeout_minutes": "Time limit for exporting the trained model to Hugging Face format.",
+    "approval": "required: a person approves the verified export (Airflow's Required Actions) "
+    "before it becomes the deployment's champion, after the TPUs and cluster are released; "
+    "none: it is promoted without asking.",
+    "approval_timeout_minutes": "How long the approval waits for an answer; no answer by then "
+    "rejects the promotion (the export stays where it is).",
 }

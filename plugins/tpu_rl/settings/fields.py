@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpu_rl.settings import text_rules as rule
-from tpu_rl.settings.choices import Capacity, ClusterMode, DType, Optimizer, RematPolicy
+from tpu_rl.settings.choices import (
+    Approval,
+    Capacity,
+    ClusterMode,
+    DType,
+    Optimizer,
+    RematPolicy,
+)
 from tpu_rl.settings.images import (
     PATHWAYS_PROXY_SERVER_IMAGE,
     PATHWAYS_SERVER_IMAGE,
@@ -133,6 +140,8 @@ class RunSettings:
     conversion_timeout_minutes: int = RUN.limit(180, "Conversion", 7 * DAY)
     training_timeout_minutes: int = RUN.limit(720, "Training", 30 * DAY)
     export_timeout_minutes: int = RUN.limit(180, "Export", 7 * DAY)
+    approval: Approval = RUN.choice(Approval, "Approval")
+    approval_timeout_minutes: int = RUN.limit(DAY, "Approval", 30 * DAY)
 
     def __post_init__(self) -> None:
         """A choice given as its plain value becomes its enum member; any other value stays as

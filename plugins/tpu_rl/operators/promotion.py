@@ -1,0 +1,128 @@
+"""The run's last two steps: a person's approval (optional) and the promotion of the verified
+export to the deployment's champion."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+from tpu_rl.dag.limits import STEP_MINUTES, Limit, short_step
+from tpu_rl.dag.links import ExportLink
+from tpu_rl.names import Step
+from tpu_rl.operators.run_step import RunStep
+from tpu_rl.promotion.approval_notice import ApprovalRequestNotifier
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from tpu_rl.settings.run_settings import RunSettings
+
+
+def _approval_minutes(s: RunSettings) -> float:
+    return s.approval_timeout_minutes if s.approval == "required" else STEP_MINUTES
+
+
+class ApproveExportOperator(RunStep, ApprovalOperator):
+    """Airflow's ApprovalOperator with the run report as its body, when the run's `approval` is
+    `required`; otherwise it passes at once (returns {"approval": "none"}).
+
+    Passing rather than skipping: a skipped `approve` would skip `promote` too, and skipped then
+    means one thing only: not promoted (the champion won, or a person said no). A reject, or no
+    answer within `approval_timeout_minutes` (the defaults, Reject, answer then: the scheduler's
+    AWAITING_INPUT sweep, or HITLTrigger before Airflow 3.3), skips `promote`; the run does not
+    fail: it did its work, and a person's no is an outcome, not an error (the provider's own
+    warning against `fail_on_reject`, operators/hitl.py ApprovalOperator.__init__).
+    """
+
+    step_id = Step.APPROVE
+    step_doc = """
+With `approval=required`, asks for a person's approval of the verified export in Airflow's
+**Required Actions** (and through the deployment's notification channels), once the TPUs and the
+cluster are gone: the run's metrics, the champion comparison and the TPU cost are its text.
+**Approve** promotes the export; **Reject**, or no answer within `approval_timeout_minutes`,
+leaves it where it is, unpromoted, and the run still succeeds (its note says so). With
+`approval=none` it passes at once.
+"""
+    limit = Limit(_approval_minutes, 1, ("approval_timeout_minutes",))
+    operator_extra_links = (ExportLink(),)
+    export_uri = ""  # what the approval request's notice names
+
+    def __init__(self, **kwargs: Any) -> None:
+        from tpu_rl.settings.params import default_settings
+
+        kwargs.setdefault("subject", "Promote this run's export?")
+        kwargs.setdefault("defaults", ApprovalOperator.REJECT)  # what a timeout answers
+        kwargs.setdefault("notifiers", [ApprovalRequestNotifier()])
+        minutes = default_settings().approval_timeout_minutes
+        kwargs.setdefault("response_timeout", timedelta(minutes=minutes))
+        super().__init__(**kwargs)
+
+    def execute(self, context: Context) -> Any:
+        from tpu_rl.dag.run_limits import time_left
+        from tpu_rl.promotion.approval_text import ANSWER_KEY, NOT_REQUIRED, approval_body
+        from tpu_rl.promotion.exported import champion_comparison, exported_model
+        from tpu_rl.report.run_cost import count_run_cost
+
+        layout = self.run_layout(context)
+        ti = context["ti"]
+        if layout.settings.approval != "required":
+            self.log.info("approval=none: the export is promoted without asking.")
+            ti.xcom_push(key=ANSWER_KEY, value={"approval": NOT_REQUIRED})
+            return {"approval": NOT_REQUIRED}
+        export = exported_model(ti, layout.export_dir, layout.checkpoints_dir)
+        self.export_uri = export.export_uri
+        tpu = count_run_cost(layout, context)  # to now: the cluster is gone
+        self.body = approval_body(
+            layout.run_id, export, champion_comparison(ti), tpu, layout.settings.capacity
+        )
+        # the run's approval_timeout_minutes, capped at its work deadline (RunStep.pre_execute)
+        self.response_timeout = time_left(self) or timedelta(
+            minutes=layout.settings.approval_timeout_minutes
+        )
+        return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """The answer, kept as the XCom `answer` first: on Reject the operator skips `promote`
+        by raising (the Task SDK's SkipMixin._set_state_to_skipped: DownstreamTasksSkipped), so
+        no return value is pushed, and the run's verdict still says who rejected."""
+        from tpu_rl.promotion.approval_text import ANSWER_KEY
+
+        if "error" not in event:
+            answer = {k: event.get(k) for k in ("chosen_options", "responded_by_user")}
+            context["ti"].xcom_push(key=ANSWER_KEY, value=answer)
+        return super().execute_complete(context, event)
+
+
+class PromoteExportOperator(RunStep):
+    """Makes the verified export the deployment's champion: the champion record, an event of
+    every outlet Asset, and a new version in Vertex AI Model Registry when the deployment has
+    one (tpu_rl.deployment.vertex_registry)."""
+
+    step_id = Step.PROMOTE
+    step_doc = """
+Makes the verified export this deployment's champion for the model: writes
+`gs://<bucket>/<model>/champions/<deployment>.json` (the previous champion's export is kept in
+its `previous` list), emits the `tpu_rl_champion_model` asset event with the metrics, run id and
+step, and, when the deployer set `TPU_RL_VERTEX_REGISTRY`, uploads the export as a new version of
+that Vertex AI Model Registry model and moves its `champion` alias there (earlier versions stay).
+
+**Failed on a precondition (412)?** Another run promoted since this one read the champion: look at
+the record, then clear this task to promote this export over it.
+"""
+    limit = short_step(1)
+    operator_extra_links = (ExportLink(),)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from tpu_rl import deployment
+        from tpu_rl.promotion.exported import exported_model
+        from tpu_rl.promotion.promote import promote_export
+
+        layout = self.run_layout(context)
+        export = exported_model(context["ti"], layout.export_dir, layout.checkpoints_dir)
+        result = promote_export(layout, export, deployment.gcp_conn_id(), self.log)
+        event = {k: result[k] for k in ("export_uri", "run_id", "step", "metrics")}
+        for asset in self.outlets:
+            context["outlet_events"][asset].extra = event
+        return result

@@ -1,0 +1,89 @@
+"""A promotion that waits for a person, on real Airflow processes: the run's `approve` task parks
+in Airflow's awaiting_input state after the cleanups, a person answers through the REST API the
+Required Actions page calls, and `promote` follows (approved: the champion record and one new
+Vertex AI version with the champion alias, on the loopback fake) or is skipped (rejected:
+nothing promoted, no registry call, the run still succeeds)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.processes.api import DAG_ID, AirflowApi
+from tests.processes.deployment import Deployment
+from tests.processes.runs import finish, start_run
+from tests.sandbox.harness import SETTINGS
+from tests.sandbox.vertex_api import VertexRegistryFake
+
+MODEL_ID = "gemma-rl"
+IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("processes")]
+
+
+def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[str, str]]:
+    """The deployer's registry settings, for the scheduler: with LocalExecutor the task
+    processes are its children, with its environment."""
+    endpoints = json.loads(d.processes.env["TPU_RL_API_ENDPOINTS"])
+    endpoints |= vertex.endpoint_for(SETTINGS["region"])
+    return {
+        "scheduler": {
+            "TPU_RL_VERTEX_REGISTRY": MODEL_ID,
+            "TPU_RL_VERTEX_SERVING_IMAGE": IMAGE,
+            "TPU_RL_API_ENDPOINTS": json.dumps(endpoints),
+        }
+    }
+
+
+def promoted(api: AirflowApi, run_id: str) -> dict:
+    """promote's result (its XCom), as the UI's XCom tab reads it."""
+    path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/promote/xcomEntries/return_value"
+    return api._json("GET", path, params={"deserialize": True})["value"]
+
+
+def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e_report) -> None:
+    api, vertex = deployment.api(), VertexRegistryFake()
+    deployment.relaunch(registry_env(deployment, vertex))
+    try:
+        approved = start_run(deployment, api, "approval_approved", approval="required")
+        api.wait_task(approved.run_id, "approve", {"awaiting_input"})
+        states = api.task_states(approved.run_id)
+        assert states["cleanup_cluster"] == "success" and states["promote"] is None, states
+        asked = api.hitl_detail(approved.run_id, "approve")
+        assert asked["options"] == ["Approve", "Reject"] and asked["defaults"] == ["Reject"]
+        assert "## Evaluation" in asked["body"] and "TPUs so far:" in asked["body"]
+        api.respond(approved.run_id, "approve", "Approve")
+        tasks = finish(deployment, approved, "success", e2e_report)
+        assert tasks["approve"] == tasks["promote"] == "success", tasks
+        bucket, result = approved.settings["gcs_bucket"], promoted(api, approved.run_id)
+        record_uri = result["champion_uri"]
+        assert record_uri.startswith(f"gs://{bucket}/") and record_uri.endswith(
+            f"/champions/{deployment.identity()}.json"
+        )
+        record = json.loads(deployment.sandbox.gcs.read(record_uri))
+        assert record["run_id"] == approved.run_id and record["previous"] == []
+        assert result["registry_version"].endswith(f"/models/{MODEL_ID}@1")
+        # the model's first version: a 404 for the missing parent, the upload, the alias
+        assert [c.path.rsplit("/", 1)[-1] for c in vertex.calls] == [
+            "models:upload",
+            "models:upload",
+            f"{MODEL_ID}@1:mergeVersionAliases",
+        ]
+        assert vertex.calls[1].body["model"]["labels"]["tpu-rl-run"] == approved.label
+        vertex.calls.clear()
+
+        # the same bucket and model: the first run's export is the champion to keep
+        rejected = start_run(
+            deployment, api, "approval_rejected", approval="required", gcs_bucket=bucket
+        )
+        api.wait_task(rejected.run_id, "approve", {"awaiting_input"})
+        api.respond(rejected.run_id, "approve", "Reject")
+        tasks = finish(deployment, rejected, "success", e2e_report)
+        assert tasks["approve"] == "success" and tasks["promote"] == "skipped", tasks
+        assert json.loads(deployment.sandbox.gcs.read(record_uri)) == record
+        assert vertex.calls == []
+        note = api.run(rejected.run_id)["note"]
+        assert "Promotion: not promoted: rejected by" in note, note
+    finally:
+        deployment.relaunch({})
+        vertex.stop()

@@ -1,0 +1,144 @@
+"""Vertex AI Model Registry's REST API on loopback: the two methods a promotion calls
+(models.upload and models.mergeVersionAliases), as the v1 REST reference describes them, over
+models kept in memory. Every call is recorded (`calls`: method, path, JSON body).
+
+`endpoint_for(region)` is the product's TPU_RL_API_ENDPOINTS entry for the regional host, so
+the product's REST client (tpu_rl.promotion.registry) reaches it unchanged.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+_LOCATION = r"/v1/projects/([^/]+)/locations/([^/]+)"
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/upload
+UPLOAD = re.compile(rf"{_LOCATION}/models:upload")
+# .../projects.locations.models/mergeVersionAliases: name = models/<id>@<version id>
+MERGE = re.compile(rf"{_LOCATION}/models/([^/@]+)@([^/:]+):mergeVersionAliases")
+UPLOAD_RESPONSE = "type.googleapis.com/google.cloud.aiplatform.v1.UploadModelResponse"
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    body: dict[str, Any]
+
+
+@dataclass
+class ModelRecord:
+    """A registry model: its versions in order, each a Model's fields plus `aliases`."""
+
+    name: str
+    versions: list[dict[str, Any]] = field(default_factory=list)
+
+    def version(self, version_id: str) -> dict[str, Any] | None:
+        return next((v for v in self.versions if v["versionId"] == version_id), None)
+
+    def alias_holder(self, alias: str) -> str | None:
+        return next((v["versionId"] for v in self.versions if alias in v["versionAliases"]), None)
+
+
+def _error(code: int, status: str, message: str) -> tuple[int, dict[str, Any]]:
+    """A Google API error body (https://cloud.google.com/apis/design/errors#http_mapping)."""
+    return code, {"error": {"code": code, "message": message, "status": status}}
+
+
+class VertexRegistryFake:
+    """Started on construction; `stop()` ends it."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.models: dict[str, ModelRecord] = {}
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                path = unquote(urlsplit(self.path).path)
+                with fake.lock:
+                    fake.calls.append(Call("POST", path, body))
+                    status, payload = fake.answer(path, body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    def endpoint_for(self, region: str) -> dict[str, str]:
+        return {f"{region}-aiplatform.googleapis.com": self.url}
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if m := UPLOAD.fullmatch(path):
+            return self._upload(*m.groups(), body)
+        if m := MERGE.fullmatch(path):
+            return self._merge(*m.groups(), body.get("versionAliases") or [])
+        return _error(404, "NOT_FOUND", f"fake Vertex: no POST {path}")
+
+    def _upload(self, project: str, region: str, body: dict[str, Any]) -> tuple[int, dict]:
+        location = f"projects/{project}/locations/{region}"
+        if parent := body.get("parentModel"):
+            record = self.models.get(parent.rpartition("/")[2])
+            if record is None or not parent.startswith(f"{location}/models/"):
+                return _error(404, "NOT_FOUND", f"Model {parent} does not exist.")
+        else:
+            model_id = body.get("modelId") or str(len(self.models) + 1)
+            if model_id in self.models:
+                return _error(409, "ALREADY_EXISTS", f"Model {model_id} already exists.")
+            record = self.models[model_id] = ModelRecord(f"{location}/models/{model_id}")
+        version_id = str(len(record.versions) + 1)
+        # the first version of a model gets the `default` alias (Vertex's model-alias docs)
+        aliases = ["default"] if not record.versions else []
+        record.versions.append(
+            {**body["model"], "versionId": version_id, "versionAliases": aliases}
+        )
+        operation = {
+            "name": f"{location}/operations/{len(self.calls)}",
+            "done": True,
+            "response": {
+                "@type": UPLOAD_RESPONSE,
+                "model": record.name,
+                "modelVersionId": version_id,
+            },
+        }
+        return 200, operation
+
+    def _merge(
+        self, project: str, region: str, model_id: str, version_id: str, aliases: list[str]
+    ) -> tuple[int, dict]:
+        record = self.models.get(model_id)
+        version = record.version(version_id) if record else None
+        if version is None:
+            return _error(404, "NOT_FOUND", f"Model {model_id}@{version_id} does not exist.")
+        for alias in aliases:
+            if alias.startswith("-"):
+                version["versionAliases"].remove(alias[1:])
+                continue
+            # an alias on another version moves (Vertex's model-alias docs)
+            for other in record.versions:
+                if alias in other["versionAliases"]:
+                    other["versionAliases"].remove(alias)
+            version["versionAliases"].append(alias)
+        return 200, {**version, "name": record.name}
