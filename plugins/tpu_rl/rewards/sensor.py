@@ -29,9 +29,8 @@ FINAL_REASONS = (
 class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
     """Wait for MaxText's `Post RL Training:` line in the training Job's pod log.
 
-    Returns (XCom) ``{"pre": {...} | None, "post": {...}, "post_time": "<RFC3339>",
-    "intermediate": [{"step": N, ..., "time": "<RFC3339>"}]}`` with corr, total, accuracy,
-    partial_accuracy, format_accuracy and mean_reward as numbers.
+    Returns (XCom) ``{"pre": {...} | None, "post": {...}, "post_time": "<RFC3339>"}`` with
+    corr, total, accuracy, partial_accuracy, format_accuracy and mean_reward as numbers.
     Fails fast, with the pod's last log lines, when the Job or its pod fails, the Pathways
     backend JobSet fails, the Job completes without the line, or the pods stay unscheduled
     longer than ``pending_timeout``. ``timeout`` is a total from the first start: retries and
@@ -189,12 +188,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
                 post.get("accuracy"),
                 event.get("pre"),
             )
-            return {
-                "pre": event.get("pre"),
-                "post": post,
-                "post_time": event.get("post_time"),
-                "intermediate": event.get("intermediate") or [],
-            }
+            return {"pre": event.get("pre"), "post": post, "post_time": event.get("post_time")}
         reason = event.get("reason", "unknown")
         message = f"[{reason}] {event.get('message', '')}"
         if reason == "timeout":
