@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 
 LOCK_XCOM = "conversion_lock"  # the lock object this task holds
+XCOM_RETURN_KEY = "return_value"  # what `ti.xcom_pull(task_ids=...)` reads by default
 
 
 class ConvertCheckpointOperator(RunJobStep):
@@ -214,17 +215,20 @@ removed them): it waits for them to run again instead of racing the redeploy.
         context["ti"].xcom_push(key="checkpoint_step", value=choice.step)
         return manifests.export_job(layout, choice.step)
 
-    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> dict[str, Any]:
-        """The Job ended well: what was exported, from which step, why, and its evaluation
-        (the same choice again: training is over, the committed steps cannot change)."""
+    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> None:
+        """The Job ended well: push what was exported, from which step, why, and its evaluation
+        (the same choice again: training is over, the committed steps cannot change). Pushed
+        as the return value by hand: the pod operators' `do_xcom_push` (False) means the
+        provider's sidecar XCom, and the task runner pushes no return value while it is off."""
         super().execute_complete(context, event, **kwargs)
         layout = self.run_layout(context)
         choice = self.choose(layout)
-        return {
+        exported = {
             **choice.as_dict(),
             "checkpoint_uri": f"{layout.checkpoints_dir}{choice.step}/",
             "export_uri": layout.export_dir,
         }
+        context["ti"].xcom_push(key=XCOM_RETURN_KEY, value=exported)
 
     def choose(self, layout: RunLayout) -> Choice:
         """The step to export (tpu_rl.rewards.checkpoint_choice); fails when none is committed."""
