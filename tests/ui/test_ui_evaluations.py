@@ -66,6 +66,7 @@ def test_a_chart_per_metric_with_the_exported_step_ringed(
     with create_session() as session:
         put_xcom(session, run_id(1), "wait_for_rewards", "return_value", REWARDS)
         put_xcom(session, run_id(1), "gate", "return_value", GATE)
+        put_xcom(session, run_id(1), "export", "checkpoint_step", 40)
     browser.call(
         "Emulation.setDeviceMetricsOverride",
         width=1280,

@@ -34,7 +34,7 @@ def committed_but(*cut: int):
 def test_best_is_the_argmax_over_committed_steps_ties_to_the_later():
     committed, asked = committed_but(20)
     step, choice, reason = choose(BEST, "mean_reward", SCORED, 50, committed)
-    assert (step, choice) == (40, BEST) and "best mean_reward=0.25" in reason
+    assert (step, choice) == (40, BEST) and "mean_reward=0.25, the best committed" in reason
     assert asked == [20, 40]  # best-ranked first, stops at the first committed
 
 

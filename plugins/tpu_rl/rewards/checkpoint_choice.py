@@ -87,9 +87,8 @@ def choose(
 ) -> tuple[int, str, str]:
     """(step, choice, reason). `committed(step)` asks the bucket, best-ranked step first, only
     for steps up to the newest committed one (none later is)."""
-    last_reason = f"the newest committed checkpoint, step {newest_committed}"
     if policy == LAST:
-        return newest_committed, LAST, f"{last_reason} (export_checkpoint=last)"
+        return newest_committed, LAST, "export_checkpoint=last: the newest committed step"
     ranked = sorted(
         (
             (value, step)
@@ -100,13 +99,17 @@ def choose(
     )
     for value, step in ranked:
         if step == newest_committed or committed(step):
-            return step, BEST, f"best {best_metric}={value:g} among the committed steps"
+            return (
+                step,
+                BEST,
+                f"export_checkpoint=best: {best_metric}={value:g}, the best committed",
+            )
     return (
         newest_committed,
         LAST,
         (
-            f"{last_reason}: export_checkpoint=best found no committed step with an evaluation "
-            f"of {best_metric}, so the last is exported"
+            f"export_checkpoint=best found no committed step with an evaluation of {best_metric}: "
+            "the newest committed step instead"
         ),
     )
 
