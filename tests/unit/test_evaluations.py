@@ -108,3 +108,22 @@ def test_the_step_table_marks_the_exported_step_and_puts_post_at_the_final_step(
     last = step_table(rewards, {"step": 30, "final_step": 30})
     assert [r["chosen"] for r in last] == [False, False, False, True]
     assert [r["step"] for r in step_table(rewards, None)] == [0, 10, 20, None]
+
+
+def test_the_report_tables_each_metric_per_step_with_the_exported_step_marked():
+    from tpu_rl.report.run_report import evaluations_markdown
+
+    rewards = {
+        "pre": {"accuracy": 12.5, "partial_accuracy": 20.0, "format_accuracy": 80.0,
+                "mean_reward": 0.0821},
+        "intermediate": [{"step": 10, "accuracy": 14.0625, "mean_reward": 0.25}],
+        "post": {"accuracy": 18.75, "mean_reward": 0.1234},
+    }  # fmt: skip
+    lines = evaluations_markdown(step_table(rewards, {"step": 10, "final_step": 50}))
+    assert lines[3] == "| step | accuracy | partial_accuracy | format_accuracy | mean_reward |"
+    assert lines[5:] == [
+        "| 0 (pre) | 12.50 | 20.00 | 80.00 | 0.082 |",
+        "| **10** exported | 14.06 | n/a | n/a | 0.250 |",
+        "| 50 (post) | 18.75 | n/a | n/a | 0.123 |",
+    ]
+    assert evaluations_markdown([]) == []
