@@ -205,25 +205,26 @@ def rewards_line(rewards: dict[str, Any]) -> str:
 
 
 def evaluation_lines(rewards: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
-    """Each metric per evaluated step (pre = step 0, post = the final step), the exported step
-    starred, and how it was chosen."""
+    """Each metric per evaluated step (pre = step 0, post = the final step), exported: *."""
     from tpu_rl.rewards.evaluations import EVAL_METRICS, step_table
 
-    choice = (gate or {}).get("checkpoint") or {}
-    rows = step_table(rewards, choice)
-    if not rows:
-        return []
-    heads = [
-        f"{row['step'] if row['step'] is not None else '?'}{'*' if row['chosen'] else ''}"
-        for row in rows
-    ]
-    lines = ["evals:    step             " + "".join(f"{h:>8}" for h in heads)]
-    for name in EVAL_METRICS:
+    rows = step_table(rewards, (gate or {}).get("checkpoint"))
+    heads = "".join(
+        f"{('?' if r['step'] is None else str(r['step'])) + '*' * r['chosen']:>8}" for r in rows
+    )
+    lines = [f"evals:    step             {heads}"] if rows else []
+    for name in EVAL_METRICS if rows else ():
         cells = "".join("     n/a" if r[name] is None else f"{r[name]:8.4g}" for r in rows)
         lines.append(f"          {name:<17}{cells}")
-    if choice:
-        lines.append(f"          * exported: step {choice['step']}, {choice['reason']}")
     return lines
+
+
+def export_line(result: Any) -> str:
+    """Where the export is, and which step it took and why (the gate's choice: export's)."""
+    uri = result.xcoms.get("verify.return_value")
+    choice = (result.xcoms.get("gate.return_value") or {}).get("checkpoint")
+    why = f" (step {choice['step']}*: {choice['reason']})" if uri and choice else ""
+    return f"export:   {uri or 'none'}{why}"
 
 
 def summary(
@@ -250,7 +251,7 @@ def summary(
             result.xcoms.get("gate.return_value"),
             float(conf.get("min_reward_gain", 0.0)),
         ),
-        f"export:   {result.xcoms.get('verify.return_value') or 'none'}",
+        export_line(result),
         f"report:   {report}",
         "cleanup:  removed "
         + removed_line(result.xcoms.get("cleanup_kubernetes.return_value") or {})
