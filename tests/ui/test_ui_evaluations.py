@@ -67,13 +67,6 @@ def test_a_chart_per_metric_with_the_exported_step_ringed(
         put_xcom(session, run_id(1), "wait_for_rewards", "return_value", REWARDS)
         put_xcom(session, run_id(1), "gate", "return_value", GATE)
         put_xcom(session, run_id(1), "export", "checkpoint_step", 40)
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        width=1280,
-        height=1100,
-        deviceScaleFactor=1,
-        mobile=False,
-    )
     assert open_page(browser, ui_server, auth_token) == "ready"
     options = browser.evaluate(
         "[...document.querySelectorAll('#eval-run option')].map(o => o.value)"
