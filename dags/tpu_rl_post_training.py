@@ -70,7 +70,7 @@ with DAG(
     train = StartTrainingOperator()
     wait_for_rewards = WaitForRewardsSensor()
     passed_gate = RewardGateOperator(rewards=wait_for_rewards.output)
-    export = ExportCheckpointOperator()
+    export = ExportCheckpointOperator(rewards=wait_for_rewards.output)
     verified = VerifyExportOperator(outlets=[EXPORTED_MODEL])
     # beside the gate and export: makes sure the TPUs are free; the run goes on without it
     stop_backend = StopPathwaysBackendOperator()

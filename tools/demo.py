@@ -27,6 +27,9 @@ FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
 STARTED = {"running", "deferred", "up_for_retry", "up_for_reschedule"}
 POLL_S = 0.25
 REPORTS = REPO / ".airflow" / "reports"  # the run reports, kept after the sandbox is gone
+# (corr of 64, mean_reward) the sandbox's trainer reports at its intermediate evaluations (every
+# 10 steps): RL is not monotonic.
+DEMO_EVALS = {10: (9, 0.0932), 20: (13, 0.1301), 30: (11, 0.1105), 40: (12, 0.1187)}
 
 
 def redirect_output(log_path: Path) -> TextIO:
@@ -208,6 +211,29 @@ def promoted_line(promoted: Any) -> str:
     return f"champion of this deployment since this run: {promoted.get('champion_uri')}"
 
 
+def evaluation_lines(rewards: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
+    """Each metric per evaluated step (pre = step 0, post = the final step), exported: *."""
+    from tpu_rl.rewards.evaluations import EVAL_METRICS, step_table
+
+    rows = step_table(rewards, (gate or {}).get("checkpoint"))
+    heads = "".join(
+        f"{('?' if r['step'] is None else str(r['step'])) + '*' * r['chosen']:>8}" for r in rows
+    )
+    lines = [f"evals:    step             {heads}"] if rows else []
+    for name in EVAL_METRICS if rows else ():
+        cells = "".join("     n/a" if r[name] is None else f"{r[name]:8.4g}" for r in rows)
+        lines.append(f"          {name:<17}{cells}")
+    return lines
+
+
+def export_line(result: Any) -> str:
+    """Where the export is, and which step it took and why (the gate's choice: export's)."""
+    uri = result.xcoms.get("verify.return_value")
+    choice = (result.xcoms.get("gate.return_value") or {}).get("checkpoint")
+    why = f" (step {choice['step']}*: {choice['reason']})" if uri and choice else ""
+    return f"export:   {uri or 'none'}{why}"
+
+
 def summary(
     result: Any, conf: dict[str, Any], took: float, report: str, ended: list[str]
 ) -> list[str]:
@@ -222,13 +248,17 @@ def summary(
         + (f" (failed: {', '.join(failed)})" if failed else ""),
         *([f"error:    {error}"] if error else []),
         rewards_line(result.xcoms.get("wait_for_rewards.return_value") or {}),
+        *evaluation_lines(
+            result.xcoms.get("wait_for_rewards.return_value") or {},
+            result.xcoms.get("gate.return_value"),
+        ),
         "gate:     "
         + gate_line(
             result.task_states.get(Step.GATE),
             result.xcoms.get("gate.return_value"),
             float(conf.get("min_reward_gain", 0.0)),
         ),
-        f"export:   {result.xcoms.get('verify.return_value') or 'none'}",
+        export_line(result),
         f"report:   {report}",
         f"promoted: {promoted_line(result.xcoms.get('promote.return_value'))}",
         "cleanup:  removed "
@@ -245,7 +275,8 @@ def main() -> int:
     terminal.write(f"full log (Airflow, emulators): {log_path}\n")
     from airflow.utils import db
 
-    from tests.sandbox.harness import Sandbox
+    from tests.sandbox.harness import Sandbox, Workloads
+    from tests.sandbox.workloads import EvalResult
 
     db.resetdb()
     conf = {**json.loads(TUTORIAL_CONF.read_text()), **SANDBOX_OVERRIDES}
@@ -256,7 +287,8 @@ def main() -> int:
     progress.start()
     with tempfile.TemporaryDirectory(prefix="tpu-rl-demo-") as tmp, Sandbox(Path(tmp)).up() as box:
         try:
-            result = box.run(conf)
+            evals = {step: EvalResult(c, mean_reward=r) for step, (c, r) in DEMO_EVALS.items()}
+            result = box.run(conf, Workloads(train_evals=evals))
         finally:
             progress.finish()
         report = run_report_summary(result)

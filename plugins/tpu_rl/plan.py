@@ -19,6 +19,7 @@ from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
 from tpu_rl.report.estimate import estimate_run, format_estimate
+from tpu_rl.rewards.evaluations import gate_thresholds
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
 
 PLAN_RUN_ID = "manual__plan"
@@ -129,12 +130,17 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
         {"id": Step.STOP_BACKEND, "description": "Delete the backend JobSet: it holds the TPUs."},
         {
             "id": Step.GATE,
-            "description": f"Stop unless post mean_reward >= pre + {s.min_reward_gain:g}.",
+            "description": "Stop unless the checkpoint to export gained, over the base model, "
+            + ", ".join(
+                f"{name} >= {gain:+g}"
+                for name, gain in gate_thresholds(s.gate_metrics, s.min_reward_gain).items()
+            )
+            + ".",
         },
         _object_step(
             Step.EXPORT,
-            f"Export the newest checkpoint under {layout.checkpoints_dir} to {layout.export_dir} "
-            f"(step {s.num_batches} shown).",
+            f"Export the {s.export_checkpoint} committed checkpoint under "
+            f"{layout.checkpoints_dir} to {layout.export_dir} (step {s.num_batches} shown).",
             manifests.export_job(layout, s.num_batches),
             files,
             python_argv(manifests.EXPORT_MODULE, maxtext_flags.export_flags(layout, s.num_batches)),

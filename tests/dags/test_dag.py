@@ -189,6 +189,7 @@ def test_params_are_the_settings_with_titles_types_and_tutorial_defaults(dag):
             "number",
             "boolean",
             "array",
+            "object",
         )
         assert param.schema["title"] and param.description
     assert dag.params["topology"] == "4x8" and dag.params["num_batches"] == 50

@@ -50,6 +50,7 @@ TRAINING_STARTED_STEP = 13  # past checkpoint loading and the Pre line, a few st
 MAXTEXT = "/deps/src/maxtext/"
 CONVERTED_ARRAYS = ("_METADATA", "_sharding")
 RL_CHECKPOINT_PERIOD = 50  # MaxText rl.yml's checkpoint_period, when the command sets none
+RL_EVAL_INTERVAL = 10  # MaxText rl.yml's eval_interval, when the command sets none
 SETTINGS = {
     "project": "tpu-rl-sandbox",
     "region": "us-east5",
@@ -93,6 +94,8 @@ class Workloads:
     # {step: n}: the first client attempt's save of that step is cut after its first n objects
     # (orbax_saves.orbax_step_uris: Orbax's order); later attempts save in full
     train_save_cuts: dict[int, int] = field(default_factory=dict)
+    # {step: result}: that step's Intermediate Eval (non-monotonic runs); others report `post`
+    train_evals: dict[int, EvalResult] = field(default_factory=dict)
     convert_cut_after: int | None = None  # each conversion is killed after n objects
     sidecar: bool = False  # a webhook injects a second container into the training pod
     # Capacity (issue 16): a TPU node is preempted when the client, in its attempt, logs one of
@@ -152,8 +155,10 @@ def build_scenario(
             run_name=run_name,
             num_batches=num_batches,
             checkpoint_period=int(flag(info, "checkpoint_period") or RL_CHECKPOINT_PERIOD),
+            eval_every=int(flag(info, "eval_interval") or RL_EVAL_INTERVAL),
             pre=w.pre,
             post=w.post,
+            evals=w.train_evals,
             exit_code=w.train_exit_code,
             fail_at_step=w.train_fail_at_step,
             write_object=storage("trainers/post_train/rl/train_rl.py"),

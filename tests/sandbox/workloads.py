@@ -144,6 +144,7 @@ def grpo_client_script(
     step_seconds: float = 60.0,
     pre: EvalResult | None = DEFAULT_PRE,
     post: EvalResult | None = DEFAULT_POST,
+    evals: dict[int, EvalResult] | None = None,
     fail_at_step: int | None = None,
     exit_code: int = 0,
     write_object: Storage | None = None,
@@ -170,6 +171,11 @@ def grpo_client_script(
     Pre line reports the restored model and training continues at the next step.
     `before_step(info, step)` may raise ContainerExit (the backend went away);
     `after_step(info, step)` runs once the step is logged (records, faults).
+
+    `evals` {step: result}: what that step's Intermediate Eval reports (else the Post line's,
+    or the Pre line's). Like MaxText's, the line of step N comes after checkpoint N's save
+    (its hook runs from the next update's metrics write: tunix/sft/peft_trainer.py, train;
+    rl.yml saves synchronously), and there is none at the last step.
 
     `pre=None, post=None` is a run with num_test_batches=0 (neither line); `post=None` alone
     completes without a Post line; `fail_at_step` dies with a gRPC error (a backend worker
@@ -216,12 +222,6 @@ def grpo_client_script(
         if step == fail_at_step:
             steps += [log(GRPC_UNAVAILABLE), exit(1)]
             return PodScript(steps, container)
-        if step % eval_every == 0 and step < num_batches and (mid := post or pre):
-            steps.append(
-                log(
-                    absl("W", f"Intermediate Eval (step={step}): {mid.fields()}", "train_rl.py:702")
-                )
-            )
         if step % checkpoint_period == 0 or step == num_batches:
             uris = checkpoint_uris(base_output_directory, run_name, step)
             if cut_last_save and step == num_batches:
@@ -230,6 +230,13 @@ def grpo_client_script(
             steps += _writes(write_object, uris)
             steps.append(
                 log(absl("I", f"Saved checkpoint at step {step}", "checkpoint_manager.py:1516"))
+            )
+        mid = (evals or {}).get(step) or post or pre
+        if step % eval_every == 0 and step < num_batches and mid:
+            steps.append(
+                log(
+                    absl("W", f"Intermediate Eval (step={step}): {mid.fields()}", "train_rl.py:702")
+                )
             )
     steps += [sleep(5), log(absl("W", "RL Training Completed Successfully!", "train_rl.py:815"))]
     if post:

@@ -80,7 +80,7 @@ def test_an_emptied_optional_field_passes_the_form_and_reads_as_empty(name, tuto
     ParamsDict(dag_params()).__setitem__(name, None)  # Param validation accepts null
     conf = {**tutorial_conf, "cluster_mode": "existing", name: None}
     settings = load_settings(conf)
-    assert getattr(settings, name) in ("", [])
+    assert getattr(settings, name) in ("", [], {})
 
 
 @pytest.mark.parametrize("name", ["num_batches", "learning_rate", "keep_cluster", "topology"])
@@ -155,7 +155,14 @@ def test_every_param_is_checked_as_draft_07_and_still_refuses_a_wrong_type(param
     for name, param in params.items():
         assert param.schema["$schema"] == "http://json-schema.org/draft-07/schema#", name
         Draft7Validator.check_schema(param.schema)
-    wrong = {"integer": "many", "string": 7, "boolean": "yes", "number": "x", "array": 3}
+    wrong = {
+        "integer": "many",
+        "string": 7,
+        "boolean": "yes",
+        "number": "x",
+        "array": 3,
+        "object": 3,
+    }
     for param in params.values():
         kind = param.schema["type"]
         kind = kind[-1] if isinstance(kind, list) else kind

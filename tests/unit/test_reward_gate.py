@@ -7,6 +7,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from tpu_rl.rewards.gate import reward_gate
 
+UNGATED = {"pre": None, "candidate": None, "gain": None, "min_gain": None, "passed": None}
+
 
 def line(mean_reward):
     return {"corr": 1, "total": 4, "accuracy": 25.0, "mean_reward": mean_reward}
@@ -14,7 +16,19 @@ def line(mean_reward):
 
 def test_a_gain_passes_and_reports_it():
     result = reward_gate({"pre": line(0.25), "post": line(0.5)}, 0.1)
-    assert result == {"pre_mean_reward": 0.25, "post_mean_reward": 0.5, "gain": 0.25}
+    reward = {"pre": 0.25, "candidate": 0.5, "gain": 0.25, "min_gain": 0.1, "passed": True}
+    assert result == {
+        "pre_mean_reward": 0.25,
+        "post_mean_reward": 0.5,
+        "gain": 0.25,
+        "candidate": "post-training",
+        "metrics": {
+            "accuracy": {**UNGATED, "pre": 25.0, "candidate": 25.0, "gain": 0.0},
+            "partial_accuracy": UNGATED,
+            "format_accuracy": UNGATED,
+            "mean_reward": reward,
+        },
+    }
 
 
 def test_too_small_a_gain_fails():
@@ -37,3 +51,58 @@ def test_a_line_without_the_field_fails_the_gate_clearly():
     del post["mean_reward"]
     with pytest.raises(AirflowFailException, match="post-training line has no usable"):
         reward_gate({"pre": line(0.25), "post": post}, 0.0)
+
+
+def metrics(accuracy, format_accuracy, mean_reward):
+    return {"accuracy": accuracy, "format_accuracy": format_accuracy, "mean_reward": mean_reward}
+
+
+BASE = metrics(12.5, 80.0, 0.08)
+FORMAT_ONLY = metrics(9.375, 96.875, 0.2)  # reward up by learning the format, accuracy down
+
+
+def test_a_gate_on_accuracy_stops_a_reward_gain_that_lost_accuracy_and_tells_both_apart():
+    rewards = {"pre": BASE, "post": FORMAT_ONLY}
+    assert reward_gate(rewards, 0.0)["gain"] == pytest.approx(0.12)  # the default passes
+    with pytest.raises(AirflowFailException) as stopped:
+        reward_gate(rewards, 0.0, {"accuracy": 0, "mean_reward": 0.05})
+    message = str(stopped.value)
+    assert "post-training accuracy=9.375 is below pre-training accuracy=12.5 + 0" in message
+    assert "(accuracy 12.5 -> 9.375, format_accuracy 80 -> 96.875)" in message
+    assert "mean_reward=" not in message  # it passed
+
+
+def test_a_negative_minimum_is_the_largest_loss_allowed():
+    rewards = {"pre": BASE, "post": FORMAT_ONLY}
+    passed = reward_gate(rewards, 0.0, {"accuracy": -5, "format_accuracy": 10})
+    assert passed["metrics"]["accuracy"] == {
+        "pre": 12.5,
+        "candidate": 9.375,
+        "gain": -3.125,
+        "min_gain": -5,
+        "passed": True,
+    }
+    assert passed["metrics"]["format_accuracy"]["passed"] is True
+    assert passed["metrics"]["mean_reward"]["min_gain"] is None  # reported, not gated
+    with pytest.raises(AirflowFailException, match=r"accuracy=9\.375 is below"):
+        reward_gate(rewards, 0.0, {"accuracy": -3})
+
+
+def test_the_gate_judges_the_checkpoint_to_export():
+    step = metrics(11.0, 90.0, 0.15)
+    rewards = {"pre": BASE, "post": FORMAT_ONLY}
+    judged = reward_gate(rewards, 0.0, {"accuracy": -2}, ("step-30", step))
+    assert judged["candidate"] == "step-30" and judged["post_mean_reward"] == 0.15
+    with pytest.raises(AirflowFailException, match="step-30 accuracy=11 is below"):
+        reward_gate(rewards, 0.0, {"accuracy": 0}, ("step-30", step))
+
+
+@pytest.mark.parametrize("bad", [None, float("nan"), "n/a"])
+def test_a_nan_or_missing_gated_metric_fails_clearly(bad):
+    rewards = {"pre": BASE, "post": {**FORMAT_ONLY, "accuracy": bad}}
+    with pytest.raises(AirflowFailException, match="the post-training line has no usable accuracy"):
+        reward_gate(rewards, 0.0, {"accuracy": 0})
+    del rewards["post"]["accuracy"]
+    with pytest.raises(AirflowFailException, match="no usable accuracy"):
+        reward_gate(rewards, 0.0, {"accuracy": 0})
+    assert reward_gate(rewards, 0.0)["metrics"]["accuracy"]["candidate"] is None  # not gated

@@ -67,6 +67,7 @@ its objects carries it, even if the deployment's setting changes before the run 
         from tpu_rl.deployment import DeploymentError
         from tpu_rl.report.run_cost import NO_DURATIONS, reads_step_durations
         from tpu_rl.run_record import run_record
+        from tpu_rl.settings.eval_rules import best_checkpoint_warnings
         from tpu_rl.settings.run_settings import SettingsError
 
         try:
@@ -77,6 +78,8 @@ its objects carries it, even if the deployment's setting changes before the run 
             # log.exception), and a chained one would show the list twice, in two tracebacks;
             # this way the list of problems ends the task's log.
             raise AirflowFailException(str(err)) from None
+        for warning in best_checkpoint_warnings(layout.settings):
+            self.log.warning(warning)
         if not reads_step_durations(context["ti"]):
             self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
         if "task_state_store" not in context:  # Airflow 3.3+ (rewards/sensor.py keeps it there)
@@ -89,14 +92,19 @@ its objects carries it, even if the deployment's setting changes before the run 
 
 
 class RewardGateOperator(RunStep):
-    """Fails the run before export unless post mean_reward >= pre + the run's min_reward_gain.
-    `rewards`: the reward sensor's result (templated: an XComArg is pulled)."""
+    """Fails the run before export unless the checkpoint export will take (tpu_rl.rewards.
+    checkpoint_choice) gained enough over the base model on each of `gate_metrics` (by default
+    mean_reward by min_reward_gain). `rewards`: the reward sensor's result (templated: an
+    XComArg is pulled). Returns the gate's figures (tpu_rl.rewards.gate) and, as `checkpoint`,
+    the choice it judged."""
 
     step_id = Step.GATE
     step_doc = """
-Stops the run before export unless the post-training `mean_reward` is at least the
-pre-training one plus `min_reward_gain`. A stop is a failure on purpose: the run is marked
-failed and the notification says why, with both rewards.
+Chooses the checkpoint to export (`export_checkpoint`) and stops the run before export unless
+its evaluation gained at least each of `gate_metrics` over the base model's (by default: the
+post-training `mean_reward` is at least the pre-training one plus `min_reward_gain`). Accuracy
+and format accuracy are reported apart, gated or not. A stop is a failure on purpose: the run
+is marked failed and the notification says why, with the numbers.
 """
     limit = short_step(1)
     operator_extra_links = (CheckpointsLink(),)
@@ -107,10 +115,35 @@ failed and the notification says why, with both rewards.
         super().__init__(**kwargs)
         self.rewards = rewards
 
-    def execute(self, context: Context) -> dict[str, float]:
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        from tpu_rl import deployment
+        from tpu_rl.rewards.checkpoint_choice import choose_for_run
         from tpu_rl.rewards.gate import reward_gate
 
-        return reward_gate(self.rewards, float(context["params"]["min_reward_gain"]))
+        layout = self.run_layout(context)
+        s = layout.settings
+        try:
+            choice = choose_for_run(
+                layout.checkpoints_dir,
+                deployment.gcp_conn_id(),
+                self.rewards,
+                s.export_checkpoint,
+                s.best_metric,
+            )
+        except ValueError as err:
+            raise AirflowFailException(f"{err}: nothing to export") from None
+        self.log.info("Checkpoint to export: step %d, %s.", choice.step, choice.reason)
+        candidate = None  # the Post line: the final step's, or standing in for a step without
+        if choice.metrics is None:
+            self.log.warning(
+                "Step %d has no evaluation of its own: judging the Post line.", choice.step
+            )
+        elif choice.step != choice.final_step:
+            candidate = (f"step-{choice.step}", choice.metrics)
+        gate = reward_gate(self.rewards, s.min_reward_gain, s.gate_metrics, candidate)
+        return {**gate, "checkpoint": choice.as_dict()}
 
 
 class VerifyExportOperator(RunStep):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from tpu_rl.conversion_lock import ConversionLock, LockOwner
     from tpu_rl.jobs.manifests import Manifest
     from tpu_rl.layout import RunLayout
+    from tpu_rl.rewards.checkpoint_choice import Choice
 
 
 LOCK_XCOM = "conversion_lock"  # the lock object this task holds
+XCOM_RETURN_KEY = "return_value"  # what `ti.xcom_pull(task_ids=...)` reads by default
 
 
 class ConvertCheckpointOperator(RunJobStep):
@@ -170,39 +172,78 @@ Submits the GRPO client Job (`train_rl`) against the backend and returns at once
 
 
 class ExportCheckpointOperator(RunJobStep):
-    """Exports the newest checkpoint step Orbax committed for this run (tpu_rl.storage)."""
+    """Exports the checkpoint step the run's `export_checkpoint` chooses among the steps Orbax
+    committed (tpu_rl.rewards.checkpoint_choice). `rewards`: the reward wait's result
+    (templated: an XComArg is pulled).
+
+    Returns (XCom) {"step", "checkpoint_uri", "export_uri", "metrics" (the step's evaluation,
+    None when it has none), "choice" ("best" or "last"), "final_step", "reason"}; the step is
+    also its XCom `checkpoint_step`."""
 
     step_id = Step.EXPORT
     pods_of = "export"
     step_doc = """
-Exports the newest checkpoint of this run to Hugging Face format in
-`gs://<bucket>/<model>/hf-trained/<run>/`.
+Exports a checkpoint of this run to Hugging Face format in
+`gs://<bucket>/<model>/hf-trained/<run>/`: the newest committed one (`export_checkpoint=last`),
+or the committed one whose evaluation scored best on `best_metric` (`export_checkpoint=best`).
+Its result names the step, how it was chosen and its evaluation.
 
 **Re-running it?** Clearing export clears the cluster and Secret setups too (the run's cleanup
 removed them): it waits for them to run again instead of racing the redeploy.
 """
     limit = pending_plus("export_timeout_minutes", 2)
     operator_extra_links = (*JOB_LINKS, ExportLink())
+    template_fields: Sequence[str] = (*RunJobStep.template_fields, "rewards")
+
+    def __init__(self, *, rewards: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rewards = rewards
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
-        from airflow.providers.common.compat.sdk import AirflowException
-
         from tpu_rl import storage
         from tpu_rl.jobs import manifests
 
-        step, uncommitted = storage.newest_committed_step(layout.checkpoints_dir, self.gcp_conn_id)
-        if uncommitted:
+        choice = self.choose(layout)
+        if choice.uncommitted:
             self.log.warning(
                 "Checkpoint step(s) %s have no Orbax %s: their save did not finish; not "
                 "exporting from them.",
-                uncommitted,
+                choice.uncommitted,
                 storage.COMMIT_FILE,
             )
-        if step is None:
-            raise AirflowException(
-                f"no committed checkpoint under {layout.checkpoints_dir}"
-                + (f" (steps {uncommitted} were never committed)" if uncommitted else "")
+        self.log.info("Exporting checkpoint step %d: %s.", choice.step, choice.reason)
+        context["ti"].xcom_push(key="checkpoint_step", value=choice.step)
+        return manifests.export_job(layout, choice.step)
+
+    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> None:
+        """The Job ended well: push what was exported, from which step, why, and its evaluation
+        (the same choice again: training is over, the committed steps cannot change). Pushed
+        as the return value by hand: the pod operators' `do_xcom_push` (False) means the
+        provider's sidecar XCom, and the task runner pushes no return value while it is off."""
+        super().execute_complete(context, event, **kwargs)
+        layout = self.run_layout(context)
+        choice = self.choose(layout)
+        exported = {
+            **choice.as_dict(),
+            "checkpoint_uri": f"{layout.checkpoints_dir}{choice.step}/",
+            "export_uri": layout.export_dir,
+        }
+        context["ti"].xcom_push(key=XCOM_RETURN_KEY, value=exported)
+
+    def choose(self, layout: RunLayout) -> Choice:
+        """The step to export (tpu_rl.rewards.checkpoint_choice); fails when none is committed."""
+        from airflow.providers.common.compat.sdk import AirflowException
+
+        from tpu_rl.rewards.checkpoint_choice import choose_for_run
+
+        s = layout.settings
+        try:
+            return choose_for_run(
+                layout.checkpoints_dir,
+                self.gcp_conn_id,
+                self.rewards,
+                s.export_checkpoint,
+                s.best_metric,
             )
-        self.log.info("Exporting checkpoint step %d.", step)
-        context["ti"].xcom_push(key="checkpoint_step", value=step)
-        return manifests.export_job(layout, step)
+        except ValueError as err:
+            raise AirflowException(str(err)) from None

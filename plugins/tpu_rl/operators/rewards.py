@@ -37,7 +37,8 @@ class WaitForRewardsSensor(RunStep, RewardSensor):
     nodes, evicted pods), the wait resumes it at most `max_training_restarts` times: a new
     backend, then a new training Job, under the same names, run_name and checkpoint directory
     (MaxText restores its newest complete checkpoint), within the same total timeout. The
-    result's `pre` is the first attempt's Pre line; `attempts` lists the attempts (also pushed
+    result's `pre` is the first attempt's Pre line, `evaluations` every evaluation line of every
+    attempt, `intermediate` each step's latest one; `attempts` lists the attempts (also pushed
     under the XCom key "attempts" at each resume or failure). The attempts live in the run's
     `training_attempts` object in GCS (see rewards.resume), so retries do not reset them.
     (Deferred waits only: a poking sensor fails.)
@@ -82,7 +83,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The wait's end: the rewards with every attempt, a resume, or a failure; the backend
         goes."""
-        from tpu_rl.rewards import capacity_loss, resume
+        from tpu_rl.rewards import capacity_loss, evaluations, resume
 
         layout = self.set_run_objects(context)
         self.mask_token()
@@ -97,8 +98,15 @@ the Job fails for another reason or `training_timeout_minutes` passes.
             result = super().execute_complete(context, event)
         finally:
             self.release_tpus()
-        # the gate compares with the base model: the first attempt's Pre line
-        return {**result, "pre": history.first_pre, "attempts": history.attempts}
+        # the gate compares with the base model: the first attempt's Pre line; each step's
+        # evaluation is its latest attempt's (tpu_rl.rewards.evaluations)
+        return {
+            **result,
+            "pre": history.first_pre,
+            "intermediate": evaluations.by_step(history.evaluations),
+            "evaluations": history.evaluations,
+            "attempts": history.attempts,
+        }
 
     def resume_after_loss(
         self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]

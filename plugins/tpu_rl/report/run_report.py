@@ -4,8 +4,11 @@
 as `outcome` counted it (tpu_rl.report.run_cost: the one figure the note and the RL page show
 too), in chip-hours and host-hours, with the rule and the price it used. Each training attempt
 (a resume after capacity loss starts a new one) is listed with its TPU node-hours and the steps
-the next attempt computed again. The Markdown is for people: rounded numbers (rewards 3
-decimals, hours and dollars 2), "n/a" for what is unknown, the export's Cloud console link.
+the next attempt computed again. Every evaluation (the base model's, each intermediate step's,
+the final model's) is a row of a table, the exported step marked, with how it was chosen (the
+gate's `checkpoint`: the choice export takes). The Markdown is for people: rounded numbers
+(rewards 3 decimals, hours and dollars 2), "n/a" for what is unknown, the export's Cloud
+console link.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from tpu_rl import deployment
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
+from tpu_rl.rewards.evaluations import EVAL_METRICS, step_table
 from tpu_rl.rewards.resume import costed, steps_recomputed
 
 log = logging.getLogger(__name__)
@@ -45,13 +49,16 @@ def build_report(
     settings = layout.settings
     rewards = rewards or {}
     attempts = costed(rewards.get("attempts") or [])
+    choice = (gate or {}).get("checkpoint")
     report = {
         "run_id": layout.run_id,
         "run": layout.slug,
         "export_uri": layout.export_dir,
         "export_url": console_url(layout.export_dir),
         "checkpoint_step": checkpoint_step,
+        "checkpoint_choice": choice,
         "metrics": {"pre": rewards.get("pre"), "post": rewards.get("post")},
+        "evaluations": step_table(rewards, choice),
         "post_time": rewards.get("post_time"),
         "gate": dict(gate) if gate else None,
         "durations_seconds": None if durations is None else dict(durations),
@@ -71,9 +78,13 @@ def summary(report: Mapping[str, Any]) -> str:
     reward = (
         f"mean_reward went from {gate['pre_mean_reward']:.3f} to {gate['post_mean_reward']:.3f} "
         f"(gain {gate['gain']:+.3f}, gate passed)"
+        if gate.get("gain") is not None
+        else "gate passed"
         if gate
         else "no reward gate result"
     )
+    choice = report.get("checkpoint_choice") or {}
+    why = f" ({choice['reason']})" if choice.get("reason") else ""
     resumes = max(0, len(report["attempts"]) - 1)
     resumed = (
         f" Training resumed {resumes} time(s) after losing TPU capacity and computed "
@@ -85,7 +96,7 @@ def summary(report: Mapping[str, Any]) -> str:
         f"GRPO post-training of {s['hf_model_path']} ({s['model_name']}) for "
         f"{s['num_batches']} batches on {report['tpu']['slices']} x {report['tpu']['tpu_type']}: "
         f"{reward}. TPUs: {cost_text(report['tpu'], report['capacity'])}. Checkpoint step "
-        f"{_cell(report['checkpoint_step'])} exported to {report['export_uri']}.{resumed}"
+        f"{_cell(report['checkpoint_step'])}{why} exported to {report['export_uri']}.{resumed}"
     )
 
 
@@ -123,6 +134,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines.append(
             f"| {name} | {_number(pre.get(name), digits)} | {_number(post.get(name), digits)} |"
         )
+    lines += evaluations_markdown(report["evaluations"])
     lines += ["", "## Cost", "", f"- TPUs: {cost_text(tpu, report['capacity'])}"]
     lines += [f"- Counted as: {tpu['rule_text']}", f"- TPU nodes seen: {tpu['nodes_seen']}"]
     lines += ["", "## Training attempts", "", f"Capacity: {report['capacity']}.", ""]
@@ -147,6 +159,24 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | `{json.dumps(v)}` |" for k, v in report["settings"].items()]
     return "\n".join(lines) + "\n"
+
+
+def evaluations_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The table of metric per evaluated step, the exported step in bold and marked."""
+    if not rows:
+        return []
+    lines = ["", "## Evaluations", "", f"| step | {' | '.join(EVAL_METRICS)} |"]
+    lines.append("|---" * (len(EVAL_METRICS) + 1) + "|")
+    digits = {name: 3 if "reward" in name else 2 for name in EVAL_METRICS}
+    for row in rows:
+        step = _cell(row["step"])
+        if row["label"] != "intermediate":
+            step = f"{step} ({row['label']})"
+        if row["chosen"]:
+            step = f"**{step}** exported"
+        cells = " | ".join(_number(row[name], digits[name]) for name in EVAL_METRICS)
+        lines.append(f"| {step} | {cells} |")
+    return lines
 
 
 def _cell(value: Any) -> str:

@@ -11,7 +11,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +39,11 @@ class FollowState:
     last_time: str | None = None  # RFC3339Nano of the last consumed line
     seen_at_last_time: int = 0  # lines consumed at last_time (a re-read sends them again)
     pre: dict[str, Any] | None = None
+    # the Intermediate Eval lines so far (step, metrics, time: ~200 bytes each), which the event
+    # reports. Saved on the Job: past Kubernetes' 256 KiB of annotations (apimachinery's
+    # api/validation/objectmeta.go, TotalAnnotationSizeLimitB), ~1000 lines, the PATCH is refused
+    # and SavedPosition stops saving (a rebuilt trigger then reads the log from its start).
+    intermediate: list[dict[str, Any]] = field(default_factory=list)
     pending_since: float | None = None  # epoch seconds something has been waiting to run
     backend_pods_seen: bool = False
     reward_lines: int = 0  # reward lines logged so far (a checkpoint is due after each)
@@ -214,6 +219,8 @@ def _on_line(state: FollowState, stamp: str, text: str, log: logging.Logger) -> 
             metrics["mean_reward"],
             metrics["accuracy"],
         )
+        # replaced, not appended to: the saved position compares the old value with the new
+        state.intermediate = [*state.intermediate, {**parsed.as_dict(), "time": stamp}]
         return None
     if parsed.kind == "pre":
         log.info("Pre RL Training: %s", metrics)
@@ -225,5 +232,6 @@ def _on_line(state: FollowState, stamp: str, text: str, log: logging.Logger) -> 
         "pre": state.pre,
         "post": metrics,
         "post_time": stamp,
+        "intermediate": state.intermediate,
         "reached_step": state.reached_step,
     }

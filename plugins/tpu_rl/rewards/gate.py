@@ -1,43 +1,91 @@
-"""The reward gate: export only when training raised the mean reward enough."""
+"""The gate: export only when the model to export gained enough over the base model on each
+gated metric (by default mean_reward by `min_reward_gain`: the rule before `gate_metrics`)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 
+from tpu_rl.rewards.evaluations import EVAL_METRICS, gate_thresholds, metric
 
-def reward_gate(rewards: dict[str, Any], min_gain: float) -> dict[str, float]:
-    """Stop before export unless post mean_reward >= pre mean_reward + min_gain."""
+APART = ("accuracy", "format_accuracy")  # always told apart: format can rise as answers fail
+
+
+def reward_gate(
+    rewards: Mapping[str, Any] | None,
+    min_gain: float,
+    gate_metrics: Mapping[str, float] | None = None,
+    candidate: tuple[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Stop before export unless, for each gated metric, candidate >= pre + its minimum gain.
+
+    `candidate`: (what it is, its evaluation), e.g. ("step-30", {...}); by default the
+    post-training line. Returns the mean rewards and gain (`pre_mean_reward`,
+    `post_mean_reward`: the candidate's, `gain`) and, per metric, pre, candidate, gain, the
+    minimum (None: not gated) and whether it passed.
+    """
     if not rewards or not rewards.get("post"):
         raise AirflowFailException("no post-training metrics: the reward sensor gave none")
-    post = _mean_reward(rewards["post"], "post")
-    pre_metrics = rewards.get("pre")
-    if pre_metrics is None:
+    label, judged = candidate or ("post-training", rewards["post"])
+    pre = rewards.get("pre")
+    if pre is None:
         raise AirflowFailException(
-            f"post-training mean_reward={post:.4f} but no pre-training line to compare with "
-            "(num_test_batches=0?)"
+            f"{label} mean_reward={metric(judged, 'mean_reward')} but no pre-training line to "
+            "compare with (num_test_batches=0?)"
         )
-    pre = _mean_reward(pre_metrics, "pre")
-    if post < pre + min_gain:
+    gated = gate_thresholds(gate_metrics, min_gain)
+    for name in gated:
+        for which, line in (("pre-training", pre), (label, judged)):
+            if metric(line, name) is None:
+                raise AirflowFailException(
+                    f"reward gate: the {which} line has no usable {name} (got "
+                    f"{line.get(name) if isinstance(line, Mapping) else None!r}; a MaxText "
+                    f"build without it, or a NaN){_apart(pre, judged)}; not exporting"
+                )
+    table = {name: _row(name, pre, judged, gated.get(name)) for name in EVAL_METRICS}
+    short = [
+        f"{label} {name}={_shown(table[name]['candidate'], name)} is below pre-training "
+        f"{name}={_shown(table[name]['pre'], name)} + {gated[name]:g}"
+        for name in gated
+        if not table[name]["passed"]
+    ]
+    if short:
         raise AirflowFailException(
-            f"reward gate: post-training mean_reward={post:.4f} is below pre-training "
-            f"mean_reward={pre:.4f} + min_reward_gain={min_gain:g}; not exporting"
+            f"reward gate: {'; '.join(short)}{_apart(pre, judged)}; not exporting"
         )
-    return {"pre_mean_reward": pre, "post_mean_reward": post, "gain": post - pre}
+    reward = table["mean_reward"]
+    return {
+        "pre_mean_reward": reward["pre"],
+        "post_mean_reward": reward["candidate"],
+        "gain": reward["gain"],
+        "candidate": label,
+        "metrics": table,
+    }
 
 
-def _mean_reward(metrics: Any, which: str) -> float:
-    """The line's finite mean_reward, else a failure saying what the line held instead."""
-    value = metrics.get("mean_reward") if isinstance(metrics, dict) else None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number):
-        raise AirflowFailException(
-            f"reward gate: the {which}-training line has no usable mean_reward (got {value!r}; "
-            "a MaxText build without reward logging, or a NaN reward); not exporting"
-        )
-    return number
+def _row(
+    name: str, pre: Mapping[str, Any], judged: Mapping[str, Any], minimum: float | None
+) -> dict[str, Any]:
+    """One metric before and after, its gain and, when gated, its minimum and verdict."""
+    before, after = metric(pre, name), metric(judged, name)
+    gain = None if before is None or after is None else after - before
+    # as the gate always compared: after >= before + minimum (not the rounded gain)
+    passed = None if minimum is None else gain is not None and after >= before + minimum
+    return {"pre": before, "candidate": after, "gain": gain, "min_gain": minimum, "passed": passed}
+
+
+def _apart(pre: Mapping[str, Any], judged: Mapping[str, Any]) -> str:
+    """Accuracy and format accuracy, before -> after, whatever is gated."""
+    parts = [
+        f"{name} {_shown(metric(pre, name))} -> {_shown(metric(judged, name))}" for name in APART
+    ]
+    return f" ({', '.join(parts)})"
+
+
+def _shown(value: float | None, name: str = "") -> str:
+    """Rewards to 4 decimals (as MaxText logs them), percentages as they are."""
+    if value is None:
+        return "n/a"
+    return f"{value:.4f}" if name == "mean_reward" else f"{value:g}"

@@ -239,7 +239,8 @@ class LogFollower:
         if (why := why or state.capacity_evidence) is None:
             return None
         result = await self._fail(api, capacity_loss.REASON, f"{why}; {failure[1]}", pod=pod)
-        return {**result, "pre": state.pre, "reached_step": state.reached_step,
+        return {**result, "pre": state.pre, "intermediate": state.intermediate,
+                "reached_step": state.reached_step,
                 "backend_created": state.backend_created}  # fmt: skip
 
     async def _check_pending(

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from tpu_rl.rewards.evaluations import attempt_lines
+
 if TYPE_CHECKING:
     from tpu_rl.storage import JsonObject
 
@@ -38,6 +40,8 @@ class History:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     first_pre: dict[str, Any] | None = None
     resuming: bool = False  # old attempt being removed, new one not submitted yet
+    # every evaluation line of every ended attempt (tpu_rl.rewards.evaluations.attempt_lines)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def load(cls, record: JsonObject) -> History:
@@ -56,13 +60,14 @@ class History:
 
     def end(self, event: dict[str, Any], outcome: str, tpu_hosts: int) -> dict[str, Any]:
         """Close the open attempt (attempt 1 is opened here, from its backend's creation) with
-        what the event says; keeps the first Pre metrics seen."""
+        what the event says; keeps the first Pre metrics seen and the attempt's evaluations."""
         if not self.attempts or self.attempts[-1]["ended"] is not None:
             self.begin(None, tpu_hosts, started=event.get("backend_created"))
         attempt = self.attempts[-1]
         attempt.update(ended=now_iso(), outcome=outcome, reached_step=event.get("reached_step"))
         if self.first_pre is None:
             self.first_pre = event.get("pre")
+        self.evaluations += attempt_lines(attempt["attempt"], attempt["resumed_from_step"], event)
         return attempt
 
     def begin(self, resumed_from_step: int | None, tpu_hosts: int, started: str | None) -> None:

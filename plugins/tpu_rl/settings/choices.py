@@ -36,6 +36,22 @@ class DType(StrEnum):
     FLOAT16 = "float16"
 
 
+class ExportCheckpoint(StrEnum):
+    """Which committed checkpoint step the run exports (tpu_rl.rewards.checkpoint_choice)."""
+
+    LAST = "last"
+    BEST = "best"
+
+
+class EvalMetric(StrEnum):
+    """A metric of MaxText's evaluation lines (tpu_rl.rewards.evaluations.EVAL_METRICS)."""
+
+    MEAN_REWARD = "mean_reward"
+    ACCURACY = "accuracy"
+    PARTIAL_ACCURACY = "partial_accuracy"
+    FORMAT_ACCURACY = "format_accuracy"
+
+
 class RematPolicy(StrEnum):
     """MaxText's remat_policy values."""
 

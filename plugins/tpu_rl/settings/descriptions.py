@@ -120,6 +120,18 @@ DESCRIPTIONS: dict[str, str] = {
     "losing its TPUs (preemption, flex-start reclaim); 0: the run fails instead.",
     "min_reward_gain": "The model is exported only if its mean reward after training is at "
     "least the one before plus this.",
+    "gate_metrics": "Minimum gain per metric for the model to be exported, e.g. "
+    '{"mean_reward": 0.01, "accuracy": 0, "format_accuracy": -5}: a negative number is the '
+    "largest loss allowed; accuracies in percentage points. Metrics: accuracy, "
+    "partial_accuracy, format_accuracy, mean_reward. Empty: mean_reward must gain "
+    "min_reward_gain. The exported step's evaluation is compared with the base model's.",
+    "export_checkpoint": "Which committed checkpoint to export: last (the newest) or best "
+    "(the one whose evaluation ranks first on best_metric, ties to the later step; the last "
+    "step's evaluation is the Post line). Default last: with checkpoint_period 25 and "
+    "MaxText's eval_interval 10 only the last step has both a checkpoint and an evaluation, "
+    "so best would export the same step. For best, make checkpoint_period a multiple of "
+    "eval_interval (extra_train_args eval_interval=N).",
+    "best_metric": "The evaluation metric export_checkpoint=best ranks the steps by.",
     "poll_interval_seconds": "How often the run asks the cluster how its jobs are doing.",
     "pending_timeout_minutes": "How long pods may wait for TPUs or for Kueue before the run fails.",
     "cluster_timeout_minutes": "Time limit for building or deleting the cluster.",

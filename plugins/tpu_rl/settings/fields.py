@@ -13,6 +13,8 @@ from tpu_rl.settings.choices import (
     Capacity,
     ClusterMode,
     DType,
+    EvalMetric,
+    ExportCheckpoint,
     Optimizer,
     RematPolicy,
 )
@@ -134,6 +136,9 @@ class RunSettings:
     backend_restarts: int = RUN.setting(0, "Backend restarts", bounds=(0, 1000))
     max_training_restarts: int = RUN.setting(2, "Training resumes", bounds=(0, 100))
     min_reward_gain: float = RUN.setting(0.0, "Minimum reward gain")
+    gate_metrics: dict[str, float] = RUN.setting({}, "Gate metrics", may_be_empty=True)
+    export_checkpoint: ExportCheckpoint = RUN.choice(ExportCheckpoint, "Exported checkpoint")
+    best_metric: EvalMetric = RUN.choice(EvalMetric, "Best checkpoint metric")
     poll_interval_seconds: int = RUN.setting(30, "Poll interval (s)", bounds=(1, 3600))
     pending_timeout_minutes: int = RUN.setting(60, "Pending timeout (min)", bounds=(1, 7 * DAY))
     cluster_timeout_minutes: int = RUN.limit(90, "Cluster", DAY)

@@ -27,6 +27,7 @@ COUNT = (1, 4096)
 LENGTH = (1, 1_048_576)
 AXIS = (-1, 4096)  # -1: auto, for one of the trainer's three axes; the mesh rule checks the rest
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+OBJECT_TYPE = "dict[str, float]"  # a setting of metric names to numbers: a JSON object
 
 
 class Section(StrEnum):
@@ -69,8 +70,8 @@ class Section(StrEnum):
             "choices": choices,
             "text": text,
         }
-        if isinstance(default, list):
-            return field(default_factory=lambda: list(default), metadata=meta)
+        if isinstance(default, list | dict):
+            return field(default_factory=lambda: type(default)(default), metadata=meta)
         return field(default=default, metadata=meta)
 
     def name(self, title: str, text: TextRule) -> Any:
@@ -115,6 +116,8 @@ def json_type(f: dataclasses.Field) -> str:
     """The JSON-schema type of a setting."""
     if f.metadata["choices"]:
         return "string"
+    if str(f.type) == OBJECT_TYPE:
+        return "object"
     return _JSON_TYPES.get(str(f.type), "array")
 
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tpu_rl.rewards.evaluations import EVAL_METRICS
 from tpu_rl.settings.fields import SETTING_FIELDS
 from tpu_rl.settings.metadata import default_of, describe, json_type, plain
 from tpu_rl.settings.params import SCHEMA_DIALECT, SPECS_FILE
@@ -29,6 +30,9 @@ def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
     if json_type(f) == "array":
         keywords["maxItems"] = MAX_LIST_ITEMS
         keywords["items"] = {"type": "string", **text}
+    elif json_type(f) == "object":  # metric -> number (draft-07 propertyNames)
+        keywords["propertyNames"] = {"enum": list(EVAL_METRICS)}
+        keywords["additionalProperties"] = {"type": "number"}
     else:
         keywords.update(text)
     return keywords

@@ -57,6 +57,11 @@ def script() -> FileResponse:
     return FileResponse(STATIC / "page.js", headers={"Cache-Control": "no-cache"})
 
 
+@app.get("/evals.js", include_in_schema=False)
+def evaluations_script() -> FileResponse:
+    return FileResponse(STATIC / "evals.js", headers={"Cache-Control": "no-cache"})
+
+
 @app.get("/api/runs", dependencies=[can_read_runs, can_read_xcoms])
 def runs(
     session: SessionDep, limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 500

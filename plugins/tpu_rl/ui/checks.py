@@ -16,6 +16,8 @@ from typing import Any
 
 from airflow.models.xcom import XComModel
 
+from tpu_rl.rewards.evaluations import EVAL_METRICS
+
 
 class Malformed(ValueError):
     """A value the page cannot read; the message says what is wrong with it."""
@@ -75,7 +77,11 @@ def rewards(value: Any) -> dict[str, Any]:
     found = _object(value, "the value")
     for side in ("pre", "post"):
         if found.get(side) is not None:
-            _numbers(_object(found[side], side), ("mean_reward", "accuracy"), side)
+            _numbers(_object(found[side], side), EVAL_METRICS, side)
+    for i, item in enumerate(_list(found.get("intermediate") or [], "intermediate"), start=1):
+        line = _object(item, f"evaluation {i}")
+        _numbers(line, EVAL_METRICS, f"evaluation {i}")
+        _numbers(line, ("step",), f"evaluation {i}", whole=True)
     if found.get("attempts") is not None:
         attempts(found["attempts"])
     return found
@@ -103,9 +109,12 @@ def _is_time(value: Any) -> bool:
 
 
 def gate(value: Any) -> dict[str, Any]:
-    """The reward gate's return value: {"gain": number, ...}."""
+    """The reward gate's return value: {"gain": number, "checkpoint": {"step": int, ...}, ...}."""
     found = _object(value, "the value")
     _numbers(found, ("gain",), "the gate")
+    if found.get("checkpoint") is not None:
+        choice = _object(found["checkpoint"], "the gate's checkpoint")
+        _numbers(choice, ("step", "final_step"), "the gate's checkpoint", whole=True)
     return found
 
 

@@ -33,6 +33,7 @@ from tpu_rl.report.notify import FAILURE_XCOM_KEY
 from tpu_rl.report.run_cost import COST_KEY, COST_TASK
 from tpu_rl.report.tpu_nodes import XCOM_KEY as TPU_NODES_KEY
 from tpu_rl.report.tpu_nodes import merged
+from tpu_rl.rewards.evaluations import step_table
 from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 from tpu_rl.ui import checks
@@ -283,6 +284,8 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
         "checkpoint_step": x.get("checkpoint_step"),
+        # each evaluated step's metrics, the exported one marked (the gate's choice: export's)
+        "evaluations": step_table(rewards, gate.get("checkpoint")),
         "export_uri": export_uri,
         "export_url": console_url(export_uri) if export_uri else None,
         "run_url": run_path,

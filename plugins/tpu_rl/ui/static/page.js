@@ -231,6 +231,7 @@ async function load() {
     const data = await response.json();
     drawChart(data.runs); // first: it measures the page, cheaper before the table is in
     drawTable(data.runs);
+    drawEvaluations(data.runs);
     status.textContent = `${plural(data.runs.length, "run")}, newest first.`;
     document.body.dataset.loadMs = Math.round(performance.now());
     document.body.dataset.state = "ready";

@@ -1,0 +1,65 @@
+"""Rules on the evaluation settings: the gate's metrics (an error when unknown), and whether
+export_checkpoint=best has a step to choose besides the last (a warning, never a refusal)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from tpu_rl.rewards.evaluations import EVAL_METRICS
+from tpu_rl.settings.choices import ExportCheckpoint
+from tpu_rl.settings.fields import RunSettings
+
+# MaxText's default (src/maxtext/configs/post_train/rl.yml: `eval_interval: 10`); a run sets
+# another with extra_train_args `eval_interval=N` (train_rl reads trainer_config.eval_interval:
+# trainers/post_train/rl/utils_rl.py, install_training_hooks).
+RL_EVAL_INTERVAL = 10
+
+
+def gate_metric_names(s: RunSettings) -> Iterator[str]:
+    """Each gated metric is one MaxText's evaluation lines carry, with a finite minimum."""
+    for name, minimum in s.gate_metrics.items():
+        if name not in EVAL_METRICS:
+            yield (
+                f"gate_metrics: {name!r} is not an evaluation metric (known: "
+                f"{', '.join(EVAL_METRICS)})"
+            )
+        elif not math.isfinite(minimum):
+            yield f"gate_metrics: {name}'s minimum gain must be a finite number, got {minimum}"
+
+
+def eval_interval(s: RunSettings) -> int | None:
+    """Steps between intermediate evaluations: extra_train_args' eval_interval, else rl.yml's
+    (None: a value that is not an integer, which MaxText will refuse itself)."""
+    for arg in s.extra_train_args:
+        key, _, value = arg.partition("=")
+        if key == "eval_interval":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return RL_EVAL_INTERVAL
+
+
+def best_checkpoint_warnings(s: RunSettings) -> list[str]:
+    """With export_checkpoint=best: a warning when no step before the last has both an
+    intermediate evaluation (every eval_interval steps, none at the last: MaxText's hook runs
+    from the next update, hooks.py) and a checkpoint (every checkpoint_period steps), saying
+    which values would give one. The last step always has both (Post line, final save)."""
+    interval, period, steps = eval_interval(s), s.checkpoint_period, s.num_batches
+    if s.export_checkpoint != ExportCheckpoint.BEST or interval is None:
+        return []
+    if interval > 0 and math.lcm(interval, period) < steps:
+        return []
+    evals = f"eval_interval={interval}" if interval > 0 else f"eval_interval={interval} (off)"
+    fixes = []
+    if 0 < interval < steps:
+        fixes.append(f"checkpoint_period={interval * ((steps - 1) // interval)}")
+    if period < steps:
+        fixes.append(f"extra_train_args eval_interval={period}")
+    would = f"; {' or '.join(fixes)} would give one" if fixes else ""
+    return [
+        f"export_checkpoint=best: with {evals} and checkpoint_period={period}, no step before "
+        f"the last ({steps}) has both an evaluation and a checkpoint, so the last step is the "
+        f"only choice{would}"
+    ]

@@ -1,0 +1,109 @@
+"""The page's evaluations per step in headless Chromium: a chart per metric of the picked run,
+the exported step ringed (issue 29). Synthetic runs: the page only reads what the tasks wrote."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO
+from tests.ui import synthetic
+from tests.ui.chromium import chromium_path
+from tests.ui.test_page_states import open_page
+from tests.ui.test_ui_malformed import put_xcom, run_id
+
+pytestmark = pytest.mark.xdist_group("ui-browser")
+
+SCREENSHOT = REPO / "test-artifacts" / "ui-evaluations.png"
+
+
+def evaluation(step: int, corr: int, reward: float, attempt: int = 1) -> dict:
+    return {"kind": "intermediate", "attempt": attempt, "step": step, "corr": corr,
+            "total": 64, "accuracy": corr / 64 * 100, "partial_accuracy": 20.0 + corr,
+            "format_accuracy": 80.0 + corr / 2, "mean_reward": reward}  # fmt: skip
+
+
+REWARDS = {
+    "pre": {
+        "corr": 8,
+        "total": 64,
+        "accuracy": 12.5,
+        "partial_accuracy": 14.0,
+        "format_accuracy": 79.7,
+        "mean_reward": 0.0821,
+    },
+    "intermediate": [
+        evaluation(10, 10, 0.25),
+        evaluation(20, 14, 0.31),
+        evaluation(30, 11, 0.2),
+        evaluation(40, 13, 0.25),
+    ],
+    "post": {
+        "corr": 12,
+        "total": 64,
+        "accuracy": 18.75,
+        "partial_accuracy": 20.3,
+        "format_accuracy": 85.9,
+        "mean_reward": 0.1234,
+    },
+}
+GATE = {
+    "pre_mean_reward": 0.0821,
+    "post_mean_reward": 0.25,
+    "gain": 0.1679,
+    "checkpoint": {"step": 40, "choice": "best", "final_step": 50, "reason": "best"},
+}
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_a_chart_per_metric_with_the_exported_step_ringed(
+    airflow_db, auth_token, ui_server, browser
+):
+    from airflow.utils.session import create_session
+
+    synthetic.add_runs(3)  # run 2 is still running: no evaluations
+    with create_session() as session:
+        put_xcom(session, run_id(1), "wait_for_rewards", "return_value", REWARDS)
+        put_xcom(session, run_id(1), "gate", "return_value", GATE)
+        put_xcom(session, run_id(1), "export", "checkpoint_step", 40)
+    assert open_page(browser, ui_server, auth_token) == "ready"
+    options = browser.evaluate(
+        "[...document.querySelectorAll('#eval-run option')].map(o => o.value)"
+    )
+    assert options == [run_id(1), run_id(0)]  # newest first, runs with evaluations only
+    charts = browser.evaluate(
+        "[...document.querySelectorAll('#evals svg.eval-chart')].map(svg => ({"
+        " metric: svg.dataset.metric,"
+        " dots: svg.querySelectorAll('circle:not(.chosen)').length,"
+        " ringed: [...svg.querySelectorAll('circle.chosen')].map(c => c.nextElementSibling"
+        "   .textContent),"
+        " xticks: [...svg.querySelectorAll('text.xtick')].map(t => t.textContent)}))"
+    )
+    assert [c["metric"] for c in charts] == [
+        "accuracy",
+        "partial_accuracy",
+        "format_accuracy",
+        "mean_reward",
+    ]
+    for chart in charts:  # pre (0), 10..40, post (50)
+        assert chart["dots"] == 6 and chart["xticks"] == ["0", "50"], chart
+        (ringed,) = chart["ringed"]
+        assert ringed.startswith("step 40 (intermediate)"), ringed
+    note = browser.evaluate("document.querySelector('.eval-note').textContent")
+    assert note == "Exported: step 40 (ringed)."
+    overflow = browser.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow == 0
+    browser.evaluate("document.querySelector('.evaluations').scrollIntoView()")
+    browser.screenshot(SCREENSHOT)
+    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the older run (no choice recorded, post without a step): its Pre, intermediate... none
+    browser.evaluate(
+        "const s = document.getElementById('eval-run'); s.value = s.options[1].value;"
+        " s.dispatchEvent(new Event('change'))"
+    )
+    assert browser.evaluate("document.querySelector('.eval-note').textContent") == (
+        "Nothing exported."
+    )
