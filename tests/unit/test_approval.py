@@ -111,7 +111,7 @@ def test_the_verdict_reads_the_steps_results():
     assert run_promotion(ti) == "not promoted: rejected by bo; the export stays"
 
 
-def test_export_result_or_until_it_has_one_the_newest_step_and_last_evaluation():
+def test_the_export_result_is_what_promotion_reads_and_without_one_it_refuses():
     shaped = {
         "step": 50,
         "checkpoint_uri": "gs://b/ck/50/",
@@ -119,16 +119,10 @@ def test_export_result_or_until_it_has_one_the_newest_step_and_last_evaluation()
         "metrics": {"accuracy": 0.5},
         "choice": "best",
     }
-    got = exported_model(XComs({(Step.EXPORT, "return_value"): shaped}), "gs://x/", "gs://ck/")
+    got = exported_model(XComs({(Step.EXPORT, "return_value"): shaped}))
     assert got == ExportedModel("gs://b/hf/", "gs://b/ck/50/", 50, {"accuracy": 0.5})
-    older = XComs(
-        {
-            (Step.EXPORT, "checkpoint_step"): 75,
-            (Step.WAIT_FOR_REWARDS, "return_value"): {"post": {"mean_reward": 0.7}},
-        }
-    )
-    got = exported_model(older, "gs://x/", "gs://ck/")
-    assert got == ExportedModel("gs://x/", "gs://ck/75/", 75, {"mean_reward": 0.7})
+    with pytest.raises(ValueError, match="export left no result"):
+        exported_model(XComs({(Step.EXPORT, "checkpoint_step"): 75}))
 
 
 def test_approval_is_airflows_own_with_a_timeout_that_rejects():

@@ -71,7 +71,7 @@ leaves it where it is, unpromoted, and the run still succeeds (its note says so)
             self.log.info("approval=none: the export is promoted without asking.")
             ti.xcom_push(key=ANSWER_KEY, value={"approval": NOT_REQUIRED})
             return {"approval": NOT_REQUIRED}
-        export = exported_model(ti, layout.export_dir, layout.checkpoints_dir)
+        export = exported_model(ti)
         self.export_uri = export.export_uri
         tpu = count_run_cost(layout, context)  # to now: the cluster is gone
         self.body = approval_body(
@@ -120,7 +120,7 @@ the record, then clear this task to promote this export over it.
         from tpu_rl.promotion.promote import promote_export
 
         layout = self.run_layout(context)
-        export = exported_model(context["ti"], layout.export_dir, layout.checkpoints_dir)
+        export = exported_model(context["ti"])
         result = promote_export(layout, export, deployment.gcp_conn_id(), self.log)
         event = {k: result[k] for k in ("export_uri", "run_id", "step", "metrics")}
         for asset in self.outlets:

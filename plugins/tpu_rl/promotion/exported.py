@@ -12,7 +12,6 @@ from tpu_rl.names import Step
 # helper champ's step (issue 29): its XCom is {"champion", "champion_metrics",
 # "challenger_metrics", "beats", "reason"}; the lead folds the name into tpu_rl.names.Step.
 COMPARE_TASK = "compare_champion"
-CHECKPOINT_STEP_KEY = "checkpoint_step"  # what export pushed before it returned its result
 
 
 @dataclass(frozen=True)
@@ -25,29 +24,17 @@ class ExportedModel:
     metrics: dict[str, Any]
 
 
-def exported_model(ti: Any, export_uri: str, checkpoints_dir: str) -> ExportedModel:
-    """The export's result: {"step", "checkpoint_uri", "export_uri", "metrics", "choice"}.
-
-    Until export returns that (issue 29's export of the best committed step), its pushed
-    `checkpoint_step` and the run's last evaluation (`wait_for_rewards`' post line) stand in:
-    export then took the newest committed step.
-    """
+def exported_model(ti: Any) -> ExportedModel:
+    """The export's result: {"step", "checkpoint_uri", "export_uri", "metrics", "choice"}
+    (tpu_rl.operators.job_steps.ExportCheckpointOperator pushes it)."""
     result = ti.xcom_pull(task_ids=Step.EXPORT)
-    if isinstance(result, Mapping) and "export_uri" in result:
-        return ExportedModel(
-            export_uri=str(result["export_uri"]),
-            checkpoint_uri=str(result.get("checkpoint_uri") or ""),
-            step=result.get("step"),
-            metrics=dict(result.get("metrics") or {}),
-        )
-    step = ti.xcom_pull(task_ids=Step.EXPORT, key=CHECKPOINT_STEP_KEY)
-    rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
-    post = rewards.get("post") if isinstance(rewards, Mapping) else None
+    if not isinstance(result, Mapping) or "export_uri" not in result:
+        raise ValueError(f"export left no result to promote (its XCom: {result!r})")
     return ExportedModel(
-        export_uri=export_uri,
-        checkpoint_uri=f"{checkpoints_dir}{step}/" if step is not None else "",
-        step=step,
-        metrics=dict(post or {}),
+        export_uri=str(result["export_uri"]),
+        checkpoint_uri=str(result.get("checkpoint_uri") or ""),
+        step=result.get("step"),
+        metrics=dict(result.get("metrics") or {}),
     )
 
 
