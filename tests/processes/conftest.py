@@ -1,4 +1,5 @@
-"""One production-shaped deployment per test session, shared by the scenarios in this folder."""
+"""One production-shaped deployment per test session (per xdist worker), shared by the scenarios
+of this folder that run there."""
 
 from __future__ import annotations
 

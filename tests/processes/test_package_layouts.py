@@ -1,0 +1,107 @@
+"""The triggerer killed while the reward wait is deferred, in each layout of the package a
+deployment may have (LAYOUTS): a new triggerer resumes the wait without re-logging, and where the
+triggerer cannot import tpu_rl the run fails at its first wait while its teardowns still run."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.processes.deployment import SITE, Deployment
+from tests.processes.runs import Run, finish, start_run, task_log, wait_for_event
+
+# The second of the two process groups (make test: -n 2 --dist loadgroup): each worker that
+# runs one starts its own deployment, so the two groups run side by side.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes-2")]
+
+
+# Where tpu_rl comes from, by process (COMMANDS' names); the API server always has plugins/.
+# Cloud Composer 3 syncs the bucket's plugins/ to its workers and web server, not to the
+# scheduler or the triggerer: "Cloud Composer 3 doesn't support custom plugins for the Airflow
+# scheduler and the Airflow triggerer. Plugins aren't synchronized to these components"
+# (https://cloud.google.com/composer/docs/composer-3/install-plugins). That page says nothing of
+# the DAG processor: it gets no plugins/ either, the stricter shape. Custom code reaches every
+# component as a PyPI package: here the wheel, installed into a folder of its own.
+# With LocalExecutor the task processes (the workers) are the scheduler's children, with its
+# environment: in "composer_wheel" they import tpu_rl from the wheel too; in
+# "composer_plugins_folder" (Composer with the package in plugins/ only, as deployed before the
+# wheel) the scheduler keeps plugins/ for their sake and only the triggerer has neither.
+LAYOUTS = {
+    "plugins_on_path": {},  # this repository's deployments: plugins/ on every process's path
+    "composer_wheel": {"scheduler": "wheel", "dag-processor": "wheel", "triggerer": "wheel"},
+    "composer_plugins_folder": {"triggerer": "neither"},
+}
+
+
+def layout_env(layout: str, site: Path | None, empty_plugins: Path) -> dict[str, dict[str, str]]:
+    """Each process's environment in `layout`: `site` (the wheel) or nothing of tpu_rl on its
+    path, and an empty plugins folder (Airflow puts the plugins folder on sys.path)."""
+    paths = {"wheel": [SITE, site, REPO], "neither": [SITE, REPO]}
+    return {
+        name: {
+            "PYTHONPATH": ":".join(str(p) for p in paths[source]),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(empty_plugins),
+        }
+        for name, source in LAYOUTS[layout].items()
+    }
+
+
+# each layout restarts processes twice (in it, and back); the wheel is built once, in the first.
+# The compat tier (make test-compat: `defers`) runs the layouts that finish a run.
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param(
+            n,
+            marks=[pytest.mark.timeout(480)]
+            + ([pytest.mark.defers] if n != "composer_plugins_folder" else []),
+        )
+        for n in LAYOUTS
+    ],
+)
+def test_triggerer_killed_mid_wait(
+    deployment: Deployment, e2e_report, layout: str, request, tmp_path: Path
+) -> None:
+    """SIGKILL the triggerer while the wait is deferred; a new one resumes it without re-logging.
+
+    In each layout of the package (LAYOUTS). Without the wheel and without plugins/, the
+    triggerer cannot import the product's triggers: the first wait fails, and the run with it.
+    """
+    api, procs = deployment.api(), deployment.processes
+    site = request.getfixturevalue("composer_site") if layout == "composer_wheel" else None
+    (tmp_path / "plugins").mkdir()
+    deployment.relaunch(layout_env(layout, site, tmp_path / "plugins"))
+    try:
+        names = {"plugins_on_path": "triggerer_killed"}
+        run = start_run(deployment, api, names.get(layout, layout), hold_training_s=25)
+        if layout == "composer_plugins_folder":
+            waits_failed_without_the_package(deployment, run, e2e_report)
+            return
+        wait_for_event(api, run, run.training_held, "training's first evaluation")
+        api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
+        time.sleep(3)  # the trigger has read and logged the first evaluation
+        procs.kill("triggerer")
+        procs.start("triggerer")
+        tasks = finish(deployment, run, "success", e2e_report)
+    finally:
+        deployment.relaunch({})
+    assert tasks["wait_for_rewards"] == "success"
+    wait_logs = task_log(deployment, run, "wait_for_rewards")
+    assert wait_logs.count("Intermediate Eval step=10 ") == 1, "logged again after the restart"
+    assert "Post RL Training" in wait_logs
+
+
+def waits_failed_without_the_package(d: Deployment, run: Run, e2e_report: list) -> None:
+    """The run failed at its first wait on a trigger of tpu_rl (start_backend's: convert's is
+    the provider's): the triggerer could not import it. The teardowns, on workers, still ran."""
+    tasks = finish(d, run, "failed", e2e_report)
+    assert {t for t, state in tasks.items() if state == "failed"} == {"start_backend", "outcome"}
+    triggerer_logs = "".join(
+        text for path, text in d.logs().items() if path.name.startswith("triggerer.")
+    )
+    cannot_import = r"PodsReadyTrigger error=.ModuleNotFoundError\(.No module named \\?'tpu_rl"
+    assert re.search(cannot_import, triggerer_logs), "not the triggerer's import error"
