@@ -37,6 +37,12 @@ def failure_verdict(final_task: str, states: dict[str, str | None]) -> str | Non
     return "the run did not succeed: " + "; ".join(parts)
 
 
+def champion_reason(ti: Any) -> str | None:
+    """compare_champion's one-line verdict, when it ran."""
+    comparison = ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION)
+    return comparison.get("reason") if isinstance(comparison, dict) else None
+
+
 def _some(tasks: list[str]) -> str:
     shown = ", ".join(tasks[:NAMES_SHOWN])
     more = len(tasks) - NAMES_SHOWN
@@ -191,7 +197,10 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         if verdict:
             raise AirflowFailException(verdict)
         self.log.info("%s succeeded and every cleanup did its part.", final_task)
-        return {"final_task": final_task, "states": states}
+        promotion = champion_reason(context["ti"])
+        if promotion:
+            self.log.info("Champion comparison: %s", promotion)
+        return {"final_task": final_task, "states": states, "champion": promotion}
 
     def report_results(self, context: Context, failure: str | None, *, verified: bool) -> None:
         """Count the run's cost once (XCom `tpu_cost`), write the report beside a verified
@@ -213,6 +222,8 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             ti.xcom_push(key=COST_KEY, value=tpu)
         report = publish_run_report(layout, context, tpu) if layout and verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
+        if reason := champion_reason(ti):
+            verdict = f"{verdict}; {reason}"
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
         text = note_text(verdict, rewards if isinstance(rewards, dict) else None, tpu, report)
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)

@@ -120,10 +120,15 @@ DESCRIPTIONS: dict[str, str] = {
     "losing its TPUs (preemption, flex-start reclaim); 0: the run fails instead.",
     "min_reward_gain": "The model is exported only if its mean reward after training is at "
     "least the one before plus this.",
+    "min_gain_over_champion": "Metric -> gain the export must have over the deployment's "
+    "current champion, both scored on this run's evaluation set (a negative gain: the loss "
+    "allowed); an export that falls short is kept but not promoted.",
     "poll_interval_seconds": "How often the run asks the cluster how its jobs are doing.",
     "pending_timeout_minutes": "How long pods may wait for TPUs or for Kueue before the run fails.",
     "cluster_timeout_minutes": "Time limit for building or deleting the cluster.",
     "conversion_timeout_minutes": "Time limit for converting the Hugging Face model to MaxText.",
     "training_timeout_minutes": "Time limit for training, waits for TPUs included.",
     "export_timeout_minutes": "Time limit for exporting the trained model to Hugging Face format.",
+    "champion_eval_timeout_minutes": "Time limit for scoring the deployment's champion on this "
+    "run's evaluation set, before the TPUs are released.",
 }

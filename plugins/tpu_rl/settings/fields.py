@@ -127,12 +127,16 @@ class RunSettings:
     backend_restarts: int = RUN.setting(0, "Backend restarts", bounds=(0, 1000))
     max_training_restarts: int = RUN.setting(2, "Training resumes", bounds=(0, 100))
     min_reward_gain: float = RUN.setting(0.0, "Minimum reward gain")
+    min_gain_over_champion: dict[str, float] = RUN.setting(
+        {"mean_reward": 0.0}, "Minimum gain over the champion"
+    )
     poll_interval_seconds: int = RUN.setting(30, "Poll interval (s)", bounds=(1, 3600))
     pending_timeout_minutes: int = RUN.setting(60, "Pending timeout (min)", bounds=(1, 7 * DAY))
     cluster_timeout_minutes: int = RUN.limit(90, "Cluster", DAY)
     conversion_timeout_minutes: int = RUN.limit(180, "Conversion", 7 * DAY)
     training_timeout_minutes: int = RUN.limit(720, "Training", 30 * DAY)
     export_timeout_minutes: int = RUN.limit(180, "Export", 7 * DAY)
+    champion_eval_timeout_minutes: int = RUN.limit(60, "Champion evaluation", 7 * DAY)
 
     def __post_init__(self) -> None:
         """A choice given as its plain value becomes its enum member; any other value stays as

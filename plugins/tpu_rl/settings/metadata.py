@@ -26,7 +26,13 @@ DAY = 24 * 60  # minutes
 COUNT = (1, 4096)
 LENGTH = (1, 1_048_576)
 AXIS = (-1, 4096)  # -1: auto, for one of the trainer's three axes; the mesh rule checks the rest
-_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+_JSON_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "dict[str, float]": "object",  # a number per name (min_gain_over_champion)
+}
 
 
 class Section(StrEnum):
@@ -69,8 +75,8 @@ class Section(StrEnum):
             "choices": choices,
             "text": text,
         }
-        if isinstance(default, list):
-            return field(default_factory=lambda: list(default), metadata=meta)
+        if isinstance(default, list | dict):
+            return field(default_factory=lambda: type(default)(default), metadata=meta)
         return field(default=default, metadata=meta)
 
     def name(self, title: str, text: TextRule) -> Any:

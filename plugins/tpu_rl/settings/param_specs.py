@@ -29,6 +29,8 @@ def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
     if json_type(f) == "array":
         keywords["maxItems"] = MAX_LIST_ITEMS
         keywords["items"] = {"type": "string", **text}
+    elif json_type(f) == "object":
+        keywords["additionalProperties"] = {"type": "number"}
     else:
         keywords.update(text)
     return keywords

@@ -43,10 +43,16 @@ def type_error(name: str, value: Any, expected: str) -> str | None:
         and (isinstance(value, float) or abs(value) < 2**1023),  # float() would overflow
         "boolean": isinstance(value, bool),
         "array": isinstance(value, list) and all(isinstance(v, str) for v in value),
+        "object": isinstance(value, dict)
+        and all(type_error(name, v, "number") is None for v in value.values()),
     }[expected]
     if ok:
         return None
-    shown = {"array": "a list of strings", "integer": "an integer"}.get(expected, f"a {expected}")
+    shown = {
+        "array": "a list of strings",
+        "integer": "an integer",
+        "object": "an object of numbers",
+    }.get(expected, f"a {expected}")
     return f"{name}: must be {shown}, got {short_repr(value)}"
 
 
@@ -80,6 +86,8 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
         if problem := type_error(key, value, kind):
             errors.append(problem)
             continue
+        if kind == "object":
+            value = {name: float(v) for name, v in value.items()}
         values[key] = float(value) if kind == "number" else value
     settings = RunSettings(**values)
     errors += validate(settings)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from tpu_rl.cluster.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
+from tpu_rl.promotion.comparison import min_gain_rule
 from tpu_rl.settings.capacity_rules import CAPACITY_RULES
 from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.fields import CHOICE_FIELDS, REQUIRED_SETTINGS, SETTING_FIELDS, RunSettings
@@ -173,8 +174,8 @@ def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) 
                 yield f"{f.name}{f'[{i}]' if isinstance(value, list) else ''}: {problem}"
 
 
-# The GRPO and the capacity rules live in modules of their own; they run here, in this order.
-RULES.extend((*GRPO_RULES, *CAPACITY_RULES))
+# The GRPO, capacity and champion rules live in modules of their own; they run here, in order.
+RULES.extend((*GRPO_RULES, *CAPACITY_RULES, min_gain_rule))
 
 
 @rule
