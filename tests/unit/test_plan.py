@@ -32,10 +32,12 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
     ids = [step["id"] for step in render(tmp_path)["steps"]]
     assert ids == [
         *PIPELINE[: PIPELINE.index("gate")],
+        "evaluate_champion",
         "stop_backend",
         "gate",
         "export",
         "verify",
+        "compare_champion",
         "cleanup_kubernetes",
         "cleanup_cluster",
     ]

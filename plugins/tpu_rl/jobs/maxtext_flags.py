@@ -122,14 +122,15 @@ def train_flags(layout: RunLayout) -> list[str]:
 # `train_steps = int(num_batches * num_iterations * train_fraction * num_epoch)` and
 # trainers/post_train/rl/train_rl.py, prepare_datasets, keeps
 # `int(num_batches * batch_size * train_fraction)` training examples: both 0 at this fraction for
-# any batch size and step count the settings allow (at most 65,536 x 10,000,000 < 10**12).
+# any batch size and step count the settings allow (at most 65,536 x 10,000,000 < 10**12), with
+# room for num_iterations x num_epoch up to 1,000 from extra_train_args.
 # _rl_train_impl then logs `Pre RL Training: ...` after `rl_cluster.rollout.update_params(
 # nnx.state(actor_model, nnx.Param))`, the actor being the model loaded from
 # load_parameters_path (utils/model_creation_utils.py, create_models_and_meshes), trains on the
 # empty dataset and logs `Post RL Training` of the same weights. The optimizer's schedule stays
 # valid: the run's learning_rate_schedule_steps (>= 1) differs from steps (0), so
 # utils_rl.get_optimizer uses it rather than train_steps (optax refuses a 0-step cosine decay).
-NO_TRAINING_FRACTION = 1e-12
+NO_TRAINING_FRACTION = 1e-15
 # Set per evaluation, whatever the run's settings or extra_train_args say.
 EVALUATION_OVERRIDES = ("run_name", "load_parameters_path", "train_fraction")
 
