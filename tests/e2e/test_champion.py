@@ -16,7 +16,8 @@ CHAMPION_SCORES = EvalResult(
     corr=14, partial_accuracy=25.0, format_accuracy=92.1875, mean_reward=0.2
 )
 BUCKET = SETTINGS["gcs_bucket"]
-RECORD_URI = f"gs://{BUCKET}/gemma4-26b/champions/{DEPLOYMENT}.json"
+ROOT = f"gs://{BUCKET}/gemma4-26b"
+RECORD_URI = f"{ROOT}/champions/{DEPLOYMENT}.json"
 
 
 def test_a_challenger_that_beats_its_base_but_loses_to_the_champion_is_not_promoted(
@@ -27,6 +28,11 @@ def test_a_challenger_that_beats_its_base_but_loses_to_the_champion_is_not_promo
         before = box.gcs.read(RECORD_URI)
         # the default workloads: mean_reward 0.0821 before training, 0.1234 after
         result = box.run(SETTINGS, Workloads(champion=CHAMPION_SCORES))
+        after = box.gcs.read(RECORD_URI)
+        report = json.loads(box.gcs.read(f"{ROOT}/hf-trained/{_slug(result)}/run-report.json"))
+        # no training step: the evaluation saved no checkpoint of its own
+        evaluation_dir = f"gemma4-26b/trained/{_slug(result)}-champion/checkpoints/"
+        assert box.gcs.names(BUCKET, evaluation_dir) == []
     states, xcoms = result.task_states, result.xcoms
     assert result.state == "success", states
     assert {states[t] for t in ("gate", "export", "verify", "evaluate_champion")} == {"success"}
@@ -43,20 +49,14 @@ def test_a_challenger_that_beats_its_base_but_loses_to_the_champion_is_not_promo
     )
     assert compare["champion"] == seeded and compare["champion_metrics"] == scored
     assert compare["challenger_metrics"]["mean_reward"] == 0.1234
-    assert box.gcs.read(RECORD_URI) == before  # no champion record written
+    assert after == before  # no champion record written
     # the run succeeded, saying why nothing was promoted
     assert states["compare_champion"] == "success" and states["outcome"] == "success"
     assert xcoms["outcome.return_value"]["champion"] == compare["reason"]
-    report = json.loads(
-        box.gcs.read(f"gs://{BUCKET}/gemma4-26b/hf-trained/{_slug(result)}/run-report.json")
-    )
     assert report["champion"]["reason"] == compare["reason"]
     # the backend was kept for the evaluation, then stop_backend deleted it
     assert xcoms["stop_backend.return_value"] is True
     assert result.leftovers == []
-    # no training step: the evaluation saved no checkpoint of its own
-    evaluation_dir = f"gemma4-26b/trained/{_slug(result)}-champion/checkpoints/"
-    assert box.gcs.names(BUCKET, evaluation_dir) == []
 
 
 def test_a_deployments_first_run_has_no_champion_and_says_so(airflow_db, tmp_path):

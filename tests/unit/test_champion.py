@@ -17,6 +17,7 @@ from tpu_rl.jobs import maxtext_flags as mf
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators.champion import challenger_metrics
 from tpu_rl.promotion.comparison import NO_CHAMPION, compare_with_champion
+from tpu_rl.report.run_report import champion_lines
 from tpu_rl.rewards.trigger import BACKEND_KEPT, RewardTrigger
 from tpu_rl.settings.run_settings import SettingsError, load_settings
 
@@ -156,3 +157,13 @@ async def test_a_successful_wait_keeps_the_backend_only_when_asked(waiting, keep
     assert payload["status"] == "success"
     assert payload.get(BACKEND_KEPT, False) is keep
     assert (waiting.get("jobsets", NS, JOBSET) is not None) is keep
+
+
+def test_the_run_report_shows_the_verdict_and_both_sides():
+    result = compare_with_champion(RECORD, CHAMPION, metrics(mean_reward=0.1234), REWARD)
+    lines = champion_lines(result)
+    assert lines[:4] == ["", "## Champion", "", result["reason"]]
+    assert "| mean_reward | 0.200 | 0.123 |" in lines and "| accuracy | 20.00 | 20.00 |" in lines
+    first = champion_lines(compare_with_champion(None, None, CHAMPION, REWARD))
+    assert first == ["", "## Champion", "", NO_CHAMPION]
+    assert champion_lines(None) == []

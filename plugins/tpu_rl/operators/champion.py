@@ -99,10 +99,13 @@ run's export becomes the first candidate.
         namespace = event.get("pod_namespace") or event.get("namespace") or self.namespace
         lines: list[str] = []
         for pod in event.get("pod_names") or []:
-            text = self.hook.core_v1_client.read_namespaced_pod_log(
-                name=pod, namespace=namespace, container=CONTAINER
+            # the raw bytes: kubernetes 36's "str" deserialization of a log is str(bytes), the
+            # repr b'...\\n...' (kubernetes/client/rest.py RESTResponse keeps resp.data as
+            # bytes; api_client.py ApiClient.deserialize -> __deserialize_primitive: str(data))
+            response = self.hook.core_v1_client.read_namespaced_pod_log(
+                name=pod, namespace=namespace, container=CONTAINER, _preload_content=False
             )
-            lines += str(text).splitlines()
+            lines += response.data.decode("utf-8", "replace").splitlines()
         pre = parse_lines(lines).pre
         if pre is None:
             raise AirflowException(
