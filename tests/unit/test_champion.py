@@ -124,6 +124,13 @@ def test_the_evaluation_runs_the_runs_own_flags_on_the_champion_without_training
     assert fraction > 0 and int(10_000_000 * 65_536 * fraction) == 0
 
 
+def test_the_evaluation_loads_a_checkpoints_parameters_from_its_step_or_its_parameters():
+    step = "gs://b/m/trained/rl-old/checkpoints/actor/50"
+    assert mf.checkpoint_parameters(step) == f"{step}/model_params/"
+    assert mf.checkpoint_parameters(f"{step}/") == f"{step}/model_params/"
+    assert mf.checkpoint_parameters(f"{step}/model_params/") == f"{step}/model_params/"
+
+
 def test_the_evaluation_job_is_a_client_of_the_runs_backend(layout):
     params = "gs://b/m/trained/rl-old/checkpoints/actor/50/model_params/"
     job, train = m.champion_evaluation_job(layout, params), m.train_job(layout)

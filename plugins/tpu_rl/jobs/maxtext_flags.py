@@ -135,6 +135,18 @@ NO_TRAINING_FRACTION = 1e-15
 EVALUATION_OVERRIDES = ("run_name", "load_parameters_path", "train_fraction")
 
 
+PARAMS_ITEM = "model_params"  # an actor checkpoint step's parameters (layout.checkpoint_params)
+
+
+def checkpoint_parameters(checkpoint_uri: str) -> str:
+    """The parameters folder train_rl loads from an actor checkpoint, given the step's folder
+    (`.../actor/<step>/`, as the champion record may hold it) or the parameters folder itself:
+    `.../actor/<step>/model_params/`, as export loads it and as Google's checkpoint-evaluation
+    reference sets LOAD_PARAMETERS_PATH (`.../checkpoints/actor/25/model_params`)."""
+    base = checkpoint_uri.rstrip("/")
+    return f"{base}/" if base.endswith(f"/{PARAMS_ITEM}") else f"{base}/{PARAMS_ITEM}/"
+
+
 def champion_evaluation_flags(layout: RunLayout, parameters_uri: str) -> list[str]:
     """train_rl's flags that score the checkpoint at `parameters_uri` (a MaxText parameters
     folder, as export's load_parameters_path) on this run's evaluation set and settings, with

@@ -51,6 +51,7 @@ run's export becomes the first candidate.
         from airflow.providers.common.compat.sdk import AirflowSkipException
 
         from tpu_rl.jobs import manifests
+        from tpu_rl.jobs.maxtext_flags import checkpoint_parameters
         from tpu_rl.promotion.champion import ChampionStore
         from tpu_rl.promotion.comparison import NO_CHAMPION
 
@@ -65,7 +66,8 @@ run's export becomes the first candidate.
             record.checkpoint_uri,
         )
         context["ti"].xcom_push(key=CHAMPION_XCOM, value=record.as_dict())
-        return manifests.champion_evaluation_job(layout, record.checkpoint_uri)
+        parameters = checkpoint_parameters(record.checkpoint_uri)
+        return manifests.champion_evaluation_job(layout, parameters)
 
     def check_backend(self, layout: RunLayout) -> None:
         """The client needs the run's backend: fail, saying so, when it is gone (the reward
