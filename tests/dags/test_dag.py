@@ -60,9 +60,14 @@ def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
         "ensure_bucket",
         "create_cluster",
     }
-    # the Kubernetes objects go first; then the cluster; then the verdict
+    # the Kubernetes objects go first; then the cluster; then the verdict (after the champion
+    # comparison: issue 29)
     assert "cleanup_kubernetes" in cluster.upstream_task_ids
-    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "verify"}
+    assert dag.get_task("outcome").upstream_task_ids == {
+        "cleanup_cluster",
+        "verify",
+        "compare_champion",
+    }
 
 
 def test_the_tpus_go_as_soon_as_export_ends_not_after_the_files_are_checked(dag):
@@ -98,7 +103,9 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
     assert "run_succeeded" not in dag.task_ids
     edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
-    assert edges <= 23, edges  # 22 before preflight joined the chain (issue 28)
+    # 22 before preflight joined the chain (issue 28); 23 before evaluate_champion and
+    # compare_champion (issue 29)
+    assert edges <= 27, edges
     assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
     outcome = dag.get_task("outcome")
     assert outcome.is_teardown and outcome.on_failure_fail_dagrun
@@ -181,6 +188,7 @@ def test_params_are_the_settings_with_titles_types_and_tutorial_defaults(dag):
             "number",
             "boolean",
             "array",
+            "object",  # min_gain_over_champion: a number per metric (issue 29)
         )
         assert param.schema["title"] and param.description
     assert dag.params["topology"] == "4x8" and dag.params["num_batches"] == 50

@@ -205,6 +205,8 @@ def test_a_run_that_did_everything_succeeds(serialized_dag):
     start_run(run_id, dict.fromkeys(BEFORE_WAIT, "success"))
     final, ran = schedule(serialized_dag, run_id, lambda task_id: "success")
     assert final == "success" and ran[-1] == "outcome"
-    # the cleanups start once export ended, beside verify (which only reads the bucket)
-    assert set(ran[-4:-1]) == {"verify", "cleanup_kubernetes", "cleanup_cluster"}
+    # the cleanups start once export ended, beside verify (which only reads the bucket); the
+    # champion comparison follows verify (issue 29)
+    assert set(ran[-5:-2]) == {"verify", "cleanup_kubernetes", "cleanup_cluster"}
+    assert ran[-2] == "compare_champion"
     assert ran.index("cleanup_kubernetes") < ran.index("cleanup_cluster")

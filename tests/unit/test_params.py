@@ -156,6 +156,7 @@ def test_every_param_is_checked_as_draft_07_and_still_refuses_a_wrong_type(param
         assert param.schema["$schema"] == "http://json-schema.org/draft-07/schema#", name
         Draft7Validator.check_schema(param.schema)
     wrong = {"integer": "many", "string": 7, "boolean": "yes", "number": "x", "array": 3}
+    wrong["object"] = ["mean_reward"]  # min_gain_over_champion (issue 29)
     for param in params.values():
         kind = param.schema["type"]
         kind = kind[-1] if isinstance(kind, list) else kind

@@ -44,7 +44,7 @@ def test_every_setting_has_a_title_a_description_and_a_json_type():
     for name, f in SETTING_FIELDS.items():
         assert f.metadata["title"] and describe(f), name
     plain = {str(f.type) for f in SETTING_FIELDS.values() if not f.metadata["choices"]}
-    assert plain <= {"str", "int", "float", "bool", "list[str]"}
+    assert plain <= {"str", "int", "float", "bool", "list[str]", "dict[str, float]"}
     for f in SETTING_FIELDS.values():
         if f.metadata["choices"]:
             assert str(f.type) == f.metadata["choices"].__name__ and json_type(f) == "string"
@@ -244,6 +244,13 @@ RULE_CASES = [
         "set rl_num_generations instead",
     ),
     ("extra_train_args", {"extra_train_args": ["a=1", "a=2"]}, "a given twice"),
+    ("min_gain_rule", {"min_gain_over_champion": {"loss": 0.1}}, "not an evaluation metric"),
+    ("min_gain_rule", {"min_gain_over_champion": {}}, "name at least one metric"),
+    (
+        "min_gain_rule",
+        {"min_gain_over_champion": {"accuracy": float("inf")}},
+        "accuracy must be a finite number",
+    ),
 ]
 
 

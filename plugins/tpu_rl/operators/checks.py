@@ -190,21 +190,26 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             .get(run_id, {})
         )
         verdict = failure_verdict(final_task, states)
+        promotion = None  # compare_champion's verdict, if it ran
         try:
-            self.report_results(context, verdict, verified=states.get(final_task) == "success")
+            promotion = champion_reason(context["ti"])
+            verified = states.get(final_task) == "success"
+            self.report_results(context, verdict, promotion, verified=verified)
         except Exception:  # the verdict stands whatever the reporting met (GCS, the API)
             self.log.exception("The run's cost, report or note could not be completed")
         if verdict:
             raise AirflowFailException(verdict)
         self.log.info("%s succeeded and every cleanup did its part.", final_task)
-        promotion = champion_reason(context["ti"])
         if promotion:
             self.log.info("Champion comparison: %s", promotion)
         return {"final_task": final_task, "states": states, "champion": promotion}
 
-    def report_results(self, context: Context, failure: str | None, *, verified: bool) -> None:
+    def report_results(
+        self, context: Context, failure: str | None, promotion: str | None, *, verified: bool
+    ) -> None:
         """Count the run's cost once (XCom `tpu_cost`), write the report beside a verified
-        export, set the run's note. A run whose settings never validated has no cost."""
+        export, set the run's note (with `promotion`, the champion comparison's verdict). A run
+        whose settings never validated has no cost."""
         from tpu_rl import deployment
         from tpu_rl.report.run_cost import COST_KEY, count_run_cost
         from tpu_rl.report.run_note import note_text, set_run_note
@@ -222,8 +227,8 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             ti.xcom_push(key=COST_KEY, value=tpu)
         report = publish_run_report(layout, context, tpu) if layout and verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
-        if reason := champion_reason(ti):
-            verdict = f"{verdict}; {reason}"
+        if promotion:
+            verdict = f"{verdict}; {promotion}"
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
         text = note_text(verdict, rewards if isinstance(rewards, dict) else None, tpu, report)
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)
