@@ -18,6 +18,7 @@ from tpu_rl.dag.callbacks import cleanup_after_timeout
 from tpu_rl.dag.docs import DAG_DOC
 from tpu_rl.names import DAG_ID
 from tpu_rl.operators.backend import StartPathwaysBackendOperator, StopPathwaysBackendOperator
+from tpu_rl.operators.champion import CompareChampionOperator, EvaluateChampionOperator
 from tpu_rl.operators.checks import (
     RewardGateOperator,
     RunOutcomeOperator,
@@ -72,8 +73,12 @@ with DAG(
     passed_gate = RewardGateOperator(rewards=wait_for_rewards.output)
     export = ExportCheckpointOperator(rewards=wait_for_rewards.output)
     verified = VerifyExportOperator(outlets=[EXPORTED_MODEL])
+    # the deployment's champion, scored on the run's backend before it goes (skipped on the
+    # first run: evaluate_champion has no champion, so none_failed)
+    evaluate_champion = EvaluateChampionOperator()
+    compare_champion = CompareChampionOperator()
     # beside the gate and export: makes sure the TPUs are free; the run goes on without it
-    stop_backend = StopPathwaysBackendOperator()
+    stop_backend = StopPathwaysBackendOperator(trigger_rule="none_failed")
 
     # a teardown runs once one of its setups succeeded: a half-deployed cluster is destroyed
     cleanup_kubernetes = CleanupKubernetesOperator().as_teardown(
@@ -95,11 +100,13 @@ with DAG(
     # a failed wait fails export in the same scheduler pass (cleanup starts one pass sooner);
     # clearing export clears the setups too: it waits for the redeploy (its doc)
     [wait_for_rewards, hf_token_secret] >> export
-    wait_for_rewards >> stop_backend
+    wait_for_rewards >> evaluate_champion >> stop_backend
+    [verified, evaluate_champion] >> compare_champion
     # verify only reads the bucket: the TPUs and the cluster go while it checks the files
     [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
-    verified >> outcome
-    [cleanup_cluster, verified] >> approve >> promote >> outcome
+    # promotion, after verify (through compare) and the cleanups: only an export that beats the
+    # champion is asked about (compare skips the rest); outcome follows it
+    [cleanup_cluster, compare_champion] >> approve >> promote >> outcome
     # per task: its failure notice
     notify_failures(dag)
     dag.params = dag_params()  # last, on the DAG alone: see dag_params

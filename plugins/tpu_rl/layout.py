@@ -63,12 +63,19 @@ class RunLayout:
         return f"{self.slug}-export"
 
     @property
+    def champion_job_base(self) -> str:
+        """The champion's evaluation client; also its MaxText run_name (its own, so Tunix finds
+        no checkpoint of this run to restore instead of the champion's)."""
+        return f"{self.slug}-champion"
+
+    @property
     def job_names(self) -> dict[str, str]:
         """The Jobs' Kubernetes names by step: each base with the prefix the operator adds."""
         bases = {
             "convert": self.convert_job_base,
             "train": self.train_job_base,
             "export": self.export_job_base,
+            "champion": self.champion_job_base,
         }
         return {step: JOB_NAME_PREFIX + base for step, base in bases.items()}
 

@@ -24,6 +24,8 @@ class Step:
     EXPORT = "export"
     VERIFY = "verify"
     STOP_BACKEND = "stop_backend"
+    EVALUATE_CHAMPION = "evaluate_champion"
+    COMPARE_CHAMPION = "compare_champion"
     CLEANUP_KUBERNETES = "cleanup_kubernetes"
     CLEANUP_CLUSTER = "cleanup_cluster"
     APPROVE = "approve"

@@ -18,6 +18,7 @@ from tpu_rl.cluster import blueprint, capacity, kueue_config
 from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
+from tpu_rl.promotion.champion import champion_uri
 from tpu_rl.report.estimate import estimate_run, format_estimate
 from tpu_rl.rewards.evaluations import gate_thresholds
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
@@ -127,6 +128,7 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
             "id": Step.WAIT_FOR_REWARDS,
             "description": "Follow the client's log until 'Post RL Training: ... mean_reward'.",
         },
+        _champion_evaluation(layout, files),
         {"id": Step.STOP_BACKEND, "description": "Delete the backend JobSet: it holds the TPUs."},
         {
             "id": Step.GATE,
@@ -148,6 +150,11 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
         {
             "id": Step.VERIFY,
             "description": f"Check config.json, safetensors and tokenizer in {layout.export_dir}.",
+        },
+        {
+            "id": Step.COMPARE_CHAMPION,
+            "description": "Promote only if the export beats the champion by "
+            f"{_gains(s.min_gain_over_champion)} (a first run has no champion to beat).",
         },
         *_cleanup_steps(layout, cluster),
         *_promotion_steps(layout),
@@ -174,6 +181,27 @@ def _promotion_steps(layout: RunLayout) -> list[PlanStep]:
         {"id": Step.APPROVE, "description": asks},
         {"id": Step.PROMOTE, "description": promotes},
     ]
+
+
+def _champion_evaluation(layout: RunLayout, files: dict[str, str]) -> PlanStep:
+    """evaluate_champion: its Job as it runs when the deployment has a champion, whose
+    checkpoint the run reads from the champion record."""
+    record = champion_uri(layout.model_root, layout.deployment)
+    parameters = f"<checkpoint_uri of {record}>"
+    return _object_step(
+        Step.EVALUATE_CHAMPION,
+        f"Score the deployment's champion ({record}) on this run's evaluation set on the "
+        "backend, with no training step; skipped while there is none.",
+        manifests.champion_evaluation_job(layout, parameters),
+        files,
+        python_argv(
+            manifests.TRAIN_MODULE, maxtext_flags.champion_evaluation_flags(layout, parameters)
+        ),
+    )
+
+
+def _gains(gains: dict[str, float]) -> str:
+    return ", ".join(f"{name} {gain:+g}" for name, gain in gains.items())
 
 
 def _identity(layout: RunLayout) -> str:

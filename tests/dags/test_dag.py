@@ -39,7 +39,9 @@ def dag():
 def test_work_runs_in_the_tutorials_order(dag):
     for before, after in itertools.pairwise(PIPELINE):
         assert before in dag.get_task(after).upstream_task_ids, (before, after)
-    assert dag.get_task("stop_backend").upstream_task_ids == {"wait_for_rewards"}
+    assert dag.get_task("evaluate_champion").upstream_task_ids == {"wait_for_rewards"}
+    assert dag.get_task("stop_backend").upstream_task_ids == {"evaluate_champion"}
+    assert dag.get_task("compare_champion").upstream_task_ids == {"verify", "evaluate_champion"}
 
 
 def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
@@ -60,7 +62,7 @@ def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
     }
     # the Kubernetes objects go first; then the cluster; then the verdict (after promote: issue 29)
     assert "cleanup_kubernetes" in cluster.upstream_task_ids
-    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "verify", "promote"}
+    assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "promote"}
 
 
 def test_the_tpus_go_as_soon_as_export_ends_not_after_the_files_are_checked(dag):
@@ -96,8 +98,9 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
     assert "run_succeeded" not in dag.task_ids
     edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
-    # 22 before preflight joined the chain (issue 28); 23 before approve and promote (issue 29)
-    assert edges <= 27, edges
+    # 22 before preflight joined the chain (issue 28); 23 before the champion's evaluation and
+    # comparison, approve and promote (issue 29)
+    assert edges <= 29, edges
     assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
     outcome = dag.get_task("outcome")
     assert outcome.is_teardown and outcome.on_failure_fail_dagrun
@@ -117,7 +120,7 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
 def test_approval_follows_the_cleanups_and_promotion_follows_approval(dag):
     """A person may answer hours later: the TPUs and the cluster are gone by then."""
     approve, promote = dag.get_task("approve"), dag.get_task("promote")
-    assert approve.upstream_task_ids == {"cleanup_cluster", "verify"}
+    assert approve.upstream_task_ids == {"cleanup_cluster", "compare_champion"}
     assert promote.upstream_task_ids == {"approve"}
     assert "promote" in dag.get_task("outcome").upstream_task_ids
     assert [a.name for a in promote.outlets] == ["tpu_rl_champion_model"]

@@ -39,6 +39,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.names",
         "tpu_rl.operators",
         "tpu_rl.operators.backend",
+        "tpu_rl.operators.champion",
         "tpu_rl.operators.checks",
         "tpu_rl.operators.cluster",
         "tpu_rl.operators.cluster_objects",

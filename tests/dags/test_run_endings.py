@@ -207,7 +207,7 @@ def test_a_run_that_did_everything_succeeds(serialized_dag):
     final, ran = schedule(serialized_dag, run_id, lambda task_id: "success")
     assert final == "success" and ran[-1] == "outcome"
     # the cleanups start once export ended, beside verify (which only reads the bucket); the
-    # approval and the promotion follow both (issue 29)
-    assert set(ran[-6:-3]) == {"verify", "cleanup_kubernetes", "cleanup_cluster"}
-    assert ran[-3:-1] == ["approve", "promote"]
+    # the champion comparison follows verify, approval and the promotion follow it (issue 29)
+    assert set(ran[-7:-4]) == {"verify", "cleanup_kubernetes", "cleanup_cluster"}
+    assert ran[-4:-1] == ["compare_champion", "approve", "promote"]
     assert ran.index("cleanup_kubernetes") < ran.index("cleanup_cluster")

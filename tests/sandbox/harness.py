@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from tests.sandbox.champion_eval import champion_evaluation_script
 from tests.sandbox.cloud import (
     BundleServer,
     GcsEmulator,
@@ -104,6 +105,7 @@ class Workloads:
     preemption_notice_s: float = SPOT_NOTICE_S
     provisioning_delay_s: float = 0.0  # flex-start/Spot slice scale-up (and node repair) delay
     scale_down_idle_s: float = 600.0  # an idle flex-start/Spot slice is removed after this
+    champion: EvalResult = field(default_factory=lambda: EvalResult(corr=10, mean_reward=0.1))
 
 
 def build_scenario(
@@ -184,6 +186,17 @@ def build_scenario(
             w.convert_cut_after,
         )
 
+    def champion(info: PodInfo) -> PodScript:
+        """The champion's evaluation: what it scores is the workloads' `champion`."""
+
+        def backend_exists(pod: PodInfo) -> bool:
+            name = f"{pod.labels[RUN_LABEL]}-backend"
+            found = emu.get("jobsets", pod.namespace, name) if emu is not None else {}
+            return found is not None and not (found.get("metadata") or {}).get("deletionTimestamp")
+
+        train_rl = storage("trainers/post_train/rl/train_rl.py")
+        return champion_evaluation_script(info, flag, w.champion, train_rl, backend_exists)
+
     def export(info: PodInfo) -> PodScript:
         return to_huggingface_script(
             f"{root}/hf-trained/{info.labels[RUN_LABEL]}/",
@@ -197,6 +210,7 @@ def build_scenario(
         .on("-train", train, admit_after=w.admit_after)
         .on("-convert", convert, index=0)
         .on("-export", export, index=0)
+        .on("-champion", champion)
         .on("pathways-head", pathways_server_script("proxy", container="pathways-proxy"))
     )
     if w.worker_script is not None:

@@ -32,10 +32,12 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
     ids = [step["id"] for step in render(tmp_path)["steps"]]
     assert ids == [
         *PIPELINE[: PIPELINE.index("gate")],
+        "evaluate_champion",
         "stop_backend",
         "gate",
         "export",
         "verify",
+        "compare_champion",
         "cleanup_kubernetes",
         "cleanup_cluster",
         "approve",
@@ -50,7 +52,7 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
 def test_every_rendered_object_is_written_and_valid(tmp_path):
     plan = render(tmp_path)
     files = [step["object"] for step in plan["steps"] if "object" in step]
-    assert len(files) == 5
+    assert len(files) == 6  # evaluate_champion's Job too (issue 29)
     for name in files:
         validate_manifest(yaml.safe_load((tmp_path / name).read_text()))
     assert (tmp_path / "blueprint.yaml").exists() and (tmp_path / "deployment.yaml").exists()

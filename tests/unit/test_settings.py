@@ -246,6 +246,13 @@ RULE_CASES = [
     ("extra_train_args", {"extra_train_args": ["a=1", "a=2"]}, "a given twice"),
     ("gate_metric_names", {"gate_metrics": {"reward": 0.1}}, "'reward' is not an evaluation"),
     ("gate_metric_names", {"gate_metrics": {"accuracy": float("inf")}}, "must be a finite"),
+    ("champion_gains", {"min_gain_over_champion": {"loss": 0.1}}, "not an evaluation metric"),
+    ("champion_gains", {"min_gain_over_champion": {}}, "name at least one metric"),
+    (
+        "champion_gains",
+        {"min_gain_over_champion": {"accuracy": float("inf")}},
+        "accuracy's minimum gain must be a finite number",
+    ),
 ]
 
 

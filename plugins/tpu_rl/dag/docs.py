@@ -9,7 +9,9 @@ the real project read-only (preflight: quota or reservation, IAM, images, licenc
 bucket, deploy the cluster with Cluster Toolkit (or use an existing one), convert the model
 to MaxText (skipped when converted already), start a headless Pathways backend, run the GRPO
 client, follow its log until `Post RL Training` (the backend is deleted the moment the wait
-ends), gate on the reward, export to Hugging Face format and check the files.
+ends, unless the deployment's champion is scored on it first: `evaluate_champion`), gate on the
+reward, export to Hugging Face format, check the files and compare the export with the
+champion (`compare_champion`: one that loses is kept but not promoted).
 
 `cleanup_kubernetes` and `cleanup_cluster` are teardowns: they run however the run ends (a
 failed step, "mark failed") and remove what the run created. `outcome` makes the run's state

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tpu_rl.dag.limits import CLEANUP, WORK, Limit
 from tpu_rl.operators.backend import StartPathwaysBackendOperator, StopPathwaysBackendOperator
+from tpu_rl.operators.champion import CompareChampionOperator, EvaluateChampionOperator
 from tpu_rl.operators.checks import (
     RewardGateOperator,
     RunOutcomeOperator,
@@ -40,6 +41,8 @@ RUN_STEPS: tuple[type[RunStep], ...] = (
     RewardGateOperator,
     ExportCheckpointOperator,
     VerifyExportOperator,
+    EvaluateChampionOperator,
+    CompareChampionOperator,
     StopPathwaysBackendOperator,
     CleanupKubernetesOperator,
     DestroyClusterOperator,

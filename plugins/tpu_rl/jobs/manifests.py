@@ -11,6 +11,7 @@ from tpu_rl.cluster import capacity
 from tpu_rl.cluster.tpu import ACCELERATOR_LABEL
 from tpu_rl.jobs.maxtext_flags import (
     TOKEN_ENV,
+    champion_evaluation_flags,
     conversion_flags,
     export_flags,
     python_command,
@@ -190,17 +191,34 @@ def export_job(layout: RunLayout, step: int) -> Manifest:
     )
 
 
-def train_script(layout: RunLayout) -> str:
-    """The client's shell line: the optimizer patch when asked, then train_rl."""
+def train_script(layout: RunLayout, flags: list[str] | None = None) -> str:
+    """The client's shell line: the optimizer patch when asked, then train_rl (with `flags`,
+    by default the run's training flags)."""
     steps = []
     if layout.settings.optimizer == "adafactor":
         steps.append(f"python3 -c {shlex.quote(OPTIMIZER_PATCH)}")
-    steps.append(python_command(TRAIN_MODULE, train_flags(layout)))
+    steps.append(python_command(TRAIN_MODULE, train_flags(layout) if flags is None else flags))
     return " && ".join(steps)
 
 
 def train_job(layout: RunLayout) -> Manifest:
     """The GRPO client: a CPU pod on cpu-np that drives the TPUs through the Pathways proxy."""
+    # no capacity wait of its own: it starts once the backend's slice runs (and a resume's wait
+    # counts inside training_timeout_minutes, as the reward wait's limit)
+    deadline = layout.settings.training_timeout_minutes * 60
+    return _client_job(layout, layout.job_names["train"], train_script(layout), deadline)
+
+
+def champion_evaluation_job(layout: RunLayout, parameters_uri: str) -> Manifest:
+    """The champion's evaluation: train_rl as the GRPO client runs it, on the same backend,
+    scoring the checkpoint at `parameters_uri` without training (maxtext_flags says how)."""
+    flags = champion_evaluation_flags(layout, parameters_uri)
+    deadline = layout.settings.champion_eval_timeout_minutes * 60
+    return _client_job(layout, layout.job_names["champion"], train_script(layout, flags), deadline)
+
+
+def _client_job(layout: RunLayout, name: str, script: str, deadline_seconds: int) -> Manifest:
+    """A Pathways client Job: one CPU pod on cpu-np running `script` against the run's backend."""
     env = _env(
         {
             "JAX_PLATFORMS": "proxy,cpu",
@@ -215,7 +233,7 @@ def train_job(layout: RunLayout) -> Manifest:
     container = {
         "name": CONTAINER,
         "image": layout.settings.cloud_image_name,
-        "command": ["bash", "-c", train_script(layout)],
+        "command": ["bash", "-c", script],
         "env": env,
         "resources": {
             "requests": {"cpu": "8", "memory": "32Gi"},
@@ -225,14 +243,12 @@ def train_job(layout: RunLayout) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(layout, layout.job_names["train"]),
+        "metadata": _metadata(layout, name),
         "spec": {
             "parallelism": 1,
             "completions": 1,
             "backoffLimit": 0,
-            # no capacity wait of its own: it starts once the backend's slice runs (and a
-            # resume's wait counts inside training_timeout_minutes, as the reward wait's limit)
-            "activeDeadlineSeconds": layout.settings.training_timeout_minutes * 60,
+            "activeDeadlineSeconds": deadline_seconds,
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
             "template": {
                 "metadata": {"labels": dict(layout.labels)},

@@ -1,4 +1,5 @@
-"""MaxText's command lines for a run: the conversion, GRPO training and export flags."""
+"""MaxText's command lines for a run: the conversion, GRPO training, champion evaluation and
+export flags."""
 
 from __future__ import annotations
 
@@ -109,6 +110,55 @@ def train_flags(layout: RunLayout) -> list[str]:
         *(flag(maxtext_flag(f), getattr(s, f.name)) for f in TRAIN_SETTING_FIELDS),
         flag("vllm_additional_config", vllm_additional_config(layout)),
         *s.extra_train_args,
+    ]
+
+
+# train_rl scoring a checkpoint without training it, on MaxText 0.2.4. Google's accelerated-
+# platforms RL reference (platforms/gke/base/use-cases/reinforcement-learning/kubernetes-manifests/
+# rl-tpu-maxtext-grpo-single-host/checkpoint-evaluation/base/configmap-script.yaml) runs train_rl
+# with `num_batches=0` on MaxText 0.2.3; 0.2.4 refuses it (src/maxtext/configs/types.py,
+# RLDataset.num_batches: `Field(4, ge=1)`). The same zero is reached through train_fraction
+# (`gt=0.0, le=1.0`, same class): RLConfig.set_derived_and_validate_values sets
+# `train_steps = int(num_batches * num_iterations * train_fraction * num_epoch)` and
+# trainers/post_train/rl/train_rl.py, prepare_datasets, keeps
+# `int(num_batches * batch_size * train_fraction)` training examples: both 0 at this fraction for
+# any batch size and step count the settings allow (at most 65,536 x 10,000,000 < 10**12), with
+# room for num_iterations x num_epoch up to 1,000 from extra_train_args.
+# _rl_train_impl then logs `Pre RL Training: ...` after `rl_cluster.rollout.update_params(
+# nnx.state(actor_model, nnx.Param))`, the actor being the model loaded from
+# load_parameters_path (utils/model_creation_utils.py, create_models_and_meshes), trains on the
+# empty dataset and logs `Post RL Training` of the same weights. The optimizer's schedule stays
+# valid: the run's learning_rate_schedule_steps (>= 1) differs from steps (0), so
+# utils_rl.get_optimizer uses it rather than train_steps (optax refuses a 0-step cosine decay).
+NO_TRAINING_FRACTION = 1e-15
+# Set per evaluation, whatever the run's settings or extra_train_args say.
+EVALUATION_OVERRIDES = ("run_name", "load_parameters_path", "train_fraction")
+
+
+PARAMS_ITEM = "model_params"  # an actor checkpoint step's parameters (layout.checkpoint_params)
+
+
+def checkpoint_parameters(checkpoint_uri: str) -> str:
+    """The parameters folder train_rl loads from an actor checkpoint, given the step's folder
+    (`.../actor/<step>/`, as the champion record may hold it) or the parameters folder itself:
+    `.../actor/<step>/model_params/`, as export loads it and as Google's checkpoint-evaluation
+    reference sets LOAD_PARAMETERS_PATH (`.../checkpoints/actor/25/model_params`)."""
+    base = checkpoint_uri.rstrip("/")
+    return f"{base}/" if base.endswith(f"/{PARAMS_ITEM}") else f"{base}/{PARAMS_ITEM}/"
+
+
+def champion_evaluation_flags(layout: RunLayout, parameters_uri: str) -> list[str]:
+    """train_rl's flags that score the checkpoint at `parameters_uri` (a MaxText parameters
+    folder, as export's load_parameters_path) on this run's evaluation set and settings, with
+    no training step: the run's own flags but its run_name, load_parameters_path and
+    train_fraction (NO_TRAINING_FRACTION says why). Its run_name is its own, so Tunix restores
+    no checkpoint of this run over the loaded one."""
+    kept = [f for f in train_flags(layout) if f.split("=", 1)[0] not in EVALUATION_OVERRIDES]
+    return [
+        flag("run_name", layout.champion_job_base),
+        flag("load_parameters_path", parameters_uri),
+        *kept,
+        flag("train_fraction", NO_TRAINING_FRACTION),
     ]
 
 

@@ -53,15 +53,17 @@ pods run, at most `pending_timeout_minutes` (TPU capacity or Kueue can hold them
 class StopPathwaysBackendOperator(RunClusterStep):
     """Deletes the backend JobSet (it holds the TPUs); already gone is fine.
 
-    The reward sensor deletes it when its wait ends, and cleanup_kubernetes deletes it in any
-    run, so this step only makes sure, after a successful wait, before the gate and export.
+    The reward sensor deletes it when its wait ends (unless the deployment has a champion:
+    then evaluate_champion runs on it first), and cleanup_kubernetes deletes it in any run, so
+    this step deletes a backend kept for the champion and otherwise only makes sure.
     """
 
     step_id = Step.STOP_BACKEND
     pods_of = BACKEND_PODS
     step_doc = """
-Deletes the Pathways JobSet once the reward wait ended, beside the gate and the export, so the
-TPUs stop billing; the wait already released it, so this only makes sure.
+Deletes the Pathways JobSet once the reward wait ended and the champion was evaluated on it,
+beside the gate and the export, so the TPUs stop billing. Without a champion the wait already
+released it, so this only makes sure.
 """
     limit = short_step(2, SIDE)
     operator_extra_links = BACKEND_LINKS

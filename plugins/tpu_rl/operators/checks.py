@@ -37,6 +37,12 @@ def failure_verdict(final_task: str, states: dict[str, str | None]) -> str | Non
     return "the run did not succeed: " + "; ".join(parts)
 
 
+def champion_reason(ti: Any) -> str | None:
+    """compare_champion's one-line verdict, when it ran."""
+    comparison = ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION)
+    return comparison.get("reason") if isinstance(comparison, dict) else None
+
+
 def _some(tasks: list[str]) -> str:
     shown = ", ".join(tasks[:NAMES_SHOWN])
     more = len(tasks) - NAMES_SHOWN
@@ -207,6 +213,8 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.providers.common.compat.sdk import AirflowFailException
 
+        from tpu_rl.promotion.approval_text import run_promotion
+
         run_id, final_task = context["run_id"], self.final_task
         watched = self.watched
         if watched is None:
@@ -217,20 +225,27 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             .get(run_id, {})
         )
         verdict = failure_verdict(final_task, states)
+        verified = states.get(final_task) == "success"
+        promotion = champion = None  # promoted or why not; the champion comparison's verdict
         try:
-            self.report_results(context, verdict, verified=states.get(final_task) == "success")
+            champion = champion_reason(context["ti"])
+            promotion = run_promotion(context["ti"]) if verified else None
+            self.report_results(context, verdict, promotion, verified=verified)
         except Exception:  # the verdict stands whatever the reporting met (GCS, the API)
             self.log.exception("The run's cost, report or note could not be completed")
         if verdict:
             raise AirflowFailException(verdict)
         self.log.info("%s succeeded and every cleanup did its part.", final_task)
-        return {"final_task": final_task, "states": states}
+        self.log.info("Promotion: %s", promotion or "none (no verified export)")
+        return {"final_task": final_task, "states": states, "champion": champion}
 
-    def report_results(self, context: Context, failure: str | None, *, verified: bool) -> None:
+    def report_results(
+        self, context: Context, failure: str | None, promotion: str | None, *, verified: bool
+    ) -> None:
         """Count the run's cost once (XCom `tpu_cost`), write the report beside a verified
-        export, set the run's note. A run whose settings never validated has no cost."""
+        export, set the run's note (with `promotion`: promoted, or why not). A run whose
+        settings never validated has no cost."""
         from tpu_rl import deployment
-        from tpu_rl.promotion.approval_text import run_promotion
         from tpu_rl.report.run_cost import COST_KEY, count_run_cost
         from tpu_rl.report.run_note import note_text, set_run_note
         from tpu_rl.report.run_report import publish_run_report
@@ -247,9 +262,6 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             ti.xcom_push(key=COST_KEY, value=tpu)
         report = publish_run_report(layout, context, tpu) if layout and verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
-        # promoted, or why not (a person, the champion)
-        promotion = run_promotion(ti) if verified else None
-        self.log.info("Promotion: %s", promotion or "none (no verified export)")
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
         rewards = rewards if isinstance(rewards, dict) else None
         text = note_text(verdict, rewards, tpu, report, promotion)

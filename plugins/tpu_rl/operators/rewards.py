@@ -29,7 +29,9 @@ class WaitForRewardsSensor(RunStep, RewardSensor):
     The names are computed from the run (settings and run id), as the steps that create the Job
     and JobSet compute them: no XCom template. The moment the wait ends, whichever way, the
     Pathways backend is deleted: by the trigger, and here again, best effort (a 5xx never costs
-    the rewards; `stop_backend` and the `cleanup_kubernetes` teardown delete it too). The
+    the rewards; `stop_backend` and the `cleanup_kubernetes` teardown delete it too); but a
+    successful wait leaves it running when the deployment has a champion, for
+    `evaluate_champion` to score on it before `stop_backend` deletes it. The
     Hugging Face token is registered with the secrets masker in this process too: the wait
     relays the training pod's log lines.
 
@@ -75,6 +77,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         self.pending_timeout = s.pending_timeout_minutes * 60.0
         self.timeout = s.training_timeout_minutes * 60.0
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
+        self.keep_backend = self.champion_waits(layout)
         history = resume.History.load(self.attempts_record)
         if history.resuming:  # a retry in the middle of a resume: finish it
             return self.restart(context, layout, history)
@@ -84,6 +87,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         """The wait's end: the rewards with every attempt, a resume, or a failure; the backend
         goes."""
         from tpu_rl.rewards import capacity_loss, evaluations, resume
+        from tpu_rl.rewards.trigger import BACKEND_KEPT
 
         layout = self.set_run_objects(context)
         self.mask_token()
@@ -97,7 +101,8 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         try:
             result = super().execute_complete(context, event)
         finally:
-            self.release_tpus()
+            if not event.get(BACKEND_KEPT):
+                self.release_tpus()
         # the gate compares with the base model: the first attempt's Pre line; each step's
         # evaluation is its latest attempt's (tpu_rl.rewards.evaluations)
         return {
@@ -209,6 +214,18 @@ the Job fails for another reason or `training_timeout_minutes` passes.
 
         history.save(self.attempts_record)
         context["ti"].xcom_push(key=resume.XCOM_KEY, value=history.attempts)
+
+    def champion_waits(self, layout: RunLayout) -> bool:
+        """The deployment has a champion for evaluate_champion to score on this run's backend:
+        a successful wait leaves the backend running (stop_backend deletes it after)."""
+        from tpu_rl.promotion.champion import ChampionStore
+
+        store = ChampionStore(layout.model_root, layout.deployment, self.gcp_conn_id)
+        try:
+            return store.read() is not None
+        except Exception as err:  # evaluate_champion reads it again and says what it finds
+            self.log.warning("Champion record %s not read (%s).", store.uri, err)
+            return False
 
     def set_run_objects(self, context: Context) -> RunLayout:
         """Point the sensor at the run's training Job (its training container), backend JobSet

@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tpu_rl.storage import JsonObject
-
 
 def champion_uri(model_root: str, deployment: str) -> str:
     """gs://<bucket>/<model>/champions/<deployment>.json: per deployment, so staging's promotions
@@ -41,6 +39,9 @@ class ChampionStore:
     since this store's `read` (JsonObject's generation precondition: 412, never an overwrite)."""
 
     def __init__(self, model_root: str, deployment: str, gcp_conn_id: str) -> None:
+        # where a store is made: `make plan` names the record's place without Airflow's GCS hook
+        from tpu_rl.storage import JsonObject
+
         self._object = JsonObject(champion_uri(model_root, deployment), gcp_conn_id)
 
     @property

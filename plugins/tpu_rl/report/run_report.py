@@ -41,10 +41,12 @@ def build_report(
     checkpoint_step: int | None,
     durations: Mapping[str, float] | None,
     tpu: Mapping[str, Any],
+    champion: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
 
-    `tpu`: the run's cost as `outcome` counted it (tpu_rl.report.run_cost.count_tpu_cost).
+    `tpu`: the run's cost as `outcome` counted it (tpu_rl.report.run_cost.count_tpu_cost);
+    `champion`: compare_champion's result (tpu_rl.promotion.comparison), if it ran.
     """
     settings = layout.settings
     rewards = rewards or {}
@@ -61,6 +63,7 @@ def build_report(
         "evaluations": step_table(rewards, choice),
         "post_time": rewards.get("post_time"),
         "gate": dict(gate) if gate else None,
+        "champion": dict(champion) if champion else None,
         "durations_seconds": None if durations is None else dict(durations),
         "tpu": dict(tpu),
         "capacity": settings.capacity,
@@ -97,6 +100,7 @@ def summary(report: Mapping[str, Any]) -> str:
         f"{s['num_batches']} batches on {report['tpu']['slices']} x {report['tpu']['tpu_type']}: "
         f"{reward}. TPUs: {cost_text(report['tpu'], report['capacity'])}. Checkpoint step "
         f"{_cell(report['checkpoint_step'])}{why} exported to {report['export_uri']}.{resumed}"
+        + (f" Champion: {report['champion']['reason']}." if report.get("champion") else "")
     )
 
 
@@ -135,6 +139,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             f"| {name} | {_number(pre.get(name), digits)} | {_number(post.get(name), digits)} |"
         )
     lines += evaluations_markdown(report["evaluations"])
+    lines += champion_lines(report.get("champion"))
     lines += ["", "## Cost", "", f"- TPUs: {cost_text(tpu, report['capacity'])}"]
     lines += [f"- Counted as: {tpu['rule_text']}", f"- TPU nodes seen: {tpu['nodes_seen']}"]
     lines += ["", "## Training attempts", "", f"Capacity: {report['capacity']}.", ""]
@@ -179,6 +184,24 @@ def evaluations_markdown(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def champion_lines(comparison: Mapping[str, Any] | None) -> list[str]:
+    """The champion comparison's section: its verdict, then each metric of both sides."""
+    if not comparison:
+        return []
+    lines = ["", "## Champion", "", comparison["reason"]]
+    theirs = comparison.get("champion_metrics")
+    if theirs is None:
+        return lines
+    ours = comparison.get("challenger_metrics") or {}
+    lines += ["", "| metric | champion | this run |", "|---|---|---|"]
+    for name in sorted(set(theirs) | set(ours)):
+        digits = 3 if "reward" in name else 2
+        lines.append(
+            f"| {name} | {_number(theirs.get(name), digits)} | {_number(ours.get(name), digits)} |"
+        )
+    return lines
+
+
 def _cell(value: Any) -> str:
     """A table cell: the value, or n/a when unknown."""
     return UNKNOWN if value is None or value == "" else str(value)
@@ -215,6 +238,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         checkpoint_step=ti.xcom_pull(task_ids=Step.EXPORT, key="checkpoint_step"),
         durations=finished_step_durations(ti),
         tpu=tpu,
+        champion=ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION),
     )
     uris = write_report(report, deployment.gcp_conn_id())
     for uri in uris:

@@ -87,6 +87,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.pending_timeout = pending_timeout
         self.deferrable = deferrable
         self.deadline_cap: float | None = None  # epoch seconds no wait may outlast
+        self.keep_backend = False  # a successful wait leaves the backend running (RewardTrigger)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -104,7 +105,11 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         if remaining <= 0:
             raise AirflowSensorTimeout(f"RewardSensor timed out ({self.timeout:.0f}s in total)")
         self.defer(
-            trigger=RewardTrigger(**self.follow_args(deadline), poll_interval=self.poll_interval),
+            trigger=RewardTrigger(
+                **self.follow_args(deadline),
+                poll_interval=self.poll_interval,
+                keep_backend=self.keep_backend,
+            ),
             method_name="execute_complete",
             # a backstop only: the trigger reports the timeout itself, with the last log lines
             timeout=timedelta(seconds=remaining + 2 * self.poll_interval + 60),

@@ -26,6 +26,7 @@ from tpu_rl.token_masking import aregister_hf_token
 
 BACKOFF_CAP_S = 60.0
 MIN_POLL_GAP_S = 0.5  # polls on news come at most this often
+BACKEND_KEPT = "backend_kept"  # a success event's key: the backend was left running
 
 
 class RewardTrigger(BaseTrigger):
@@ -34,17 +35,25 @@ class RewardTrigger(BaseTrigger):
     Airflow rebuilds a trigger from the kwargs it had at deferral; the follower also saves
     its position on the training Job, so a rebuilt trigger resumes there (see
     `rewards.position`): after each line it logs, and when the triggerer stops it. When the
-    wait ends, or the task is killed, the backend JobSet is deleted: its TPUs are free at once.
+    wait ends, or the task is killed, the backend JobSet is deleted: its TPUs are free at once;
+    with `keep_backend`, a successful wait leaves it running (the champion is evaluated on it
+    next) and its event says so (`backend_kept`).
     """
 
     def __init__(
-        self, *, poll_interval: float = 30.0, state: dict[str, Any] | None = None, **follow: Any
+        self,
+        *,
+        poll_interval: float = 30.0,
+        state: dict[str, Any] | None = None,
+        keep_backend: bool = False,
+        **follow: Any,
     ) -> None:
         """`follow`: LogFollower's keyword arguments (cluster_url, ssl_ca_cert, namespace,
         job_name, deadline, and optionally gcp_conn_id, impersonation_chain, use_dns_endpoint,
         container_name, backend_jobset_name, pending_timeout)."""
         super().__init__()
         self.poll_interval = poll_interval
+        self.keep_backend = keep_backend
         self.follow = follow
         self.follower = LogFollower(
             **follow, state=FollowState.from_dict(state), log=self.log, stream_log=True
@@ -56,6 +65,7 @@ class RewardTrigger(BaseTrigger):
             {
                 **self.follow,
                 "poll_interval": self.poll_interval,
+                "keep_backend": self.keep_backend,
                 "state": self.follower.state.as_dict(),
             },
         )
@@ -89,7 +99,10 @@ class RewardTrigger(BaseTrigger):
             raise
         finally:
             await follower.close()
-        await follower.release_backend()
+        if self.keep_backend and payload.get("status") == "success":
+            payload = {**payload, BACKEND_KEPT: True}
+        else:
+            await follower.release_backend()
         yield TriggerEvent(payload)
 
     async def on_kill(self) -> None:

@@ -132,6 +132,9 @@ DESCRIPTIONS: dict[str, str] = {
     "so best would export the same step. For best, make checkpoint_period a multiple of "
     "eval_interval (extra_train_args eval_interval=N).",
     "best_metric": "The evaluation metric export_checkpoint=best ranks the steps by.",
+    "min_gain_over_champion": "Metric -> gain the export must have over the deployment's "
+    "current champion, both scored on this run's evaluation set (a negative gain: the loss "
+    "allowed); an export that falls short is kept but not promoted.",
     "poll_interval_seconds": "How often the run asks the cluster how its jobs are doing.",
     "pending_timeout_minutes": "How long pods may wait for TPUs or for Kueue before the run fails.",
     "cluster_timeout_minutes": "Time limit for building or deleting the cluster.",
@@ -143,4 +146,6 @@ DESCRIPTIONS: dict[str, str] = {
     "none: it is promoted without asking.",
     "approval_timeout_minutes": "How long the approval waits for an answer; no answer by then "
     "rejects the promotion (the export stays where it is).",
+    "champion_eval_timeout_minutes": "Time limit for scoring the deployment's champion on this "
+    "run's evaluation set, before the TPUs are released.",
 }

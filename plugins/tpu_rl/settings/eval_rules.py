@@ -16,16 +16,28 @@ from tpu_rl.settings.fields import RunSettings
 RL_EVAL_INTERVAL = 10
 
 
-def gate_metric_names(s: RunSettings) -> Iterator[str]:
-    """Each gated metric is one MaxText's evaluation lines carry, with a finite minimum."""
-    for name, minimum in s.gate_metrics.items():
+def _metric_gains(setting: str, gains: dict[str, float]) -> Iterator[str]:
+    """Each metric is one MaxText's evaluation lines carry, with a finite number."""
+    for name, gain in gains.items():
         if name not in EVAL_METRICS:
             yield (
-                f"gate_metrics: {name!r} is not an evaluation metric (known: "
+                f"{setting}: {name!r} is not an evaluation metric (known: "
                 f"{', '.join(EVAL_METRICS)})"
             )
-        elif not math.isfinite(minimum):
-            yield f"gate_metrics: {name}'s minimum gain must be a finite number, got {minimum}"
+        elif isinstance(gain, bool) or not isinstance(gain, int | float) or not math.isfinite(gain):
+            yield f"{setting}: {name}'s minimum gain must be a finite number, got {gain!r}"
+
+
+def gate_metric_names(s: RunSettings) -> Iterator[str]:
+    """The gate's metrics and their minimum gains (empty: min_reward_gain on mean_reward)."""
+    yield from _metric_gains("gate_metrics", s.gate_metrics)
+
+
+def champion_gains(s: RunSettings) -> Iterator[str]:
+    """The gains over the champion: at least one metric, each known, each a finite number."""
+    if not s.min_gain_over_champion:
+        yield 'min_gain_over_champion: name at least one metric (e.g. {"mean_reward": 0})'
+    yield from _metric_gains("min_gain_over_champion", s.min_gain_over_champion)
 
 
 def eval_interval(s: RunSettings) -> int | None:

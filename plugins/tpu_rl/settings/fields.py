@@ -139,6 +139,9 @@ class RunSettings:
     gate_metrics: dict[str, float] = RUN.setting({}, "Gate metrics", may_be_empty=True)
     export_checkpoint: ExportCheckpoint = RUN.choice(ExportCheckpoint, "Exported checkpoint")
     best_metric: EvalMetric = RUN.choice(EvalMetric, "Best checkpoint metric")
+    min_gain_over_champion: dict[str, float] = RUN.setting(
+        {"mean_reward": 0.0}, "Minimum gain over the champion"
+    )
     poll_interval_seconds: int = RUN.setting(30, "Poll interval (s)", bounds=(1, 3600))
     pending_timeout_minutes: int = RUN.setting(60, "Pending timeout (min)", bounds=(1, 7 * DAY))
     cluster_timeout_minutes: int = RUN.limit(90, "Cluster", DAY)
@@ -147,6 +150,7 @@ class RunSettings:
     export_timeout_minutes: int = RUN.limit(180, "Export", 7 * DAY)
     approval: Approval = RUN.choice(Approval, "Approval")
     approval_timeout_minutes: int = RUN.limit(DAY, "Approval", 30 * DAY)
+    champion_eval_timeout_minutes: int = RUN.limit(60, "Champion evaluation", 7 * DAY)
 
     def __post_init__(self) -> None:
         """A choice given as its plain value becomes its enum member; any other value stays as

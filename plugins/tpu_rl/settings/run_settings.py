@@ -86,6 +86,8 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
         if problem := type_error(key, value, kind):
             errors.append(problem)
             continue
+        if kind == "object":
+            value = {name: float(v) for name, v in value.items()}
         values[key] = float(value) if kind == "number" else value
     settings = RunSettings(**values)
     errors += validate(settings)

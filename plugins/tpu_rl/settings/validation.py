@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from tpu_rl.cluster.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
 from tpu_rl.settings.capacity_rules import CAPACITY_RULES
 from tpu_rl.settings.choices import ClusterMode
-from tpu_rl.settings.eval_rules import gate_metric_names
+from tpu_rl.settings.eval_rules import champion_gains, gate_metric_names
 from tpu_rl.settings.fields import CHOICE_FIELDS, REQUIRED_SETTINGS, SETTING_FIELDS, RunSettings
 from tpu_rl.settings.grpo_rules import GRPO_RULES
 from tpu_rl.settings.images import IMAGE_SETTINGS, is_unpinned
@@ -174,8 +174,9 @@ def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) 
                 yield f"{f.name}{f'[{i}]' if isinstance(value, list) else ''}: {problem}"
 
 
-# The GRPO, capacity and gate rules live in modules of their own; they run here, in this order.
-RULES.extend((*GRPO_RULES, *CAPACITY_RULES, gate_metric_names))
+# The GRPO, capacity, gate and champion rules live in modules of their own; they run here, in
+# this order.
+RULES.extend((*GRPO_RULES, *CAPACITY_RULES, gate_metric_names, champion_gains))
 
 
 @rule
