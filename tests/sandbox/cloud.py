@@ -62,6 +62,11 @@ def fake_bundle() -> bytes:
                 (Path(__file__).with_name("toolkit_expansion.py")).read_bytes(),
                 0o644,
             ),
+            # the stockout windows per zone and mode, which the fake gcluster reads
+            "zone_capacity.py": (
+                (Path(__file__).with_name("zone_capacity.py")).read_bytes(),
+                0o644,
+            ),
             example + "gke-tpu-v6e-advanced.yaml": (
                 (BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_bytes(),
                 0o644,

@@ -3,7 +3,7 @@ destroyed with Cluster Toolkit (`gcluster`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
@@ -155,26 +155,35 @@ class ClusterToolkitOperator(RunStep):
         timeout = settings.cluster_timeout_minutes * 60.0
         if (left := time_left(self)) is not None:  # the run's deadline may come first
             timeout = min(timeout, left.total_seconds())
-        with (
-            tempfile.TemporaryDirectory(prefix=f"gcluster-{settings.cluster_name}-") as tmp,
-            google_env(conn_id, settings.project) as (env, secrets),
-        ):
-            steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, settings, identity, prefix)
-            for argv in self.commands(steps):
-                try:
-                    cluster_toolkit.run_gcluster(
-                        argv,
-                        Path(tmp),
-                        self.log,
-                        timeout=timeout,
-                        env=env,
-                        secrets=secrets,
-                        started=self._started,
-                    )
-                except cluster_toolkit.ClusterToolkitError as err:
-                    if why := capacity.deploy_stockout(settings, str(err)):
-                        raise cluster_toolkit.ClusterToolkitError(f"{why}\n{err}") from err
-                    raise
+        with google_env(conn_id, settings.project) as (env, secrets):
+
+            def gcluster(on: RunSettings) -> None:
+                """The commands for the cluster of `on`, in a fresh deployment folder."""
+                with tempfile.TemporaryDirectory(prefix=f"gcluster-{on.cluster_name}-") as tmp:
+                    steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, on, identity, prefix)
+                    for argv in self.commands(steps):
+                        try:
+                            cluster_toolkit.run_gcluster(
+                                argv,
+                                Path(tmp),
+                                self.log,
+                                timeout=timeout,
+                                env=env,
+                                secrets=secrets,
+                                started=self._started,
+                            )
+                        except cluster_toolkit.ClusterToolkitError as err:
+                            if why := capacity.deploy_stockout(on, str(err)):
+                                raise cluster_toolkit.ClusterToolkitError(f"{why}\n{err}") from err
+                            raise
+
+            self.apply(context, settings, gcluster)
+
+    def apply(
+        self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]
+    ) -> None:
+        """Run the commands (`gcluster`) on the cluster of the run's settings."""
+        gcluster(settings)
 
     def leave_foreign_cluster(self, why: str) -> None:
         """What the command does about a cluster of another deployment: nothing (a teardown)."""
@@ -204,7 +213,9 @@ class CreateClusterOperator(ClusterToolkitOperator):
     step_doc = """
 Deploys the tutorial's GKE cluster with Cluster Toolkit (`gcluster deploy`) on the TPU capacity
 in `capacity` (the reservation in `reservation`, flex-start or Spot); does nothing with
-`cluster_mode=existing`. Safe to re-run.
+`cluster_mode=existing`. Safe to re-run. With a `capacity_ladder`, a rung GKE refuses for lack
+of capacity (a stockout, an exhausted pool) is released and the next rung deployed; the log
+says each change with GKE's own error text.
 
 **Failed?** The log holds gcluster's and terraform's output: quota, reservation name or zone,
 or missing IAM roles are the usual causes; with `capacity=spot`, a stockout (the Spot pool is
@@ -215,6 +226,15 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 
     def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         return [steps.deploy]
+
+    def apply(
+        self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]
+    ) -> None:
+        """Deploy on the capacity ladder's rungs in turn until one gets the slice."""
+        from tpu_rl.cluster.climb import climb
+
+        ti = context["ti"]
+        climb(settings, gcluster, self.log, lambda key, value: ti.xcom_push(key=key, value=value))
 
     def leave_foreign_cluster(self, why: str) -> None:
         from airflow.providers.common.compat.sdk import AirflowFailException

@@ -18,6 +18,7 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
+from tpu_rl.cluster.climb import RUNGS_KEY
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
@@ -37,10 +38,12 @@ def build_report(
     checkpoint_step: int | None,
     durations: Mapping[str, float] | None,
     tpu: Mapping[str, Any],
+    rungs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
 
-    `tpu`: the run's cost as `outcome` counted it (tpu_rl.report.run_cost.count_tpu_cost).
+    `tpu`: the run's cost as `outcome` counted it (tpu_rl.report.run_cost.count_tpu_cost);
+    `rungs`: the capacity ladder's tries (tpu_rl.cluster.climb), none without a ladder.
     """
     settings = layout.settings
     rewards = rewards or {}
@@ -59,6 +62,7 @@ def build_report(
         "capacity": settings.capacity,
         "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
+        "capacity_rungs": list(rungs or []),
         "settings": settings.to_dict(),
     }
     report["summary"] = summary(report)
@@ -137,6 +141,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"| {_cell(a['steps_recomputed'])} |"
         for a in report["attempts"]
     ]
+    lines += _rung_lines(report.get("capacity_rungs") or [])
     lines += ["", "## Step durations", ""]
     durations = report["durations_seconds"]
     if durations is None:
@@ -147,6 +152,18 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | `{json.dumps(v)}` |" for k, v in report["settings"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _rung_lines(rungs: list[dict[str, Any]]) -> list[str]:
+    """The capacity ladder's section: one line per rung tried, with GKE's reason."""
+    if not rungs:
+        return []
+    lines = ["", "## Capacity ladder", ""]
+    for i, t in enumerate(rungs, 1):
+        why = f": {t['reason']}" if t.get("reason") else ""
+        span = f"{t['started']} to {t['ended']}"
+        lines.append(f"- rung {i} {t['rung']}: {t['outcome']} ({span}){why}")
+    return lines
 
 
 def _cell(value: Any) -> str:
@@ -185,6 +202,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         checkpoint_step=ti.xcom_pull(task_ids=Step.EXPORT, key="checkpoint_step"),
         durations=finished_step_durations(ti),
         tpu=tpu,
+        rungs=ti.xcom_pull(task_ids=Step.CREATE_CLUSTER, key=RUNGS_KEY),
     )
     uris = write_report(report, deployment.gcp_conn_id())
     for uri in uris:

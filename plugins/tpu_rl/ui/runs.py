@@ -42,6 +42,7 @@ from tpu_rl.ui.checks import Malformed
 XCOMS = {
     (Step.WAIT_FOR_REWARDS, "return_value"): "rewards",
     (Step.WAIT_FOR_REWARDS, "attempts"): "attempts",  # pushed at each resume and on failure
+    (Step.CREATE_CLUSTER, "rungs"): "rungs",  # the capacity ladder's tries (cluster.climb)
     (Step.GATE, "return_value"): "gate",
     (Step.VERIFY, "return_value"): "export_uri",
     (Step.EXPORT, "checkpoint_step"): "checkpoint_step",
@@ -282,6 +283,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "price": tpu.get("price"),
         "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
+        "rungs": x.get("rungs") or [],
         "checkpoint_step": x.get("checkpoint_step"),
         "export_uri": export_uri,
         "export_url": console_url(export_uri) if export_uri else None,
