@@ -1,5 +1,6 @@
-"""Whole DAG runs on a capacity ladder (issue 30): a rung GKE refuses for lack of capacity is
-released and the next one tried; every rung refused fails the run with each rung's reason.
+"""Whole DAG runs on a capacity ladder (issue 30): a rung GKE refuses for lack of capacity, or
+whose slice does not come within the pending timeout, is released and the next one tried;
+every rung refused fails the run with each rung's reason.
 
 Against main's product code (plugins/ as on main, these tests and the sandbox as here), checked:
 both runs fail in `validate` (capacity_ladder is an unknown setting there), so neither moves to
@@ -13,7 +14,7 @@ from typing import Any
 
 from tests.e2e.test_capacity import attempts, no_tpu_left
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.harness import SPOT, RunResult, Sandbox, Workloads
+from tests.sandbox.harness import SPOT, RunResult, Sandbox, Workloads, write_converted
 
 ZONE_B, ZONE_A = "us-east5-b", "us-east5-a"
 # the first rung is the run's capacity and zone (validate asks for it): Spot in us-east5-b
@@ -99,3 +100,37 @@ def test_every_rung_stocked_out_fails_with_each_reason(airflow_db, tmp_path, cap
     assert deploy_zones(result)[:2] == [ZONE_B, ZONE_A], deploy_zones(result)
     assert not tpu_nodes(result) and result.clusters == {}, result.clusters
     assert result.leftovers == [], result.leftovers
+
+
+def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
+    airflow_db, tmp_path, capfd, e2e_report
+):
+    """Flex-start in us-east5-b deploys (its pool has no node) but GKE cannot scale it up
+    (FailedScaleUp, GCE out of resources): at the pending timeout start_backend deletes the
+    backend, deploys the next rung's pool in us-east5-a and starts the backend there. The
+    model's conversion is already in the bucket (the conversion's own wait is not a rung's
+    yet), so the backend is the first to ask for the slice."""
+    case = Case("ladder_flex_start_rung_never_scales", "success")
+    conf = {
+        **LADDER,
+        "capacity": "flex_start",
+        "capacity_ladder": f"flex_start@{ZONE_B}, flex_start@{ZONE_A}",
+        "pending_timeout_minutes": 1,
+    }
+    with Sandbox(tmp_path).up() as box:
+        write_converted(box.gcs, conf)
+        box.capacity.stock_out("flex_start", ZONE_B)
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
+    assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
+        (f"flex_start@{ZONE_B}", "no_slice"),
+        (f"flex_start@{ZONE_A}", "ready"),
+    ], tries(result)
+    reason = tries(result)[0]["reason"]
+    assert reason.startswith(f"Node scale up in zones {ZONE_B} associated with this pod failed")
+    assert "GCE out of resources" in reason, reason
+    assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
+    assert result.xcoms["start_backend.rung"] == f"flex_start@{ZONE_A}"
+    assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
+    assert [a["outcome"] for a in attempts(result)] == ["completed"]
+    no_tpu_left(result)
+    assert result.clusters == {}

@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
 RUNG_KEY, RUNGS_KEY = "rung", "rungs"  # create_cluster's XComs
-READY, STOCKOUT = "ready", "stockout"
+# a rung's deploy stood; was refused for lack of capacity; stood but gave no slice in time
+READY, STOCKOUT, NO_SLICE = "ready", "stockout", "no_slice"
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -53,26 +54,32 @@ def climb(
     deploy: Callable[[RunSettings], None],
     log: Any,
     push: Callable[[str, Any], None],
+    start: int = 0,
+    tries: list[dict[str, Any]] | None = None,
 ) -> ladder.Rung:
-    """Deploy the run's rungs in order until one stands; the rung it stands on. One rung (no
-    ladder) fails as its deploy fails; a ladder fails once every rung was refused."""
+    """Deploy the run's rungs in order from `start` until one stands; the rung it stands on.
+    One rung (no ladder) fails as its deploy fails; a ladder fails once every rung was refused.
+    `tries`: the rungs tried before `start` (a rung left after its deploy, tpu_rl.cluster.
+    rung_wait)."""
     rungs = ladder.rungs(settings)
-    tries: list[dict[str, Any]] = []
+    tries = list(tries or [])
     for i, rung in enumerate(rungs):
-        started = _now()
+        if i < start:
+            continue
+        started = now()
         try:
             deploy(ladder.at_rung(settings, rung))
         except ClusterToolkitError as err:
             reason = capacity.stockout_line(str(err))
             if reason is None or len(rungs) == 1:
                 raise
-            tries.append(_try(rung, started, STOCKOUT, reason))
+            tries.append(rung_try(rung, started, STOCKOUT, reason))
             push(RUNGS_KEY, tries)
             if i + 1 < len(rungs):
                 log.warning(change_line(i, rung, reason, rungs[i + 1]))
             continue
         if len(rungs) > 1:
-            tries.append(_try(rung, started, READY, None))
+            tries.append(rung_try(rung, started, READY, None))
             push(RUNGS_KEY, tries)
             push(RUNG_KEY, str(rung))
             log.info("Capacity ladder: the TPU pool stands on rung %d %s", i + 1, rung)
@@ -80,11 +87,12 @@ def climb(
     raise ClusterToolkitError(exhausted(tries))
 
 
-def _try(rung: ladder.Rung, started: str, outcome: str, reason: str | None) -> dict[str, Any]:
+def rung_try(rung: ladder.Rung, started: str, outcome: str, reason: str | None) -> dict[str, Any]:
+    """One rung as tried: when, how it ended, and GKE's reason when it gave no slice."""
     return {
         "rung": str(rung),
         "started": started,
-        "ended": _now(),
+        "ended": now(),
         "outcome": outcome,
         "reason": reason,
     }

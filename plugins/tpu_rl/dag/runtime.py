@@ -17,16 +17,25 @@ def layout_from_context(context: Any) -> RunLayout:
 
 
 def on_current_rung(settings: RunSettings, context: Any) -> RunSettings:
-    """The settings on the capacity ladder's rung the TPU pool stands on (create_cluster's
-    `rung` XCom, tpu_rl.cluster.climb); as they are without a ladder or before the deploy."""
+    """The settings on the capacity ladder's rung the TPU pool stands on (the `rung` XCom of
+    start_backend, which moves on when a rung gives no slice in time, else create_cluster's,
+    tpu_rl.cluster.climb); as they are without a ladder or before the deploy."""
     from tpu_rl.cluster import climb, ladder
-    from tpu_rl.names import Step
 
     if not settings.capacity_ladder or context["ti"].task_id == SETTINGS_TASK:
         return settings
-    pushed = context["ti"].xcom_pull(task_ids=Step.CREATE_CLUSTER, key=climb.RUNG_KEY)
-    rung = climb.pushed_rung(pushed)
+    rung = climb.pushed_rung(ladder_xcom(context, climb.RUNG_KEY))
     return ladder.at_rung(settings, rung) if rung else settings
+
+
+def ladder_xcom(context: Any, key: str) -> Any:
+    """The newest of the ladder's XComs `key`: start_backend's, else create_cluster's."""
+    from tpu_rl.names import Step
+
+    for task in (Step.START_BACKEND, Step.CREATE_CLUSTER):
+        if (value := context["ti"].xcom_pull(task_ids=task, key=key)) is not None:
+            return value
+    return None
 
 
 def run_deployment(context: Any) -> str:

@@ -5,28 +5,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.dag.limits import SIDE, pending_plus_step, short_step
+from tpu_rl.dag.limits import SIDE, rung_waits, short_step
 from tpu_rl.dag.links import BACKEND_LINKS
 from tpu_rl.names import BACKEND_PODS, Step
 from tpu_rl.operators.cluster_objects import RunClusterStep
+from tpu_rl.operators.rung_move import RungMove
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+PENDING_TIMEOUT = "pending_timeout"  # the pods trigger's event reason (kube.pods_trigger)
 
-class StartPathwaysBackendOperator(RunClusterStep):
+
+class StartPathwaysBackendOperator(RungMove):
     """Creates the run's headless Pathways JobSet, then waits in the triggerer until all its
-    pods run (at most the run's pending timeout)."""
+    pods run (at most the run's pending timeout); on a capacity ladder, a rung whose pods are
+    still pending then is left for the next (tpu_rl.operators.rung_move)."""
 
     step_id = Step.START_BACKEND
     pods_of = BACKEND_PODS
     step_doc = """
 Starts the headless Pathways backend (a JobSet holding the TPU slice) and waits until all its
-pods run, at most `pending_timeout_minutes` (TPU capacity or Kueue can hold them).
+pods run, at most `pending_timeout_minutes` (TPU capacity or Kueue can hold them). With a
+`capacity_ladder`, pods still pending then move the run to the next rung: the backend is
+deleted, the next rung's TPU pool deployed, and the backend started there.
 
 **Failed?** Pending pods: the log names the condition (Kueue admission, TPU capacity).
 """
-    limit = pending_plus_step(2)
+    limit = rung_waits(2)
     operator_extra_links = BACKEND_LINKS
 
     def execute(self, context: Context) -> None:
@@ -46,6 +52,8 @@ pods run, at most `pending_timeout_minutes` (TPU capacity or Kueue can hold them
         from tpu_rl.backend.lifecycle import backend_failure
 
         if (failure := backend_failure(event)) is not None:
+            if event.get("reason") == PENDING_TIMEOUT and self.leave_rung(context, event):
+                return self.run_layout(context).backend_jobset  # not reached: leave_rung defers
             raise failure
         return self.run_layout(context).backend_jobset
 

@@ -115,16 +115,12 @@ class ClusterToolkitOperator(RunStep):
     def execute(self, context: Context) -> None:
         """Run the commands for the cluster of the settings (a skip when they are invalid or
         the cluster is not this run's to change)."""
-        import tempfile
-        from pathlib import Path
-
         from airflow.providers.common.compat.sdk import AirflowSkipException
 
         from tpu_rl import deployment
-        from tpu_rl.cluster import blueprint, capacity
-        from tpu_rl.cluster import toolkit as cluster_toolkit
-        from tpu_rl.cluster.credentials import google_env
+        from tpu_rl.cluster import blueprint
         from tpu_rl.cluster.ownership import foreign_cluster
+        from tpu_rl.cluster.session import toolkit_bundle, toolkit_session
         from tpu_rl.dag.run_limits import time_left
         from tpu_rl.settings.run_settings import SettingsError, load_settings
 
@@ -137,10 +133,7 @@ class ClusterToolkitOperator(RunStep):
         if reason := self.skip_reason(settings):
             self.log.info("Nothing to do: %s", reason)
             return
-        bundle = cluster_toolkit.ensure_bundle(
-            settings.cluster_toolkit_version, cluster_toolkit.cache_dir()
-        )
-        cluster_toolkit.require_terraform()
+        bundle = toolkit_bundle(settings)
         prefix = self.state_prefix or blueprint.default_state_prefix(settings)
         self.log.info(
             "Cluster %s, terraform state gs://%s/%s",
@@ -155,29 +148,10 @@ class ClusterToolkitOperator(RunStep):
         timeout = settings.cluster_timeout_minutes * 60.0
         if (left := time_left(self)) is not None:  # the run's deadline may come first
             timeout = min(timeout, left.total_seconds())
-        with google_env(conn_id, settings.project) as (env, secrets):
-
-            def gcluster(on: RunSettings) -> None:
-                """The commands for the cluster of `on`, in a fresh deployment folder."""
-                with tempfile.TemporaryDirectory(prefix=f"gcluster-{on.cluster_name}-") as tmp:
-                    steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, on, identity, prefix)
-                    for argv in self.commands(steps):
-                        try:
-                            cluster_toolkit.run_gcluster(
-                                argv,
-                                Path(tmp),
-                                self.log,
-                                timeout=timeout,
-                                env=env,
-                                secrets=secrets,
-                                started=self._started,
-                            )
-                        except cluster_toolkit.ClusterToolkitError as err:
-                            if why := capacity.deploy_stockout(on, str(err)):
-                                raise cluster_toolkit.ClusterToolkitError(f"{why}\n{err}") from err
-                            raise
-
-            self.apply(context, settings, gcluster)
+        with toolkit_session(
+            bundle, settings.project, identity, conn_id, prefix, timeout, self.log, self._started
+        ) as gcluster:
+            self.apply(context, settings, lambda on: gcluster(on, self.commands))
 
     def apply(
         self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]

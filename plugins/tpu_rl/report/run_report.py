@@ -19,6 +19,7 @@ from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
 from tpu_rl.cluster.climb import RUNGS_KEY
+from tpu_rl.dag.runtime import ladder_xcom
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
@@ -202,7 +203,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         checkpoint_step=ti.xcom_pull(task_ids=Step.EXPORT, key="checkpoint_step"),
         durations=finished_step_durations(ti),
         tpu=tpu,
-        rungs=ti.xcom_pull(task_ids=Step.CREATE_CLUSTER, key=RUNGS_KEY),
+        rungs=ladder_xcom(context, RUNGS_KEY),
     )
     uris = write_report(report, deployment.gcp_conn_id())
     for uri in uris:

@@ -43,6 +43,7 @@ XCOMS = {
     (Step.WAIT_FOR_REWARDS, "return_value"): "rewards",
     (Step.WAIT_FOR_REWARDS, "attempts"): "attempts",  # pushed at each resume and on failure
     (Step.CREATE_CLUSTER, "rungs"): "rungs",  # the capacity ladder's tries (cluster.climb)
+    (Step.START_BACKEND, "rungs"): "rungs",  # the same, once a rung gave no slice in time
     (Step.GATE, "return_value"): "gate",
     (Step.VERIFY, "return_value"): "export_uri",
     (Step.EXPORT, "checkpoint_step"): "checkpoint_step",
