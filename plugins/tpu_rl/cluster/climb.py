@@ -23,7 +23,7 @@ from tpu_rl.cluster.toolkit import ClusterToolkitError
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
-RUNG_KEY, RUNGS_KEY = "rung", "rungs"  # create_cluster's XComs
+RUNG_KEY, RUNGS_KEY = "rung", "rungs"  # XComs of create_cluster, and of start_backend's moves
 # a rung's deploy stood; was refused for lack of capacity; stood but gave no slice in time
 READY, STOCKOUT, NO_SLICE = "ready", "stockout", "no_slice"
 
@@ -59,8 +59,8 @@ def climb(
 ) -> ladder.Rung:
     """Deploy the run's rungs in order from `start` until one stands; the rung it stands on.
     One rung (no ladder) fails as its deploy fails; a ladder fails once every rung was refused.
-    `tries`: the rungs tried before `start` (a rung left after its deploy, tpu_rl.cluster.
-    rung_wait)."""
+    `tries`: the rungs tried before `start` (a rung left after its deploy stood,
+    tpu_rl.operators.backend.RungMove)."""
     rungs = ladder.rungs(settings)
     tries = list(tries or [])
     for i, rung in enumerate(rungs):
@@ -99,7 +99,7 @@ def rung_try(rung: ladder.Rung, started: str, outcome: str, reason: str | None) 
 
 
 def pushed_rung(value: Any) -> ladder.Rung | None:
-    """The rung create_cluster pushed (`rung` XCom), or None when there is none."""
+    """The rung a `rung` XCom names, or None when there is none."""
     if not isinstance(value, str):
         return None
     try:

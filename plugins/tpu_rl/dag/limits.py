@@ -98,6 +98,6 @@ def _rung_wait_minutes(s: RunSettings) -> float:
 
 def rung_waits(tries: int) -> Limit:
     """The backend's wait for its pods on each rung of the capacity ladder and the deploys of
-    the rungs after the first (tpu_rl.operators.rung_move); one rung: the pods' pending timeout,
-    then a short step."""
+    the rungs after the first (tpu_rl.operators.backend.RungMove); one rung: the pods' pending
+    timeout, then a short step."""
     return Limit(_rung_wait_minutes, tries, ("pending_timeout_minutes", "cluster_timeout_minutes"))

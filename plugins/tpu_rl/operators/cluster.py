@@ -207,8 +207,10 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
         """Deploy on the capacity ladder's rungs in turn until one gets the slice."""
         from tpu_rl.cluster.climb import climb
 
-        ti = context["ti"]
-        climb(settings, gcluster, self.log, lambda key, value: ti.xcom_push(key=key, value=value))
+        def push(key: str, value: Any) -> None:  # with a ladder only
+            context["ti"].xcom_push(key=key, value=value)
+
+        climb(settings, gcluster, self.log, push)
 
     def leave_foreign_cluster(self, why: str) -> None:
         from airflow.providers.common.compat.sdk import AirflowFailException

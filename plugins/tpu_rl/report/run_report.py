@@ -203,7 +203,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         checkpoint_step=ti.xcom_pull(task_ids=Step.EXPORT, key="checkpoint_step"),
         durations=finished_step_durations(ti),
         tpu=tpu,
-        rungs=ladder_xcom(context, RUNGS_KEY),
+        rungs=ladder_xcom(context, RUNGS_KEY) if layout.settings.capacity_ladder else None,
     )
     uris = write_report(report, deployment.gcp_conn_id())
     for uri in uris:
