@@ -35,8 +35,8 @@ class Case:
 
 
 def tries(result: RunResult) -> list[dict[str, Any]]:
-    """create_cluster's record of the rungs it tried."""
-    return result.xcoms.get("create_cluster.rungs") or []
+    """The record of the rungs tried: start_backend's once it moved on, else create_cluster's."""
+    return result.xcoms.get("start_backend.rungs") or result.xcoms.get("create_cluster.rungs") or []
 
 
 def deploy_zones(result: RunResult) -> list[str]:
@@ -61,6 +61,7 @@ def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, 
     with Sandbox(tmp_path).up() as box:
         box.capacity.stock_out("spot", ZONE_B)
         result, log = reported_run(box, case, LADDER, capfd, e2e_report)
+        report = result.gcs.read(f"{result.xcoms['verify.return_value']}run-report.md").decode()
     assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
         (f"spot@{ZONE_B}", "stockout"),
         (f"flex_start@{ZONE_A}", "ready"),
@@ -75,7 +76,6 @@ def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, 
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     assert tpu_nodes(result), "no TPU node came up"
     assert [a["outcome"] for a in attempts(result)] == ["completed"]
-    report = result.gcs.read(f"{result.xcoms['verify.return_value']}run-report.md").decode()
     assert "## Capacity ladder" in report and EXHAUSTED in report, report
     no_tpu_left(result)
     assert result.clusters == {}
@@ -94,7 +94,7 @@ def test_every_rung_stocked_out_fails_with_each_reason(airflow_db, tmp_path, cap
     assert result.task_states["cleanup_cluster"] == "success", result.task_states
     assert "Capacity ladder: none of its 2 rungs could give the whole slice" in log
     for zone in (ZONE_B, ZONE_A):
-        assert f"spot@{zone}: Error waiting for creating GKE NodePool: {EXHAUSTED}" in log
+        assert f"spot@{zone}: Error: Error waiting for creating GKE NodePool: {EXHAUSTED}" in log
         assert f"zones/{zone}' does not have enough resources available" in log
     assert [t["outcome"] for t in tries(result)] == ["stockout", "stockout"], tries(result)
     assert deploy_zones(result)[:2] == [ZONE_B, ZONE_A], deploy_zones(result)
