@@ -2,9 +2,10 @@
 whose slice does not come within the pending timeout, is released and the next one tried;
 every rung refused fails the run with each rung's reason.
 
-Against main's product code (plugins/ as on main, these tests and the sandbox as here), checked:
-both runs fail in `validate` (capacity_ladder is an unknown setting there), so neither moves to
-a second rung.
+Against main's product code (plugins/ as at this branch's base, these tests and the sandbox as
+here), checked: all three runs fail in `validate` (capacity_ladder is an unknown setting there);
+with the ladder taken out of their settings, the Spot stockout fails `create_cluster` and the
+flex-start one fails the run at the pending timeout: neither moves to a second rung.
 """
 
 from __future__ import annotations
