@@ -15,6 +15,7 @@ import yaml
 from tpu_rl import deployment
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster import blueprint, capacity, kueue_config
+from tpu_rl.cluster.ladder_plan import ladder_plan
 from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
@@ -76,6 +77,8 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
     cluster = _cluster_plan(layout) if s.cluster_mode == "create" else None
     if cluster:
         files.update(cluster.files)
+        rungs, rung_files = _ladder(layout)
+        files.update(rung_files)
         kueue_text = include_file(PLAN_KUEUE_CONFIG).read_text()
         files[kueue_config.CONFIG_FILE] = kueue_config.edit_kueue_config(kueue_text)
         steps.append(
@@ -86,6 +89,8 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
                 f"its TPU pool on {s.capacity} capacity.",
                 "capacity_edits": capacity.describe_edits(s),
                 "argv": cluster.deploy,
+                # tried in order while GKE refuses a rung for lack of capacity
+                "capacity_ladder": rungs,
             }
         )
     else:
@@ -220,6 +225,16 @@ def _cluster_plan(layout: RunLayout) -> blueprint.ClusterToolkitPlan:
     )
 
 
+def _ladder(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
+    """What each rung of the capacity ladder creates, and its files (tpu_rl.cluster.ladder_plan)."""
+    return ladder_plan(
+        include_file(PLAN_BLUEPRINT).read_text(),
+        layout.settings,
+        layout.deployment,
+        layout.terraform_state_prefix,
+    )
+
+
 def python_argv(module: str, flags: list[str]) -> list[str]:
     return ["python3", "-m", module, *flags]
 
@@ -317,6 +332,9 @@ def main(argv: list[str]) -> int:
         print(f"  blueprint: {edit}")
     for label, value in summary["node_selector"].items():
         print(f"  TPU pods select node label {label}={value}")
+    if settings.capacity_ladder and settings.cluster_mode == "create":
+        for i, row in enumerate(_ladder(layout)[0], 1):
+            print(f"  capacity ladder, rung {i} {row['rung']}: {row['creates']}")
     print("\n".join(format_estimate(estimate_run(settings))))
     return 0
 

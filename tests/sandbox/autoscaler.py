@@ -5,17 +5,20 @@ stays Pending (FailedScheduling, then the autoscaler's TriggeredScaleUp) and aft
 `provisioning_delay_s` the WHOLE slice appears at once, as GKE creates multi-host TPU slices
 atomically. A slice on which no pod has run for `scale_down_idle_s` is removed, all its
 nodes together. Nodes a static pool lost (a preemption, a host error) are recreated after the
-same delay, as the node pool's instance group does.
+same delay, as the node pool's instance group does. A pool whose zone has no VMs of its mode
+(tests/sandbox/zone_capacity.py) is not scaled up: its pods get GKE's FailedScaleUp instead.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 from tests.sandbox import kube_events
 from tests.sandbox.cluster_model import POOL_LABEL, NodePool
 from tests.sandbox.kube_state import ClusterState
+from tests.sandbox.zone_capacity import ENV, stocked_out
 
 
 class Autoscaler:
@@ -36,8 +39,13 @@ class Autoscaler:
         self._used: set[str] = set()  # pools with a pod on their nodes at the last pass
 
     def request(self, pod: dict[str, Any], pool: NodePool, count: int) -> None:
-        """A pending pod fits a node of `pool` (it has `count` nodes): scale it up to max."""
+        """A pending pod fits a node of `pool` (it has `count` nodes): scale it up to max, unless
+        the pool's zone has no VMs of its mode (a stockout window): then GKE's FailedScaleUp."""
         name = pool.name
+        zone = self.emu.cluster.zone if self.emu.cluster is not None else ""
+        if name not in self._due and stocked_out(os.environ.get(ENV, ""), pool.capacity, zone):
+            self._refuse(pod, pool, zone)
+            return
         if name not in self._due:
             self._due[name] = self.clock() + self.provisioning_delay_s
         if (pod["metadata"]["uid"], name) in self._told:
@@ -51,6 +59,24 @@ class Autoscaler:
                 f"(max: {pool.max_nodes})}}]",
                 "cluster-autoscaler",
                 "Normal",
+            )
+        )
+
+    def _refuse(self, pod: dict[str, Any], pool: NodePool, zone: str) -> None:
+        """GKE cluster autoscaler's event on a pod whose scale-up failed for lack of VMs: its
+        events package's failedScaleUpReason, zonalErrorMessageTemplate and
+        outOfResourcesMessage ("GCE out of resources")."""
+        if (pod["metadata"]["uid"], f"refused:{pool.name}") in self._told:
+            return
+        self._told.add((pod["metadata"]["uid"], f"refused:{pool.name}"))
+        self.emu.create(
+            kube_events.event(
+                pod,
+                "FailedScaleUp",
+                f"Node scale up in zones {zone} associated with this pod failed: GCE out of "
+                "resources. Pod is at risk of not being scheduled.",
+                "cluster-autoscaler",
+                "Warning",
             )
         )
 

@@ -25,7 +25,7 @@ from google.cloud.container_v1.types import Cluster, ListClustersResponse, Opera
 from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.autopilot import is_autopilot
 from tests.sandbox.cluster_addons import node_pools
-from tests.sandbox.cluster_model import ClusterModel
+from tests.sandbox.cluster_model import POOL_LABEL, ClusterModel
 from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
 from tests.sandbox.gcs_policy import bucket_settings
 from tests.sandbox.gcs_rules import GcsTraffic, paged_list, precondition_failed
@@ -60,6 +60,11 @@ def fake_bundle() -> bytes:
             # Cluster Toolkit's expansion rules, which the fake gcluster applies
             "toolkit_expansion.py": (
                 (Path(__file__).with_name("toolkit_expansion.py")).read_bytes(),
+                0o644,
+            ),
+            # the stockout windows per zone and mode, which the fake gcluster reads
+            "zone_capacity.py": (
+                (Path(__file__).with_name("zone_capacity.py")).read_bytes(),
                 0o644,
             ),
             example + "gke-tpu-v6e-advanced.yaml": (
@@ -283,6 +288,7 @@ class GkeControlPlane:
         self.lookups = 0
         self.deleted: list[str] = []  # clusters GKEHook.delete_cluster was asked to delete
         self.endpoints: dict[str, KubeEmulator] = {}  # per-cluster API servers (default: emu)
+        self.generation: int | None = None  # the deploy the running cluster's pools are from
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
         self.lookups += 1
@@ -294,6 +300,7 @@ class GkeControlPlane:
             raise NotFound(f"cluster {name} not found")
         if self.emu.cluster is None or not self.emu.cluster.running:  # nodes, accounts, Kueue
             self.model(name, cluster).provision(self.emu)
+            self.generation = cluster.get("generation")
         return Cluster(
             name=name,
             endpoint=self.emu.url.removeprefix("https://"),
@@ -341,12 +348,32 @@ class GkeControlPlane:
             ]
             if len(deployed) == 1:
                 self.model(*deployed[0]).provision(self.emu)
+                self.generation = deployed[0][1].get("generation")
             return
-        if (clusters.get(model.name) or {}).get("status") == "RUNNING":
+        record = clusters.get(model.name) or {}
+        if record.get("status") == "RUNNING":
+            if record.get("blueprint") and record.get("generation") != self.generation:
+                self.replace_pools(self.model(model.name, record), record.get("generation"))
             return
         model.running = False
         for node in self.emu.list("nodes"):
             self.emu.delete("nodes", "", node["metadata"]["name"])
+
+    def replace_pools(self, deployed: ClusterModel, generation: int | None) -> None:
+        """A deploy of the running cluster with other TPU pool settings (a capacity ladder's
+        next rung): terraform replaces the changed pools (a TPU pool whose zone moved too), so
+        their nodes go and the new pools' static nodes come, in the new zone."""
+        model = self.emu.cluster
+        moved = deployed.zone != model.zone
+        replaced = {
+            p.name for p in model.pools if p not in deployed.pools or (moved and p.slice_hosts)
+        }
+        for node in self.emu.list("nodes"):
+            if (node["metadata"].get("labels") or {}).get(POOL_LABEL) in replaced:
+                self.emu.delete("nodes", "", node["metadata"]["name"])
+        model.zone, model.pools = deployed.zone, deployed.pools
+        model.provision(self.emu)
+        self.generation = generation
 
     @staticmethod
     def model(name: str, record: dict[str, Any]) -> ClusterModel:

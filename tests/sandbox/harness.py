@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from tests.sandbox import zone_capacity
 from tests.sandbox.champion_eval import champion_evaluation_script
 from tests.sandbox.cloud import (
     BundleServer,
@@ -284,7 +285,12 @@ class Sandbox:
                     **(env or {}),
                 }
             )
+            environment[zone_capacity.ENV] = str(self.tmp / "capacity.json")
             stack.enter_context(mock.patch.dict(os.environ, environment))
+            # stockout windows per zone and mode, on the simulated clock
+            self.capacity = zone_capacity.ZoneCapacity(
+                Path(environment[zone_capacity.ENV]), lambda: self.emu.ledger.clock()
+            )
             state_file = Path(environment["FAKE_CLOUD_STATE"])
             if existing_cluster:
                 add_running_cluster(
@@ -350,7 +356,7 @@ class Sandbox:
         scenario = build_scenario(conf, self.gcs, w, self.emu, preemption)
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
-        reconcilers = (preemption.reconcile, self.control_plane.sync)
+        reconcilers = (preemption.reconcile, self.control_plane.sync, self.capacity.reconcile)
         with Controller(self.emu, scenario, time_scale=time_scale, reconcilers=reconcilers):
             # a manual run's id comes from run_after (DagRun.generate_run_id)
             dated = (

@@ -179,6 +179,7 @@ RULE_CASES = [
     ("ranges", {"hbm_utilization_vllm": 1.0}, "hbm_utilization_vllm"),
     ("ranges", {"min_reward_gain": float("nan")}, "min_reward_gain: must be a finite number"),
     ("reservation", {"reservation": ""}, "required with cluster_mode=create and capacity="),
+    ("ladder", {"capacity_ladder": "reservation@us-east5-b, spot@us-west1-a"}, "outside the run"),
     (
         "reservation",
         {"capacity": "spot"},

@@ -19,6 +19,7 @@ FREE_TEXT = [
     "cluster_name",
     "gcs_bucket",
     "reservation",
+    "capacity_ladder",
     "authorized_cidr",
     "cluster_toolkit_version",
     "compute_type",

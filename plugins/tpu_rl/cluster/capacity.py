@@ -50,17 +50,29 @@ DROPPED_POOL_SETTINGS: dict[str, tuple[str, ...]] = {
 POOL_ANCHOR = "disk_size_gb"  # the mode's settings follow it, as in the example
 # Compute Engine's words for a zone without the VMs asked for ("Troubleshooting resource
 # availability errors", https://cloud.google.com/compute/docs/troubleshooting/
-# troubleshooting-resource-availability), and GKE's node pool error code for the same.
+# troubleshooting-resource-availability), GKE's node pool error code for the same, and GKE's
+# "Node pool creation fails due to resource availability" messages (https://cloud.google.com/
+# kubernetes-engine/docs/troubleshooting/node-pools: "resource pool exhausted",
+# ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS]).
 STOCKOUT_MARKERS = (
     "ZONE_RESOURCE_POOL_EXHAUSTED",
     "GCE_STOCKOUT",
     "does not have enough resources available",
+    "resource pool exhausted",
 )
 
 
 def scales_from_zero(settings: RunSettings) -> bool:
     """Whether the TPU pool has nodes only while pods need them (flex-start only; see above)."""
     return settings.capacity == FLEX_START
+
+
+def stockout_line(gcluster_output: str) -> str | None:
+    """GKE's own line saying the zone had no capacity for the TPU pool, or None."""
+    for line in gcluster_output.splitlines():
+        if any(m in line for m in STOCKOUT_MARKERS):
+            return line.strip()
+    return None
 
 
 def deploy_stockout(settings: RunSettings, gcluster_output: str) -> str | None:

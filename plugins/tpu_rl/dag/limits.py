@@ -80,3 +80,24 @@ def pending_plus_step(tries: int) -> Limit:
     return Limit(
         lambda s: s.pending_timeout_minutes + STEP_MINUTES, tries, ("pending_timeout_minutes",)
     )
+
+
+def _rung_wait_minutes(s: RunSettings) -> float:
+    rungs = 1
+    if s.capacity_ladder:  # parsed only then: the DAG file's parse has the default, none
+        from tpu_rl.cluster.ladder import LadderError, parse_ladder
+
+        try:
+            rungs = max(1, len(parse_ladder(s.capacity_ladder)))
+        except LadderError:  # validate names it
+            rungs = 1
+    return (
+        rungs * s.pending_timeout_minutes + (rungs - 1) * s.cluster_timeout_minutes + STEP_MINUTES
+    )
+
+
+def rung_waits(tries: int) -> Limit:
+    """The backend's wait for its pods on each rung of the capacity ladder and the deploys of
+    the rungs after the first (tpu_rl.operators.backend.RungMove); one rung: the pods' pending
+    timeout, then a short step."""
+    return Limit(_rung_wait_minutes, tries, ("pending_timeout_minutes", "cluster_timeout_minutes"))

@@ -6,14 +6,36 @@ from typing import Any
 
 from tpu_rl.layout import RunLayout
 from tpu_rl.run_record import SETTINGS_TASK, recorded_deployment
-from tpu_rl.settings.run_settings import SettingsError, load_settings
+from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings
 
 
 def layout_from_context(context: Any) -> RunLayout:
     """The run's layout from its Params, run id and deployment identity (validation errors, and
     a run whose identity was never recorded, raise SettingsError)."""
     settings = load_settings(dict(context["params"]))
-    return RunLayout(settings, context["run_id"], run_deployment(context))
+    return RunLayout(on_current_rung(settings, context), context["run_id"], run_deployment(context))
+
+
+def on_current_rung(settings: RunSettings, context: Any) -> RunSettings:
+    """The settings on the capacity ladder's rung the TPU pool stands on (the `rung` XCom of
+    start_backend, which moves on when a rung gives no slice in time, else create_cluster's,
+    tpu_rl.cluster.climb); as they are without a ladder or before the deploy."""
+    from tpu_rl.cluster import climb, ladder
+
+    if not settings.capacity_ladder or context["ti"].task_id == SETTINGS_TASK:
+        return settings
+    rung = climb.pushed_rung(ladder_xcom(context, climb.RUNG_KEY))
+    return ladder.at_rung(settings, rung) if rung else settings
+
+
+def ladder_xcom(context: Any, key: str) -> Any:
+    """The newest of the ladder's XComs `key`: start_backend's, else create_cluster's."""
+    from tpu_rl.names import Step
+
+    for task in (Step.START_BACKEND, Step.CREATE_CLUSTER):
+        if (value := context["ti"].xcom_pull(task_ids=task, key=key)) is not None:
+            return value
+    return None
 
 
 def run_deployment(context: Any) -> str:

@@ -3,7 +3,7 @@ destroyed with Cluster Toolkit (`gcluster`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
@@ -115,16 +115,12 @@ class ClusterToolkitOperator(RunStep):
     def execute(self, context: Context) -> None:
         """Run the commands for the cluster of the settings (a skip when they are invalid or
         the cluster is not this run's to change)."""
-        import tempfile
-        from pathlib import Path
-
         from airflow.providers.common.compat.sdk import AirflowSkipException
 
         from tpu_rl import deployment
-        from tpu_rl.cluster import blueprint, capacity
-        from tpu_rl.cluster import toolkit as cluster_toolkit
-        from tpu_rl.cluster.credentials import google_env
+        from tpu_rl.cluster import blueprint
         from tpu_rl.cluster.ownership import foreign_cluster
+        from tpu_rl.cluster.session import toolkit_bundle, toolkit_session
         from tpu_rl.dag.run_limits import time_left
         from tpu_rl.settings.run_settings import SettingsError, load_settings
 
@@ -137,10 +133,7 @@ class ClusterToolkitOperator(RunStep):
         if reason := self.skip_reason(settings):
             self.log.info("Nothing to do: %s", reason)
             return
-        bundle = cluster_toolkit.ensure_bundle(
-            settings.cluster_toolkit_version, cluster_toolkit.cache_dir()
-        )
-        cluster_toolkit.require_terraform()
+        bundle = toolkit_bundle(settings)
         prefix = self.state_prefix or blueprint.default_state_prefix(settings)
         self.log.info(
             "Cluster %s, terraform state gs://%s/%s",
@@ -155,26 +148,16 @@ class ClusterToolkitOperator(RunStep):
         timeout = settings.cluster_timeout_minutes * 60.0
         if (left := time_left(self)) is not None:  # the run's deadline may come first
             timeout = min(timeout, left.total_seconds())
-        with (
-            tempfile.TemporaryDirectory(prefix=f"gcluster-{settings.cluster_name}-") as tmp,
-            google_env(conn_id, settings.project) as (env, secrets),
-        ):
-            steps = cluster_toolkit.prepare_workdir(Path(tmp), bundle, settings, identity, prefix)
-            for argv in self.commands(steps):
-                try:
-                    cluster_toolkit.run_gcluster(
-                        argv,
-                        Path(tmp),
-                        self.log,
-                        timeout=timeout,
-                        env=env,
-                        secrets=secrets,
-                        started=self._started,
-                    )
-                except cluster_toolkit.ClusterToolkitError as err:
-                    if why := capacity.deploy_stockout(settings, str(err)):
-                        raise cluster_toolkit.ClusterToolkitError(f"{why}\n{err}") from err
-                    raise
+        with toolkit_session(
+            bundle, settings.project, identity, conn_id, prefix, timeout, self.log, self._started
+        ) as gcluster:
+            self.apply(context, settings, lambda on: gcluster(on, self.commands))
+
+    def apply(
+        self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]
+    ) -> None:
+        """Run the commands (`gcluster`) on the cluster of the run's settings."""
+        gcluster(settings)
 
     def leave_foreign_cluster(self, why: str) -> None:
         """What the command does about a cluster of another deployment: nothing (a teardown)."""
@@ -204,7 +187,9 @@ class CreateClusterOperator(ClusterToolkitOperator):
     step_doc = """
 Deploys the tutorial's GKE cluster with Cluster Toolkit (`gcluster deploy`) on the TPU capacity
 in `capacity` (the reservation in `reservation`, flex-start or Spot); does nothing with
-`cluster_mode=existing`. Safe to re-run.
+`cluster_mode=existing`. Safe to re-run. With a `capacity_ladder`, a rung GKE refuses for lack
+of capacity (a stockout, an exhausted pool) is released and the next rung deployed; the log
+says each change with GKE's own error text.
 
 **Failed?** The log holds gcluster's and terraform's output: quota, reservation name or zone,
 or missing IAM roles are the usual causes; with `capacity=spot`, a stockout (the Spot pool is
@@ -215,6 +200,17 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 
     def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         return [steps.deploy]
+
+    def apply(
+        self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]
+    ) -> None:
+        """Deploy on the capacity ladder's rungs in turn until one gets the slice."""
+        from tpu_rl.cluster.climb import climb
+
+        def push(key: str, value: Any) -> None:  # with a ladder only
+            context["ti"].xcom_push(key=key, value=value)
+
+        climb(settings, gcluster, self.log, push)
 
     def leave_foreign_cluster(self, why: str) -> None:
         from airflow.providers.common.compat.sdk import AirflowFailException

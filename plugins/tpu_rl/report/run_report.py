@@ -21,6 +21,8 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
+from tpu_rl.cluster.climb import RUNGS_KEY
+from tpu_rl.dag.runtime import ladder_xcom
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
@@ -42,11 +44,13 @@ def build_report(
     durations: Mapping[str, float] | None,
     tpu: Mapping[str, Any],
     champion: Mapping[str, Any] | None = None,
+    rungs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
 
     `tpu`: the run's cost as `outcome` counted it (tpu_rl.report.run_cost.count_tpu_cost);
     `champion`: compare_champion's result (tpu_rl.promotion.comparison), if it ran.
+    `rungs`: the capacity ladder's tries (tpu_rl.cluster.climb), none without a ladder.
     """
     settings = layout.settings
     rewards = rewards or {}
@@ -69,6 +73,7 @@ def build_report(
         "capacity": settings.capacity,
         "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
+        "capacity_rungs": list(rungs or []),
         "settings": settings.to_dict(),
     }
     report["summary"] = summary(report)
@@ -154,6 +159,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"| {_cell(a['steps_recomputed'])} |"
         for a in report["attempts"]
     ]
+    lines += _rung_lines(report.get("capacity_rungs") or [])
     lines += ["", "## Step durations", ""]
     durations = report["durations_seconds"]
     if durations is None:
@@ -202,6 +208,18 @@ def champion_lines(comparison: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def _rung_lines(rungs: list[dict[str, Any]]) -> list[str]:
+    """The capacity ladder's section: one line per rung tried, with GKE's reason."""
+    if not rungs:
+        return []
+    lines = ["", "## Capacity ladder", ""]
+    for i, t in enumerate(rungs, 1):
+        why = f": {t['reason']}" if t.get("reason") else ""
+        span = f"{t['started']} to {t['ended']}"
+        lines.append(f"- rung {i} {t['rung']}: {t['outcome']} ({span}){why}")
+    return lines
+
+
 def _cell(value: Any) -> str:
     """A table cell: the value, or n/a when unknown."""
     return UNKNOWN if value is None or value == "" else str(value)
@@ -239,6 +257,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         durations=finished_step_durations(ti),
         tpu=tpu,
         champion=ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION),
+        rungs=ladder_xcom(context, RUNGS_KEY) if layout.settings.capacity_ladder else None,
     )
     uris = write_report(report, deployment.gcp_conn_id())
     for uri in uris:

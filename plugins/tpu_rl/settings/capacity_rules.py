@@ -1,10 +1,12 @@
-"""Rules on the TPU capacity settings: the reservation and checkpoints a capacity mode needs."""
+"""Rules on the TPU capacity settings: the ladder's rungs, and the reservation and checkpoints a
+capacity mode needs."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 
+from tpu_rl.cluster.ladder import EXAMPLE, LadderError, parse_ladder
 from tpu_rl.settings.choices import Capacity, ClusterMode
 from tpu_rl.settings.fields import RunSettings
 
@@ -14,20 +16,62 @@ RESERVATION_NAME = re.compile(
 )
 
 
+def ladder(s: RunSettings) -> Iterator[str]:
+    """Rungs well-formed, distinct, in the run's region (checkpoints stay in its regional
+    bucket), the first one the run's capacity and zone; one rung only on an existing cluster."""
+    try:
+        rungs = parse_ladder(s.capacity_ladder)
+    except LadderError as err:
+        yield f"capacity_ladder: {err}; write rungs as mode@zone, comma-separated: {EXAMPLE!r}"
+        return
+    if not rungs:
+        return
+    for i, rung in enumerate(rungs, 1):
+        if s.region and rung.zone.rsplit("-", 1)[0] != s.region:
+            yield (
+                f"capacity_ladder: rung {i} {rung} is outside the run's region {s.region}: "
+                f"checkpoints stay in the regional bucket gs://{s.gcs_bucket}, so training "
+                f"there would move them across regions; use zones of {s.region} only"
+            )
+        if rung in rungs[: i - 1]:
+            yield f"capacity_ladder: rung {i} {rung} repeats an earlier rung; list each once"
+    first = rungs[0]
+    if (first.mode, first.zone) != (s.capacity, s.zone):
+        yield (
+            f"capacity_ladder: its first rung {first} must be the run's capacity and zone "
+            f"({s.capacity}@{s.zone}), where the cluster is first made; set capacity="
+            f"{first.mode} and zone={first.zone}, or put {s.capacity}@{s.zone} first"
+        )
+    if s.cluster_mode == ClusterMode.EXISTING and len(rungs) > 1:
+        yield (
+            "capacity_ladder: more than one rung with cluster_mode=existing; the run moves "
+            "between rungs by redeploying its own cluster's TPU pool, and an existing cluster "
+            "is not the run's to change; leave capacity_ladder empty, or use cluster_mode=create"
+        )
+
+
+def _modes(s: RunSettings) -> set[str]:
+    """The capacity modes the run may use: its ladder's, or its one capacity."""
+    try:
+        return {r.mode for r in parse_ladder(s.capacity_ladder)} or {s.capacity}
+    except LadderError:  # the ladder rule names it
+        return {s.capacity}
+
+
 def reservation(s: RunSettings) -> Iterator[str]:
-    if s.reservation and s.capacity != Capacity.RESERVATION:
+    modes = _modes(s)
+    if s.reservation and Capacity.RESERVATION not in modes:
         yield (
             f"reservation: {s.reservation!r} given with capacity={s.capacity}, which takes no "
             "reservation (flex-start and Spot VMs are not drawn from one); leave reservation "
             "empty, or set capacity=reservation"
         )
     elif (
-        s.cluster_mode == ClusterMode.CREATE
-        and s.capacity == Capacity.RESERVATION
-        and not s.reservation
+        s.cluster_mode == ClusterMode.CREATE and Capacity.RESERVATION in modes and not s.reservation
     ):
         yield (
-            "reservation: required with cluster_mode=create and capacity=reservation (the "
+            "reservation: required with cluster_mode=create and capacity=reservation or a "
+            "reservation rung in capacity_ladder (the "
             "blueprint's TPU pool consumes a SPECIFIC_RESERVATION); without one, choose "
             "capacity=flex_start or capacity=spot"
         )
@@ -54,4 +98,4 @@ def checkpoints(s: RunSettings) -> Iterator[str]:
     )
 
 
-CAPACITY_RULES = (reservation, checkpoints)
+CAPACITY_RULES = (ladder, reservation, checkpoints)

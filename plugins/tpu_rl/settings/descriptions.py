@@ -26,6 +26,11 @@ DESCRIPTIONS: dict[str, str] = {
     "cheaper, preemptible Spot TPUs. With cluster mode existing: what that cluster's TPU pool is.",
     "reservation": "Name of your TPU v6e reservation (tutorial: RESERVATION). Needed to create a "
     "cluster with reservation capacity; leave empty for flex_start and spot.",
+    "capacity_ladder": "Where to get the TPUs when the first choice has none: rungs mode@zone "
+    "tried in order, e.g. 'reservation@us-east5-b, flex_start@us-east5-b, spot@us-east5-a' "
+    "(modes as in TPU capacity, zones of the region). The first rung must be the capacity and "
+    "zone above. A rung that cannot give the whole slice (a stockout, an exhausted reservation) "
+    "is released and the next one tried. Empty: capacity in zone only.",
     "authorized_cidr": "Addresses allowed to reach the cluster's control plane, as a CIDR block "
     "(the tutorial allows any: 0.0.0.0/0).",
     "cluster_toolkit_version": "Cluster Toolkit (gcluster) release that builds and deletes the "

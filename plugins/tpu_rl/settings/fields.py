@@ -50,6 +50,7 @@ class RunSettings:
     reservation: str = ESSENTIALS.setting(
         "", "Reservation", may_be_empty=True, text=rule.RESERVATION
     )
+    capacity_ladder: str = CLOUD.setting("", "Capacity ladder", may_be_empty=True, text=rule.LADDER)
     authorized_cidr: str = CLOUD.setting("0.0.0.0/0", "Authorized CIDR", text=rule.CIDR)
     cluster_toolkit_version: str = CLOUD.setting(
         "v1.103.0", "Cluster Toolkit version", text=rule.VERSION

@@ -91,6 +91,8 @@ RESERVATION = TextRule(
     len("projects//reservations/") + 30 + 63,
     "lower-case letters, digits, '-' and '/'",
 )
+# A capacity ladder: comma-separated `mode@zone` rungs (tpu_rl.cluster.ladder), a few dozen.
+LADDER = TextRule("[a-z0-9_@, -]", 1024, "lower-case letters, digits, '_', '-', '@', ',' and ' '")
 # Bucket names: lower-case letters, digits, '-', '_', '.'; 222 characters with dots
 # (cloud.google.com/storage/docs/buckets#naming).
 BUCKET = TextRule("[a-z0-9._-]", 222, "lower-case letters, digits, '-', '_' and '.'")

@@ -99,6 +99,19 @@ def attempts(value: Any) -> list[dict[str, Any]]:
     return value
 
 
+def rungs(value: Any) -> list[dict[str, Any]]:
+    """The capacity ladder's tries (tpu_rl.cluster.climb): rung, times, outcome, GKE's reason."""
+    for i, item in enumerate(_list(value, "the value"), start=1):
+        tried = _object(item, f"rung {i}")
+        for key in ("rung", "outcome"):
+            text = tried.get(key)
+            _expect(text, f"rung {i}'s {key} should be a text but", isinstance(text, str))
+        for key in ("started", "ended"):
+            stamp = tried.get(key)
+            _expect(stamp, f"rung {i}'s {key} should be a time but", _is_time(stamp))
+    return value
+
+
 def _is_time(value: Any) -> bool:
     if value is None:
         return True
@@ -166,6 +179,7 @@ def conf(value: Any) -> dict[str, Any]:
 CHECKS: dict[str, Callable[[Any], Any]] = {
     "rewards": rewards,
     "attempts": attempts,
+    "rungs": rungs,
     "gate": gate,
     "export_uri": export_uri,
     "checkpoint_step": checkpoint_step,

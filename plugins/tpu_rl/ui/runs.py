@@ -43,6 +43,8 @@ from tpu_rl.ui.checks import Malformed
 XCOMS = {
     (Step.WAIT_FOR_REWARDS, "return_value"): "rewards",
     (Step.WAIT_FOR_REWARDS, "attempts"): "attempts",  # pushed at each resume and on failure
+    (Step.CREATE_CLUSTER, "rungs"): "rungs",  # the capacity ladder's tries (cluster.climb)
+    (Step.START_BACKEND, "rungs"): "rungs",  # the same, once a rung gave no slice in time
     (Step.GATE, "return_value"): "gate",
     (Step.VERIFY, "return_value"): "export_uri",
     (Step.EXPORT, "checkpoint_step"): "checkpoint_step",
@@ -283,6 +285,7 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "price": tpu.get("price"),
         "attempts": attempts,
         "steps_recomputed": steps_recomputed(attempts),
+        "rungs": x.get("rungs") or [],
         "checkpoint_step": x.get("checkpoint_step"),
         # each evaluated step's metrics, the exported one marked (the gate's choice: export's)
         "evaluations": step_table(rewards, gate.get("checkpoint")),

@@ -89,6 +89,7 @@ function drawTable(runs) {
     cell(tr, link(r.export_url, "export", false), "text");
     cell(tr, link(new URL(r.logs_url, AIRFLOW_ROOT).href, "logs", true), "text");
     rows.appendChild(tr);
+    if ((r.rungs || []).length) rows.appendChild(noteRow("rungs", "capacity ladder: ", rungsText(r.rungs)));
     if (r.failure) rows.appendChild(reasonRow(r.failure));
     if (r.error) rows.appendChild(noteRow("error", "data error: ", r.error));
   }
@@ -109,6 +110,16 @@ function attemptsCell(attempts, recomputed) {
       `${hours} TPU node-hours${redone}`;
   }).join("\n");
   return span;
+}
+
+// The capacity ladder's rungs as tried, under the run's row: each rung, how long its try took,
+// and GKE's own reason when the rung could not give the slice (tpu_rl.cluster.climb).
+function rungsText(rungs) {
+  return rungs.map((t, i) => {
+    const seconds = (new Date(t.ended) - new Date(t.started)) / 1000;
+    const why = t.reason ? `: ${t.reason}` : "";
+    return `rung ${i + 1} ${t.rung} ${t.outcome} after ${duration(seconds)}${why}`;
+  }).join("; ");
 }
 
 // A failed run's reason, under its row: the task that failed and its message's first line.

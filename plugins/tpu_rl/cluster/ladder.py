@@ -1,0 +1,85 @@
+"""The capacity ladder: rungs `mode@zone`, tried in order until one gives the whole TPU slice.
+
+Mechanism: one TPU node pool at a time, made by Cluster Toolkit. A rung is the run's settings
+with that rung's capacity mode and zone; moving to the next rung is `gcluster deploy` of the
+blueprint rendered for it, so terraform replaces the TPU pool (the old rung's pool and nodes are
+deleted: nothing is left billing there) while the regional cluster, its bucket and its
+checkpoints stay. Not chosen, and why:
+- one pool per rung, all made at deploy: gcluster makes every TPU pool not on flex-start static
+  (tpu_rl.cluster.capacity), so a Spot rung would bill from deploy to destroy and a stockout on
+  any rung would fail the whole deploy;
+- a custom ComputeClass with priorities (https://cloud.google.com/kubernetes-engine/docs/
+  concepts/about-custom-compute-classes, "Fallback compute priorities"): GKE's fallback to the
+  next priority does not wait per rule but, for TPUs and flex-start, is not immediate either
+  ("Troubleshoot custom ComputeClass issues",
+  https://cloud.google.com/kubernetes-engine/docs/troubleshooting/custom-compute-classes), so
+  a rung has no wait limit of the run's; it needs node auto-provisioning rather than the
+  tutorial's Cluster Toolkit pools, and the run could not say which rung ran which steps;
+- queued provisioning (ProvisioningRequest + Kueue): see tpu_rl.cluster.capacity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tpu_rl.settings.choices import Capacity
+
+if TYPE_CHECKING:
+    from tpu_rl.settings.fields import RunSettings
+
+RUNG = re.compile(r"(?P<mode>[a-z_]+)@(?P<zone>[a-z]+-[a-z]+\d+-[a-z])")
+EXAMPLE = "reservation@us-east5-b, flex_start@us-east5-b, spot@us-east5-a"
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One way to get the slice: a capacity mode in a zone."""
+
+    mode: Capacity
+    zone: str
+
+    def __str__(self) -> str:
+        return f"{self.mode}@{self.zone}"
+
+
+class LadderError(ValueError):
+    """The ladder's text is not a list of `mode@zone` rungs."""
+
+
+def parse_ladder(text: str) -> list[Rung]:
+    """The rungs of `text` (comma-separated `mode@zone`), in order; [] for an empty text."""
+    rungs, problems = [], []
+    for i, part in enumerate(p.strip() for p in text.split(",")):
+        if not part and not text.strip():
+            continue
+        match = RUNG.fullmatch(part)
+        if not match:
+            problems.append(f"rung {i + 1} {part!r} is not mode@zone (e.g. flex_start@us-east5-a)")
+            continue
+        try:
+            mode = Capacity(match["mode"])
+        except ValueError:
+            modes = ", ".join(c.value for c in Capacity)
+            problems.append(f"rung {i + 1} {part!r}: mode {match['mode']!r} is not one of {modes}")
+            continue
+        rungs.append(Rung(mode, match["zone"]))
+    if problems:
+        raise LadderError("; ".join(problems))
+    return rungs
+
+
+def rungs(settings: RunSettings) -> list[Rung]:
+    """The run's rungs: its ladder, or its one `capacity`@`zone` when the ladder is empty."""
+    return parse_ladder(settings.capacity_ladder) or [Rung(settings.capacity, settings.zone)]
+
+
+def at_rung(settings: RunSettings, rung: Rung) -> RunSettings:
+    """The run's settings on `rung`: its mode and zone (a reservation only on a reservation
+    rung; the rest of the run, region and bucket included, as it is)."""
+    reservation = settings.reservation if rung.mode == Capacity.RESERVATION else ""
+    return dataclasses.replace(
+        settings, capacity=rung.mode, zone=rung.zone, reservation=reservation
+    )

@@ -1,0 +1,137 @@
+"""Whole DAG runs on a capacity ladder (issue 30): a rung GKE refuses for lack of capacity, or
+whose slice does not come within the pending timeout, is released and the next one tried;
+every rung refused fails the run with each rung's reason.
+
+Against main's product code (plugins/ as at this branch's base, these tests and the sandbox as
+here), checked: all three runs fail in `validate` (capacity_ladder is an unknown setting there);
+with the ladder taken out of their settings, the Spot stockout fails `create_cluster` and the
+flex-start one fails the run at the pending timeout: neither moves to a second rung.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.e2e.test_capacity import attempts, no_tpu_left
+from tests.e2e.test_strict_cloud import reported_run
+from tests.sandbox.harness import SPOT, RunResult, Sandbox, Workloads, write_converted
+
+ZONE_B, ZONE_A = "us-east5-b", "us-east5-a"
+# the first rung is the run's capacity and zone (validate asks for it): Spot in us-east5-b
+LADDER = {
+    **SPOT,
+    "num_batches": 50,
+    "checkpoint_period": 25,
+    "capacity_ladder": f"spot@{ZONE_B}, flex_start@{ZONE_A}",
+}
+EXHAUSTED = "ZONE_RESOURCE_POOL_EXHAUSTED"
+
+
+@dataclass
+class Case:
+    name: str
+    expected: str
+    workloads: Workloads = field(default_factory=Workloads)
+
+
+def tries(result: RunResult) -> list[dict[str, Any]]:
+    """The record of the rungs tried: start_backend's once it moved on, else create_cluster's."""
+    return result.xcoms.get("start_backend.rungs") or result.xcoms.get("create_cluster.rungs") or []
+
+
+def deploy_zones(result: RunResult) -> list[str]:
+    """The zone of each `gcluster deploy`, in order (its --vars)."""
+    zones = []
+    for call in result.calls:
+        argv = call["argv"]
+        if call["tool"] == "gcluster" and argv[0] == "deploy":
+            given = dict(v.split("=", 1) for v in argv[argv.index("--vars") + 1].split(","))
+            zones.append(given["zone"])
+    return zones
+
+
+def tpu_nodes(result: RunResult) -> list[Any]:
+    return [n for n in result.ledger.nodes if n.tpu]
+
+
+def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, capfd, e2e_report):
+    """No Spot VMs in us-east5-b: the Spot pool's deploy fails with GKE's error, the run moves
+    to flex-start in us-east5-a (its TPU pods select flex-start nodes), trains and finishes."""
+    case = Case("ladder_first_rung_stocked_out", "success")
+    with Sandbox(tmp_path).up() as box:
+        box.capacity.stock_out("spot", ZONE_B)
+        result, log = reported_run(box, case, LADDER, capfd, e2e_report)
+        report = result.gcs.read(f"{result.xcoms['verify.return_value']}run-report.md").decode()
+    assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
+        (f"spot@{ZONE_B}", "stockout"),
+        (f"flex_start@{ZONE_A}", "ready"),
+    ], tries(result)
+    reason = tries(result)[0]["reason"]
+    assert EXHAUSTED in reason and f"zones/{ZONE_B}" in reason, reason
+    assert f"Capacity ladder: rung 1 spot@{ZONE_B} could not give the whole slice" in log
+    assert f"moves to rung 2 flex_start@{ZONE_A}" in log
+    assert result.xcoms["create_cluster.rung"] == f"flex_start@{ZONE_A}"
+    # the slice came from the second rung: flex-start nodes scaled up in us-east5-a
+    assert "TriggeredScaleUp" in {e["reason"] for e in result.emu.list("events")}
+    assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
+    assert tpu_nodes(result), "no TPU node came up"
+    assert [a["outcome"] for a in attempts(result)] == ["completed"]
+    assert "## Capacity ladder" in report and EXHAUSTED in report, report
+    no_tpu_left(result)
+    assert result.clusters == {}
+
+
+def test_every_rung_stocked_out_fails_with_each_reason(airflow_db, tmp_path, capfd, e2e_report):
+    """Spot stocked out in both zones: each rung's deploy is refused, create_cluster fails naming
+    both reasons, and cleanup leaves no cluster, node pool or TPU node billing."""
+    case = Case("ladder_every_rung_stocked_out", "failed")
+    conf = {**LADDER, "capacity_ladder": f"spot@{ZONE_B}, spot@{ZONE_A}"}
+    with Sandbox(tmp_path).up() as box:
+        box.capacity.stock_out("spot", ZONE_B)
+        box.capacity.stock_out("spot", ZONE_A)
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
+    assert result.task_states["create_cluster"] == "failed", result.task_states
+    assert result.task_states["cleanup_cluster"] == "success", result.task_states
+    assert "Capacity ladder: none of its 2 rungs could give the whole slice" in log
+    for zone in (ZONE_B, ZONE_A):
+        assert f"spot@{zone}: Error: Error waiting for creating GKE NodePool: {EXHAUSTED}" in log
+        assert f"zones/{zone}' does not have enough resources available" in log
+    assert [t["outcome"] for t in tries(result)] == ["stockout", "stockout"], tries(result)
+    assert deploy_zones(result)[:2] == [ZONE_B, ZONE_A], deploy_zones(result)
+    assert not tpu_nodes(result) and result.clusters == {}, result.clusters
+    assert result.leftovers == [], result.leftovers
+
+
+def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
+    airflow_db, tmp_path, capfd, e2e_report
+):
+    """Flex-start in us-east5-b deploys (its pool has no node) but GKE cannot scale it up
+    (FailedScaleUp, GCE out of resources): at the pending timeout start_backend deletes the
+    backend, deploys the next rung's pool in us-east5-a and starts the backend there. The
+    model's conversion is already in the bucket (the conversion's own wait is not a rung's
+    yet), so the backend is the first to ask for the slice."""
+    case = Case("ladder_flex_start_rung_never_scales", "success")
+    conf = {
+        **LADDER,
+        "capacity": "flex_start",
+        "capacity_ladder": f"flex_start@{ZONE_B}, flex_start@{ZONE_A}",
+        "pending_timeout_minutes": 1,
+    }
+    with Sandbox(tmp_path).up() as box:
+        write_converted(box.gcs, conf)
+        box.capacity.stock_out("flex_start", ZONE_B)
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
+    assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
+        (f"flex_start@{ZONE_B}", "no_slice"),
+        (f"flex_start@{ZONE_A}", "ready"),
+    ], tries(result)
+    reason = tries(result)[0]["reason"]
+    assert reason.startswith(f"Node scale up in zones {ZONE_B} associated with this pod failed")
+    assert "GCE out of resources" in reason, reason
+    assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
+    assert result.xcoms["start_backend.rung"] == f"flex_start@{ZONE_A}"
+    assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
+    assert [a["outcome"] for a in attempts(result)] == ["completed"]
+    no_tpu_left(result)
+    assert result.clusters == {}

@@ -1,0 +1,107 @@
+"""TPU capacity per zone and per mode on the simulated clock: stockout windows.
+
+The fake gcluster (a subprocess) reads them from the file `$FAKE_CLOUD_CAPACITY`, with the
+simulated time the harness writes there at every reconcile: a TPU node pool whose capacity mode
+and zone are stocked out when it is created fails the deploy with GKE's own words, as a static
+Spot or reservation pool does ("Node pool creation fails due to resource availability",
+https://cloud.google.com/kubernetes-engine/docs/troubleshooting/node-pools).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ENV = "FAKE_CLOUD_CAPACITY"
+NODE_POOL = "modules/compute/gke-node-pool"
+
+
+@dataclass(frozen=True)
+class Stockout:
+    """No `capacity` VMs in `zone` from `start` to `end` (simulated seconds; end None: never
+    back)."""
+
+    capacity: str
+    zone: str
+    start: float = 0.0
+    end: float | None = None
+
+    def covers(self, capacity: str, zone: str, now: float) -> bool:
+        end = math.inf if self.end is None else self.end
+        return (self.capacity, self.zone) == (capacity, zone) and self.start <= now < end
+
+
+class ZoneCapacity:
+    """The stockout windows, written with the simulated time for the fake gcluster to read."""
+
+    def __init__(self, path: Path, clock: Callable[[], float]) -> None:
+        self.path, self.clock = path, clock
+        self.stockouts: list[Stockout] = []
+        self.reconcile()
+
+    def stock_out(self, capacity: str, zone: str, start: float = 0.0, end: float | None = None):
+        self.stockouts.append(Stockout(capacity, zone, start, end))
+        self.reconcile()
+
+    def reconcile(self) -> None:
+        """Write the windows and the time (atomically: gcluster may be reading)."""
+        data = {"clock": self.clock(), "stockouts": [asdict(s) for s in self.stockouts]}
+        partial = self.path.with_suffix(".tmp")
+        partial.write_text(json.dumps(data))
+        partial.replace(self.path)
+
+
+def stocked_out(path: str, capacity: str, zone: str) -> bool:
+    """Whether the file's windows cover `capacity` in `zone` at the file's time (the fake
+    gcluster's question; False without a file)."""
+    file = Path(path)
+    if not path or not file.is_file():
+        return False
+    data = json.loads(file.read_text())
+    windows = [Stockout(**s) for s in data.get("stockouts") or []]
+    return any(w.covers(capacity, zone, data.get("clock", 0.0)) for w in windows)
+
+
+def pool_mode(settings: dict[str, Any], variables: dict[str, Any]) -> str:
+    """A TPU pool's capacity mode, from its gke-node-pool settings."""
+
+    def value(v: Any) -> Any:
+        return variables.get(v[7:-1]) if str(v).startswith("$(vars.") else v
+
+    if value(settings.get("enable_flex_start")) is True:
+        return "flex_start"
+    return "spot" if value(settings.get("spot")) is True else "reservation"
+
+
+def deploy_refusal(bp: dict[str, Any], path: str) -> str | None:
+    """GKE's answer when an expanded blueprint's static TPU pool has a stocked-out mode and zone
+    at creation (the fake gcluster's deploy). The words are Compute Engine's and GKE's documented
+    ones ("Troubleshooting resource availability errors",
+    https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability;
+    https://cloud.google.com/kubernetes-engine/docs/troubleshooting/node-pools, "Node pool
+    creation fails due to resource availability"); the terraform provider's prefix is
+    approximated. A flex-start pool is made with no node, so its deploy never stocks out."""
+    variables = bp["vars"]
+    for group in bp["deployment_groups"]:
+        for module in group.get("modules") or []:
+            settings = module.get("settings") or {}
+            if module.get("source") != NODE_POOL or not settings.get("static_node_count"):
+                continue
+            zones = [
+                variables.get(z[7:-1], z) if str(z).startswith("$(vars.") else z
+                for z in settings.get("zones") or [variables.get("zone")]
+            ]
+            mode = pool_mode(settings, variables)
+            for zone in zones:
+                if stocked_out(path, mode, zone):
+                    return (
+                        "Error waiting for creating GKE NodePool: ZONE_RESOURCE_POOL_EXHAUSTED: "
+                        f"The zone 'projects/{variables.get('project_id')}/zones/{zone}' does "
+                        "not have enough resources available to fulfill the request. Try a "
+                        "different zone, or try again later."
+                    )
+    return None
