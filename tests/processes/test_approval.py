@@ -7,7 +7,9 @@ nothing promoted, no registry call, the run still succeeds)."""
 from __future__ import annotations
 
 import json
+import time
 
+import psutil
 import pytest
 
 from tests.processes.api import DAG_ID, AirflowApi
@@ -41,6 +43,19 @@ def promoted(api: AirflowApi, run_id: str) -> dict:
     return api._json("GET", path, params={"deserialize": True})["value"]
 
 
+def ask_then_answer(api: AirflowApi, run_id: str, option: str) -> dict:
+    """Wait for the question, then answer as a person does: after the worker that asked has
+    exited and the scheduler has taken its exit. An answer inside that second is lost to an
+    Airflow 3.3.2 race: process_executor_events (jobs/scheduler_job_runner.py) forgives the
+    exit event of a try resumed before the event is read only in SCHEDULED state (its
+    "Resume-after-defer" case), so a try already QUEUED again is marked FAILED."""
+    asked = api.wait_task(run_id, "approve", {"awaiting_input"})
+    pid = asked.get("pid")
+    api.wait("approve's worker to exit", lambda: not pid or not psutil.pid_exists(pid), 60)
+    time.sleep(5)  # a few scheduler loops: the exit event is read
+    return api.respond(run_id, "approve", option)
+
+
 def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e_report) -> None:
     api, vertex = deployment.api(), VertexRegistryFake()
     deployment.relaunch(registry_env(deployment, vertex))
@@ -52,7 +67,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         asked = api.hitl_detail(approved.run_id, "approve")
         assert asked["options"] == ["Approve", "Reject"] and asked["defaults"] == ["Reject"]
         assert "## Evaluation" in asked["body"] and "TPUs so far:" in asked["body"]
-        api.respond(approved.run_id, "approve", "Approve")
+        ask_then_answer(api, approved.run_id, "Approve")
         tasks = finish(deployment, approved, "success", e2e_report)
         assert tasks["approve"] == tasks["promote"] == "success", tasks
         bucket, result = approved.settings["gcs_bucket"], promoted(api, approved.run_id)
@@ -76,8 +91,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         rejected = start_run(
             deployment, api, "approval_rejected", approval="required", gcs_bucket=bucket
         )
-        api.wait_task(rejected.run_id, "approve", {"awaiting_input"})
-        api.respond(rejected.run_id, "approve", "Reject")
+        ask_then_answer(api, rejected.run_id, "Reject")
         tasks = finish(deployment, rejected, "success", e2e_report)
         assert tasks["approve"] == "success" and tasks["promote"] == "skipped", tasks
         assert json.loads(deployment.sandbox.gcs.read(record_uri)) == record
