@@ -11,8 +11,8 @@ from typing import Any
 
 PACKAGE = "tpu-rl-airflow"  # pyproject.toml's [project] name, as pip and Composer spell it
 # Where the DAG files go under the bucket's dags/ (the older deploy's folder, so a redeploy
-# overwrites them), where include/ goes (tpu_rl.plan.COMPOSER_INCLUDE reads it there), and the
-# plugins/ folder the older deploy filled with the package.
+# overwrites them), where include/ goes (tpu_rl.include_files.COMPOSER_INCLUDE reads it there),
+# and the plugins/ folder the older deploy filled with the package.
 DAG_DESTINATION = "tpu_rl_airflow"
 INCLUDE_DESTINATION = "data/tpu_rl_airflow/include"
 OLD_PLUGIN_FOLDER = "plugins/tpu_rl"

@@ -16,10 +16,12 @@ from tpu_rl import deployment
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster import blueprint, capacity, kueue_config
 from tpu_rl.cluster.ladder_plan import ladder_plan
+from tpu_rl.include_files import PLAN_BLUEPRINT, PLAN_KUEUE_CONFIG, include_file
 from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
 from tpu_rl.promotion.champion import champion_uri
+from tpu_rl.promotion.plan_steps import gains_text, promotion_steps
 from tpu_rl.report.estimate import estimate_run, format_estimate
 from tpu_rl.rewards.evaluations import gate_thresholds
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
@@ -28,33 +30,7 @@ PLAN_RUN_ID = "manual__plan"
 # The identity a plan shows when none is configured: the stored one lives in a deployment's
 # metadata DB, which this offline tool does not read (tpu_rl.deployment.deployment_id).
 PLAN_DEPLOYMENT = "plan-preview"
-# The tutorial's blueprint as the toolkit ships it; a run edits the one in its pinned bundle.
-PLAN_BLUEPRINT = Path("cluster-toolkit") / blueprint.BLUEPRINT_FILE
-PLAN_KUEUE_CONFIG = Path("cluster-toolkit") / kueue_config.CONFIG_FILE
-# Where include/ is (the wheel does not carry it: only `make plan` reads it): the current
-# folder's, as `make plan` runs from the repository; beside plugins/ when tpu_rl is imported from
-# a clone's plugins/; on Cloud Composer, make deploy-composer puts it under the bucket's data/
-# folder, mounted here.
-COMPOSER_INCLUDE = Path("/home/airflow/gcs/data/tpu_rl_airflow/include")
 PlanStep = dict[str, Any]
-
-
-def include_dirs() -> list[Path]:
-    """Candidate include/ folders, in the order they are tried."""
-    clone = Path(__file__).resolve().parents[2] / "include"  # plugins/tpu_rl/plan.py's repo
-    return list(dict.fromkeys([Path.cwd() / "include", clone, COMPOSER_INCLUDE]))
-
-
-def include_file(relative: Path) -> Path:
-    """A file of include/, from the repository or from Composer's data folder."""
-    tried = [folder / relative for folder in include_dirs()]
-    for path in tried:
-        if path.is_file():
-            return path
-    raise FileNotFoundError(
-        f"include/{relative} not found; looked in {', '.join(map(str, tried))} "
-        "(deploy with make deploy-composer, or run from a full clone)"
-    )
 
 
 def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
@@ -159,33 +135,12 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
         {
             "id": Step.COMPARE_CHAMPION,
             "description": "Promote only if the export beats the champion by "
-            f"{_gains(s.min_gain_over_champion)} (a first run has no champion to beat).",
+            f"{gains_text(s.min_gain_over_champion)} (a first run has no champion to beat).",
         },
         *_cleanup_steps(layout, cluster),
-        *_promotion_steps(layout),
+        *promotion_steps(layout),
     ]
     return steps, files
-
-
-def _promotion_steps(layout: RunLayout) -> list[PlanStep]:
-    """Approval (or not) and promotion, after the cleanups."""
-    s = layout.settings
-    asks = (
-        f"Ask a person to approve the export (Required Actions); no answer in "
-        f"{s.approval_timeout_minutes} min rejects."
-        if s.approval == "required"
-        else "No approval asked (approval=none)."
-    )
-    registry = deployment.vertex_registry()
-    promotes = (
-        f"Record the export as champion in {layout.model_root}/champions/"
-        f"{layout.deployment}.json"
-        + (f"; upload it to Vertex AI model {registry}, alias champion." if registry else ".")
-    )
-    return [
-        {"id": Step.APPROVE, "description": asks},
-        {"id": Step.PROMOTE, "description": promotes},
-    ]
 
 
 def _champion_evaluation(layout: RunLayout, files: dict[str, str]) -> PlanStep:
@@ -203,10 +158,6 @@ def _champion_evaluation(layout: RunLayout, files: dict[str, str]) -> PlanStep:
             manifests.TRAIN_MODULE, maxtext_flags.champion_evaluation_flags(layout, parameters)
         ),
     )
-
-
-def _gains(gains: dict[str, float]) -> str:
-    return ", ".join(f"{name} {gain:+g}" for name, gain in gains.items())
 
 
 def _identity(layout: RunLayout) -> str:

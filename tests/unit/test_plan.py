@@ -173,19 +173,19 @@ def test_plan_shows_the_clients_storage_identity(tmp_path):
 
 
 def test_the_blueprint_is_found_in_composers_data_folder_too(tmp_path, monkeypatch):
-    import tpu_rl.plan as plan_module
+    import tpu_rl.include_files as include_files
 
     composer = tmp_path / "data" / "include"
     shutil.copytree(REPO / "include", composer)
-    monkeypatch.setattr(plan_module, "include_dirs", lambda: [tmp_path / "none", composer])
-    assert plan_module.include_file(plan_module.PLAN_BLUEPRINT).parent.parent == composer
+    monkeypatch.setattr(include_files, "include_dirs", lambda: [tmp_path / "none", composer])
+    assert include_files.include_file(include_files.PLAN_BLUEPRINT).parent.parent == composer
     assert render(tmp_path / "out")["steps"][3]["id"] == "create_cluster"  # after preflight
 
 
 def test_a_missing_include_folder_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    import tpu_rl.plan as plan_module
+    import tpu_rl.include_files as include_files
 
-    monkeypatch.setattr(plan_module, "include_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
+    monkeypatch.setattr(include_files, "include_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
     assert main([str(TUTORIAL_CONF), str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "include/cluster-toolkit/blueprint.yaml not found" in err and str(tmp_path / "b") in err

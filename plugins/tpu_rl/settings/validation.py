@@ -174,8 +174,7 @@ def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) 
                 yield f"{f.name}{f'[{i}]' if isinstance(value, list) else ''}: {problem}"
 
 
-# The GRPO, capacity, gate and champion rules live in modules of their own; they run here, in
-# this order.
+# The GRPO, capacity, gate and champion rules live in modules of their own; they run here.
 RULES.extend((*GRPO_RULES, *CAPACITY_RULES, gate_metric_names, champion_gains))
 
 
