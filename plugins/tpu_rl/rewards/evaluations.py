@@ -16,8 +16,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-# The metrics a gate or a checkpoint choice may name (percentages but mean_reward).
-EVAL_METRICS = ("accuracy", "partial_accuracy", "format_accuracy", "mean_reward")
+from tpu_rl.settings.choices import EvalMetric
+
+# The metrics a gate or a checkpoint choice may name (percentages but mean_reward): those of
+# settings.choices.EvalMetric, in the order of the tables and charts.
+EVAL_METRICS: tuple[str, ...] = (
+    EvalMetric.ACCURACY,
+    EvalMetric.PARTIAL_ACCURACY,
+    EvalMetric.FORMAT_ACCURACY,
+    EvalMetric.MEAN_REWARD,
+)
 
 
 def gate_thresholds(gate_metrics: Mapping[str, float] | None, min_reward_gain: float) -> dict:
