@@ -51,9 +51,14 @@ class FakeCoreV1:
         self.calls.append(("list", namespace, label_selector))
         return SimpleNamespace(items=self.pods)
 
-    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, tail_lines: int):
+    def read_namespaced_pod_log(
+        self, name: str, namespace: str, container: str, tail_lines: int, _preload_content: bool
+    ):
+        """As the real client: the raw response (data: bytes) when not preloaded, else the
+        repr of the bytes (kubernetes 36's "str" deserialization)."""
         self.calls.append(("log", name, container, tail_lines))
-        return self.logs[name]
+        data = self.logs[name].encode()
+        return SimpleNamespace(data=data) if not _preload_content else str(data)
 
 
 class Recorder:

@@ -27,9 +27,7 @@ def log_failed_pods(client: CoreV1Api, log: Logger, job: str | None, namespace: 
     for pod in failed:
         name = pod.metadata.name
         try:
-            text = client.read_namespaced_pod_log(
-                name=name, namespace=namespace, container=CONTAINER, tail_lines=FAILED_POD_LOG_LINES
-            )
+            text = pod_log_text(client, name, namespace, tail_lines=FAILED_POD_LOG_LINES)
         except ApiException as err:
             log.error("Pod %s failed; its log is not readable: %s", name, err.reason)
             continue
@@ -39,6 +37,17 @@ def log_failed_pods(client: CoreV1Api, log: Logger, job: str | None, namespace: 
             pod_failure(pod),
             redact(text.rstrip()[-FAILED_POD_LOG_CHARS:]),
         )
+
+
+def pod_log_text(client: CoreV1Api, name: str, namespace: str, **kwargs: Any) -> str:
+    """The MaxText container's log as text. Read raw: kubernetes 36's "str" deserialization of a
+    log is str(bytes), the repr b'...\\n...' (kubernetes/client/api_client.py
+    ApiClient.__call_api decodes no "str" response; deserialize -> __deserialize_primitive:
+    str(data) of the bytes RESTResponse keeps)."""
+    response = client.read_namespaced_pod_log(
+        name=name, namespace=namespace, container=CONTAINER, _preload_content=False, **kwargs
+    )
+    return response.data.decode("utf-8", "replace")
 
 
 def _terminated(pod: k8s.V1Pod) -> list[Any]:

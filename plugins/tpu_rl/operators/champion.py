@@ -9,7 +9,7 @@ from airflow.providers.standard.utils.skipmixin import SkipMixin
 
 from tpu_rl.dag.limits import SIDE, setting_minutes, short_step
 from tpu_rl.dag.links import JOB_LINKS
-from tpu_rl.names import CONTAINER, Step
+from tpu_rl.names import Step
 from tpu_rl.operators.jobs import RunJobStep
 from tpu_rl.operators.run_step import RunStep
 
@@ -95,19 +95,14 @@ run's export becomes the first candidate.
         """The Job succeeded: its `Pre RL Training` line's metrics (the loaded champion's)."""
         from airflow.providers.common.compat.sdk import AirflowException
 
+        from tpu_rl.jobs.failed_pods import pod_log_text
         from tpu_rl.rewards.lines import parse_lines
 
         super().execute_complete(context, event, **kwargs)
         namespace = event.get("pod_namespace") or event.get("namespace") or self.namespace
         lines: list[str] = []
         for pod in event.get("pod_names") or []:
-            # the raw bytes: kubernetes 36's "str" deserialization of a log is str(bytes), the
-            # repr b'...\\n...' (kubernetes/client/rest.py RESTResponse keeps resp.data as
-            # bytes; api_client.py ApiClient.deserialize -> __deserialize_primitive: str(data))
-            response = self.hook.core_v1_client.read_namespaced_pod_log(
-                name=pod, namespace=namespace, container=CONTAINER, _preload_content=False
-            )
-            lines += response.data.decode("utf-8", "replace").splitlines()
+            lines += pod_log_text(self.hook.core_v1_client, pod, namespace).splitlines()
         pre = parse_lines(lines).pre
         if pre is None:
             raise AirflowException(
