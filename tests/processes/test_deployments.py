@@ -26,14 +26,27 @@ from tests.sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
 from tpu_rl.jobs.manifests import TOKEN_KEY
 from tpu_rl.settings.fields import TUTORIAL_MODEL
 
-pytestmark = [pytest.mark.timeout(420), pytest.mark.xdist_group("processes-2")]
+pytestmark = [pytest.mark.timeout(720), pytest.mark.xdist_group("processes-2")]
 
 NAME = "two_deployments"  # one run id in both: proc__two_deployments
 PRODUCTION_TOKEN = "hf_ProductionSecretToken0123456789ab"
 PRODUCTION_HF_USER = "production-user"
-# one cluster, kept by both; training may last 48 simulated hours (172 s wall: both runs
-# held at their reward wait at once), not the default 12 (43 s)
-SHARED = {"cluster_mode": "existing", "reservation": "", "training_timeout_minutes": 2800}
+# One cluster, kept by both. Both runs are held at their reward wait until the test releases
+# them, so staging's hold must outlast production's way there on a loaded machine (a hold of
+# 150 s once ran out first: staging had moved on when its objects were checked). A training Job
+# lives its step's limit plus the pending wait (manifests.tpu_job_deadline_seconds), in simulated
+# minutes: 3500 + 60 is 214 s wall; the other limits are lowered so that the run's worst case
+# still fits the DAG's dagrun_timeout (validate's budget check).
+SHARED = {
+    "cluster_mode": "existing",
+    "reservation": "",
+    "training_timeout_minutes": 3500,
+    "conversion_timeout_minutes": 20,
+    "export_timeout_minutes": 20,
+    "cluster_timeout_minutes": 20,
+    "champion_eval_timeout_minutes": 10,
+}
+HOLD_S = 200  # wall seconds; the test releases both holds long before, once both are held
 
 
 def cluster_objects(d: Deployment) -> dict[str, tuple[str, str | None]]:
@@ -73,12 +86,12 @@ def test_two_deployments_share_a_cluster_and_bucket(
     room_for_both = {**EXISTING_CLUSTER_VARS, "num_slices": 2}  # Kueue admits one run a slice
     add_running_cluster(box.state_file, cluster, SETTINGS["project"], room_for_both)
     try:
-        first = start_run(staging, staging.api(), NAME, hold_training_s=150, **SHARED)
+        first = start_run(staging, staging.api(), NAME, hold_training_s=HOLD_S, **SHARED)
         wait_for_event(staging.api(), first, first.training_held, "training's first evaluation")
         staging.api().wait_task(first.run_id, "wait_for_rewards", {"deferred"})
         in_flight = cluster_objects(staging)
         assert {k.split("/")[0] for k in in_flight} >= {"jobs", "secrets"}, in_flight
-        second = start_run(production, production.api(), NAME, hold_training_s=150, **SHARED)
+        second = start_run(production, production.api(), NAME, hold_training_s=HOLD_S, **SHARED)
         first.name, second.name = f"{NAME}_staging", f"{NAME}_production"
         production.api().wait_task(second.run_id, "wait_for_rewards", {"deferred"})
         # both at their reward wait: staging's objects are all there, unchanged (same uid, its
