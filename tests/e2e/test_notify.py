@@ -71,13 +71,26 @@ from datetime import datetime
 from airflow.sdk import DAG, BaseOperator
 
 from tpu_rl.report.notify import RunFailureNotifier
-from tpu_rl.operators.checks import RewardGateOperator
+from tpu_rl.rewards.gate import reward_gate
 
 
 class Rewards(BaseOperator):
     def execute(self, context):
         post = context["params"]["post_mean_reward"]
         return {"pre": {"mean_reward": 0.0821}, "post": {"mean_reward": post}}
+
+
+# the gate's rule and message: RewardGateOperator also reads the run's settings and its
+# committed checkpoints from the bucket, which this DAG has neither of
+class Gate(BaseOperator):
+    template_fields = ("rewards",)
+
+    def __init__(self, rewards, **kwargs):
+        super().__init__(**kwargs)
+        self.rewards = rewards
+
+    def execute(self, context):
+        return reward_gate(self.rewards, context["params"]["min_reward_gain"])
 
 
 with DAG(
@@ -88,7 +101,7 @@ with DAG(
     default_args={"on_failure_callback": RunFailureNotifier()},
 ):
     rewards = Rewards(task_id="wait_for_rewards")
-    RewardGateOperator(task_id="gate", rewards=rewards.output, retries=0)
+    Gate(task_id="gate", rewards=rewards.output, retries=0)
 """
 
 

@@ -10,6 +10,7 @@ from airflow.providers.standard.utils.skipmixin import SkipMixin
 from tpu_rl.dag.limits import SIDE, setting_minutes, short_step
 from tpu_rl.dag.links import JOB_LINKS
 from tpu_rl.names import Step
+from tpu_rl.operators.job_steps import XCOM_RETURN_KEY
 from tpu_rl.operators.jobs import RunJobStep
 from tpu_rl.operators.run_step import RunStep
 
@@ -153,6 +154,9 @@ first run of a deployment has no champion to beat.
         )
         self.log.info("%s", result["reason"])
         if not result["beats"]:
+            # pushed first: the Task SDK's skip raises (SkipMixin._set_state_to_skipped:
+            # DownstreamTasksSkipped), so a returned value would never be pushed
+            ti.xcom_push(key=XCOM_RETURN_KEY, value=result)
             self.skip_promotion(context)
         return result
 
