@@ -32,7 +32,7 @@ from tools.demo_ui import PASSWORD
 
 DAG_ID = "tpu_rl_post_training"
 SHOTS = REPO / "test-artifacts" / "demo-ui"
-READY_S, RUN_S = 300, 400  # generous: on a loaded 2-core machine a run took 2.5 min
+READY_S, RUN_S = 300, 600  # on a loaded 2-core machine a run of 16 tasks took 2.5 min; now 20
 
 
 class Demo:
