@@ -11,9 +11,9 @@ from __future__ import annotations
 import http.server
 import json
 import re
-import threading
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.sandbox.loopback import serve_on_loopback
 from tests.sandbox.project_facts import Answer, ProjectFacts, google_error
 
 HOSTS = (
@@ -73,11 +73,7 @@ class GoogleApisEmulator:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self.httpd, self.url = serve_on_loopback(Handler)
 
     def endpoints(self) -> dict[str, str]:
         """TPU_RL_API_ENDPOINTS: each host at its own path prefix of this server."""

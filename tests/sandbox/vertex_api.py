@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from tests.sandbox.loopback import serve_on_loopback
+
 _LOCATION = r"/v1/projects/([^/]+)/locations/([^/]+)"
 # https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/upload
 UPLOAD = re.compile(rf"{_LOCATION}/models:upload")
@@ -77,11 +79,7 @@ class VertexRegistryFake:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self.httpd, self.url = serve_on_loopback(Handler)
 
     def endpoint_for(self, region: str) -> dict[str, str]:
         return {f"{region}-aiplatform.googleapis.com": self.url}
