@@ -11,7 +11,7 @@ import pytest
 from tpu_rl.names import Step
 from tpu_rl.operators.promotion import ApproveExportOperator
 from tpu_rl.promotion.approval_text import approval_body, promotion_line, run_promotion
-from tpu_rl.promotion.exported import COMPARE_TASK, ExportedModel, exported_model
+from tpu_rl.promotion.exported import ExportedModel, exported_model
 
 EXPORT = ExportedModel("gs://b/m/hf-trained/rl-1/", "gs://b/m/ck/100/", 100, {"accuracy": 0.41})
 COMPARISON = {
@@ -105,7 +105,7 @@ def test_the_verdict_reads_the_steps_results():
                 "chosen_options": ["Reject"],
                 "responded_by_user": {"name": "bo"},
             },
-            (COMPARE_TASK, "return_value"): COMPARISON,
+            (Step.COMPARE_CHAMPION, "return_value"): COMPARISON,
         }
     )
     assert run_promotion(ti) == "not promoted: rejected by bo; the export stays"

@@ -9,10 +9,6 @@ from typing import Any
 
 from tpu_rl.names import Step
 
-# helper champ's step (issue 29): its XCom is {"champion", "champion_metrics",
-# "challenger_metrics", "beats", "reason"}; the lead folds the name into tpu_rl.names.Step.
-COMPARE_TASK = "compare_champion"
-
 
 @dataclass(frozen=True)
 class ExportedModel:
@@ -40,5 +36,5 @@ def exported_model(ti: Any) -> ExportedModel:
 
 def champion_comparison(ti: Any) -> Mapping[str, Any] | None:
     """compare_champion's result, if it ran (None before its step joins the DAG)."""
-    value = ti.xcom_pull(task_ids=COMPARE_TASK)
+    value = ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION)
     return value if isinstance(value, Mapping) else None
