@@ -37,12 +37,6 @@ def failure_verdict(final_task: str, states: dict[str, str | None]) -> str | Non
     return "the run did not succeed: " + "; ".join(parts)
 
 
-def champion_reason(ti: Any) -> str | None:
-    """compare_champion's one-line verdict, when it ran."""
-    comparison = ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION)
-    return comparison.get("reason") if isinstance(comparison, dict) else None
-
-
 def _some(tasks: list[str]) -> str:
     shown = ", ".join(tasks[:NAMES_SHOWN])
     more = len(tasks) - NAMES_SHOWN
@@ -214,6 +208,7 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.promotion.approval_text import run_promotion
+        from tpu_rl.promotion.exported import champion_comparison
 
         run_id, final_task = context["run_id"], self.final_task
         watched = self.watched
@@ -228,7 +223,7 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         verified = states.get(final_task) == "success"
         promotion = champion = None  # promoted or why not; the champion comparison's verdict
         try:
-            champion = champion_reason(context["ti"])
+            champion = (champion_comparison(context["ti"]) or {}).get("reason")
             promotion = run_promotion(context["ti"]) if verified else None
             self.report_results(context, verdict, promotion, verified=verified)
         except Exception:  # the verdict stands whatever the reporting met (GCS, the API)
