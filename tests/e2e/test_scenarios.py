@@ -42,7 +42,7 @@ class Case:
 def states_are(**expected: str) -> Callable[[RunResult], None]:
     def check(result: RunResult) -> None:
         for task_id, state in expected.items():
-            assert result.task_states[task_id] == state, (task_id, result.task_states)
+            assert result.task_states[task_id] == state, (task_id, result.unsuccessful)
 
     return check
 

@@ -173,8 +173,14 @@ def reported_run(
             "passed": passed,
         }
     )
-    assert passed, result.task_states
-    return result, output.out + output.err
+    log = output.out + output.err
+    assert passed, (result.state, result.unsuccessful, error_lines(log))
+    return result, log
+
+
+def error_lines(log: str, last: int = 4) -> list[str]:
+    """The task logs' last error lines, shortened: why a run failed, in its assertion."""
+    return [line[:300] for line in log.splitlines() if "[error" in line][-last:]
 
 
 @pytest.mark.parametrize("case", STRICT, ids=[c.name for c in STRICT])

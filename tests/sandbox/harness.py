@@ -237,6 +237,11 @@ class RunResult:
     ledger: Ledger  # node lifetimes, TPU pod run times, client attempts (simulated seconds)
     preempted: list[str]  # nodes the preemption fault took, in order
 
+    @property
+    def unsuccessful(self) -> dict[str, str | None]:
+        """The tasks that did not succeed: an assertion message short enough to be read whole."""
+        return {t: s for t, s in self.task_states.items() if s != "success"}
+
 
 class Sandbox:
     """Everything a run needs, started once per test."""

@@ -41,6 +41,7 @@ class ZoneCapacity:
     def __init__(self, path: Path, clock: Callable[[], float]) -> None:
         self.path, self.clock = path, clock
         self.stockouts: list[Stockout] = []
+        path.parent.mkdir(parents=True, exist_ok=True)
         self.reconcile()
 
     def stock_out(self, capacity: str, zone: str, start: float = 0.0, end: float | None = None):
