@@ -15,6 +15,7 @@ REFERENCE = (
     "benchmarks.md",
     "settings.md",
     "ui.md",
+    "promotion.md",
 )
 # Generated from the settings by `python -m tpu_rl.settings.table docs/settings.md`; its own
 # test checks that it exists and is current.
@@ -97,6 +98,7 @@ def test_readme_reading_order():
             "## Cloud Composer",
         ],
         "operations.md": [
+            "## Preflight: the checks before any spend",
             "## What a run creates, and what removes it",
             "## Time limits",
             "## The run report and TPU-hours",
@@ -104,12 +106,43 @@ def test_readme_reading_order():
             "## The janitor",
         ],
         "capacity.md": ["# TPU capacity: reservation, flex-start or Spot"],
+        "promotion.md": [
+            "## Evaluations and the gate",
+            "## Champion against challenger",
+            "## Approval",
+            "## The champion record and the registry",
+        ],
         "benchmarks.md": ["# Benchmarks (`make bench`)"],
     }
     for page, page_headings in reference.items():
         page_text = (DOCS / page).read_text()
         page_positions = [page_text.index(heading) for heading in page_headings]
         assert page_positions == sorted(page_positions), page
+
+
+def section(text: str, heading: str) -> str:
+    """The README section under `heading`, up to the next `## `, on one line."""
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return " ".join(text[start : end if end != -1 else None].split())
+
+
+def test_readme_keeps_what_the_issues_ask_of_the_readme_itself():
+    """What stays in the README, not only in docs/: how a deployment's identity is set and
+    what it isolates (issue 27), the capacity ladder with an example (issue 30), the supported
+    versions table (issue 25), the promotion path in one section (issue 29)."""
+    text = readme()
+    deployment = section(text, "## Deployment configuration")
+    for fact in ("TPU_RL_DEPLOYMENT_ID", "tpu_rl_deployment_id", "Job, JobSet and Secret"):
+        assert fact in deployment, fact
+    assert "checkpoint and export folders" in deployment
+    ladder = section(text, "## Capacity ladder")
+    assert '"capacity_ladder": "reservation@' in ladder
+    versions = section(text, "## Supported versions")
+    assert "| Airflow | google provider | cncf-kubernetes provider |" in versions
+    promotion = section(text, "## Promotion")
+    for step in ("evaluate_champion", "compare_champion", "approve", "promote"):
+        assert f"`{step}`" in promotion, step
 
 
 def test_every_make_target_the_readme_and_docs_name_exists():
