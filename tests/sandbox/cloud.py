@@ -289,6 +289,7 @@ class GkeControlPlane:
         self.deleted: list[str] = []  # clusters GKEHook.delete_cluster was asked to delete
         self.endpoints: dict[str, KubeEmulator] = {}  # per-cluster API servers (default: emu)
         self.generation: int | None = None  # the deploy the running cluster's pools are from
+        self._synced: tuple[bytes, int, bool] | None = None  # what the last sync saw and left
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
         self.lookups += 1
@@ -333,13 +334,26 @@ class GkeControlPlane:
     def sync(self) -> None:
         """The cloud as time passes: a cluster gcluster deployed has its nodes from then on
         (not from the first lookup); a destroyed cluster's nodes go with it. Node lifetimes
-        land in the emulator's ledger."""
+        land in the emulator's ledger. A tick that finds the state file and the cluster model as
+        the last sync left them changes nothing, and parses nothing (100 ticks a second)."""
+        text = self.state_file.read_bytes() if self.state_file.exists() else b""
+        if self._seen(text) == self._synced:
+            return
         try:
-            state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+            state = json.loads(text) if text else {}
         except json.JSONDecodeError:
             return  # gcluster is writing it
-        clusters = state.get("clusters", {})
+        self._apply(state)
+        self._synced = self._seen(text)
+
+    def _seen(self, text: bytes) -> tuple[bytes, int, bool]:
         model = self.emu.cluster
+        return text, id(model), bool(model and model.running)
+
+    def _apply(self, state: dict[str, Any]) -> None:
+        """Bring the emulator's cluster to the state file's."""
+        model = self.emu.cluster
+        clusters = state.get("clusters", {})
         if model is None or not model.running:
             deployed = [
                 (name, c)

@@ -41,19 +41,31 @@ class ZoneCapacity:
     def __init__(self, path: Path, clock: Callable[[], float]) -> None:
         self.path, self.clock = path, clock
         self.stockouts: list[Stockout] = []
+        self._written: frozenset[tuple[str, str]] | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         self.reconcile()
 
     def stock_out(self, capacity: str, zone: str, start: float = 0.0, end: float | None = None):
         self.stockouts.append(Stockout(capacity, zone, start, end))
+        self._written = None
         self.reconcile()
 
     def reconcile(self) -> None:
-        """Write the windows and the time (atomically: gcluster may be reading)."""
-        data = {"clock": self.clock(), "stockouts": [asdict(s) for s in self.stockouts]}
+        """Write the windows and the time (atomically: gcluster may be reading) when what is
+        stocked out changed since the last write: at the file's time and now, every window
+        covers the same (mode, zone) pairs, so readers get today's answer without a write at
+        each of the controller's ticks (100 a second)."""
+        now = self.clock()
+        covered = frozenset(
+            (s.capacity, s.zone) for s in self.stockouts if s.covers(s.capacity, s.zone, now)
+        )
+        if covered == self._written:
+            return
+        data = {"clock": now, "stockouts": [asdict(s) for s in self.stockouts]}
         partial = self.path.with_suffix(".tmp")
         partial.write_text(json.dumps(data))
         partial.replace(self.path)
+        self._written = covered
 
 
 def stocked_out(path: str, capacity: str, zone: str) -> bool:
