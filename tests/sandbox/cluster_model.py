@@ -19,7 +19,7 @@ import yaml
 from tests.conftest import BLUEPRINT_FIXTURES
 from tests.sandbox.autopilot import AUTOPILOT_VAR, warden
 from tests.sandbox.cluster_addons import VERSIONS, addon_versions, install_addons
-from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState
+from tests.sandbox.kube_state import KINDS, KUEUE_GROUP, ApiError, ClusterState
 from tests.sandbox.kueue import suspend_webhook
 from tests.sandbox.toolkit_expansion import expand_blueprint
 
@@ -122,6 +122,8 @@ class ClusterModel:
     autopilot: bool = False  # GKE Autopilot: Warden refuses host-network pods (autopilot.py)
     # JobSet and Kueue controller versions, None: not installed (cluster_addons.py)
     addons: dict[str, str | None] = field(default_factory=lambda: dict(VERSIONS))
+    # the admission webhooks provision registered for this cluster (replaced by the next one's)
+    hooks: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
     def from_blueprint(cls, expanded: dict[str, Any], staged: dict[str, str]) -> ClusterModel:
@@ -268,14 +270,19 @@ class ClusterModel:
         for ksa, gsa in self.bound_ksas.items():
             _create(emu, _service_account(self.namespace, ksa, {GSA_ANNOTATION: gsa}))
         for obj in self.kueue:
-            _create(emu, {**obj, "apiVersion": f"{KUEUE_GROUP}/v1beta2"})
+            _create_or_replace(emu, {**obj, "apiVersion": f"{KUEUE_GROUP}/v1beta2"})
         install_addons(emu, self.addons)
-        if emu.cluster is None:
-            emu.admission_hooks.append(self.admit_pod(emu))
+        if emu.cluster is not self:
+            # a new cluster on an emulator an earlier (destroyed) cluster used: its webhooks, not
+            # the earlier one's (whose ServiceAccount check and Kueue were another cluster's)
+            for hook in emu.cluster.hooks if emu.cluster is not None else []:
+                emu.admission_hooks.remove(hook)
+            self.hooks = [self.admit_pod(emu)]
             if self.autopilot:
-                emu.admission_hooks.append(warden)
+                self.hooks.append(warden)
             if self.kueue:
-                emu.admission_hooks.append(suspend_webhook)
+                self.hooks.append(suspend_webhook)
+            emu.admission_hooks.extend(self.hooks)
         emu.cluster = self
 
     def pool(self, name: str) -> NodePool | None:
@@ -399,3 +406,16 @@ def _create(emu: ClusterState, obj: dict[str, Any]) -> None:
     except ApiError as error:
         if error.code != 409:
             raise
+
+
+def _create_or_replace(emu: ClusterState, obj: dict[str, Any]) -> None:
+    """This cluster's object, in place of one of the same name an earlier cluster on the
+    emulator left (a ClusterQueue with another quota held the next cluster's runs back)."""
+    try:
+        emu.create(obj)
+    except ApiError as error:
+        if error.code != 409:
+            raise
+        kind = KINDS[obj["kind"]]
+        namespace = obj["metadata"].get("namespace", "default") if kind.namespaced else ""
+        emu.replace(kind.plural, namespace, obj["metadata"]["name"], obj)

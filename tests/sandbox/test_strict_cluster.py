@@ -461,3 +461,22 @@ def test_failed_conversion_like_pod_is_reported_by_exit(tmp_path):
             _, log_ = emu.read_log("default", p["metadata"]["name"], None)
             assert log_.render(log_.select(None, None), False) == b"start\nForbidden\n"
             assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_a_cluster_made_after_another_on_the_emulator_has_its_own_kueue_quota():
+    """One emulator serves every cluster the process harness makes in turn: a one-slice cluster
+    destroyed, then a two-slice one (the two-deployment scenario's, after the approval
+    scenario's). Before, the earlier cluster's ClusterQueue (one slice) stayed, and the second
+    of two one-slice JobSets was never admitted on the two-slice cluster."""
+    state = ClusterState()
+    earlier = ClusterModel.described({**VARS, "kueue": "pathways"})
+    earlier.provision(state)
+    earlier.running = False  # destroyed (GkeControlPlane.sync): the next deploy provisions anew
+    ClusterModel.described({**VARS, "kueue": "pathways", "num_slices": 2}).provision(state)
+    first = state.create(queued_jobset("first", {"cpu": "24", "memory": "132Gi"}))
+    second = state.create(queued_jobset("second", {"cpu": "24", "memory": "132Gi"}))
+    Kueue(state).reconcile()
+    for jobset in (first, second):
+        conditions = workload_of(state, jobset)["status"]["conditions"]
+        assert {c["type"]: c["status"] for c in conditions}["Admitted"] == "True", conditions
+    assert len(state.admission_hooks) == 2  # the new cluster's ServiceAccount check and Kueue's
