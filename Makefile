@@ -5,6 +5,9 @@ PYTHON ?= python3.11
 VENV ?= .venv
 LOCK ?= requirements.lock
 PY := $(VENV)/bin/python
+# xdist workers for `make test`: more than the 2 cores, as the process and UI scenarios mostly
+# wait on Airflow's loops and on pending timeouts while the sandbox runs use CPU
+TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
@@ -53,7 +56,7 @@ demo-ui: $(STAMP) ## Airflow's UI on the sandbox: trigger the DAG from its form 
 	@DEMO_UI_PORT=$(PORT) $(PY) -m tools.demo_ui
 
 test: $(STAMP) chromium postgresql kubectl lint ## lint and every tier: unit, dag, e2e, processes, ui (what CI runs)
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(STAMP) lint ## lint and the fast tiers (unit, dag): about 2 minutes
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or dag"

@@ -17,7 +17,14 @@ from unittest import mock
 
 import pytest
 
-from tests.sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads, write_converted
+from tests.sandbox.harness import (
+    SETTINGS,
+    RunResult,
+    Sandbox,
+    Workloads,
+    error_lines,
+    write_converted,
+)
 
 EXISTING = {"cluster_mode": "existing", "reservation": ""}
 FORBIDDEN = "does not have storage.objects.get access to the Google Cloud Storage object"
@@ -176,11 +183,6 @@ def reported_run(
     log = output.out + output.err
     assert passed, (result.state, result.unsuccessful, error_lines(log))
     return result, log
-
-
-def error_lines(log: str, last: int = 4) -> list[str]:
-    """The task logs' last error lines, shortened: why a run failed, in its assertion."""
-    return [line[:300] for line in log.splitlines() if "[error" in line][-last:]
 
 
 @pytest.mark.parametrize("case", STRICT, ids=[c.name for c in STRICT])

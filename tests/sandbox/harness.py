@@ -243,6 +243,13 @@ class RunResult:
         return {t: s for t, s in self.task_states.items() if s != "success"}
 
 
+def error_lines(log: str, last: int = 6) -> list[str]:
+    """The task logs' last error lines and exception messages, shortened: why a run failed,
+    for an assertion message."""
+    wanted = re.compile(r"\[error|^[\w.]+(Error|Exception|Timeout): ")
+    return [line[:300] for line in log.splitlines() if wanted.search(line)][-last:]
+
+
 class Sandbox:
     """Everything a run needs, started once per test."""
 
