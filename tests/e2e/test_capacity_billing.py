@@ -34,10 +34,13 @@ def counted_node_wall_seconds(result: RunResult) -> float:
     its end (the rule's end of a node, tpu_rl.report.tpu_nodes.node_seconds), or to now; so a
     loaded machine's slower steps widen it exactly as much as they widen the report's count."""
     looks = sorted(
-        look["at"]
-        for key, value in result.xcoms.items()
-        if key.endswith(".tpu_nodes")
-        for look in value or []
+        (
+            (look["at"], look["nodes"])
+            for key, value in result.xcoms.items()
+            if key.endswith(".tpu_nodes")
+            for look in value or []
+        ),
+        key=lambda look: look[0],
     )
     now = time.time()
     elapsed = result.ledger.clock()
@@ -48,9 +51,15 @@ def counted_node_wall_seconds(result: RunResult) -> float:
     total = 0.0
     for node in (n for n in result.ledger.nodes if n.tpu):
         end = now if node.ended is None else epoch_of(node.ended)
-        counted_end = next((at for at in looks if at >= end), now)
-        # whole-second creationTimestamps (50 ms for the two clocks: never below the real one)
-        total += counted_end - math.floor(epoch_of(node.started) + 0.05)
+        created = math.floor(epoch_of(node.started) + 0.05)  # whole seconds; 50 ms for clocks
+        # the first look after its end that no longer lists it (one between the sandbox's
+        # record of the end and the Node's deletion still does; a later slice's node of the
+        # same name was created seconds later)
+        counted_end = next(
+            (at for at, seen in looks if at >= end and abs(seen.get(node.name, -9) - created) > 1),
+            now,
+        )
+        total += counted_end - created
     return total
 
 
