@@ -54,7 +54,7 @@ def test_a_conversion_killed_mid_save_is_converted_again(airflow_db, tmp_path, c
         box.gcs.write(f"{folder}conversion.lock", json.dumps(stale).encode())
         capfd.readouterr()
         second = box.run(conf)
-        assert second.state == "success", second.task_states
+        assert second.state == "success", second.why()
         assert second.task_states["convert"] == "success", second.task_states  # not skipped
         assert any(n.endswith(f"0/{COMMIT_FILE}") for n in names_under(box, folder))
         assert not any(n.endswith("conversion.lock") for n in names_under(box, folder))
@@ -65,7 +65,7 @@ def test_export_after_a_cut_asynchronous_save_takes_the_newest_committed_step(ai
     conf = {**SETTINGS, "checkpoint_period": 25}
     with Sandbox(tmp_path).up() as box:
         result = box.run(conf, Workloads(train_save_cuts={50: 2}))
-    assert result.state == "success", result.task_states
+    assert result.state == "success", result.why()
     assert result.xcoms.get("export.checkpoint_step") == 25, result.xcoms
 
 
@@ -76,7 +76,7 @@ def test_a_resume_after_a_cut_save_reports_the_step_restored(airflow_db, tmp_pat
     with Sandbox(tmp_path).up() as box:
         result = box.run(SPOT, Workloads(preempt_at_steps=(52,), train_save_cuts={50: 3}))
         log = capfd.readouterr().out
-        assert result.state == "success", result.task_states
+        assert result.state == "success", result.why()
         restored = [a.restored_step for a in result.ledger.attempts]
         assert restored == [None, None], restored
         record = attempts(result)
@@ -99,7 +99,7 @@ def test_a_run_waits_for_another_runs_conversion_into_the_same_folder(airflow_db
         result = box.run(conf, Workloads(during_training=other.training_started))
         other.join()
         log = capfd.readouterr().out
-    assert result.state == "success", result.task_states
+    assert result.state == "success", result.why()
     assert other.committed_at is not None and other.trained_at is not None
     assert other.trained_at > other.committed_at, "trained from an uncommitted conversion"
     assert result.task_states["convert"] == "skipped", result.task_states

@@ -95,7 +95,7 @@ def test_two_deployments_share_a_cluster_and_bucket_without_touching_each_other(
         fresh_install()
         with still_in_flight():
             staging = box.run(CONF, logical_date=SLOT)
-        assert staging.state == "success", staging.task_states
+        assert staging.state == "success", staging.why()
         staging_id = stored_identity()
         in_flight = cluster_objects(box)
         staging_files = bucket_objects(box)
@@ -106,7 +106,7 @@ def test_two_deployments_share_a_cluster_and_bucket_without_touching_each_other(
         fresh_install()  # production: another Airflow, configured the same way
         production: RunResult = box.run(CONF, logical_date=SLOT)
         assert production.run_id == staging.run_id
-        assert production.state == "success", production.task_states
+        assert production.state == "success", production.why()
         # production made its own Jobs and Secret (it followed none of staging's) and removed
         # only those: staging's are there, unchanged (same uid, version and token)
         assert production.task_states["train"] == "success"
@@ -151,7 +151,7 @@ def test_a_deployment_setting_changed_mid_run_does_not_orphan_the_run(airflow_db
         box.emu.admission_hooks.append(change_setting_when_training_starts)
         result = box.run(CONF)
         assert os.environ["TPU_RL_DEPLOYMENT_ID"] == "renamed-mid-run"
-    assert result.state == "success", result.task_states
+    assert result.state == "success", result.why()
     assert result.task_states["cleanup_kubernetes"] == "success"
     assert result.leftovers == []
     assert result.xcoms["validate.return_value"]["deployment_id"] == "before-the-change"
@@ -170,7 +170,7 @@ def test_a_cluster_of_another_deployment_is_neither_adopted_nor_destroyed(airflo
     with Sandbox(tmp_path).up() as box:
         fresh_install()
         staging = box.run(conf, logical_date=SLOT)
-        assert staging.state == "success", staging.task_states
+        assert staging.state == "success", staging.why()
         staging_id = stored_identity()
         clusters = box.control_plane.list_clusters(
             f"projects/{SETTINGS['project']}/locations/{SETTINGS['region']}"

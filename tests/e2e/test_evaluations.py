@@ -33,7 +33,7 @@ def test_best_exports_the_argmax_over_the_committed_steps(airflow_db, tmp_path):
     with Sandbox(tmp_path).up() as box:
         result = box.run(BEST_CONF, Workloads(train_evals=EVALS, train_save_cuts={20: 3}))
         report = _run_report(box, result)
-    assert result.state == "success", result.task_states
+    assert result.state == "success", result.why()
     rewards = result.xcoms["wait_for_rewards.return_value"]
     assert [line["step"] for line in rewards["intermediate"]] == [10, 20, 30, 40]
     assert [line["kind"] for line in rewards["evaluations"]] == [

@@ -21,7 +21,6 @@ from tests.sandbox.harness import (
     RunResult,
     Sandbox,
     Workloads,
-    error_lines,
     write_converted,
 )
 from tests.sandbox.workloads import EvalResult, crashing_worker_script
@@ -288,7 +287,7 @@ def test_scenario(case: Case, airflow_db, tmp_path, capfd, e2e_report):
         e2e_report.append(entry)
         assert restarted, "the triggerer restart was simulated"
         log = output.out + output.err
-        assert result.state == case.expected, (result.unsuccessful, error_lines(log))
+        assert result.state == case.expected, result.why(log)
         assert entry["cleanup_complete"], entry["leftover_objects"]
         assert leaks == []
         if case.check:

@@ -22,7 +22,6 @@ from tests.sandbox.harness import (
     RunResult,
     Sandbox,
     Workloads,
-    error_lines,
     write_converted,
 )
 
@@ -181,7 +180,7 @@ def reported_run(
         }
     )
     log = output.out + output.err
-    assert passed, (result.state, result.unsuccessful, error_lines(log))
+    assert passed, result.why(log)
     return result, log
 
 

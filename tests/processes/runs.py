@@ -21,6 +21,7 @@ from tests.sandbox.controller import (
     sleep,
 )
 from tests.sandbox.harness import SETTINGS, Workloads, build_scenario
+from tests.sandbox.run_errors import error_lines
 from tests.sandbox.workloads import EvalResult, absl
 from tpu_rl.layout import run_slug
 
@@ -232,8 +233,21 @@ def finish(d: Deployment, run: Run, expected: str, e2e_report: list) -> dict:
     entry = report_entry(d, run, state, expected, tasks)
     e2e_report.append(entry)
     unusual = {t: s for t, s in tasks.items() if s not in ("success", "skipped")}
-    assert state == expected, f"run {state}; tasks not success/skipped: {unusual}; logs {d.log_dir}"
+    assert state == expected, (
+        f"run {state}; tasks not success/skipped: {unusual}; logs {d.log_dir}\n"
+        + task_errors(d, run.run_id, unusual)
+    )
     cleanups = {t: s for t, s in tasks.items() if t.startswith("cleanup")}
     assert entry["cleanup_complete"], f"left {entry['leftover_objects']}; {cleanups}"
     assert entry["token_leaks"] == []
     return tasks
+
+
+def task_errors(d: Deployment, run_id: str, task_ids: Any) -> str:
+    """The error lines of these tasks' logs in this run: why they failed, in the message."""
+    found = []
+    for task_id in task_ids:
+        for path in sorted(d.log_dir.rglob(f"run_id={run_id}/task_id={task_id}/*.log")):
+            lines = error_lines(path.read_text(errors="replace"), last=4)
+            found += [f"{task_id}: {line}" for line in lines]
+    return "\n".join(found)

@@ -35,6 +35,7 @@ from tests.sandbox.preemption import (
     Preemption,
     worker_slice_check,
 )
+from tests.sandbox.run_errors import error_lines, recording_trigger_events
 from tests.sandbox.workloads import (
     EvalResult,
     Storage,
@@ -237,17 +238,24 @@ class RunResult:
     ledger: Ledger  # node lifetimes, TPU pod run times, client attempts (simulated seconds)
     preempted: list[str]  # nodes the preemption fault took, in order
 
+    trigger_events: list[dict[str, Any]]  # each deferred wait's event, with its task_id
+
     @property
     def unsuccessful(self) -> dict[str, str | None]:
         """The tasks that did not succeed: an assertion message short enough to be read whole."""
         return {t: s for t, s in self.task_states.items() if s != "success"}
 
-
-def error_lines(log: str, last: int = 6) -> list[str]:
-    """The task logs' last error lines and exception messages, shortened: why a run failed,
-    for an assertion message."""
-    wanted = re.compile(r"\[error|^[\w.]+(Error|Exception|Timeout): ")
-    return [line[:300] for line in log.splitlines() if wanted.search(line)][-last:]
+    def why(self, log: str = "") -> str:
+        """An assertion message read whole (a string: pytest shortens a tuple's repr): the
+        run's state, the tasks that did not succeed, the waits that ended in an error (their
+        events: dag.test keeps no task log) and the output's last error lines."""
+        failed = [e for e in self.trigger_events if e.get("status") not in (None, "success")]
+        waits = "\n  ".join(str(e)[:1500] for e in failed) or "(none)"
+        lines = "\n  ".join(error_lines(log)) or "(none)"
+        return (
+            f"run {self.state}; tasks not success: {self.unsuccessful}\n"
+            f"waits that ended in an error:\n  {waits}\nlast error lines:\n  {lines}"
+        )
 
 
 class Sandbox:
@@ -369,15 +377,19 @@ class Sandbox:
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
         reconcilers = (preemption.reconcile, self.control_plane.sync, self.capacity.reconcile)
-        with Controller(self.emu, scenario, time_scale=time_scale, reconcilers=reconcilers):
+        events: list[dict[str, Any]] = []
+        with (
+            Controller(self.emu, scenario, time_scale=time_scale, reconcilers=reconcilers),
+            recording_trigger_events(events),
+        ):
             # a manual run's id comes from run_after (DagRun.generate_run_id)
             dated = (
                 {"logical_date": logical_date, "run_after": logical_date} if logical_date else {}
             )
             dag_run = dag.test(run_conf=conf, **dated)
-        return self.result(dag_run)
+        return self.result(dag_run, events)
 
-    def result(self, dag_run: Any) -> RunResult:
+    def result(self, dag_run: Any, trigger_events: list[dict[str, Any]]) -> RunResult:
         from airflow.models.taskinstance import TaskInstance
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
@@ -409,6 +421,7 @@ class Sandbox:
             gke_lookups=self.control_plane.lookups,
             ledger=self.emu.ledger,
             preempted=list(self.preemption.preempted) if self.preemption else [],
+            trigger_events=trigger_events,
         )
 
     def leftovers(self) -> list[str]:

@@ -481,6 +481,31 @@ async def test_the_token_without_its_prefix_and_cut_by_a_wrap_is_masked_in_the_t
     assert body[:14] not in event["message"] and body[14:] not in event["message"]
 
 
+async def test_a_job_seen_complete_before_its_pod_is_seen_ended_reads_the_log_to_its_end(
+    emu, creds
+):
+    """The Job's and the pods' watches are two connections: the Job's Complete can arrive
+    first, while the pods' last read shows the pod running. The poll must then read the pods
+    again and the log to its end, not call the run `completed_without_result` while the
+    Post line is still on its way (a new log response, as after the server ended the last)."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    emu.append_log(NS, "train-a", C, pre())
+    f = follower(emu, stream_log=True)
+    watched = f.cluster.watched
+    for fresh in watched.all():
+        fresh.live = True  # the watches are up: they vouch for what the poll read
+    assert await f.poll() is None
+    await f.reader.close()  # the log's response ended; the next read opens another
+    emu.append_log(NS, "train-a", C, post() + absl("RL Training Completed Successfully!"))
+    emu.set_pod_phase(NS, "train-a", "Succeeded")
+    emu.set_job_condition(NS, JOB, "Complete")
+    watched.job.changed = True  # the Job's watch told; the pods' has not yet
+    event = await f.poll()
+    assert event is not None and event["status"] == "success", event
+    await f.close()
+
+
 async def test_completed_without_result(emu, creds):
     make_job(emu)
     make_pod(emu, "train-a")

@@ -82,6 +82,19 @@ def exit_text(pod: dict[str, Any]) -> str:
     return f"failed: {status.get('reason') or ''} {status.get('message') or ''}".strip()
 
 
+JOB_SUCCEEDED = ("Complete", "SuccessCriteriaMet")
+
+
+def job_succeeded(job: dict[str, Any]) -> bool:
+    """The Job succeeded: its pods have ended (or are ending) in success.
+
+    Kubernetes adds Complete only once every pod has terminated (from 1.31:
+    kubernetes/kubernetes#123775, test/integration/job/job_test.go
+    TestSuccessPolicy_GetCompleteConditionAfterAllPodsAreTerminated).
+    """
+    return any(kind in true_conditions(job) for kind in JOB_SUCCEEDED)
+
+
 def job_failure(
     job_name: str, job: dict[str, Any], pods: list[dict[str, Any]], pod: dict[str, Any] | None
 ) -> Failure | None:
@@ -90,7 +103,7 @@ def job_failure(
     conditions = true_conditions(job)
     if failed := conditions.get("Failed"):
         return "job_failed", f"Job {job_name} failed: {condition_text(failed)}"
-    if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
+    if job_succeeded(job):
         return (
             "completed_without_result",
             f"Job {job_name} completed without a 'Post RL Training' line "

@@ -63,8 +63,9 @@ class ClusterView:
             self._job = await api.get_optional(kube.job_path(self.namespace, self.job_name))
         return self._job
 
-    async def pods(self, api: AsyncKube) -> list[dict[str, Any]]:
-        if self.watched.pods.take() or self._reread:
+    async def pods(self, api: AsyncKube, *, again: bool = False) -> list[dict[str, Any]]:
+        """The Job's pods; `again`: read them whatever the watch vouches for."""
+        if self.watched.pods.take() or self._reread or again:
             selector = f"job-name={self.job_name}"
             self._pods = await api.list_items(kube.pods_path(self.namespace), selector)
         return self._pods

@@ -61,16 +61,17 @@ class PodLogReader:
         return self._stream.result if self._stream else None
 
     async def follow(
-        self, api: AsyncKube, pod: dict[str, Any], pods: list[dict[str, Any]]
+        self, api: AsyncKube, pod: dict[str, Any], pods: list[dict[str, Any]], final: bool = False
     ) -> Result | None:
-        """Read the followed pod's new lines; move on to a newer pod once it has finished."""
-        result = await self._read_pod(api, pod)
+        """Read the followed pod's new lines; move on to a newer pod once it has finished.
+        `final`: the Job succeeded, so its log is read to its end whatever the pod shows."""
+        result = await self._read_pod(api, pod, final)
         newest = max(pods, key=verdicts.recency)
         if result is None and verdicts.phase(pod) in verdicts.FINISHED and newest is not pod:
-            result = await self._read_pod(api, newest)
+            result = await self._read_pod(api, newest, final)
         return result
 
-    async def _read_pod(self, api: AsyncKube, pod: dict[str, Any]) -> Result | None:
+    async def _read_pod(self, api: AsyncKube, pod: dict[str, Any], final: bool) -> Result | None:
         meta, state = pod["metadata"], self.state
         container = self.container(pod)
         status = next(
@@ -111,7 +112,7 @@ class PodLogReader:
         phase_state = status.get("state") or {}
         if "waiting" in phase_state or (not phase_state and verdicts.phase(pod) == "Pending"):
             return None
-        return await self._read_log(api, pod, container, final="terminated" in phase_state)
+        return await self._read_log(api, pod, container, final=final or "terminated" in phase_state)
 
     def _restarted(self, restarts: int | None, container_id: str | None) -> bool:
         known = self.state.restart_count

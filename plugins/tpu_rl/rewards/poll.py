@@ -199,10 +199,14 @@ class LogFollower:
             return _error("job_failed", f"Job {self.namespace}/{self.job_name} not found")
         if (resumed := self.position.resume(job, self.state)) is not None:
             self.reader.state = resumed
-        pods = await self.cluster.pods(api)
+        # The Job's watch and its pods' are two connections: the Job's success can be told
+        # before its pod's end, so the pods are read again then and the log to its end (the
+        # Post line may still be on its way), not `completed_without_result` at once.
+        succeeded = verdicts.job_succeeded(job)
+        pods = await self.cluster.pods(api, again=succeeded)
         pod = verdicts.current_pod(pods, self.state.pod_uid)
         if pod is not None:
-            if (result := await self.reader.follow(api, pod, pods)) is not None:
+            if (result := await self.reader.follow(api, pod, pods, final=succeeded)) is not None:
                 return result
             pod = verdicts.current_pod(pods, self.state.pod_uid)
         failure = verdicts.job_failure(self.job_name, job, pods, pod)
