@@ -100,7 +100,7 @@ with DAG(
     # a failed wait fails export in the same scheduler pass (cleanup starts one pass sooner);
     # clearing export clears the setups too: it waits for the redeploy (its doc)
     [wait_for_rewards, hf_token_secret] >> export
-    passed_gate >> evaluate_champion >> stop_backend  # a regressed run scores no champion
+    wait_for_rewards >> evaluate_champion >> stop_backend
     [verified, evaluate_champion] >> compare_champion
     # verify only reads the bucket: the TPUs and the cluster go while it checks the files
     [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome

@@ -39,7 +39,7 @@ def dag():
 def test_work_runs_in_the_tutorials_order(dag):
     for before, after in itertools.pairwise(PIPELINE):
         assert before in dag.get_task(after).upstream_task_ids, (before, after)
-    assert dag.get_task("evaluate_champion").upstream_task_ids == {"gate"}
+    assert dag.get_task("evaluate_champion").upstream_task_ids == {"wait_for_rewards"}
     assert dag.get_task("stop_backend").upstream_task_ids == {"evaluate_champion"}
     assert dag.get_task("compare_champion").upstream_task_ids == {"verify", "evaluate_champion"}
 

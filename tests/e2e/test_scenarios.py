@@ -158,7 +158,7 @@ CASES = [
         "reward_gate_stops_a_regression",
         "failed",
         workloads=lambda box: Workloads(post=EvalResult(corr=5, mean_reward=-0.05)),
-        check=states_are(gate="failed", export="upstream_failed", cleanup_kubernetes="success"),
+        check=states_are(gate="failed", export="upstream_failed", stop_backend="success"),
     ),
     Case(
         "export_fails",

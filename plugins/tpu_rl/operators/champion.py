@@ -39,13 +39,12 @@ class EvaluateChampionOperator(RunJobStep):
 Scores the deployment's current champion (the export last promoted for this model) on this
 run's evaluation set and settings, on the run's TPUs before they are released: MaxText's
 `train_rl` with the champion's checkpoint loaded and no training step; its `Pre RL Training`
-line is the result. Runs once the reward gate passed: a regressed run scores no champion, and
-`cleanup_kubernetes` releases the TPUs at once. Skipped on a deployment's first run: there is no
-champion yet, and this run's export becomes the first candidate.
+line is the result. Skipped on a deployment's first run: there is no champion yet, and this
+run's export becomes the first candidate.
 
 **Failed?** The task log has the client's last lines; *Pod logs* opens the whole log.
 """
-    # after the gate, beside export and verify (it delays only compare_champion and stop_backend)
+    # beside gate, export and verify (it delays only compare_champion and stop_backend)
     limit = setting_minutes("champion_eval_timeout_minutes", 2, role=SIDE)
     operator_extra_links = JOB_LINKS
 
