@@ -24,7 +24,10 @@ import pytest
 from tests.e2e.test_janitor import janitor_run
 from tests.sandbox.harness import SETTINGS, RunResult, Sandbox
 
-SLOT = datetime(2026, 12, 1, tzinfo=UTC)  # one schedule slot: one run id in every Airflow
+# One schedule slot: one run id in every Airflow. This hour's, not a fixed date: dag.test starts
+# the run at its logical date (airflow/sdk/definitions/dag.py, DAG.test: start_date=logical_date
+# or run_after), and the run's work deadline counts dagrun_timeout from that start.
+SLOT = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 CONF = {**SETTINGS, "cluster_mode": "existing", "reservation": ""}  # one cluster, kept
 KINDS = ("jobs", "jobsets", "secrets")
 
