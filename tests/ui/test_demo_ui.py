@@ -27,6 +27,7 @@ from tests.processes.api import AirflowApi
 from tests.processes.deployment import USERNAME as USER
 from tests.sandbox.cloud import free_port
 from tests.sandbox.harness import SETTINGS
+from tests.sandbox.run_errors import error_lines
 from tests.ui.chromium import Chromium, chromium_path
 from tools.demo_ui import PASSWORD
 
@@ -110,6 +111,19 @@ def wait_for_run(api: AirflowApi) -> dict:
     raise AssertionError(f"the run did not end in {RUN_S} s")
 
 
+def why_failed(api: AirflowApi, home: Path, run: dict, lines: list[str]) -> str:
+    """A failed run's message: the demo's lines, the tasks that did not succeed, their errors."""
+    states = api.task_states(run["dag_run_id"])
+    unusual = {t: s for t, s in states.items() if s not in ("success", "skipped")}
+    errors = [
+        f"{path.parent.name}: {line}"
+        for task_id in unusual
+        for path in sorted(home.glob(f"logs/**/run_id={run['dag_run_id']}/task_id={task_id}/*.log"))
+        for line in error_lines(path.read_text(errors="replace"), last=4)
+    ]
+    return "\n".join([*lines, f"tasks not success/skipped: {unusual}", *errors])
+
+
 def keep_logs(home: Path) -> None:
     """A failed run's Airflow logs where a later test run does not rotate them away."""
     target = SHOTS / "logs"
@@ -166,7 +180,7 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         trigger_from_the_form(browser)
         api = AirflowApi(base, USER, PASSWORD)
         run = wait_for_run(api)
-        assert run["state"] == "success", "\n".join(demo.lines)
+        assert run["state"] == "success", why_failed(api, tmp_path / "home", run, demo.lines)
         assert run["conf"]["project"] == "tpu-rl-sandbox"  # the form sent the sandbox's settings
         janitor_runs_in_the_sandbox(api)
         # outcome put the results on the run's own page, through the deployment's REST API
