@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from tpu_rl.layout import RunLayout
 
 
-def submit_backend(custom: CustomObjectsApi, layout: RunLayout, log: Any) -> None:
+def submit_backend(custom: CustomObjectsApi, layout: RunLayout, log: Any) -> bool:
     """Create the run's headless Pathways JobSet once Kueue is known to cover it; one an
-    earlier try created is kept."""
+    earlier try created is kept (False: it was there already)."""
     jobset = pathways_jobset.backend_jobset(layout)
     namespace, name = layout.settings.namespace, layout.backend_jobset
     if layout.settings.kueue_queue:
@@ -33,7 +33,39 @@ def submit_backend(custom: CustomObjectsApi, layout: RunLayout, log: Any) -> Non
     except ApiException as err:
         if err.status != 409:
             raise
-        log.info("JobSet %s/%s exists from an earlier try; waiting on it.", namespace, name)
+        log.info("JobSet %s/%s exists from an earlier try.", namespace, name)
+        return False
+    return True
+
+
+def backend_pod_count(layout: RunLayout) -> int:
+    """The backend's pods: its head and a worker per TPU host of every slice."""
+    return 1 + layout.hosts * layout.settings.cluster_nodepool_count
+
+
+def backend_runs(custom: CustomObjectsApi, layout: RunLayout) -> bool:
+    """All the backend's pods run already (a JobSet an earlier try made): nothing to wait for.
+
+    A wait deferred then ends at once, and Airflow's scheduler can fail the resumed try when it
+    drains the deferring try's executor event after the resume started (apache/airflow#72716,
+    open in 3.3; the scheduled and queued variants were fixed by #66431 and #68741): a step
+    whose wait is met does not defer, as Airflow's deferrable sensors poke before deferring.
+    """
+    from kubernetes.client import CoreV1Api
+
+    namespace, name = layout.settings.namespace, layout.backend_jobset
+    try:
+        jobset = custom.get_namespaced_custom_object(namespace=namespace, name=name, **JOBSET)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    selector = f"{JOBSET_NAME_LABEL}={name}"
+    found = CoreV1Api(custom.api_client).list_namespaced_pod(namespace, label_selector=selector)
+    pods = [custom.api_client.sanitize_for_serialization(p) for p in found.items]
+    what = f"JobSet {name}"
+    failure, waiting = verdicts.pods_verdict(what, jobset, pods, backend_pod_count(layout), True)
+    return failure is None and waiting is None
 
 
 def backend_running_trigger(operator: Any, layout: RunLayout, deadline: float) -> Any:
@@ -46,7 +78,7 @@ def backend_running_trigger(operator: Any, layout: RunLayout, deadline: float) -
         operator,
         ("JobSet", namespace, name),
         f"{JOBSET_NAME_LABEL}={name}",
-        1 + layout.hosts * settings.cluster_nodepool_count,
+        backend_pod_count(layout),
         need_running=True,
         deadline=deadline,
         poll_interval=float(settings.poll_interval_seconds),

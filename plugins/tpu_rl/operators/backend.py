@@ -144,12 +144,14 @@ deleted, the next rung's TPU pool deployed, and the backend started there.
     limit = rung_waits(2)
     operator_extra_links = BACKEND_LINKS
 
-    def execute(self, context: Context) -> None:
-        from tpu_rl.backend.lifecycle import backend_running_trigger, submit_backend
+    def execute(self, context: Context) -> str:
+        from tpu_rl.backend.lifecycle import backend_running_trigger, backend_runs, submit_backend
         from tpu_rl.dag.run_limits import capped_deadline
 
         layout = self.run_layout(context)
-        submit_backend(self.custom, layout, self.log)
+        if not submit_backend(self.custom, layout, self.log) and backend_runs(self.custom, layout):
+            self.log.info("All the backend's pods run already: nothing to wait for.")
+            return layout.backend_jobset
         pending = layout.settings.pending_timeout_minutes * 60
         self.defer(
             trigger=backend_running_trigger(self, layout, capped_deadline(self, pending)),
