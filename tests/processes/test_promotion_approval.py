@@ -43,6 +43,13 @@ def promoted(api: AirflowApi, run_id: str) -> dict:
     return api._json("GET", path, params={"deserialize": True})["value"]
 
 
+# Training held this long (wall seconds) after its first evaluation: unheld, the sandbox's
+# training ends about 3 s after wait_for_rewards deferred, and a trigger firing that soon meets
+# the same race on the defer path (apache/airflow#72716: the resumed try RUNNING when the
+# scheduler reads the deferring try's exit), which failed wait_for_rewards in a CI run.
+HOLD_S = 10
+
+
 def ask_then_answer(api: AirflowApi, run_id: str, option: str) -> dict:
     """Wait for the question, then answer as a person does: after the worker that asked has
     exited and the scheduler has taken its exit. An answer inside that second is lost to an
@@ -60,7 +67,9 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
     api, vertex = deployment.api(), VertexRegistryFake()
     deployment.relaunch(registry_env(deployment, vertex))
     try:
-        approved = start_run(deployment, api, "approval_approved", approval="required")
+        approved = start_run(
+            deployment, api, "approval_approved", approval="required", hold_training_s=HOLD_S
+        )
         api.wait_task(approved.run_id, "approve", {"awaiting_input"})
         states = api.task_states(approved.run_id)
         assert states["cleanup_cluster"] == "success" and states["promote"] is None, states
@@ -89,7 +98,12 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
 
         # the same bucket and model: the first run's export is the champion to keep
         rejected = start_run(
-            deployment, api, "approval_rejected", approval="required", gcs_bucket=bucket
+            deployment,
+            api,
+            "approval_rejected",
+            approval="required",
+            gcs_bucket=bucket,
+            hold_training_s=HOLD_S,
         )
         ask_then_answer(api, rejected.run_id, "Reject")
         tasks = finish(deployment, rejected, "success", e2e_report)

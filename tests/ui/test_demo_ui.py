@@ -51,6 +51,7 @@ class Demo:
             start_new_session=True,  # its own process group, as a terminal gives it
         )
         self.lines: list[str] = []
+        self.home = home
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -75,8 +76,27 @@ class Demo:
         try:  # a loaded machine: Airflow's four processes each stop within 10 s, then the sandbox
             return self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             os.killpg(self.proc.pid, signal.SIGKILL)
             return self.proc.wait()
+
+    def dump_stacks(self) -> None:
+        """The demo's threads' stacks into its sandbox.log (faulthandler on SIGUSR1), and the
+        last of them into the test's lines: where a demo that did not stop was."""
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
+                if os.getpgid(int(pid)) == self.proc.pid and self._is_demo(pid):
+                    os.kill(int(pid), signal.SIGUSR1)
+        time.sleep(2)
+        log = self.home / "sandbox.log"
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        self.lines += ["stacks of a demo that did not stop:", *text.splitlines()[-60:]]
+
+    @staticmethod
+    def _is_demo(pid: str) -> bool:
+        with contextlib.suppress(OSError):
+            return b"tools.demo_ui" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return False
 
 
 def log_in(browser: Chromium, url: str) -> None:

@@ -10,6 +10,7 @@ processes reach it over loopback through tests/processes/site/sitecustomize.py.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import shutil
@@ -226,6 +227,8 @@ def main() -> int:
     shutil.rmtree(home, ignore_errors=True)  # each demo starts from an empty database
     home.mkdir(parents=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
+    # SIGUSR1 writes every thread's stack to stderr (sandbox.log): where a stuck demo is
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     say(f"starting Airflow on the local sandbox in {home} (about a minute)")
     # the terminal gets this module's lines; the sandbox's and Airflow's own output a file
     TERMINAL[0] = redirect_output(home / "sandbox.log")
