@@ -36,5 +36,7 @@ if code == 0 and state_file.exists():
     now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
     for record in state.get("clusters", {}).values():
         record.setdefault("create_time", now)
-    state_file.write_text(json.dumps(state, indent=1))
+    part = state_file.with_name(f"{state_file.name}.{os.getpid()}")  # renamed whole: readers
+    part.write_text(json.dumps(state, indent=1))  # in other processes never see half of it
+    os.replace(part, state_file)
 sys.exit(code)

@@ -34,6 +34,14 @@ from tests.sandbox.kube_emulator import KubeEmulator
 SANDBOX_BIN = Path(__file__).parent / "bin"
 
 
+def write_whole(path: Path, state: dict[str, Any]) -> None:
+    """The cloud state written whole, then renamed: the Airflow processes' fake gcluster and
+    the tests read it at any time, and a half-written file is not JSON."""
+    part = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+    part.write_text(json.dumps(state))
+    os.replace(part, path)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -323,7 +331,7 @@ class GkeControlPlane:
         record = state.get("clusters", {}).pop(name, None)
         if record is None or record.get("project") != project_id:
             return None
-        self.state_file.write_text(json.dumps(state))
+        write_whole(self.state_file, state)
         return Operation(
             name=f"operation-delete-{name}",
             operation_type=Operation.Type.DELETE_CLUSTER,
@@ -478,7 +486,7 @@ def add_running_cluster(
     if variables:
         record["vars"] = variables
     state.setdefault("clusters", {})[name] = record
-    state_file.write_text(json.dumps(state))
+    write_whole(state_file, state)
 
 
 def sandbox_env(tmp: Path, bundle_url: str, gcs_host: str) -> dict[str, str]:

@@ -226,7 +226,10 @@ def main() -> int:
         return 2
     shutil.rmtree(home, ignore_errors=True)  # each demo starts from an empty database
     home.mkdir(parents=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C
+    # Ctrl-C stops it even when started from a shell's background job, which ignores SIGINT (a
+    # process inherits that, and Python then installs no KeyboardInterrupt handler); SIGTERM too
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     # SIGUSR1 writes every thread's stack to stderr (sandbox.log): where a stuck demo is
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     say(f"starting Airflow on the local sandbox in {home} (about a minute)")
