@@ -8,6 +8,8 @@ Kept dependency-free: it runs as the bundle's `gcluster` under the worker's Pyth
 """
 
 import datetime
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,13 +32,16 @@ real = os.environ["FAKE_GCLUSTER_REAL"]
 if not deploying:
     os.execv(sys.executable, [sys.executable, real, *sys.argv[1:]])
 code = subprocess.call([sys.executable, real, *sys.argv[1:]])
-state_file = Path(os.environ["FAKE_CLOUD_STATE"])
-if code == 0 and state_file.exists():
-    state = json.loads(state_file.read_text())
+if code == 0 and Path(os.environ["FAKE_CLOUD_STATE"]).exists():
+    # the real gcluster's own reader and writer of the state (written whole, then renamed)
+    loader = importlib.machinery.SourceFileLoader("fake_gcluster", real)
+    gcluster = importlib.util.module_from_spec(
+        importlib.util.spec_from_file_location(loader.name, real, loader=loader)
+    )
+    loader.exec_module(gcluster)
+    state = gcluster.load_state()
     now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
-    for record in state.get("clusters", {}).values():
+    for record in state["clusters"].values():
         record.setdefault("create_time", now)
-    part = state_file.with_name(f"{state_file.name}.{os.getpid()}")  # renamed whole: readers
-    part.write_text(json.dumps(state, indent=1))  # in other processes never see half of it
-    os.replace(part, state_file)
+    gcluster.save_state(state)
 sys.exit(code)

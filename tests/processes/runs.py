@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tests.processes.api import AirflowApi
@@ -235,7 +236,7 @@ def finish(d: Deployment, run: Run, expected: str, e2e_report: list) -> dict:
     unusual = {t: s for t, s in tasks.items() if s not in ("success", "skipped")}
     assert state == expected, (
         f"run {state}; tasks not success/skipped: {unusual}; logs {d.log_dir}\n"
-        + task_errors(d, run.run_id, unusual)
+        + task_errors(d.log_dir, run.run_id, unusual)
     )
     cleanups = {t: s for t, s in tasks.items() if t.startswith("cleanup")}
     assert entry["cleanup_complete"], f"left {entry['leftover_objects']}; {cleanups}"
@@ -243,11 +244,12 @@ def finish(d: Deployment, run: Run, expected: str, e2e_report: list) -> dict:
     return tasks
 
 
-def task_errors(d: Deployment, run_id: str, task_ids: Any) -> str:
-    """The error lines of these tasks' logs in this run: why they failed, in the message."""
+def task_errors(log_dir: Path, run_id: str, task_ids: Any) -> str:
+    """The error lines of these tasks' logs in this run (Airflow's task logs under `log_dir`):
+    why they failed, in the message."""
     found = []
     for task_id in task_ids:
-        for path in sorted(d.log_dir.rglob(f"run_id={run_id}/task_id={task_id}/*.log")):
+        for path in sorted(log_dir.rglob(f"run_id={run_id}/task_id={task_id}/*.log")):
             lines = error_lines(path.read_text(errors="replace"), last=4)
             found += [f"{task_id}: {line}" for line in lines]
     return "\n".join(found)

@@ -25,9 +25,9 @@ import pytest
 from tests.conftest import REPO
 from tests.processes.api import AirflowApi
 from tests.processes.deployment import USERNAME as USER
+from tests.processes.runs import task_errors
 from tests.sandbox.cloud import free_port
 from tests.sandbox.harness import SETTINGS
-from tests.sandbox.run_errors import error_lines
 from tests.ui.chromium import Chromium, chromium_path
 from tools.demo_ui import PASSWORD
 
@@ -135,13 +135,8 @@ def why_failed(api: AirflowApi, home: Path, run: dict, lines: list[str]) -> str:
     """A failed run's message: the demo's lines, the tasks that did not succeed, their errors."""
     states = api.task_states(run["dag_run_id"])
     unusual = {t: s for t, s in states.items() if s not in ("success", "skipped")}
-    errors = [
-        f"{path.parent.name}: {line}"
-        for task_id in unusual
-        for path in sorted(home.glob(f"logs/**/run_id={run['dag_run_id']}/task_id={task_id}/*.log"))
-        for line in error_lines(path.read_text(errors="replace"), last=4)
-    ]
-    return "\n".join([*lines, f"tasks not success/skipped: {unusual}", *errors])
+    errors = task_errors(home / "logs", run["dag_run_id"], unusual)
+    return "\n".join([*lines, f"tasks not success/skipped: {unusual}", errors])
 
 
 def keep_logs(home: Path) -> None:
