@@ -134,6 +134,12 @@ def restored_eval(pre: EvalResult, post: EvalResult | None, step: int, total: in
     )
 
 
+def saved_line(step: int) -> str:
+    """Orbax's line once a synchronous save is finalized, commit file written (google/orbax
+    checkpoint/orbax/checkpoint/checkpoint_manager.py, CheckpointManager.save)."""
+    return f"[process=0][thread=MainThread][step={step}] Finished synchronous save."
+
+
 def grpo_client_script(
     *,
     base_output_directory: str = "gs://bucket/gemma4-26b/trained/",
@@ -228,9 +234,7 @@ def grpo_client_script(
                 uris = uris[:-1]
             uris = uris[: (cut_saves or {}).get(step, len(uris))]
             steps += _writes(write_object, uris)
-            steps.append(
-                log(absl("I", f"Saved checkpoint at step {step}", "checkpoint_manager.py:1516"))
-            )
+            steps.append(log(absl("I", saved_line(step), "checkpoint_manager.py:2049")))
         mid = (evals or {}).get(step) or post or pre
         if step % eval_every == 0 and step < num_batches and mid:
             steps.append(

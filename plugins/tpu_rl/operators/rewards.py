@@ -78,6 +78,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         self.timeout = s.training_timeout_minutes * 60.0
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
         self.keep_backend = self.champion_waits(layout)
+        self.checkpoint_period = s.checkpoint_period  # stops at the last save its capacity allows
         history = resume.History.load(self.attempts_record)
         if history.resuming:  # a retry in the middle of a resume: finish it
             return self.restart(context, layout, history)
@@ -86,7 +87,7 @@ the Job fails for another reason or `training_timeout_minutes` passes.
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The wait's end: the rewards with every attempt, a resume, or a failure; the backend
         goes."""
-        from tpu_rl.rewards import capacity_loss, evaluations, resume
+        from tpu_rl.rewards import capacity_end, capacity_loss, evaluations, resume
         from tpu_rl.rewards.trigger import BACKEND_KEPT
 
         layout = self.set_run_objects(context)
@@ -94,6 +95,8 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         history = resume.History.load(self.attempts_record)
         if event.get("reason") == capacity_loss.REASON:
             return self.resume_after_loss(context, layout, history, event)
+        if event.get("reason") == capacity_end.REASON:
+            return self.resume_after_stop(context, layout, history, event)
         succeeded = event.get("status") == "success"
         history.end(event, resume.COMPLETED if succeeded else resume.FAILED, layout.pool_hosts)
         if not succeeded:
@@ -137,9 +140,30 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         self.record_attempts(context, history)
         return self.restart(context, layout, history)
 
-    def restart(self, context: Context, layout: RunLayout, history: History) -> None:
-        """Delete the lost attempt's Job and backend, and wait in the triggerer until they are
-        gone (their pods end with a grace period) before new ones take the same names."""
+    def resume_after_stop(
+        self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
+    ) -> Any:
+        """Training stopped right after the last save its capacity allowed: resume from that
+        save once the nodes whose time is up are gone (new capacity, a fresh run duration)."""
+        from tpu_rl import storage
+        from tpu_rl.rewards import resume
+
+        history.end(event, resume.STOPPED_AT_SAVE, layout.pool_hosts)
+        step, _ = storage.newest_committed_step(layout.checkpoints_dir, self.gcp_conn_id)
+        self.log.info("Resuming from committed step %s (stopped at %s).", step, event["save_step"])
+        history.begin(step, layout.pool_hosts, started=None)
+        history.resuming = True
+        self.record_attempts(context, history)
+        return self.restart(context, layout, history, event.get("nodes"), event.get("ends_at"))
+
+    def restart(
+        self, context: Context, layout: RunLayout, history: History,
+        nodes: list[str] | None = None, until: float | None = None,
+    ) -> None:  # fmt: skip
+        """Delete the last attempt's Job and backend, and wait in the triggerer until they are
+        gone (their pods end with a grace period) before new ones take the same names; and
+        until `nodes` whose time is up are gone too (GKE removes them at `until` at the latest)
+        so the new backend gets new ones."""
         from tpu_rl.kube import objects as kube
         from tpu_rl.kube.removed_trigger import RemovedTrigger
 
@@ -149,12 +173,14 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         objects = {
             f"Job {self.job_name}": kube.job_path(s.namespace, self.job_name),
             f"JobSet {layout.backend_jobset}": kube.jobset_path(s.namespace, layout.backend_jobset),
+            **{f"Node {n}": f"{kube.NODES_PATH}/{n}" for n in nodes or []},
         }
+        removed_by = max(time.time(), until or 0.0) + REMOVAL_TIMEOUT_S
         self.defer(
             trigger=RemovedTrigger.for_operator(
                 self,
                 objects,
-                deadline=min(self.wait_deadline(context), time.time() + REMOVAL_TIMEOUT_S),
+                deadline=min(self.wait_deadline(context), removed_by),
                 poll_interval=min(float(s.poll_interval_seconds), 5.0),
             ),
             method_name="resubmit_backend",

@@ -29,11 +29,14 @@ async def evidence(
     if backend_jobset:
         selector = f"{kube.JOBSET_NAME_LABEL}={backend_jobset}"
         pods += await api.list_items(kube.pods_path(namespace), selector)
-    nodes: list[dict[str, Any]] | None
+    return verdicts.capacity_evidence(pods, await nodes_if_allowed(api))
+
+
+async def nodes_if_allowed(api: AsyncKube) -> list[dict[str, Any]] | None:
+    """The cluster's nodes; None without the right to list them (403)."""
     try:
-        nodes = (await api.get_json(kube.NODES_PATH)).get("items") or []
+        return (await api.get_json(kube.NODES_PATH)).get("items") or []
     except KubeApiError as error:
         if error.transient:
             raise
-        nodes = None  # no right to list nodes (403): the pods alone
-    return verdicts.capacity_evidence(pods, nodes)
+        return None

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tpu_rl.rewards.lines import is_reward_line, parse_line, split_timestamp
+from tpu_rl.rewards import capacity_end
+from tpu_rl.rewards.lines import is_reward_line, parse_line, redact, split_timestamp
 
 # Longest log line kept, in bytes: the rest of a longer line is dropped, the line is logged
 # once as cut and never read as a reward line (MaxText's reward lines are ~200 bytes).
@@ -51,6 +52,9 @@ class FollowState:
     reached_step: int | None = None  # the highest training step the log showed
     capacity_evidence: str | None = None  # the first sign the backend lost its capacity
     backend_created: str | None = None  # the backend JobSet's creationTimestamp
+    step_marks: list[list[float]] = field(default_factory=list)  # the newest [step, epoch]s
+    saved: list[float] | None = None  # the newest finished save: [step, epoch]
+    judged_save: int | None = None  # the save whose stop-or-go was decided
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
@@ -62,6 +66,15 @@ class FollowState:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def attempt_facts(self) -> dict[str, Any]:
+        """What an event ending the attempt carries: its Pre line, evaluations, reach, backend."""
+        return {
+            "pre": self.pre,
+            "intermediate": self.intermediate,
+            "reached_step": self.reached_step,
+            "backend_created": self.backend_created,
+        }
 
     def start_container(self, restart_count: int | None, container_id: str | None) -> None:
         """Read a new container instance's log from its beginning."""
@@ -191,9 +204,8 @@ def consume(
         else:
             last, resent.count = key, 0
             state.last_time, state.seen_at_last_time = stamp, 1
-        if "step" in text and (step := _STEP.search(text)):
-            reached = int(step.group(1) or step.group(2))
-            state.reached_step = max(reached, state.reached_step or 0)
+        if "step" in text:
+            _mark_step(state, text, key[0] + key[1] / 1e9)
         if line.cut:
             state.cut_lines += 1
             log.warning(
@@ -202,6 +214,22 @@ def consume(
         elif (result := _on_line(state, stamp, text, log)) is not None:
             return result
     return None
+
+
+def error_event(reason: str, message: str) -> Result:
+    """An event that ends the wait without rewards; secrets masked in its message."""
+    return {"status": "error", "reason": reason, "message": redact(message)}
+
+
+def _mark_step(state: FollowState, text: str, at: float) -> None:
+    """Note a step the log shows done (and when), or a save finished (capacity_end.SAVED)."""
+    if step := _STEP.search(text):
+        reached = int(step.group(1) or step.group(2))
+        state.reached_step = max(reached, state.reached_step or 0)
+        if step.group(1):
+            state.step_marks = [*state.step_marks, [reached, at]][-capacity_end.MARKS_KEPT :]
+    elif saved := capacity_end.SAVED.search(text):
+        state.saved = [int(saved.group(1)), at]
 
 
 def _on_line(state: FollowState, stamp: str, text: str, log: logging.Logger) -> Result | None:

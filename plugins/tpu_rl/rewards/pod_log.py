@@ -20,14 +20,18 @@ from tpu_rl.rewards.log_stream import LogStream
 
 
 def logged_since_asked(state: FollowState) -> Callable[[], bool]:
-    """True when a line was logged (a reward line, a cut line) since the last call: the
-    position is worth saving then, not after every chunk (a poll and a Job patch per log
-    line otherwise)."""
-    logged = (state.reward_lines, state.cut_lines)
+    """True when a line was logged (a reward line, a cut line, a finished save: the stop at a
+    save is judged) since the last call: the position is worth saving then, not after every
+    chunk (a poll and a Job patch per log line otherwise)."""
+
+    def seen() -> tuple[int, int, float | None]:
+        return state.reward_lines, state.cut_lines, (state.saved or [None])[0]
+
+    logged = seen()
 
     def asked() -> bool:
         nonlocal logged
-        now = (state.reward_lines, state.cut_lines)
+        now = seen()
         moved, logged = now != logged, now
         return moved
 

@@ -20,10 +20,9 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
-from tpu_rl.rewards import capacity_loss
+from tpu_rl.rewards import capacity_loss, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
-from tpu_rl.rewards.follower import FollowState, Result
-from tpu_rl.rewards.lines import redact
+from tpu_rl.rewards.follower import FollowState, Result, error_event
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
 
@@ -58,6 +57,8 @@ class LogFollower:
         container_name: str | None = None,
         backend_jobset_name: str | None = None,
         pending_timeout: float = 1800.0,
+        checkpoint_period: int = 0,
+        capacity_ends_at: float | None = None,
         state: FollowState | None = None,
         log: logging.Logger | None = None,
         stream_log: bool = False,
@@ -73,6 +74,8 @@ class LogFollower:
         self.container_name = container_name
         self.backend_jobset_name = backend_jobset_name
         self.pending_timeout = pending_timeout
+        # stop at the last save before the capacity ends (tpu_rl.rewards.save_stop); 0: never
+        self.checkpoint_period, self.capacity_ends_at = checkpoint_period, capacity_ends_at
         self.log = log or logging.getLogger(__name__)
         self.stream_log = stream_log
         self.reader = PodLogReader(
@@ -196,7 +199,7 @@ class LogFollower:
             return await self._fail(api, "timeout", "no Post RL Training line before the timeout")
         self.cluster.start_poll()
         if (job := await self.cluster.job(api)) is None:
-            return _error("job_failed", f"Job {self.namespace}/{self.job_name} not found")
+            return error_event("job_failed", f"Job {self.namespace}/{self.job_name} not found")
         if (resumed := self.position.resume(job, self.state)) is not None:
             self.reader.state = resumed
         # The Job's watch and its pods' are two connections: the Job's success can be told
@@ -209,6 +212,8 @@ class LogFollower:
             if (result := await self.reader.follow(api, pod, pods, final=succeeded)) is not None:
                 return result
             pod = verdicts.current_pod(pods, self.state.pod_uid)
+        if self.checkpoint_period and (stop := await self._judge_save(api)) is not None:
+            return stop  # the save just finished is the last its capacity allows
         failure = verdicts.job_failure(self.job_name, job, pods, pod)
         waiting = verdicts.job_waiting(self.job_name, job, pod)
         if failure is None and self.backend_jobset_name:
@@ -220,6 +225,11 @@ class LogFollower:
         if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
             await self.position.save(api, self.state)  # after this poll's every change: one PATCH
         return result
+
+    async def _judge_save(self, api: AsyncKube) -> Result | None:
+        _, pods = await self.cluster.backend(api) if self.backend_jobset_name else (None, [])
+        args = (self.checkpoint_period, pods, self.capacity_ends_at, self.log)
+        return await save_stop.judge_save(api, self.state, *args)
 
     async def _backend(self, api: AsyncKube) -> tuple[verdicts.Failure | None, str | None]:
         name = self.backend_jobset_name or ""
@@ -243,9 +253,7 @@ class LogFollower:
         if (why := why or state.capacity_evidence) is None:
             return None
         result = await self._fail(api, capacity_loss.REASON, f"{why}; {failure[1]}", pod=pod)
-        return {**result, "pre": state.pre, "intermediate": state.intermediate,
-                "reached_step": state.reached_step,
-                "backend_created": state.backend_created}  # fmt: skip
+        return {**result, **state.attempt_facts()}
 
     async def _check_pending(
         self, api: AsyncKube, waiting: str | None, pod: dict[str, Any] | None
@@ -279,15 +287,11 @@ class LogFollower:
                 tail = f"(log not available: {error})"
         if tail.strip():
             message += f"\nLast log lines of pod {name}:\n{tail.rstrip()[-TAIL_CHARS:]}"
-        return _error(reason, message)
+        return error_event(reason, message)
 
 
 def _api_failure(error: KubeApiError) -> Result:
     """Re-raise a transient error for the caller's back-off; turn others into an event."""
     if error.transient:
         raise error
-    return _error("api_error", f"Kubernetes API error: {error}")
-
-
-def _error(reason: str, message: str) -> Result:
-    return {"status": "error", "reason": reason, "message": redact(message)}
+    return error_event("api_error", f"Kubernetes API error: {error}")

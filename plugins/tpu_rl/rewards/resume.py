@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 XCOM_KEY = "attempts"
 COMPLETED, CAPACITY_LOST, FAILED = "completed", "capacity_lost", "failed"
+STOPPED_AT_SAVE = "stopped_at_save"  # stopped right after a save, before its capacity ended
 
 
 def now_iso() -> str:
@@ -57,6 +58,11 @@ class History:
     def resumes(self) -> int:
         """Resumes made so far (attempts after the first)."""
         return max(0, len(self.attempts) - 1)
+
+    @property
+    def losses(self) -> int:
+        """Attempts that lost their capacity (a stop at a save before it ended is not one)."""
+        return sum(a["outcome"] == CAPACITY_LOST for a in self.attempts)
 
     def end(self, event: dict[str, Any], outcome: str, tpu_hosts: int) -> dict[str, Any]:
         """Close the open attempt (attempt 1 is opened here, from its backend's creation) with
@@ -94,15 +100,17 @@ class History:
 
 
 def may_resume(history: History, max_restarts: int) -> bool:
-    """Another resume is allowed: fewer than `max_restarts` were made."""
-    return history.resumes < max_restarts
+    """Another resume after the capacity loss that ended the last attempt is allowed: at most
+    `max_restarts` losses (stops at a save before the capacity ended are not counted)."""
+    return history.losses <= max_restarts
 
 
 def resume_line(step: int | None, history: History, max_restarts: int, why: str) -> str:
-    """The task log's line for a resume: from which checkpoint step, which resume, why."""
+    """The task log's line for a resume after a capacity loss (the last attempt's): from which
+    checkpoint step, which resume, why."""
     where = f"checkpoint step {step}" if step is not None else "the start (no checkpoint yet)"
     return (
-        f"Resuming training from {where} (resume {history.resumes + 1} of {max_restarts}) "
+        f"Resuming training from {where} (resume {history.losses} of {max_restarts}) "
         f"after capacity loss: {why}"
     )
 
@@ -110,7 +118,7 @@ def resume_line(step: int | None, history: History, max_restarts: int, why: str)
 def exhausted(history: History, max_restarts: int, why: str) -> str:
     """The failure once capacity was lost more often than a run may resume."""
     return (
-        f"training lost its TPU capacity {history.resumes + 1} times; max_training_restarts="
+        f"training lost its TPU capacity {history.losses} times; max_training_restarts="
         f"{max_restarts} allows {max_restarts} resume(s). Attempts: {history.summary()}. "
         f"Last loss: {why}"
     )

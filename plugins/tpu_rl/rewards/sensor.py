@@ -23,6 +23,7 @@ FINAL_REASONS = (
     "backend_failed",
     "completed_without_result",
     "capacity_lost",  # a resume needs the run: WaitForRewardsSensor
+    "capacity_ending",  # so does a stop at a save before the capacity ends
 )
 
 
@@ -88,6 +89,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.deferrable = deferrable
         self.deadline_cap: float | None = None  # epoch seconds no wait may outlast
         self.keep_backend = False  # a successful wait leaves the backend running (RewardTrigger)
+        self.checkpoint_period = 0  # > 0: stop at the last save before the capacity ends
+        self.capacity_ends_at: float | None = None  # an end known in advance (epoch seconds)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -152,6 +155,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             "container_name": self.container_name,
             "backend_jobset_name": self.backend_jobset_name,
             "pending_timeout": self.pending_timeout,
+            "checkpoint_period": self.checkpoint_period,
+            "capacity_ends_at": self.capacity_ends_at,
         }
 
     def wait_deadline(self, context: Context) -> float:

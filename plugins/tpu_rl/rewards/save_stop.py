@@ -1,0 +1,55 @@
+"""Stopping training right after the last save that can finish before its capacity ends:
+the judgment of each finished save, on the follower's state and the backend's nodes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tpu_rl.kube.async_client import AsyncKube
+from tpu_rl.rewards import capacity_end
+from tpu_rl.rewards.capacity_loss import nodes_if_allowed
+from tpu_rl.rewards.follower import FollowState, Result, error_event
+
+
+async def judge_save(
+    api: AsyncKube,
+    state: FollowState,
+    period: int,
+    backend_pods: list[dict[str, Any]],
+    known_end: float | None,
+    log: logging.Logger,
+) -> Result | None:
+    """The `capacity_ending` event when the save the log just finished is the last that can
+    finish before the slice's capacity ends; None to go on. Each save is judged once."""
+    if state.saved is None or state.saved[0] == state.judged_save:
+        return None
+    state.judged_save = step = int(state.saved[0])
+    pace = capacity_end.measured_pace(state.step_marks, state.saved, period)
+    if pace is None:
+        return None
+    ends_at, nodes = await slice_end(api, backend_pods, known_end)
+    if ends_at is None or not capacity_end.must_stop(state.saved[1], pace, period, ends_at):
+        return None
+    line = capacity_end.stop_line(step, ends_at, nodes, pace, period)
+    log.warning(line)
+    return {
+        **error_event(capacity_end.REASON, line),
+        "save_step": step,
+        "nodes": nodes,
+        "ends_at": ends_at,
+        **state.attempt_facts(),
+    }
+
+
+async def slice_end(
+    api: AsyncKube, backend_pods: list[dict[str, Any]], known: float | None
+) -> tuple[float | None, list[str]]:
+    """When the backend's nodes end (the earliest; `known`: an end known in advance, when
+    sooner) and the nodes that end (tpu_rl.rewards.capacity_end)."""
+    names = {p["spec"]["nodeName"] for p in backend_pods if p["spec"].get("nodeName")}
+    nodes = (await nodes_if_allowed(api) or []) if names else []
+    ends_at, ending = capacity_end.slice_end(nodes, names)
+    if known is not None and (ends_at is None or known < ends_at):
+        return known, ending
+    return ends_at, ending

@@ -1,0 +1,97 @@
+"""When the capacity ends and whether training stops at the save just made
+(tpu_rl.rewards.capacity_end), and the follower's marks of steps and saves."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tpu_rl.rewards import capacity_end
+from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+
+T0 = 1_800_000_000.0
+LOG = logging.getLogger(__name__)
+
+
+def node(name: str, annotation: str | None = None, label: str | None = None) -> dict:
+    meta: dict = {"name": name, "creationTimestamp": "2027-01-15T08:00:00Z"}
+    if annotation:
+        meta["annotations"] = {capacity_end.TERMINATION_ANNOTATION: annotation}
+    if label:
+        meta["labels"] = {capacity_end.MAX_RUN_LABEL: label}
+    return {"metadata": meta}
+
+
+def test_a_node_ends_at_its_termination_annotation_else_creation_plus_max_run():
+    annotated = node("a", annotation="2027-01-22T08:00:00Z", label="3600")
+    assert capacity_end.node_end(annotated) == capacity_end.epoch("2027-01-22T08:00:00Z")
+    labelled = node("b", label="604800")
+    assert capacity_end.node_end(labelled) == capacity_end.epoch("2027-01-15T08:00:00Z") + 604800
+    assert capacity_end.node_end(node("c")) is None
+
+
+def test_the_slice_ends_with_its_earliest_node_and_names_the_nodes_that_end():
+    nodes = [
+        node("a", annotation="2027-01-22T08:00:00Z"),
+        node("b", annotation="2027-01-21T08:00:00Z"),
+        node("other", annotation="2027-01-16T08:00:00Z"),  # not the slice's
+        node("d"),
+    ]
+    ends, names = capacity_end.slice_end(nodes, {"a", "b", "d"})
+    assert ends == capacity_end.epoch("2027-01-21T08:00:00Z")
+    assert names == ["a", "b"]
+    assert capacity_end.slice_end(nodes, {"d"}) == (None, [])
+
+
+def marks(*steps: tuple[int, float]) -> list[list[float]]:
+    return [[s, T0 + at] for s, at in steps]
+
+
+def test_the_pace_is_the_longest_clean_step_gap_and_the_save_s_own_time():
+    # steps every 60 s, step 4's save takes 30 s before step 5 (period 4)
+    m = marks((2, 60), (3, 130), (4, 190), (5, 280))
+    pace = capacity_end.measured_pace(m, [4, T0 + 220], period=4)
+    assert pace == capacity_end.Pace(step_s=70, save_s=30)
+    assert capacity_end.measured_pace(marks((4, 190), (5, 280)), [4, T0 + 220], 4) is None
+
+
+@pytest.mark.parametrize(
+    ("ends_in", "stops"),
+    [
+        (4 * 60 + 30 + 60 + 1, False),  # room for 4 steps, the save and a step's margin
+        (4 * 60 + 30 + 60 - 1, True),
+    ],
+)
+def test_it_stops_when_the_next_save_cannot_finish_a_step_before_the_end(ends_in, stops):
+    pace = capacity_end.Pace(step_s=60, save_s=30)
+    assert capacity_end.must_stop(T0, pace, period=4, ends_at=T0 + ends_in) is stops
+
+
+def stamped(at: float, text: str) -> Line:
+    from datetime import UTC, datetime
+
+    stamp = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return Line(f"{stamp} {text}")
+
+
+def test_the_follower_marks_step_lines_and_orbax_s_finished_save_line():
+    state = FollowState()
+    lines = [
+        stamped(T0 + 60, "I1201 rl_cluster.py:573] Train step 1/8 done"),
+        stamped(T0 + 120, "I1201 rl_cluster.py:573] Train step 2/8 done"),
+        stamped(
+            T0 + 150,
+            "I1201 checkpoint_manager.py:2049] [process=0][thread=MainThread][step=2] "
+            "Finished synchronous save.",
+        ),
+        stamped(T0 + 155, "W1201 train_rl.py:702] Intermediate Eval (step=2): corr=1"),
+    ]
+    assert consume(state, lines, Resent(), LOG) is None
+    assert state.step_marks == [[1, T0 + 60], [2, T0 + 120]]
+    assert state.saved == [2, T0 + 150]
+    assert state.reached_step == 2
+    many = [stamped(T0 + 200 + i, f"Train step {3 + i}/99 done") for i in range(10)]
+    consume(state, many, Resent(), LOG)
+    assert len(state.step_marks) == capacity_end.MARKS_KEPT
+    assert state.step_marks[-1] == [12, T0 + 209]
