@@ -7,15 +7,18 @@ atomically. A slice on which no pod has run for `scale_down_idle_s` is removed, 
 nodes together. Nodes a static pool lost (a preemption, a host error) are recreated after the
 same delay, as the node pool's instance group does. A pool whose zone has no VMs of its mode
 (tests/sandbox/zone_capacity.py) is not scaled up: its pods get GKE's FailedScaleUp instead.
+A flex-start node is created with GKE's max-run-duration label and termination annotation
+(max_run_duration.py): it is taken away when its `flex_max_run_s` is over.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.sandbox import kube_events
+from tests.sandbox import kube_events, max_run_duration
 from tests.sandbox.cluster_model import POOL_LABEL, NodePool
 from tests.sandbox.kube_state import ClusterState
 from tests.sandbox.zone_capacity import ENV, stocked_out
@@ -30,9 +33,17 @@ class Autoscaler:
         clock: Callable[[], float],
         provisioning_delay_s: float = 0.0,
         scale_down_idle_s: float = 600.0,
+        flex_max_run_s: int = max_run_duration.DEFAULT_MAX_RUN_S,
+        wall_at: Callable[[float], datetime] | None = None,
     ) -> None:
+        """`wall_at`: the wall-clock instant of a simulated time (the controller's SimClock;
+        by default a simulated second is a wall second)."""
         self.emu, self.clock = emu, clock
         self.provisioning_delay_s, self.scale_down_idle_s = provisioning_delay_s, scale_down_idle_s
+        self.flex_max_run_s = flex_max_run_s
+        self.wall_at = wall_at or (
+            lambda at: datetime.now(UTC) + timedelta(seconds=at - self.clock())
+        )
         self._due: dict[str, float] = {}  # pool -> when its missing nodes are created
         self._told: set[tuple[str, str]] = set()  # (pod uid, pool) TriggeredScaleUp sent
         self._busy: dict[str, float] = {}  # pool -> last time a pod was bound to its nodes
@@ -108,7 +119,7 @@ class Autoscaler:
             if pool.name in self._due and now >= self._due[pool.name]:
                 del self._due[pool.name]
                 with self.emu.ledger.nodes_arriving_at(now):
-                    self._create_missing(model, pool, names, max(target, pool.nodes))
+                    self._create_missing(model, pool, names, max(target, pool.nodes), now)
             elif self._idle(pool, now) and mine:
                 for node in mine:
                     self.emu.delete("nodes", "", node["metadata"]["name"])
@@ -119,12 +130,19 @@ class Autoscaler:
             return False
         return now - self._busy.setdefault(pool.name, now) >= self.scale_down_idle_s
 
-    def _create_missing(self, model: Any, pool: NodePool, present: set[str], target: int) -> None:
+    def _create_missing(
+        self, model: Any, pool: NodePool, present: set[str], target: int, at: float
+    ) -> None:
+        """The pool's missing nodes, arriving at simulated `at`; a flex-start node ends
+        `flex_max_run_s` later (on the simulated clock; its annotation says when, wall)."""
         index = 0
         for _ in range(target - len(present)):
             while pool.node(model.name, model.zone, index)["metadata"]["name"] in present:
                 index += 1
             node = pool.node(model.name, model.zone, index)
             present.add(node["metadata"]["name"])
+            if pool.capacity == "flex_start":
+                ends = self.wall_at(at + self.flex_max_run_s)
+                max_run_duration.mark(node, self.flex_max_run_s, ends)
             self.emu.create(node)
         self._busy[pool.name] = self.clock()

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.sandbox import kube_events
 from tests.sandbox.autoscaler import Autoscaler
@@ -20,7 +20,11 @@ from tests.sandbox.kube_emulator import KubeEmulator
 from tests.sandbox.kube_state import ApiError
 from tests.sandbox.kueue import Kueue
 from tests.sandbox.ledger import SimClock
+from tests.sandbox.max_run_duration import DEFAULT_MAX_RUN_S
 from tests.sandbox.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from tests.sandbox.preemption import Preemption
 
 JOBSET_PREFIX = "jobset.sigs.k8s.io/"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
@@ -126,6 +130,7 @@ class Scenario:
     crash_backoff_s: float = 10.0  # kubelet's back-off before restarting a failed container
     provisioning_delay_s: float = 0.0  # a TPU slice pool's scale-up (flex-start may queue long)
     scale_down_idle_s: float = 600.0  # an idle TPU slice is removed after this
+    flex_max_run_s: int = DEFAULT_MAX_RUN_S  # a flex-start node's max run duration
 
     def on(
         self,
@@ -180,8 +185,13 @@ class Controller:
         tick_s: float = 0.01,
         reconcilers: tuple[Callable[[], None], ...] = (),
         catch_up: bool = False,
+        preemption: Preemption | None = None,
     ) -> None:
         """`reconcilers` run after each pass (faults such as preemption, the cloud's state).
+
+        `preemption` takes nodes away, each pass: flex-start nodes at the end of their max run
+        duration (`Preemption.expire`), and any the test preempts. Pass the one the run's
+        scripts watch (ClientFaults); by default the controller makes its own.
 
         `catch_up`: a sleep ends `seconds` after its step was due, not after the pass that ran
         it, so a script keeps its rate when a pass is slower than its sleeps (hundreds of pods:
@@ -201,7 +211,14 @@ class Controller:
             lambda: self.clock(),
             self.scenario.provisioning_delay_s,
             self.scenario.scale_down_idle_s,
+            self.scenario.flex_max_run_s,
+            lambda simulated: self.clock.wall_at(simulated),
         )
+        if preemption is None:
+            from tests.sandbox.preemption import Preemption  # it imports this module
+
+            preemption = Preemption(emu, lambda: self.clock(), run_label="")
+        self.preemption = preemption
         self.kueue, self.scheduler = Kueue(emu), Scheduler(emu, self.autoscaler)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -236,7 +253,8 @@ class Controller:
                 raise
 
     def reconcile(self) -> None:
-        """One pass: Kueue, JobSets, Jobs, the scheduler, then the kubelet's pods."""
+        """One pass: Kueue, JobSets, Jobs, the scheduler, the autoscaler, the kubelet's pods,
+        then nodes taken away (ended run durations, preemptions) and the `reconcilers`."""
         self.kueue.reconcile()
         for jobset in self.emu.list_shared("jobsets"):
             self._reconcile_jobset(jobset)
@@ -246,6 +264,8 @@ class Controller:
         self.scheduler.schedule()
         self.autoscaler.reconcile()
         self._run_pods()
+        self.preemption.expire()
+        self.preemption.reconcile()
         for reconcile in self.reconcilers:
             reconcile()
 

@@ -27,6 +27,7 @@ from tests.sandbox.cloud import (
 from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.sandbox.ledger import Ledger
+from tests.sandbox.max_run_duration import DEFAULT_MAX_RUN_S
 from tests.sandbox.orbax_saves import newest_complete_step, orbax_step_uris
 from tests.sandbox.pod_storage import PodStorage
 from tests.sandbox.preemption import (
@@ -107,6 +108,9 @@ class Workloads:
     preemption_notice_s: float = SPOT_NOTICE_S
     provisioning_delay_s: float = 0.0  # flex-start/Spot slice scale-up (and node repair) delay
     scale_down_idle_s: float = 600.0  # an idle flex-start/Spot slice is removed after this
+    # a flex-start node's max run duration (GKE's maxRunDurationSeconds, 7 days by default):
+    # then it is taken away as a preempted node is (max_run_duration.py)
+    flex_max_run_s: int = DEFAULT_MAX_RUN_S
     champion: EvalResult = field(default_factory=lambda: EvalResult(corr=10, mean_reward=0.1))
 
 
@@ -208,7 +212,11 @@ def build_scenario(
         )
 
     scenario = (
-        Scenario(provisioning_delay_s=w.provisioning_delay_s, scale_down_idle_s=w.scale_down_idle_s)
+        Scenario(
+            provisioning_delay_s=w.provisioning_delay_s,
+            scale_down_idle_s=w.scale_down_idle_s,
+            flex_max_run_s=w.flex_max_run_s,
+        )
         .on("-train", train, admit_after=w.admit_after)
         .on("-convert", convert, index=0)
         .on("-export", export, index=0)
@@ -376,10 +384,16 @@ class Sandbox:
         scenario = build_scenario(conf, self.gcs, w, self.emu, preemption)
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
-        reconcilers = (preemption.reconcile, self.control_plane.sync, self.capacity.reconcile)
+        reconcilers = (self.control_plane.sync, self.capacity.reconcile)
         events: list[dict[str, Any]] = []
         with (
-            Controller(self.emu, scenario, time_scale=time_scale, reconcilers=reconcilers),
+            Controller(
+                self.emu,
+                scenario,
+                time_scale=time_scale,
+                reconcilers=reconcilers,
+                preemption=preemption,  # also ends flex-start nodes: the client sees it
+            ),
             recording_trigger_events(events),
         ):
             # a manual run's id comes from run_after (DagRun.generate_run_id)

@@ -9,19 +9,32 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 TPU = "google.com/tpu"
 
 
 class SimClock:
-    """Simulated seconds: wall seconds since the clock was made, divided by `scale`."""
+    """Simulated seconds: wall seconds since the clock was made, divided by `scale`.
+
+    Objects carry wall-clock times (creationTimestamp, log lines): `wall_at` and
+    `simulated_at` map an instant between the two clocks (simulated 0 is `wall0`).
+    """
 
     def __init__(self, scale: float = 1.0) -> None:
-        self.scale, self._t0 = scale, time.monotonic()
+        self.scale, self._t0, self.wall0 = scale, time.monotonic(), datetime.now(UTC)
 
     def __call__(self) -> float:
         return (time.monotonic() - self._t0) / self.scale
+
+    def wall_at(self, simulated: float) -> datetime:
+        """The wall-clock instant (UTC) of a simulated time."""
+        return self.wall0 + timedelta(seconds=simulated * self.scale)
+
+    def simulated_at(self, wall: datetime) -> float:
+        """The simulated time of a wall-clock instant (timezone-aware)."""
+        return (wall - self.wall0).total_seconds() / self.scale
 
 
 @dataclass

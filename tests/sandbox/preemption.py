@@ -3,7 +3,8 @@
 The node gets the `cloud.google.com/impending-node-termination:NoSchedule` taint (the notice,
 30 s for Spot VMs); when the notice runs out the kubelet's graceful node shutdown ends its pods
 (phase Failed, reason Terminated, a DisruptionTarget condition) and the Node is deleted. The
-terminated pods are kept (no pod GC here) so their evidence stays readable.
+terminated pods are kept (no pod GC here) so their evidence stays readable. A flex-start node
+whose maximum run duration is over goes the same way (`expire`, max_run_duration.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.sandbox import max_run_duration
 from tests.sandbox.cluster_model import POOL_LABEL, TPU
 from tests.sandbox.controller import ContainerExit, PodInfo
 from tests.sandbox.kube_state import ClusterState, timestamp
@@ -43,6 +45,7 @@ class Preemption:
         self.lost: dict[str, float] = {}
         self._run_due: dict[str, float] = {}  # run -> when its preempted node shuts down
         self.preempted: list[str] = []  # node names, in order
+        self.expired: list[str] = []  # flex-start nodes whose max run duration ended, in order
 
     def preempt_run(self, run: str) -> str | None:
         """Preempt the node of one running TPU pod of this run (None: it has none)."""
@@ -77,6 +80,20 @@ class Preemption:
         self.emu.patch("nodes", "", node, {"spec": {"taints": taints}})
         self._due[node] = self.clock() + self.notice_s
         self.preempted.append(node)
+
+    def expire(self) -> None:
+        """GKE's end of a flex-start VM's run duration: a node whose termination time (its
+        annotation, wall clock, mapped onto the simulated clock by the ledger's SimClock) is
+        within `max_run_duration.NOTICE_S` shuts down at that time, as a preempted one does."""
+        clock, now = self.emu.ledger.clock, self.clock()
+        for node in self.emu.list_shared("nodes"):
+            name, ends = node["metadata"]["name"], max_run_duration.termination(node)
+            if ends is None or name in self._due:
+                continue
+            due = clock.simulated_at(ends)
+            if now >= due - max_run_duration.NOTICE_S:
+                self._due[name] = due
+                self.expired.append(name)
 
     def reconcile(self) -> None:
         now = self.clock()
