@@ -111,6 +111,7 @@ class Workloads:
     # a flex-start node's max run duration (GKE's maxRunDurationSeconds, 7 days by default):
     # then it is taken away as a preempted node is (max_run_duration.py)
     flex_max_run_s: int = DEFAULT_MAX_RUN_S
+    train_step_s: float = 60.0  # simulated seconds per GRPO step
     champion: EvalResult = field(default_factory=lambda: EvalResult(corr=10, mean_reward=0.1))
 
 
@@ -174,6 +175,7 @@ def build_scenario(
             cut_last_save=w.train_cut_last_save,
             cut_saves=cuts,
             resume_from=restored,
+            step_seconds=w.train_step_s,
             before_step=before_step,
             after_step=after_step,
         )

@@ -133,10 +133,10 @@ def test_a_janitor_dry_run_needs_no_bucket():
 
 
 def test_the_capacity_settings_in_the_form():
-    """A choice among the three modes in the section the form opens; resumes in run control."""
+    """A choice among the four modes in the section the form opens; resumes in run control."""
     params = ParamsDict(dag_params())
     capacity = params.get_param("capacity").schema
-    assert capacity["enum"] == ["reservation", "flex_start", "spot"]
+    assert capacity["enum"] == ["reservation", "calendar", "flex_start", "spot"]
     assert capacity["section"] == "Run Parameters" and params["capacity"] == "reservation"
     with pytest.raises(Exception, match="is not one of"):
         params["capacity"] = "preemptible"

@@ -204,7 +204,7 @@ def sensor(tutorial_conf, monkeypatch, gcs_objects):
     monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (50, [60]))
     cls = run_rewards.WaitForRewardsSensor
     RESTARTS.clear()
-    monkeypatch.setattr(cls, "restart", lambda op, c, lay, h: RESTARTS.append(h.resumes))
+    monkeypatch.setattr(cls, "restart", lambda op, c, lay, h, *_: RESTARTS.append(h.resumes))
     monkeypatch.setattr(cls, "release_tpus", lambda op: None)
     monkeypatch.setattr(cls, "mask_token", lambda op: None)
     return new_sensor()

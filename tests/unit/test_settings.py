@@ -207,7 +207,7 @@ RULE_CASES = [
     (
         "choices",
         {"capacity": "preemptible"},
-        "capacity: must be 'reservation', 'flex_start' or 'spot', got 'preemptible'",
+        "capacity: must be 'reservation', 'calendar', 'flex_start' or 'spot', got 'preemptible'",
     ),
     ("choices", {"mu_dtype": "fp8"}, "mu_dtype: must be 'bfloat16', 'float32' or 'float16'"),
     ("choices", {"remat_policy": "everything"}, "remat_policy: must be 'full', 'minimal',"),

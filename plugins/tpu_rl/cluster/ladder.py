@@ -79,7 +79,7 @@ def rungs(settings: RunSettings) -> list[Rung]:
 def at_rung(settings: RunSettings, rung: Rung) -> RunSettings:
     """The run's settings on `rung`: its mode and zone (a reservation only on a reservation
     rung; the rest of the run, region and bucket included, as it is)."""
-    reservation = settings.reservation if rung.mode == Capacity.RESERVATION else ""
+    reservation = settings.reservation if Capacity(rung.mode).takes_reservation else ""
     return dataclasses.replace(
         settings, capacity=rung.mode, zone=rung.zone, reservation=reservation
     )

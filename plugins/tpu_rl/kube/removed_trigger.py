@@ -17,6 +17,8 @@ from airflow.triggers.base import TriggerEvent
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.kube.gke_trigger import GkeTrigger, connection_of
 
+REMOVAL_TIMEOUT_S = 300  # how long deleted Jobs and JobSets may take to go (their pods' grace)
+
 
 class RemovedTrigger(GkeTrigger):
     """Fires {"status": "success"} once none of `objects` ("Job x" -> its API path) exists,

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 
 PENDING_TIMEOUT = "pending_timeout"  # the pods trigger's event reason (kube.pods_trigger)
 SCALE_UP_FAILED = "FailedScaleUp"  # GKE cluster autoscaler's event reason (see RungMove)
-REMOVAL_TIMEOUT_S = 300  # how long the old rung's backend may take to go
 
 
 class RungMove(RunClusterStep):
@@ -44,7 +43,7 @@ class RungMove(RunClusterStep):
         from tpu_rl.cluster import climb, ladder
         from tpu_rl.dag.runtime import ladder_xcom
         from tpu_rl.kube import objects as kube
-        from tpu_rl.kube.removed_trigger import RemovedTrigger
+        from tpu_rl.kube.removed_trigger import REMOVAL_TIMEOUT_S, RemovedTrigger
 
         layout = self.run_layout(context)
         s = layout.settings  # on the current rung

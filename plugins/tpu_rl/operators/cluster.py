@@ -3,7 +3,9 @@ destroyed with Cluster Toolkit (`gcluster`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
@@ -200,6 +202,37 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 
     def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         return [steps.deploy]
+
+    def execute(self, context: Context) -> None:
+        """Deploy; on a calendar reservation whose window is still to come, wait in the
+        triggerer for its start first (its reservation, and its VMs, exist only from then)."""
+        if (opens := self.window_opens(context)) is not None:
+            from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+            self.log.info("Waiting in the triggerer for the calendar window to open at %s", opens)
+            self.defer(trigger=DateTimeTrigger(opens), method_name="window_opened")
+        return super().execute(context)
+
+    def window_opened(self, context: Context, event: Any = None) -> None:
+        return self.execute(context)
+
+    def window_opens(self, context: Context) -> datetime | None:
+        """When the run's calendar reservation window opens, if it is still to come."""
+        from tpu_rl import deployment
+        from tpu_rl.preflight.calendar import read_window
+        from tpu_rl.preflight.google_api import GoogleApi
+        from tpu_rl.settings.choices import Capacity, ClusterMode
+        from tpu_rl.settings.run_settings import SettingsError, load_settings
+
+        try:
+            s = load_settings(dict(self.settings or context["params"]))
+        except SettingsError:
+            return None  # execute skips, saying why
+        if s.capacity != Capacity.CALENDAR or s.cluster_mode == ClusterMode.EXISTING:
+            return None
+        conn_id = self.gcp_conn_id or deployment.check_gcp_connection()
+        window = read_window(GoogleApi(conn_id), s)
+        return datetime.fromtimestamp(window.start, UTC) if window.start > time.time() else None
 
     def apply(
         self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]

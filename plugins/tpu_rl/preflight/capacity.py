@@ -10,7 +10,10 @@ when the pods ask (DESIGN section 7), so those modes are checked as far as quota
 
 from __future__ import annotations
 
+import time
+
 from tpu_rl.cluster.tpu import hosts_per_slice
+from tpu_rl.preflight import calendar
 from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.choices import Capacity, ClusterMode
@@ -68,10 +71,25 @@ def _vms_needed(s: RunSettings) -> int:
 
 
 def check_capacity(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
-    """The reservation, or the TPU quota, as the run's capacity mode needs."""
+    """The reservation, the calendar reservation's window, or the TPU quota, as the run's
+    capacity mode needs."""
     if s.capacity == Capacity.RESERVATION:
         return [_check_reservation(api, s)]
+    if s.capacity == Capacity.CALENDAR:
+        return [_check_calendar(api, s)]
     return [_check_quota(api, s)]
+
+
+def _check_calendar(api: GoogleApi, s: RunSettings) -> CheckResult:
+    """The future reservation is in calendar mode, and its window not over nor too short for
+    one save (the run waits for its start in create_cluster)."""
+    try:
+        window = calendar.read_window(api, s)
+    except calendar.CalendarError as err:
+        return failed(RESERVATION, str(err), "name a calendar-mode future reservation of the zone")
+    if problem := calendar.window_problem(window, s, time.time()):
+        return failed(RESERVATION, problem, "request a new window, or another capacity mode")
+    return passed(RESERVATION, f"{window.describe()}; the run waits for its start")
 
 
 def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:

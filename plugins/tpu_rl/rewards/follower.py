@@ -24,7 +24,7 @@ LINE_CAP = 64 * 1024
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 # A training step the log shows done: the trainer's `Train step N/M` line, or MaxText's
 # `Intermediate Eval (step=N)` (every eval_interval steps) when a build logs no step lines.
-_STEP = re.compile(r"\bTrain step (\d+)/\d+|Intermediate Eval \(step=(\d+)\)")
+_STEP = re.compile(r"\bTrain step (\d+)/(\d+)|Intermediate Eval \(step=(\d+)\)")
 
 Result = dict[str, Any]
 
@@ -55,6 +55,7 @@ class FollowState:
     step_marks: list[list[float]] = field(default_factory=list)  # the newest [step, epoch]s
     saved: list[float] | None = None  # the newest finished save: [step, epoch]
     judged_save: int | None = None  # the save whose stop-or-go was decided
+    total_steps: int | None = None  # the training's steps, as its step lines count them
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
@@ -224,10 +225,11 @@ def error_event(reason: str, message: str) -> Result:
 def _mark_step(state: FollowState, text: str, at: float) -> None:
     """Note a step the log shows done (and when), or a save finished (capacity_end.SAVED)."""
     if step := _STEP.search(text):
-        reached = int(step.group(1) or step.group(2))
+        reached = int(step.group(1) or step.group(3))
         state.reached_step = max(reached, state.reached_step or 0)
         if step.group(1):
             state.step_marks = [*state.step_marks, [reached, at]][-capacity_end.MARKS_KEPT :]
+            state.total_steps = int(step.group(2))
     elif saved := capacity_end.SAVED.search(text):
         state.saved = [int(saved.group(1)), at]
 

@@ -25,6 +25,8 @@ async def judge_save(
     if state.saved is None or state.saved[0] == state.judged_save:
         return None
     state.judged_save = step = int(state.saved[0])
+    if state.total_steps is not None and step >= state.total_steps:
+        return None  # the last step's save: training ends, nothing to stop
     pace = capacity_end.measured_pace(state.step_marks, state.saved, period)
     if pace is None:
         return None

@@ -60,18 +60,17 @@ def _modes(s: RunSettings) -> set[str]:
 
 def reservation(s: RunSettings) -> Iterator[str]:
     modes = _modes(s)
-    if s.reservation and Capacity.RESERVATION not in modes:
+    reserved = bool(modes & {c.value for c in Capacity if c.takes_reservation})
+    if s.reservation and not reserved:
         yield (
             f"reservation: {s.reservation!r} given with capacity={s.capacity}, which takes no "
             "reservation (flex-start and Spot VMs are not drawn from one); leave reservation "
             "empty, or set capacity=reservation"
         )
-    elif (
-        s.cluster_mode == ClusterMode.CREATE and Capacity.RESERVATION in modes and not s.reservation
-    ):
+    elif s.cluster_mode == ClusterMode.CREATE and reserved and not s.reservation:
         yield (
-            "reservation: required with cluster_mode=create and capacity=reservation or a "
-            "reservation rung in capacity_ladder (the "
+            "reservation: required with cluster_mode=create and capacity=reservation or "
+            "calendar, or such a rung in capacity_ladder (the "
             "blueprint's TPU pool consumes a SPECIFIC_RESERVATION); without one, choose "
             "capacity=flex_start or capacity=spot"
         )

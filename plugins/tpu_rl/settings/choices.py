@@ -17,8 +17,15 @@ class Capacity(StrEnum):
     """How the TPU pool gets its VMs."""
 
     RESERVATION = "reservation"
+    # a future reservation in calendar mode: its VMs from the window's start to its end
+    CALENDAR = "calendar"
     FLEX_START = "flex_start"
     SPOT = "spot"
+
+    @property
+    def takes_reservation(self) -> bool:
+        """The TPU pool consumes the run's `reservation` (a calendar one's, in its window)."""
+        return self in (Capacity.RESERVATION, Capacity.CALENDAR)
 
 
 class Optimizer(StrEnum):

@@ -22,10 +22,13 @@ DESCRIPTIONS: dict[str, str] = {
     "keep_cluster": "Keep the cluster this run created instead of deleting it (its TPUs go on "
     "billing until you delete it).",
     "capacity": "How the run gets its TPUs. reservation: your reserved TPUs (the tutorial's). "
-    "flex_start: Dynamic Workload Scheduler, TPUs when available, billed while in use. spot: "
+    "calendar: a future reservation in calendar mode (named in reservation): the run waits for its "
+    "start and stops at a checkpoint before its end. flex_start: Dynamic Workload Scheduler, "
+    "TPUs when available (each node at most 7 days), billed while in use. spot: "
     "cheaper, preemptible Spot TPUs. With cluster mode existing: what that cluster's TPU pool is.",
     "reservation": "Name of your TPU v6e reservation (tutorial: RESERVATION). Needed to create a "
-    "cluster with reservation capacity; leave empty for flex_start and spot.",
+    "cluster with reservation capacity; with calendar, the future reservation's name. Leave empty "
+    "for flex_start and spot.",
     "capacity_ladder": "Where to get the TPUs when the first choice has none: rungs mode@zone "
     "tried in order, e.g. 'reservation@us-east5-b, flex_start@us-east5-b, spot@us-east5-a' "
     "(modes as in TPU capacity, zones of the region). The first rung must be the capacity and "

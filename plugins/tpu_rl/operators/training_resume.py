@@ -1,0 +1,161 @@
+"""Resuming training in the reward wait: after a capacity loss, and after a stop at the last
+save before the capacity ends; each a new backend, then a new training Job, under the same names
+(MaxText restores its newest complete checkpoint)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.rewards.resume import History
+
+
+class TrainingResumes:
+    """The reward wait's resumes (a mixin of WaitForRewardsSensor, whose run objects,
+    hook, deadlines and XComs they use)."""
+
+    def resume_after_loss(
+        self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
+    ) -> Any:
+        """Resume training from its newest complete checkpoint, or fail past the limit."""
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        from tpu_rl.rewards import resume
+
+        limit, why = layout.settings.max_training_restarts, event.get("message", "")
+        why = why.split("\n", 1)[0]  # the evidence; the log lines follow it
+        history.end(event, resume.CAPACITY_LOST, layout.pool_hosts)
+        if not resume.may_resume(history, limit):
+            self.record_attempts(context, history)
+            self.release_tpus()
+            raise AirflowFailException(resume.exhausted(history, limit, why))
+        return self.resume_from_save(
+            context, layout, history, lambda step: resume.resume_line(step, history, limit, why)
+        )
+
+    def resume_after_stop(
+        self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
+    ) -> Any:
+        """Training stopped right after the last save its capacity allowed: resume from that
+        save once the nodes whose time is up are gone (new capacity, a fresh run duration)."""
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        from tpu_rl.preflight.calendar import window_closed
+        from tpu_rl.rewards import resume
+        from tpu_rl.settings.choices import Capacity
+
+        history.end(event, resume.STOPPED_AT_SAVE, layout.pool_hosts)
+        if layout.settings.capacity == Capacity.CALENDAR:  # its window is over: no new nodes
+            self.record_attempts(context, history)
+            raise AirflowFailException(window_closed(layout.settings, event["save_step"]))
+        return self.resume_from_save(
+            context, layout, history,
+            lambda step: f"Resuming from committed step {step} on new nodes.",
+            event.get("nodes"), event.get("ends_at"),
+        )  # fmt: skip
+
+    def resume_from_save(
+        self, context: Context, layout: RunLayout, history: History,
+        line: Callable[[int | None], str], nodes: list[str] | None = None,
+        until: float | None = None,
+    ) -> None:  # fmt: skip
+        """Open the next attempt from the step Tunix restores, Orbax's newest finalized one
+        (tpu_rl.storage), saying why (`line`), and restart training from it."""
+        from tpu_rl import storage
+
+        step, _ = storage.newest_committed_step(layout.checkpoints_dir, self.gcp_conn_id)
+        self.log.warning(line(step))
+        history.begin(step, layout.pool_hosts, started=None)
+        history.resuming = True
+        self.record_attempts(context, history)
+        return self.restart(context, layout, history, nodes, until)
+
+    def restart(
+        self, context: Context, layout: RunLayout, history: History,
+        nodes: list[str] | None = None, until: float | None = None,
+    ) -> None:  # fmt: skip
+        """Delete the last attempt's Job and backend, and wait in the triggerer until they are
+        gone (their pods end with a grace period) before new ones take the same names; and
+        until `nodes` whose time is up are gone too (GKE removes them at `until` at the latest)
+        so the new backend gets new ones."""
+        from tpu_rl.kube import objects as kube
+        from tpu_rl.kube.removed_trigger import REMOVAL_TIMEOUT_S, RemovedTrigger
+
+        s, api_client = layout.settings, self.hook.get_conn()
+        kube.delete_labelled(api_client, "jobs", s.namespace, self.job_name)
+        kube.delete_backend(api_client, s.namespace, layout.backend_jobset)
+        objects = {
+            f"Job {self.job_name}": kube.job_path(s.namespace, self.job_name),
+            f"JobSet {layout.backend_jobset}": kube.jobset_path(s.namespace, layout.backend_jobset),
+            **{f"Node {n}": f"{kube.NODES_PATH}/{n}" for n in nodes or []},
+        }
+        removed_by = max(time.time(), until or 0.0) + REMOVAL_TIMEOUT_S
+        self.defer(
+            trigger=RemovedTrigger.for_operator(
+                self,
+                objects,
+                deadline=min(self.wait_deadline(context), removed_by),
+                poll_interval=min(float(s.poll_interval_seconds), 5.0),
+            ),
+            method_name="resubmit_backend",
+        )
+
+    def resubmit_backend(self, context: Context, event: dict[str, Any]) -> None:
+        """The lost attempt is gone: submit a new backend under the same names and wait in the
+        triggerer until it runs (capacity may take a while to return)."""
+        from airflow.providers.common.compat.sdk import AirflowException
+        from kubernetes.client import CustomObjectsApi
+
+        from tpu_rl.backend.lifecycle import backend_running_trigger, submit_backend
+        from tpu_rl.rewards import resume
+
+        layout = self.set_run_objects(context)
+        if event.get("status") != "success":
+            raise AirflowException(f"resume: {event.get('message')}")
+        submit_backend(CustomObjectsApi(self.hook.get_conn()), layout, self.log)
+        history = resume.History.load(self.attempts_record)
+        history.attempts[-1]["started"] = resume.now_iso()
+        self.record_attempts(context, history)
+        pending = time.time() + layout.settings.pending_timeout_minutes * 60.0
+        pending = min(self.wait_deadline(context), pending)
+        self.defer(
+            trigger=backend_running_trigger(self, layout, pending), method_name="resume_training"
+        )
+
+    def resume_training(self, context: Context, event: dict[str, Any]) -> Any:
+        """The new backend runs: submit the training Job again (same name, run_name and
+        checkpoint directory: MaxText restores its newest checkpoint) and follow it afresh."""
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        from tpu_rl.backend.lifecycle import backend_failure
+        from tpu_rl.jobs import manifests
+        from tpu_rl.kube import objects as kube
+        from tpu_rl.rewards import resume
+
+        layout = self.set_run_objects(context)
+        history = resume.History.load(self.attempts_record)
+        history.resuming = False
+        if (failure := backend_failure(event)) is not None:
+            history.end({}, resume.FAILED, layout.pool_hosts)
+            self.record_attempts(context, history)
+            self.release_tpus()
+            raise AirflowFailException(f"resume {history.resumes}: {failure}") from failure
+        created = kube.create_job(
+            self.hook.get_conn(), layout.settings.namespace, manifests.train_job(layout)
+        )
+        self.log.info("Training Job %s %s.", self.job_name, "submitted" if created else "exists")
+        history.save(self.attempts_record)
+        return self.execute(context)
+
+    def record_attempts(self, context: Context, history: History) -> None:
+        """Save the history in the run's record and push its attempts as an XCom (a failed run
+        still tells them)."""
+        from tpu_rl.rewards import resume
+
+        history.save(self.attempts_record)
+        context["ti"].xcom_push(key=resume.XCOM_KEY, value=history.attempts)
