@@ -10,16 +10,27 @@ first attempt ends `capacity_lost` and its steps past the save are computed agai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from tests.e2e.test_capacity import attempts, no_tpu_left
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.harness import FLEX, Sandbox, Workloads
+from tests.sandbox.harness import FLEX, SETTINGS, Sandbox, Workloads
 
 STEP_S = 3000.0  # simulated seconds per step: 3 wall seconds, far above the wait's reaction
 # a flex-start node lives 32000 simulated s: room for the saves of steps 4 and 8 (one every
 # 4 steps), not for step 12's; a resumed attempt's new nodes have room for steps 9 to 16
 FLEX_MAX_RUN_S = 32000
 CONF = {**FLEX, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1}
+# a calendar reservation of the sandbox's reservation name: a save after every step, more
+# steps than its window holds (preflight asks the window for one step at an assumed 60 s)
+# (the Job's deadline counts simulated time: 40 steps of 3000 s need more than the default 12 h)
+CALENDAR = {
+    **SETTINGS,
+    "capacity": "calendar",
+    "num_batches": 40,
+    "checkpoint_period": 1,
+    "training_timeout_minutes": 2400,
+}
 
 
 @dataclass
@@ -52,4 +63,31 @@ def test_flex_start_max_run_duration_stops_at_a_save_and_resumes_on_new_nodes(
     assert result.preempted == [], result.preempted  # no node's time ran out under training
     assert "capacity_lost" not in {a["outcome"] for a in record}
     assert result.xcoms.get("export.checkpoint_step") == 16, result.xcoms
+    no_tpu_left(result)
+
+
+def test_a_calendar_reservation_is_waited_for_and_training_stops_at_a_save_before_its_end(
+    airflow_db, tmp_path, capfd, e2e_report
+):
+    """The window opens 15 s after the run starts and lasts 75 s, less than 40 steps of 3 s:
+    create_cluster waits (deferred) for its start, training stops right after the last save
+    that can finish before its end, and the run fails saying so, nothing left billing."""
+    start = datetime.now(UTC) + timedelta(seconds=15)
+    w = Workloads(train_step_s=STEP_S, calendar_window=(start, start + timedelta(seconds=75)))
+    case = Case("calendar_window_ends", "failed", w)
+    with Sandbox(tmp_path).up() as box:
+        result, log = reported_run(box, case, CALENDAR, capfd, e2e_report)
+    states = result.task_states
+    assert states["create_cluster"] == "success" and states["wait_for_rewards"] == "failed", states
+    assert "Waiting in the triggerer for the calendar window to open" in log
+    opened = result.ledger.clock.simulated_at(start)
+    assert min(n.started for n in result.ledger.nodes if n.tpu) >= opened - 1  # not before
+    record = attempts(result)
+    assert [a["outcome"] for a in record] == ["stopped_at_save"], result.why(log)
+    saved = record[0]["reached_step"]
+    assert 0 < saved < 40, record
+    assert f"training stopped right after the save of step {saved} (committed" in log
+    client = result.ledger.attempts
+    assert client[0].steps[-1] == saved, client[0].steps  # no step computed past the save
+    assert states["cleanup_cluster"] == "success", states
     no_tpu_left(result)

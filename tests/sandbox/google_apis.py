@@ -112,6 +112,10 @@ class GoogleApisEmulator:
             m := re.fullmatch(rf"{_COMPUTE}/zones/([^/]+)/reservations/([^/]+)", path)
         ):
             return f.reservation(*m.groups())
+        if method == "GET" and (
+            m := re.fullmatch(rf"{_COMPUTE}/zones/([^/]+)/futureReservations/([^/]+)", path)
+        ):
+            return f.future_reservation(*m.groups())
         if method == "GET" and (m := re.fullmatch(rf"{_COMPUTE}/regions/([^/]+)", path)):
             return f.region(m.group(1))
         return google_error(404, f"sandbox: no {method} {host}{path}", "notFound")

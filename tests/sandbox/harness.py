@@ -26,6 +26,7 @@ from tests.sandbox.cloud import (
 )
 from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
 from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from tests.sandbox.kube_logs import rfc3339nano
 from tests.sandbox.ledger import Ledger
 from tests.sandbox.max_run_duration import DEFAULT_MAX_RUN_S
 from tests.sandbox.orbax_saves import newest_complete_step, orbax_step_uris
@@ -112,6 +113,9 @@ class Workloads:
     # then it is taken away as a preempted node is (max_run_duration.py)
     flex_max_run_s: int = DEFAULT_MAX_RUN_S
     train_step_s: float = 60.0  # simulated seconds per GRPO step
+    # a calendar-mode future reservation named as the run's `reservation`: (start, end), wall
+    # clock (UTC); its VMs are deleted at the end (preemption.py)
+    calendar_window: tuple[datetime, datetime] | None = None
     champion: EvalResult = field(default_factory=lambda: EvalResult(corr=10, mean_reward=0.1))
 
 
@@ -384,6 +388,11 @@ class Sandbox:
             self.emu, lambda: self.emu.ledger.clock(), RUN_LABEL, w.preemption_notice_s
         )
         scenario = build_scenario(conf, self.gcs, w, self.emu, preemption)
+        if w.calendar_window is not None:
+            start, end = (rfc3339nano(t) for t in w.calendar_window)
+            window = {"zone": conf["zone"], "startTime": start, "endTime": end}
+            self.google.facts.future_reservations[conf["reservation"]] = window
+            preemption.calendar_end = w.calendar_window[1]
         if w.sidecar:
             self.emu.admission_hooks.append(inject_sidecar)
         reconcilers = (self.control_plane.sync, self.capacity.reconcile)

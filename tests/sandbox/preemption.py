@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tests.sandbox import max_run_duration
@@ -46,6 +47,10 @@ class Preemption:
         self._run_due: dict[str, float] = {}  # run -> when its preempted node shuts down
         self.preempted: list[str] = []  # node names, in order
         self.expired: list[str] = []  # flex-start nodes whose max run duration ended, in order
+        # a calendar reservation's end (wall clock): Compute Engine deletes its VMs then
+        # ("terminated at specified end time along with terminating the VMs running on it",
+        # Compute v1 FutureReservation.ReservationMode CALENDAR)
+        self.calendar_end: datetime | None = None
 
     def preempt_run(self, run: str) -> str | None:
         """Preempt the node of one running TPU pod of this run (None: it has none)."""
@@ -94,6 +99,22 @@ class Preemption:
             if now >= due - max_run_duration.NOTICE_S:
                 self._due[name] = due
                 self.expired.append(name)
+        if self.calendar_end is not None and now >= clock.simulated_at(self.calendar_end):
+            for node in self.emu.list_shared("nodes"):
+                name = node["metadata"]["name"]
+                if name not in self._due and self._reserved(node):
+                    self._due[name] = now
+                    self.expired.append(name)
+
+    def _reserved(self, node: dict[str, Any]) -> bool:
+        """A TPU node of a pool drawn from a reservation."""
+        model = self.emu.cluster
+        pool = (
+            model.pool((node["metadata"].get("labels") or {}).get(POOL_LABEL, ""))
+            if model
+            else None
+        )
+        return pool is not None and pool.capacity == "reservation" and bool(pool.slice_hosts)
 
     def reconcile(self) -> None:
         now = self.clock()

@@ -79,6 +79,8 @@ class ProjectFacts:
             }
         }
     )
+    # calendar-mode future reservations: name -> zone, startTime, endTime (RFC3339)
+    future_reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
     quotas: dict[str, list[dict[str, Any]]] = field(
         default_factory=lambda: {
             SETTINGS["region"]: [
@@ -170,6 +172,16 @@ class ProjectFacts:
                 "status": "READY",
             },
         )
+
+    def future_reservation(self, zone: str, name: str) -> Answer:
+        """futureReservations.get, as Compute v1 answers a calendar-mode one: its timeWindow
+        and reservationMode CALENDAR (the FutureReservation resource)."""
+        found = self.future_reservations.get(name)
+        if found is None or found["zone"] != zone:
+            return not_found(f"projects/{self.project}/zones/{zone}/futureReservations/{name}")
+        window = {"startTime": found["startTime"], "endTime": found["endTime"]}
+        answer = {"kind": "compute#futureReservation", "name": name, "zone": zone}
+        return 200, {}, {**answer, "timeWindow": window, "reservationMode": "CALENDAR"}
 
     def region(self, region: str) -> Answer:
         return (

@@ -48,12 +48,15 @@ def marks(*steps: tuple[int, float]) -> list[list[float]]:
     return [[s, T0 + at] for s, at in steps]
 
 
-def test_the_pace_is_the_longest_clean_step_gap_and_the_save_s_own_time():
-    # steps every 60 s, step 4's save takes 30 s before step 5 (period 4)
+def test_the_pace_is_the_longest_step_gap_without_its_save_and_the_save_s_own_time():
+    # steps every 60-70 s, step 4's save takes 30 s before step 5 (period 4)
     m = marks((2, 60), (3, 130), (4, 190), (5, 280))
     pace = capacity_end.measured_pace(m, [4, T0 + 220], period=4)
     assert pace == capacity_end.Pace(step_s=70, save_s=30)
-    assert capacity_end.measured_pace(marks((4, 190), (5, 280)), [4, T0 + 220], 4) is None
+    # a save every step: each gap less the save's time
+    every = capacity_end.measured_pace(marks((4, 190), (5, 300)), [4, T0 + 220], 1)
+    assert every == capacity_end.Pace(step_s=80, save_s=30)
+    assert capacity_end.measured_pace(marks((5, 280)), [4, T0 + 220], 4) is None
 
 
 @pytest.mark.parametrize(

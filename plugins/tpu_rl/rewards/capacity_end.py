@@ -65,19 +65,17 @@ class Pace:
 
 
 def measured_pace(marks: list[list[float]], saved: list[float], period: int) -> Pace | None:
-    """The pace from step marks `[step, at]` and the last save `[step, at]`: the longest gap
-    between two consecutive steps with no save between them, and the save's own time (its
-    step line to its finished line). None before there is a clean gap."""
-    gaps = [
-        b_at - a_at
-        for (a, a_at), (b, b_at) in itertools.pairwise(marks)
-        if b == a + 1 and a % period != 0
-    ]
-    if not gaps:
-        return None
+    """The pace from step marks `[step, at]` and the last save `[step, at]`: the save's own
+    time (its step line to its finished line) and the longest gap between two consecutive
+    steps, less that save time where a save came between them. None before there is a gap."""
     step_line = next((at for step, at in marks if step == saved[0]), None)
     save_s = max(0.0, saved[1] - step_line) if step_line is not None else 0.0
-    return Pace(max(gaps), save_s)
+    gaps = [
+        b_at - a_at - (save_s if a % period == 0 else 0.0)
+        for (a, a_at), (b, b_at) in itertools.pairwise(marks)
+        if b == a + 1
+    ]
+    return Pace(max(gaps), save_s) if gaps else None
 
 
 def next_save_done(saved_at: float, pace: Pace, period: int) -> float:
