@@ -241,9 +241,11 @@ def node_utilization(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return m
 
 
-def start(tmp: Path, jobs: tuple[str, ...]) -> dict[str, subprocess.Popen]:
-    """One child process per job (spot or a capacity mode), each with its own sandbox and
-    Airflow database; `measure_spot` and `measure_utilization` collect them."""
+def start(
+    tmp: Path, jobs: tuple[str, ...], module: str = "tools.bench.capacity"
+) -> dict[str, subprocess.Popen]:
+    """One child process per job (spot or a capacity mode; `module`'s), each with its own
+    sandbox and Airflow database; `measure_spot` and `measure_utilization` collect them."""
     children = {}
     for job in jobs:
         home = tmp / job
@@ -254,7 +256,7 @@ def start(tmp: Path, jobs: tuple[str, ...]) -> dict[str, subprocess.Popen]:
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         }
-        command = [sys.executable, "-m", "tools.bench.capacity", job, str(home)]
+        command = [sys.executable, "-m", module, job, str(home)]
         with (home / "out.log").open("w") as out:  # a file: a full pipe would stall the child
             children[job] = subprocess.Popen(command, env=env, stdout=out, stderr=out)
     return children
@@ -267,19 +269,19 @@ def start_spot(tmp: Path) -> subprocess.Popen:
 
 
 def measure_spot(tmp: Path, child: subprocess.Popen) -> dict[str, dict[str, Any]]:
-    return {"steps_recomputed_after_preemption": _result(child, tmp / "spot" / "out.log")}
+    return {"steps_recomputed_after_preemption": child_result(child, tmp / "spot" / "out.log")}
 
 
 def measure_utilization(tmp: Path) -> dict[str, dict[str, Any]]:
     """The flex-start and reservation runs side by side, one per core, nothing else running:
     the gaps between TPU phases are Airflow's wall time, and a busier machine stretches them."""
     children = start(tmp, tuple(RUNS))
-    found = {job: _result(child, tmp / job / "out.log") for job, child in children.items()}
+    found = {job: child_result(child, tmp / job / "out.log") for job, child in children.items()}
     return {"tpu_node_utilization_ratio": node_utilization(found)}
 
 
-def _result(child: subprocess.Popen, out: Path) -> dict[str, Any]:
-    child.wait(timeout=600)
+def child_result(child: subprocess.Popen, out: Path, timeout: float = 600) -> dict[str, Any]:
+    child.wait(timeout=timeout)
     lines = out.read_text(errors="replace").splitlines()
     line = next((x for x in lines if x.startswith(MARK)), None)
     if line is None:

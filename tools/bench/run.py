@@ -18,6 +18,7 @@ from typing import Any
 from tests.sandbox.harness import SETTINGS, Sandbox
 from tools.bench import (
     capacity,
+    capacity_trace,
     checkpoint_listing,
     dag_runs,
     log_reads,
@@ -46,6 +47,7 @@ def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) ->
     done(capacity.measure_spot(tmp, spot))
     done(dag_runs.measure(tmp))
     done(capacity.measure_utilization(tmp))
+    done(capacity_trace.measure(tmp))  # whole runs on a capacity trace: two at a time
 
 
 def table(metrics: dict[str, dict[str, Any]]) -> str:
