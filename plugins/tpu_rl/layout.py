@@ -101,6 +101,11 @@ class RunLayout:
         return pool_hosts(self.settings)
 
     @property
+    def rung(self) -> str:
+        """Where the TPUs come from: the capacity mode and zone (a capacity ladder's rung)."""
+        return f"{self.settings.capacity}@{self.settings.zone}"
+
+    @property
     def labels(self) -> dict[str, str]:
         return {
             "app.kubernetes.io/managed-by": MANAGED_BY,

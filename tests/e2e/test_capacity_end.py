@@ -50,12 +50,15 @@ def test_flex_start_max_run_duration_stops_at_a_save_and_resumes_on_new_nodes(
     case = Case("flex_start_max_run_duration", "success", w)
     with Sandbox(tmp_path).up() as box:
         result, log = reported_run(box, case, CONF, capfd, e2e_report)
+        report = result.gcs.read(f"{result.xcoms['verify.return_value']}run-report.md").decode()
     record = attempts(result)
     assert [(a["outcome"], a["resumed_from_step"], a["reached_step"]) for a in record] == [
         ("stopped_at_save", None, 8),
         ("completed", 8, 16),
     ], record
     assert "the save of step 8 is the last that can finish before then" in log, log[-3000:]
+    assert {a["rung"] for a in record} == {"flex_start@us-east5-b"}, record
+    assert "- attempt 1 ended: Capacity ends at" in report, report  # the stop, with its reason
     client = result.ledger.attempts
     assert [a.restored_step for a in client] == [None, 8], client
     assert client[0].steps[-1] == 8 and client[1].steps[0] == 9, [a.steps for a in client]

@@ -174,8 +174,9 @@ def test_each_attempt_shows_its_tpu_node_hours_and_the_steps_the_next_computed_a
         in (built["summary"])
     )
     markdown = report.render_markdown(built)
-    assert "| 1 | 0 | 62 | capacity_lost | 8 | 8.00 | 12 |" in markdown
-    assert "| 2 | 50 | 100 | completed | 8 | 12.00 | n/a |" in markdown  # no empty cell
+    # attempts recorded before `rung` was: n/a, not an empty cell
+    assert "| 1 | n/a | 0 | 62 | capacity_lost | 8 | 8.00 | 12 |" in markdown
+    assert "| 2 | n/a | 50 | 100 | completed | 8 | 12.00 | n/a |" in markdown
 
 
 def test_a_run_without_resumes_reports_one_attempt_and_no_recomputed_steps(tutorial_conf):
@@ -291,7 +292,7 @@ def test_the_markdown_rounds_its_numbers_and_leaves_no_cell_empty(tutorial_conf)
     markdown = report.render_markdown(report.build_report(run, rewards, None, None, DURATIONS, tpu))
     assert "| mean_reward | 0.082 | 0.123 |" in markdown
     assert "| accuracy | 12.50 | n/a |" in markdown and "| corr | 8 | n/a |" in markdown
-    assert "| 1 | 0 | n/a | n/a | 8 | 8.00 | n/a |" in markdown  # 8 hosts x 1 h
+    assert "| 1 | n/a | 0 | n/a | n/a | 8 | 8.00 | n/a |" in markdown  # 8 hosts x 1 h
     assert "- Checkpoint step: n/a" in markdown
     assert "128.00 chip-hours = 32.00 host-hours (8 hosts x 4.00 h), no price known" in markdown
     assert (
@@ -301,3 +302,24 @@ def test_the_markdown_rounds_its_numbers_and_leaves_no_cell_empty(tutorial_conf)
     table_rows = [line for line in markdown.splitlines() if line.startswith("|")]
     assert not [row for row in table_rows if "|  |" in row or "| |" in row]
     assert "None" not in markdown and "TPU-hours" not in markdown
+
+
+def test_each_attempt_says_where_it_ran_and_why_it_ended_when_it_did_not_complete(
+    tutorial_conf,
+):
+    """A stop at a save before the capacity ended, then the resumed attempt on new nodes."""
+    stopped = {**ATTEMPTS[0], "outcome": "stopped_at_save", "reached_step": 50}
+    why = "Capacity ends at 2026-03-08T08:10:00+00:00 (nodes n-0); the save of step 50 is the last"
+    rows = [{**stopped, "rung": "flex_start@us-east5-b", "why": why},
+            {**ATTEMPTS[1], "rung": "flex_start@us-east5-b", "why": None}]  # fmt: skip
+    built = build_report(
+        layout(tutorial_conf, capacity="flex_start", cluster_mode="existing", reservation=""),
+        {**REWARDS, "attempts": rows},
+        GATE,
+        100,
+        DURATIONS,
+    )
+    markdown = report.render_markdown(built)
+    assert "| 1 | flex_start@us-east5-b | 0 | 50 | stopped_at_save | 8 |" in markdown
+    assert f"- attempt 1 ended: {why}" in markdown
+    assert "- attempt 2 ended" not in markdown

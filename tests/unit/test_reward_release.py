@@ -89,6 +89,7 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(
         job_names={"train": "job-x"},
         backend_jobset=JOBSET,
         pool_hosts=8,
+        rung="reservation@us-east5-b",
         training_attempts="gs://bucket/run/training_attempts.json",
     )
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)

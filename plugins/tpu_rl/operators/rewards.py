@@ -94,7 +94,12 @@ the Job fails for another reason or `training_timeout_minutes` passes.
         if event.get("reason") == capacity_end.REASON:
             return self.resume_after_stop(context, layout, history, event)
         succeeded = event.get("status") == "success"
-        history.end(event, resume.COMPLETED if succeeded else resume.FAILED, layout.pool_hosts)
+        history.end(
+            event,
+            resume.COMPLETED if succeeded else resume.FAILED,
+            layout.pool_hosts,
+            rung=layout.rung,
+        )
         if not succeeded:
             self.record_attempts(context, history)
         try:

@@ -29,7 +29,7 @@ class TrainingResumes:
 
         limit, why = layout.settings.max_training_restarts, event.get("message", "")
         why = why.split("\n", 1)[0]  # the evidence; the log lines follow it
-        history.end(event, resume.CAPACITY_LOST, layout.pool_hosts)
+        history.end(event, resume.CAPACITY_LOST, layout.pool_hosts, rung=layout.rung)
         if not resume.may_resume(history, limit):
             self.record_attempts(context, history)
             self.release_tpus()
@@ -49,7 +49,7 @@ class TrainingResumes:
         from tpu_rl.rewards import resume
         from tpu_rl.settings.choices import Capacity
 
-        history.end(event, resume.STOPPED_AT_SAVE, layout.pool_hosts)
+        history.end(event, resume.STOPPED_AT_SAVE, layout.pool_hosts, rung=layout.rung)
         if layout.settings.capacity == Capacity.CALENDAR:  # its window is over: no new nodes
             self.record_attempts(context, history)
             raise AirflowFailException(window_closed(layout.settings, event["save_step"]))
@@ -70,7 +70,7 @@ class TrainingResumes:
 
         step, _ = storage.newest_committed_step(layout.checkpoints_dir, self.gcp_conn_id)
         self.log.warning(line(step))
-        history.begin(step, layout.pool_hosts, started=None)
+        history.begin(step, layout.pool_hosts, started=None, rung=layout.rung)
         history.resuming = True
         self.record_attempts(context, history)
         return self.restart(context, layout, history, nodes, until)
@@ -141,7 +141,7 @@ class TrainingResumes:
         history = resume.History.load(self.attempts_record)
         history.resuming = False
         if (failure := backend_failure(event)) is not None:
-            history.end({}, resume.FAILED, layout.pool_hosts)
+            history.end({}, resume.FAILED, layout.pool_hosts, rung=layout.rung)
             self.record_attempts(context, history)
             self.release_tpus()
             raise AirflowFailException(f"resume {history.resumes}: {failure}") from failure

@@ -149,15 +149,18 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += [f"- Counted as: {tpu['rule_text']}", f"- TPU nodes seen: {tpu['nodes_seen']}"]
     lines += ["", "## Training attempts", "", f"Capacity: {report['capacity']}.", ""]
     lines += [
-        "| attempt | from step | reached step | outcome | TPU hosts | TPU node-hours "
+        "| attempt | on | from step | reached step | outcome | TPU hosts | TPU node-hours "
         "| steps computed again |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {a['attempt']} | {a['resumed_from_step'] or 0} | {_cell(a['reached_step'])} "
-        f"| {_cell(a['outcome'])} | {a['tpu_hosts']} | {_number(a['tpu_node_hours'], 2)} "
-        f"| {_cell(a['steps_recomputed'])} |"
+        f"| {a['attempt']} | {_cell(a.get('rung'))} | {a['resumed_from_step'] or 0} "
+        f"| {_cell(a['reached_step'])} | {_cell(a['outcome'])} | {a['tpu_hosts']} "
+        f"| {_number(a['tpu_node_hours'], 2)} | {_cell(a['steps_recomputed'])} |"
         for a in report["attempts"]
+    ]
+    lines += [
+        f"- attempt {a['attempt']} ended: {a['why']}" for a in report["attempts"] if a.get("why")
     ]
     lines += _rung_lines(report.get("capacity_rungs") or [])
     lines += ["", "## Step durations", ""]

@@ -25,6 +25,7 @@ from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.follower import FollowState, Result, error_event
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
+from tpu_rl.rewards.release import delete_now
 
 TAIL_LINES = 20
 TAIL_CHARS = 4000
@@ -147,18 +148,15 @@ class LogFollower:
     async def release_backend(self) -> None:
         """Delete the backend JobSet now that the wait is over: the TPUs are free the moment
         training ends. Best effort: stop_backend and cleanup delete it too."""
-        if not self.backend_jobset_name:
-            return
-        try:
-            async with self.clients().lease() as client:
-                status = await AsyncKube(client).delete(
-                    kube.jobset_path(self.namespace, self.backend_jobset_name)
-                )
-        except Exception as error:  # the backstops still delete it
-            self.log.warning("Could not delete backend %s now: %s", self.backend_jobset_name, error)
-            return
-        outcome = "deleted: its TPUs are free" if status < 300 else "was already gone"
-        self.log.info("Backend %s %s.", self.backend_jobset_name, outcome)
+        if name := self.backend_jobset_name:
+            path = kube.jobset_path(self.namespace, name)
+            await delete_now(self.clients(), f"backend {name}", path, "TPUs free", self.log)
+
+    async def stop_training(self) -> None:
+        """Delete the training Job right after the last save its capacity allows: no step past
+        it. Best effort: the resume, or cleanup, deletes it too."""
+        path, what = kube.job_path(self.namespace, self.job_name), f"training Job {self.job_name}"
+        await delete_now(self.clients(), what, path, "no step past the save", self.log)
 
     async def poll(self) -> Result | None:
         """One poll: an event payload when done (success or error), else None.

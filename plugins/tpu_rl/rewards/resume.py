@@ -64,20 +64,33 @@ class History:
         """Attempts that lost their capacity (a stop at a save before it ended is not one)."""
         return sum(a["outcome"] == CAPACITY_LOST for a in self.attempts)
 
-    def end(self, event: dict[str, Any], outcome: str, tpu_hosts: int) -> dict[str, Any]:
+    def end(
+        self, event: dict[str, Any], outcome: str, tpu_hosts: int, rung: str | None = None
+    ) -> dict[str, Any]:
         """Close the open attempt (attempt 1 is opened here, from its backend's creation) with
-        what the event says; keeps the first Pre metrics seen and the attempt's evaluations."""
+        what the event says (`why`: its message's first line, for an attempt that did not
+        complete); keeps the first Pre metrics seen and the attempt's evaluations."""
         if not self.attempts or self.attempts[-1]["ended"] is not None:
-            self.begin(None, tpu_hosts, started=event.get("backend_created"))
+            self.begin(None, tpu_hosts, started=event.get("backend_created"), rung=rung)
         attempt = self.attempts[-1]
-        attempt.update(ended=now_iso(), outcome=outcome, reached_step=event.get("reached_step"))
+        why = None if outcome == COMPLETED else str(event.get("message") or "").split("\n")[0]
+        attempt.update(
+            ended=now_iso(), outcome=outcome, reached_step=event.get("reached_step"), why=why
+        )
         if self.first_pre is None:
             self.first_pre = event.get("pre")
         self.evaluations += attempt_lines(attempt["attempt"], attempt["resumed_from_step"], event)
         return attempt
 
-    def begin(self, resumed_from_step: int | None, tpu_hosts: int, started: str | None) -> None:
-        """Open the next attempt; `started`: when its backend was submitted (None: not yet)."""
+    def begin(
+        self,
+        resumed_from_step: int | None,
+        tpu_hosts: int,
+        started: str | None,
+        rung: str | None = None,
+    ) -> None:
+        """Open the next attempt; `started`: when its backend was submitted (None: not yet);
+        `rung`: the capacity mode@zone it runs on."""
         self.attempts.append(
             {
                 "attempt": len(self.attempts) + 1,
@@ -87,6 +100,8 @@ class History:
                 "resumed_from_step": resumed_from_step,
                 "reached_step": None,
                 "tpu_hosts": tpu_hosts,
+                "rung": rung,
+                "why": None,
             }
         )
 

@@ -90,6 +90,8 @@ function drawTable(runs) {
     cell(tr, link(new URL(r.logs_url, AIRFLOW_ROOT).href, "logs", true), "text");
     rows.appendChild(tr);
     if ((r.rungs || []).length) rows.appendChild(noteRow("rungs", "capacity ladder: ", rungsText(r.rungs)));
+    const ended = (r.attempts || []).filter((a) => a.why);
+    if (ended.length) rows.appendChild(noteRow("rungs", "training attempts: ", endedText(ended)));
     if (r.failure) rows.appendChild(reasonRow(r.failure));
     if (r.error) rows.appendChild(noteRow("error", "data error: ", r.error));
   }
@@ -106,10 +108,20 @@ function attemptsCell(attempts, recomputed) {
     const hours = a.tpu_node_hours === null ? "?" : num(a.tpu_node_hours, 2);
     const redone = a.steps_recomputed === null ? "" : `, ${a.steps_recomputed} steps redone after`;
     const reached = a.reached_step === null ? "?" : a.reached_step;
-    return `attempt ${a.attempt}: steps ${a.resumed_from_step || 0}-${reached}, ${a.outcome || "running"}, ` +
+    const on = a.rung ? ` on ${a.rung}` : "";
+    return `attempt ${a.attempt}${on}: steps ${a.resumed_from_step || 0}-${reached}, ${a.outcome || "running"}, ` +
       `${hours} TPU node-hours${redone}`;
   }).join("\n");
   return span;
+}
+
+// Training attempts that did not complete (a capacity loss, a stop at a save before the capacity
+// ended), under the run's row: where each ran, how it ended and why.
+function endedText(attempts) {
+  return attempts.map((a) => {
+    const on = a.rung ? ` on ${a.rung}` : "";
+    return `attempt ${a.attempt}${on} ${a.outcome}: ${a.why}`;
+  }).join("; ");
 }
 
 // The capacity ladder's rungs as tried, under the run's row: each rung, how long its try took,
