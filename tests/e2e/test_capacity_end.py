@@ -22,12 +22,15 @@ STEP_S = 3000.0  # simulated seconds per step: 3 wall seconds, far above the wai
 FLEX_MAX_RUN_S = 32000
 CONF = {**FLEX, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1}
 # a calendar reservation of the sandbox's reservation name: a save after every step, more
-# steps than its window holds (preflight asks the window for one step at an assumed 60 s)
-# (the Job's deadline counts simulated time: 40 steps of 3000 s need more than the default 12 h)
+# steps than its window holds (preflight asks the window for one step at an assumed 60 s),
+# then flex-start in the other zone (the Job's deadline counts simulated time: 30 steps of
+# 3000 s need more than the default 12 h)
+ZONE, NEXT_ZONE = SETTINGS["zone"], "us-east5-a"
 CALENDAR = {
     **SETTINGS,
     "capacity": "calendar",
-    "num_batches": 40,
+    "capacity_ladder": f"calendar@{ZONE}, flex_start@{NEXT_ZONE}",
+    "num_batches": 30,
     "checkpoint_period": 1,
     "training_timeout_minutes": 2400,
 }
@@ -69,28 +72,35 @@ def test_flex_start_max_run_duration_stops_at_a_save_and_resumes_on_new_nodes(
     no_tpu_left(result)
 
 
-def test_a_calendar_reservation_is_waited_for_and_training_stops_at_a_save_before_its_end(
+def test_a_calendar_window_is_waited_for_stopped_at_a_save_and_the_next_rung_finishes(
     airflow_db, tmp_path, capfd, e2e_report
 ):
-    """The window opens 15 s after the run starts and lasts 75 s, less than 40 steps of 3 s:
+    """The window opens 15 s after the run starts and lasts 65 s, less than 30 steps of 3 s:
     create_cluster waits (deferred) for its start, training stops right after the last save
-    that can finish before its end, and the run fails saying so, nothing left billing."""
+    that can finish before its end, and the ladder's next rung (flex-start in us-east5-a)
+    trains the rest from that save, with no step computed twice."""
     start = datetime.now(UTC) + timedelta(seconds=15)
-    w = Workloads(train_step_s=STEP_S, calendar_window=(start, start + timedelta(seconds=75)))
-    case = Case("calendar_window_ends", "failed", w)
+    w = Workloads(train_step_s=STEP_S, calendar_window=(start, start + timedelta(seconds=65)))
+    case = Case("calendar_window_then_next_rung", "success", w)
     with Sandbox(tmp_path).up() as box:
         result, log = reported_run(box, case, CALENDAR, capfd, e2e_report)
-    states = result.task_states
-    assert states["create_cluster"] == "success" and states["wait_for_rewards"] == "failed", states
     assert "Waiting in the triggerer for the calendar window to open" in log
     opened = result.ledger.clock.simulated_at(start)
     assert min(n.started for n in result.ledger.nodes if n.tpu) >= opened - 1  # not before
     record = attempts(result)
-    assert [a["outcome"] for a in record] == ["stopped_at_save"], result.why(log)
+    assert [(a["outcome"], a["rung"]) for a in record] == [
+        ("stopped_at_save", f"calendar@{ZONE}"),
+        ("completed", f"flex_start@{NEXT_ZONE}"),
+    ], record
     saved = record[0]["reached_step"]
-    assert 0 < saved < 40, record
-    assert f"training stopped right after the save of step {saved} (committed" in log
-    client = result.ledger.attempts
-    assert client[0].steps[-1] == saved, client[0].steps  # no step computed past the save
-    assert states["cleanup_cluster"] == "success", states
+    assert 0 < saved < 30 and record[1]["resumed_from_step"] == saved, record
+    assert f"Capacity ladder: rung 1 calendar@{ZONE} could not give the whole slice" in log
+    tries = result.xcoms["wait_for_rewards.rungs"]
+    assert [(t["rung"], t["outcome"]) for t in tries] == [
+        (f"calendar@{ZONE}", "capacity_ended"),
+        (f"flex_start@{NEXT_ZONE}", "ready"),
+    ], tries
+    assert result.ledger.steps_recomputed() == 0  # nothing computed twice
+    assert result.xcoms.get("export.checkpoint_step") == 30, result.xcoms
     no_tpu_left(result)
+    assert result.clusters == {}

@@ -57,6 +57,7 @@ def test_a_rung_takes_its_mode_and_zone_and_a_reservation_only_when_it_is_one():
         ("reservation@us-east5-b, reservation@us-east5-b", "repeats an earlier rung"),
         ("spot@us-east5-a, reservation@us-east5-b", "its first rung spot@us-east5-a must be"),
         ("reservation@us-east5-b, spot@US-EAST5-A", "rung 2 'spot@US-EAST5-A' is not mode@zone"),
+        ("reservation@us-east5-b, calendar@us-east5-a", "rung 2 calendar@us-east5-a is a calendar"),
     ],
 )
 def test_validate_refuses_malformed_and_foreign_rungs(ladder_text, expected):

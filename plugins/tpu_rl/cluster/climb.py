@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 RUNG_KEY, RUNGS_KEY = "rung", "rungs"  # XComs of create_cluster, and of start_backend's moves
 # a rung's deploy stood; was refused for lack of capacity; stood but gave no slice in time
 READY, STOCKOUT, NO_SLICE = "ready", "stockout", "no_slice"
+ENDED = "capacity_ended"  # stood, trained, and its capacity ended (a calendar window)
 
 
 def now() -> str:

@@ -29,10 +29,11 @@ def on_current_rung(settings: RunSettings, context: Any) -> RunSettings:
 
 
 def ladder_xcom(context: Any, key: str) -> Any:
-    """The newest of the ladder's XComs `key`: start_backend's, else create_cluster's."""
+    """The newest of the ladder's XComs `key`: wait_for_rewards' (a calendar window that ended
+    moves the run), else start_backend's, else create_cluster's."""
     from tpu_rl.names import Step
 
-    for task in (Step.START_BACKEND, Step.CREATE_CLUSTER):
+    for task in (Step.WAIT_FOR_REWARDS, Step.START_BACKEND, Step.CREATE_CLUSTER):
         if (value := context["ti"].xcom_pull(task_ids=task, key=key)) is not None:
             return value
     return None

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from tpu_rl.layout import RunLayout
+    from tpu_rl.settings.run_settings import RunSettings
 
 PENDING_TIMEOUT = "pending_timeout"  # the pods trigger's event reason (kube.pods_trigger)
 SCALE_UP_FAILED = "FailedScaleUp"  # GKE cluster autoscaler's event reason (see RungMove)
@@ -77,35 +78,9 @@ class RungMove(RunClusterStep):
         the backend there."""
         from airflow.providers.common.compat.sdk import AirflowException
 
-        from tpu_rl import deployment
-        from tpu_rl.cluster import blueprint, climb, ladder
-        from tpu_rl.cluster.session import toolkit_bundle, toolkit_session
-        from tpu_rl.dag.runtime import ladder_xcom, run_deployment
-        from tpu_rl.settings.run_settings import load_settings
-
         if event.get("status") != "success":
             raise AirflowException(f"capacity ladder: {event.get('message')}")
-        settings = load_settings(dict(context["params"]))
-        left = self.run_layout(context).settings
-        rungs = ladder.rungs(settings)
-        ti = context["ti"]
-        with toolkit_session(
-            toolkit_bundle(settings),
-            settings.project,
-            run_deployment(context),
-            deployment.check_gcp_connection(),
-            blueprint.default_state_prefix(settings),
-            settings.cluster_timeout_minutes * 60.0,
-            self.log,
-        ) as gcluster:
-            climb.climb(
-                settings,
-                lambda on: gcluster(on, lambda steps: [steps.deploy]),
-                self.log,
-                lambda key, value: ti.xcom_push(key=key, value=value),
-                start=rungs.index(ladder.Rung(left.capacity, left.zone)) + 1,
-                tries=ladder_xcom(context, climb.RUNGS_KEY),
-            )
+        deploy_rungs_after(context, self.run_layout(context).settings, self.log)
         self._layout = None  # the layout is the new rung's from here
         return self.execute(context)
 
@@ -194,3 +169,34 @@ released it, so this only makes sure.
         deleted = delete_backend(self.custom.api_client, namespace, name)
         self.log.info("Backend %s %s.", name, "deleted" if deleted else "already gone")
         return deleted
+
+
+def deploy_rungs_after(context: Context, current: RunSettings, log: Any) -> None:
+    """Deploy the capacity ladder's rungs after `current` (the settings on the rung being left)
+    in turn until one stands (tpu_rl.cluster.climb: the TPU pool is replaced, nothing of the old
+    rung is left billing); the calling task pushes the tries and the new rung as XComs."""
+    from tpu_rl import deployment
+    from tpu_rl.cluster import blueprint, climb, ladder
+    from tpu_rl.cluster.session import toolkit_bundle, toolkit_session
+    from tpu_rl.dag.runtime import ladder_xcom, run_deployment
+    from tpu_rl.settings.run_settings import load_settings
+
+    settings = load_settings(dict(context["params"]))
+    rungs, ti = ladder.rungs(settings), context["ti"]
+    with toolkit_session(
+        toolkit_bundle(settings),
+        settings.project,
+        run_deployment(context),
+        deployment.check_gcp_connection(),
+        blueprint.default_state_prefix(settings),
+        settings.cluster_timeout_minutes * 60.0,
+        log,
+    ) as gcluster:
+        climb.climb(
+            settings,
+            lambda on: gcluster(on, lambda steps: [steps.deploy]),
+            log,
+            lambda key, value: ti.xcom_push(key=key, value=value),
+            start=rungs.index(ladder.Rung(current.capacity, current.zone)) + 1,
+            tries=ladder_xcom(context, climb.RUNGS_KEY),
+        )

@@ -50,19 +50,55 @@ class TrainingResumes:
         from tpu_rl.settings.choices import Capacity
 
         history.end(event, resume.STOPPED_AT_SAVE, layout.pool_hosts, rung=layout.rung)
-        if layout.settings.capacity == Capacity.CALENDAR:  # its window is over: no new nodes
+        if layout.settings.capacity != Capacity.CALENDAR:
+            return self.resume_from_save(
+                context, layout, history,
+                lambda step: f"Resuming from committed step {step} on new nodes.",
+                event.get("nodes"), event.get("ends_at"),
+            )  # fmt: skip
+        # the calendar window is over: no new nodes there; the ladder's next rung, if any
+        if (nxt := self.leave_ended_rung(context, layout, event)) is None:
             self.record_attempts(context, history)
             raise AirflowFailException(window_closed(layout.settings, event["save_step"]))
+        line = f"Resuming from committed step {{}} on the capacity ladder's next rung {nxt}."
         return self.resume_from_save(
-            context, layout, history,
-            lambda step: f"Resuming from committed step {step} on new nodes.",
-            event.get("nodes"), event.get("ends_at"),
-        )  # fmt: skip
+            context, layout, history, line.format, then="resume_on_next_rung"
+        )
+
+    def leave_ended_rung(
+        self, context: Context, layout: RunLayout, event: dict[str, Any]
+    ) -> str | None:
+        """Record the rung whose capacity ended in the ladder's tries; the next rung, or None
+        when there is none."""
+        from tpu_rl.cluster import climb, ladder
+        from tpu_rl.dag.runtime import ladder_xcom
+
+        s = layout.settings
+        rungs, current = ladder.rungs(s), ladder.Rung(s.capacity, s.zone)
+        if current not in rungs or rungs.index(current) + 1 == len(rungs):
+            return None
+        index, tries = rungs.index(current), list(ladder_xcom(context, climb.RUNGS_KEY) or [])
+        started = tries.pop()["started"] if tries and tries[-1]["rung"] == str(current) else None
+        why = str(event.get("message") or "").split("\n")[0]
+        tries.append(climb.rung_try(current, started or climb.now(), climb.ENDED, why))
+        context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
+        self.log.warning(climb.change_line(index, current, why, rungs[index + 1]))
+        return str(rungs[index + 1])
+
+    def resume_on_next_rung(self, context: Context, event: dict[str, Any]) -> None:
+        """The ended rung's Job and backend are gone: deploy the next rungs until one stands,
+        then submit the backend there."""
+        from tpu_rl.operators.backend import deploy_rungs_after
+
+        if event.get("status") == "success":
+            deploy_rungs_after(context, self.run_layout(context).settings, self.log)
+            self._layout = None  # the new rung's from here
+        return self.resubmit_backend(context, event)
 
     def resume_from_save(
         self, context: Context, layout: RunLayout, history: History,
         line: Callable[[int | None], str], nodes: list[str] | None = None,
-        until: float | None = None,
+        until: float | None = None, then: str = "resubmit_backend",
     ) -> None:  # fmt: skip
         """Open the next attempt from the step Tunix restores, Orbax's newest finalized one
         (tpu_rl.storage), saying why (`line`), and restart training from it."""
@@ -73,11 +109,12 @@ class TrainingResumes:
         history.begin(step, layout.pool_hosts, started=None, rung=layout.rung)
         history.resuming = True
         self.record_attempts(context, history)
-        return self.restart(context, layout, history, nodes, until)
+        return self.restart(context, layout, history, nodes, until, then)
 
     def restart(
         self, context: Context, layout: RunLayout, history: History,
         nodes: list[str] | None = None, until: float | None = None,
+        then: str = "resubmit_backend",
     ) -> None:  # fmt: skip
         """Delete the last attempt's Job and backend, and wait in the triggerer until they are
         gone (their pods end with a grace period) before new ones take the same names; and
@@ -102,7 +139,7 @@ class TrainingResumes:
                 deadline=min(self.wait_deadline(context), removed_by),
                 poll_interval=min(float(s.poll_interval_seconds), 5.0),
             ),
-            method_name="resubmit_backend",
+            method_name=then,
         )
 
     def resubmit_backend(self, context: Context, event: dict[str, Any]) -> None:
@@ -119,7 +156,7 @@ class TrainingResumes:
             raise AirflowException(f"resume: {event.get('message')}")
         submit_backend(CustomObjectsApi(self.hook.get_conn()), layout, self.log)
         history = resume.History.load(self.attempts_record)
-        history.attempts[-1]["started"] = resume.now_iso()
+        history.attempts[-1].update(started=resume.now_iso(), rung=layout.rung)
         self.record_attempts(context, history)
         pending = time.time() + layout.settings.pending_timeout_minutes * 60.0
         pending = min(self.wait_deadline(context), pending)

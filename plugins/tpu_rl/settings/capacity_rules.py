@@ -35,6 +35,12 @@ def ladder(s: RunSettings) -> Iterator[str]:
             )
         if rung in rungs[: i - 1]:
             yield f"capacity_ladder: rung {i} {rung} repeats an earlier rung; list each once"
+        if i > 1 and rung.mode == Capacity.CALENDAR:
+            yield (
+                f"capacity_ladder: rung {i} {rung} is a calendar reservation after the first "
+                "rung; a run waits for a calendar window only before its first deploy, so "
+                "put it first (the run's capacity) or leave it out"
+            )
     first = rungs[0]
     if (first.mode, first.zone) != (s.capacity, s.zone):
         yield (
