@@ -27,8 +27,8 @@ def test_the_tutorials_example_by_hand(tutorial_conf):
     assert (found.chips, found.hosts, found.steps) == (32, 8, 50)
     assert found.wall_minutes == pytest.approx(145.0)
     modes = {m.capacity: m for m in found.modes}
-    assert set(modes) == {"reservation", "flex_start", "spot"}
-    for static in ("reservation", "spot"):
+    assert set(modes) == {"reservation", "calendar", "flex_start", "spot"}
+    for static in ("reservation", "calendar", "spot"):
         assert modes[static].chip_hours == pytest.approx(77.333, abs=1e-3)
         assert modes[static].host_hours == pytest.approx(19.333, abs=1e-3)
         assert modes[static].usd == pytest.approx(208.80)
@@ -44,7 +44,9 @@ def test_the_tutorials_example_by_hand(tutorial_conf):
         "  reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), "
         in "\n".join(lines)
     )
-    assert "$194.40 at $2.70 per chip-hour (on-demand equivalent)" in lines[3]
+    assert (
+        "flex_start: 72.00 chip-hours" in lines[4] and "$194.40 at $2.70 per chip-hour" in lines[4]
+    )
 
 
 def test_an_existing_cluster_bills_no_creation_and_two_slices_double(tutorial_conf):

@@ -20,8 +20,8 @@ from tpu_rl.report import prices
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
 
-CAPACITY_MODES = ("reservation", "flex_start", "spot")
-STATIC_MODES = ("reservation", "spot")
+CAPACITY_MODES = ("reservation", "calendar", "flex_start", "spot")
+STATIC_MODES = ("reservation", "calendar", "spot")  # calendar: the reservation's pool
 # Assumed minutes per step; none is measured by this repository.
 ASSUMED_MINUTES = {
     "create_cluster": 30.0,  # gcluster deploy: network, GKE cluster, CPU and TPU node pools

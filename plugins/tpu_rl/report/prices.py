@@ -48,12 +48,16 @@ class Price:
         }
 
 
+CALENDAR_PAGE = "https://cloud.google.com/tpu/docs/calendar-mode-reservation"
+
+
 def _v6e(on_demand: float) -> dict[str, Price]:
     return {
         ON_DEMAND: Price(on_demand, LIST_PRICE, PRICING_PAGE, TABLE_DATE),
         "spot": Price(on_demand, ON_DEMAND_EQUIVALENT, PRICING_PAGE, TABLE_DATE),
         "flex_start": Price(on_demand, ON_DEMAND_EQUIVALENT, DWS_PAGE, TABLE_DATE),
         "reservation": Price(on_demand, ON_DEMAND_EQUIVALENT, CONSUMPTION_PAGE, TABLE_DATE),
+        "calendar": Price(on_demand, ON_DEMAND_EQUIVALENT, CALENDAR_PAGE, TABLE_DATE),
     }
 
 
