@@ -188,7 +188,8 @@ class CreateClusterOperator(ClusterToolkitOperator):
     step_id = Step.CREATE_CLUSTER
     step_doc = """
 Deploys the tutorial's GKE cluster with Cluster Toolkit (`gcluster deploy`) on the TPU capacity
-in `capacity` (the reservation in `reservation`, flex-start or Spot); does nothing with
+in `capacity` (the reservation in `reservation`, flex-start or Spot; with `calendar`, it first
+waits, deferred, for the calendar reservation's window to open); does nothing with
 `cluster_mode=existing`. Safe to re-run. With a `capacity_ladder`, a rung GKE refuses for lack
 of capacity (a stockout, an exhausted pool) is released and the next rung deployed; the log
 says each change with GKE's own error text.

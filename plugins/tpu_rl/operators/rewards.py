@@ -47,8 +47,11 @@ Follows the training Job's log (deferred: no worker slot while it waits) until t
 `Post RL Training` line, and returns the pre- and post-training rewards. When training loses
 its TPU capacity (preempted or removed nodes, evicted pods), it resumes from the newest complete
 checkpoint with a new backend and Job under the same names, at most `max_training_restarts`
-times; the result's `pre` is the first attempt's and `attempts` lists each attempt. Fails when
-the Job fails for another reason or `training_timeout_minutes` passes.
+times; the result's `pre` is the first attempt's and `attempts` lists each attempt. When the
+capacity ends on a schedule (a flex-start node's run duration, a calendar window), training
+stops right after the last save that can finish before then and resumes from it on new nodes
+or the ladder's next rung. Fails when the Job fails for another reason or
+`training_timeout_minutes` passes.
 
 **Failed?** The reason is in the task log; *Pod logs* opens the Job's log in Cloud Logging.
 """
