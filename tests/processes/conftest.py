@@ -18,6 +18,7 @@ from tests.processes.deployment import (
     running_deployment,
 )
 from tests.processes.postgres import missing
+from tests.sandbox.run_errors import error_lines
 
 
 @pytest.fixture(scope="package")
@@ -36,3 +37,23 @@ def composer_site(tmp_path_factory) -> Path:
     scratch, dist = tmp_path_factory.mktemp("wheel-source"), tmp_path_factory.mktemp("dist")
     wheel = build_wheel(product_root(), scratch, dist)
     return install_wheel(wheel, tmp_path_factory.mktemp("composer-site"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed scenario's report carries each Airflow process's error lines and last lines
+    (its deployment folder is removed at the end: in CI they are the only trace of why)."""
+    outcome = yield
+    report = outcome.get_result()
+    found = getattr(item, "funcargs", {}).get("deployment")
+    if report.when != "call" or not report.failed or not isinstance(found, Deployment):
+        return
+    for path, text in found.logs().items():
+        if path.suffix != ".log" or "tasks" in path.parts:
+            continue
+        lines = text.splitlines()
+        report.sections.append(
+            (f"{path.name}: error lines, then its last 30", "\n".join(
+                [*error_lines(text, last=20), "...", *(line[:300] for line in lines[-30:])]
+            ))
+        )  # fmt: skip
