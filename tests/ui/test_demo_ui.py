@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests.conftest import REPO
@@ -77,8 +78,17 @@ class Demo:
             return self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             self.dump_stacks()
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            # Airflow's processes run in groups of their own: found before their parent goes
+            groups = {os.getpgid(c.pid) for c in self._descendants()} | {self.proc.pid}
+            for group in groups:
+                with contextlib.suppress(OSError):
+                    os.killpg(group, signal.SIGKILL)
             return self.proc.wait()
+
+    def _descendants(self) -> list[psutil.Process]:
+        with contextlib.suppress(psutil.Error):
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        return []
 
     def dump_stacks(self) -> None:
         """The demo's threads' stacks into its sandbox.log (faulthandler on SIGUSR1), and the
