@@ -99,6 +99,16 @@ def rung_try(rung: ladder.Rung, started: str, outcome: str, reason: str | None) 
     }
 
 
+def left_rung(
+    tries: list[dict[str, Any]], rung: ladder.Rung, outcome: str, reason: str
+) -> list[dict[str, Any]]:
+    """The ladder's tries with `rung` ended (`outcome`, GKE's or the run's `reason`), its try
+    started at the deploy that made it stand when that is the last one recorded."""
+    tries = list(tries)
+    started = tries.pop()["started"] if tries and tries[-1]["rung"] == str(rung) else None
+    return [*tries, rung_try(rung, started or now(), outcome, reason)]
+
+
 def pushed_rung(value: Any) -> ladder.Rung | None:
     """The rung a `rung` XCom names, or None when there is none."""
     if not isinstance(value, str):

@@ -53,9 +53,8 @@ class RungMove(RunClusterStep):
             return False
         index = rungs.index(current)
         reason = self.scale_up_failure(layout) or str(event.get("message") or "")
-        tries = list(ladder_xcom(context, climb.RUNGS_KEY) or [])
-        started = tries.pop()["started"] if tries and tries[-1]["rung"] == str(current) else None
-        tries.append(climb.rung_try(current, started or climb.now(), climb.NO_SLICE, reason))
+        tries = ladder_xcom(context, climb.RUNGS_KEY) or []
+        tries = climb.left_rung(tries, current, climb.NO_SLICE, reason)
         context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
         if index + 1 == len(rungs):  # cleanup_kubernetes deletes the backend
             raise AirflowException(climb.exhausted(tries))

@@ -77,10 +77,10 @@ class TrainingResumes:
         rungs, current = ladder.rungs(s), ladder.Rung(s.capacity, s.zone)
         if current not in rungs or rungs.index(current) + 1 == len(rungs):
             return None
-        index, tries = rungs.index(current), list(ladder_xcom(context, climb.RUNGS_KEY) or [])
-        started = tries.pop()["started"] if tries and tries[-1]["rung"] == str(current) else None
-        why = str(event.get("message") or "").split("\n")[0]
-        tries.append(climb.rung_try(current, started or climb.now(), climb.ENDED, why))
+        index, why = rungs.index(current), str(event.get("message") or "").split("\n")[0]
+        tries = climb.left_rung(
+            ladder_xcom(context, climb.RUNGS_KEY) or [], current, climb.ENDED, why
+        )
         context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
         self.log.warning(climb.change_line(index, current, why, rungs[index + 1]))
         return str(rungs[index + 1])
