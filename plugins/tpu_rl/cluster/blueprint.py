@@ -131,7 +131,7 @@ def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
     """The capacity mode's edits (tpu_rl.cluster.capacity): vars, the TPU pool, its static count's
     uses;
     none for a reservation (the tutorial's pool)."""
-    if settings.capacity in (capacity.RESERVATION, capacity.CALENDAR):
+    if settings.capacity in capacity.RESERVED_MODES:
         return bp
     pool = _module(groups, "source", NODE_POOL_SOURCE)
     pool["settings"] = capacity.edit_pool(_settings_of(pool, "machine_type"), settings)

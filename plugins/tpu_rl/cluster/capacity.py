@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 RESERVATION, FLEX_START, SPOT = "reservation", "flex_start", "spot"
 CALENDAR = "calendar"  # the reservation pool, in a calendar reservation's window
+RESERVED_MODES = (RESERVATION, CALENDAR)  # the tutorial's pool, in the run's reservation
 # GKE's own labels on the nodes of flex-start and Spot pools (a reservation pool has none).
 NODE_LABELS = {FLEX_START: "cloud.google.com/gke-flex-start", SPOT: "cloud.google.com/gke-spot"}
 RESERVATION_VAR = "reservation"
@@ -100,7 +101,7 @@ def capacity_vars(settings: RunSettings) -> dict[str, Any]:
     """The blueprint vars the mode sets: the reservation, Spot's switch, or flex-start's switch
     and the pool's bounds (per slice: the module makes one pool per slice), as the example's
     deployment file says."""
-    if settings.capacity in (RESERVATION, CALENDAR):
+    if settings.capacity in RESERVED_MODES:
         return {RESERVATION_VAR: settings.reservation}
     if settings.capacity == SPOT:
         return {"spot": True}
@@ -157,7 +158,7 @@ def edit_static_counts(node: Any, pool_id: str, settings: RunSettings) -> Any:
 
 def describe_edits(settings: RunSettings) -> list[str]:
     """The blueprint edits of the mode, in words, for the plan."""
-    if settings.capacity in (RESERVATION, CALENDAR):
+    if settings.capacity in RESERVED_MODES:
         window = " in its calendar window" if settings.capacity == CALENDAR else ""
         return [
             f"none: the tutorial's static TPU pool in reservation {settings.reservation}{window}"

@@ -219,21 +219,20 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 
     def window_opens(self, context: Context) -> datetime | None:
         """When the run's calendar reservation window opens, if it is still to come."""
-        from tpu_rl import deployment
-        from tpu_rl.preflight.calendar import read_window
-        from tpu_rl.preflight.google_api import GoogleApi
-        from tpu_rl.settings.choices import Capacity, ClusterMode
+        from tpu_rl.preflight.calendar import calendar_window
+        from tpu_rl.settings.choices import ClusterMode
         from tpu_rl.settings.run_settings import SettingsError, load_settings
 
         try:
             s = load_settings(dict(self.settings or context["params"]))
         except SettingsError:
             return None  # execute skips, saying why
-        if s.capacity != Capacity.CALENDAR or s.cluster_mode == ClusterMode.EXISTING:
+        if s.cluster_mode == ClusterMode.EXISTING:
             return None
-        conn_id = self.gcp_conn_id or deployment.check_gcp_connection()
-        window = read_window(GoogleApi(conn_id), s)
-        return datetime.fromtimestamp(window.start, UTC) if window.start > time.time() else None
+        window = calendar_window(s, self.gcp_conn_id)
+        if window is None or window.start <= time.time():
+            return None
+        return datetime.fromtimestamp(window.start, UTC)
 
     def apply(
         self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]

@@ -65,7 +65,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     def execute(self, context: Context) -> Any:
         """Follow the run with its settings' intervals and limits; finish a resume a retry cut."""
         from tpu_rl.dag.limits import DEADLINE_ATTR
-        from tpu_rl.preflight.calendar import calendar_end
+        from tpu_rl.preflight.calendar import calendar_window
         from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
@@ -77,7 +77,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
         self.keep_backend = self.champion_waits(layout)
         self.checkpoint_period = s.checkpoint_period  # stops at the last save its capacity allows
-        self.capacity_ends_at = calendar_end(s, self.gcp_conn_id)
+        window = calendar_window(s, self.gcp_conn_id)
+        self.capacity_ends_at = window.end if window else None
         history = resume.History.load(self.attempts_record)
         if history.resuming:  # a retry in the middle of a resume: finish it
             return self.restart(context, layout, history)

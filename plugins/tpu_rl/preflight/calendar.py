@@ -92,14 +92,15 @@ def window_problem(window: Window, s: RunSettings, now: float) -> str | None:
     return None
 
 
-def calendar_end(s: RunSettings, gcp_conn_id: str) -> float | None:
-    """When the run's calendar reservation ends (its VMs are deleted then); None on other
-    capacity."""
+def calendar_window(s: RunSettings, gcp_conn_id: str | None) -> Window | None:
+    """The window of the run's calendar reservation (its VMs exist from its start to its end),
+    read with `gcp_conn_id` (None: the deployment's connection); None on other capacity."""
+    from tpu_rl import deployment
     from tpu_rl.settings.choices import Capacity
 
     if s.capacity != Capacity.CALENDAR:
         return None
-    return read_window(GoogleApi(gcp_conn_id), s).end
+    return read_window(GoogleApi(gcp_conn_id or deployment.check_gcp_connection()), s)
 
 
 def window_closed(s: RunSettings, step: int) -> str:
