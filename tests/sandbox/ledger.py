@@ -54,13 +54,14 @@ class Lifetime:
 @dataclass
 class Attempt:
     """One GRPO client process: the step it restored (None: from the base model), the steps
-    it executed, and when it started and ended."""
+    it executed and when each was logged, and when it started and ended."""
 
     pod: str
     run_name: str
     started: float
     restored_step: int | None = None
     steps: list[int] = field(default_factory=list)
+    step_ends: list[float] = field(default_factory=list)  # when each of `steps` was logged
     ended: float | None = None
     outcome: str = ""  # completed, capacity_lost, error
 
@@ -118,6 +119,12 @@ class Ledger:
         with self._lock:
             self.attempts.append(record)
         return record
+
+    def step_done(self, record: Attempt, step: int) -> None:
+        """The attempt logged `step` now."""
+        with self._lock:
+            record.steps.append(step)
+            record.step_ends.append(self.clock())
 
     def end_attempt(self, record: Attempt, outcome: str) -> None:
         with self._lock:

@@ -207,7 +207,7 @@ class ClientFaults:
                 raise ContainerExit(1, GRPC_UNAVAILABLE)
 
         def after_step(_info: PodInfo, step: int) -> None:
-            attempt.steps.append(step)
+            self.ledger.step_done(attempt, step)
             if step in self.at_steps and step not in self.fired and self.preemption:
                 self.fired.add(step)
                 self.preemption.preempt_run(run)

@@ -66,7 +66,7 @@ def run_job(job: str, home: Path) -> dict[str, Any]:
     }[job]  # fmt: skip
     (home / "run").mkdir()
     began = time.monotonic()
-    with Sandbox(home / "run").up() as box, ts.timed_steps():
+    with Sandbox(home / "run").up() as box:
         if job in ("ladder", "baseline"):
             box.capacity.stock_out("flex_start", ZONE_B, 0.0, RUNG1_OUT_S)
             box.capacity.stock_out("flex_start", ZONE_A, 0.0, RUNG2_OUT_S)
@@ -93,7 +93,7 @@ def summary(result: RunResult, wall_s: float, scale: float) -> dict[str, Any]:
                 "pod": a.pod,
                 "restored_step": a.restored_step,
                 "steps": list(a.steps),
-                "step_ends": [round(t, 1) for t in getattr(a.steps, "at", [])],
+                "step_ends": [round(t, 1) for t in a.step_ends],
                 "started": round(a.started, 1),
                 "outcome": a.outcome,
             }

@@ -1,45 +1,15 @@
-"""The capacity-trace bench's step times and arithmetic (tools/bench/capacity_trace.py) on the
-sandbox's simulated clock: when training steps ran, which TPU node time they did not cover, and
-what a naive product would have lost. Intervals are (start, end) simulated seconds."""
+"""The capacity-trace bench's arithmetic (tools/bench/capacity_trace.py) on the sandbox
+ledger's step times: when training steps ran, which TPU node time they did not cover, and what
+a naive product would have lost. Intervals are (start, end) simulated seconds."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-from unittest import mock
+from collections.abc import Iterable
 
-from tests.sandbox.ledger import Ledger, Lifetime
+from tests.sandbox.ledger import Lifetime
 
 Span = tuple[float, float]
-
-
-class TimedSteps(list[int]):
-    """An attempt's steps, and the simulated time each was logged (`at`)."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        super().__init__()
-        self.clock, self.at = clock, []
-
-    def append(self, step: int) -> None:
-        self.at.append(self.clock())
-        super().append(step)
-
-
-@contextlib.contextmanager
-def timed_steps() -> Iterator[None]:
-    """Every client attempt recorded in the block keeps its steps in a TimedSteps (the ledger
-    notes which steps an attempt ran, not when)."""
-    original = Ledger.attempt
-
-    def attempt(ledger: Ledger, pod: str, run_name: str, restored_step: int | None) -> Any:
-        record = original(ledger, pod, run_name, restored_step)
-        record.steps = TimedSteps(lambda: ledger.clock())
-        return record
-
-    with mock.patch.object(Ledger, "attempt", attempt):
-        yield
 
 
 def merge(intervals: Iterable[Span]) -> list[Span]:
