@@ -87,24 +87,25 @@ class Preemption:
         self.preempted.append(node)
 
     def expire(self) -> None:
-        """GKE's end of a flex-start VM's run duration: a node whose termination time (its
-        annotation, wall clock, mapped onto the simulated clock by the ledger's SimClock) is
-        within `max_run_duration.NOTICE_S` shuts down at that time, as a preempted one does."""
+        """GKE's end of a node's time: a flex-start VM's run duration (its termination
+        annotation) or a calendar reservation's end (a reserved pool's TPU nodes). A node whose
+        end (wall clock, mapped onto the simulated clock by the ledger's SimClock) is within
+        `max_run_duration.NOTICE_S` shuts down at that time, as a preempted one does."""
         clock, now = self.emu.ledger.clock, self.clock()
         for node in self.emu.list_shared("nodes"):
-            name, ends = node["metadata"]["name"], max_run_duration.termination(node)
+            name, ends = node["metadata"]["name"], self._end_of(node)
             if ends is None or name in self._due:
                 continue
             due = clock.simulated_at(ends)
             if now >= due - max_run_duration.NOTICE_S:
                 self._due[name] = due
                 self.expired.append(name)
-        if self.calendar_end is not None and now >= clock.simulated_at(self.calendar_end):
-            for node in self.emu.list_shared("nodes"):
-                name = node["metadata"]["name"]
-                if name not in self._due and self._reserved(node):
-                    self._due[name] = now
-                    self.expired.append(name)
+
+    def _end_of(self, node: dict[str, Any]) -> datetime | None:
+        """When the node's VM is taken away (wall clock); None: nothing says it will be."""
+        if (ends := max_run_duration.termination(node)) is not None:
+            return ends
+        return self.calendar_end if self.calendar_end and self._reserved(node) else None
 
     def _reserved(self, node: dict[str, Any]) -> bool:
         """A TPU node of a pool drawn from a reservation."""
