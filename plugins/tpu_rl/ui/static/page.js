@@ -108,8 +108,7 @@ function attemptsCell(attempts, recomputed) {
     const hours = a.tpu_node_hours === null ? "?" : num(a.tpu_node_hours, 2);
     const redone = a.steps_recomputed === null ? "" : `, ${a.steps_recomputed} steps redone after`;
     const reached = a.reached_step === null ? "?" : a.reached_step;
-    const on = a.rung ? ` on ${a.rung}` : "";
-    return `attempt ${a.attempt}${on}: steps ${a.resumed_from_step || 0}-${reached}, ${a.outcome || "running"}, ` +
+    return `${attemptLabel(a)}: steps ${a.resumed_from_step || 0}-${reached}, ${a.outcome || "running"}, ` +
       `${hours} TPU node-hours${redone}`;
   }).join("\n");
   return span;
@@ -118,10 +117,12 @@ function attemptsCell(attempts, recomputed) {
 // Training attempts that did not complete (a capacity loss, a stop at a save before the capacity
 // ended), under the run's row: where each ran, how it ended and why.
 function endedText(attempts) {
-  return attempts.map((a) => {
-    const on = a.rung ? ` on ${a.rung}` : "";
-    return `attempt ${a.attempt}${on} ${a.outcome}: ${a.why}`;
-  }).join("; ");
+  return attempts.map((a) => `${attemptLabel(a)} ${a.outcome}: ${a.why}`).join("; ");
+}
+
+// "attempt N", and the capacity rung it ran on when recorded.
+function attemptLabel(a) {
+  return `attempt ${a.attempt}${a.rung ? ` on ${a.rung}` : ""}`;
 }
 
 // The capacity ladder's rungs as tried, under the run's row: each rung, how long its try took,
