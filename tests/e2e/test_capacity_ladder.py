@@ -36,8 +36,12 @@ class Case:
 
 
 def tries(result: RunResult) -> list[dict[str, Any]]:
-    """The record of the rungs tried: start_backend's once it moved on, else create_cluster's."""
-    return result.xcoms.get("start_backend.rungs") or result.xcoms.get("create_cluster.rungs") or []
+    """The record of the rungs tried: the newest of wait_for_rewards' (a resume moved on),
+    start_backend's (it moved on) and create_cluster's."""
+    for task in ("wait_for_rewards", "start_backend", "create_cluster"):
+        if found := result.xcoms.get(f"{task}.rungs"):
+            return found
+    return []
 
 
 def deploy_zones(result: RunResult) -> list[str]:
@@ -107,7 +111,7 @@ def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
     airflow_db, tmp_path, capfd, e2e_report
 ):
     """Flex-start in us-east5-b deploys (its pool has no node) but GKE cannot scale it up
-    (FailedScaleUp, GCE out of resources): at the pending timeout start_backend deletes the
+    (FailedScaleUp, GCE out of resources): after rung_wait_seconds start_backend deletes the
     backend, deploys the next rung's pool in us-east5-a and starts the backend there. The
     model's conversion is already in the bucket (the conversion's own wait is not a rung's
     yet), so the backend is the first to ask for the slice."""
@@ -117,6 +121,7 @@ def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
         "capacity": "flex_start",
         "capacity_ladder": f"flex_start@{ZONE_B}, flex_start@{ZONE_A}",
         "pending_timeout_minutes": 1,
+        "rung_wait_seconds": 10,
     }
     with Sandbox(tmp_path).up() as box:
         write_converted(box.gcs, conf)
@@ -133,5 +138,41 @@ def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
     assert result.xcoms["start_backend.rung"] == f"flex_start@{ZONE_A}"
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     assert [a["outcome"] for a in attempts(result)] == ["completed"]
+    no_tpu_left(result)
+    assert result.clusters == {}
+
+
+def test_a_rung_that_gives_no_slice_back_after_a_preemption_moves_on(
+    airflow_db, tmp_path, capfd, e2e_report
+):
+    """Spot in us-east5-b is preempted at step 30 and stays stocked out from the time training
+    started: its pool's lost node is not recreated, so the resumed backend stays pending. After
+    rung_wait_seconds the wait leaves the rung, deploys flex-start in us-east5-a and resumes
+    there from the save of step 25; the run finishes and nothing is left billing."""
+    conf = {**LADDER, "pending_timeout_minutes": 1, "rung_wait_seconds": 5}
+    with Sandbox(tmp_path).up() as box:
+        stocked: list[float] = []
+
+        def stock_out_spot() -> None:  # once: the hook runs in each attempt's training pod
+            if not stocked:
+                stocked.append(box.capacity.clock())
+                box.capacity.stock_out("spot", ZONE_B, stocked[0])
+
+        w = Workloads(preempt_at_steps=(30,), during_training=stock_out_spot)
+        case = Case("ladder_rung_lost_then_stocked_out", "success", w)
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
+    assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
+        (f"spot@{ZONE_B}", "no_slice"),
+        (f"flex_start@{ZONE_A}", "ready"),
+    ], tries(result)
+    assert f"rung 1 spot@{ZONE_B} could not give the whole slice" in log
+    assert f"Resuming on the capacity ladder's next rung flex_start@{ZONE_A}." in log
+    record = attempts(result)
+    assert [(a["outcome"], a.get("rung")) for a in record] == [
+        ("capacity_lost", f"spot@{ZONE_B}"),
+        ("completed", f"flex_start@{ZONE_A}"),
+    ], record
+    assert record[1]["resumed_from_step"] == 25, record
+    assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     no_tpu_left(result)
     assert result.clusters == {}

@@ -49,13 +49,20 @@ class Autoscaler:
         self._busy: dict[str, float] = {}  # pool -> last time a pod was bound to its nodes
         self._used: set[str] = set()  # pools with a pod on their nodes at the last pass
 
+    def _stocked_out(self, pool: NodePool) -> bool:
+        """The pool's zone has no VMs of its mode now (a stockout window): a scale-up fails, and
+        a static pool's lost nodes are not recreated (its instance group's creates fail alike)."""
+        return stocked_out(os.environ.get(ENV, ""), pool.capacity, self._zone())
+
+    def _zone(self) -> str:
+        return self.emu.cluster.zone if self.emu.cluster is not None else ""
+
     def request(self, pod: dict[str, Any], pool: NodePool, count: int) -> None:
         """A pending pod fits a node of `pool` (it has `count` nodes): scale it up to max, unless
         the pool's zone has no VMs of its mode (a stockout window): then GKE's FailedScaleUp."""
         name = pool.name
-        zone = self.emu.cluster.zone if self.emu.cluster is not None else ""
-        if name not in self._due and stocked_out(os.environ.get(ENV, ""), pool.capacity, zone):
-            self._refuse(pod, pool, zone)
+        if name not in self._due and self._stocked_out(pool):
+            self._refuse(pod, pool, self._zone())
             return
         if name not in self._due:
             self._due[name] = self.clock() + self.provisioning_delay_s
@@ -114,7 +121,11 @@ class Autoscaler:
             if used:
                 self._used.add(pool.name)
             target = pool.max_nodes if pool.name in self._due else pool.nodes
-            if len(mine) < pool.nodes and pool.name not in self._due:
+            if (
+                len(mine) < pool.nodes
+                and pool.name not in self._due
+                and not self._stocked_out(pool)
+            ):
                 self._due[pool.name] = now + self.provisioning_delay_s  # repair a static pool
             if pool.name in self._due and now >= self._due[pool.name]:
                 del self._due[pool.name]

@@ -44,6 +44,16 @@ def test_a_rung_takes_its_mode_and_zone_and_a_reservation_only_when_it_is_one():
     assert first.reservation == "v6e-32-reservation"
 
 
+def test_a_rung_with_another_after_it_waits_the_rung_wait_and_the_last_the_pending_timeout():
+    settings = load_settings({**example(), "pending_timeout_minutes": 60, "rung_wait_seconds": 600})
+    waits = [ladder.wait_s(ladder.at_rung(settings, r)) for r in ladder.rungs(settings)]
+    assert waits == [600.0, 600.0, 600.0, 3600.0]
+    shorter = load_settings({**example(), "pending_timeout_minutes": 5, "rung_wait_seconds": 600})
+    assert ladder.wait_s(shorter) == 300.0  # never past the pending timeout
+    alone = load_settings({**example(), "capacity_ladder": "", "rung_wait_seconds": 60})
+    assert ladder.wait_s(alone) == 3600.0  # no ladder: the pending timeout
+
+
 @pytest.mark.parametrize(
     ("ladder_text", "expected"),
     [

@@ -91,13 +91,20 @@ def _rung_wait_minutes(s: RunSettings) -> float:
             rungs = max(1, len(parse_ladder(s.capacity_ladder)))
         except LadderError:  # validate names it
             rungs = 1
+    before_last = min(s.rung_wait_seconds / 60.0, s.pending_timeout_minutes)
     return (
-        rungs * s.pending_timeout_minutes + (rungs - 1) * s.cluster_timeout_minutes + STEP_MINUTES
+        (rungs - 1) * (before_last + s.cluster_timeout_minutes)
+        + s.pending_timeout_minutes
+        + STEP_MINUTES
     )
 
 
 def rung_waits(tries: int) -> Limit:
-    """The backend's wait for its pods on each rung of the capacity ladder and the deploys of
-    the rungs after the first (tpu_rl.operators.backend.RungMove); one rung: the pods' pending
-    timeout, then a short step."""
-    return Limit(_rung_wait_minutes, tries, ("pending_timeout_minutes", "cluster_timeout_minutes"))
+    """The backend's wait for its pods on each rung of the capacity ladder (cluster.ladder.wait_s)
+    and the deploys of the rungs after the first (tpu_rl.operators.backend.RungMove); one rung:
+    the pods' pending timeout, then a short step."""
+    return Limit(
+        _rung_wait_minutes,
+        tries,
+        ("pending_timeout_minutes", "rung_wait_seconds", "cluster_timeout_minutes"),
+    )

@@ -26,7 +26,8 @@ class RungMove(RunClusterStep):
 
     A flex-start pool is made with no node, so its deploy stands whatever the zone holds; the
     slice comes (or not) when the backend's pods ask for it. When they are still pending at the
-    rung's wait limit (`pending_timeout_minutes`: a stockout, a pool that cannot scale),
+    rung's wait limit (`rung_wait_seconds`, the last rung's `pending_timeout_minutes`: a
+    stockout, a pool that cannot scale),
     start_backend deletes the backend, waits in the triggerer until it is gone, deploys the next
     rungs in turn (tpu_rl.cluster.climb: the pool is replaced, nothing of the old rung is left
     billing) and starts the backend there. GKE's reason is the cluster autoscaler's FailedScaleUp
@@ -109,7 +110,8 @@ class StartPathwaysBackendOperator(RungMove):
     step_doc = """
 Starts the headless Pathways backend (a JobSet holding the TPU slice) and waits until all its
 pods run, at most `pending_timeout_minutes` (TPU capacity or Kueue can hold them). With a
-`capacity_ladder`, pods still pending then move the run to the next rung: the backend is
+`capacity_ladder`, pods still pending after `rung_wait_seconds` (on the last rung: the pending
+timeout) move the run to the next rung: the backend is
 deleted, the next rung's TPU pool deployed, and the backend started there.
 
 **Failed?** Pending pods: the log names the condition (Kueue admission, TPU capacity).
@@ -119,15 +121,17 @@ deleted, the next rung's TPU pool deployed, and the backend started there.
 
     def execute(self, context: Context) -> str:
         from tpu_rl.backend.lifecycle import backend_running_trigger, backend_runs, submit_backend
+        from tpu_rl.cluster.ladder import wait_s
         from tpu_rl.dag.run_limits import capped_deadline
 
         layout = self.run_layout(context)
         if not submit_backend(self.custom, layout, self.log) and backend_runs(self.custom, layout):
             self.log.info("All the backend's pods run already: nothing to wait for.")
             return layout.backend_jobset
-        pending = layout.settings.pending_timeout_minutes * 60
         self.defer(
-            trigger=backend_running_trigger(self, layout, capped_deadline(self, pending)),
+            trigger=backend_running_trigger(
+                self, layout, capped_deadline(self, wait_s(layout.settings))
+            ),
             method_name="execute_complete",
         )
 

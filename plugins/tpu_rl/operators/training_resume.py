@@ -66,10 +66,10 @@ class TrainingResumes:
         )
 
     def leave_ended_rung(
-        self, context: Context, layout: RunLayout, event: dict[str, Any]
+        self, context: Context, layout: RunLayout, event: dict[str, Any], outcome: str = ""
     ) -> str | None:
-        """Record the rung whose capacity ended in the ladder's tries; the next rung, or None
-        when there is none."""
+        """Record the rung being left (its capacity ended, or `outcome`) in the ladder's tries;
+        the next rung, or None when there is none."""
         from tpu_rl.cluster import climb, ladder
         from tpu_rl.dag.runtime import ladder_xcom
 
@@ -79,7 +79,7 @@ class TrainingResumes:
             return None
         index, why = rungs.index(current), str(event.get("message") or "").split("\n")[0]
         tries = climb.left_rung(
-            ladder_xcom(context, climb.RUNGS_KEY) or [], current, climb.ENDED, why
+            ladder_xcom(context, climb.RUNGS_KEY) or [], current, outcome or climb.ENDED, why
         )
         context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
         self.log.warning(climb.change_line(index, current, why, rungs[index + 1]))
@@ -149,6 +149,7 @@ class TrainingResumes:
         from kubernetes.client import CustomObjectsApi
 
         from tpu_rl.backend.lifecycle import backend_running_trigger, submit_backend
+        from tpu_rl.cluster.ladder import wait_s
         from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
@@ -158,8 +159,7 @@ class TrainingResumes:
         history = resume.History.load(self.attempts_record)
         history.attempts[-1].update(started=resume.now_iso(), rung=layout.rung)
         self.record_attempts(context, history)
-        pending = time.time() + layout.settings.pending_timeout_minutes * 60.0
-        pending = min(self.wait_deadline(context), pending)
+        pending = min(self.wait_deadline(context), time.time() + wait_s(layout.settings))
         self.defer(
             trigger=backend_running_trigger(self, layout, pending), method_name="resume_training"
         )
@@ -170,12 +170,19 @@ class TrainingResumes:
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.backend.lifecycle import backend_failure
+        from tpu_rl.cluster import climb
         from tpu_rl.jobs import manifests
         from tpu_rl.kube import objects as kube
+        from tpu_rl.operators.backend import PENDING_TIMEOUT
         from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
         history = resume.History.load(self.attempts_record)
+        if event.get("reason") == PENDING_TIMEOUT and (
+            nxt := self.leave_ended_rung(context, layout, event, climb.NO_SLICE)
+        ):  # the rung gave no slice back within its wait: resume on the next
+            self.log.warning("Resuming on the capacity ladder's next rung %s.", nxt)
+            return self.restart(context, layout, history, then="resume_on_next_rung")
         history.resuming = False
         if (failure := backend_failure(event)) is not None:
             history.end({}, resume.FAILED, layout.pool_hosts, rung=layout.rung)

@@ -145,6 +145,9 @@ DESCRIPTIONS: dict[str, str] = {
     "allowed); an export that falls short is kept but not promoted.",
     "poll_interval_seconds": "How often the run asks the cluster how its jobs are doing.",
     "pending_timeout_minutes": "How long pods may wait for TPUs or for Kueue before the run fails.",
+    "rung_wait_seconds": "With a capacity ladder: how long a rung that has another after it may "
+    "take to give the whole slice before the run moves on (at most the pending timeout; the last "
+    "rung waits the pending timeout).",
     "cluster_timeout_minutes": "Time limit for building or deleting the cluster.",
     "conversion_timeout_minutes": "Time limit for converting the Hugging Face model to MaxText.",
     "training_timeout_minutes": "Time limit for training, waits for TPUs included.",

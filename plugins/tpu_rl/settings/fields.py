@@ -145,6 +145,7 @@ class RunSettings:
     )
     poll_interval_seconds: int = RUN.setting(30, "Poll interval (s)", bounds=(1, 3600))
     pending_timeout_minutes: int = RUN.setting(60, "Pending timeout (min)", bounds=(1, 7 * DAY))
+    rung_wait_seconds: int = RUN.setting(900, "Rung wait (s)", bounds=(1, 7 * DAY * 60))
     cluster_timeout_minutes: int = RUN.limit(90, "Cluster", DAY)
     conversion_timeout_minutes: int = RUN.limit(180, "Conversion", 7 * DAY)
     training_timeout_minutes: int = RUN.limit(720, "Training", 30 * DAY)
