@@ -1,136 +1,61 @@
-"""Capacity-trace figures (issue 30, item 6): whole DAG runs on the sandbox, each in its own
-child process and Airflow database (tools/bench/capacity.py's `start`), read from the ledger.
-
-Trace (simulated s from the run's start): no flex-start VMs in us-east5-b for 6 hours, none in
-us-east5-a for the first hour. Runs: `ladder` (both rungs) and `baseline` (us-east5-b alone) at
-TRACE_TIME_SCALE (TRACE_NOTE); `capacity_end` (flex-start nodes reach their max run duration
-mid-training, as tests/e2e/test_capacity_end.py); `spot` (a node preempted, 30 s notice).
+"""Capacity-trace figures (issue 30, item 6), computed from the runs of
+tools/bench/trace_runs.py (the trace and the runs are described there).
 python -m tools.bench.capacity_trace: this phase alone.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads, write_converted
 from tests.sandbox.ledger import Lifetime
 from tools.bench import trace_spans as ts
-from tools.bench.capacity import (
-    MARK,
-    PROVISIONING_DELAY_S,
-    SCALE_DOWN_IDLE_S,
-    UTILIZATION_TIME_SCALE,
-    child_result,
-    not_succeeded,
-    start,
-)
+from tools.bench.capacity import PROVISIONING_DELAY_S, SCALE_DOWN_IDLE_S
 from tools.bench.metric import metric
+from tools.bench.trace_runs import (
+    CALENDAR_OPENS_S,
+    CONF,
+    END_MAX_RUN_S,
+    END_STEP_S,
+    END_TIME_SCALE,
+    LADDER,
+    PENDING_TIMEOUT_MIN,
+    RUNG1_OUT_S,
+    RUNG2_OUT_S,
+    RUNG_WAIT_S,
+    SPOT_PREEMPT_AT,
+    STEP_S,
+    TRACE_BATCHES,
+    TRACE_STEP_S,
+    TRACE_TIME_SCALE,
+    ZONE_A,
+    ZONE_B,
+    brief,
+    collect,
+    ends,
+    first_step,
+    problems,
+)
 
-MODULE = "tools.bench.capacity_trace"
-ZONE_B, ZONE_A = "us-east5-b", "us-east5-a"
-RUNG1_OUT_S, RUNG2_OUT_S = 6 * 3600.0, 3600.0  # stocked out from 0 to these
 REACTION_S = 600.0  # the goal's allowance past the earliest availability (10 minutes)
-TRACE_TIME_SCALE = UTILIZATION_TIME_SCALE  # 0.02: 50 simulated s per wall s
-TRACE_STEP_S = 600.0  # 12 wall s per step at TRACE_TIME_SCALE
-TRACE_BATCHES = {"num_batches": 4, "checkpoint_period": 2}
-LADDER_TIMEOUT_MIN, BASELINE_TIMEOUT_MIN = 1, 10  # wall: 3000 and 30000 simulated s
-END_STEP_S, END_MAX_RUN_S, END_TIME_SCALE = 3000.0, 32000, 0.001
-SPOT_PREEMPT_AT = 10
-LADDER = f"flex_start@{ZONE_B}, flex_start@{ZONE_A}"
-CONF = {
-    "ladder": {**FLEX, **TRACE_BATCHES, "capacity_ladder": LADDER,
-               "pending_timeout_minutes": LADDER_TIMEOUT_MIN},
-    "baseline": {**FLEX, **TRACE_BATCHES, "pending_timeout_minutes": BASELINE_TIMEOUT_MIN},
-    "capacity_end": {**FLEX, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1},
-    "spot": {**SPOT, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1},
-}  # fmt: skip
-TRACE_WORKLOADS = Workloads(train_step_s=TRACE_STEP_S, provisioning_delay_s=PROVISIONING_DELAY_S,
-                            scale_down_idle_s=SCALE_DOWN_IDLE_S)  # fmt: skip
-STEP_S = {"ladder": TRACE_STEP_S, "baseline": TRACE_STEP_S, "capacity_end": END_STEP_S}
-
-
-def run_job(job: str, home: Path) -> dict[str, Any]:
-    """In a child: one whole run of `job` on its trace; what the parent computes from."""
-    conf = CONF[job]
-    workloads, scale = {
-        "ladder": (TRACE_WORKLOADS, TRACE_TIME_SCALE),
-        "baseline": (TRACE_WORKLOADS, TRACE_TIME_SCALE),
-        "capacity_end": (Workloads(train_step_s=END_STEP_S, flex_max_run_s=END_MAX_RUN_S),
-                         END_TIME_SCALE),
-        "spot": (Workloads(preempt_at_steps=(SPOT_PREEMPT_AT,)), END_TIME_SCALE),
-    }[job]  # fmt: skip
-    (home / "run").mkdir()
-    began = time.monotonic()
-    with Sandbox(home / "run").up() as box:
-        if job in ("ladder", "baseline"):
-            box.capacity.stock_out("flex_start", ZONE_B, 0.0, RUNG1_OUT_S)
-            box.capacity.stock_out("flex_start", ZONE_A, 0.0, RUNG2_OUT_S)
-            write_converted(box.gcs, conf)  # the backend is the first to ask for the slice
-        result = box.run(conf, workloads, scale)
-    return summary(result, time.monotonic() - began, scale)
-
-
-def summary(result: RunResult, wall_s: float, scale: float) -> dict[str, Any]:
-    ledger, x = result.ledger, result.xcoms
-    record = (x.get("wait_for_rewards.return_value") or {}).get("attempts") or x.get(
-        "wait_for_rewards.attempts"
-    )
-    tries = x.get("start_backend.rungs") or x.get("create_cluster.rungs") or []
-    return {
-        **not_succeeded(result),
-        "wall_s": round(wall_s, 1),
-        "time_scale": scale,
-        "until": ledger.clock(),
-        "rungs": [{k: t.get(k) for k in ("rung", "outcome", "reason")} for t in tries],
-        "record": [a.get("outcome") for a in record or []],
-        "attempts": [
-            {
-                "pod": a.pod,
-                "restored_step": a.restored_step,
-                "steps": list(a.steps),
-                "step_ends": [round(t, 1) for t in a.step_ends],
-                "started": round(a.started, 1),
-                "outcome": a.outcome,
-            }
-            for a in sorted(ledger.attempts, key=lambda a: a.started)
-        ],
-        "nodes": [[n.name, n.group, n.tpu, n.started, n.ended] for n in ledger.nodes if n.tpu],
-        "steps_recomputed": ledger.steps_recomputed(),
-        "preempted": result.preempted,
-    }
-
-
-def ends(run: dict[str, Any]) -> list[float]:
-    return [t for a in run["attempts"] for t in a["step_ends"]]
-
-
-def problems(run: dict[str, Any], job: str) -> list[str]:
-    found = [] if run["run_state"] == "success" else [f"the {job} run ended {run['run_state']}"]
-    return found + ([] if ends(run) else [f"the {job} run logged no training step"])
-
-
-def first_step(run: dict[str, Any], job: str) -> float:
-    return ts.first_step_start(ends(run), STEP_S[job]) or 0.0
-
-
 TRACE_NOTE = (
     f"time_scale {TRACE_TIME_SCALE}: a wall s is {1 / TRACE_TIME_SCALE:g} simulated s. The "
     "trace is the issue's, not compressed (6 h, 1 h); of its simulated week only the run's span "
-    "is played. The product's rung wait is in wall minutes (1 at least) and starts at the "
-    f"backend's TPU request: pending_timeout_minutes {LADDER_TIMEOUT_MIN} is "
-    f"{60 / TRACE_TIME_SCALE:g} simulated s, under rung 2's {RUNG2_OUT_S:g} s; the baseline's "
-    f"{BASELINE_TIMEOUT_MIN} ({600 / TRACE_TIME_SCALE:g} s) outlast rung 1's {RUNG1_OUT_S:g} s. "
-    "Airflow's own work (task starts, 1 s polls) reads the same on both sides"
+    "is played. The product's waits are wall time and start at the backend's TPU request: both "
+    f"runs have pending_timeout_minutes {PENDING_TIMEOUT_MIN} "
+    f"({PENDING_TIMEOUT_MIN * 60 / TRACE_TIME_SCALE:g} simulated s, past rung 1's "
+    f"{RUNG1_OUT_S:g} s); the ladder's rung_wait_seconds {RUNG_WAIT_S} is "
+    f"{RUNG_WAIT_S / TRACE_TIME_SCALE:g} simulated s on its first rung (its last rung waits the "
+    "pending timeout). Airflow's own work (task starts, 1 s polls) reads the same on both sides"
 )
 
 TRACE_SETTINGS = {**TRACE_BATCHES, "train_step_s": TRACE_STEP_S,
                   "provisioning_delay_s": PROVISIONING_DELAY_S,
-                  "pending_timeout_minutes": [LADDER_TIMEOUT_MIN, BASELINE_TIMEOUT_MIN],
+                  "pending_timeout_minutes": PENDING_TIMEOUT_MIN,
+                  "rung_wait_seconds": {"ladder": RUNG_WAIT_S},
                   "scale_down_idle_s": SCALE_DOWN_IDLE_S}  # fmt: skip
 
 
@@ -147,7 +72,7 @@ def time_to_first_step(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         goal=RUNG2_OUT_S + REACTION_S,
         baseline_is=(
             f"the same run on one rung (flex_start@{ZONE_B}, capacity_ladder empty) with "
-            f"pending_timeout_minutes {BASELINE_TIMEOUT_MIN}, long enough to wait out its 6 hours"
+            f"pending_timeout_minutes {PENDING_TIMEOUT_MIN}, long enough to wait out its 6 hours"
         ),
         details={
             "value_is": (
@@ -165,14 +90,6 @@ def time_to_first_step(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     )
     m["goal_met"] = m["goal_met"] and not wrong
     return m
-
-
-def brief(run: dict[str, Any]) -> dict[str, Any]:
-    keep = ("run_state", "tasks_not_success", "wall_s", "time_scale", "rungs", "record")
-    attempts = [{**a, "steps": f"{a['steps'][:1]}..{a['steps'][-1:]}"} for a in run["attempts"]]
-    up = round(min((n[3] for n in run["nodes"]), default=-1))
-    return {**{k: run[k] for k in keep}, "until": round(run["until"]), "attempts": attempts,
-            "tpu_nodes_first_up": up, "steps_recomputed": run["steps_recomputed"]}  # fmt: skip
 
 
 def billed(run: dict[str, Any], job: str, conf: dict[str, Any]) -> dict[str, Any]:
@@ -241,6 +158,7 @@ def steps_lost(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             flex_max_run_s=END_MAX_RUN_S, train_step_s=END_STEP_S, checkpoint_period=period,
             first_slice_ends=round(cut),
         ),
+        "steps_lost_at_capacity_end_calendar": calendar_lost(runs["calendar_end"]),
         "steps_lost_at_capacity_end_spot": lost(
             spot, "spot", sum(len(a["steps"]) for a in capacity_lost), period,
             problems=[] if capacity_lost else ["no TPU node was preempted in training"],
@@ -250,16 +168,24 @@ def steps_lost(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
-def collect(tmp: Path) -> dict[str, dict[str, Any]]:
-    """The baseline (its 6-hour wait: ~7 wall minutes) in one child; the ladder, capacity-end
-    and Spot runs one after another in a second: two runs at a time, one per core."""
-    root = tmp / "capacity-trace"
-    slow = start(root, ("baseline",), MODULE)["baseline"]
-    runs = {}
-    for job in ("ladder", "capacity_end", "spot"):
-        runs[job] = child_result(start(root, (job,), MODULE)[job], root / job / "out.log", 900)
-    runs["baseline"] = child_result(slow, root / "baseline" / "out.log", 1200)
-    return runs
+def calendar_lost(run: dict[str, Any]) -> dict[str, Any]:
+    """Steps computed twice when a calendar window ends mid-training, against a product that
+    trains on until Compute Engine deletes the window's VMs."""
+    period = CONF["calendar_end"]["checkpoint_period"]
+    first, moved = first_step(run, "calendar_end"), [r["outcome"] for r in run["rungs"]]
+    stopped = "stopped_at_save" in run["record"] and moved == ["capacity_ended", "ready"]
+    return lost(
+        run, "calendar_end", ts.naive_steps_lost(first, END_STEP_S, run["window_ends"], period),
+        0, problems=[] if stopped else [f"not stopped at a save, then moved: {run['record']}, "
+                                        f"{moved}"],
+        baseline_is=(
+            "a product that trains on until the window's end deletes the VMs: the steps that "
+            "would finish before the end past its last save, from this run's first step"
+        ),
+        window_s=[CALENDAR_OPENS_S / END_TIME_SCALE, run["window_ends"]],
+        train_step_s=END_STEP_S, checkpoint_period=period,
+        capacity_ladder=CONF["calendar_end"]["capacity_ladder"],
+    )  # fmt: skip
 
 
 def figures(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -277,14 +203,8 @@ def measure(tmp: Path) -> dict[str, dict[str, Any]]:
     return figures(collect(tmp))
 
 
-def main(argv: list[str]) -> None:
-    """With a job and its home: one run in a child (its summary after MARK); alone: the phase."""
-    if argv:
-        from airflow.utils import db
-
-        db.resetdb()
-        print(MARK + json.dumps(run_job(argv[0], Path(argv[1]))))
-        return
+def main() -> None:
+    """The phase alone: its runs, then its figures."""
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tpu-rl-trace-") as tmp:
         runs = collect(Path(tmp))
@@ -294,4 +214,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
