@@ -37,8 +37,8 @@ class Case:
 
 def tries(result: RunResult) -> list[dict[str, Any]]:
     """The record of the rungs tried: the newest of wait_for_rewards' (a resume moved on),
-    start_backend's (it moved on) and create_cluster's."""
-    for task in ("wait_for_rewards", "start_backend", "create_cluster"):
+    start_backend's and convert's (they moved on) and create_cluster's."""
+    for task in ("wait_for_rewards", "start_backend", "convert", "create_cluster"):
         if found := result.xcoms.get(f"{task}.rungs"):
             return found
     return []
@@ -136,6 +136,40 @@ def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
     assert "GCE out of resources" in reason, reason
     assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
     assert result.xcoms["start_backend.rung"] == f"flex_start@{ZONE_A}"
+    assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
+    assert [a["outcome"] for a in attempts(result)] == ["completed"]
+    no_tpu_left(result)
+    assert result.clusters == {}
+
+
+def test_the_conversion_is_the_first_to_ask_for_the_slice_and_moves_on(
+    airflow_db, tmp_path, capfd, e2e_report
+):
+    """No conversion in the bucket: the conversion Job is the first workload on the TPU pool.
+    Flex-start in us-east5-b cannot scale up, so after rung_wait_seconds convert deletes its
+    Job, deploys flex-start in us-east5-a and converts there; the backend and training follow
+    on that rung."""
+    case = Case("ladder_conversion_moves_on", "success")
+    conf = {
+        **LADDER,
+        "capacity": "flex_start",
+        "capacity_ladder": f"flex_start@{ZONE_B}, flex_start@{ZONE_A}",
+        "pending_timeout_minutes": 1,
+        "rung_wait_seconds": 10,
+        "conversion_timeout_minutes": 2400,  # the Job's deadline, simulated: far past the wait
+    }
+    with Sandbox(tmp_path).up() as box:
+        box.capacity.stock_out("flex_start", ZONE_B)
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
+    assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
+        (f"flex_start@{ZONE_B}", "no_slice"),
+        (f"flex_start@{ZONE_A}", "ready"),
+    ], tries(result)
+    assert "GCE out of resources" in tries(result)[0]["reason"], tries(result)
+    assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
+    assert result.xcoms["convert.rung"] == f"flex_start@{ZONE_A}", result.xcoms
+    assert result.task_states["convert"] == "success", result.task_states
+    assert "start_backend.rungs" not in result.xcoms  # the backend started on the new rung
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     assert [a["outcome"] for a in attempts(result)] == ["completed"]
     no_tpu_left(result)

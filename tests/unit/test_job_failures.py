@@ -196,8 +196,14 @@ def test_pods_the_scheduler_cannot_place_wait_in_the_triggerer(operator, monkeyp
     assert "convert-0: Unschedulable: " + SCHEDULER_SAYS in waiting
 
 
-def test_the_pending_timeout_fails_with_the_schedulers_reason(operator, monkeypatch):
+def test_the_pending_timeout_fails_with_the_schedulers_reason(operator, monkeypatch, tutorial_conf):
+    """Without a capacity ladder there is no rung to move to: the wait's reason fails it."""
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.settings.run_settings import load_settings
+
     waiting_operator(operator, [pending_pod("convert-0", False)], monkeypatch)
+    layout = RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
+    monkeypatch.setattr(operator, "run_layout", lambda context: layout)
     message = (
         "Job j: 0/1 pods scheduled after the pending timeout "
         f"(pod convert-0: Unschedulable: {SCHEDULER_SAYS})"

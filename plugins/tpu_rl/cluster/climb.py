@@ -61,7 +61,7 @@ def climb(
     """Deploy the run's rungs in order from `start` until one stands; the rung it stands on.
     One rung (no ladder) fails as its deploy fails; a ladder fails once every rung was refused.
     `tries`: the rungs tried before `start` (a rung left after its deploy stood,
-    tpu_rl.operators.backend.RungMove)."""
+    tpu_rl.operators.rung_move.RungMove)."""
     rungs = ladder.rungs(settings)
     tries = list(tries or [])
     for i, rung in enumerate(rungs):

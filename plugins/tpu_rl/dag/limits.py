@@ -82,7 +82,9 @@ def pending_plus_step(tries: int) -> Limit:
     )
 
 
-def _rung_wait_minutes(s: RunSettings) -> float:
+def _ladder_wait_minutes(s: RunSettings) -> float:
+    """The capacity ladder's waits for the slice (cluster.ladder.wait_s) and the deploys of
+    the rungs after the first; one rung: the pods' pending timeout."""
     rungs = 1
     if s.capacity_ladder:  # parsed only then: the DAG file's parse has the default, none
         from tpu_rl.cluster.ladder import LadderError, parse_ladder
@@ -92,19 +94,21 @@ def _rung_wait_minutes(s: RunSettings) -> float:
         except LadderError:  # validate names it
             rungs = 1
     before_last = min(s.rung_wait_seconds / 60.0, s.pending_timeout_minutes)
-    return (
-        (rungs - 1) * (before_last + s.cluster_timeout_minutes)
-        + s.pending_timeout_minutes
-        + STEP_MINUTES
+    return (rungs - 1) * (before_last + s.cluster_timeout_minutes) + s.pending_timeout_minutes
+
+
+LADDER_SETTINGS = ("pending_timeout_minutes", "rung_wait_seconds", "cluster_timeout_minutes")
+
+
+def rung_waits_plus(name: str, tries: int) -> Limit:
+    """The first workload to ask for the slice (tpu_rl.operators.rung_move.RungMove): the
+    ladder's waits, then the setting `name` (minutes)."""
+    return Limit(
+        lambda s: _ladder_wait_minutes(s) + getattr(s, name), tries, (*LADDER_SETTINGS, name)
     )
 
 
 def rung_waits(tries: int) -> Limit:
-    """The backend's wait for its pods on each rung of the capacity ladder (cluster.ladder.wait_s)
-    and the deploys of the rungs after the first (tpu_rl.operators.backend.RungMove); one rung:
-    the pods' pending timeout, then a short step."""
-    return Limit(
-        _rung_wait_minutes,
-        tries,
-        ("pending_timeout_minutes", "rung_wait_seconds", "cluster_timeout_minutes"),
-    )
+    """The backend's wait for its pods on each rung of the capacity ladder (RungMove), then a
+    short step."""
+    return Limit(lambda s: _ladder_wait_minutes(s) + STEP_MINUTES, tries, LADDER_SETTINGS)

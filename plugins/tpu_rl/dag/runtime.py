@@ -17,9 +17,9 @@ def layout_from_context(context: Any) -> RunLayout:
 
 
 def on_current_rung(settings: RunSettings, context: Any) -> RunSettings:
-    """The settings on the capacity ladder's rung the TPU pool stands on (the `rung` XCom of
-    start_backend, which moves on when a rung gives no slice in time, else create_cluster's,
-    tpu_rl.cluster.climb); as they are without a ladder or before the deploy."""
+    """The settings on the capacity ladder's rung the TPU pool stands on (the newest `rung`
+    XCom, ladder_xcom; tpu_rl.cluster.climb); as they are without a ladder or before the
+    deploy."""
     from tpu_rl.cluster import climb, ladder
 
     if not settings.capacity_ladder or context["ti"].task_id == SETTINGS_TASK:
@@ -29,11 +29,12 @@ def on_current_rung(settings: RunSettings, context: Any) -> RunSettings:
 
 
 def ladder_xcom(context: Any, key: str) -> Any:
-    """The newest of the ladder's XComs `key`: wait_for_rewards' (a calendar window that ended
-    moves the run), else start_backend's, else create_cluster's."""
+    """The newest of the ladder's XComs `key`: wait_for_rewards' (a resume moved the run),
+    else start_backend's, else convert's (the first workloads to ask for the slice move it
+    when it does not come), else create_cluster's."""
     from tpu_rl.names import Step
 
-    for task in (Step.WAIT_FOR_REWARDS, Step.START_BACKEND, Step.CREATE_CLUSTER):
+    for task in (Step.WAIT_FOR_REWARDS, Step.START_BACKEND, Step.CONVERT, Step.CREATE_CLUSTER):
         if (value := context["ti"].xcom_pull(task_ids=task, key=key)) is not None:
             return value
     return None

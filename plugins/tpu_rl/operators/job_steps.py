@@ -7,13 +7,15 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.dag.limits import pending_plus, pending_plus_step
+from tpu_rl.dag.limits import pending_plus, pending_plus_step, rung_waits_plus
 from tpu_rl.dag.links import JOB_LINKS, CheckpointsLink, ExportLink
 from tpu_rl.names import Step
 from tpu_rl.operators.jobs import RunJobStep
+from tpu_rl.operators.rung_move import PENDING_TIMEOUT, RungMove
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from kubernetes.client import CoreV1Api
 
     from tpu_rl.conversion_lock import ConversionLock, LockOwner
     from tpu_rl.jobs.manifests import Manifest
@@ -25,12 +27,14 @@ LOCK_XCOM = "conversion_lock"  # the lock object this task holds
 XCOM_RETURN_KEY = "return_value"  # what `ti.xcom_pull(task_ids=...)` reads by default
 
 
-class ConvertCheckpointOperator(RunJobStep):
+class ConvertCheckpointOperator(RungMove, RunJobStep):
     """Converts the Hugging Face model unless a committed MaxText checkpoint of it exists.
 
     Committed means Orbax finalized step 0 (tpu_rl.storage.COMMIT_FILE): a conversion that died
     half-way leaves `0/_CHECKPOINT_METADATA` and arrays that must not be trained from. One run
-    at a time converts into a folder (tpu_rl.conversion_lock); another waits for it.
+    at a time converts into a folder (tpu_rl.conversion_lock); another waits for it. The Job
+    runs on the TPU slice, so on a capacity ladder it is the first to ask for it: its pods
+    still pending at the rung's wait limit move the run to the next rung (RungMove).
     """
 
     step_id = Step.CONVERT
@@ -44,7 +48,7 @@ converts into the same folder (its lock object `conversion.lock` names that run)
 **Failed?** The task log says how the Job ended; the *Pod logs* link opens the pod's log in
 Cloud Logging. A wrong token or model id fails here.
 """
-    limit = pending_plus("conversion_timeout_minutes", 2)
+    limit = rung_waits_plus("conversion_timeout_minutes", 2)
     operator_extra_links = JOB_LINKS
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
@@ -140,12 +144,44 @@ Cloud Logging. A wrong token or model id fails here.
         except Exception as err:  # the Job's outcome stands either way
             self.log.warning("Could not release the conversion lock: %s", err)
 
+    def configure(self, context: Context) -> Manifest:
+        """The provider's fields, and the pods' wait: the current rung's (a ladder's rung
+        before the last waits `rung_wait_seconds`)."""
+        from tpu_rl.cluster.ladder import wait_s
+
+        manifest = super().configure(context)
+        self.pending_timeout = timedelta(seconds=wait_s(self.run_layout(context).settings))
+        return manifest
+
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
-        """The Job ended (either way): the folder is free for another run."""
+        """The Job ended (either way): the folder is free for another run. Pods still pending
+        at the rung's wait limit move the run to the ladder's next rung, the lock kept (the
+        deferral is not an Exception)."""
+        if event.get("pods_wait") and event.get("reason") == PENDING_TIMEOUT:
+            try:
+                self.leave_rung(context, event)  # False: no rung to move to
+            except Exception:
+                self.release_lock(context)
+                raise
         try:
             return super().execute_complete(context, event, **kwargs)
         finally:
             self.release_lock(context)
+
+    def rung_holder(self, layout: RunLayout) -> tuple[str, str]:
+        from tpu_rl.kube.objects import job_path
+
+        name = layout.job_names["convert"]
+        return f"Job {name}", job_path(layout.settings.namespace, name)
+
+    def delete_rung_holder(self, layout: RunLayout) -> None:
+        from tpu_rl.kube.objects import delete_labelled
+
+        namespace, name = layout.settings.namespace, layout.job_names["convert"]
+        delete_labelled(self.hook.get_conn(), "jobs", namespace, name)
+
+    def core_api(self) -> CoreV1Api:
+        return self.hook.core_v1_client
 
 
 class StartTrainingOperator(RunJobStep):

@@ -88,7 +88,7 @@ class TrainingResumes:
     def resume_on_next_rung(self, context: Context, event: dict[str, Any]) -> None:
         """The ended rung's Job and backend are gone: deploy the next rungs until one stands,
         then submit the backend there."""
-        from tpu_rl.operators.backend import deploy_rungs_after
+        from tpu_rl.operators.rung_move import deploy_rungs_after
 
         if event.get("status") == "success":
             deploy_rungs_after(context, self.run_layout(context).settings, self.log)
@@ -173,7 +173,7 @@ class TrainingResumes:
         from tpu_rl.cluster import climb
         from tpu_rl.jobs import manifests
         from tpu_rl.kube import objects as kube
-        from tpu_rl.operators.backend import PENDING_TIMEOUT
+        from tpu_rl.operators.rung_move import PENDING_TIMEOUT
         from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
