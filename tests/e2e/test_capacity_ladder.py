@@ -1,17 +1,23 @@
 """Whole DAG runs on a capacity ladder (issue 30): a rung GKE refuses for lack of capacity, or
-whose slice does not come within the pending timeout, is released and the next one tried;
-every rung refused fails the run with each rung's reason.
+whose slice does not come within its wait (`rung_wait_seconds`), is released and the next one
+tried; every rung refused fails the run with each rung's reason.
 
-Against main's product code (plugins/ as at this branch's base, these tests and the sandbox as
-here), checked: all three runs fail in `validate` (capacity_ladder is an unknown setting there);
-with the ladder taken out of their settings, the Spot stockout fails `create_cluster` and the
-flex-start one fails the run at the pending timeout: neither moves to a second rung.
+Against main's product code before the ladder (plugins/ as at the ladder's base, these tests
+and the sandbox as here), checked: the first three runs fail in `validate` (capacity_ladder is
+an unknown setting there); with the ladder taken out of their settings, the Spot stockout fails
+`create_cluster` and the flex-start one fails the run at the pending timeout: neither moves to a
+second rung. Against 5838073 (the ladder without a rung wait or a conversion or resume move),
+with `rung_wait_seconds` taken out: the conversion-first run fails `convert` (its Job's deadline
+passes on the stocked-out rung) and the run whose rung gives no slice back after a preemption
+fails `wait_for_rewards` at the pending timeout.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from tests.e2e.test_capacity import attempts, no_tpu_left
 from tests.e2e.test_strict_cloud import reported_run
@@ -107,26 +113,34 @@ def test_every_rung_stocked_out_fails_with_each_reason(airflow_db, tmp_path, cap
     assert result.leftovers == [], result.leftovers
 
 
+FLEX_LADDER = {
+    **LADDER,
+    "capacity": "flex_start",
+    "capacity_ladder": f"flex_start@{ZONE_B}, flex_start@{ZONE_A}",
+    "pending_timeout_minutes": 1,
+    "rung_wait_seconds": 10,
+    "conversion_timeout_minutes": 600,  # the Job's deadline (36 wall s) far past the wait
+}
+
+
+@pytest.mark.parametrize(
+    ("first", "name"),
+    [("start_backend", "ladder_flex_start_rung_never_scales"), ("convert", "ladder_conversion")],
+)
 def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
-    airflow_db, tmp_path, capfd, e2e_report
+    first, name, airflow_db, tmp_path, capfd, e2e_report
 ):
     """Flex-start in us-east5-b deploys (its pool has no node) but GKE cannot scale it up
-    (FailedScaleUp, GCE out of resources): after rung_wait_seconds start_backend deletes the
-    backend, deploys the next rung's pool in us-east5-a and starts the backend there. The
-    model's conversion is already in the bucket (the conversion's own wait is not a rung's
-    yet), so the backend is the first to ask for the slice."""
-    case = Case("ladder_flex_start_rung_never_scales", "success")
-    conf = {
-        **LADDER,
-        "capacity": "flex_start",
-        "capacity_ladder": f"flex_start@{ZONE_B}, flex_start@{ZONE_A}",
-        "pending_timeout_minutes": 1,
-        "rung_wait_seconds": 10,
-    }
+    (FailedScaleUp, GCE out of resources). The first workload to ask for the slice (the
+    conversion Job; the backend when the conversion is already in the bucket) waits
+    rung_wait_seconds, is deleted, the next rung's pool is deployed in us-east5-a and the step
+    runs again there; the rest of the run follows on that rung."""
+    case = Case(name, "success")
     with Sandbox(tmp_path).up() as box:
-        write_converted(box.gcs, conf)
+        if first == "start_backend":
+            write_converted(box.gcs, FLEX_LADDER)
         box.capacity.stock_out("flex_start", ZONE_B)
-        result, log = reported_run(box, case, conf, capfd, e2e_report)
+        result, log = reported_run(box, case, FLEX_LADDER, capfd, e2e_report)
     assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
         (f"flex_start@{ZONE_B}", "no_slice"),
         (f"flex_start@{ZONE_A}", "ready"),
@@ -135,41 +149,9 @@ def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
     assert reason.startswith(f"Node scale up in zones {ZONE_B} associated with this pod failed")
     assert "GCE out of resources" in reason, reason
     assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
-    assert result.xcoms["start_backend.rung"] == f"flex_start@{ZONE_A}"
-    assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
-    assert [a["outcome"] for a in attempts(result)] == ["completed"]
-    no_tpu_left(result)
-    assert result.clusters == {}
-
-
-def test_the_conversion_is_the_first_to_ask_for_the_slice_and_moves_on(
-    airflow_db, tmp_path, capfd, e2e_report
-):
-    """No conversion in the bucket: the conversion Job is the first workload on the TPU pool.
-    Flex-start in us-east5-b cannot scale up, so after rung_wait_seconds convert deletes its
-    Job, deploys flex-start in us-east5-a and converts there; the backend and training follow
-    on that rung."""
-    case = Case("ladder_conversion_moves_on", "success")
-    conf = {
-        **LADDER,
-        "capacity": "flex_start",
-        "capacity_ladder": f"flex_start@{ZONE_B}, flex_start@{ZONE_A}",
-        "pending_timeout_minutes": 1,
-        "rung_wait_seconds": 10,
-        "conversion_timeout_minutes": 2400,  # the Job's deadline, simulated: far past the wait
-    }
-    with Sandbox(tmp_path).up() as box:
-        box.capacity.stock_out("flex_start", ZONE_B)
-        result, log = reported_run(box, case, conf, capfd, e2e_report)
-    assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
-        (f"flex_start@{ZONE_B}", "no_slice"),
-        (f"flex_start@{ZONE_A}", "ready"),
-    ], tries(result)
-    assert "GCE out of resources" in tries(result)[0]["reason"], tries(result)
-    assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
-    assert result.xcoms["convert.rung"] == f"flex_start@{ZONE_A}", result.xcoms
-    assert result.task_states["convert"] == "success", result.task_states
-    assert "start_backend.rungs" not in result.xcoms  # the backend started on the new rung
+    assert result.xcoms[f"{first}.rung"] == f"flex_start@{ZONE_A}", result.xcoms
+    if first == "convert":  # the backend started on the new rung
+        assert "start_backend.rungs" not in result.xcoms
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     assert [a["outcome"] for a in attempts(result)] == ["completed"]
     no_tpu_left(result)

@@ -55,7 +55,7 @@ CONF = {
                "pending_timeout_minutes": PENDING_TIMEOUT_MIN, "rung_wait_seconds": RUNG_WAIT_S},
     "baseline": {**FLEX, **TRACE_BATCHES, "pending_timeout_minutes": PENDING_TIMEOUT_MIN},
     "capacity_end": {**FLEX, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1},
-    "calendar_end": {**SETTINGS, "capacity": "calendar", "num_batches": 30, "checkpoint_period": 4,
+    "calendar_end": {**SETTINGS, "capacity": "calendar", "num_batches": 60, "checkpoint_period": 2,
                      "capacity_ladder": f"calendar@{ZONE_B}, flex_start@{ZONE_A}",
                      "training_timeout_minutes": 2400},
     "spot": {**SPOT, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1},
@@ -64,9 +64,10 @@ TRACE_WORKLOADS = Workloads(train_step_s=TRACE_STEP_S, provisioning_delay_s=PROV
                             scale_down_idle_s=SCALE_DOWN_IDLE_S)  # fmt: skip
 STEP_S = {"ladder": TRACE_STEP_S, "baseline": TRACE_STEP_S, "capacity_end": END_STEP_S,
           "calendar_end": END_STEP_S}  # fmt: skip
-# the calendar window (wall s from the run's start) as tests/e2e/test_capacity_end.py's: it
-# holds about 21 steps of END_STEP_S at END_TIME_SCALE, a save every 4
-CALENDAR_OPENS_S, CALENDAR_LASTS_S = 15, 65
+# the calendar window (wall s from the run's start): preflight asks it for checkpoint_period
+# steps at an assumed 60 s (2 minutes); at END_TIME_SCALE it holds about 40 steps of END_STEP_S,
+# fewer than num_batches, a save every 2
+CALENDAR_OPENS_S, CALENDAR_LASTS_S = 15, 140
 
 
 def run_job(job: str, home: Path) -> dict[str, Any]:
@@ -100,7 +101,8 @@ def summary(result: RunResult, wall_s: float, scale: float) -> dict[str, Any]:
     record = (x.get("wait_for_rewards.return_value") or {}).get("attempts") or x.get(
         "wait_for_rewards.attempts"
     )
-    tries = x.get("start_backend.rungs") or x.get("create_cluster.rungs") or []
+    tasks = ("wait_for_rewards", "start_backend", "convert", "create_cluster")
+    tries = next((x[f"{t}.rungs"] for t in tasks if x.get(f"{t}.rungs")), [])  # the newest
     return {
         **not_succeeded(result),
         "wall_s": round(wall_s, 1),
