@@ -164,6 +164,7 @@ def test_plan_renders_what_each_rung_creates(tmp_path):
         "spot@us-east5-a",
     ]
     assert "reservation v6e-32-reservation" in rows[0]["creates"]
+    assert [r["waits_s"] for r in rows] == [900.0, 900.0, 900.0, 3600.0]  # defaults
     assert rows[3]["node_selector"] == {"cloud.google.com/gke-spot": "true"}
     assert "replacing the previous rung's pool" in rows[3]["creates"]
     deployment = yaml.safe_load((tmp_path / "rung-3.deployment.yaml").read_text())

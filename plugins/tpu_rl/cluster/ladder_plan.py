@@ -1,5 +1,6 @@
 """What each rung of the capacity ladder creates, for `make plan`: the rung's TPU pool edits, the
-node label its TPU pods select, and the blueprint and deployment file its `gcluster deploy` uses."""
+node label its TPU pods select, how long it waits for the slice, and the blueprint and
+deployment file its `gcluster deploy` uses."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def ladder_plan(
                     + (f" (reservation {on.reservation})" if on.reservation else "")
                     + (", replacing the previous rung's pool" if i > 1 else "")
                 ),
+                "waits_s": ladder.wait_s(on),  # for the slice, before the next rung
                 "blueprint_edits": capacity.describe_edits(on),
                 "node_selector": capacity.node_selector(on),
                 "files": [rung_file(i, name) for name in steps.files],
