@@ -137,6 +137,46 @@ def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_their_x
     assert all(r["attempts"] == [] and r["steps_recomputed"] == 0 for r in others)
 
 
+def test_the_ladders_tries_are_the_newest_pushed_by_any_step_that_moved_the_run(client, auth_token):
+    """create_cluster pushes the first try, convert (or start_backend, or the reward wait) the
+    whole list again when it moves the run: the row shows the newest."""
+    from datetime import timedelta
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert, select
+
+    run_id = "scheduled__synthetic-0004"
+    first = {
+        "rung": "flex_start@us-east5-b",
+        "outcome": "ready",
+        "reason": None,
+        "started": "2026-01-26T06:00:00+00:00",
+        "ended": "2026-01-26T06:01:00+00:00",
+    }
+    moved = [{**first, "outcome": "no_slice", "reason": "GCE out of resources"},
+             {**first, "rung": "flex_start@us-east5-a"}]  # fmt: skip
+    with create_session() as session:
+        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
+        base = {"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run_id,
+                "key": "rungs", "map_index": -1}  # fmt: skip
+        session.execute(
+            insert(XComModel.__table__),
+            [
+                {**base, "task_id": "convert", "value": moved,
+                 "timestamp": synthetic.START + timedelta(minutes=20)},
+                {**base, "task_id": "create_cluster", "value": [first],
+                 "timestamp": synthetic.START + timedelta(minutes=10)},
+            ],
+        )  # fmt: skip
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
+    assert [(t["rung"], t["outcome"]) for t in row["rungs"]] == [
+        ("flex_start@us-east5-b", "no_slice"),
+        ("flex_start@us-east5-a", "ready"),
+    ], row["rungs"]
+
+
 @pytest.mark.parametrize(
     ("wait_state", "pool_end_task"),
     [("failed", "wait_for_rewards"), ("upstream_failed", "cleanup_kubernetes")],

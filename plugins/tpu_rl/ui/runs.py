@@ -43,8 +43,11 @@ from tpu_rl.ui.checks import Malformed
 XCOMS = {
     (Step.WAIT_FOR_REWARDS, "return_value"): "rewards",
     (Step.WAIT_FOR_REWARDS, "attempts"): "attempts",  # pushed at each resume and on failure
-    (Step.CREATE_CLUSTER, "rungs"): "rungs",  # the capacity ladder's tries (cluster.climb)
-    (Step.START_BACKEND, "rungs"): "rungs",  # the same, once a rung gave no slice in time
+    # the ladder's tries (cluster.climb), whole from each step that moved the run: newest stands
+    (Step.CREATE_CLUSTER, "rungs"): "rungs",
+    (Step.CONVERT, "rungs"): "rungs",
+    (Step.START_BACKEND, "rungs"): "rungs",
+    (Step.WAIT_FOR_REWARDS, "rungs"): "rungs",
     (Step.GATE, "return_value"): "gate",
     (Step.VERIFY, "return_value"): "export_uri",
     (Step.EXPORT, "checkpoint_step"): "checkpoint_step",
