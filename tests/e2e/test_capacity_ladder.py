@@ -21,7 +21,7 @@ import pytest
 
 from tests.e2e.test_capacity import attempts, no_tpu_left
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.harness import SPOT, RunResult, Sandbox, Workloads, write_converted
+from tests.sandbox.harness import SETTINGS, SPOT, RunResult, Sandbox, Workloads, write_converted
 
 ZONE_B, ZONE_A = "us-east5-b", "us-east5-a"
 # the first rung is the run's capacity and zone (validate asks for it): Spot in us-east5-b
@@ -88,6 +88,31 @@ def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, 
     assert tpu_nodes(result), "no TPU node came up"
     assert [a["outcome"] for a in attempts(result)] == ["completed"]
     assert "## Capacity ladder" in report and EXHAUSTED in report, report
+    no_tpu_left(result)
+    assert result.clusters == {}
+
+
+def test_a_reservation_used_by_others_moves_to_the_next_rung(
+    airflow_db, tmp_path, capfd, e2e_report
+):
+    """Other VMs hold the run's specific reservation: Compute Engine refuses the reservation
+    pool (CONDITION_NOT_MET, "does not have available resources for the request"), the run
+    moves to flex-start in us-east5-a and finishes there."""
+    case = Case("ladder_reservation_used_by_others", "success")
+    conf = {**SETTINGS, "num_batches": 50, "checkpoint_period": 25,
+            "capacity_ladder": f"reservation@{ZONE_B}, flex_start@{ZONE_A}"}  # fmt: skip
+    with Sandbox(tmp_path).up() as box:
+        box.capacity.reservation_in_use(ZONE_B)
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
+    assert f"rung 1 reservation@{ZONE_B} could not give the whole slice" in log
+    assert [(t["rung"], t["outcome"]) for t in tries(result)] == [
+        (f"reservation@{ZONE_B}", "stockout"),
+        (f"flex_start@{ZONE_A}", "ready"),
+    ], tries(result)
+    reason = tries(result)[0]["reason"]
+    assert "CONDITION_NOT_MET: Specified reservation 'v6e-32-reservation' does not have" in reason
+    assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
+    assert [a["outcome"] for a in attempts(result)] == ["completed"]
     no_tpu_left(result)
     assert result.clusters == {}
 

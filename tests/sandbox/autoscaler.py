@@ -52,7 +52,7 @@ class Autoscaler:
     def _stocked_out(self, pool: NodePool) -> bool:
         """The pool's zone has no VMs of its mode now (a stockout window): a scale-up fails, and
         a static pool's lost nodes are not recreated (its instance group's creates fail alike)."""
-        return stocked_out(os.environ.get(ENV, ""), pool.capacity, self._zone())
+        return stocked_out(os.environ.get(ENV, ""), pool.capacity, self._zone()) is not None
 
     def _zone(self) -> str:
         return self.emu.cluster.zone if self.emu.cluster is not None else ""

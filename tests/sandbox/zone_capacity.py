@@ -20,15 +20,19 @@ ENV = "FAKE_CLOUD_CAPACITY"
 NODE_POOL = "modules/compute/gke-node-pool"
 
 
+IN_USE = "in_use"  # a Stockout's kind: the run's specific reservation is used by others
+
+
 @dataclass(frozen=True)
 class Stockout:
     """No `capacity` VMs in `zone` from `start` to `end` (simulated seconds; end None: never
-    back)."""
+    back); `kind` IN_USE: the zone may have VMs, but the run's reservation has none free."""
 
     capacity: str
     zone: str
     start: float = 0.0
     end: float | None = None
+    kind: str = "stockout"
 
     def covers(self, capacity: str, zone: str, now: float) -> bool:
         end = math.inf if self.end is None else self.end
@@ -45,10 +49,21 @@ class ZoneCapacity:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.reconcile()
 
-    def stock_out(self, capacity: str, zone: str, start: float = 0.0, end: float | None = None):
-        self.stockouts.append(Stockout(capacity, zone, start, end))
+    def stock_out(
+        self,
+        capacity: str,
+        zone: str,
+        start: float = 0.0,
+        end: float | None = None,
+        kind: str = "stockout",
+    ) -> None:
+        self.stockouts.append(Stockout(capacity, zone, start, end, kind))
         self._written = None
         self.reconcile()
+
+    def reservation_in_use(self, zone: str, start: float = 0.0, end: float | None = None) -> None:
+        """Other VMs (another team's, another project's) hold the run's specific reservation."""
+        self.stock_out("reservation", zone, start, end, IN_USE)
 
     def reconcile(self) -> None:
         """Write the windows and the time (atomically: gcluster may be reading) when what is
@@ -68,15 +83,15 @@ class ZoneCapacity:
         self._written = covered
 
 
-def stocked_out(path: str, capacity: str, zone: str) -> bool:
-    """Whether the file's windows cover `capacity` in `zone` at the file's time (the fake
-    gcluster's question; False without a file)."""
+def stocked_out(path: str, capacity: str, zone: str) -> Stockout | None:
+    """The file's window covering `capacity` in `zone` at the file's time (the fake gcluster's
+    question; None without a file)."""
     file = Path(path)
     if not path or not file.is_file():
-        return False
+        return None
     data = json.loads(file.read_text())
     windows = [Stockout(**s) for s in data.get("stockouts") or []]
-    return any(w.covers(capacity, zone, data.get("clock", 0.0)) for w in windows)
+    return next((w for w in windows if w.covers(capacity, zone, data.get("clock", 0.0))), None)
 
 
 def pool_mode(settings: dict[str, Any], variables: dict[str, Any]) -> str:
@@ -110,7 +125,10 @@ def deploy_refusal(bp: dict[str, Any], path: str) -> str | None:
             ]
             mode = pool_mode(settings, variables)
             for zone in zones:
-                if stocked_out(path, mode, zone):
+                window = stocked_out(path, mode, zone)
+                if window is not None and window.kind == IN_USE:
+                    return reservation_in_use(variables)
+                if window is not None:
                     return (
                         "Error waiting for creating GKE NodePool: ZONE_RESOURCE_POOL_EXHAUSTED: "
                         f"The zone 'projects/{variables.get('project_id')}/zones/{zone}' does "
@@ -118,3 +136,14 @@ def deploy_refusal(bp: dict[str, Any], path: str) -> str | None:
                         "different zone, or try again later."
                     )
     return None
+
+
+def reservation_in_use(variables: dict[str, Any]) -> str:
+    """Compute Engine's answer when a specific reservation has no VM free for the request, as
+    GKE's cluster autoscaler matches it (kubernetes/autoscaler, cluster-autoscaler/cloudprovider/
+    gce/autoscaling_gce_client.go: isReservationCapacityExceeded, error code CONDITION_NOT_MET,
+    RESERVATION_CAPACITY_EXCEEDED); the terraform provider's prefix is approximated."""
+    return (
+        "Error waiting for creating GKE NodePool: CONDITION_NOT_MET: Specified reservation "
+        f"'{variables.get('reservation')}' does not have available resources for the request."
+    )

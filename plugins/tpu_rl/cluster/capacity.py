@@ -55,12 +55,17 @@ POOL_ANCHOR = "disk_size_gb"  # the mode's settings follow it, as in the example
 # troubleshooting-resource-availability), GKE's node pool error code for the same, and GKE's
 # "Node pool creation fails due to resource availability" messages (https://cloud.google.com/
 # kubernetes-engine/docs/troubleshooting/node-pools: "resource pool exhausted",
-# ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS]).
+# ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS]); and Compute Engine's answer when the run's
+# specific reservation has no VM free (used by others), as GKE's cluster autoscaler matches it
+# (kubernetes/autoscaler, cluster-autoscaler/cloudprovider/gce/autoscaling_gce_client.go,
+# isReservationCapacityExceeded: "Specified reservation (.*) does not have available resources
+# for the request.", RESERVATION_CAPACITY_EXCEEDED).
 STOCKOUT_MARKERS = (
     "ZONE_RESOURCE_POOL_EXHAUSTED",
     "GCE_STOCKOUT",
     "does not have enough resources available",
     "resource pool exhausted",
+    "does not have available resources for the request",
 )
 
 
