@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from kubernetes.client import CoreV1Api
 
+    from tpu_rl.cluster import ladder
     from tpu_rl.layout import RunLayout
     from tpu_rl.settings.run_settings import RunSettings
 
@@ -51,23 +52,18 @@ class RungMove:
         from airflow.providers.common.compat.sdk import AirflowException
 
         from tpu_rl.cluster import climb, ladder
-        from tpu_rl.dag.runtime import ladder_xcom
         from tpu_rl.kube.removed_trigger import REMOVAL_TIMEOUT_S, RemovedTrigger
 
         layout = self.run_layout(context)
         s = layout.settings  # on the current rung
-        rungs, current = ladder.rungs(s), ladder.Rung(s.capacity, s.zone)
-        if len(rungs) == 1 or current not in rungs:
+        rungs = ladder.rungs(s)
+        if len(rungs) == 1 or ladder.Rung(s.capacity, s.zone) not in rungs:
             return False
-        index = rungs.index(current)
         what, path = self.rung_holder(layout)
         reason = self.scale_up_failure(layout, what.split()[-1]) or str(event.get("message") or "")
-        tries = ladder_xcom(context, climb.RUNGS_KEY) or []
-        tries = climb.left_rung(tries, current, climb.NO_SLICE, reason)
-        context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
-        if index + 1 == len(rungs):  # cleanup_kubernetes deletes the workload
+        tries, nxt = record_rung_left(context, s, climb.NO_SLICE, reason, self.log)
+        if nxt is None:  # cleanup_kubernetes deletes the workload
             raise AirflowException(climb.exhausted(tries))
-        self.log.warning(climb.change_line(index, current, reason, rungs[index + 1]))
         self.delete_rung_holder(layout)
         self.defer(
             trigger=RemovedTrigger.for_operator(
@@ -105,6 +101,25 @@ class RungMove:
             if e.reason == SCALE_UP_FAILED and (e.involved_object.name or "").startswith(prefix)
         ]
         return failed[-1].message if failed else None
+
+
+def record_rung_left(
+    context: Context, current: RunSettings, outcome: str, reason: str, log: Any
+) -> tuple[list[dict[str, Any]], ladder.Rung | None]:
+    """Record the rung the run is on (`current`: the settings on it) as left with `outcome` and
+    `reason` in the ladder's tries (the calling task's XCom), and say where the run moves: the
+    tries and the next rung (None: it was the last)."""
+    from tpu_rl.cluster import climb, ladder
+    from tpu_rl.dag.runtime import ladder_xcom
+
+    rungs, rung = ladder.rungs(current), ladder.Rung(current.capacity, current.zone)
+    tries = climb.left_rung(ladder_xcom(context, climb.RUNGS_KEY) or [], rung, outcome, reason)
+    context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
+    index = rungs.index(rung)
+    if index + 1 == len(rungs):
+        return tries, None
+    log.warning(climb.change_line(index, rung, reason, rungs[index + 1]))
+    return tries, rungs[index + 1]
 
 
 def deploy_rungs_after(context: Context, current: RunSettings, log: Any) -> None:

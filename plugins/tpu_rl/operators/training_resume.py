@@ -69,21 +69,17 @@ class TrainingResumes:
         self, context: Context, layout: RunLayout, event: dict[str, Any], outcome: str = ""
     ) -> str | None:
         """Record the rung being left (its capacity ended, or `outcome`) in the ladder's tries;
-        the next rung, or None when there is none."""
+        the next rung, or None when there is none (then nothing is recorded)."""
         from tpu_rl.cluster import climb, ladder
-        from tpu_rl.dag.runtime import ladder_xcom
+        from tpu_rl.operators.rung_move import record_rung_left
 
         s = layout.settings
         rungs, current = ladder.rungs(s), ladder.Rung(s.capacity, s.zone)
         if current not in rungs or rungs.index(current) + 1 == len(rungs):
             return None
-        index, why = rungs.index(current), str(event.get("message") or "").split("\n")[0]
-        tries = climb.left_rung(
-            ladder_xcom(context, climb.RUNGS_KEY) or [], current, outcome or climb.ENDED, why
-        )
-        context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
-        self.log.warning(climb.change_line(index, current, why, rungs[index + 1]))
-        return str(rungs[index + 1])
+        why = str(event.get("message") or "").split("\n")[0]
+        _, nxt = record_rung_left(context, s, outcome or climb.ENDED, why, self.log)
+        return str(nxt)
 
     def resume_on_next_rung(self, context: Context, event: dict[str, Any]) -> None:
         """The ended rung's Job and backend are gone: deploy the next rungs until one stands,
