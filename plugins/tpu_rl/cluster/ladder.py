@@ -89,9 +89,13 @@ def wait_s(settings: RunSettings) -> float:
     """How long the current rung (the settings' mode and zone) may take to give the whole
     slice: `rung_wait_seconds` (at most the pending timeout) on a rung with another after it,
     the pending timeout on the last rung or without a ladder."""
-    pending = settings.pending_timeout_minutes * 60.0
     ladder = rungs(settings)
-    here = Rung(settings.capacity, settings.zone)
-    if here in ladder[:-1]:
-        return min(float(settings.rung_wait_seconds), pending)
-    return pending
+    if Rung(settings.capacity, settings.zone) in ladder[:-1]:
+        return rung_wait_s(settings)
+    return settings.pending_timeout_minutes * 60.0
+
+
+def rung_wait_s(settings: RunSettings) -> float:
+    """The wait of a rung with another after it: `rung_wait_seconds`, at most the pending
+    timeout."""
+    return min(float(settings.rung_wait_seconds), settings.pending_timeout_minutes * 60.0)

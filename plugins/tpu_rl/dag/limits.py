@@ -85,16 +85,16 @@ def pending_plus_step(tries: int) -> Limit:
 def _ladder_wait_minutes(s: RunSettings) -> float:
     """The capacity ladder's waits for the slice (cluster.ladder.wait_s) and the deploys of
     the rungs after the first; one rung: the pods' pending timeout."""
-    rungs = 1
+    minutes = float(s.pending_timeout_minutes)  # the last rung's wait
     if s.capacity_ladder:  # parsed only then: the DAG file's parse has the default, none
-        from tpu_rl.cluster.ladder import LadderError, parse_ladder
+        from tpu_rl.cluster.ladder import LadderError, parse_ladder, rung_wait_s
 
         try:
-            rungs = max(1, len(parse_ladder(s.capacity_ladder)))
+            before_last = max(0, len(parse_ladder(s.capacity_ladder)) - 1)
         except LadderError:  # validate names it
-            rungs = 1
-    before_last = min(s.rung_wait_seconds / 60.0, s.pending_timeout_minutes)
-    return (rungs - 1) * (before_last + s.cluster_timeout_minutes) + s.pending_timeout_minutes
+            before_last = 0
+        minutes += before_last * (rung_wait_s(s) / 60.0 + s.cluster_timeout_minutes)
+    return minutes
 
 
 LADDER_SETTINGS = ("pending_timeout_minutes", "rung_wait_seconds", "cluster_timeout_minutes")
