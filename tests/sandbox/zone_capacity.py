@@ -20,7 +20,9 @@ ENV = "FAKE_CLOUD_CAPACITY"
 NODE_POOL = "modules/compute/gke-node-pool"
 
 
-IN_USE = "in_use"  # a Stockout's kind: the run's specific reservation is used by others
+# a Stockout's kind: the zone has no VMs of the mode, or the run's specific reservation is
+# used by others
+STOCKOUT, IN_USE = "stockout", "in_use"
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Stockout:
     zone: str
     start: float = 0.0
     end: float | None = None
-    kind: str = "stockout"
+    kind: str = STOCKOUT
 
     def covers(self, capacity: str, zone: str, now: float) -> bool:
         end = math.inf if self.end is None else self.end
@@ -55,7 +57,7 @@ class ZoneCapacity:
         zone: str,
         start: float = 0.0,
         end: float | None = None,
-        kind: str = "stockout",
+        kind: str = STOCKOUT,
     ) -> None:
         self.stockouts.append(Stockout(capacity, zone, start, end, kind))
         self._written = None
