@@ -65,9 +65,14 @@ class Deployment:
     log_dir: Path
     timings: dict[str, float] = field(default_factory=dict)
     hf_token: str = HF_TOKEN  # the password of its huggingface_default connection
+    _api: AirflowApi | None = None
 
     def api(self) -> AirflowApi:
-        return AirflowApi(self.url, self.username, self.password)
+        """Its REST client, made once: each new one asks for a token and builds an SSL context
+        (a fifth of the test process's CPU in a scenario when made per call)."""
+        if self._api is None:
+            self._api = AirflowApi(self.url, self.username, self.password)
+        return self._api
 
     def identity(self) -> str:
         """The identity this deployment generated at its first run's validate (the shipped
