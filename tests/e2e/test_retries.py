@@ -56,6 +56,9 @@ def test_a_retried_job_submission_follows_the_job_it_created(box):
     again = op.create_job(op.build_job_request_obj(context()))
     jobs = box.emu.list("jobs", namespace="default")
     assert [j["metadata"]["name"] for j in jobs] == [first.metadata.name] == [again.metadata.name]
+    # the retry found the Job first: posted again, the 409 is retried by the provider for 15 s
+    posts = [r for r in box.emu.requests if r.method == "POST" and r.path.endswith("/jobs")]
+    assert [r.status for r in posts] == [201]
 
 
 @pytest.mark.parametrize(

@@ -103,16 +103,20 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         ti.xcom_push(key="job", value=self.job.to_dict())
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
-        """Create the Job; on a retry, follow the one this run already created while it runs."""
+        """Create the Job; on a retry, follow the one this run already created while it runs.
+
+        The Job is looked up before it is created: the provider's create_job retries a 409
+        AlreadyExists as transient (kubernetes_helper_functions.py: TRANSIENT_STATUS_CODES holds
+        409; generic_api_retry waits 1+2+4+8 s between its 5 attempts), 15 s lost per retry."""
         from kubernetes.client.rest import ApiException
 
-        try:
-            return self.submit(job_request_obj)
-        except ApiException as err:
-            if err.status != 409:
-                raise
         name, namespace = job_request_obj.metadata.name, job_request_obj.metadata.namespace
-        existing = self.hook.get_job_status(job_name=name, namespace=namespace)
+        try:
+            existing = self.hook.get_job_status(job_name=name, namespace=namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            return self.submit(job_request_obj)
         if existing.metadata.deletion_timestamp:  # an earlier run's cleanup is removing it
             self.log.info("Job %s of an earlier run is being deleted; waiting for it.", name)
             self.wait_until_gone(name, namespace)
