@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from tests.sandbox import kube_events
-from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState, Resource
+from tests.sandbox.kube_state import KUEUE_GROUP, ApiError, ClusterState, Resource, clone
 from tests.sandbox.scheduler import match_expression, pod_requests, quantity
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -76,14 +76,16 @@ class Kueue:
         self.emu = emu
 
     def reconcile(self) -> None:
-        if not self.emu.list("clusterqueues"):
+        """One pass over the stored objects (list_shared: a pass only reads them; _start
+        changes a copy of its owner)."""
+        if not self.emu.list_shared("clusterqueues"):
             return
         workloads = {
             (w["metadata"]["labels"] or {}).get(JOB_UID_LABEL): w
-            for w in self.emu.list("workloads")
+            for w in self.emu.list_shared("workloads")
         }
         for plural in ("jobsets", "jobs"):
-            for owner in self.emu.list(plural):
+            for owner in self.emu.list_shared(plural):
                 if not _queue(owner) or _owned_by_jobset(owner):
                     continue
                 workload = workloads.get(owner["metadata"]["uid"])
@@ -257,7 +259,7 @@ class Kueue:
     def _usage(self, cq_name: str) -> Counter[tuple[str, str]]:
         """Quota held by admitted, unfinished Workloads of this ClusterQueue."""
         used: Counter[tuple[str, str]] = Counter()
-        for w in self.emu.list("workloads"):
+        for w in self.emu.list_shared("workloads"):
             admission = (w.get("status") or {}).get("admission") or {}
             if admission.get("clusterQueue") != cq_name or _has(w, "Finished"):
                 continue
@@ -268,6 +270,7 @@ class Kueue:
 
     def _start(self, owner: dict[str, Any], admission: dict[str, Any]) -> None:
         """Unsuspend the owner, adding each pod set's flavor node labels and tolerations."""
+        owner = clone(owner)  # a stored object: reconcile lists them shared
         spec = owner["spec"]
         by_name = {ps["name"]: ps for ps in admission["podSetAssignments"]}
         templates = (

@@ -48,7 +48,7 @@ FAIL_AT_STEP = 40
 # export) and Kueue admission (training), tens of minutes each
 LATE = {"-convert": 1200, "-worker": 1500, "-train": 1200, "-export": 1200}
 # GKE's controllers run on Google's side; the sandbox's share the timed worker's process and
-# its GIL. At the tests' 10 ms tick they took a third of a core; every 50 ms (12.5 simulated
+# its GIL. At a 10 ms tick they took a third of a core; every 50 ms (12.5 simulated
 # seconds at TIME_SCALE, under a training step) they take a tenth.
 CONTROLLER_TICK_S = 0.05
 WAITING_TASKS = (Step.CONVERT, Step.START_BACKEND, Step.TRAIN, Step.WAIT_FOR_REWARDS, Step.EXPORT)
