@@ -5,9 +5,11 @@ PYTHON ?= python3.11
 VENV ?= .venv
 LOCK ?= requirements.lock
 PY := $(VENV)/bin/python
-# xdist workers for `make test`: one per core. 3 was 15% faster (21m48s against 25m30s) but
-# the process scenarios then failed on load (a clean-clone run: 4 of 8 in their group)
-TEST_WORKERS ?= 2
+# xdist workers for `make test`: two per core. Most tests wait on Airflow or the simulated cloud
+# much of the time: at 2 workers the suite kept the two cores 70% busy (26m16s), at 4 it keeps them
+# full (20m10s; the process scenarios, in three groups, each on one worker with a deployment of
+# its own, pass under that load since each run needs half the CPU it did)
+TEST_WORKERS ?= 4
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow

@@ -27,9 +27,10 @@ from tests.processes.runs import (
 )
 
 WAIT = "wait_for_rewards"
-# These run on one xdist worker (make test: -n 2 --dist loadgroup), in file order, on its
-# deployment; the first one's time includes the deployment's start-up. The other process group
-# (processes-2: deployments, approval, package layouts) runs beside them on the other worker.
+# These run on one xdist worker (make test: -n 4 --dist loadgroup), in file order, on its
+# deployment; the first one's time includes the deployment's start-up. The other process groups
+# (processes-2: package layouts; processes-3: deployments, approval) run beside them, each on a
+# worker and a deployment of its own.
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes")]
 
 
@@ -182,7 +183,7 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     the run created, its nodes with it. No janitor.
 
     Runs last: it restarts the scheduler and DAG processor with a 0.5-minute timeout (the DAG
-    reads it when parsed); the run is older than that when they are back.
+    reads it when parsed; the run is older than that when they are back), and again without.
     """
     api, procs, box = deployment.api(), deployment.processes, deployment.sandbox
     # the training's own limit (12 simulated hours: 43 s wall) must not end the wait first
@@ -193,17 +194,21 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
     procs.env["TPU_RL_DAGRUN_TIMEOUT_MINUTES"] = "0.5"
     procs.restart("dag-processor", "scheduler")
-    api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
     cluster = run.settings["cluster_name"]
 
     def left() -> list[str]:
         nodes = [n for n in box.nodes() if n.startswith(f"gke-{cluster}-")]
         return box.leftovers(run.label) + nodes + [c for c in box.clusters() if c == cluster]
 
-    api.wait(
-        "the timeout callback to remove the run's objects, nodes and cluster",
-        lambda: not left(),
-        60,
-    )
-    tasks = finish(deployment, run, "failed", e2e_report)
+    try:
+        api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
+        api.wait(
+            "the timeout callback to remove the run's objects, nodes and cluster",
+            lambda: not left(),
+            60,
+        )
+        tasks = finish(deployment, run, "failed", e2e_report)
+    finally:  # the deployment as it was, for a process group xdist sends this worker next
+        procs.env.pop("TPU_RL_DAGRUN_TIMEOUT_MINUTES")
+        procs.restart("dag-processor", "scheduler")
     assert tasks["cleanup_cluster"] == "skipped", tasks  # the callback, not the teardown

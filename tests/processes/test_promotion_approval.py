@@ -20,7 +20,7 @@ from tests.sandbox.vertex_api import VertexRegistryFake
 
 MODEL_ID = "gemma-rl"
 IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("processes-2")]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("processes-3")]
 
 
 def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[str, str]]:
