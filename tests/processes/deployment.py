@@ -35,7 +35,8 @@ from tpu_rl.deployment import DEPLOYMENT_VARIABLE
 SITE = Path(__file__).parent / "site"
 USERNAME = "admin"
 MIGRATED = "airflow_migrated"  # a database as `airflow db migrate` leaves it: a fresh install
-# Fast loops so faults are seen in seconds; everything else is Airflow's production default.
+# Fast loops so faults are seen in seconds, and a longer execution API timeout for a loaded
+# machine; everything else is Airflow's production default.
 FAST = {
     "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
     "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "1",
