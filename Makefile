@@ -5,11 +5,11 @@ PYTHON ?= python3.11
 VENV ?= .venv
 LOCK ?= requirements.lock
 PY := $(VENV)/bin/python
-# xdist workers for `make test`: two per core. Most tests wait on Airflow or the simulated cloud
-# much of the time: at 2 workers the suite kept the two cores 70% busy (26m16s), at 4 it keeps them
-# full (20m10s; the process scenarios, in three groups, each on one worker with a deployment of
-# its own, pass under that load since each run needs half the CPU it did)
-TEST_WORKERS ?= 4
+# xdist workers for `make test`: one per core. 4 keeps both cores busy (the tests mostly wait;
+# pytest took 15m52s and 16m06s in two clean-clone runs, 26m16s on 2 before this change's CPU
+# cuts), but in each of those runs one process scenario's export, resumed after its deferral,
+# failed to report its success to the API server under that load: not safe for CI yet
+TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow

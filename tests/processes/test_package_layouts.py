@@ -14,7 +14,7 @@ from tests.conftest import REPO
 from tests.processes.deployment import SITE, Deployment
 from tests.processes.runs import Run, finish, start_run, task_log, wait_for_event
 
-# The second of the three process groups (make test: -n 4 --dist loadgroup): each worker that
+# The second of the three process groups (make test: --dist loadgroup): each worker that
 # runs one starts its own deployment, so the groups run side by side.
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes-2")]
 

@@ -27,7 +27,7 @@ from tests.processes.runs import (
 )
 
 WAIT = "wait_for_rewards"
-# These run on one xdist worker (make test: -n 4 --dist loadgroup), in file order, on its
+# These run on one xdist worker (make test: --dist loadgroup), in file order, on its
 # deployment; the first one's time includes the deployment's start-up. The other process groups
 # (processes-2: package layouts; processes-3: deployments, approval) run beside them, each on a
 # worker and a deployment of its own.

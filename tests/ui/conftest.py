@@ -53,7 +53,7 @@ def browser(_session_browsers, ui_server, tmp_path_factory) -> Iterator[Chromium
     if not _session_browsers or not _session_browsers[0].alive():
         for dead in _session_browsers:
             dead.close()
-        # 90 s per wait: with make test's four workers on two cores, Airflow's UI (a React app on
+        # 90 s per wait: with four xdist workers on two cores, Airflow's UI (a React app on
         # an API server in this process) once took over 30 s to show the Trigger button
         profile = tmp_path_factory.mktemp("chromium-profile")
         _session_browsers[:] = [Chromium(profile, timeout=90)]
