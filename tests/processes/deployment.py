@@ -52,10 +52,10 @@ FAST = {
     "AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY": "1",
     "AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL": "1",
     "AIRFLOW__CORE__PARALLELISM": "4",
-    # Airflow's 5 s default: with make test's four workers on two cores a task's last state
-    # report to the API server once took longer, and the task failed after succeeding. Airflow's
-    # own advice (config.yml, [workers] execution_api_timeout): "Increase this value if you
-    # experience timeout errors under high load."
+    # Airflow's 5 s default: with four xdist workers on two cores a task's start call to the API
+    # server once timed out (the janitor's sweep: "Workload execution failed", httpx.ReadTimeout).
+    # Airflow's own advice (config.yml, [workers] execution_api_timeout): "Increase this value if
+    # you experience timeout errors under high load."
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
 }
 
