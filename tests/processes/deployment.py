@@ -71,7 +71,7 @@ class Deployment:
     log_dir: Path
     timings: dict[str, float] = field(default_factory=dict)
     hf_token: str = HF_TOKEN  # the password of its huggingface_default connection
-    _api: AirflowApi | None = None
+    _api: AirflowApi | None = field(default=None, init=False, repr=False)  # api() makes it
 
     def api(self) -> AirflowApi:
         """Its REST client, made once: each new one asks for a token and builds an SSL context
