@@ -369,3 +369,32 @@ def test_the_token_cut_by_a_wrap_is_masked_in_the_notice(http_sink, monkeypatch)
     [posted] = bodies
     assert "401 from huggingface.co with" in posted["text"]
     assert body[:12] not in posted["text"] and body[12:] not in posted["text"]
+
+
+def test_a_failure_the_scheduler_found_is_told_from_the_dag_processor(http_sink, monkeypatch):
+    """A worker killed on the task's last try: the scheduler has the DAG processor run the
+    task's failure callback (airflow/dag_processing/processor.py, _execute_task_callbacks),
+    with no exception in the context. That process's supervisor reads no XCom write, and never
+    answers one (it logs "Unable to decode message"); the notice must still go out."""
+    from types import SimpleNamespace
+
+    from airflow.dag_processing.processor import DagFileProcessorProcess
+    from airflow.sdk.execution_time.comms import SetXCom
+
+    def push_from_the_dag_processor(key: str, value: object) -> None:
+        message = SetXCom(key=key, value=value, dag_id="d", run_id="r", task_id="train")
+        DagFileProcessorProcess.decoder.validate_python(message.model_dump())  # raises
+
+    bodies, http_port = http_sink
+    configure(monkeypatch, free_port(), http_port)
+    monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
+    ti = SimpleNamespace(
+        task_id="train",
+        xcom_pull=lambda **kw: None,
+        xcom_push=push_from_the_dag_processor,
+        log_url="u",
+    )
+    RunFailureNotifier().notify({"dag": SimpleNamespace(dag_id="d"), "run_id": "r", "ti": ti})
+    [posted] = bodies
+    assert "train failed" in posted["text"], posted["text"]
+    assert "killed, or its heartbeat timed out" in posted["text"], posted["text"]

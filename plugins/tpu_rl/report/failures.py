@@ -82,6 +82,19 @@ class RunFailure:
         )
 
 
+def told_by_the_worker(context: Mapping[str, Any]) -> bool:
+    """Whether a task's failure callback runs in its worker, where it may write an XCom.
+
+    A failure the scheduler found (the worker was killed, or its heartbeat timed out) is told
+    from the DAG processor (airflow/dag_processing/processor.py, _execute_task_callbacks), whose
+    supervisor reads no XCom write: SetXCom is not in its ToManager messages, so a push waits,
+    unanswered, until dag_file_processor_timeout kills the callback, its notice unsent. Only the
+    worker's task runner puts "exception" in the context (airflow/sdk/execution_time/
+    task_runner.py, `context["exception"] = error`, before finalize runs the callbacks).
+    """
+    return "exception" in context
+
+
 def failure_from_context(context: Mapping[str, Any]) -> RunFailure:
     """The failure a task's (or the DAG's) failure callback context describes."""
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
@@ -101,7 +114,11 @@ def failure_from_context(context: Mapping[str, Any]) -> RunFailure:
         dag_id=dag_id,
         run_id=run_id,
         task_id=ti.task_id,
-        reason=first_line(context.get("exception")),
+        reason=(
+            first_line(context["exception"])
+            if told_by_the_worker(context)
+            else "its worker ended without a word (killed, or its heartbeat timed out)"
+        ),
         rewards=rewards_line(rewards if isinstance(rewards, Mapping) else None),
         url=ti.log_url,
     )

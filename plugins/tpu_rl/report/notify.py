@@ -12,8 +12,8 @@ Airflow connections:
 Each channel is the provider's own notifier (SmtpNotifier, HttpNotifier), each try bounded to a
 few seconds and tried twice at most (tpu_rl.report.notices); a channel that fails or does not
 answer is logged with the reason and never hides the run's own failure or holds its cleanup.
-Every failure's first line is also kept as the task's XCom `failure`, which the RL
-post-training page shows.
+The first line of every failure a worker reports is also kept as the task's XCom `failure`,
+which the RL post-training page shows.
 """
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ class RunFailureNotifier(BaseNotifier):
 
     def notify(self, context: Any) -> None:
         from tpu_rl import deployment
-        from tpu_rl.report.failures import another_task_failed, channels, failure_from_context
+        from tpu_rl.report.failures import (
+            another_task_failed,
+            channels,
+            failure_from_context,
+            told_by_the_worker,
+        )
         from tpu_rl.report.notices import send_notices
         from tpu_rl.token_masking import register_hf_token
 
@@ -55,7 +60,7 @@ class RunFailureNotifier(BaseNotifier):
         if self.only_when_untold and another_task_failed(context):
             return
         failure = failure_from_context(context)
-        if failure.task_id:
+        if failure.task_id and told_by_the_worker(context):
             context["ti"].xcom_push(FAILURE_XCOM_KEY, failure.reason)
         send_notices(channels(failure), context, self.log)
 
