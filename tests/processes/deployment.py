@@ -57,6 +57,13 @@ FAST = {
     # Airflow's own advice (config.yml, [workers] execution_api_timeout): "Increase this value if
     # you experience timeout errors under high load."
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+    # A task's supervisor notices its process's exit only between waits of up to this long
+    # (sdk/execution_time/supervisor.py _monitor_subprocess: select() for at most
+    # MIN_HEARTBEAT_INTERVAL; 5 s by default): about one workload in five reported its end 5 s
+    # late. A deferring try's late exit event, read once the resumed try runs, fails that try
+    # (apache/airflow#72716; jobs/scheduler_job_runner.py process_executor_events): it failed a
+    # resumed export on both tries in loaded runs.
+    "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
 }
 
 
@@ -112,9 +119,13 @@ def airflow_env(tmp: Path, db_url: str, port: int, password_file: Path) -> dict[
     home = tmp / "airflow-home"
     product = product_root()
     home.mkdir(parents=True, exist_ok=True)
+    (tmp / "tmp").mkdir(exist_ok=True)
     return {
         "TPU_RL_SCHEDULE": "",  # the DAG unscheduled: runs come from the form or the API only
         "AIRFLOW_HOME": str(home),
+        # temporary files in the deployment's folder, removed with it: a task process killed
+        # with SIGKILL leaves its gcluster folder (cluster/session.py) behind
+        "TMPDIR": str(tmp / "tmp"),
         "PYTHONPATH": f"{SITE}:{product / 'plugins'}:{REPO}",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",

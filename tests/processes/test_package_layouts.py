@@ -86,6 +86,7 @@ def test_triggerer_killed_mid_wait(
         time.sleep(3)  # the trigger has read and logged the first evaluation
         procs.kill("triggerer")
         procs.start("triggerer")
+        run.training_released.set()  # the new triggerer resumes the wait, ended or not by then
         tasks = finish(deployment, run, "success", e2e_report)
     finally:
         deployment.relaunch({})

@@ -19,6 +19,7 @@ import pytest
 from tests.processes.deployment import Deployment
 from tests.processes.runs import (
     BURST,
+    Run,
     burst_marker,
     finish,
     start_run,
@@ -96,15 +97,21 @@ def test_marked_failed_while_gcluster_deploys(deployment: Deployment, e2e_report
     assert tasks["cleanup_cluster"] == "success", tasks  # the half-deployed cluster
 
 
-def test_worker_killed_mid_create_cluster(deployment: Deployment, e2e_report) -> None:
-    """The task process dies with SIGKILL; its gcluster must not deploy on beside the retry."""
+def test_workers_killed_then_export_cleared(deployment: Deployment, e2e_report) -> None:
+    """Three faults that each end in success, in one run (a whole run is the costly part):
+    create_cluster's task process dies with SIGKILL, and its gcluster must not deploy on beside
+    the retry's; then train's, while it talks to GKE, and its retry submits one Job; then, the
+    run finished, its export is cleared as the UI does: it exports again, no retraining, no
+    leak."""
     api, box = deployment.api(), deployment.sandbox
+    run_id = "proc__workers_killed"
+    train_held = box.hold_task(run_id, "train", seconds=60)
     box.hold_deploy(60)
     try:
         before = box.deploy_pids()
-        run = start_run(deployment, api, "worker_killed_deploy")
+        run = start_run(deployment, api, "workers_killed", hold_training_s=5)
         pid = new_deploy(deployment, before)
-        task_pid = api.task_instances(run.run_id)["create_cluster"]["pid"]
+        task_pid = api.task_instances(run_id)["create_cluster"]["pid"]
         assert task_pid in [p.pid for p in psutil.Process(pid).parents()], "not its task's gcluster"
         os.kill(task_pid, signal.SIGKILL)
         box.hold_deploy(0)  # the retry deploys at once
@@ -114,39 +121,24 @@ def test_worker_killed_mid_create_cluster(deployment: Deployment, e2e_report) ->
         )
     finally:
         box.hold_deploy(0)
-    tasks = finish(deployment, run, "success", e2e_report)
-    assert api.task_instances(run.run_id)["create_cluster"]["try_number"] == 2, tasks
-
-
-def test_worker_killed_mid_train(deployment: Deployment, e2e_report) -> None:
-    """SIGKILL train's task process while it talks to GKE; the retry submits one Job and the run
-    ends as usual."""
-    api, box = deployment.api(), deployment.sandbox
-    run_id = "proc__worker_killed_train"
-    marker = box.hold_task(run_id, "train", seconds=60)
-    run = start_run(deployment, api, "worker_killed_train", hold_training_s=5)
-    pid = int(
-        api.wait("train's process to be held", lambda: marker.exists() and marker.read_text(), 150)
+    train_pid = api.wait(
+        "train's process to be held", lambda: train_held.exists() and train_held.read_text(), 150
     )
-    assert api.task_instances(run_id)["train"]["pid"] == pid, "the held process is train's"
-    os.kill(pid, signal.SIGKILL)
+    assert api.task_instances(run_id)["train"]["pid"] == int(train_pid), "not train's process"
+    os.kill(int(train_pid), signal.SIGKILL)
     tasks = finish(deployment, run, "success", e2e_report)
-    assert api.task_instances(run_id)["train"]["try_number"] == 2, tasks
+    tries = {t: ti["try_number"] for t, ti in api.task_instances(run_id).items()}
+    assert (tries["create_cluster"], tries["train"]) == (2, 2), tasks
+    export_cleared_and_rerun(deployment, run, tries, e2e_report)
 
 
-def test_export_cleared_and_rerun(deployment: Deployment, e2e_report) -> None:
-    """Clear a finished run's export as the UI does: it exports again, no retraining, no leak.
-
-    The run is its own (not another scenario's), so the test holds wherever xdist places it.
-    """
-    api = deployment.api()
-    run = start_run(deployment, api, "export_cleared")
-    finish(deployment, run, "success", e2e_report)
-    tries = {t: ti["try_number"] for t, ti in api.task_instances(run.run_id).items()}
+def export_cleared_and_rerun(d: Deployment, run: Run, tries: dict, e2e_report: list) -> None:
+    """Clear the finished run's export as the UI does: only it runs again, and ends clean."""
+    api = d.api()
     api.clear_task(run.run_id, "export")
     api.wait("the run to start again", lambda: api.run(run.run_id)["state"] != "success", 30)
-    run.name = "export_cleared_rerun"
-    tasks = finish(deployment, run, "success", e2e_report)
+    run.name = f"{run.name}_export_cleared"
+    tasks = finish(d, run, "success", e2e_report)
     after = {t: ti["try_number"] for t, ti in api.task_instances(run.run_id).items()}
     assert after["export"] == tries["export"] + 1, tasks
     for task in ("train", "wait_for_rewards", "start_backend"):
