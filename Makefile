@@ -5,11 +5,10 @@ PYTHON ?= python3.11
 VENV ?= .venv
 LOCK ?= requirements.lock
 PY := $(VENV)/bin/python
-# xdist workers for `make test`: one per core. 4 keeps both cores busy (the tests mostly wait;
-# pytest took 15m52s and 16m06s in two clean-clone runs, 26m16s on 2 before this change's CPU
-# cuts), but in each of those runs one process scenario's export, resumed after its deferral,
-# failed to report its success to the API server under that load: not safe for CI yet
-TEST_WORKERS ?= 2
+# xdist workers for `make test`: the tests mostly wait (on Airflow's loops, the sandbox's
+# clock), and 2 workers kept the 2 cores about 63% busy (21m24s). 3 fill them (15m46s); 4 took
+# as long (15m48s): the suite is CPU-bound from 3 on, so 3, the lighter load
+TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow

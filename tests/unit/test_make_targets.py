@@ -61,7 +61,7 @@ def test_make_test_runs_the_format_check_before_the_suite():
     assert lines == [
         ".venv/bin/ruff check plugins dags tests tools",
         ".venv/bin/ruff format --check plugins dags tests tools",
-        ".venv/bin/python -m pytest -q -n 2 --dist loadgroup",
+        ".venv/bin/python -m pytest -q -n 3 --dist loadgroup",
     ]
 
 
