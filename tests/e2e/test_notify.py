@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from email import message_from_bytes
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -260,8 +262,6 @@ def test_the_dag_tells_why_the_gate_stopped_and_links_the_console(
 
 def test_the_dags_callback_speaks_only_when_no_task_did(http_sink, monkeypatch):
     """The DAG's failure callback (the DAG processor's minimal context): a timeout is told."""
-    from types import SimpleNamespace
-
     bodies, http_port = http_sink
     configure(monkeypatch, free_port(), http_port)
     monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
@@ -328,18 +328,19 @@ def test_a_channel_that_never_answers_is_tried_twice_and_logged_not_waited_for(
     assert "tried 2 times" in caplog.text
 
 
-def test_chat_markup_from_a_setting_reaches_the_webhook_as_text(http_sink, monkeypatch):
-    from types import SimpleNamespace
+def callback_context(task_id: str, push: Callable = lambda *a: None, **extra: Any) -> dict:
+    """A task's failure-callback context, as much of it as the notifier reads (`extra`: the
+    worker's `exception`, which the DAG processor's context lacks); `push` takes its XComs."""
+    ti = SimpleNamespace(task_id=task_id, xcom_pull=lambda **kw: None, xcom_push=push, log_url="u")
+    return {"dag": SimpleNamespace(dag_id="d"), "run_id": "r", "ti": ti, **extra}
 
+
+def test_chat_markup_from_a_setting_reaches_the_webhook_as_text(http_sink, monkeypatch):
     bodies, http_port = http_sink
     configure(monkeypatch, free_port(), http_port)
     monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
-    ti = SimpleNamespace(
-        task_id="validate", xcom_pull=lambda **kw: None, xcom_push=lambda *a: None, log_url="u"
-    )
     error = ValueError("cluster_name '<!channel> <https://evil.example|docs> & co' is invalid")
-    context = {"dag": SimpleNamespace(dag_id="d"), "run_id": "r", "ti": ti, "exception": error}
-    RunFailureNotifier().notify(context)
+    RunFailureNotifier().notify(callback_context("validate", exception=error))
     [posted] = bodies
     assert "&lt;!channel&gt; &lt;https://evil.example|docs&gt; &amp; co" in posted["text"]
     assert "<!channel>" not in posted["text"] and "<https://" not in posted["text"]
@@ -348,8 +349,6 @@ def test_chat_markup_from_a_setting_reaches_the_webhook_as_text(http_sink, monke
 def test_the_token_cut_by_a_wrap_is_masked_in_the_notice(http_sink, monkeypatch):
     """A failure callback's worker never read the token: the notifier registers it, so the
     notice masks it without its prefix and cut by a line wrap."""
-    from types import SimpleNamespace
-
     token = "hf_NoticeSide0123456789WrapMeAcross"
     body = token.removeprefix("hf_")
     bodies, http_port = http_sink
@@ -359,13 +358,9 @@ def test_the_token_cut_by_a_wrap_is_masked_in_the_notice(http_sink, monkeypatch)
         "AIRFLOW_CONN_HF_NOTICESIDE", json.dumps({"conn_type": "http", "password": token})
     )
     monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_noticeside")
-    ti = SimpleNamespace(
-        task_id="convert", xcom_pull=lambda **kw: None, xcom_push=lambda *a: None, log_url="u"
-    )
     # "...:" brings the next line into the reason (first_line): both pieces reach the notice
     error = RuntimeError(f"401 from huggingface.co with {body[:12]}:\n{body[12:]}\nat ...")
-    context = {"dag": SimpleNamespace(dag_id="d"), "run_id": "r", "ti": ti, "exception": error}
-    RunFailureNotifier().notify(context)
+    RunFailureNotifier().notify(callback_context("convert", exception=error))
     [posted] = bodies
     assert "401 from huggingface.co with" in posted["text"]
     assert body[:12] not in posted["text"] and body[12:] not in posted["text"]
@@ -376,8 +371,6 @@ def test_a_failure_the_scheduler_found_is_told_from_the_dag_processor(http_sink,
     task's failure callback (airflow/dag_processing/processor.py, _execute_task_callbacks),
     with no exception in the context. That process's supervisor reads no XCom write, and never
     answers one (it logs "Unable to decode message"); the notice must still go out."""
-    from types import SimpleNamespace
-
     from airflow.dag_processing.processor import DagFileProcessorProcess
     from airflow.sdk.execution_time.comms import SetXCom
 
@@ -388,13 +381,7 @@ def test_a_failure_the_scheduler_found_is_told_from_the_dag_processor(http_sink,
     bodies, http_port = http_sink
     configure(monkeypatch, free_port(), http_port)
     monkeypatch.delenv("AIRFLOW__TPU_RL__NOTIFY_EMAIL_TO")
-    ti = SimpleNamespace(
-        task_id="train",
-        xcom_pull=lambda **kw: None,
-        xcom_push=push_from_the_dag_processor,
-        log_url="u",
-    )
-    RunFailureNotifier().notify({"dag": SimpleNamespace(dag_id="d"), "run_id": "r", "ti": ti})
+    RunFailureNotifier().notify(callback_context("train", push=push_from_the_dag_processor))
     [posted] = bodies
     assert "train failed" in posted["text"], posted["text"]
     assert "killed, or its heartbeat timed out" in posted["text"], posted["text"]

@@ -121,11 +121,15 @@ def test_workers_killed_then_export_cleared(deployment: Deployment, e2e_report) 
         )
     finally:
         box.hold_deploy(0)
-    train_pid = api.wait(
-        "train's process to be held", lambda: train_held.exists() and train_held.read_text(), 150
+    train_pid = int(
+        api.wait(
+            "train's process to be held",
+            lambda: train_held.exists() and train_held.read_text(),
+            150,
+        )
     )
-    assert api.task_instances(run_id)["train"]["pid"] == int(train_pid), "not train's process"
-    os.kill(int(train_pid), signal.SIGKILL)
+    assert api.task_instances(run_id)["train"]["pid"] == train_pid, "not train's process"
+    os.kill(train_pid, signal.SIGKILL)
     tasks = finish(deployment, run, "success", e2e_report)
     tries = {t: ti["try_number"] for t, ti in api.task_instances(run_id).items()}
     assert (tries["create_cluster"], tries["train"]) == (2, 2), tasks
