@@ -38,6 +38,9 @@ class AirflowApi:
         body = {"dag_run_id": run_id, "conf": conf, "logical_date": None}
         return self._json("POST", f"/dags/{dag_id}/dagRuns", json=body)
 
+    def dag(self, dag_id: str = DAG_ID) -> dict[str, Any]:
+        return self._json("GET", f"/dags/{dag_id}")
+
     def run(self, run_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
         return self._json("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
 

@@ -1,6 +1,6 @@
 """One production-shaped deployment per xdist worker, shared by the scenarios of this folder that
 run there, and stopped after the last of them: its five processes would otherwise idle beside the
-worker's later tests (about 40% of a core on a 2-core machine)."""
+worker's later tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.install import build_wheel, install_wheel
+from tests.packaging.install import install_wheel, session_wheel
 from tests.processes.deployment import (
     Deployment,
     harness_folder,
@@ -22,7 +22,7 @@ from tests.sandbox.run_errors import error_lines
 
 
 @pytest.fixture(scope="package")
-def deployment() -> Iterator[Deployment]:
+def running() -> Iterator[Deployment]:
     if reason := missing():
         pytest.skip(reason)
     with harness_folder("tpu-rl-processes-") as folder, running_deployment(folder) as d:
@@ -30,12 +30,22 @@ def deployment() -> Iterator[Deployment]:
         yield d
 
 
+@pytest.fixture
+def deployment(running: Deployment, request: pytest.FixtureRequest) -> Deployment:
+    """The worker's deployment, its processes as installed; a test marked `relaunches` gives
+    them an environment of its own (Deployment.relaunch), which stays until a test wants
+    another: the last test's is never put back, and two in a row restart only what differs."""
+    if not request.node.get_closest_marker("relaunches"):
+        running.relaunch({})
+    return running
+
+
 @pytest.fixture(scope="session")
-def composer_site(tmp_path_factory) -> Path:
-    """The product's wheel (as `make dist` builds it) installed alone into an empty folder, as
-    Composer installs a PyPI package: for processes without plugins/ on their path."""
-    scratch, dist = tmp_path_factory.mktemp("wheel-source"), tmp_path_factory.mktemp("dist")
-    wheel = build_wheel(product_root(), scratch, dist)
+def composer_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The product's wheel (as `make dist` builds it, once per session) installed alone into an
+    empty folder, as Composer installs a PyPI package: for processes without plugins/ on their
+    path."""
+    wheel = session_wheel(product_root(), tmp_path_factory)
     return install_wheel(wheel, tmp_path_factory.mktemp("composer-site"))
 
 

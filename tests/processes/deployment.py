@@ -95,12 +95,23 @@ class Deployment:
     def relaunch(self, own_env: dict[str, dict[str, str]]) -> None:
         """Give processes an environment of their own (`own_env`: process -> variables that
         replace the deployment's; {} puts every one back), restart those that change, and wait
-        until all are healthy."""
+        until all are healthy and a restarted DAG processor has parsed the DAG again (what the
+        DAG reads from its environment, e.g. its dagrun_timeout, is then in the database)."""
         procs = self.processes
         changed = [n for n in COMMANDS if procs.own_env.get(n, {}) != own_env.get(n, {})]
+        if not changed:
+            return
+        api = self.api()
+        parsed = api.dag()["last_parsed_time"]
         procs.own_env = dict(own_env)
         procs.restart(*changed)
         _wait("the restarted processes", lambda: _healthy(self.url), 120, procs)
+        if "dag-processor" in changed:
+
+            def parsed_again() -> bool:
+                return api.dag()["last_parsed_time"] != parsed
+
+            _wait("the DAG parsed again", parsed_again, 120, procs)
 
     def logs(self) -> dict[Path, str]:
         """Every process log and task log written so far."""

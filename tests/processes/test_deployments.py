@@ -28,7 +28,8 @@ from tests.sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
 from tpu_rl.jobs.manifests import TOKEN_KEY
 from tpu_rl.settings.fields import TUTORIAL_MODEL
 
-pytestmark = [pytest.mark.timeout(720), pytest.mark.xdist_group("processes-3")]
+# In the first process group, before its scenarios (make test: --dist loadgroup).
+pytestmark = [pytest.mark.timeout(720), pytest.mark.xdist_group("processes")]
 
 NAME = "two_deployments"  # one run id in both: proc__two_deployments
 PRODUCTION_TOKEN = "hf_ProductionSecretToken0123456789ab"

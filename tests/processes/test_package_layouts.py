@@ -14,9 +14,13 @@ from tests.conftest import REPO
 from tests.processes.deployment import SITE, Deployment
 from tests.processes.runs import Run, finish, start_run, task_log, wait_for_event
 
-# The second of the three process groups (make test: --dist loadgroup): each worker that
-# runs one starts its own deployment, so the groups run side by side.
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes-2")]
+# The second of the two process groups (make test: --dist loadgroup), with the approval: each
+# worker that runs one starts its own deployment, so the groups run side by side.
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("processes-2"),
+    pytest.mark.relaunches,
+]
 
 
 # Where tpu_rl comes from, by process (COMMANDS' names); the API server always has plugins/.
@@ -50,7 +54,8 @@ def layout_env(layout: str, site: Path | None, empty_plugins: Path) -> dict[str,
     }
 
 
-# each layout restarts processes twice (in it, and back); the wheel is built once, in the first.
+# each layout restarts the processes whose environment differs from the last test's; the
+# wheel is built once per session.
 # The compat tier (make test-compat: `defers`) runs the layouts that finish a run.
 @pytest.mark.parametrize(
     "layout",
@@ -75,21 +80,18 @@ def test_triggerer_killed_mid_wait(
     site = request.getfixturevalue("composer_site") if layout == "composer_wheel" else None
     (tmp_path / "plugins").mkdir()
     deployment.relaunch(layout_env(layout, site, tmp_path / "plugins"))
-    try:
-        names = {"plugins_on_path": "triggerer_killed"}
-        run = start_run(deployment, api, names.get(layout, layout), hold_training_s=25)
-        if layout == "composer_plugins_folder":
-            waits_failed_without_the_package(deployment, run, e2e_report)
-            return
-        wait_for_event(api, run, run.training_held, "training's first evaluation")
-        api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
-        time.sleep(3)  # the trigger has read and logged the first evaluation
-        procs.kill("triggerer")
-        procs.start("triggerer")
-        run.training_released.set()  # the new triggerer resumes the wait, ended or not by then
-        tasks = finish(deployment, run, "success", e2e_report)
-    finally:
-        deployment.relaunch({})
+    names = {"plugins_on_path": "triggerer_killed"}
+    run = start_run(deployment, api, names.get(layout, layout), hold_training_s=25)
+    if layout == "composer_plugins_folder":
+        waits_failed_without_the_package(deployment, run, e2e_report)
+        return
+    wait_for_event(api, run, run.training_held, "training's first evaluation")
+    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
+    time.sleep(3)  # the trigger has read and logged the first evaluation
+    procs.kill("triggerer")
+    procs.start("triggerer")
+    run.training_released.set()  # the new triggerer resumes the wait, ended or not by then
+    tasks = finish(deployment, run, "success", e2e_report)
     assert tasks["wait_for_rewards"] == "success"
     wait_logs = task_log(deployment, run, "wait_for_rewards")
     assert wait_logs.count("Intermediate Eval step=10 ") == 1, "logged again after the restart"

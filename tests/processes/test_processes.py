@@ -28,10 +28,9 @@ from tests.processes.runs import (
 )
 
 WAIT = "wait_for_rewards"
-# These run on one xdist worker (make test: --dist loadgroup), in file order, on its
-# deployment; the first one's time includes the deployment's start-up. The other process groups
-# (processes-2: package layouts; processes-3: deployments, approval) run beside them, each on a
-# worker and a deployment of its own.
+# These run on one xdist worker (make test: --dist loadgroup), in file order, after the two
+# deployments' scenario, on its deployment. The other process group (processes-2: package
+# layouts, approval) runs beside them, on a worker and a deployment of its own.
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes")]
 
 
@@ -172,6 +171,7 @@ def test_restarted_right_after_a_burst_of_log_lines(deployment: Deployment, e2e_
     assert not twice, f"burst lines {twice} not logged exactly once"
 
 
+@pytest.mark.relaunches
 def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None:
     """The deployer's dagrun_timeout (TPU_RL_DAGRUN_TIMEOUT_MINUTES) passes while the reward wait
     is deferred: the scheduler fails the run and skips its teardowns, and the timeout callback
@@ -179,32 +179,24 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     the run created, its nodes with it. No janitor.
 
     Runs last: it restarts the scheduler and DAG processor with a 0.5-minute timeout (the DAG
-    reads it when parsed; the run is older than that when they are back), and again without.
+    reads it when parsed; the run is older than that when they are back).
     """
-    api, procs, box = deployment.api(), deployment.processes, deployment.sandbox
+    api, box = deployment.api(), deployment.sandbox
     # the training's own limit (12 simulated hours: 43 s wall) must not end the wait first
     run = start_run(
         deployment, api, "dagrun_timeout", hold_training_s=120, training_timeout_minutes=2800
     )
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
-    procs.env["TPU_RL_DAGRUN_TIMEOUT_MINUTES"] = "0.5"
-    procs.restart("dag-processor", "scheduler")
+    timeout = {"TPU_RL_DAGRUN_TIMEOUT_MINUTES": "0.5"}
+    deployment.relaunch({"dag-processor": timeout, "scheduler": timeout})
     cluster = run.settings["cluster_name"]
 
-    def left() -> list[str]:
+    def left_none() -> bool:
         nodes = [n for n in box.nodes() if n.startswith(f"gke-{cluster}-")]
-        return box.leftovers(run.label) + nodes + [c for c in box.clusters() if c == cluster]
+        return not box.leftovers(run.label) + nodes + [c for c in box.clusters() if c == cluster]
 
-    try:
-        api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
-        api.wait(
-            "the timeout callback to remove the run's objects, nodes and cluster",
-            lambda: not left(),
-            60,
-        )
-        tasks = finish(deployment, run, "failed", e2e_report)
-    finally:  # the deployment as it was, for a process group xdist sends this worker next
-        procs.env.pop("TPU_RL_DAGRUN_TIMEOUT_MINUTES")
-        procs.restart("dag-processor", "scheduler")
+    api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
+    api.wait("the timeout callback to remove the run's objects, nodes and cluster", left_none, 60)
+    tasks = finish(deployment, run, "failed", e2e_report)
     assert tasks["cleanup_cluster"] == "skipped", tasks  # the callback, not the teardown

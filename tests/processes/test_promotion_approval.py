@@ -20,7 +20,12 @@ from tests.sandbox.vertex_api import VertexRegistryFake
 
 MODEL_ID = "gemma-rl"
 IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("processes-3")]
+# In the package layouts' process group, after them (make test: --dist loadgroup).
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("processes-2"),
+    pytest.mark.relaunches,
+]
 
 
 def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[str, str]]:
@@ -113,5 +118,4 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         note = api.run(rejected.run_id)["note"]
         assert "Promotion: not promoted: rejected by" in note, note
     finally:
-        deployment.relaunch({})
         vertex.stop()
