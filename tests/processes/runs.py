@@ -182,9 +182,7 @@ def settle(api: AirflowApi, run: Run, timeout_s: float = 180) -> tuple[str, dict
             return state, tasks
         return None
 
-    # every second: each look is two REST calls, and at the default 0.3 s the API server spent
-    # more CPU on them than on the run's tasks' calls
-    return api.wait(f"run {run.run_id} to settle", settled, timeout_s, every_s=1.0)
+    return api.wait(f"run {run.run_id} to settle", settled, timeout_s)
 
 
 def task_log(d: Deployment, run: Run, task_id: str) -> str:
