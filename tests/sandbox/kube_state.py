@@ -317,6 +317,10 @@ class ClusterState:
     def patch_status(self, plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict:
         """Merge-patch an object's status."""
         with self._lock:
+            stored = self._objects.get((plural, self._ns(plural, namespace), name))
+            status = stored and stored.get("status")
+            if stored and merge_patch(status, patch) == status:
+                return clone(stored)  # no change: no new resourceVersion (as `replace` decides)
             current = self._require(plural, namespace, name)
             current["status"] = merge_patch(current.get("status") or {}, patch)
             return self.replace(plural, namespace, name, current, subresource="status")
