@@ -6,8 +6,8 @@ VENV ?= .venv
 LOCK ?= requirements.lock
 PY := $(VENV)/bin/python
 # xdist workers for `make test`: the tests mostly wait (on Airflow's loops, the sandbox's
-# clock), and 2 workers kept the 2 cores about 63% busy (21m24s). 3 fill them (15m46s); 4 took
-# as long (15m48s): the suite is CPU-bound from 3 on, so 3, the lighter load
+# clock), and 2 workers kept the 2 cores about 63% busy (21m24s). 3 fill them (14m49s); 4 took
+# longer (15m24s) and 12% more CPU: the suite is CPU-bound from 3 on, so 3, the lighter load
 TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
