@@ -210,15 +210,24 @@ class GcsEmulator:
         self.thread.start()
 
     def client(self, principal: str | None = None) -> Any:
-        """A storage client as the product (None) or as a workload's Google principal."""
+        """A storage client as the product (None) or as a workload's Google principal.
+
+        Its session reads no proxy settings from os.environ: the pods' clients run on the
+        controller's thread while Airflow's in-process task runner edits os.environ, and
+        requests' proxy lookup, iterating it, once raised KeyError('__AIRFLOW_SUPERVISOR_FD'),
+        which stopped the controller and left the run waiting for pods forever."""
         from google.auth.credentials import AnonymousCredentials
+        from google.auth.transport.requests import AuthorizedSession
         from google.cloud import storage
 
         credentials = AnonymousCredentials() if principal is None else PrincipalToken(principal)
+        session = AuthorizedSession(credentials)
+        session.trust_env = False
         return storage.Client(
             project="sandbox",
             credentials=credentials,
             client_options={"api_endpoint": self.host},
+            _http=session,
         )
 
     def write(self, uri: str, data: bytes = b"x", principal: str | None = None) -> None:
