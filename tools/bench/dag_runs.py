@@ -34,6 +34,7 @@ from unittest import mock
 
 from tests.sandbox.controller import Controller
 from tests.sandbox.harness import DAG_ID, SETTINGS, Sandbox, Workloads, build_scenario
+from tests.sandbox.run_errors import recording_trigger_events
 from tools.bench.metric import metric
 from tools.bench.observe import Change, ChangeClock
 from tools.bench.provider_wait import PHASES, PROVIDER_POLL_S, ProviderWait
@@ -151,6 +152,7 @@ def full_run(tmp: Path, workloads: Workloads, late: dict[str, float]) -> Run:
 
     tmp.mkdir()
     conf = {**SETTINGS, "poll_interval_seconds": POLL_S, "pending_timeout_minutes": 10}
+    events: list[dict[str, Any]] = []  # each deferred wait's event: why() says why a run failed
     with Sandbox(tmp).up() as box, ChangeClock(box.emu) as clock:
         dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[DAG_ID]
         scenario = build_scenario(conf, box.gcs, workloads)
@@ -160,9 +162,10 @@ def full_run(tmp: Path, workloads: Workloads, late: dict[str, float]) -> Run:
             Controller(box.emu, scenario, time_scale=TIME_SCALE, tick_s=CONTROLLER_TICK_S),
             ProviderWait(box.emu) as provider,
             timed_dag_test() as timings,
+            recording_trigger_events(events),
         ):
             dag_run = dag.test(run_conf=conf)
-        result = box.result(dag_run)
+        result = box.result(dag_run, events)
     return Run(result, clock, timings, provider, task_dates(result.run_id))
 
 
@@ -267,7 +270,9 @@ def measure(tmp: Path) -> dict[str, dict[str, Any]]:
     failure = full_run(tmp / "failure", Workloads(train_fail_at_step=FAIL_AT_STEP), {})
     for run, expected in ((success, "success"), (failure, "failed")):
         if run.result.state != expected:
-            raise RuntimeError(f"a bench run ended {run.result.state}, not {expected}")
+            raise RuntimeError(
+                f"a bench run ended {run.result.state}, not {expected}: {run.result.why()}"
+            )
     return {
         "reward_detect_latency_s": reward_latency(success),
         "failure_detect_latency_s": failure_latency(failure),
