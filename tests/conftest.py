@@ -68,8 +68,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if folder not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: tests/{folder}/ has no tier in TIERS")
         item.add_marker(TIERS[folder])
+        if TIERS[folder] == "processes":
+            raise_timeout_in_the_test(item)
         rank[item.nodeid] = TIER_ORDER.index(TIERS[folder])
     items.sort(key=lambda item: rank[item.nodeid])
+
+
+def raise_timeout_in_the_test(item: pytest.Item) -> None:
+    """A process scenario's timeout by SIGALRM, not pyproject's thread (which ends the worker):
+    no task runs in its pytest process to take the alarm, so the timeout raises in the test and
+    the deployment's teardown stops its Airflow processes, which would otherwise outlive it."""
+    marker = item.get_closest_marker("timeout")
+    seconds = marker.args[0] if marker and marker.args else item.config.getini("timeout")
+    item.add_marker(pytest.mark.timeout(float(seconds), method="signal"), append=False)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
