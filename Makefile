@@ -6,8 +6,9 @@ VENV ?= .venv
 LOCK ?= requirements.lock
 PY := $(VENV)/bin/python
 # xdist workers for `make test`: the tests mostly wait (on Airflow's loops, the sandbox's
-# clock), and 2 workers kept the 2 cores about 63% busy (21m24s). 3 fill them (14m49s); 4 took
-# longer (15m24s) and 12% more CPU: the suite is CPU-bound from 3 on, so 3, the lighter load
+# clock). On a machine that ran a fixed Python loop in 1.8-3.3 s, 2 workers kept the 2 cores about
+# 63% busy (21m24s), 3 filled them (14m49s) and 4 took longer (15m24s, 12% more CPU). On one that
+# ran it in 1.0 s, 3 took 11m05s-11m38s (5 runs) with the cores about 62% busy. So 3.
 TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
