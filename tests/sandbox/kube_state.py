@@ -317,12 +317,12 @@ class ClusterState:
     def patch_status(self, plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict:
         """Merge-patch an object's status."""
         with self._lock:
-            stored = self._objects.get((plural, self._ns(plural, namespace), name))
-            status = stored and stored.get("status")
-            if stored and merge_patch(status, patch) == status:
+            stored = self._stored(plural, namespace, name)
+            status = merge_patch(stored.get("status") or {}, patch)
+            if status == stored.get("status"):
                 return clone(stored)  # no change: no new resourceVersion (as `replace` decides)
-            current = self._require(plural, namespace, name)
-            current["status"] = merge_patch(current.get("status") or {}, patch)
+            current = clone(stored)
+            current["status"] = status
             return self.replace(plural, namespace, name, current, subresource="status")
 
     def replace(
@@ -521,10 +521,14 @@ class ClusterState:
         return namespace if RESOURCES[plural].namespaced else ""
 
     def _require(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        return clone(self._stored(plural, namespace, name))
+
+    def _stored(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """The stored object itself (not to be changed in place), or NotFound."""
         obj = self._objects.get((plural, self._ns(plural, namespace), name))
         if obj is None:
             raise not_found(RESOURCES[plural], name)
-        return clone(obj)
+        return obj
 
     def _store(self, resource: Resource, key: tuple[str, str, str], obj: dict, kind: str) -> None:
         self._rv += 1
