@@ -25,6 +25,7 @@ from tpu_rl.promotion.plan_steps import gains_text, promotion_steps
 from tpu_rl.report.estimate import estimate_run, format_estimate
 from tpu_rl.rewards.evaluations import gate_thresholds
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
+from tpu_rl.settings.validation import settings_warnings
 
 PLAN_RUN_ID = "manual__plan"
 # The identity a plan shows when none is configured: the stored one lives in a deployment's
@@ -277,6 +278,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"wrote {path} and {len(list(path.parent.iterdir())) - 1} rendered files")
+    for warning in settings_warnings(settings):
+        print(f"warning: {warning}")
     summary = capacity_summary(settings)
     print(f"TPU capacity: {summary['mode']}")
     for edit in summary["blueprint_edits"]:

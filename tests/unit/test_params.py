@@ -142,8 +142,20 @@ def test_the_capacity_settings_in_the_form():
         params["capacity"] = "preemptible"
     assert params.get_param("max_training_restarts").schema["section"] == "Run control"
     assert params.get_param("checkpoint_period").schema["section"] == "GRPO"
-    with pytest.raises(Exception, match="less than the minimum"):
-        params["checkpoint_period"] = 0
+
+
+def test_the_form_gets_no_bounds_to_clamp_and_validate_names_the_value(tutorial_conf):
+    """Issue 44: Airflow's form clamps a number to its schema's minimum on blur, so 0 training
+    steps silently became 1; the Params carry no minimum/maximum (the description says them)
+    and validate refuses the value the user typed."""
+    params = ParamsDict(dag_params())
+    for name in ("num_batches", "checkpoint_period", "max_training_restarts"):
+        schema = params.get_param(name).schema
+        assert "minimum" not in schema and "maximum" not in schema, name
+    assert params.get_param("num_batches").description.endswith(" From 1 to 10,000,000.")
+    params["num_batches"] = 0
+    with pytest.raises(SettingsError, match="num_batches: must be at least 1, got 0"):
+        load_settings({**tutorial_conf, "num_batches": params["num_batches"]})
 
 
 @pytest.mark.parametrize("params", [dag_params(), janitor_params()], ids=["run", "janitor"])

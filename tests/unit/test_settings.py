@@ -406,3 +406,43 @@ def test_a_json_file_with_an_integer_past_pythons_digit_limit_is_a_settings_erro
     bad.write_text('{"num_batches": ' + "9" * 5000 + "}")
     with pytest.raises(SettingsError, match="not valid JSON"):
         load_settings_file(bad)
+
+
+def test_every_problem_of_a_file_is_reported_in_one_pass(tutorial_conf):
+    """Issue 44: a file with out-of-bounds integers, unsafe text and rule breaks needed three
+    `make plan` passes (bounds first, then the rules); one pass lists them all, and no rule
+    speaks of the default a bad value was replaced by."""
+    errors = errors_for(
+        tutorial_conf,
+        num_batches=-5,
+        cluster_nodepool_count=0,
+        data_template_path="a\x1b[2J",
+        learning_rate=-0.1,
+        zone="us-west1-b",
+        project="My_Project",
+    )
+    named = [e.partition(":")[0] for e in errors]
+    assert set(named) == {
+        "num_batches",
+        "cluster_nodepool_count",
+        "data_template_path",
+        "learning_rate",
+        "zone",
+        "project",
+    }, errors
+    assert not any("got 50" in e or "num_batches 50" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("steps", [1, 20])
+def test_a_short_run_with_default_checkpoints_is_accepted_with_a_warning(tutorial_conf, steps):
+    """Issue 44: a 1- or 20-step smoke run with the defaults was refused on checkpoint_period
+    and max_training_restarts, fields the user never touched; it is accepted, and warned that
+    it cannot resume. A period the user chose is still refused."""
+    from tpu_rl.settings.validation import settings_warnings
+
+    s = load_settings({**tutorial_conf, "num_batches": steps})
+    [warning] = [w for w in settings_warnings(s) if "checkpoint_period" in w]
+    assert f"num_batches {steps} is not above the default checkpoint_period 25" in warning
+    assert "starts over from step 0" in warning
+    chosen = errors_for(tutorial_conf, num_batches=steps, checkpoint_period=40)
+    assert any(e.startswith("checkpoint_period: 40 is not below") for e in chosen), chosen

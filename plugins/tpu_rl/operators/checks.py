@@ -67,8 +67,8 @@ its objects carries it, even if the deployment's setting changes before the run 
         from tpu_rl.deployment import DeploymentError
         from tpu_rl.report.run_cost import NO_DURATIONS, reads_step_durations
         from tpu_rl.run_record import run_record
-        from tpu_rl.settings.eval_rules import best_checkpoint_warnings
         from tpu_rl.settings.run_settings import SettingsError
+        from tpu_rl.settings.validation import settings_warnings
 
         try:
             layout = self.run_layout(context)
@@ -78,7 +78,7 @@ its objects carries it, even if the deployment's setting changes before the run 
             # log.exception), and a chained one would show the list twice, in two tracebacks;
             # this way the list of problems ends the task's log.
             raise AirflowFailException(str(err)) from None
-        for warning in best_checkpoint_warnings(layout.settings):
+        for warning in settings_warnings(layout.settings):
             self.log.warning(warning)
         if not reads_step_durations(context["ti"]):
             self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)

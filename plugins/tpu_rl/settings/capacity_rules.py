@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from tpu_rl.cluster.ladder import EXAMPLE, LadderError, parse_ladder
 from tpu_rl.settings.choices import Capacity, ClusterMode
-from tpu_rl.settings.fields import RunSettings
+from tpu_rl.settings.fields import SETTING_FIELDS, RunSettings
+from tpu_rl.settings.metadata import default_of
 
 RESERVATION_NAME = re.compile(
     r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/"
@@ -87,8 +88,13 @@ def reservation(s: RunSettings) -> Iterator[str]:
 def checkpoints(s: RunSettings) -> Iterator[str]:
     """A resume restores the newest checkpoint before the loss: one must come before the last
     step. Any capacity mode resumes (WaitForRewardsSensor.resume_after_loss acts on a node
-    removed or shut down, a reservation's maintenance too) while max_training_restarts > 0."""
-    if s.max_training_restarts == 0 or s.checkpoint_period < s.num_batches:
+    removed or shut down, a reservation's maintenance too) while max_training_restarts > 0.
+
+    A refusal only when the user chose checkpoint_period or max_training_restarts: with both at
+    their defaults a short run (a 1- or 20-step smoke run) is accepted, and
+    `short_run_warnings` says it cannot resume.
+    """
+    if not resumes_without_checkpoint(s) or both_at_defaults(s):
         return
     fix = (
         f"set checkpoint_period below num_batches (e.g. {s.num_batches // 2}), or "
@@ -100,6 +106,31 @@ def checkpoints(s: RunSettings) -> Iterator[str]:
         "so training's only checkpoint is its last step's and a resume after lost TPU "
         f"capacity (max_training_restarts={s.max_training_restarts}) starts over from step 0; "
         f"{fix}set max_training_restarts=0"
+    )
+
+
+def short_run_warnings(s: RunSettings) -> list[str]:
+    """A short run left at the default checkpoint settings: accepted, but it cannot resume."""
+    if not (resumes_without_checkpoint(s) and both_at_defaults(s)):
+        return []
+    return [
+        f"num_batches {s.num_batches} is not above the default checkpoint_period "
+        f"{s.checkpoint_period}: no checkpoint before the last step, so a resume after lost TPU "
+        "capacity starts over from step 0 (fine for a smoke run; for a resumable run set "
+        "checkpoint_period below num_batches)"
+    ]
+
+
+def resumes_without_checkpoint(s: RunSettings) -> bool:
+    """Training may resume, but no checkpoint comes before its last step."""
+    return s.max_training_restarts > 0 and s.checkpoint_period >= s.num_batches
+
+
+def both_at_defaults(s: RunSettings) -> bool:
+    """checkpoint_period and max_training_restarts hold their declared defaults (not chosen)."""
+    return all(
+        getattr(s, name) == default_of(SETTING_FIELDS[name])
+        for name in ("checkpoint_period", "max_training_restarts")
     )
 
 

@@ -19,13 +19,19 @@ from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, text_keywords
 
 
 def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
-    """A setting's choices, bounds, text rule and item type as JSON-schema keywords (a list's
-    text rule applies to each item)."""
+    """A setting's choices, text rule and item type as JSON-schema keywords (a list's text rule
+    applies to each item).
+
+    No `minimum`/`maximum`: Airflow's form gives them to its number input as `min`/`max`
+    (the installed bundle airflow/ui/dist/assets/index-*.js, the number field:
+    `max:o.schema.maximum??void 0,min:o.schema.minimum??void 0`), and Chakra's NumberInput
+    clamps a value outside them when the field loses focus, so a 0 typed for training steps
+    became 1 without a word. `validate` checks the bounds and names the value; the description
+    states them.
+    """
     keywords: dict[str, Any] = {}
     if choices := f.metadata["choices"]:
         keywords["enum"] = [member.value for member in choices]
-    if bounds := f.metadata["bounds"]:
-        keywords["minimum"], keywords["maximum"] = bounds
     text = text_keywords(f.metadata["text"]) if f.metadata["text"] else {}
     if json_type(f) == "array":
         keywords["maxItems"] = MAX_LIST_ITEMS
@@ -36,6 +42,14 @@ def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
     else:
         keywords.update(text)
     return keywords
+
+
+def bounds_text(f: dataclasses.Field) -> str:
+    """` From 1 to 10,000,000.` for a bounded integer setting; empty otherwise."""
+    if not (bounds := f.metadata["bounds"]):
+        return ""
+    low, high = bounds
+    return f" From {low:,} to {high:,}."
 
 
 def param_spec(f: dataclasses.Field) -> dict[str, Any]:
@@ -56,7 +70,7 @@ def param_spec(f: dataclasses.Field) -> dict[str, Any]:
         **SCHEMA_DIALECT,
         "type": kind if f.metadata["required"] else ["null", kind],
         "title": f.metadata["title"],
-        "description": describe(f),
+        "description": describe(f) + bounds_text(f),
         "section": f.metadata["section"].value,
         **schema_keywords(f),
     }

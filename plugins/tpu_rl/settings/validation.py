@@ -7,14 +7,20 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from tpu_rl.cluster.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
-from tpu_rl.settings.capacity_rules import CAPACITY_RULES
+from tpu_rl.settings.capacity_rules import CAPACITY_RULES, short_run_warnings
 from tpu_rl.settings.choices import ClusterMode
-from tpu_rl.settings.eval_rules import champion_gains, gate_metric_names
+from tpu_rl.settings.eval_rules import (
+    best_checkpoint_warnings,
+    champion_gains,
+    gate_metric_names,
+)
 from tpu_rl.settings.fields import CHOICE_FIELDS, REQUIRED_SETTINGS, SETTING_FIELDS, RunSettings
 from tpu_rl.settings.grpo_rules import GRPO_RULES
 from tpu_rl.settings.images import IMAGE_SETTINGS, is_unpinned
+from tpu_rl.settings.metadata import default_of
 from tpu_rl.settings.references import hf_repo_id_problem, image_reference_problem
 from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, TextRule, short_repr
 
@@ -41,19 +47,39 @@ def rule(fn: Rule) -> Rule:
 
 
 def validate(s: RunSettings) -> list[str]:
-    """Every problem the rules find, in rule order.
+    """Every problem the rules find, in one pass, in rule order.
 
     Integers out of their bounds, text over its length limit and control characters are
-    reported alone: the other rules compute with them (10**400 chips would overflow a float) or
-    quote them (a 10 MiB value, an ANSI escape).
+    reported first, and the other rules run on the settings with those values at their
+    defaults: the rules compute with them (10**400 chips would overflow a float) or quote them
+    (a 10 MiB value, an ANSI escape). A rule's problem that names a replaced setting is left
+    out, since it would be about the default, not the user's value.
     """
-    if outside := [*out_of_bounds(s), *text_problems(s, TextRule.unsafe)]:
-        return outside
-    problems = [problem for check in RULES for problem in check(s)]
-    named = {problem.partition(":")[0] for problem in problems}
+    outside = [*out_of_bounds(s), *text_problems(s, TextRule.unsafe)]
+    held = {setting_of(problem) for problem in outside}
+    checked = replace(s, **{name: default_of(SETTING_FIELDS[name]) for name in held})
+    about_held = re.compile(rf"\b({'|'.join(map(re.escape, sorted(held)))})\b") if held else None
+    problems = [
+        problem
+        for check in RULES
+        for problem in check(checked)
+        if not (about_held and about_held.search(problem))
+    ]
+    named = {setting_of(problem) for problem in outside + problems}
     # a character outside a setting's class, unless a rule of its own already said what is wrong
     off_class = text_problems(s, TextRule.off_class)
-    return problems + [p for p in off_class if p.partition(":")[0].partition("[")[0] not in named]
+    return outside + problems + [p for p in off_class if setting_of(p) not in named]
+
+
+def settings_warnings(s: RunSettings) -> list[str]:
+    """What valid settings still should tell a user before the run: validate's log and `make
+    plan` print them."""
+    return [*short_run_warnings(s), *best_checkpoint_warnings(s)]
+
+
+def setting_of(problem: str) -> str:
+    """The setting a problem names first: `name` of `name: ...` or `name[2]: ...`."""
+    return problem.partition(":")[0].partition("[")[0]
 
 
 @rule
