@@ -6,6 +6,7 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from tpu_rl.dag.links import LINK_CLASSES
+from tpu_rl.report.run_note import RL_PAGE_ROUTE
 from tpu_rl.ui.app import app
 
 URL_PREFIX = "/tpu-rl"
@@ -20,7 +21,7 @@ class TpuRlPlugin(AirflowPlugin):
             "href": f"{URL_PREFIX}/",
             "destination": "nav",
             "category": "browse",
-            "url_route": "rl-post-training",
+            "url_route": RL_PAGE_ROUTE,
         }
     ]
     operator_extra_links = [link() for link in LINK_CLASSES]

@@ -21,8 +21,17 @@ def test_a_successful_runs_note_has_verdict_rewards_cost_and_report():
         "mean_reward 0.082 -> 0.123 (+0.041)",
         "TPU cost: $345.60 (128.00 chip-hours, 32.00 host-hours; reservation at 2.70 USD per "
         "chip-hour, on-demand equivalent)",
-        f"Report: {REPORT}",
+        f"Report: [{REPORT}](https://console.cloud.google.com/storage/browser/_details/b/"
+        "gemma4-26b/hf-trained/rl-1/run-report.md)",
+        "All runs: [RL post-training page](/plugin/rl-post-training)",
     ]
+
+
+def test_a_local_report_is_a_file_link(tmp_path):
+    """The demo keeps its reports as local files: the note links the file (issue 44)."""
+    report = tmp_path / "run-report.md"
+    text = note_text("succeeded", REWARDS, COST, str(report))
+    assert f"Report: [{report}](file://{report})" in text
 
 
 def test_a_run_stopped_before_its_rewards_says_what_it_does_not_know():

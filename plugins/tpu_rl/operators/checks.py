@@ -37,6 +37,19 @@ def failure_verdict(final_task: str, states: dict[str, str | None]) -> str | Non
     return "the run did not succeed: " + "; ".join(parts)
 
 
+def first_error(ti: Any, order: Sequence[str], states: dict[str, str | None]) -> str | None:
+    """`validate: <the first line of its error>` for the first failed task in `order` (the
+    DAG's) whose worker kept its error's first line (the XCom `failure`, written by
+    tpu_rl.report.notify.RunFailureNotifier); None when no failed task kept one."""
+    from tpu_rl.report.notify import FAILURE_XCOM_KEY
+
+    for task_id in (t for t in order if states.get(t) == "failed"):
+        reason = ti.xcom_pull(task_ids=task_id, key=FAILURE_XCOM_KEY)
+        if isinstance(reason, str) and reason:
+            return f"{task_id}: {reason}"
+    return None
+
+
 def _some(tasks: list[str]) -> str:
     shown = ", ".join(tasks[:NAMES_SHOWN])
     more = len(tasks) - NAMES_SHOWN
@@ -220,6 +233,8 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             .get(run_id, {})
         )
         verdict = failure_verdict(final_task, states)
+        if verdict and (first := first_error(context["ti"], watched, states)):
+            verdict = f"{first} ({verdict.removeprefix('the run did not succeed: ')})"
         verified = states.get(final_task) == "success"
         promotion = champion = None  # promoted or why not; the champion comparison's verdict
         try:

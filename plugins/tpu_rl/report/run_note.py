@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -21,6 +22,12 @@ log = logging.getLogger(__name__)
 
 NOTE_LIMIT = 1000  # DAGRunPatchBody.note's max_length (core_api/datamodels/dag_run.py)
 TOKEN_PATH = "/auth/token"  # the simple and FAB auth managers' token endpoint (POST, JSON)
+CONSOLE = "https://console.cloud.google.com"
+# The RL post-training page's route in the UI's navigation (tpu_rl.airflow_plugin): Airflow 3's UI
+# shows an external view with a url_route at plugin/<url_route> (the installed bundle
+# airflow/ui/dist/assets/index-*.js: `function Uct(e){return`plugin/${e.url_route}`}`).
+RL_PAGE_ROUTE = "rl-post-training"
+RL_PAGE = f"/plugin/{RL_PAGE_ROUTE}"
 TIMEOUT_S = 30.0  # per call; outcome has 10 minutes (STEP_MINUTES)
 
 
@@ -42,8 +49,19 @@ def note_text(
     lines = [f"**{verdict}**", *([f"Promotion: {promotion}"] if promotion else [])]
     lines += [reward, f"TPU cost: {_cost(tpu)}"]
     if report_uri:
-        lines.append(f"Report: {report_uri}")
+        lines.append(f"Report: [{report_uri}]({report_link(report_uri)})")
+    lines.append(f"All runs: [RL post-training page]({RL_PAGE})")
     return "\n\n".join(lines)[:NOTE_LIMIT]
+
+
+def report_link(uri: str) -> str:
+    """Where a person opens the report: a `gs://` object's page in the Cloud Console (its
+    object-details URL, console.cloud.google.com/storage/browser/_details/BUCKET/OBJECT), a
+    local file (the demo keeps reports under .airflow/reports/) as a file URL."""
+    if uri.startswith("gs://"):
+        bucket, _, name = uri.removeprefix("gs://").partition("/")
+        return f"{CONSOLE}/storage/browser/_details/{quote(bucket)}/{quote(name)}"
+    return Path(uri).absolute().as_uri()
 
 
 def _reward(value: float | None) -> str:
