@@ -200,18 +200,59 @@ def vertex_registry() -> str | None:
 
 def vertex_region(run_region: str) -> str:
     """Where the registry's model lives (TPU_RL_VERTEX_REGION): the run's region by default."""
-    return _value("vertex_region") or run_region
+    region = _value("vertex_region") or run_region
+    if not re.fullmatch(r"[a-z][-a-z0-9]*[a-z0-9]", region):
+        raise DeploymentError(
+            f"TPU_RL_VERTEX_REGION: {region!r} is not a Google Cloud location name "
+            "(e.g. us-central1)"
+        )
+    return region
+
+
+# ModelContainerSpec.imageUri: "This URI must identify an image in Artifact Registry or
+# Container Registry" (googleapiclient/discovery_cache/documents/aiplatform.v1.json,
+# GoogleCloudAiplatformV1ModelContainerSpec): <location>-docker.pkg.dev/... or [<host>.]gcr.io/...
+SERVING_IMAGE = r"([a-z0-9-]+-docker\.pkg\.dev|([a-z0-9-]+\.)?gcr\.io)/[a-z0-9][^\s]*"
 
 
 def vertex_serving_image() -> str:
     """The serving container a registered version names (TPU_RL_VERTEX_SERVING_IMAGE): Vertex
     requires one to upload a model that is not of a prebuilt framework's format."""
-    if image := _value("vertex_serving_image"):
-        return image
-    raise DeploymentError(
-        "TPU_RL_VERTEX_SERVING_IMAGE: required with TPU_RL_VERTEX_REGISTRY (the container that "
-        "serves the exported Hugging Face model, e.g. a vLLM serving image)"
-    )
+    image = _value("vertex_serving_image")
+    if not image:
+        raise DeploymentError(
+            "TPU_RL_VERTEX_SERVING_IMAGE: required with TPU_RL_VERTEX_REGISTRY (the container "
+            "that serves the exported Hugging Face model, e.g. a vLLM serving image)"
+        )
+    if not re.fullmatch(SERVING_IMAGE, image):
+        raise DeploymentError(
+            f"TPU_RL_VERTEX_SERVING_IMAGE: {image!r} is not an image in Artifact Registry "
+            "(<location>-docker.pkg.dev/...) or Container Registry (gcr.io/...), as Vertex AI "
+            "requires of a model's serving container"
+        )
+    return image
+
+
+def promotion_problems(run_region: str) -> list[str]:
+    """Every deployment setting a promotion will need, checked (the registry's model ID, its
+    serving image and region, the endpoint it is reached at) so that validate and preflight
+    refuse them before any spend: one line per problem, [] when all are fine or unset."""
+    try:
+        if not vertex_registry():
+            return []
+    except DeploymentError as err:
+        return [str(err)]
+    problems = []
+    for check in (vertex_serving_image, lambda: api_endpoint(_vertex_host(run_region))):
+        try:
+            check()
+        except DeploymentError as err:
+            problems.append(str(err))
+    return problems
+
+
+def _vertex_host(run_region: str) -> str:
+    return f"{vertex_region(run_region)}-aiplatform.googleapis.com"
 
 
 def check_gcp_connection() -> str:

@@ -5,6 +5,7 @@ saying why; a deployment's first run has no champion to beat."""
 from __future__ import annotations
 
 import json
+import logging
 
 from tests.sandbox.champion_eval import seed_champion
 from tests.sandbox.harness import SETTINGS, Sandbox, Workloads
@@ -49,7 +50,11 @@ def test_a_challenger_that_beats_its_base_but_loses_to_the_champion_is_not_promo
         f"not promoted: loses to the champion from run {seeded['run_id']}: "
         "mean_reward 0.1234 vs champion 0.2 (needs +0)"
     )
-    assert compare["champion"] == seeded and compare["champion_metrics"] == scored
+    # the record as parsed (a record written before registry_version existed has none)
+    assert compare["champion"] == {**seeded, "registry_version": None}
+    assert compare["champion_metrics"] == scored
+    # the generation it compared with, which promote would replace (GCS's, never 0 once written)
+    assert compare["champion_generation"] == xcoms["evaluate_champion.champion_generation"] > 0
     assert compare["challenger_metrics"]["mean_reward"] == 0.1234
     assert after == before  # no champion record written
     # the run succeeded, saying why nothing was promoted
@@ -71,6 +76,7 @@ def test_a_deployments_first_run_has_no_champion_and_says_so(airflow_db, tmp_pat
     assert compare["beats"] is True
     assert compare["reason"] == "no champion yet: this run's export becomes the first candidate"
     assert compare["champion"] is None and compare["champion_metrics"] is None
+    assert compare["champion_generation"] == 0  # promote: the record must still not exist
     # no champion: the wait released the backend the moment it ended
     assert xcoms["stop_backend.return_value"] is False
     assert xcoms["outcome.return_value"]["champion"] == compare["reason"]
@@ -79,3 +85,33 @@ def test_a_deployments_first_run_has_no_champion_and_says_so(airflow_db, tmp_pat
 
 def _slug(result) -> str:
     return run_slug(result.run_id, DEPLOYMENT)
+
+
+def test_a_corrupt_champion_record_fails_the_run_naming_the_record_and_the_fix(
+    airflow_db, tmp_path, caplog
+):
+    """Issue 43 finding 6: a record that is not one (here cut mid-write) fails evaluate_champion
+    in one line naming its gs:// path, what is wrong and how to fix it; the note leads with it."""
+    caplog.set_level(logging.INFO, logger="tpu_rl")
+    with Sandbox(tmp_path).up(env={"TPU_RL_DEPLOYMENT_ID": DEPLOYMENT}) as box:
+        seed_champion(box.gcs, BUCKET, DEPLOYMENT, CHAMPION_SCORES)
+        box.gcs.write(RECORD_URI, b'{"run_id": "scheduled__2026-11-26T00:00:00+00:00", "expo')
+        result = box.run(SETTINGS, Workloads())
+        after = box.gcs.read(RECORD_URI)
+    states = result.task_states
+    assert result.state == "failed", result.why()
+    assert states["evaluate_champion"] == "failed" and states["verify"] == "success", states
+    assert states["promote"] == "upstream_failed" and result.leftovers == []
+    assert after.startswith(b'{"run_id"')  # left as it was
+    [note] = [
+        r.getMessage().partition("It reads:\n")[2]
+        for r in caplog.records
+        if r.getMessage().startswith("The run's note is not set")
+    ]
+    verdict = note.split("\n\n")[0]
+    assert verdict.startswith(
+        f"**failed: evaluate_champion: champion record {RECORD_URI} (generation "
+    ), note
+    assert "is not one: not JSON (" in verdict
+    assert f"Delete it (`gcloud storage rm {RECORD_URI}`" in verdict, note
+    assert f"restore an earlier generation (`gcloud storage ls -a {RECORD_URI}`" in verdict, note

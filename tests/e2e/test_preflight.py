@@ -41,6 +41,7 @@ CREATE_CHECKS = {
     "image pullable (pathways_proxy_server_image)",
     "hf token",
     f"hf model access ({TUTORIAL_MODEL})",
+    "vertex registry",
 }
 EXISTING_CHECKS = CREATE_CHECKS | {
     "gke standard",

@@ -92,9 +92,9 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         record = json.loads(deployment.sandbox.gcs.read(record_uri))
         assert record["run_id"] == approved.run_id and record["previous"] == []
         assert result["registry_version"].endswith(f"/models/{MODEL_ID}@1")
-        # the model's first version: a 404 for the missing parent, the upload, the alias
+        # the model's first version: models.get answers 404, the upload makes it, the alias
         assert [c.path.rsplit("/", 1)[-1] for c in vertex.calls] == [
-            "models:upload",
+            MODEL_ID,
             "models:upload",
             f"{MODEL_ID}@1:mergeVersionAliases",
         ]

@@ -28,7 +28,7 @@ from tests.sandbox.cluster_addons import node_pools
 from tests.sandbox.cluster_model import POOL_LABEL, ClusterModel
 from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
 from tests.sandbox.gcs_policy import bucket_settings
-from tests.sandbox.gcs_rules import GcsTraffic, paged_list, precondition_failed
+from tests.sandbox.gcs_rules import GcsTraffic, download_headers, paged_list, precondition_failed
 from tests.sandbox.kube_emulator import KubeEmulator
 
 SANDBOX_BIN = Path(__file__).parent / "bin"
@@ -152,6 +152,11 @@ class GcsEmulator:
         traffic = self.traffic = GcsTraffic()
 
         class GatedHandler(RequestHandler):
+            def end_headers(self) -> None:
+                for header, value in download_headers(storage, self.command, self.path).items():
+                    self.send_header(header, value)
+                super().end_headers()
+
             def _answer(self, status: int, payload: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

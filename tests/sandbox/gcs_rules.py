@@ -4,6 +4,11 @@ listings, and a count of the requests and listed entries (for the bench).
 - `ifGenerationMatch` on uploads and deletes: "0" means the object must not exist; otherwise
   its live generation must equal it; else HTTP 412 `conditionNotMet`
   (https://cloud.google.com/storage/docs/request-preconditions).
+- a media download (objects.get with alt=media) names the object's generation in its
+  `x-goog-generation` response header (https://cloud.google.com/storage/docs/xml-api/
+  get-object-download, "Response headers"), where google-cloud-storage takes it from
+  (google/cloud/storage/blob.py, Blob._extract_headers_from_download: `response.headers.get(
+  "X-goog-generation")`): a read-then-write's ifGenerationMatch depends on it.
 - objects.list returns at most `maxResults` entries, items and prefixes together, and never
   more than 1,000, with a `nextPageToken`
   (https://cloud.google.com/storage/docs/json_api/v1/objects/list, `maxResults`).
@@ -20,6 +25,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 PAGE_LIMIT = 1000
 LIST_PATH = re.compile(r"^(?:/storage/v1)?/b/(?P<bucket>[-.\w]+)/o$")
 OBJECT_PATH = re.compile(r"^(?:/upload)?(?:/storage/v1)?/b/(?P<bucket>[-.\w]+)/o/(?P<name>.+)$")
+DOWNLOAD_PATH = re.compile(r"^/download(?:/storage/v1)?/b/(?P<bucket>[-.\w]+)/o/(?P<name>.+)$")
 UPLOAD_PATH = re.compile(r"^/upload(?:/storage/v1)?/b/(?P<bucket>[-.\w]+)/o$")
 PRECONDITION_FAILED = {
     "error": {
@@ -85,6 +91,24 @@ def precondition_failed(
     if name is None or _live_generation(storage, bucket, name) == wanted:
         return None
     return 412, json.dumps(PRECONDITION_FAILED).encode()
+
+
+def download_headers(storage: Any, method: str, path: str) -> dict[str, str]:
+    """The generation headers of a media download of an existing object; {} otherwise."""
+    from gcp_storage_emulator.exceptions import NotFound
+
+    url = urlparse(path)
+    download = DOWNLOAD_PATH.match(url.path)
+    if method != "GET" or not download or parse_qs(url.query).get("alt") != ["media"]:
+        return {}
+    try:
+        obj = storage.get_file_obj(download.group("bucket"), unquote(download.group("name")))
+    except NotFound:
+        return {}
+    return {
+        "x-goog-generation": str(obj.get("generation") or 0),
+        "x-goog-metageneration": str(obj.get("metageneration") or 1),
+    }
 
 
 def paged_list(storage: Any, path: str) -> tuple[int, bytes] | None:

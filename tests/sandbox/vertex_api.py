@@ -1,6 +1,7 @@
-"""Vertex AI Model Registry's REST API on loopback: the two methods a promotion calls
-(models.upload and models.mergeVersionAliases), as the v1 REST reference describes them, over
-models kept in memory. Every call is recorded (`calls`: method, path, JSON body).
+"""Vertex AI Model Registry's REST API on loopback: the methods a promotion calls (models.get,
+models.upload and models.mergeVersionAliases), as the v1 REST reference describes them, over
+models kept in memory. Every call is recorded (`calls`: method, path, JSON body); `fail_next`
+answers the next call of a method with an error (an outage, a refused permission).
 
 `endpoint_for(region)` is the product's TPU_RL_API_ENDPOINTS entry for the regional host, so
 the product's REST client (tpu_rl.promotion.registry) reaches it unchanged.
@@ -23,6 +24,11 @@ _LOCATION = r"/v1/projects/([^/]+)/locations/([^/]+)"
 UPLOAD = re.compile(rf"{_LOCATION}/models:upload")
 # .../projects.locations.models/mergeVersionAliases: name = models/<id>@<version id>
 MERGE = re.compile(rf"{_LOCATION}/models/([^/@]+)@([^/:]+):mergeVersionAliases")
+# .../projects.locations.models/get: name = models/<id>, or models/<id>@<version id or alias>
+# ("In order to retrieve a specific version of the model, also provide the version ID or version
+# alias ... If no version ID or alias is specified, the "default" version will be returned":
+# googleapiclient/discovery_cache/documents/aiplatform.v1.json, models.get's `name`)
+GET = re.compile(rf"{_LOCATION}/models/([^/@:]+)(?:@([^/:]+))?")
 UPLOAD_RESPONSE = "type.googleapis.com/google.cloud.aiplatform.v1.UploadModelResponse"
 
 
@@ -58,17 +64,21 @@ class VertexRegistryFake:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.models: dict[str, ModelRecord] = {}
+        self.failures: dict[str, tuple[int, dict[str, Any]]] = {}
         self.lock = threading.Lock()
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.do_POST()
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 path = unquote(urlsplit(self.path).path)
                 with fake.lock:
-                    fake.calls.append(Call("POST", path, body))
-                    status, payload = fake.answer(path, body)
+                    fake.calls.append(Call(self.command, path, body))
+                    status, payload = fake.answer(self.command, path, body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -88,12 +98,36 @@ class VertexRegistryFake:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if m := UPLOAD.fullmatch(path):
-            return self._upload(*m.groups(), body)
-        if m := MERGE.fullmatch(path):
-            return self._merge(*m.groups(), body.get("versionAliases") or [])
-        return _error(404, "NOT_FOUND", f"fake Vertex: no POST {path}")
+    def fail_next(self, method: str, code: int = 503, status: str = "UNAVAILABLE") -> None:
+        """Answer the next call of `method` ("get", "upload" or "mergeVersionAliases") with
+        this error instead of doing it."""
+        self.failures[method] = _error(code, status, f"fake Vertex: {method} failed")
+
+    def answer(self, verb: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if verb == "GET" and (m := GET.fullmatch(path)):
+            return self.failures.pop("get", None) or self._get(*m.groups())
+        if verb == "POST" and (m := UPLOAD.fullmatch(path)):
+            return self.failures.pop("upload", None) or self._upload(*m.groups(), body)
+        if verb == "POST" and (m := MERGE.fullmatch(path)):
+            aliases = body.get("versionAliases") or []
+            failed = self.failures.pop("mergeVersionAliases", None)
+            return failed or self._merge(*m.groups(), aliases)
+        return _error(404, "NOT_FOUND", f"fake Vertex: no {verb} {path}")
+
+    def _get(
+        self, project: str, region: str, model_id: str, version: str | None
+    ) -> tuple[int, dict]:
+        record = self.models.get(model_id)
+        location = f"projects/{project}/locations/{region}"
+        if record is None or not record.name.startswith(f"{location}/"):
+            return _error(404, "NOT_FOUND", f"Model {location}/models/{model_id} does not exist.")
+        # a version id, else an alias; none: the version holding `default`
+        wanted = record.version(version or "") or next(
+            (v for v in record.versions if (version or "default") in v["versionAliases"]), None
+        )
+        if wanted is None:
+            return _error(404, "NOT_FOUND", f"Model {record.name}@{version} does not exist.")
+        return 200, {**wanted, "name": record.name}
 
     def _upload(self, project: str, region: str, body: dict[str, Any]) -> tuple[int, dict]:
         location = f"projects/{project}/locations/{region}"

@@ -1,6 +1,6 @@
 """promote: the champion record, the asset event's facts, and Vertex AI Model Registry through
-its REST API on a loopback fake (tests/sandbox/vertex_api.py): exactly an upload and an alias
-move per promotion, the previous champion kept as a version."""
+its REST API on a loopback fake (tests/sandbox/vertex_api.py): the model read, exactly an upload
+and an alias move per promotion, the previous champion kept as a version."""
 
 from __future__ import annotations
 
@@ -65,6 +65,11 @@ def vertex(monkeypatch):
     fake.stop()
 
 
+def compared(generation: int) -> dict:
+    """compare_champion's result as promote reads it: the record generation it compared with."""
+    return {"beats": True, "champion_generation": generation}
+
+
 def layout(tutorial_conf, run_id: str) -> RunLayout:
     return RunLayout(load_settings(tutorial_conf), run_id, "test-deployment")
 
@@ -83,32 +88,35 @@ def test_a_promotion_without_a_registry_writes_the_record_and_keeps_the_previous
 ):
     monkeypatch.delenv("TPU_RL_VERTEX_REGISTRY", raising=False)
     first, second = layout(tutorial_conf, "run-1"), layout(tutorial_conf, "run-2")
-    promote.promote_export(first, exported(first, 50, 0.4), "gcp", LOG)
-    result = promote.promote_export(second, exported(second, 100, 0.5), "gcp", LOG)
+    promote.promote_export(first, exported(first, 50, 0.4), compared(0), "gcp", LOG)
+    result = promote.promote_export(second, exported(second, 100, 0.5), compared(1), "gcp", LOG)
     assert result["registry_version"] is None
     assert (result["run_id"], result["step"], result["metrics"]["accuracy"]) == ("run-2", 100, 0.5)
     ((generation, record),) = store.records.values()
     assert generation == 2 and record["export_uri"] == second.export_dir
     assert record["previous"] == [first.export_dir]
     # a retry of the same promotion finds its own record and writes nothing
-    promote.promote_export(second, exported(second, 100, 0.5), "gcp", LOG)
+    promote.promote_export(second, exported(second, 100, 0.5), compared(1), "gcp", LOG)
     assert next(iter(store.records.values()))[0] == 2
 
 
 def test_a_promotion_uploads_a_version_and_moves_the_champion_alias(tutorial_conf, store, vertex):
     first, second = layout(tutorial_conf, "run-1"), layout(tutorial_conf, "run-2")
-    promote.promote_export(first, exported(first, 50, 0.4), "gcp", LOG)
-    # the model's first version: the upload into a missing parent model is answered 404, then
-    # the model is made with its id
-    assert [c.path.rsplit("/", 1)[-1] for c in vertex.calls] == [
-        "models:upload",
-        "models:upload",
-        f"{MODEL_ID}@1:mergeVersionAliases",
+    promote.promote_export(first, exported(first, 50, 0.4), compared(0), "gcp", LOG)
+    # the model's first version: models.get answers 404, so the upload makes the model with
+    # its id (UploadModelRequest.modelId), not into a parent model
+    assert [(c.method, c.path.rsplit("/", 1)[-1]) for c in vertex.calls] == [
+        ("GET", MODEL_ID),
+        ("POST", "models:upload"),
+        ("POST", f"{MODEL_ID}@1:mergeVersionAliases"),
     ]
+    assert vertex.calls[1].body["modelId"] == MODEL_ID and "parentModel" not in vertex.calls[1].body
     vertex.calls.clear()
-    result = promote.promote_export(second, exported(second, 100, 0.5), "gcp", LOG)
+    result = promote.promote_export(second, exported(second, 100, 0.5), compared(1), "gcp", LOG)
     location = "/v1/projects/my-tpu-project/locations/us-east5"
-    upload, alias = vertex.calls  # exactly one upload and one alias move
+    model_read, holder_read, upload, alias = vertex.calls  # exactly one upload and alias move
+    assert (model_read.method, model_read.path) == ("GET", f"{location}/models/{MODEL_ID}")
+    assert holder_read.path == f"{location}/models/{MODEL_ID}@{CHAMPION_ALIAS}"
     assert upload.path == f"{location}/models:upload"
     assert upload.body["parentModel"] == location.removeprefix("/v1/") + f"/models/{MODEL_ID}"
     model = upload.body["model"]
@@ -128,10 +136,8 @@ def test_a_promotion_uploads_a_version_and_moves_the_champion_alias(tutorial_con
 
 
 def test_a_registry_needs_a_serving_image(tutorial_conf, store, vertex, monkeypatch):
-    from tpu_rl.deployment import DeploymentError
-
     monkeypatch.delenv("TPU_RL_VERTEX_SERVING_IMAGE")
     run = layout(tutorial_conf, "run-1")
-    with pytest.raises(DeploymentError, match="TPU_RL_VERTEX_SERVING_IMAGE"):
-        promote.promote_export(run, exported(run, 50, 0.4), "gcp", LOG)
-    assert vertex.calls == []
+    with pytest.raises(promote.PromotionFailed, match="TPU_RL_VERTEX_SERVING_IMAGE"):
+        promote.promote_export(run, exported(run, 50, 0.4), compared(0), "gcp", LOG)
+    assert vertex.calls == [] and store.records == {}

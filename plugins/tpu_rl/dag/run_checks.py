@@ -1,5 +1,6 @@
 """The run's valid settings checked before anything costs money: that its time limits fit the
-DAG's dagrun_timeout, the deployment's connections, and an existing cluster's kind."""
+DAG's dagrun_timeout, the deployment's connections and promotion settings, and an existing
+cluster's kind."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from tpu_rl.settings.run_settings import RunSettings, SettingsError
 
 def check_run(settings: RunSettings, dag: Any) -> dict[str, Any]:
     """The run's valid settings checked before anything costs money: that the run's time limits
-    fit the DAG's dagrun_timeout, that the deployment's connections are of the right type, and
-    with cluster_mode=existing that the cluster exists and is GKE Standard (read from the
-    Container API); every problem in one failure. Returns the settings as a dict."""
+    fit the DAG's dagrun_timeout, that the deployment's connections are of the right type and its
+    promotion settings well-formed, and with cluster_mode=existing that the cluster exists and
+    is GKE Standard (read from the Container API); every problem in one failure. Returns the
+    settings as a dict."""
     problems = []
     timeout_minutes = dag.dagrun_timeout.total_seconds() / 60
     if problem := budget_problem(settings, timeout_minutes, dag_limits(dag.tasks)):
@@ -31,6 +33,8 @@ def check_run(settings: RunSettings, dag: Any) -> dict[str, Any]:
         deployment.hf_token()
     except deployment.DeploymentError as err:
         problems.append(str(err))
+    # what promote will need, refused now rather than after the training and the approval
+    problems += deployment.promotion_problems(settings.region)
     if conn_id and settings.cluster_mode == ClusterMode.EXISTING:
         # the one cloud call before any spend (a read); the GKE client only when needed
         from tpu_rl.cluster.existing import existing_cluster_problem

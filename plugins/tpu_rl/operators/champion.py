@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 # add the provider's XCom sidecar to the Job's pod)
 CHAMPION_XCOM = "champion"
 METRICS_XCOM = "metrics"
+# the record's GCS generation as evaluate_champion read it: promote replaces only that one
+GENERATION_XCOM = "champion_generation"
 
 
 class EvaluateChampionOperator(RunJobStep):
@@ -49,14 +51,18 @@ run's export becomes the first candidate.
     operator_extra_links = JOB_LINKS
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
-        from airflow.providers.common.compat.sdk import AirflowSkipException
+        from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
         from tpu_rl.jobs import manifests
         from tpu_rl.jobs.maxtext_flags import checkpoint_parameters
-        from tpu_rl.promotion.champion import ChampionStore
+        from tpu_rl.promotion.champion import ChampionRecordError, ChampionStore
         from tpu_rl.promotion.comparison import NO_CHAMPION
 
-        record = ChampionStore(layout.model_root, layout.deployment, self.gcp_conn_id).read()
+        store = ChampionStore(layout.model_root, layout.deployment, self.gcp_conn_id)
+        try:
+            record = store.read()
+        except ChampionRecordError as err:  # its path, what is wrong, the fix: one line
+            raise AirflowFailException(str(err)) from None
         if record is None:
             raise AirflowSkipException(NO_CHAMPION)
         self.check_backend(layout)
@@ -67,6 +73,7 @@ run's export becomes the first candidate.
             record.checkpoint_uri,
         )
         context["ti"].xcom_push(key=CHAMPION_XCOM, value=record.as_dict())
+        context["ti"].xcom_push(key=GENERATION_XCOM, value=store.generation)
         parameters = checkpoint_parameters(record.checkpoint_uri)
         return manifests.champion_evaluation_job(layout, parameters)
 
@@ -151,6 +158,10 @@ first run of a deployment has no champion to beat.
                 ti.xcom_pull(task_ids=Step.EXPORT), ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
             ),
             settings.min_gain_over_champion,
+        )
+        # the record compared with (0: none existed): promote replaces that one or fails
+        result["champion_generation"] = (
+            ti.xcom_pull(task_ids=Step.EVALUATE_CHAMPION, key=GENERATION_XCOM) if champion else 0
         )
         self.log.info("%s", result["reason"])
         if not result["beats"]:

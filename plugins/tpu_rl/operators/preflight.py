@@ -29,8 +29,9 @@ class PreflightOperator(RunStep):
 Reads the real project before anything is spent, and changes nothing: the APIs enabled, the
 caller's IAM permissions, v6e offered in the zone, the reservation (or the TPU quota for
 flex-start and Spot), the bucket's region and policy, for an existing cluster GKE Standard, its
-node pools, JobSet, Kueue, the ClusterQueue and the priority class, the images, and the Hugging
-Face token and the model's licence. One line per check: PASS/FAIL, what was read, the fix.
+node pools, JobSet, Kueue, the ClusterQueue and the priority class, the images, the Hugging
+Face token and the model's licence, and the deployment's Vertex AI registry settings (which
+`promote` needs at the end). One line per check: PASS/FAIL, what was read, the fix.
 
 **Failed?** Its log ends with each failed check and the command or console step that fixes it;
 `make preflight CONF=<json>` runs the same checks from a terminal.

@@ -108,20 +108,33 @@ its `previous` list), emits the `tpu_rl_champion_model` asset event with the met
 step, and, when the deployer set `TPU_RL_VERTEX_REGISTRY`, uploads the export as a new version of
 that Vertex AI Model Registry model and moves its `champion` alias there (earlier versions stay).
 
-**Failed on a precondition (412)?** Another run promoted since this one read the champion: look at
-the record, then clear this task to promote this export over it.
+It promotes only over the champion `compare_champion` compared with: when another run promoted
+since, it fails and changes nothing (trigger a new run to compare with the new champion). The
+registration comes first and the record last; a record that cannot be written moves the alias
+back, so both change or neither does. **Failed?** Its error, and the run's note, say which state
+it left; a corrupt champion record is named with how to fix or restore it.
 """
     limit = short_step(1)
     operator_extra_links = (ExportLink(),)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
         from tpu_rl import deployment
-        from tpu_rl.promotion.exported import exported_model
-        from tpu_rl.promotion.promote import promote_export
+        from tpu_rl.promotion.exported import champion_comparison, exported_model
+        from tpu_rl.promotion.promote import STATE_XCOM, PromotionFailed, promote_export
 
         layout = self.run_layout(context)
-        export = exported_model(context["ti"])
-        result = promote_export(layout, export, deployment.gcp_conn_id(), self.log)
+        ti = context["ti"]
+        export = exported_model(ti)
+        try:
+            result = promote_export(
+                layout, export, champion_comparison(ti), deployment.gcp_conn_id(), self.log
+            )
+        except PromotionFailed as err:
+            # the state it left, for the run's note (outcome reads it); one line, no traceback
+            ti.xcom_push(key=STATE_XCOM, value=err.state)
+            raise AirflowFailException(str(err)) from None
         event = {k: result[k] for k in ("export_uri", "run_id", "step", "metrics")}
         for asset in self.outlets:
             context["outlet_events"][asset].extra = event

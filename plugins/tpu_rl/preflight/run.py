@@ -4,7 +4,16 @@ deployment's connections. Read-only: nothing is created or changed."""
 from __future__ import annotations
 
 from tpu_rl.layout import RunLayout
-from tpu_rl.preflight import apis, capacity, cluster, cluster_software, huggingface, iam, images
+from tpu_rl.preflight import (
+    apis,
+    capacity,
+    cluster,
+    cluster_software,
+    huggingface,
+    iam,
+    images,
+    vertex,
+)
 from tpu_rl.preflight.bucket import check_bucket
 from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult, guarded
@@ -26,6 +35,7 @@ def run_preflight(layout: RunLayout, gcp_conn_id: str, hf_token: str) -> list[Ch
         results += guarded(cluster.STANDARD, RETRY, lambda: _existing(api, layout, gcp_conn_id))
     results += guarded(images.NAME, RETRY, lambda: images.check_images(api, s))
     results += guarded(huggingface.TOKEN, RETRY, lambda: huggingface.check_huggingface(s, hf_token))
+    results.append(vertex.check_registry_settings(s))
     return results
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from tpu_rl.names import Step
 from tpu_rl.promotion.exported import ExportedModel, champion_comparison
+from tpu_rl.promotion.promote import STATE_XCOM
 from tpu_rl.report.run_report import cost_text
 
 APPROVE, REJECT = "Approve", "Reject"  # ApprovalOperator.APPROVE / .REJECT (providers-standard)
@@ -89,14 +90,17 @@ def promotion_line(
     promoted: Mapping[str, Any] | None,
     approval: Any,
     comparison: Mapping[str, Any] | None,
+    failed_state: str | None = None,
 ) -> str:
     """The run's one line about its promotion, from promote's, approve's and the comparison's
-    results."""
+    results, and the state a failed promote left (its XCom `state`)."""
     decision = approval_decision(approval)
     if isinstance(promoted, Mapping):
         where = promoted.get("registry_version")
         registry = f"; Vertex AI version {where}" if where else ""
         return f"promoted ({decision}){registry}"
+    if failed_state:
+        return f"not promoted: promote failed ({decision}); {failed_state}"
     if decision and decision.startswith(("rejected", "the approval timed out")):
         return f"not promoted: {decision}; the export stays"
     if comparison is not None and comparison.get("beats") is False:
@@ -107,8 +111,10 @@ def promotion_line(
 def run_promotion(ti: Any) -> str:
     """The run's promotion line from its task instance's view of the XComs."""
     promoted = ti.xcom_pull(task_ids=Step.PROMOTE)
+    state = ti.xcom_pull(task_ids=Step.PROMOTE, key=STATE_XCOM)
     return promotion_line(
         promoted if isinstance(promoted, Mapping) else None,
         ti.xcom_pull(task_ids=Step.APPROVE, key=ANSWER_KEY),
         champion_comparison(ti),
+        state if isinstance(state, str) else None,
     )

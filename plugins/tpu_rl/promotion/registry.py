@@ -45,10 +45,12 @@ class RestModelServiceHook(ModelServiceHook):
 
 @dataclass(frozen=True)
 class RegisteredVersion:
-    """The model version a promotion made, as Vertex names it."""
+    """The model version a promotion made, as Vertex names it, and the version that held the
+    champion alias before (None: none did), to move it back to."""
 
     model: str  # projects/<p>/locations/<r>/models/<id>
     version_id: str
+    previous_champion: str | None = None
 
     @property
     def name(self) -> str:
@@ -72,7 +74,17 @@ def version_description(run_id: str, step: int | None, metrics: Mapping[str, Any
     return f"run {run_id}, step {step if step is not None else 'n/a'}: {shown}"[:DESCRIPTION_LIMIT]
 
 
-def register_version(
+def _get_model(client: Any, name: str) -> Any | None:
+    """models.get of `name` (a model, or `<model>@<version id or alias>`); None on NOT_FOUND."""
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return client.get_model(request={"name": name})
+    except NotFound:
+        return None
+
+
+def upload_version(
     hook: ModelServiceHook,
     *,
     project: str,
@@ -80,32 +92,67 @@ def register_version(
     model_id: str,
     model: Mapping[str, Any],
 ) -> RegisteredVersion:
-    """Upload `model` as a new version of `model_id` and move the champion alias to it.
+    """Upload `model` as a new version of `model_id`, the champion alias left where it is.
 
-    The first promotion makes the model: Vertex answers NOT_FOUND for a parent model that does
-    not exist, and the upload is repeated with `model_id` (UploadModelRequest.model_id: "The ID
-    to use for the uploaded Model"). The alias moves in one call: "If you apply an existing alias
-    that is used by another model version, the alias is removed from that version"
-    (https://cloud.google.com/vertex-ai/docs/model-registry/model-alias), so the previous
-    champion stays, a version without the alias.
+    The model is read first (models.get): UploadModelRequest's `parentModel` is "The resource
+    name of the model into which to upload the version. Only specify this field when uploading
+    a new version", and `modelId` "The ID to use for the uploaded Model" (googleapiclient's
+    discovery_cache/documents/aiplatform.v1.json, GoogleCloudAiplatformV1UploadModelRequest):
+    the first promotion makes the model with its id, the next ones add versions to it. The
+    version holding the champion alias is read too (models.get of `<model>@champion`: "In
+    order to retrieve a specific version of the model, also provide the version ID or version
+    alias", the same document, models.get's `name`), to move the alias back to it.
     """
-    from google.api_core.exceptions import NotFound
-
     client = hook.get_model_service_client(region)
-    parent = client.common_location_path(project, region)
-    request = {"parent": parent, "model": dict(model)}
-    try:
-        operation = client.upload_model(
-            request={**request, "parent_model": client.model_path(project, region, model_id)}
-        )
-        response = operation.result()
-    except NotFound:
-        response = client.upload_model(request={**request, "model_id": model_id}).result()
-    version = RegisteredVersion(response.model, response.model_version_id)
+    name = client.model_path(project, region, model_id)
+    request: dict[str, Any] = {
+        "parent": client.common_location_path(project, region),
+        "model": dict(model),
+    }
+    previous = None
+    if _get_model(client, name) is None:
+        request["model_id"] = model_id
+    else:
+        request["parent_model"] = name
+        holder = _get_model(client, f"{name}@{CHAMPION_ALIAS}")
+        previous = holder.version_id if holder is not None else None
+    response = client.upload_model(request=request).result()
+    return RegisteredVersion(response.model, response.model_version_id, previous)
+
+
+def move_champion_alias(
+    hook: ModelServiceHook, *, project: str, region: str, model_id: str, version_id: str
+) -> None:
+    """Put the champion alias on `version_id`. The alias moves in one call: "If you apply an
+    existing alias that is used by another model version, the alias is removed from that
+    version" (https://cloud.google.com/vertex-ai/docs/model-registry/model-alias), so the
+    previous champion stays, a version without the alias."""
     hook.add_version_aliases(
         region=region,
-        model_id=f"{model_id}@{version.version_id}",
+        model_id=f"{model_id}@{version_id}",
         project_id=project,
         version_aliases=[CHAMPION_ALIAS],
     )
-    return version
+
+
+def restore_champion_alias(
+    hook: ModelServiceHook, *, project: str, region: str, model_id: str, version: RegisteredVersion
+) -> None:
+    """Undo move_champion_alias: the alias back on the version that held it, or off `version`
+    when none did (MergeVersionAliasesRequest.versionAliases: "Add the `-` prefix to an alias
+    means removing that alias from the version", aiplatform.v1.json)."""
+    if version.previous_champion:
+        move_champion_alias(
+            hook,
+            project=project,
+            region=region,
+            model_id=model_id,
+            version_id=version.previous_champion,
+        )
+    else:
+        hook.delete_version_aliases(
+            region=region,
+            model_id=f"{model_id}@{version.version_id}",
+            project_id=project,
+            version_aliases=[CHAMPION_ALIAS],
+        )
