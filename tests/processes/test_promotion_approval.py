@@ -1,8 +1,9 @@
 """A promotion that waits for a person, on real Airflow processes: the run's `approve` task parks
-in Airflow's awaiting_input state after the cleanups, a person answers through the REST API the
-Required Actions page calls, and `promote` follows (approved: the champion record and one new
-Vertex AI version with the champion alias, on the loopback fake) or is skipped (rejected:
-nothing promoted, no registry call, the run still succeeds)."""
+in Airflow's awaiting_input state after the cleanups (the run's note links its Required Actions
+page meanwhile), a person answers through the REST API that page calls, and `promote` follows
+(approved: the champion record and one new Vertex AI version with the champion alias, on the
+loopback fake) or is skipped (rejected: nothing promoted, no registry call, the run still
+succeeds)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,14 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         assert states["cleanup_cluster"] == "success" and states["promote"] is None, states
         asked = api.hitl_detail(approved.run_id, "approve")
         assert asked["options"] == ["Approve", "Reject"] and asked["defaults"] == ["Reject"]
-        assert "## Evaluation" in asked["body"] and "TPUs so far:" in asked["body"]
+        assert "## Evaluation" in asked["body"] and "TPU cost so far:" in asked["body"]
+        # the base model, the champion (none: the deployment's first) and this export
+        columns = "| metric | base (pre-training) | champion: none yet | this export (challenger) |"
+        assert columns in asked["body"] and "Gate: passed" in asked["body"], asked["body"]
+        # the run's page leads with the link to the decision while it waits
+        note = api.run(approved.run_id)["note"]
+        decision = f"/dags/{DAG_ID}/runs/{approved.run_id}/tasks/approve/required_actions"
+        assert note.startswith("**Awaiting approval**: [Approve or reject](") and decision in note
         ask_then_answer(api, approved.run_id, "Approve")
         tasks = finish(deployment, approved, "success", e2e_report)
         assert tasks["approve"] == tasks["promote"] == "success", tasks

@@ -10,7 +10,12 @@ import pytest
 
 from tpu_rl.names import Step
 from tpu_rl.operators.promotion import ApproveExportOperator
-from tpu_rl.promotion.approval_text import approval_body, promotion_line, run_promotion
+from tpu_rl.promotion.approval_text import (
+    ApprovalCase,
+    approval_body,
+    promotion_line,
+    run_promotion,
+)
 from tpu_rl.promotion.exported import ExportedModel, exported_model
 
 EXPORT = ExportedModel("gs://b/m/hf-trained/rl-1/", "gs://b/m/ck/100/", 100, {"accuracy": 0.41})
@@ -32,21 +37,60 @@ TPU = {
 }
 
 
-def test_the_body_puts_the_export_beside_the_champion_and_gives_the_cost():
-    body = approval_body("manual__1", EXPORT, COMPARISON, TPU, "spot")
+GATE = {
+    "pre_mean_reward": 0.9,
+    "post_mean_reward": 1.2,
+    "gain": 0.3,
+    "candidate": "post-training",
+    "metrics": {
+        "accuracy": {"pre": 0.3, "candidate": 0.41, "gain": 0.11, "min_gain": None, "passed": None},
+        "mean_reward": {"pre": 0.9, "candidate": 1.2, "gain": 0.3, "min_gain": 0.1, "passed": True},
+    },
+}
+DEADLINE = datetime(2026, 5, 2, 12, 30, tzinfo=UTC)
+
+
+def case(**changes) -> ApprovalCase:
+    facts = {
+        "run_id": "manual__1",
+        "export": EXPORT,
+        "gate": GATE,
+        "comparison": COMPARISON,
+        "tpu": TPU,
+        "capacity": "spot",
+        "deadline": DEADLINE,
+    }
+    return ApprovalCase(**(facts | changes))
+
+
+def test_the_body_puts_base_champion_and_challenger_side_by_side_with_verdicts_and_cost():
+    body = approval_body(case())
     assert "checkpoint step 100 to `gs://b/m/hf-trained/rl-1/`" in body
-    assert "| metric | this export | champion (scheduled__last-week) |" in body
-    assert "| accuracy | 0.4100 | 0.3800 |" in body
-    assert "| mean_reward | 1.2000 | 1.1000 |" in body
-    assert "Comparison: accuracy +0.03 >= +0.01" in body
+    header = "| metric | base (pre-training) | champion (scheduled__last-week) | this export "
+    assert header + "(challenger) |" in body
+    assert "| accuracy | 0.3000 | 0.3800 | 0.4100 |" in body
+    assert "| mean_reward | 0.9000 | 1.1000 | 1.2000 |" in body
+    assert "Gate: passed: mean_reward 1.2000 vs base 0.9000 (gain 0.3000, needs +0.1)" in body
+    assert "Champion: accuracy +0.03 >= +0.01" in body
     assert "16.00 chip-hours = 4.00 host-hours" in body and "no price known" in body
+    assert "No answer by 2026-05-02 12:30 UTC answers **Reject**" in body
 
 
 def test_the_first_champion_and_a_run_without_comparison_say_so():
-    first = approval_body("r", EXPORT, {**COMPARISON, "champion": None}, None, "spot")
-    assert "no champion yet" in first and "| accuracy | 0.4100 |" in first
+    first = approval_body(case(comparison={**COMPARISON, "champion": None}, tpu=None))
+    assert (
+        "| metric | base (pre-training) | champion: none yet | this export (challenger) |" in first
+    )
+    assert "| accuracy | 0.3000 | n/a | 0.4100 |" in first
+    assert "Champion: none yet, this export would be the first" in first
     assert "TPUs: not counted" in first
-    assert "No champion comparison ran" in approval_body("r", EXPORT, None, TPU, "spot")
+    alone = approval_body(case(comparison=None))
+    assert "champion: not compared" in alone and "Champion: no comparison ran" in alone
+
+
+def test_a_timeout_that_approves_says_so_in_the_body():
+    body = approval_body(case(timeout_option="Approve"))
+    assert "answers **Approve**" in body and "becomes this deployment's champion" in body
 
 
 @pytest.mark.parametrize(
@@ -75,6 +119,12 @@ def test_the_first_champion_and_a_run_without_comparison_say_so():
             {"chosen_options": ["Reject"], "responded_by_user": None},
             COMPARISON,
             "not promoted: the approval timed out (rejected); the export stays",
+        ),
+        (
+            {"registry_version": None},
+            {"chosen_options": ["Approve"], "responded_by_user": None},
+            COMPARISON,
+            "promoted (approved on timeout: approval_timeout_answer=approve)",
         ),
         (
             None,
@@ -178,3 +228,136 @@ def test_a_reject_skips_promote_and_the_verdict_still_says_who_rejected():
         op.execute_complete({"ti": ti, "task": op}, event)
     assert skipped.value.tasks == [Step.PROMOTE]
     assert run_promotion(ti) == "not promoted: rejected by bo; the export stays"
+
+
+RUN_ID = "manual__2026-05-01T10:00:00+00:00"
+DECISION = f"/dags/tpu_rl_post_training/runs/{RUN_ID}/tasks/approve/required_actions"
+
+
+def asking_context(op: ApproveExportOperator) -> dict:
+    ti = SimpleNamespace(
+        id="0190-ti", dag_id="tpu_rl_post_training", run_id=RUN_ID, task_id=op.task_id, map_index=-1
+    )
+    return {
+        "dag": SimpleNamespace(dag_id=ti.dag_id),
+        "run_id": RUN_ID,
+        "task": op,
+        "task_instance": ti,
+    }
+
+
+def test_the_run_note_and_the_notice_link_the_decision_with_the_comparison(monkeypatch):
+    """The run's page shows its note first: while approve waits, the note's first line is the
+    link to the Required Actions page of the task (the route the UI's own link takes)."""
+    from tpu_rl.deployment import airflow_api_conn_id
+    from tpu_rl.promotion.approval_notice import ApprovalRequestNotifier
+    from tpu_rl.report import failures, notices, run_note
+
+    notes, notices_sent = [], []
+    monkeypatch.setattr(run_note, "set_run_note", lambda *args: notes.append(args) or True)
+    monkeypatch.setattr(failures, "channels", lambda request: notices_sent.append(request) or [])
+    monkeypatch.setattr(notices, "send_notices", lambda channels, context, log: [])
+    op = ApproveExportOperator()
+    op.approval_case = case()
+    ApprovalRequestNotifier().notify(asking_context(op))
+    [(conn_id, dag_id, run_id, note)] = notes
+    assert (conn_id, dag_id, run_id) == (airflow_api_conn_id(), "tpu_rl_post_training", RUN_ID)
+    first = note.split("\n\n")[0]
+    assert first.startswith("**Awaiting approval**: [Approve or reject](http")
+    assert f"{DECISION}?map_index=-1)" in first
+    assert "mean_reward: base 0.9000, champion 1.1000, this export 1.2000" in note
+    assert "Gate: passed" in note and "TPU cost so far: 16.00 chip-hours" in note
+    [request] = notices_sent
+    assert f"{DECISION}?map_index=-1" in request.text and "answers **Reject**" in request.text
+
+
+class AskingTI(PushingTI):
+    """A task instance with the run's results before approve: export, gate, comparison."""
+
+    id = "0190-ti"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values |= {
+            (Step.EXPORT, "return_value"): {
+                "export_uri": EXPORT.export_uri,
+                "step": 100,
+                "metrics": EXPORT.metrics,
+            },
+            (Step.GATE, "return_value"): GATE,
+            (Step.COMPARE_CHAMPION, "return_value"): COMPARISON,
+        }
+
+
+def ask(monkeypatch, op: ApproveExportOperator, answer: str) -> list[str] | None:
+    """Run approve's execute up to the wait; the defaults stored with the request (what the
+    scheduler answers at the timeout)."""
+    from airflow.providers.standard.operators import hitl
+    from airflow.sdk.exceptions import TaskAwaitingInput
+
+    from tpu_rl.report import run_cost
+
+    stored = {}
+    monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **request: stored.update(request))
+    monkeypatch.setattr(run_cost, "count_run_cost", lambda layout, context: TPU)
+    settings = SimpleNamespace(
+        approval="required",
+        approval_timeout_minutes=60,
+        approval_timeout_answer=answer,
+        capacity="spot",
+    )
+    layout = SimpleNamespace(run_id=RUN_ID, settings=settings)
+    monkeypatch.setattr(op, "run_layout", lambda context: layout)
+    with pytest.raises(TaskAwaitingInput):  # Airflow 3.3: the task waits in awaiting_input
+        op.execute({**asking_context(op), "ti": AskingTI()})
+    assert "| mean_reward | 0.9000 | 1.1000 | 1.2000 |" in stored["body"]
+    return stored["defaults"]
+
+
+def timed_out(defaults: list[str]) -> dict:
+    """The event the scheduler resumes a timed-out approval with: its defaults as the answer,
+    no one's (Airflow 3.3 jobs/scheduler_job_runner.py check_awaiting_input_timeouts)."""
+    from airflow.models.hitl import HITLDetail
+
+    detail = HITLDetail(options=["Approve", "Reject"], subject="s", defaults=defaults)
+    detail.chosen_options = list(detail.defaults)
+    detail.params_input = {}
+    detail.responded_by = None
+    detail.responded_at = datetime(2026, 5, 2, tzinfo=UTC)
+    return detail.as_resume_event_payload(timedout=True)
+
+
+def in_a_dag() -> ApproveExportOperator:
+    from airflow.sdk import DAG
+
+    from tpu_rl.operators.promotion import PromoteExportOperator
+
+    with DAG("approval_timeout_test", schedule=None):
+        op = ApproveExportOperator(notifiers=[])
+        op >> PromoteExportOperator()
+    return op
+
+
+def test_a_timeout_rejects_by_default_and_promote_is_skipped(monkeypatch):
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+
+    op = in_a_dag()
+    defaults = ask(monkeypatch, op, "reject")
+    assert defaults == ["Reject"]
+    ti = PushingTI()
+    with pytest.raises(DownstreamTasksSkipped) as skipped:
+        op.execute_complete({"ti": ti, "task": op}, timed_out(defaults))
+    assert skipped.value.tasks == [Step.PROMOTE]
+    assert run_promotion(ti) == "not promoted: the approval timed out (rejected); the export stays"
+
+
+def test_a_timeout_approves_when_the_run_says_so(monkeypatch):
+    op = in_a_dag()
+    defaults = ask(monkeypatch, op, "approve")
+    assert defaults == ["Approve"]
+    ti = PushingTI()
+    assert op.execute_complete({"ti": ti, "task": op}, timed_out(defaults))["chosen_options"] == [
+        "Approve"
+    ]
+    ti.values[(Step.PROMOTE, "return_value")] = {"registry_version": None}
+    assert run_promotion(ti) == "promoted (approved on timeout: approval_timeout_answer=approve)"

@@ -3,7 +3,7 @@ export to the deployment's champion."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -17,6 +17,7 @@ from tpu_rl.promotion.approval_notice import ApprovalRequestNotifier
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tpu_rl.promotion.approval_text import ApprovalCase
     from tpu_rl.settings.run_settings import RunSettings
 
 
@@ -25,35 +26,41 @@ def _approval_minutes(s: RunSettings) -> float:
 
 
 class ApproveExportOperator(RunStep, ApprovalOperator):
-    """Airflow's ApprovalOperator with the run report as its body, when the run's `approval` is
-    `required`; otherwise it passes at once (returns {"approval": "none"}).
+    """Airflow's ApprovalOperator with the run's comparison as its body (the base model, the
+    champion and this export side by side, the gate's and the comparison's verdicts, the TPU
+    cost so far), when the run's `approval` is `required`; otherwise it passes at once (returns
+    {"approval": "none"}). Its notifier puts the link to the decision in the run's note.
 
     Passing rather than skipping: a skipped `approve` would skip `promote` too, and skipped then
     means one thing only: not promoted (the champion won, or a person said no). A reject, or no
-    answer within `approval_timeout_minutes` (the defaults, Reject, answer then: the scheduler's
-    AWAITING_INPUT sweep, or HITLTrigger before Airflow 3.3), skips `promote`; the run does not
-    fail: it did its work, and a person's no is an outcome, not an error (the provider's own
-    warning against `fail_on_reject`, operators/hitl.py ApprovalOperator.__init__).
+    answer within `approval_timeout_minutes` when `approval_timeout_answer` is reject (the
+    defaults answer then: the scheduler's AWAITING_INPUT sweep, or HITLTrigger before Airflow
+    3.3), skips `promote`; the run does not fail: it did its work, and a person's no is an
+    outcome, not an error (the provider's own warning against `fail_on_reject`,
+    operators/hitl.py ApprovalOperator.__init__).
     """
 
     step_id = Step.APPROVE
     step_doc = """
 With `approval=required`, asks for a person's approval of the verified export in Airflow's
-**Required Actions** (and through the deployment's notification channels), once the TPUs and the
-cluster are gone: the run's metrics, the champion comparison and the TPU cost are its text.
-**Approve** promotes the export; **Reject**, or no answer within `approval_timeout_minutes`,
-leaves it where it is, unpromoted, and the run still succeeds (its note says so). With
-`approval=none` it passes at once.
+**Required Actions**, once the TPUs and the cluster are gone. The run's note links the decision
+(*Approve or reject*) while it waits, and the deployment's notification channels get the same
+link. Its text puts the base model, the champion and this export side by side, with the gate's
+and the champion comparison's verdicts and the TPU cost so far. **Approve** promotes the export;
+**Reject** leaves it where it is, unpromoted, and the run still succeeds (its note says so). No
+answer within `approval_timeout_minutes` answers `approval_timeout_answer` (by default reject;
+the form highlights that option). With `approval=none` it passes at once.
 """
     limit = Limit(_approval_minutes, 1, ("approval_timeout_minutes",))
     operator_extra_links = (ExportLink(),)
-    export_uri = ""  # what the approval request's notice names
+    approval_case: ApprovalCase | None = None  # execute's: the notifier's (note, notice)
 
     def __init__(self, **kwargs: Any) -> None:
         from tpu_rl.settings.params import default_settings
 
         kwargs.setdefault("subject", "Promote this run's export?")
-        kwargs.setdefault("defaults", ApprovalOperator.REJECT)  # what a timeout answers
+        # what a timeout answers; execute sets the run's approval_timeout_answer
+        kwargs.setdefault("defaults", ApprovalOperator.REJECT)
         kwargs.setdefault("notifiers", [ApprovalRequestNotifier()])
         minutes = default_settings().approval_timeout_minutes
         kwargs.setdefault("response_timeout", timedelta(minutes=minutes))
@@ -61,26 +68,42 @@ leaves it where it is, unpromoted, and the run still succeeds (its note says so)
 
     def execute(self, context: Context) -> Any:
         from tpu_rl.dag.run_limits import time_left
-        from tpu_rl.promotion.approval_text import ANSWER_KEY, NOT_REQUIRED, approval_body
+        from tpu_rl.promotion.approval_text import (
+            ANSWER_KEY,
+            NOT_REQUIRED,
+            ApprovalCase,
+            approval_body,
+            timeout_option,
+        )
         from tpu_rl.promotion.exported import champion_comparison, exported_model
         from tpu_rl.report.run_cost import count_run_cost
 
         layout = self.run_layout(context)
         ti = context["ti"]
-        if layout.settings.approval != "required":
+        s = layout.settings
+        if s.approval != "required":
             self.log.info("approval=none: the export is promoted without asking.")
             ti.xcom_push(key=ANSWER_KEY, value={"approval": NOT_REQUIRED})
             return {"approval": NOT_REQUIRED}
-        export = exported_model(ti)
-        self.export_uri = export.export_uri
-        tpu = count_run_cost(layout, context)  # to now: the cluster is gone
-        self.body = approval_body(
-            layout.run_id, export, champion_comparison(ti), tpu, layout.settings.capacity
-        )
         # the run's approval_timeout_minutes, capped at its work deadline (RunStep.pre_execute)
-        self.response_timeout = time_left(self) or timedelta(
-            minutes=layout.settings.approval_timeout_minutes
+        self.response_timeout = time_left(self) or timedelta(minutes=s.approval_timeout_minutes)
+        # what the scheduler answers at the timeout, and the option the form highlights: the
+        # request's `defaults` (Airflow 3.3 jobs/scheduler_job_runner.py
+        # check_awaiting_input_timeouts; HITLTrigger._handle_timeout before it)
+        self.defaults = [timeout_option(s.approval_timeout_answer)]
+        gate = ti.xcom_pull(task_ids=Step.GATE)
+        case = ApprovalCase(
+            run_id=layout.run_id,
+            export=exported_model(ti),
+            gate=gate if isinstance(gate, dict) else None,
+            comparison=champion_comparison(ti),
+            tpu=count_run_cost(layout, context),  # to now: the cluster is gone
+            capacity=s.capacity,
+            timeout_option=self.defaults[0],
+            deadline=datetime.now(UTC) + self.response_timeout,
         )
+        self.approval_case = case
+        self.body = approval_body(case)
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:

@@ -1,23 +1,54 @@
 """What a person reads before approving a promotion, and what the run says of it afterwards.
 
-The approval's body is the run's report in short (Markdown, which Airflow's Required Actions page
-renders: HITLOperator's `body`): the exported step's metrics, the champion comparison, the TPU
-cost. `promotion_line` is the run's one line about it, in its verdict and note.
+The approval's body (Markdown, which Airflow's Required Actions page renders: HITLOperator's
+`body`) puts the export's evaluation beside the base model's and the champion's, with the gate's
+and the champion comparison's verdicts, the TPU cost so far and what no answer does; its summary
+is the run's note while it waits, and the request's notice. `promotion_line` is the run's one
+line about it afterwards, in its verdict and note.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from tpu_rl.names import Step
 from tpu_rl.promotion.exported import ExportedModel, champion_comparison
 from tpu_rl.promotion.promote import STATE_XCOM
 from tpu_rl.report.run_report import cost_text
+from tpu_rl.rewards.evaluations import EVAL_METRICS
 
 APPROVE, REJECT = "Approve", "Reject"  # ApprovalOperator.APPROVE / .REJECT (providers-standard)
 NOT_REQUIRED = "none"  # approve's result when the run's approval setting is none
 ANSWER_KEY = "answer"  # approve's XCom: {"approval": "none"} or the chosen option and who chose
+BASE, CHALLENGER = "base (pre-training)", "this export (challenger)"
+WHAT_IT_DOES = {
+    APPROVE: "the export becomes this deployment's champion",
+    REJECT: "the export stays where it is, unpromoted",
+}
+
+
+def timeout_option(answer: str) -> str:
+    """The approval's option for the run's `approval_timeout_answer` (approve | reject)."""
+    return APPROVE if answer == "approve" else REJECT
+
+
+@dataclass(frozen=True)
+class ApprovalCase:
+    """What a person decides on: the export, the gate's result (tpu_rl.rewards.gate), the
+    champion comparison (tpu_rl.promotion.comparison), the TPU cost so far, and what no answer
+    by `deadline` answers (`timeout_option`)."""
+
+    run_id: str
+    export: ExportedModel
+    gate: Mapping[str, Any] | None
+    comparison: Mapping[str, Any] | None
+    tpu: Mapping[str, Any] | None
+    capacity: str
+    timeout_option: str = REJECT
+    deadline: datetime | None = None
 
 
 def _number(value: Any) -> str:
@@ -26,50 +57,133 @@ def _number(value: Any) -> str:
     return str(value) if isinstance(value, int) else f"{value:.4f}"
 
 
-def metrics_table(columns: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+Columns = Mapping[str, Mapping[str, Any] | None]
+
+
+def metric_names(columns: Columns) -> list[str]:
+    """The metrics any column has: MaxText's evaluation metrics in their order, then others."""
+    found = {name for values in columns.values() for name in values or {}}
+    return [n for n in EVAL_METRICS if n in found] + sorted(found - set(EVAL_METRICS))
+
+
+def metrics_table(columns: Columns) -> list[str]:
     """A Markdown table: one row per metric, one column per evaluated model."""
-    names = sorted({name for values in columns.values() for name in values or {}})
     lines = [f"| metric | {' | '.join(columns)} |", "|---" * (len(columns) + 1) + "|"]
-    for name in names:
+    for name in metric_names(columns):
         cells = " | ".join(_number((values or {}).get(name)) for values in columns.values())
         lines.append(f"| {name} | {cells} |")
     return lines
 
 
-def approval_body(
-    run_id: str,
-    export: ExportedModel,
-    comparison: Mapping[str, Any] | None,
-    tpu: Mapping[str, Any] | None,
-    capacity: str,
-) -> str:
-    """The approval's Markdown body: the export, its metrics beside the champion's, the cost."""
+def _gate_rows(gate: Mapping[str, Any] | None) -> Mapping[str, Mapping[str, Any]]:
+    rows = (gate or {}).get("metrics")
+    return rows if isinstance(rows, Mapping) else {}
+
+
+def evaluation_columns(case: ApprovalCase) -> dict[str, Mapping[str, Any] | None]:
+    """The three models side by side: the base model (the gate's pre-training figures), the
+    champion (as scored on this run's evaluation set), this export."""
+    rows = _gate_rows(case.gate)
+    comparison = case.comparison or {}
+    challenger = (
+        comparison.get("challenger_metrics")
+        or case.export.metrics
+        or {name: row.get("candidate") for name, row in rows.items()}
+    )
+    champion = comparison.get("champion")
+    if case.comparison is None:
+        title = "champion: not compared"
+    elif champion is None:
+        title = "champion: none yet"
+    else:
+        title = f"champion ({champion.get('run_id', 'n/a')})"
+    return {
+        BASE: {name: row.get("pre") for name, row in rows.items()},
+        title: comparison.get("champion_metrics") if champion else None,
+        CHALLENGER: challenger,
+    }
+
+
+def gate_verdict(gate: Mapping[str, Any] | None) -> str:
+    """The gate's verdict on this export against the base model, metric by metric."""
+    rows = {n: r for n, r in _gate_rows(gate).items() if r.get("min_gain") is not None}
+    if not rows:
+        return "Gate: no result recorded"
+    parts = [
+        f"{name} {_number(row.get('candidate'))} vs base {_number(row.get('pre'))} "
+        f"(gain {_number(row.get('gain'))}, needs {row['min_gain']:+g})"
+        for name, row in rows.items()
+    ]
+    passed = all(row.get("passed") for row in rows.values())
+    return f"Gate: {'passed' if passed else 'did not pass'}: {'; '.join(parts)}"
+
+
+def champion_verdict(comparison: Mapping[str, Any] | None) -> str:
+    """The champion comparison's verdict."""
+    if comparison is None:
+        return "Champion: no comparison ran for this run"
+    if comparison.get("champion") is None:
+        return "Champion: none yet, this export would be the first"
+    return f"Champion: {comparison.get('reason') or 'n/a'}"
+
+
+def timeout_text(case: ApprovalCase) -> str:
+    """What no answer does, and by when."""
+    by = f" by {case.deadline:%Y-%m-%d %H:%M} UTC" if case.deadline else ""
+    return (
+        f"No answer{by} answers **{case.timeout_option}** (the run's approval_timeout_answer): "
+        f"{WHAT_IT_DOES[case.timeout_option]}."
+    )
+
+
+def cost_line(case: ApprovalCase) -> str:
+    """The TPU cost so far (the cluster is gone: the run's whole TPU cost, but outcome's)."""
+    if not case.tpu:
+        return "TPUs: not counted"
+    return f"TPU cost so far: {cost_text(case.tpu, case.capacity)}"
+
+
+def approval_body(case: ApprovalCase) -> str:
+    """The approval's Markdown body: the export, the three models' metrics side by side, the
+    verdicts, the cost, what no answer does."""
     lines = [
-        f"Run `{run_id}` exported checkpoint step {_number(export.step)} to "
-        f"`{export.export_uri}`. Approve to make it this deployment's champion; reject (or let "
-        "the approval time out) to leave the export where it is, unpromoted.",
+        f"Run `{case.run_id}` exported checkpoint step {_number(case.export.step)} to "
+        f"`{case.export.export_uri}`. **{APPROVE}**: {WHAT_IT_DOES[APPROVE]}. **{REJECT}**: "
+        f"{WHAT_IT_DOES[REJECT]}.",
+        "",
+        timeout_text(case),
         "",
         "## Evaluation",
         "",
+        *metrics_table(evaluation_columns(case)),
+        "",
+        f"- {gate_verdict(case.gate)}",
+        f"- {champion_verdict(case.comparison)}",
+        "",
+        "## Cost",
+        "",
+        f"- {cost_line(case)}",
     ]
-    if comparison is None:
-        lines += metrics_table({"this export": export.metrics})
-        lines += ["", "No champion comparison ran for this run."]
-    elif comparison.get("champion") is None:
-        lines += metrics_table({"this export": export.metrics})
-        lines += ["", "This deployment has no champion yet: this export would be its first."]
-    else:
-        champion = comparison["champion"]
-        lines += metrics_table(
-            {
-                "this export": comparison.get("challenger_metrics") or export.metrics,
-                f"champion ({champion.get('run_id', 'n/a')})": comparison.get("champion_metrics"),
-            }
-        )
-        lines += ["", f"Comparison: {comparison.get('reason') or 'n/a'}"]
-    lines += ["", "## Cost", ""]
-    lines.append(f"- TPUs so far: {cost_text(tpu, capacity)}" if tpu else "- TPUs: not counted")
     return "\n".join(lines) + "\n"
+
+
+def approval_summary(case: ApprovalCase) -> list[str]:
+    """The body in a few lines, for the run's note and the request's notice: each metric's
+    base, champion and export values, the verdicts, the cost, what no answer does."""
+    columns = evaluation_columns(case)
+    base, champion, export = (values or {} for values in columns.values())
+    lines = [
+        f"{name}: base {_number(base.get(name))}, champion {_number(champion.get(name))}, "
+        f"this export {_number(export.get(name))}"
+        for name in metric_names(columns)
+    ]
+    return [
+        *lines,
+        gate_verdict(case.gate),
+        champion_verdict(case.comparison),
+        cost_line(case),
+        timeout_text(case),
+    ]
 
 
 def approval_decision(result: Any) -> str | None:
@@ -82,7 +196,10 @@ def approval_decision(result: Any) -> str | None:
     user = result.get("responded_by_user") or {}
     if user:
         return f"{'approved' if chosen == APPROVE else 'rejected'} by {user.get('name')}"
-    # a timeout answers with the defaults, as no one (HITLTrigger / the scheduler's sweep)
+    # a timeout answers with the defaults, as no one (HITLTrigger / the scheduler's sweep):
+    # the run's approval_timeout_answer
+    if chosen == APPROVE:
+        return "approved on timeout: approval_timeout_answer=approve"
     return "the approval timed out (rejected)" if chosen == REJECT else f"{chosen} (no one)"
 
 

@@ -80,3 +80,10 @@ class Approval(StrEnum):
 
     NONE = "none"
     REQUIRED = "required"
+
+
+class ApprovalTimeoutAnswer(StrEnum):
+    """What an approval no one answered in time answers (and the option its form highlights)."""
+
+    REJECT = "reject"
+    APPROVE = "approve"

@@ -156,7 +156,11 @@ DESCRIPTIONS: dict[str, str] = {
     "before it becomes the deployment's champion, after the TPUs and cluster are released; "
     "none: it is promoted without asking.",
     "approval_timeout_minutes": "How long the approval waits for an answer; no answer by then "
-    "rejects the promotion (the export stays where it is).",
+    "answers approval_timeout_answer (by default: rejects; the export stays where it is).",
+    "approval_timeout_answer": "What an approval no one answered within "
+    "approval_timeout_minutes answers: reject (the export stays, unpromoted) or approve (it is "
+    "promoted as if a person approved). Airflow's approval form highlights the same option: "
+    "it is one parameter there (the operator's defaults).",
     "champion_eval_timeout_minutes": "Time limit for scoring the deployment's champion on this "
     "run's evaluation set, before the TPUs are released.",
 }

@@ -10,6 +10,7 @@ from typing import Any
 from tpu_rl.settings import text_rules as rule
 from tpu_rl.settings.choices import (
     Approval,
+    ApprovalTimeoutAnswer,
     Capacity,
     ClusterMode,
     DType,
@@ -152,6 +153,9 @@ class RunSettings:
     export_timeout_minutes: int = RUN.limit(180, "Export", 7 * DAY)
     approval: Approval = RUN.choice(Approval, "Approval")
     approval_timeout_minutes: int = RUN.limit(DAY, "Approval", 30 * DAY)
+    approval_timeout_answer: ApprovalTimeoutAnswer = RUN.choice(
+        ApprovalTimeoutAnswer, "Answer when the approval times out"
+    )
     champion_eval_timeout_minutes: int = RUN.limit(60, "Champion evaluation", 7 * DAY)
 
     def __post_init__(self) -> None:
