@@ -31,7 +31,19 @@ LADDER = {
     "checkpoint_period": 25,
     "capacity_ladder": f"spot@{ZONE_B}, flex_start@{ZONE_A}",
 }
-EXHAUSTED = "ZONE_RESOURCE_POOL_EXHAUSTED"
+STOCKOUT = "GCE_STOCKOUT"
+IGM_WAIT = (
+    "Error waiting for creating GKE NodePool: Google Compute Engine: Not all instances running "
+    "in IGM after 35m0s"
+)
+TPU_POOL = "module.gke-tpu-v6e-pool.google_container_node_pool.node_pool[0]"
+
+
+def replaced_nodes(result: RunResult, pool: str) -> list[str]:
+    """Nodes of `pool` that went and came back under the same name before cleanup (GKE moved
+    the pool: its locations changed)."""
+    names = [n.name for n in result.ledger.nodes if n.group == pool]
+    return sorted({n for n in names if names.count(n) > 1})
 
 
 @dataclass
@@ -66,8 +78,13 @@ def tpu_nodes(result: RunResult) -> list[Any]:
 
 
 def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, capfd, e2e_report):
-    """No Spot VMs in us-east5-b: the Spot pool's deploy fails with GKE's error, the run moves
-    to flex-start in us-east5-a (its TPU pods select flex-start nodes), trains and finishes."""
+    """No Spot VMs in us-east5-b: the static Spot pool waits GKE's 35 minutes (simulated) for
+    its VMs, its terraform create timeout (45m) outlasting it, and fails with GKE's GCE_STOCKOUT;
+    the run moves to flex-start in us-east5-a (its TPU pods select flex-start nodes), trains and
+    finishes. The move makes a new TPU pool there while the cluster's zone, its system pool and
+    cpu-np stay in us-east5-b (issue 42, findings 2 and 4: before, terraform's 30-minute default
+    timed out first, with no stockout word, and the run failed; and the rung's zone moved the
+    cluster's node_locations, so every pool)."""
     case = Case("ladder_first_rung_stocked_out", "success")
     with Sandbox(tmp_path).up() as box:
         box.capacity.stock_out("spot", ZONE_B)
@@ -78,8 +95,14 @@ def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, 
         (f"flex_start@{ZONE_A}", "ready"),
     ], tries(result)
     reason = tries(result)[0]["reason"]
-    assert EXHAUSTED in reason and f"zones/{ZONE_B}" in reason, reason
+    assert IGM_WAIT in reason and STOCKOUT in reason and f"zones/{ZONE_B}" in reason, reason
     assert f"Capacity ladder: rung 1 spot@{ZONE_B} could not give the whole slice" in log
+    assert f"# {TPU_POOL} will be replaced" in log  # its own name: a new pool
+    assert "google_container_cluster.gke_cluster will be updated" not in log
+    assert "cpu_np[0] will be" not in log and "system_node_pools[0] will be" not in log
+    assert replaced_nodes(result, "cpu-np") == replaced_nodes(result, "system") == []
+    flex = {n.group for n in tpu_nodes(result)}
+    assert flex == {"gke-tpu-v6e-pool-rung2"}, flex
     assert f"moves to rung 2 flex_start@{ZONE_A}" in log
     assert result.xcoms["create_cluster.rung"] == f"flex_start@{ZONE_A}"
     # the slice came from the second rung: flex-start nodes scaled up in us-east5-a
@@ -87,7 +110,7 @@ def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, 
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     assert tpu_nodes(result), "no TPU node came up"
     assert [a["outcome"] for a in attempts(result)] == ["completed"]
-    assert "## Capacity ladder" in report and EXHAUSTED in report, report
+    assert "## Capacity ladder" in report and STOCKOUT in report, report
     no_tpu_left(result)
     assert result.clusters == {}
 
@@ -110,7 +133,8 @@ def test_a_reservation_used_by_others_moves_to_the_next_rung(
         (f"flex_start@{ZONE_A}", "ready"),
     ], tries(result)
     reason = tries(result)[0]["reason"]
-    assert "CONDITION_NOT_MET: Specified reservation 'v6e-32-reservation' does not have" in reason
+    assert "[CONDITION_NOT_MET]: Instance creation failed: Specified reservation " in reason
+    assert "'v6e-32-reservation' does not have available resources" in reason
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     assert [a["outcome"] for a in attempts(result)] == ["completed"]
     no_tpu_left(result)
@@ -130,7 +154,7 @@ def test_every_rung_stocked_out_fails_with_each_reason(airflow_db, tmp_path, cap
     assert result.task_states["cleanup_cluster"] == "success", result.task_states
     assert "Capacity ladder: none of its 2 rungs could give the whole slice" in log
     for zone in (ZONE_B, ZONE_A):
-        assert f"spot@{zone}: Error: Error waiting for creating GKE NodePool: {EXHAUSTED}" in log
+        assert f"spot@{zone}: Error: {IGM_WAIT}" in log
         assert f"zones/{zone}' does not have enough resources available" in log
     assert [t["outcome"] for t in tries(result)] == ["stockout", "stockout"], tries(result)
     assert deploy_zones(result)[:2] == [ZONE_B, ZONE_A], deploy_zones(result)
@@ -175,6 +199,8 @@ def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
     assert "GCE out of resources" in reason, reason
     assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
     assert result.xcoms[f"{first}.rung"] == f"flex_start@{ZONE_A}", result.xcoms
+    # a new pool in us-east5-a, not the old one moved there in place (issue 42, finding 4)
+    assert f"# {TPU_POOL} will be replaced" in log and "updated in-place" not in log
     if first == "convert":  # the backend started on the new rung
         assert "start_backend.rungs" not in result.xcoms
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)

@@ -72,6 +72,11 @@ class NodePool:
     max_nodes: int = 0  # > nodes: the cluster autoscaler may add nodes up to this
     capacity: str = "reservation"  # reservation | flex_start | spot (gke-node-pool settings)
     slice_hosts: int = 0  # a multi-host TPU slice: nodes come and go all together
+    # the pool's zone (its node_locations; "": the cluster's). A pool whose zone changed is
+    # another pool to replace_pools: GKE adds and removes its nodes (NodePool.locations,
+    # container.v1: "changing node pool locations will result in nodes being added and/or
+    # removed")
+    zone: str = ""
 
     @property
     def scales_from_zero(self) -> bool:
@@ -79,6 +84,8 @@ class NodePool:
         return self.nodes == 0 and self.max_nodes > 0
 
     def node(self, cluster: str, zone: str, index: int) -> dict[str, Any]:
+        """The pool's node `index`, in the pool's zone (`zone`, the cluster's, when it has none)."""
+        zone = self.zone or zone
         machine = MACHINE_TYPES[self.machine_type]
         allocatable = {"cpu": machine.cpu, "memory": machine.memory, "pods": "110"}
         if machine.tpu:
@@ -199,12 +206,23 @@ class ClusterModel:
         cluster_sa = next((emails[u] for u in cluster.get("use", []) if u in emails), "")
         pool_sa = next((emails[u] for u in tpu_module.get("use", []) if u in emails), "")
         system_sa = f"{project}-compute@developer.gserviceaccount.com"
-        pools = [
-            NodePool("system", str(setting(cluster, "system_node_pool_machine_type")), 2, system_sa)
-        ]
+        # gke-cluster/main.tf (cluster-toolkit 1047080) lines 132, 434, 533: the cluster's,
+        # the system pool's and cpu-np's node_locations are all system_node_pool_zones;
+        # gke-node-pool/main.tf line 108: the TPU pool's are its `zones`
+        cluster_zone = (setting(cluster, "system_node_pool_zones") or [zone])[0]
+        tpu_zone = (setting(tpu_module, "zones") or [zone])[0]
+        machine_type = str(setting(cluster, "system_node_pool_machine_type"))
+        pools = [NodePool("system", machine_type, 2, system_sa, zone=cluster_zone)]
         if setting(cluster, "enable_pathways_for_tpus"):
             pools.append(
-                NodePool("cpu-np", "n4-standard-64", 2, cluster_sa or system_sa, max_nodes=10)
+                NodePool(
+                    "cpu-np",
+                    "n4-standard-64",
+                    2,
+                    cluster_sa or system_sa,
+                    max_nodes=10,
+                    zone=cluster_zone,
+                )
             )
         base = str(setting(tpu_module, "name"))
         tpu_labels = {
@@ -236,6 +254,7 @@ class ClusterModel:
                     max_nodes=int(most) if autoscaling else 0,
                     capacity=capacity,
                     slice_hosts=hosts,
+                    zone=tpu_zone,
                 )
             )
         bound = (

@@ -79,3 +79,60 @@ def precondition_refusal(settings: dict[str, Any], variables: dict[str, Any]) ->
             "static_node_count. static_node_count should be set to null."
         )
     return None
+
+
+# What terraform plans when a deployed blueprint is deployed again with other settings (a
+# capacity ladder's next rung), for the resources whose zones the ladder touches:
+# - gke-cluster/main.tf (cluster-toolkit 1047080) lines 132, 434, 533: the cluster's
+#   `node_locations`, the system pool's and `cpu-np`'s all read var.system_node_pool_zones;
+#   gke-node-pool/main.tf line 108: the TPU pool's `node_locations = var.zones`.
+# - terraform-provider-google resource_container_node_pool.go (e03b762) lines 510-516: `name`
+#   is ForceNew; lines 418-424: `node_locations` is not (updated in place); the capacity
+#   settings (`spot`, `flex_start`, `reservation_affinity` in node_config) force a new pool.
+# - GKE API (container.v1 ClusterUpdate.desiredLocations): "changing cluster locations will
+#   update the locations of all node pools and will result in nodes being added and/or removed".
+CLUSTER_SOURCE = "modules/scheduler/gke-cluster"
+_FORCE_NEW = ("name", "spot", "enable_flex_start", "reservation_affinity")
+
+
+def _zones(value: Any, variables: dict[str, Any]) -> list[str]:
+    return [str(_value(z, variables)) for z in (_value(value, variables) or [])]
+
+
+def located_resources(blueprint: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """terraform address -> the settings that decide update or replace, with node_locations."""
+    variables = blueprint.get("vars") or {}
+    found: dict[str, dict[str, Any]] = {}
+    for group in blueprint.get("deployment_groups") or []:
+        for module in group.get("modules") or []:
+            settings = module.get("settings") or {}
+            if module.get("source") == CLUSTER_SOURCE:
+                zones = _zones(settings.get("system_node_pool_zones"), variables)
+                found["google_container_cluster.gke_cluster"] = {"node_locations": zones}
+                found["google_container_node_pool.system_node_pools[0]"] = {"node_locations": zones}
+                if _value(settings.get("enable_pathways_for_tpus"), variables):
+                    found["google_container_node_pool.cpu_np[0]"] = {"node_locations": zones}
+            elif module.get("source") == NODE_POOL_SOURCE:
+                keyed = {k: _value(settings.get(k), variables) for k in _FORCE_NEW}
+                keyed["node_locations"] = _zones(settings.get("zones"), variables)
+                found[f"module.{module.get('id')}.google_container_node_pool.node_pool[0]"] = keyed
+    return found
+
+
+def planned_changes(earlier: dict[str, Any] | None, blueprint: dict[str, Any]) -> dict[str, str]:
+    """What terraform does to each located resource of `earlier`'s deployment when `blueprint`
+    is applied: "replace" (a ForceNew setting changed), "update in place" (its node_locations
+    changed; for the cluster, GKE then moves every node pool), or nothing (left out)."""
+    if not earlier:
+        return {}
+    before, after = located_resources(earlier), located_resources(blueprint)
+    changes = {}
+    for address, now in after.items():
+        was = before.get(address)
+        if was is None:
+            continue
+        if any(was.get(k) != now.get(k) for k in _FORCE_NEW if k in now):
+            changes[address] = "replace"
+        elif was["node_locations"] != now["node_locations"]:
+            changes[address] = "update in place"
+    return changes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -107,14 +108,46 @@ def pool_mode(settings: dict[str, Any], variables: dict[str, Any]) -> str:
     return "spot" if value(settings.get("spot")) is True else "reservation"
 
 
+# GKE waits this long for a static pool's instance group before it fails the create with the
+# IGM's errors: "Google Compute Engine: Not all instances running in IGM after 35m4.03s.
+# Expected 5, running 2, transitioning 3. Current errors: [GCE_STOCKOUT]: Instance '...'
+# creation failed: The zone 'projects/.../zones/us-central1-c' does not have enough resources
+# available to fulfill the request. '(resource type:compute)'." (akka/akka-core#32992,
+# GoogleCloudPlatform/cluster-toolkit#6278, September 2026).
+IGM_WAIT_S = 35 * 60.0
+# terraform-provider-google's node pool create timeout when the pool sets none: 30 minutes up to
+# v7.29 (resource_container_node_pool.go; 60 from v7.30.0, 2 hours from v7.42.0). The sandbox
+# runs the oldest provider Cluster Toolkit's gke-node-pool admits (versions.tf: google-beta
+# >= 7.24.0), where terraform gives up before GKE answers.
+PROVIDER_CREATE_TIMEOUT_S = 30 * 60.0
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def duration_s(text: str) -> float:
+    """A terraform duration ("45m", "1h30m") in seconds."""
+    m = _DURATION.fullmatch(str(text).strip())
+    if not m or not any(m.groups()):
+        raise ValueError(f"not a terraform duration: {text!r}")
+    h, mins, secs = (int(g or 0) for g in m.groups())
+    return h * 3600.0 + mins * 60.0 + secs
+
+
+def _go_duration(seconds: float) -> str:
+    """Go's time.Duration.String of whole minutes ("30m0s", "1h0m0s")."""
+    h, m = divmod(int(seconds // 60), 60)
+    return f"{h}h{m}m0s" if h else f"{m}m0s"
+
+
 def deploy_refusal(bp: dict[str, Any], path: str) -> str | None:
-    """GKE's answer when an expanded blueprint's static TPU pool has a stocked-out mode and zone
-    at creation (the fake gcluster's deploy). The words are Compute Engine's and GKE's documented
-    ones ("Troubleshooting resource availability errors",
-    https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability;
-    https://cloud.google.com/kubernetes-engine/docs/troubleshooting/node-pools, "Node pool
-    creation fails due to resource availability"); the terraform provider's prefix is
-    approximated. A flex-start pool is made with no node, so its deploy never stocks out."""
+    """GKE's or terraform's answer when an expanded blueprint's static TPU pool has a
+    stocked-out mode and zone at creation (the fake gcluster's deploy), or None when it gets its
+    VMs. The pool waits on the simulated clock: GKE's instance group keeps asking for the VMs
+    until IGM_WAIT_S, terraform until the pool's `timeout_create` (else the provider's default);
+    a window that ends before both lets the pool stand. Whichever limit comes first answers:
+    GKE with the IGM's error (GCE_STOCKOUT, or Compute Engine's CONDITION_NOT_MET for a
+    reservation others hold), terraform with its timeout, which names no stockout
+    (tpu_rl.cluster.capacity.CREATE_TIMEOUT_MARKERS). A flex-start pool is made with no node,
+    so its deploy never stocks out."""
     variables = bp["vars"]
     for group in bp["deployment_groups"]:
         for module in group.get("modules") or []:
@@ -128,24 +161,46 @@ def deploy_refusal(bp: dict[str, Any], path: str) -> str | None:
             mode = pool_mode(settings, variables)
             for zone in zones:
                 window = stocked_out(path, mode, zone)
-                if window is not None and window.kind == IN_USE:
-                    return reservation_in_use(variables)
-                if window is not None:
+                if window is None:
+                    continue
+                timeout = settings.get("timeout_create")
+                limit = duration_s(timeout) if timeout else PROVIDER_CREATE_TIMEOUT_S
+                now = _clock(path)
+                if window.end is not None and window.end < now + min(limit, IGM_WAIT_S):
+                    continue  # the VMs come within both waits: the pool stands
+                if limit <= IGM_WAIT_S:
                     return (
-                        "Error waiting for creating GKE NodePool: ZONE_RESOURCE_POOL_EXHAUSTED: "
-                        f"The zone 'projects/{variables.get('project_id')}/zones/{zone}' does "
-                        "not have enough resources available to fulfill the request. Try a "
-                        "different zone, or try again later."
+                        "Error waiting for creating GKE NodePool: timeout while waiting for "
+                        "state to become 'DONE' (last state: 'RUNNING', timeout: "
+                        f"{_go_duration(limit)})"
                     )
+                hosts = int(settings["static_node_count"])
+                cause = (
+                    reservation_in_use(variables)
+                    if window.kind == IN_USE
+                    else "[GCE_STOCKOUT]: Instance creation failed: The zone "
+                    f"'projects/{variables.get('project_id')}/zones/{zone}' does not have "
+                    "enough resources available to fulfill the request. "
+                    "'(resource type:compute)'."
+                )
+                return (
+                    "Error waiting for creating GKE NodePool: Google Compute Engine: Not all "
+                    f"instances running in IGM after {_go_duration(IGM_WAIT_S)}. Expected "
+                    f"{hosts}, running 0, transitioning {hosts}. Current errors: {cause}"
+                )
     return None
+
+
+def _clock(path: str) -> float:
+    return float(json.loads(Path(path).read_text()).get("clock", 0.0))
 
 
 def reservation_in_use(variables: dict[str, Any]) -> str:
     """Compute Engine's answer when a specific reservation has no VM free for the request, as
     GKE's cluster autoscaler matches it (kubernetes/autoscaler, cluster-autoscaler/cloudprovider/
     gce/autoscaling_gce_client.go: isReservationCapacityExceeded, error code CONDITION_NOT_MET,
-    RESERVATION_CAPACITY_EXCEEDED); the terraform provider's prefix is approximated."""
+    RESERVATION_CAPACITY_EXCEEDED), as the IGM reports it for an instance."""
     return (
-        "Error waiting for creating GKE NodePool: CONDITION_NOT_MET: Specified reservation "
+        "[CONDITION_NOT_MET]: Instance creation failed: Specified reservation "
         f"'{variables.get('reservation')}' does not have available resources for the request."
     )

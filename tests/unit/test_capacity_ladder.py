@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import REPO
-from tpu_rl.cluster import climb, ladder
+from tests.unit.test_blueprint import BLUEPRINT
+from tpu_rl.cluster import blueprint, climb, ladder
 from tpu_rl.cluster.toolkit import ClusterToolkitError
 from tpu_rl.plan import main
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings
@@ -172,3 +175,92 @@ def test_plan_renders_what_each_rung_creates(tmp_path):
     assert deployment["vars"]["enable_flex_start"] is True
     assert "reservation" not in deployment["vars"]
     assert rows[2]["files"] == ["rung-3.blueprint.yaml", "rung-3.deployment.yaml"]
+
+
+# issue 42, finding 2: what GKE, its autoscaler and terraform answer when a rung has no capacity
+TERRAFORM_TIMEOUT = (
+    "gcluster deploy failed (exit 1); last lines:\nError: Error waiting for creating GKE "
+    "NodePool: timeout while waiting for state to become 'DONE' (last state: 'RUNNING', "
+    "timeout: 30m0s)"
+)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        TERRAFORM_TIMEOUT,
+        "Error: Error waiting for creating GKE NodePool: RESOURCE_POOL_EXHAUSTED: no v6e in {zone}",
+        "Error: googleapi: Error 400: No available resources in specified reservations, {zone}",
+        "Error: Error waiting for creating GKE NodePool: Resource Pool Exhausted in {zone}",
+        "Error: INSUFFICIENT_CAPACITY: {zone} cannot fulfil the request",
+    ],
+    ids=["terraform-create-timeout", "autoscaler-code", "reservations", "case", "insufficient"],
+)
+def test_a_ladder_moves_past_every_way_google_says_no_capacity(error):
+    settings = load_settings({**example(), "capacity_ladder": TWO_RUNGS})
+    deploys = Deploys({"us-east5-b"}, error=error)
+    rung = climb.climb(settings, deploys, logging.getLogger("t"), deploys.push)
+    assert str(rung) == "spot@us-east5-a", deploys.pushed
+    first = deploys.pushed["rungs"][0]
+    assert (first["outcome"] == "stockout" and "us-east5-b" in first["reason"]) or (
+        "timeout while waiting for state" in first["reason"]
+    ), first
+
+
+def ladder_blueprint(settings: RunSettings) -> dict:
+    return yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, settings, "d"))
+
+
+def pool_and_cluster(bp: dict) -> tuple[dict, dict]:
+    mods = {m["source"]: m["settings"] for g in bp["deployment_groups"] for m in g["modules"]}
+    return mods["modules/compute/gke-node-pool"], mods["modules/scheduler/gke-cluster"]
+
+
+def test_each_rung_has_its_own_pool_with_a_create_timeout_above_gkes_wait():
+    """Findings 2 and 4: terraform's create timeout outlasts GKE's 35-minute IGM wait, and a
+    rung's pool has its own name (ForceNew: a move makes a new pool, never moves one)."""
+    settings = load_settings({**example(), "capacity_ladder": TWO_RUNGS})
+    names = []
+    for rung in ladder.rungs(settings):
+        pool, _ = pool_and_cluster(ladder_blueprint(ladder.at_rung(settings, rung)))
+        names.append(pool["name"])
+        assert pool["timeout_create"] == "45m"  # GKE's IGM wait is 35m
+        assert pool["zones"] == ["$(vars.zone)"]  # the pool follows the rung's zone
+    assert names == ["gke-tpu-v6e-pool", "gke-tpu-v6e-pool-rung2"]
+    alone = load_settings({**example(), "capacity_ladder": ""})
+    pool, _ = pool_and_cluster(ladder_blueprint(alone))  # no ladder: the tutorial's pool
+    assert "timeout_create" not in pool and pool["name"] == "gke-tpu-v6e-pool"
+    assert "cluster_zone" not in blueprint.deployment_vars(alone)
+
+
+def test_the_cluster_and_its_cpu_pools_stay_in_the_first_rungs_zone():
+    """Finding 4: system_node_pool_zones feeds the cluster's node_locations, the system pool and
+    cpu-np; on every rung it reads vars.cluster_zone, the first rung's zone."""
+    settings = load_settings({**example(), "capacity_ladder": TWO_RUNGS})
+    on_a = ladder.at_rung(settings, ladder.Rung("spot", "us-east5-a"))
+    bp = ladder_blueprint(on_a)
+    _, cluster = pool_and_cluster(bp)
+    assert cluster["system_node_pool_zones"] == ["$(vars.cluster_zone)"]
+    assert "cluster_zone" in bp["vars"]
+    variables = blueprint.deployment_vars(on_a)
+    assert (variables["zone"], variables["cluster_zone"]) == ("us-east5-a", "us-east5-b")
+
+
+def test_plan_shows_each_rungs_own_pool_and_what_stays():
+
+    from tpu_rl.plan import main as plan_main
+
+    with tempfile.TemporaryDirectory() as out:
+        assert plan_main([str(EXAMPLE), out]) == 0
+        plan = json.loads((Path(out) / "plan.json").read_text())
+        second = yaml.safe_load((Path(out) / "rung-4.deployment.yaml").read_text())
+    rows = next(s for s in plan["steps"] if s["id"] == "create_cluster")["capacity_ladder"]
+    assert [r["tpu_pool"] for r in rows] == [
+        "gke-tpu-v6e-pool",
+        "gke-tpu-v6e-pool-rung2",
+        "gke-tpu-v6e-pool-rung3",
+        "gke-tpu-v6e-pool-rung4",
+    ]
+    assert all(r["timeout_create"] == "45m" for r in rows)
+    assert "the cluster's zone us-east5-b" in rows[3]["stays"] and "cpu-np" in rows[3]["stays"]
+    assert (second["vars"]["zone"], second["vars"]["cluster_zone"]) == ("us-east5-a", "us-east5-b")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tpu_rl.cluster import capacity
+from tpu_rl.cluster import capacity, ladder
 from tpu_rl.names import DAG_ID
 
 if TYPE_CHECKING:
@@ -26,6 +26,12 @@ NODE_POOL_SOURCE = "modules/compute/gke-node-pool"  # the TPU pool; the CPU pool
 NODE_POOL_SA_ID = "node_pool_service_account"
 SYSTEM_POOL_MACHINE_TYPE = "e2-standard-8"  # the tutorial's n2-standard-8 -> e2-standard-8
 SYSTEM_POOL_ZONES = ["$(vars.zone)"]
+# On a ladder: the cluster's zones (its node_locations, the system pool's and cpu-np's, all from
+# system_node_pool_zones) stay the first rung's while the TPU pool follows vars.zone
+# (tpu_rl.cluster.ladder, "The shape on a ladder").
+CLUSTER_ZONE_VAR = "cluster_zone"
+LADDER_SYSTEM_POOL_ZONES = [f"$(vars.{CLUSTER_ZONE_VAR})"]
+TIMEOUT_CREATE = "timeout_create"  # gke-node-pool's terraform create timeout (variables.tf)
 READ_ROLE, WRITE_ROLE = "storage.objectViewer", "storage.admin"
 MANAGED_BY = "tpu-rl-airflow"
 
@@ -139,9 +145,32 @@ def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
     return capacity.edit_static_counts(bp, pool["id"], settings)
 
 
+def rung_pool_name(name: str, settings: RunSettings) -> str:
+    """The TPU pool's name on the settings' rung: the blueprint's on the first, `<name>-rungN`
+    after it (a new name forces a new pool: tpu_rl.cluster.ladder)."""
+    index = ladder.rung_index(settings)
+    return name if index == 0 else f"{name}-rung{index + 1}"
+
+
+def edit_ladder(bp: dict, groups: list[dict], settings: RunSettings) -> None:
+    """On a capacity ladder (more than one rung): the rung's own TPU pool name, its create
+    timeout above GKE's wait for a static pool's VMs, and the cluster's zones pinned to the first
+    rung's (tpu_rl.cluster.ladder, "The shape on a ladder"); nothing without a ladder."""
+    if len(ladder.rungs(settings)) == 1:
+        return
+    pool = _module(groups, "source", NODE_POOL_SOURCE)
+    pool_settings = _settings_of(pool, "name")
+    pool_settings["name"] = rung_pool_name(str(pool_settings["name"]), settings)
+    pool_settings[TIMEOUT_CREATE] = capacity.POOL_CREATE_TIMEOUT
+    cluster = _settings_of(_module(groups, "source", GKE_CLUSTER_SOURCE), "system_node_pool_zones")
+    cluster["system_node_pool_zones"] = list(LADDER_SYSTEM_POOL_ZONES)
+    bp["vars"][CLUSTER_ZONE_VAR] = None  # declared; the deployment file sets it
+
+
 def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) -> str:
-    """The tutorial's three sed edits, made on the YAML structure, the capacity mode's edits,
-    and the cluster's labels (with the deployment identity `deployment`)."""
+    """The tutorial's three sed edits, made on the YAML structure, a ladder's edits, the
+    capacity mode's edits, and the cluster's labels (with the deployment identity
+    `deployment`)."""
     bp = yaml.safe_load(blueprint_yaml)
     if not isinstance(bp, dict) or not isinstance(bp.get("vars"), dict):
         raise BlueprintError("blueprint: no top-level `vars` mapping")
@@ -155,6 +184,7 @@ def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) 
         )
     _edit_system_pool(_module(groups, "source", GKE_CLUSTER_SOURCE))
     _edit_node_pool_roles(_module(groups, "id", NODE_POOL_SA_ID))
+    edit_ladder(bp, groups, settings)
     labels = bp["vars"].get("labels") or {}
     if not isinstance(labels, dict):
         raise BlueprintError("blueprint: vars.labels must be a mapping")
@@ -164,7 +194,11 @@ def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) 
 
 def deployment_vars(settings: RunSettings) -> dict[str, Any]:
     """The blueprint vars a run sets (the tutorial's --vars, plus machine type and namespace;
-    the capacity mode's vars in place of the reservation for flex-start and Spot)."""
+    the capacity mode's vars in place of the reservation for flex-start and Spot; on a ladder,
+    the cluster's zone)."""
+    cluster_zone = (
+        {CLUSTER_ZONE_VAR: ladder.cluster_zone(settings)} if len(ladder.rungs(settings)) > 1 else {}
+    )
     return {
         "project_id": settings.project,
         "deployment_name": settings.cluster_name,
@@ -174,6 +208,7 @@ def deployment_vars(settings: RunSettings) -> dict[str, Any]:
         "machine_type": settings.compute_type,
         "tpu_topology": settings.topology,
         "authorized_cidr": settings.authorized_cidr,
+        **cluster_zone,
         **capacity.capacity_vars(settings),
         "user_namespace": settings.namespace,
     }

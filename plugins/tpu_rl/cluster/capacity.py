@@ -60,13 +60,44 @@ POOL_ANCHOR = "disk_size_gb"  # the mode's settings follow it, as in the example
 # (kubernetes/autoscaler, cluster-autoscaler/cloudprovider/gce/autoscaling_gce_client.go,
 # isReservationCapacityExceeded: "Specified reservation (.*) does not have available resources
 # for the request.", RESERVATION_CAPACITY_EXCEEDED).
+# The autoscaler's other out-of-resources words (same file at 55c37cd, August 2026):
+# isResourcePoolExhaustedErrorCode (lines 686-688) takes RESOURCE_POOL_EXHAUSTED beside the ZONE_
+# codes (matched here as a substring, so one marker covers all three), and
+# isInsufficientCapacityErrorCode (690-692) INSUFFICIENT_CAPACITY (both OutOfResourcesErrorClass);
+# isReservationIncompatible (734-737) "No available resources in specified reservations": the
+# named reservations have no VM free for the request (a rung with another after it is worth
+# trying then). Matched without regard to case: GKE's troubleshooting page and Compute Engine
+# write the same words in both cases ("resource pool exhausted").
 STOCKOUT_MARKERS = (
-    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "RESOURCE_POOL_EXHAUSTED",
+    "INSUFFICIENT_CAPACITY",
     "GCE_STOCKOUT",
     "does not have enough resources available",
     "resource pool exhausted",
     "does not have available resources for the request",
+    "No available resources in specified reservations",
 )
+# terraform-provider-google's words when a node pool's create outlives its `timeouts.create`
+# (resource_container_node_pool.go at e03b762: ContainerOperationWait(..., "creating GKE
+# NodePool", ..., timeout), line 904; tpgresource/common_operation.go OperationWait, line 170:
+# "Error waiting for %s: %w"; terraform-plugin-sdk retry.TimeoutError: "timeout while waiting
+# for state to become 'DONE' (last state: 'RUNNING', timeout: 30m0s)"). The provider's own
+# comment there (lines 921-923): "Common cause for that is GCE_STOCKOUT which will wait for
+# resources and return error after timeout". On a ladder rung it counts as no capacity there.
+CREATE_TIMEOUT_MARKERS = ("creating GKE NodePool", "timeout while waiting for state")
+# GKE waits for a static pool's instance group this long before it fails the create with the
+# IGM's errors ("Google Compute Engine: Not all instances running in IGM after 35m4.03s.
+# Expected 5, running 2, transitioning 3. Current errors: [GCE_STOCKOUT]: ..." in
+# akka/akka-core#32992 and GoogleCloudPlatform/cluster-toolkit#6278, September 2026).
+GKE_IGM_WAIT_MINUTES = 35
+# The TPU pool's terraform create timeout (gke-node-pool `timeout_create`, default null:
+# modules/compute/gke-node-pool/variables.tf lines 299-303, main.tf `timeouts { create =
+# var.timeout_create }` lines 304-307, cluster-toolkit 1047080). The provider's default is 30
+# minutes up to v7.29 (below GKE's wait: terraform fails first, with no stockout word), 60 from
+# v7.30.0 (8b1d15a, #27101), 2 hours from v7.42.0 (1839045, #28382); gke-node-pool's versions.tf
+# admits google-beta >= 7.24.0, so the product sets it above GKE's wait: GKE's own stockout
+# answer comes first whatever provider terraform init picks.
+POOL_CREATE_TIMEOUT = f"{GKE_IGM_WAIT_MINUTES + 10}m"
 
 
 def scales_from_zero(settings: RunSettings) -> bool:
@@ -74,18 +105,37 @@ def scales_from_zero(settings: RunSettings) -> bool:
     return settings.capacity == FLEX_START
 
 
+def _marked(line: str, markers: tuple[str, ...]) -> bool:
+    lower = line.lower()
+    return any(m.lower() in lower for m in markers)
+
+
 def stockout_line(gcluster_output: str) -> str | None:
     """GKE's own line saying the zone had no capacity for the TPU pool, or None."""
     for line in gcluster_output.splitlines():
-        if any(m in line for m in STOCKOUT_MARKERS):
+        if _marked(line, STOCKOUT_MARKERS):
             return line.strip()
     return None
+
+
+def create_timeout_line(gcluster_output: str) -> str | None:
+    """terraform's line saying a node pool's create outlived its timeout, or None."""
+    for line in gcluster_output.splitlines():
+        if all(_marked(line, (m,)) for m in CREATE_TIMEOUT_MARKERS):
+            return line.strip()
+    return None
+
+
+def no_capacity_line(gcluster_output: str) -> str | None:
+    """Why a ladder rung's deploy means no capacity there: GKE's stockout line, else terraform's
+    create timeout (a static pool still waiting for its VMs); None for any other failure."""
+    return stockout_line(gcluster_output) or create_timeout_line(gcluster_output)
 
 
 def deploy_stockout(settings: RunSettings, gcluster_output: str) -> str | None:
     """What a failed Spot deploy means when the zone had no Spot VMs: a static pool gets its
     slice at creation or not at all, so a stockout fails the deploy, nothing waits; or None."""
-    if settings.capacity != SPOT or not any(m in gcluster_output for m in STOCKOUT_MARKERS):
+    if settings.capacity != SPOT or no_capacity_line(gcluster_output) is None:
         return None
     hosts = hosts_per_slice(settings.topology, settings.compute_type)
     return (

@@ -2,9 +2,12 @@
 the whole slice; a rung GKE refuses for lack of capacity is left for the next.
 
 A rung that cannot give the slice at deploy is a stockout GKE reports on the node pool (a static
-Spot or reservation pool gets its VMs at creation or not at all, tpu_rl.cluster.capacity). The
-next rung's `gcluster deploy` replaces that rung's TPU pool (terraform: the pool's zone and
-capacity settings force a new pool), so nothing of the abandoned rung is left billing; when no
+Spot or reservation pool gets its VMs at creation or not at all, tpu_rl.cluster.capacity), or
+terraform's create timeout on the pool (it is still waiting for its VMs; the product sets the
+timeout above GKE's own wait, so GKE's stockout answer normally comes first). The next rung's
+`gcluster deploy` replaces that rung's TPU pool (each rung's pool has its own name, which
+forces a new pool, tpu_rl.cluster.blueprint; the cluster's zones and its other pools stay), so
+nothing of the abandoned rung is left billing; when no
 rung is left, the run fails naming each rung's reason, and `cleanup_cluster` destroys what was
 made. The tries are pushed as the XCom `rungs` (the task log, the run report and the RL page
 show them) and the rung the pool stands on as `rung` (later tasks run on it,
@@ -71,7 +74,7 @@ def climb(
         try:
             deploy(ladder.at_rung(settings, rung))
         except ClusterToolkitError as err:
-            reason = capacity.stockout_line(str(err))
+            reason = capacity.no_capacity_line(str(err))
             if reason is None or len(rungs) == 1:
                 raise
             tries.append(rung_try(rung, started, STOCKOUT, reason))

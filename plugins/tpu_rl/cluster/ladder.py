@@ -4,7 +4,26 @@ Mechanism: one TPU node pool at a time, made by Cluster Toolkit. A rung is the r
 with that rung's capacity mode and zone; moving to the next rung is `gcluster deploy` of the
 blueprint rendered for it, so terraform replaces the TPU pool (the old rung's pool and nodes are
 deleted: nothing is left billing there) while the regional cluster, its bucket and its
-checkpoints stay. Not chosen, and why:
+checkpoints stay. The shape on a ladder (tpu_rl.cluster.blueprint.edit_ladder):
+- each rung's TPU pool has its own name (the first rung's is the blueprint's), so a move always
+  makes a new pool: terraform-provider-google's node pool `name` is ForceNew while its
+  `node_locations` is updated in place (resource_container_node_pool.go at e03b762, lines
+  418-424 and 510-516), so a flex-start to flex-start move across zones would otherwise move
+  the old pool instead of making one;
+- the cluster's zones stay the first rung's: Cluster Toolkit's gke-cluster feeds
+  `system_node_pool_zones` to the cluster's `node_locations`, the system pool and `cpu-np`
+  (modules/scheduler/gke-cluster/main.tf at 1047080, lines 132, 434 and 533), and the GKE API
+  moves every node pool when the cluster's locations change (ClusterUpdate.desiredLocations:
+  "Warning: changing cluster locations will update the locations of all node pools and will
+  result in nodes being added and/or removed", container.v1 discovery document revision
+  20261027, as google-api-python-client ships it). So the Pathways head and client pool (`cpu-np`)
+  and the system pool stay where the run started; only the TPU pool follows the rung's zone
+  (gke-node-pool `zones`: "Zones must be in region of cluster", variables.tf lines 27-31);
+- the TPU pool's terraform create timeout is above GKE's own wait for a static pool's VMs
+  (tpu_rl.cluster.capacity.POOL_CREATE_TIMEOUT), so a stockout is GKE's answer, not a timeout.
+A move takes the old TPU pool's deletion plus the new pool's creation: minutes for a
+flex-start pool (made with no node), up to GKE's 35-minute wait for a static pool's VMs; the
+cluster and its other pools are not touched. Not chosen, and why:
 - one pool per rung, all made at deploy: gcluster makes every TPU pool not on flex-start static
   (tpu_rl.cluster.capacity), so a Spot rung would bill from deploy to destroy and a stockout on
   any rung would fail the whole deploy;
@@ -83,6 +102,20 @@ def at_rung(settings: RunSettings, rung: Rung) -> RunSettings:
     return dataclasses.replace(
         settings, capacity=rung.mode, zone=rung.zone, reservation=reservation
     )
+
+
+def rung_index(settings: RunSettings) -> int:
+    """The 0-based place of the settings' rung (their mode and zone) on their ladder; 0 without
+    one."""
+    ladder = rungs(settings)
+    rung = Rung(settings.capacity, settings.zone)
+    return ladder.index(rung) if rung in ladder else 0
+
+
+def cluster_zone(settings: RunSettings) -> str:
+    """The zone of the cluster's nodes, system pool and `cpu-np` on every rung: the first
+    rung's (the run's own `zone`)."""
+    return rungs(settings)[0].zone
 
 
 def wait_s(settings: RunSettings) -> float:

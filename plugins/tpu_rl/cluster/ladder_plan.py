@@ -1,10 +1,14 @@
-"""What each rung of the capacity ladder creates, for `make plan`: the rung's TPU pool edits, the
-node label its TPU pods select, how long it waits for the slice, and the blueprint and
-deployment file its `gcluster deploy` uses."""
+"""What each rung of the capacity ladder creates, for `make plan`: the rung's TPU pool (its own
+name and zone, its create timeout) and edits, what stays (the cluster's zone, its system pool
+and `cpu-np`), the node label its TPU pods select, how long it waits for the slice, and the
+blueprint and deployment file its `gcluster deploy` uses (tpu_rl.cluster.ladder, "The shape on
+a ladder")."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from tpu_rl.cluster import blueprint, capacity, ladder
 
@@ -28,14 +32,25 @@ def ladder_plan(
         steps = blueprint.plan(blueprint_yaml, on, deployment, state_prefix)
         if i > 1:
             files.update({rung_file(i, name): text for name, text in steps.files.items()})
+        pool = tpu_pool_name(steps.files[blueprint.BLUEPRINT_FILE])
         rows.append(
             {
                 "rung": str(rung),
                 "creates": (
-                    f"TPU pool of {on.cluster_nodepool_count} x {on.tpu_type} on {rung.mode} "
-                    f"capacity in {rung.zone}"
+                    f"TPU pool {pool} of {on.cluster_nodepool_count} x {on.tpu_type} on "
+                    f"{rung.mode} capacity in {rung.zone}"
                     + (f" (reservation {on.reservation})" if on.reservation else "")
-                    + (", replacing the previous rung's pool" if i > 1 else "")
+                    + (
+                        ", replacing the previous rung's pool (a new name: a new pool)"
+                        if i > 1
+                        else ""
+                    )
+                ),
+                "tpu_pool": pool,
+                "timeout_create": capacity.POOL_CREATE_TIMEOUT,
+                "stays": (
+                    f"the cluster's zone {ladder.cluster_zone(on)}: its node_locations, the "
+                    "system pool and cpu-np (the Pathways head and client) are not moved"
                 ),
                 "waits_s": ladder.wait_s(on),  # for the slice, before the next rung
                 "blueprint_edits": capacity.describe_edits(on),
@@ -45,3 +60,15 @@ def ladder_plan(
             }
         )
     return rows, files
+
+
+def tpu_pool_name(blueprint_yaml: str) -> str:
+    """The TPU pool's name in an edited blueprint."""
+    bp = yaml.safe_load(blueprint_yaml)
+    (pool,) = [
+        m
+        for g in bp["deployment_groups"]
+        for m in g.get("modules") or []
+        if m.get("source") == blueprint.NODE_POOL_SOURCE
+    ]
+    return str(pool["settings"]["name"])
