@@ -24,6 +24,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.cluster",
         "tpu_rl.cluster.blueprint",
         "tpu_rl.cluster.capacity",
+        "tpu_rl.cluster.ladder",  # the blueprint's per-rung TPU pool (stdlib and one enum)
         "tpu_rl.cluster.tpu",
         "tpu_rl.dag",
         "tpu_rl.dag.callbacks",
@@ -61,6 +62,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.rewards",
         "tpu_rl.rewards.sensor",
         "tpu_rl.settings",
+        "tpu_rl.settings.choices",  # the ladder's capacity modes (a StrEnum)
         "tpu_rl.settings.params",
     }
 )

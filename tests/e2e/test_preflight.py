@@ -296,3 +296,61 @@ def test_the_report_ends_with_the_runs_cost_estimate(box, facts, tmp_path, capsy
         "reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), $208.80" in out
     )
     assert out.index("PASS ") < out.index("chip-hours")
+
+
+def _calendar(facts: ProjectFacts, start_h: float, **request: str) -> dict[str, Any]:
+    """A calendar-mode future reservation `v6e-calendar` of the run's zone, from `start_h`
+    hours from now for two days, with the request's fields (issue 42, finding 3)."""
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime.now(UTC) + timedelta(hours=start_h)
+    facts.future_reservations["v6e-calendar"] = {
+        "zone": SETTINGS["zone"],
+        "startTime": start.isoformat().replace("+00:00", "Z"),
+        "endTime": (start + timedelta(days=2)).isoformat().replace("+00:00", "Z"),
+        **request,
+    }
+    return {"capacity": "calendar", "reservation": "v6e-calendar"}
+
+
+@pytest.mark.parametrize("state", ["PENDING_APPROVAL", "DECLINED"])
+def test_a_calendar_request_google_has_not_approved_fails(box, facts, preflight, state):
+    """Issue 42, finding 3: the request's procurementStatus is read."""
+    status, lines = preflight({**SETTINGS, **_calendar(facts, 2, procurementStatus=state)})
+    assert status == 1 and set(failures(lines)) == {"reservation"}, lines
+    assert f"v6e-calendar is {state}" in lines["reservation"], lines["reservation"]
+
+
+def test_a_calendar_prefix_names_the_reservation_compute_delivered(box, facts, preflight):
+    """Issue 42, finding 3: with `namePrefix` the pool consumes `<prefix>-date-####`, the
+    reservation Compute Engine made at the start, not the future reservation's name."""
+    conf = {**SETTINGS, **_calendar(facts, -1, namePrefix="v6e-cal")}
+    status, lines = preflight(conf)
+    assert status == 0, lines
+    assert "the TPU pool consumes its reservation v6e-cal-" in lines["reservation"], lines
+
+
+def test_a_flex_start_run_is_checked_against_preemptible_v6e_quota(box, facts, preflight):
+    """Issue 42, finding 5: Cloud Quotas' PREEMPTIBLE-TPU-V6E limit, below the slice's 32
+    chips, fails (regions.get lists no v6e metric, so the old check always passed)."""
+    facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [
+        ({}, 64),
+        ({"region": SETTINGS["region"]}, 16),
+    ]
+    conf = {**SETTINGS, "capacity": "flex_start", "reservation": ""}
+    status, lines = preflight(conf)
+    assert status == 1 and set(failures(lines)) == {"tpu quota"}, lines
+    assert "PREEMPTIBLE-TPU-V6E-per-project-region limit 16" in lines["tpu quota"], lines
+
+
+def test_every_rung_of_the_ladder_is_checked(box, facts, preflight):
+    """Issue 42, finding 5: a later rung's quota and zone are checked, not the first's only."""
+    facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 0)]
+    ladder = "reservation@us-east5-b, spot@us-east5-a"
+    status, lines = preflight({**SETTINGS, "capacity_ladder": ladder})
+    assert status == 1, lines
+    assert set(failures(lines)) == {"tpu quota (spot@us-east5-a)"}, lines
+    assert (
+        "PASS reservation (reservation@us-east5-b)" in lines["reservation (reservation@us-east5-b)"]
+    )
+    assert "v6e in zone (spot@us-east5-a)" in lines

@@ -36,6 +36,7 @@ BAD_COMBINATION = (
 )
 _OBJECT = re.compile(r"^(?:/download|/upload)?(?:/storage/v1)?/b/([^/]+)/o(?:/(.+))?$")
 _BUCKET = re.compile(r"^(?:/storage/v1)?/b(?:/([^/]+))?$")
+_BUCKET_IAM = re.compile(r"^(?:/storage/v1)?/b/([^/]+)/iam$")
 
 RolesOf = Callable[[str], set[str]]
 
@@ -61,6 +62,13 @@ def permission(method: str, path: str) -> tuple[str, str] | None:
             method, "storage.buckets.update"
         ), "bucket"
     return None
+
+
+def bucket_of(path: str) -> str:
+    """The bucket a JSON API path is on ('' for none)."""
+    path = urlsplit(path).path
+    m = _OBJECT.match(path) or _BUCKET.match(path)
+    return (m.group(1) or "") if m else ""
 
 
 def allowed(roles: set[str], wanted: str) -> bool:
@@ -106,15 +114,45 @@ class GcsGate:
         self.roles_of: RolesOf | None = None  # None: every caller is the owner
         self.constraints: set[str] = set()  # enforced organisation policies (gcs_policy)
         self.denied: list[tuple[str, str, str]] = []  # (principal, permission, path)
+        # roles granted on one bucket ({bucket: {principal: {role without "roles/"}}}): Cloud
+        # Storage adds a bucket's policy to the project's (https://cloud.google.com/storage/
+        # docs/access-control/iam: "permissions granted at the project level ... and at the
+        # bucket level" both apply)
+        self.bucket_roles: dict[str, dict[str, set[str]]] = {}
+
+    def roles(self, principal: str, path: str) -> set[str]:
+        """The principal's roles on the project, with those on the path's bucket."""
+        project = self.roles_of(principal) if self.roles_of is not None else set()
+        return project | self.bucket_roles.get(bucket_of(path), {}).get(principal, set())
+
+    def bucket_policy(self, bucket: str) -> tuple[int, bytes]:
+        """buckets.getIamPolicy (storage.v1 discovery document: GET b/{bucket}/iam, a Policy:
+        kind storage#policy, resourceId projects/_/buckets/<bucket>, bindings[] {role,
+        members}, etag, version)."""
+        by_role: dict[str, list[str]] = {}
+        for principal, roles in self.bucket_roles.get(bucket, {}).items():
+            for role in roles:
+                by_role.setdefault(f"roles/{role}", []).append(f"serviceAccount:{principal}")
+        policy = {
+            "kind": "storage#policy",
+            "resourceId": f"projects/_/buckets/{bucket}",
+            "version": 1,
+            "etag": "CAE=",
+            "bindings": [{"role": r, "members": sorted(m)} for r, m in sorted(by_role.items())],
+        }
+        return HTTPStatus.OK, json.dumps(policy).encode()
 
     def check(
         self, method: str, path: str, authorization: str, body: bytes
     ) -> tuple[int, bytes] | None:
         token = authorization.removeprefix("Bearer ").strip()
+        iam = _BUCKET_IAM.match(urlsplit(path).path) if method == "GET" else None
+        if iam and iam.group(1) in self.bucket_roles:  # else the emulator's answer
+            return self.bucket_policy(iam.group(1))
         wanted = permission(method, path)
         if token.startswith(TOKEN_PREFIX) and wanted and self.roles_of is not None:
             principal = token.removeprefix(TOKEN_PREFIX)
-            if not allowed(self.roles_of(principal), wanted[0]):
+            if not allowed(self.roles(principal, path), wanted[0]):
                 self.denied.append((principal, wanted[0], path))
                 message = (
                     f"{principal} does not have {wanted[0]} access to the Google Cloud Storage "

@@ -1,5 +1,6 @@
 """The read APIs preflight calls, on loopback: Service Usage, Resource Manager, Compute Engine,
-Artifact Registry's Docker API and the Hugging Face Hub, answering from ProjectFacts.
+Cloud Quotas (quotaInfos.get), Artifact Registry's Docker API and the Hugging Face Hub,
+answering from ProjectFacts.
 
 One HTTP server for every host; `endpoints()` is the product's TPU_RL_API_ENDPOINTS (host ->
 this server), so the product's own REST calls reach it. Every request is recorded
@@ -13,6 +14,7 @@ import json
 import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.sandbox import discovery
 from tests.sandbox.loopback import serve_on_loopback
 from tests.sandbox.project_facts import Answer, ProjectFacts, google_error
 
@@ -20,6 +22,7 @@ HOSTS = (
     "serviceusage.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "compute.googleapis.com",
+    "cloudquotas.googleapis.com",
     "us-docker.pkg.dev",
     "huggingface.co",
 )
@@ -42,7 +45,14 @@ class GoogleApisEmulator:
                     body = self.rfile.read(int(self.headers["Content-Length"]))
                 emulator.requests.append((method, host, "/" + path))
                 auth = self.headers.get("Authorization", "")
-                status, headers, payload = emulator.answer(method, host, "/" + path, auth, body)
+                # every request and answer checked against Google's discovery documents
+                status, headers, payload = discovery.checked(
+                    host,
+                    method,
+                    "/" + path,
+                    body,
+                    lambda: emulator.answer(method, host, "/" + path, auth, body),
+                )
                 data = b"" if payload is None else json.dumps(payload).encode()
                 self.send_response(status)
                 for key, value in {"Content-Type": "application/json", **headers}.items():
@@ -99,6 +109,12 @@ class GoogleApisEmulator:
             return f.services(query.get("names", []))
         if method == "POST" and path.endswith(":testIamPermissions"):
             return f.test_permissions(json.loads(body or b"{}").get("permissions", []))
+        if (
+            method == "GET"
+            and host == "cloudresourcemanager.googleapis.com"
+            and re.fullmatch(r"/v3/projects/[^/:]+", path)
+        ):
+            return f.project_resource()
         if method == "POST" and path.endswith(":getIamPolicy"):
             return f.iam_policy()
         if method == "GET" and (
@@ -116,6 +132,14 @@ class GoogleApisEmulator:
             m := re.fullmatch(rf"{_COMPUTE}/zones/([^/]+)/futureReservations/([^/]+)", path)
         ):
             return f.future_reservation(*m.groups())
+        if method == "GET" and (
+            m := re.fullmatch(
+                r"/v1/projects/[^/]+/locations/global/services/compute\.googleapis\.com"
+                r"/quotaInfos/([^/]+)",
+                path,
+            )
+        ):
+            return f.quota_info(m.group(1))
         if method == "GET" and (m := re.fullmatch(rf"{_COMPUTE}/regions/([^/]+)", path)):
             return f.region(m.group(1))
         return google_error(404, f"sandbox: no {method} {host}{path}", "notFound")

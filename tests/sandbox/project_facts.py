@@ -12,8 +12,10 @@ X-Error-Code / X-Error-Message headers, utils/_http.py).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tests.sandbox.harness import HF_TOKEN, SETTINGS
@@ -31,6 +33,7 @@ APIS = (
     "storage.googleapis.com",
     "iam.googleapis.com",
     "cloudresourcemanager.googleapis.com",
+    "cloudquotas.googleapis.com",
 )
 HF_USER = "sandbox-user"
 Answer = tuple[int, dict[str, str], Any]  # status, headers, JSON body (None: empty)
@@ -79,13 +82,31 @@ class ProjectFacts:
             }
         }
     )
-    # calendar-mode future reservations: name -> zone, startTime, endTime (RFC3339)
+    # calendar-mode future reservations: name -> zone, startTime, endTime (RFC3339), and as a
+    # test sets them `reservationName` or `namePrefix` (by default `reservationName` is the
+    # future reservation's own name: a request carries one or the other) and
+    # `procurementStatus` (APPROVED unless set)
     future_reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Cloud Quotas quotaInfos of compute.googleapis.com: quotaId -> its dimensionsInfos as
+    # (dimensions, limit). Defaults: Spot/flex-start v6e quota 64 chips in every region (Cloud
+    # TPU, "Request Cloud TPUs using Flex-start": "The default preemptible quota for TPU v5e
+    # and v6e is 64 cores"); the on-demand family quota 0 (no default grant: Cloud TPU quotas,
+    # "On-demand ... All others: 0")
+    quota_infos: dict[str, list[tuple[dict[str, str], int]]] = field(
+        default_factory=lambda: {
+            "PREEMPTIBLE-TPU-V6E-per-project-region": [({}, 64)],
+            "TPUS-PER-TPU-FAMILY-per-project-region": [({}, 0)],
+        }
+    )
+    # regions.get's quotas: Compute v1's Quota.metric is an enum whose TPU metrics are v4's and
+    # v5e's only (TPU_PODSLICE_V4, TPU_LITE_PODSLICE_V5, their PREEMPTIBLE_ ones: googleapiclient
+    # discovery_cache/documents/compute.v1.json, schemas.Quota.properties.metric.enum), so a
+    # region lists no v6e metric
     quotas: dict[str, list[dict[str, Any]]] = field(
         default_factory=lambda: {
             SETTINGS["region"]: [
-                {"metric": "TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
-                {"metric": "PREEMPTIBLE_TPU_V6E_SLICE_CHIPS", "limit": 64.0, "usage": 0.0},
+                {"metric": "TPU_LITE_PODSLICE_V5", "limit": 64.0, "usage": 0.0},
+                {"metric": "PREEMPTIBLE_TPU_LITE_PODSLICE_V5", "limit": 64.0, "usage": 0.0},
             ]
         }
     )
@@ -138,6 +159,12 @@ class ProjectFacts:
         bindings = [{"role": r, "members": sorted(m)} for r, m in sorted(by_role.items())]
         return 200, {}, {"version": 1, "etag": "BwYsandbox=", "bindings": bindings}
 
+    def project_resource(self) -> Answer:
+        """Resource Manager v3 projects.get: `name` is projects/NUMBER (Project resource,
+        https://cloud.google.com/resource-manager/reference/rest/v3/projects#Project)."""
+        body = {"name": f"projects/{PROJECT_NUMBER}", "projectId": self.project}
+        return 200, {}, {**body, "state": "ACTIVE", "parent": "organizations/1"}
+
     def machine_type(self, zone: str, name: str) -> Answer:
         if zone not in self.machine_zones.get(name, set()):
             return not_found(f"projects/{self.project}/zones/{zone}/machineTypes/{name}")
@@ -181,7 +208,69 @@ class ProjectFacts:
             return not_found(f"projects/{self.project}/zones/{zone}/futureReservations/{name}")
         window = {"startTime": found["startTime"], "endTime": found["endTime"]}
         answer = {"kind": "compute#futureReservation", "name": name, "zone": zone}
-        return 200, {}, {**answer, "timeWindow": window, "reservationMode": "CALENDAR"}
+        answer |= {"timeWindow": window, "reservationMode": "CALENDAR"}
+        return 200, {}, {**answer, **self._delivery(zone, name, found)}
+
+    def _delivery(self, zone: str, name: str, found: dict[str, Any]) -> dict[str, Any]:
+        """A future reservation's naming and `status`, as Compute v1 has them (compute.v1
+        discovery document, schemas.FutureReservation / FutureReservationStatus):
+        `reservationName` or `namePrefix`; with a prefix, from the start a reservation
+        `<namePrefix>-date-####` (here the start's YYYYMMDD and 0001) listed in
+        `status.autoCreatedReservations` and made in the zone, of the request's VMs. An
+        approved request reads FULFILLED from its start ("Future reservation is fulfilled
+        completely")."""
+        state = found.get("procurementStatus", "APPROVED")
+        started = datetime.fromisoformat(found["startTime"]).timestamp() <= time.time()
+        if state == "APPROVED" and started:
+            state = "FULFILLED"
+        status: dict[str, Any] = {"procurementStatus": state}
+        prefix = found.get("namePrefix")
+        if not prefix:
+            return {"reservationName": found.get("reservationName", name), "status": status}
+        if started and state == "FULFILLED":
+            day = datetime.fromisoformat(found["startTime"]).strftime("%Y%m%d")
+            made = f"{prefix}-{day}-0001"
+            self.reservations.setdefault(
+                made,
+                {"zone": zone, "machineType": "ct6e-standard-4t", "count": 8, "inUseCount": 0},
+            )
+            status["autoCreatedReservations"] = [
+                f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}/"
+                f"reservations/{made}"
+            ]
+        return {"namePrefix": prefix, "status": status}
+
+    def quota_info(self, quota_id: str) -> Answer:
+        """Cloud Quotas quotaInfos.get of a compute.googleapis.com quota (QuotaInfo,
+        https://docs.cloud.google.com/docs/quotas/reference/rest/v1/
+        projects.locations.services.quotaInfos: quotaId, metric, service, containerType,
+        dimensions, dimensionsInfos[] {dimensions, details.value (int64 as a string),
+        applicableLocations}); 404 for an id the project does not have."""
+        infos = self.quota_infos.get(quota_id)
+        service = "compute.googleapis.com"
+        name = f"projects/{PROJECT_NUMBER}/locations/global/services/{service}/quotaInfos/"
+        if infos is None:
+            return google_error(404, f"QuotaInfo {name}{quota_id} not found", "NOT_FOUND", True)
+        family = "TPUS-PER-TPU-FAMILY" in quota_id
+        metric = "tpus_per_tpu_family" if family else quota_id.split("-per-")[0].lower()
+        answer = {
+            "name": name + quota_id,
+            "quotaId": quota_id,
+            "metric": f"{service}/{metric.replace('-', '_')}",
+            "service": service,
+            "isPrecise": True,
+            "containerType": "PROJECT",
+            "dimensions": ["region", "tpu_family"] if family else ["region"],
+            "dimensionsInfos": [
+                {
+                    "dimensions": dims,
+                    "details": {"value": str(limit)},
+                    "applicableLocations": [dims["region"]] if "region" in dims else [],
+                }
+                for dims, limit in infos
+            ],
+        }
+        return 200, {}, answer
 
     def region(self, region: str) -> Answer:
         return (

@@ -237,13 +237,15 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
     def apply(
         self, context: Context, settings: RunSettings, gcluster: Callable[[RunSettings], None]
     ) -> None:
-        """Deploy on the capacity ladder's rungs in turn until one gets the slice."""
+        """Deploy on the capacity ladder's rungs in turn until one gets the slice (a calendar
+        reservation's pool in the reservation it delivered)."""
         from tpu_rl.cluster.climb import climb
+        from tpu_rl.preflight.calendar import delivered_settings
 
         def push(key: str, value: Any) -> None:  # with a ladder only
             context["ti"].xcom_push(key=key, value=value)
 
-        climb(settings, gcluster, self.log, push)
+        climb(delivered_settings(settings, self.gcp_conn_id), gcluster, self.log, push)
 
     def leave_foreign_cluster(self, why: str) -> None:
         from airflow.providers.common.compat.sdk import AirflowFailException

@@ -3,8 +3,10 @@ https://cloud.google.com/service-usage/docs/reference/rest/v1/services/batchGet)
 
 from __future__ import annotations
 
+from tpu_rl.cluster.ladder import rungs
 from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult, failed, passed
+from tpu_rl.settings.choices import Capacity
 from tpu_rl.settings.run_settings import RunSettings
 
 SERVICE_USAGE = "serviceusage.googleapis.com"
@@ -17,18 +19,28 @@ NEEDED_APIS = (
     "iam.googleapis.com",
     "cloudresourcemanager.googleapis.com",
 )
+# Cloud Quotas, read for the v6e quota of a flex-start or Spot rung (tpu_rl.preflight.capacity)
+CLOUD_QUOTAS = "cloudquotas.googleapis.com"
 NAME = "apis enabled"
+
+
+def needed_apis(s: RunSettings) -> tuple[str, ...]:
+    """The APIs of every run, and Cloud Quotas when a rung draws on quota."""
+    if any(not Capacity(rung.mode).takes_reservation for rung in rungs(s)):
+        return (*NEEDED_APIS, CLOUD_QUOTAS)
+    return NEEDED_APIS
 
 
 def check_apis(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     """One result: every needed API is ENABLED, or which are not."""
-    names = [f"projects/{s.project}/services/{service}" for service in NEEDED_APIS]
+    needed = needed_apis(s)
+    names = [f"projects/{s.project}/services/{service}" for service in needed]
     answer = api.get(SERVICE_USAGE, f"/v1/projects/{s.project}/services:batchGet", {"names": names})
     states = {
         (svc.get("config") or {}).get("name") or svc["name"].rsplit("/", 1)[-1]: svc.get("state")
         for svc in answer.get("services") or []
     }
-    off = [service for service in NEEDED_APIS if states.get(service) != "ENABLED"]
+    off = [service for service in needed if states.get(service) != "ENABLED"]
     if off:
         return [
             failed(
@@ -37,4 +49,4 @@ def check_apis(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
                 f"gcloud services enable {' '.join(off)} --project={s.project}",
             )
         ]
-    return [passed(NAME, f"{', '.join(NEEDED_APIS)} enabled in {s.project}")]
+    return [passed(NAME, f"{', '.join(needed)} enabled in {s.project}")]

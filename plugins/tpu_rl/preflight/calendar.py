@@ -5,12 +5,22 @@ futureReservations/get): `timeWindow` holds `startTime` and `endTime` (RFC3339) 
 `reservationMode` CALENDAR means "The delivered reservations will [be] delivered at specified
 start time and terminated at specified end time along with terminating the VMs running on it"
 (Compute v1 FutureReservation.ReservationMode). Compute Engine creates the reservation the TPU
-pool consumes at the start (Cloud TPU, "Request a future reservation in calendar mode"); this
-product asks that it carry the future reservation's name (`reservationName` unset or equal).
+pool consumes at the start (Cloud TPU, "Request a future reservation in calendar mode").
+
+Which reservation the pool consumes (compute.v1 discovery document revision 20261106, as
+google-api-python-client ships it, schemas.FutureReservation): `reservationName` "Name of
+reservations where the capacity is provisioned at the time of delivery ... Either provide the
+reservation_name or a name_prefix"; with `namePrefix` the "Automatically created reservations
+name format will be <namePrefix>-date-####", listed once made in
+`status.autoCreatedReservations` ("Fully qualified urls of the automatically created
+reservations at start_time"). Whether Google accepted the request is
+`status.procurementStatus` (FutureReservationStatus.procurementStatus: PENDING_APPROVAL,
+DECLINED, ... APPROVED, PROCURING, PROVISIONING, FULFILLED).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -21,6 +31,19 @@ from tpu_rl.settings.run_settings import RunSettings
 
 COMPUTE = "compute.googleapis.com"
 CALENDAR_MODE = "CALENDAR"
+# procurementStatus values (FutureReservationStatus, compute.v1 discovery document) under which
+# Compute Engine delivers, or has delivered, the capacity; PENDING_AMENDMENT_APPROVAL keeps the
+# approved request ("If the Amendment is declined, the Future Reservation will be restored to
+# the last known good state"). COMMITTED: "committed by the customer", after approval.
+DELIVERING = (
+    "APPROVED",
+    "COMMITTED",
+    "PROCURING",
+    "PROVISIONING",
+    "FULFILLED",
+    "PENDING_AMENDMENT_APPROVAL",
+)
+AWAITING = ("DRAFTING", "PENDING_APPROVAL")  # not yet answered: the request may still pass
 
 
 class CalendarError(ValueError):
@@ -34,6 +57,10 @@ class Window:
     name: str
     start: float
     end: float
+    # the reservation it delivers, which the TPU pool consumes; None: a `namePrefix` one
+    # Compute Engine has not made yet (it makes `<namePrefix>-date-####` at the start)
+    reservation: str | None = None
+    name_prefix: str = ""
 
     def describe(self) -> str:
         start, end = (datetime.fromtimestamp(t, UTC).isoformat() for t in (self.start, self.end))
@@ -54,11 +81,7 @@ def read_window(api: GoogleApi, s: RunSettings) -> Window:
             f"future reservation {s.reservation} is not in calendar mode "
             f"(reservationMode {found.get('reservationMode')!r}): use capacity=reservation"
         )
-    if found.get("reservationName") not in (None, "", s.reservation):
-        raise CalendarError(
-            f"future reservation {s.reservation} delivers reservation "
-            f"{found['reservationName']!r}: name that one's future reservation the same"
-        )
+    _check_procurement(s, found.get("status") or {})
     window = found.get("timeWindow") or {}
     if not window.get("startTime"):
         raise CalendarError(f"future reservation {s.reservation} has no timeWindow.startTime")
@@ -67,7 +90,64 @@ def read_window(api: GoogleApi, s: RunSettings) -> Window:
         end = epoch(window["endTime"])
     else:
         end = start + float(str((window.get("duration") or {}).get("seconds") or 0))
-    return Window(s.reservation, start, end)
+    prefix = str(found.get("namePrefix") or "")
+    return Window(s.reservation, start, end, _delivered(s, found), prefix)
+
+
+def _check_procurement(s: RunSettings, status: dict) -> None:
+    """CalendarError unless Google approved the request (status.procurementStatus)."""
+    state = str(status.get("procurementStatus") or "PROCUREMENT_STATUS_UNSPECIFIED")
+    if state in DELIVERING:
+        return
+    if state in AWAITING:
+        raise CalendarError(
+            f"future reservation {s.reservation} is {state}: Google has not approved it, and "
+            "an unapproved request delivers no capacity; run preflight again once approved"
+        )
+    raise CalendarError(
+        f"future reservation {s.reservation} is {state}: it delivers no capacity (gcloud "
+        f"compute future-reservations describe {s.reservation} --zone={s.zone})"
+    )
+
+
+def _delivered(s: RunSettings, found: dict) -> str | None:
+    """The name of the reservation the future reservation delivers: its `reservationName`,
+    else the auto-created one (status.autoCreatedReservations, URLs ending in the name)
+    starting with its `namePrefix`; None while Compute Engine has made none."""
+    if name := found.get("reservationName"):
+        return str(name)
+    prefix = str(found.get("namePrefix") or "")
+    made = [
+        url.rstrip("/").rsplit("/", 1)[-1]
+        for url in (found.get("status") or {}).get("autoCreatedReservations") or []
+    ]
+    made = [name for name in made if name.startswith(f"{prefix}-")] if prefix else made
+    if len(made) > 1:
+        raise CalendarError(
+            f"future reservation {s.reservation} delivered {len(made)} reservations "
+            f"({', '.join(made)}): one TPU pool consumes one; use capacity=reservation and "
+            "name the one to use"
+        )
+    return made[0] if made else None
+
+
+def delivered_settings(s: RunSettings, gcp_conn_id: str | None) -> RunSettings:
+    """The run's settings with `reservation` the one its calendar reservation delivered (the
+    TPU pool's SPECIFIC_RESERVATION), read when the window has opened; as they are on other
+    capacity. CalendarError when Compute Engine has delivered none yet (before the
+    deploy: nothing is spent)."""
+    window = calendar_window(s, gcp_conn_id)
+    if window is None:
+        return s
+    if window.reservation is None:
+        raise CalendarError(
+            f"future reservation {s.reservation} has delivered no reservation yet (its "
+            f"`namePrefix` {window.name_prefix!r} names the one Compute Engine makes at the "
+            f"start, <prefix>-date-####): re-run create_cluster once gcloud compute "
+            f"reservations list --filter=name~^{window.name_prefix}- --project={s.project} "
+            "lists it"
+        )
+    return dataclasses.replace(s, reservation=window.reservation)
 
 
 def first_save_seconds(s: RunSettings) -> float:

@@ -3,15 +3,37 @@ there, and the reservation (capacity=reservation) or the region's TPU quota (fle
 
 Machine types: https://cloud.google.com/compute/docs/reference/rest/v1/machineTypes (get,
 aggregatedList); reservations: .../v1/reservations (`specificReservation.count`, `inUseCount`,
-`instanceProperties.machineType`); quotas: .../v1/regions/get (`quotas[]`: metric, limit,
-usage). No API tells ahead whether flex-start or Spot capacity will arrive: GKE provisions it
-when the pods ask (DESIGN section 7), so those modes are checked as far as quota goes.
+`instanceProperties.machineType`). No API tells ahead whether flex-start or Spot capacity will
+arrive: GKE provisions it when the pods ask (DESIGN section 7), so those modes are checked as
+far as quota goes. Every rung of the capacity ladder is checked (tpu_rl.cluster.ladder: a rung
+is the run's settings with its mode and zone).
+
+TPU quota: regions.get cannot show it (Compute v1's Quota.metric enum lists v4 and v5e TPU
+metrics only: compute.v1 discovery document, schemas.Quota.properties.metric.enum). v6e quota is
+read from the Cloud Quotas API (quotaInfos.get, https://docs.cloud.google.com/docs/quotas/
+reference/rest/v1/projects.locations.services.quotaInfos/get: GET
+/v1/projects/*/locations/global/services/compute.googleapis.com/quotaInfos/<quotaId>; the
+QuotaInfo's `dimensionsInfos[]` carry `dimensions` {"region": ..., service dimensions such as
+"tpu_family"}, `details.value` (the limit in effect) and `applicableLocations`; "If a dimension
+does not appear in the map of dimensions, the dimensions info applies to all the dimension
+values except for those that have another DimensionsInfo instance configured for the specific
+value", .../rest/v1/projects.locations.services.quotaInfos#DimensionsInfo). A QuotaInfo has no
+usage: the check compares the limit with the chips the slice needs.
+Flex-start and Spot TPUs consume preemptible quota (Cloud TPU, "Request Cloud TPUs using
+Flex-start": "ensure you have sufficient preemptible quota to use Flex-start"); v6e's
+preemptible quota id is PREEMPTIBLE-TPU-V6E-per-project-region and its on-demand one the
+family quota TPUS-PER-TPU-FAMILY-per-project-region (dimension tpu_family CT6E), which
+flex-start falls back to (observed in a project and noted in a public TPU rig, searchable as
+`GCE_SPOT_QUOTA_ID = os.getenv("GCE_SPOT_QUOTA_ID", "PREEMPTIBLE-TPU-V6E-per-project-region")`;
+DESIGN section 8). Reserved capacity (reservation, calendar) needs no more quota.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from tpu_rl.cluster.ladder import at_rung, rungs
 from tpu_rl.cluster.tpu import hosts_per_slice
 from tpu_rl.preflight import calendar
 from tpu_rl.preflight.google_api import GoogleApi
@@ -20,11 +42,28 @@ from tpu_rl.settings.choices import Capacity, ClusterMode
 from tpu_rl.settings.run_settings import RunSettings
 
 COMPUTE = "compute.googleapis.com"
+CLOUD_QUOTAS = "cloudquotas.googleapis.com"
 OFFERED, RESERVATION, QUOTA = "v6e in zone", "reservation", "tpu quota"
-# Which of regions.get's `quotas[].metric` names count v6e chips was not checked against a live
-# project (the quota docs name quotas, not these metrics): a metric whose name holds V6E counts
-# (PREEMPTIBLE_ ones for Spot); when none does, the check says it could not tell and passes.
-V6E_QUOTA = "V6E"
+PREEMPTIBLE_V6E = "PREEMPTIBLE-TPU-V6E-per-project-region"
+TPU_FAMILY = "TPUS-PER-TPU-FAMILY-per-project-region"
+FAMILY_DIMENSION = "tpu_family"
+# the tpu_family of each TPU machine type the product runs (Compute Engine's CT6E for v6e)
+TPU_FAMILIES = {"ct6e-standard-4t": "CT6E", "ct6e-standard-8t": "CT6E", "ct6e-standard-1t": "CT6E"}
+
+
+def _each_rung(
+    s: RunSettings, check: Callable[[RunSettings], list[CheckResult]]
+) -> list[CheckResult]:
+    """`check` on the settings of every rung of the run's ladder; on a ladder of more than one
+    rung each result's name says its rung (`reservation (spot@us-east5-a)`)."""
+    ladder = rungs(s)
+    if len(ladder) == 1:
+        return check(at_rung(s, ladder[0]))
+    return [
+        CheckResult(f"{r.name} ({rung})", r.passed, r.evidence, r.fix, r.transient)
+        for rung in ladder
+        for r in check(at_rung(s, rung))
+    ]
 
 
 def _zones_with(api: GoogleApi, s: RunSettings, kind: str, name: str) -> list[str]:
@@ -47,7 +86,12 @@ def _zones_offering(api: GoogleApi, s: RunSettings) -> list[str]:
 
 
 def check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
-    """The slice's machine type exists in the zone (a zone of the region may lack it)."""
+    """The slice's machine type exists in the zone of every rung (a zone of the region may
+    lack it)."""
+    return _each_rung(s, lambda on: _check_offered(api, on))
+
+
+def _check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     path = f"/compute/v1/projects/{s.project}/zones/{s.zone}/machineTypes/{s.compute_type}"
     machine = api.get_or_none(COMPUTE, path)
     if machine is None:
@@ -71,8 +115,12 @@ def _vms_needed(s: RunSettings) -> int:
 
 
 def check_capacity(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
-    """The reservation, the calendar reservation's window, or the TPU quota, as the run's
+    """The reservation, the calendar reservation's window, or the TPU quota, as each rung's
     capacity mode needs."""
+    return _each_rung(s, lambda on: _check_rung_capacity(api, on))
+
+
+def _check_rung_capacity(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     if s.capacity == Capacity.RESERVATION:
         return [_check_reservation(api, s)]
     if s.capacity == Capacity.CALENDAR:
@@ -89,7 +137,14 @@ def _check_calendar(api: GoogleApi, s: RunSettings) -> CheckResult:
         return failed(RESERVATION, str(err), "name a calendar-mode future reservation of the zone")
     if problem := calendar.window_problem(window, s, time.time()):
         return failed(RESERVATION, problem, "request a new window, or another capacity mode")
-    return passed(RESERVATION, f"{window.describe()}; the run waits for its start")
+    if window.reservation is None:
+        pool = (
+            f"the TPU pool consumes the reservation Compute Engine makes at the start "
+            f"({window.name_prefix}-date-####), found by create_cluster then"
+        )
+    else:
+        pool = f"the TPU pool consumes its reservation {window.reservation}"
+    return passed(RESERVATION, f"{window.describe()}; the run waits for its start; {pool}")
 
 
 def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
@@ -144,33 +199,57 @@ def _zones_holding(api: GoogleApi, s: RunSettings) -> list[str]:
     return _zones_with(api, s, "reservations", s.reservation)
 
 
+def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str) -> float | None:
+    """The limit in effect of Cloud Quotas' `quota_id` for the run's region and TPU family:
+    the most specific dimensionsInfo (region and family, then either, then the default); None
+    when the project has no such quota info."""
+    info = api.get_or_none(
+        CLOUD_QUOTAS,
+        f"/v1/projects/{s.project}/locations/global/services/{COMPUTE}/quotaInfos/{quota_id}",
+    )
+    if info is None:
+        return None
+    family = TPU_FAMILIES.get(s.compute_type, "")
+
+    def fits(dims: dict) -> bool:
+        return dims.get("region", s.region) == s.region and dims.get(FAMILY_DIMENSION, family) in (
+            family,
+            "",
+        )
+
+    candidates = [d for d in info.get("dimensionsInfos") or [] if fits(d.get("dimensions") or {})]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda d: len(d.get("dimensions") or {}))
+    return float((best.get("details") or {}).get("value") or 0)
+
+
 def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
-    region = api.get(COMPUTE, f"/compute/v1/projects/{s.project}/regions/{s.region}")
-    preemptible = s.capacity == Capacity.SPOT
-    quotas = [
-        q
-        for q in region.get("quotas") or []
-        if V6E_QUOTA in str(q.get("metric", "")).upper()
-        and str(q.get("metric", "")).upper().startswith("PREEMPTIBLE") == preemptible
-    ]
+    """The v6e quota the rung's VMs consume: preemptible for Spot; preemptible or, failing it,
+    the TPU family's for flex-start."""
     chips = s.chips * s.cluster_nodepool_count
-    if not quotas:
+    ids = (PREEMPTIBLE_V6E,) if s.capacity == Capacity.SPOT else (PREEMPTIBLE_V6E, TPU_FAMILY)
+    limits = {quota_id: _quota_limit(api, s, quota_id) for quota_id in ids}
+    shown = ", ".join(
+        f"{quota_id} {'not listed' if limit is None else f'limit {limit:g}'}"
+        for quota_id, limit in limits.items()
+    )
+    # a negative value is Cloud Quotas' unlimited
+    if any(limit is not None and (limit < 0 or limit >= chips) for limit in limits.values()):
         return passed(
             QUOTA,
-            f"{s.region} lists no v6e quota metric; GKE checks quota when {s.capacity} nodes are "
-            "requested (no API reports that capacity ahead)",
+            f"{s.region}: {shown}; {chips} chips needed (quota usage is not read: other VMs "
+            f"may hold some; {s.capacity} capacity is not promised)",
         )
-    short = [q for q in quotas if float(q.get("limit", 0)) - float(q.get("usage", 0)) < chips]
-    shown = ", ".join(
-        f"{q['metric']} {float(q.get('usage', 0)):g}/{float(q.get('limit', 0)):g}" for q in quotas
-    )
-    if short:
-        return failed(
+    if all(limit is None for limit in limits.values()):
+        return passed(
             QUOTA,
-            f"{s.region}: {shown}; the run needs {chips} chips free",
-            "request more in the console: IAM & Admin > Quotas, filter on the metric "
-            f"{short[0]['metric']} in {s.region} (or use capacity=reservation)",
+            f"{s.region}: Cloud Quotas lists no {shown}; GKE checks quota when {s.capacity} "
+            "nodes are requested",
         )
-    return passed(
-        QUOTA, f"{s.region}: {shown}; {chips} chips needed ({s.capacity} capacity is not promised)"
+    return failed(
+        QUOTA,
+        f"{s.region}: {shown}; the {s.capacity} slice needs {chips} chips",
+        "request more in the console: IAM & Admin > Quotas, filter on "
+        f"{PREEMPTIBLE_V6E} in {s.region} (or use capacity=reservation)",
     )

@@ -25,13 +25,19 @@ BLOCKING = ("NO_SCHEDULE", "NO_EXECUTE")
 
 
 def read_cluster(s: RunSettings, gcp_conn_id: str) -> Any | None:
-    """The Container API's Cluster, or None when there is none of that name."""
-    try:
-        return GKEHook(gcp_conn_id=gcp_conn_id, location=s.region).get_cluster(
-            name=s.cluster_name, project_id=s.project
-        )
-    except NotFound:
-        return None
+    """The Container API's Cluster, regional or zonal, or None when there is none of that
+    name. clusters.get names one location (container.v1 discovery document,
+    projects.locations.clusters.get: `projects/*/locations/*/clusters/*`; Cluster.location:
+    "The name of the Google Compute Engine zone or region in which the cluster resides"): a
+    zonal cluster is found under its zone, so the region is read first, then the run's zone."""
+    for location in (s.region, s.zone):
+        try:
+            return GKEHook(gcp_conn_id=gcp_conn_id, location=location).get_cluster(
+                name=s.cluster_name, project_id=s.project
+            )
+        except NotFound:
+            continue
+    return None
 
 
 def kube_client(cluster: Any, gcp_conn_id: str) -> Any:
@@ -47,7 +53,7 @@ def check_standard(s: RunSettings, cluster: Any | None) -> CheckResult:
     if cluster is None:
         return failed(
             STANDARD,
-            f"no GKE cluster {s.cluster_name!r} in {s.project}, {s.region}",
+            f"no GKE cluster {s.cluster_name!r} in {s.project}, {s.region} or {s.zone}",
             "name an existing cluster (gcloud container clusters list "
             f"--project={s.project}) or set cluster_mode=create",
         )

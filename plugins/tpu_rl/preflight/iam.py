@@ -2,10 +2,15 @@
 which roles the node pools' service accounts hold there (projects.getIamPolicy).
 
 https://cloud.google.com/resource-manager/reference/rest/v3/projects/testIamPermissions,
-https://cloud.google.com/resource-manager/reference/rest/v3/projects/getIamPolicy
+https://cloud.google.com/resource-manager/reference/rest/v3/projects/getIamPolicy; the bucket's
+own policy (storage.v1 discovery document, buckets.getIamPolicy: GET b/{bucket}/iam, a Policy
+of `bindings[]` {role, members}), read through the provider's GCSHook, for grants made on the
+bucket rather than the project.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult, failed, passed
@@ -35,7 +40,21 @@ CREATING_A_CLUSTER = (
 )
 # What a pod writing checkpoints as its node pool's account needs (the tutorial's blueprint
 # edit: `- storage.objectViewer` -> `- storage.admin` on the node pool service account).
-STORAGE_WRITERS = ("roles/storage.admin", "roles/storage.objectAdmin")
+# Any predefined role holding storage.objects.create and .get does: objectUser ("create, view,
+# update and delete objects") as well as objectAdmin and admin; basic Owner and Editor hold
+# them too (https://cloud.google.com/storage/docs/access-control/iam-roles).
+STORAGE_WRITERS = (
+    "roles/storage.admin",
+    "roles/storage.objectAdmin",
+    "roles/storage.objectUser",
+    "roles/owner",
+    "roles/editor",
+)
+# A node pool whose service account is "default" runs as the Compute Engine default service
+# account (container.v1 discovery document, NodeConfig.serviceAccount: "If not specified, the
+# \"default\" service account is used"; https://cloud.google.com/compute/docs/access/
+# service-accounts#default_service_account: PROJECT_NUMBER-compute@developer.gserviceaccount.com).
+DEFAULT_ACCOUNT = "default"
 CALLER, POOLS = "caller permissions", "node pool roles"
 
 
@@ -69,27 +88,66 @@ def check_caller(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     return [passed(CALLER, f"{len(wanted)} permissions granted on {s.project}")]
 
 
-def check_pool_roles(api: GoogleApi, s: RunSettings, accounts: dict[str, str]) -> CheckResult:
-    """Every workload pool's account ({pool: email}) may write the bucket's objects."""
+def _project_writers(api: GoogleApi, s: RunSettings) -> set[str]:
     policy = api.read_rpc(
         RESOURCE_MANAGER,
         f"/v3/projects/{s.project}:getIamPolicy",
         {"options": {"requestedPolicyVersion": 3}},
     )
-    writers = {
+    return _writers(policy.get("bindings") or [])
+
+
+def _writers(bindings: list[dict[str, Any]]) -> set[str]:
+    return {
         member
-        for binding in policy.get("bindings") or []
+        for binding in bindings
         if binding.get("role") in STORAGE_WRITERS
         for member in binding.get("members") or []
     }
-    lacking = {pool: sa for pool, sa in accounts.items() if f"serviceAccount:{sa}" not in writers}
+
+
+def _bucket_writers(s: RunSettings, gcp_conn_id: str) -> set[str]:
+    """The members a storage write role is granted to on the run's bucket (none before it
+    exists: ensure_bucket makes it)."""
+    from airflow.providers.google.cloud.hooks.gcs import GCSHook
+    from google.api_core.exceptions import NotFound
+
+    bucket = GCSHook(gcp_conn_id=gcp_conn_id).get_conn().bucket(s.gcs_bucket)
+    try:
+        policy = bucket.get_iam_policy(requested_policy_version=3)
+    except NotFound:
+        return set()
+    return _writers(list(policy.bindings))
+
+
+def _email(api: GoogleApi, s: RunSettings, account: str) -> str:
+    """A pool's account as an email: "default" is the project's Compute Engine default
+    account (its number from Resource Manager projects.get: `name` projects/NUMBER)."""
+    if account != DEFAULT_ACCOUNT:
+        return account
+    number = api.get(RESOURCE_MANAGER, f"/v3/projects/{s.project}")["name"].split("/")[-1]
+    return f"{number}-compute@developer.gserviceaccount.com"
+
+
+def check_pool_roles(
+    api: GoogleApi, s: RunSettings, accounts: dict[str, str], gcp_conn_id: str
+) -> CheckResult:
+    """Every workload pool's account ({pool: email or "default"}) may write the bucket's
+    objects, by a role on the project or on the bucket."""
+    emails = {pool: _email(api, s, sa or DEFAULT_ACCOUNT) for pool, sa in accounts.items()}
+    writers = _project_writers(api, s)
+    if any(f"serviceAccount:{sa}" not in writers for sa in emails.values()):
+        writers |= _bucket_writers(s, gcp_conn_id)
+    lacking = {pool: sa for pool, sa in emails.items() if f"serviceAccount:{sa}" not in writers}
     if lacking:
         listed = ", ".join(f"{pool} ({sa})" for pool, sa in sorted(lacking.items()))
         return failed(
             POOLS,
-            f"no storage write role on {s.project} for {listed}: their host-network pods "
-            "cannot write checkpoints",
-            f"gcloud projects add-iam-policy-binding {s.project} "
-            "--member=serviceAccount:<account> --role=roles/storage.admin (the tutorial's edit)",
+            f"no storage write role on {s.project} or gs://{s.gcs_bucket} for {listed}: their "
+            "host-network pods cannot write checkpoints",
+            f"gcloud storage buckets add-iam-policy-binding gs://{s.gcs_bucket} "
+            "--member=serviceAccount:<account> --role=roles/storage.objectUser, or the "
+            f"tutorial's edit: gcloud projects add-iam-policy-binding {s.project} "
+            "--member=serviceAccount:<account> --role=roles/storage.admin",
         )
     return passed(POOLS, f"{', '.join(sorted(accounts))} run as accounts with a storage write role")

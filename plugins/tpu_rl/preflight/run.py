@@ -49,7 +49,9 @@ def _existing(api: GoogleApi, layout: RunLayout, gcp_conn_id: str) -> list[Check
     pools, accounts = cluster.check_pools(s, found)
     results.append(pools)
     if accounts:
-        results += guarded(iam.POOLS, RETRY, lambda: [iam.check_pool_roles(api, s, accounts)])
+        results += guarded(
+            iam.POOLS, RETRY, lambda: [iam.check_pool_roles(api, s, accounts, gcp_conn_id)]
+        )
     client = cluster.kube_client(found, gcp_conn_id)
     results += [cluster_software.check_controller(client, name) for name in ("jobset", "kueue")]
     results += guarded(
