@@ -15,6 +15,7 @@ import re
 import socket
 import tarfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,23 @@ from google.api_core.exceptions import NotFound
 from google.cloud.container_v1.types import Cluster, ListClustersResponse, Operation
 
 from tests.conftest import BLUEPRINT_FIXTURES
+from tests.sandbox import discovery
 from tests.sandbox.autopilot import is_autopilot
 from tests.sandbox.cluster_addons import node_pools
 from tests.sandbox.cluster_model import POOL_LABEL, ClusterModel
 from tests.sandbox.gcs_iam import MULTI_REGIONS, TOKEN_PREFIX, GcsGate
 from tests.sandbox.gcs_policy import bucket_settings
-from tests.sandbox.gcs_rules import GcsTraffic, download_headers, paged_list, precondition_failed
+from tests.sandbox.gcs_rules import (
+    GcsTraffic,
+    download_headers,
+    paged_list,
+    precondition_failed,
+    with_error_body,
+)
 from tests.sandbox.kube_emulator import KubeEmulator
 
 SANDBOX_BIN = Path(__file__).parent / "bin"
+GCS_HOST = "storage.googleapis.com"
 
 
 def write_whole(path: Path, state: dict[str, Any]) -> None:
@@ -167,9 +176,13 @@ class GcsEmulator:
             def _gated(self, method: str) -> None:
                 traffic.requests.append(f"{method} {self.path}")
                 body = b""
-                if method == "POST" and self.headers.get("Content-Length"):
+                if method in ("POST", "PUT", "PATCH") and self.headers.get("Content-Length"):
                     body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                     self.rfile = io.BytesIO(body)
+                # every request checked against storage.v1's discovery document
+                if refused := discovery.refusal(GCS_HOST, method, self.path, body):
+                    self._answer(refused[0], json.dumps(refused[2]).encode())
+                    return
                 creates = method == "POST" and re.match(r"^(/storage/v1)?/b(\?|$)", self.path)
                 name = json.loads(body).get("name", "") if creates and body else ""
                 # a taken name answers 409 first
@@ -184,10 +197,22 @@ class GcsEmulator:
                         page = json.loads(answer[1])
                         traffic.listed += len(page["items"]) + len(page["prefixes"])
                 if answer is not None:
-                    self._answer(*answer)
+                    self._checked(method, lambda: self._answer(*answer))
                     return
                 creating[:] = [json.loads(body)] if creates and body else []
-                getattr(super(), f"do_{method}")()
+                self._checked(method, getattr(super(), f"do_{method}"))
+
+            def _checked(self, method: str, respond: Callable[[], None]) -> None:
+                """The answer `respond` writes, sent once storage.v1's document allows it."""
+                wire, self.wfile = self.wfile, io.BytesIO()
+                try:
+                    respond()
+                finally:
+                    written, self.wfile = self.wfile.getvalue(), wire
+                written = with_error_body(written, self.path)
+                self.wfile.write(
+                    discovery.checked_response_bytes(GCS_HOST, method, self.path, written)
+                )
 
             def do_GET(self) -> None:
                 self._gated("GET")

@@ -9,6 +9,10 @@ listings, and a count of the requests and listed entries (for the bench).
   get-object-download, "Response headers"), where google-cloud-storage takes it from
   (google/cloud/storage/blob.py, Blob._extract_headers_from_download: `response.headers.get(
   "X-goog-generation")`): a read-then-write's ifGenerationMatch depends on it.
+- an error answer carries Cloud Storage's JSON error body, `{"error": {"code", "message",
+  "errors": [{"domain", "reason", "message"}]}}` (https://cloud.google.com/storage/docs/json_api
+  /v1/status-codes), where gcp-storage-emulator answers a bare 404 (a missing bucket's "The
+  specified bucket does not exist.", a missing object's "No such object: <bucket>/<name>").
 - objects.list returns at most `maxResults` entries, items and prefixes together, and never
   more than 1,000, with a `nextPageToken`
   (https://cloud.google.com/storage/docs/json_api/v1/objects/list, `maxResults`).
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -141,3 +146,35 @@ def paged_list(storage: Any, path: str) -> tuple[int, bytes] | None:
     if start + size < len(entries):
         answer["nextPageToken"] = str(start + size)
     return 200, json.dumps(answer).encode()
+
+
+def _error_message(status: int, path: str) -> str:
+    if status == 404 and (target := OBJECT_PATH.match(path) or DOWNLOAD_PATH.match(path)):
+        return f"No such object: {target.group('bucket')}/{unquote(target.group('name'))}"
+    if status == 404:
+        return "The specified bucket does not exist."
+    return HTTPStatus(status).phrase
+
+
+def with_error_body(response: bytes, path: str) -> bytes:
+    """An HTTP error response the emulator wrote, with Cloud Storage's JSON error body where
+    its own is missing or not of that shape; any other response as it is."""
+    head, _, data = response.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    if status < 400:
+        return response
+    try:
+        error = json.loads(data).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict) and error.get("code") == status and error.get("message"):
+        return response
+    reason = {400: "invalid", 404: "notFound", 409: "conflict"}.get(status, "backendError")
+    message = _error_message(status, urlparse(path).path)
+    error = {"code": status, "message": message}
+    error["errors"] = [{"message": message, "domain": "global", "reason": reason}]
+    body = json.dumps({"error": error}).encode()
+    kept = [line for line in lines[1:] if not line.lower().startswith(("content-", "x-goog"))]
+    headers = [*kept, "Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return "\r\n".join([lines[0], *headers]).encode("latin-1") + b"\r\n\r\n" + body

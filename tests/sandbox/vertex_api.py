@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from tests.sandbox import discovery
 from tests.sandbox.loopback import serve_on_loopback
 
 _LOCATION = r"/v1/projects/([^/]+)/locations/([^/]+)"
@@ -29,6 +30,7 @@ MERGE = re.compile(rf"{_LOCATION}/models/([^/@]+)@([^/:]+):mergeVersionAliases")
 # alias ... If no version ID or alias is specified, the "default" version will be returned":
 # googleapiclient/discovery_cache/documents/aiplatform.v1.json, models.get's `name`)
 GET = re.compile(rf"{_LOCATION}/models/([^/@:]+)(?:@([^/:]+))?")
+API_HOST = "aiplatform.googleapis.com"  # every region's endpoint serves aiplatform.v1
 UPLOAD_RESPONSE = "type.googleapis.com/google.cloud.aiplatform.v1.UploadModelResponse"
 
 
@@ -74,11 +76,20 @@ class VertexRegistryFake:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                body = json.loads(raw or b"{}")
                 path = unquote(urlsplit(self.path).path)
+
+                def answered() -> discovery.Answer:
+                    status, payload = fake.answer(self.command, path, body)
+                    return status, {}, payload
+
                 with fake.lock:
                     fake.calls.append(Call(self.command, path, body))
-                    status, payload = fake.answer(self.command, path, body)
+                    # every request and answer checked against aiplatform.v1's document
+                    status, _, payload = discovery.checked(
+                        API_HOST, self.command, self.path, raw, answered
+                    )
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
