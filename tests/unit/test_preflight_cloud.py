@@ -97,6 +97,9 @@ def test_a_zonal_existing_cluster_is_found(tutorial_conf, monkeypatch):
         "airflow.providers.google.cloud.hooks.kubernetes_engine.GKEHook.get_cluster", get_cluster
     )
     assert cluster.read_cluster(s, "gcp") is found
+    found.autopilot = SimpleNamespace(enabled=False)
+    zonal = cluster.check_standard(s, found)
+    assert not zonal.passed and f"is a zonal cluster (in {s.zone})" in zonal.evidence
 
 
 def test_an_undelivered_prefix_reservation_stops_the_deploy(tutorial_conf, monkeypatch):

@@ -59,6 +59,17 @@ def check_standard(s: RunSettings, cluster: Any | None) -> CheckResult:
         )
     if cluster.autopilot.enabled:
         return failed(STANDARD, f"{s.cluster_name} is a GKE Autopilot cluster", NEEDS_STANDARD)
+    if cluster.location and cluster.location != s.region:
+        # the run's GKE steps name the cluster by the run's region (tpu_rl.operators.RUN_CLUSTER:
+        # location "{{ params.region }}"), and clusters.get of a zonal cluster under its region
+        # answers NOT_FOUND: found here, the run would still not reach it
+        return failed(
+            STANDARD,
+            f"{s.cluster_name} is a zonal cluster (in {cluster.location}); the run's steps reach "
+            f"the cluster in region {s.region}",
+            "use a regional cluster in the run's region (the tutorial's blueprint makes one), "
+            "or cluster_mode=create",
+        )
     return passed(STANDARD, f"{s.cluster_name} is a GKE Standard cluster ({cluster.status.name})")
 
 
