@@ -22,7 +22,13 @@ from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
 from tpu_rl.promotion.champion import champion_uri
 from tpu_rl.promotion.plan_steps import gains_text, promotion_steps
-from tpu_rl.report.estimate import estimate_run, format_estimate
+from tpu_rl.report.estimate import (
+    cost_words,
+    estimate_rows,
+    estimate_run,
+    format_estimate,
+    mode_in,
+)
 from tpu_rl.rewards.evaluations import gate_thresholds
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
 from tpu_rl.settings.validation import settings_warnings
@@ -238,6 +244,8 @@ def write_plan(layout: RunLayout, out_dir: Path) -> Path:
         "run_id": layout.run_id,
         "run_slug": layout.slug,
         "capacity": capacity_summary(layout.settings),
+        # per region and capacity mode, with each price's source and date (tpu_rl.report.prices)
+        "cost_estimate": estimate_rows(estimate_run(layout.settings)),
         "settings": layout.settings.to_dict(),
         "steps": steps,
     }
@@ -286,11 +294,25 @@ def main(argv: list[str]) -> int:
         print(f"  blueprint: {edit}")
     for label, value in summary["node_selector"].items():
         print(f"  TPU pods select node label {label}={value}")
+    estimate = estimate_run(settings)
     if settings.capacity_ladder and settings.cluster_mode == "create":
         for i, row in enumerate(_ladder(layout)[0], 1):
             print(f"  capacity ladder, rung {i} {row['rung']}: {row['creates']}")
-    print("\n".join(format_estimate(estimate_run(settings))))
+            print(f"    cost on this rung: {_rung_cost(estimate, row['rung'])}")
+    print("\n".join(format_estimate(estimate)))
     return 0
+
+
+def _rung_cost(estimate: Any, rung: str) -> str:
+    """What the run costs when the ladder stops on `rung` (mode@zone), from the estimate."""
+    mode, _, zone = rung.partition("@")
+    found = mode_in(estimate, mode, zone)
+    if found is None:
+        return "no estimate"
+    return (
+        f"{found.chip_hours:.2f} chip-hours in {found.region}, {cost_words(found)} "
+        "(waits on earlier rungs not included)"
+    )
 
 
 if __name__ == "__main__":

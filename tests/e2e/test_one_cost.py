@@ -7,13 +7,19 @@ cleanups) and the page counted them again to cleanup_cluster's end: two figures 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import select
 
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.harness import SETTINGS, Sandbox, Workloads
+from tests.sandbox.harness import SETTINGS, SPOT, Sandbox, Workloads
 
 
 @dataclass
@@ -45,8 +51,9 @@ def test_the_report_the_note_and_the_page_give_outcomes_one_cost(
     for key in ("chip_hours", "host_hours", "estimated_cost_usd"):
         assert row[key] == counted[key], key  # the same figure, not one counted again
     assert counted["chip_hours"] == pytest.approx(4 * counted["host_hours"])  # 4 chips a host
-    dollars = f"${counted['estimated_cost_usd']:,.2f}"
-    assert dollars in markdown and f"{counted['chip_hours']:.2f} chip-hours" in markdown
+    # a reservation: paid by its commitment, no spend of the run's own (issue 42)
+    assert counted["estimated_cost_usd"] is None and counted["billed_as"] == "commitment"
+    assert f"{counted['chip_hours']:.2f} chip-hours" in markdown and "commitment" in markdown
     # no API connection in dag.test: outcome logs the note it could not set, with that cost
     note = note_text(
         "succeeded: model exported and verified",
@@ -55,3 +62,111 @@ def test_the_report_the_note_and_the_page_give_outcomes_one_cost(
         f"{export}run-report.md",
     )
     assert "The run's note is not set" in caplog.text and note.split("\n\n")[2] in caplog.text
+
+
+@contextlib.contextmanager
+def scheduler_timeout_sweep() -> Iterator[None]:
+    """The scheduler's AWAITING_INPUT sweep, every second, beside dag.test(): Airflow 3.3 answers
+    an approval nobody answered there (SchedulerJobRunner.check_awaiting_input_timeouts, which
+    uses only the runner's log; dag.test() leaves AWAITING_INPUT tasks parked, waiting for an
+    answer from outside: airflow/sdk/definitions/dag.py DAG.test)."""
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
+    from airflow.utils.session import create_session
+
+    stop = threading.Event()
+    runner = SimpleNamespace(log=logging.getLogger("scheduler-sweep"))
+
+    def sweep() -> None:
+        while not stop.wait(1.0):
+            with create_session() as session:
+                SchedulerJobRunner.check_awaiting_input_timeouts(runner, session=session)
+
+    thread = threading.Thread(target=sweep, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def approval_body(run_id: str) -> str:
+    """The approval request's body, as Airflow's Required Actions page shows it."""
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = (
+            select(HITLDetail.body)
+            .join(TaskInstance, TaskInstance.id == HITLDetail.ti_id)
+            .where(TaskInstance.run_id == run_id, TaskInstance.task_id == "approve")
+        )
+        return session.scalars(query).one()
+
+
+def run_times(run_id: str) -> tuple[float, float]:
+    """The run's start and cleanup_cluster's end (epoch seconds), from the metadata DB."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        run = session.scalars(select(DagRun).where(DagRun.run_id == run_id)).one()
+        cleanup = session.scalars(
+            select(TaskInstance).where(
+                TaskInstance.run_id == run_id, TaskInstance.task_id == "cleanup_cluster"
+            )
+        ).one()
+        return run.start_date.timestamp(), cleanup.end_date.timestamp()
+
+
+@pytest.mark.timeout(600)
+def test_waiting_for_a_persons_approval_costs_no_tpu_time(airflow_db, tmp_path, capfd, e2e_report):
+    """Issue 44: the approval request said "$1.56" once the cluster was gone; after a 60-s wait
+    for an answer the note, the report and the RL page said $3.05, and the same run without
+    approval cost $1.55: the wait was counted as TPU time (the count ran to outcome's start).
+
+    A Spot run (a static pool from deploy to destroy, billed by its hours) with
+    approval=required whose request waits its whole approval_timeout_minutes (1 min) and is
+    rejected on timeout. Its cost is what it would be without the wait: the nodes it saw,
+    counted to cleanup_cluster's end (the cluster destroyed); and the request shows the figure
+    the report, the note and the page show.
+
+    On the code before this fix outcome counted the nodes to its own start, the minute's wait
+    included (the pool's seconds over 60 more than to cleanup_cluster's end)."""
+    from airflow.utils.session import create_session
+
+    from tpu_rl.report.billing import tpu_billing
+    from tpu_rl.report.run_report import cost_text
+    from tpu_rl.report.tpu_nodes import merged
+    from tpu_rl.settings.run_settings import load_settings
+    from tpu_rl.ui.runs import fetch_runs
+
+    conf = {**SPOT, "num_batches": 50, "checkpoint_period": 25}
+    conf |= {"approval": "required", "approval_timeout_minutes": 1}
+    case = Case("spot_with_a_minute_of_approval_wait")
+    with Sandbox(tmp_path).up() as box, scheduler_timeout_sweep():
+        result, _ = reported_run(box, case, conf, capfd, e2e_report)
+        export = result.xcoms["verify.return_value"]
+        report = json.loads(result.gcs.read(f"{export}run-report.json"))
+    assert result.task_states["approve"] == "success", result.task_states  # timed out: reject
+    assert result.task_states["promote"] == "skipped", result.task_states
+    counted = result.xcoms["outcome.tpu_cost"]
+    looks = merged(v for k, v in result.xcoms.items() if k.endswith(".tpu_nodes"))
+    started, destroyed = run_times(result.run_id)
+    without_wait = tpu_billing(load_settings(conf), 8, looks, (started, destroyed), {}, "")
+    assert counted["rule"] == "tpu_node_life" and counted["nodes_seen"] == 8, counted
+    # the same figure as without the wait (cleanup_cluster marks the release just before its
+    # task ends), not a minute of 8 hosts more
+    assert counted["pool_seconds"] == pytest.approx(without_wait["pool_seconds"], abs=1.0)
+    assert counted["estimated_cost_usd"] == pytest.approx(
+        without_wait["estimated_cost_usd"], rel=0.1
+    )
+    assert "costs no TPU time" in counted["rule_text"]
+    # one figure: the approval request, the report, the note's text and the page
+    assert report["tpu"] == counted
+    assert cost_text(counted, "spot") in approval_body(result.run_id)
+    with create_session() as session:
+        row = next(r for r in fetch_runs(session, 10_000) if r["run_id"] == result.run_id)
+    assert row["estimated_cost_usd"] == counted["estimated_cost_usd"]

@@ -293,7 +293,8 @@ def test_the_report_ends_with_the_runs_cost_estimate(box, facts, tmp_path, capsy
     assert preflight_tool.main([str(settings)]) == 0
     out = capsys.readouterr().out
     assert (
-        "reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), $208.80" in out
+        "reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), no spend of "
+        "the run's own: the reservation's commitment" in out
     )
     assert out.index("PASS ") < out.index("chip-hours")
 

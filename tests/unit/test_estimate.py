@@ -15,38 +15,47 @@ from tpu_rl.settings.run_settings import load_settings
 
 def test_the_tutorials_example_by_hand(tutorial_conf):
     """include/examples/tutorial.json: 1 x v6e-32 (4x8 = 32 chips; ct6e-standard-4t has 4 chips a
-    host: 8 hosts), a cluster the run creates and destroys, num_batches 50 (the default).
+    host: 8 hosts) in us-east5, a cluster the run creates and destroys, num_batches 50.
 
     Time: create 30 + convert 30 + backend 5 + train 50 x 60 s = 50 + export 20 + destroy 10
     = 145 min = 2.4167 h.
-    Reservation and Spot (a static pool, the whole run): 32 x 145/60 = 77.33 chip-hours,
-    8 x 145/60 = 19.33 host-hours, 77.333 x 2.70 = $208.80.
+    A static pool (reservation, calendar, Spot) exists the whole run: 32 x 145/60 = 77.33
+    chip-hours, 8 x 145/60 = 19.33 host-hours. Spot in us-east5 at 1.215: 77.333 x 1.215 =
+    $93.96. Calendar: a whole-day window (the run's 2.4 h inside it), 32 x 24 x 2.70 (on-demand,
+    the upper bound) = $2,073.60. Reservation: paid by its commitment, no spend of the run's.
     Flex-start (convert + backend + train + export = 105 min, + 3 x 10 min scale-down = 135 min
-    = 2.25 h): 32 x 2.25 = 72 chip-hours, 8 x 2.25 = 18 host-hours, 72 x 2.70 = $194.40."""
+    = 2.25 h): 32 x 2.25 = 72 chip-hours, at most 72 x 2.70 = $194.40 (upper bound)."""
     found = estimate.estimate_run(load_settings(tutorial_conf))
     assert (found.chips, found.hosts, found.steps) == (32, 8, 50)
     assert found.wall_minutes == pytest.approx(145.0)
-    modes = {m.capacity: m for m in found.modes}
+    assert found.region == "us-east5" and found.run_regions == ("us-east5",)
+    modes = {m.capacity: m for m in found.modes if m.region == "us-east5"}
     assert set(modes) == {"reservation", "calendar", "flex_start", "spot"}
     for static in ("reservation", "calendar", "spot"):
         assert modes[static].chip_hours == pytest.approx(77.333, abs=1e-3)
         assert modes[static].host_hours == pytest.approx(19.333, abs=1e-3)
-        assert modes[static].usd == pytest.approx(208.80)
+    assert modes["spot"].usd == pytest.approx(93.96, abs=0.01)
+    assert modes["spot"].price.basis == prices.LIST_PRICE
+    assert modes["calendar"].usd == pytest.approx(2073.60)
+    assert modes["reservation"].usd is None and modes["reservation"].billed_as == "commitment"
+    assert [p.usd_per_chip_hour for p in modes["reservation"].commitment] == [1.89, 1.22]
     assert modes["flex_start"].chip_hours == pytest.approx(72.0)
     assert modes["flex_start"].host_hours == pytest.approx(18.0)
     assert modes["flex_start"].usd == pytest.approx(194.40)
+    assert modes["flex_start"].price.basis == prices.UPPER_BOUND
     lines = estimate.format_estimate(found)
+    text = "\n".join(lines)
     assert lines[0] == (
         "Estimate for 1 x v6e-32 (32 chips on 8 hosts of ct6e-standard-4t), 50 training steps:"
     )
     assert lines[1].startswith("  time: about 2.4 h (create_cluster 30 min, convert 30 min")
-    assert (
-        "  reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), "
-        in "\n".join(lines)
-    )
-    assert (
-        "flex_start: 72.00 chip-hours" in lines[4] and "$194.40 at $2.70 per chip-hour" in lines[4]
-    )
+    assert lines[2] == "  in us-east5 (the run's):"
+    assert "    reservation (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), " in text
+    assert "no spend of the run's own: the reservation's commitment" in text
+    assert "flex_start: 72.00 chip-hours" in text
+    assert "at most $194.40 at $2.7 per chip-hour (upper bound)" in text
+    assert "spot: 77.33 chip-hours = 19.33 host-hours (2.42 h billed), $93.96 at $1.215" in text
+    assert "$2,073.60: a 1-day window at $2.7 per chip-hour (upper bound)" in text
 
 
 def test_an_existing_cluster_bills_no_creation_and_two_slices_double(tutorial_conf):
@@ -63,6 +72,9 @@ def test_an_existing_cluster_bills_no_creation_and_two_slices_double(tutorial_co
 def test_the_prices_source_and_date_and_the_assumptions_are_stated(tutorial_conf):
     text = "\n".join(estimate.format_estimate(estimate.estimate_run(load_settings(tutorial_conf))))
     assert prices.TABLE_DATE in text and prices.PRICING_PAGE in text and prices.DWS_PAGE in text
+    assert "us-east5 on_demand: 2.7 (list price" in text
+    assert "us-east5 spot: 1.215 (list price" in text
+    assert "us-east5 commit_3y: 1.22 (list price" in text
     assert "assumed, not measured" in text and "a GRPO step 60 s" in text
     assert "CPU nodes" in text and "TPU-hours" not in text
 
@@ -88,7 +100,8 @@ def test_the_trigger_form_shows_the_defaults_estimate_under_the_capacity_field()
     text = dag_params()["capacity"].description
     assert text.startswith("How the run gets its TPUs")
     assert "Estimate for these defaults (1 x v6e-32: 32 chips on 8 hosts" in text
-    assert "reservation 77.33 chip-hours = 19.33 host-hours, $208.80" in text
-    assert "flex_start 72.00 chip-hours = 18.00 host-hours, $194.40" in text
+    assert "in us-east5" in text  # the tutorial's region: the form's defaults have none
+    assert "reservation 77.33 chip-hours = 19.33 host-hours, paid by the reservation's" in text
+    assert "flex_start 72.00 chip-hours = 18.00 host-hours, at most $194.40" in text
     assert "Assumed, not measured:" in text and prices.TABLE_DATE in text
     assert "\n" not in text

@@ -64,7 +64,15 @@ def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
     assert one["rule"] == run_cost.CREATED_POOL and "create_cluster" in one["rule_text"]
     assert one["hosts"] == 8 and one["pool_seconds"] == RUN_SECONDS
     assert one["host_hours"] == pytest.approx(32.0)
-    assert one["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 2.70)
+    # a reservation is paid by its commitment, not by the run (issue 42)
+    assert one["estimated_cost_usd"] is None and one["billed_as"] == "commitment"
+    assert (one["price"]["mode"], one["price"]["usd_per_chip_hour"]) == ("commit_1y", 1.89)
+    assert "paid by its commitment, whether or not the pool exists" in report.cost_text(
+        one, "reservation"
+    )
+    spot = build(tutorial_conf, capacity="spot", reservation="")["tpu"]
+    # Spot in us-east5 at the billing catalogue's 1.215 per chip-hour
+    assert spot["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 1.215)
     two = build(tutorial_conf, cluster_nodepool_count=2)["tpu"]
     assert two["hosts"] == 16 and two["host_hours"] == pytest.approx(64.0)
 
@@ -104,7 +112,8 @@ def test_without_node_records_a_spot_pool_bills_as_the_static_pool_it_is(
     tpu = build(tutorial_conf, capacity="spot", cluster_mode=cluster_mode, reservation="")["tpu"]
     assert tpu["rule"] == rule and "Spot" in tpu["rule_text"]
     assert tpu["pool_seconds"] == RUN_SECONDS
-    assert tpu["price"]["basis"] == "on-demand equivalent" and tpu["price"]["capacity"] == "spot"
+    assert tpu["price"]["basis"] == "list price" and tpu["price"]["capacity"] == "spot"
+    assert tpu["price"]["region"] == "us-east5" and tpu["price"]["usd_per_chip_hour"] == 1.215
 
 
 def test_node_records_bill_each_nodes_life_tail_included_waits_excluded(tutorial_conf):
@@ -130,7 +139,7 @@ def test_node_records_bill_each_nodes_life_tail_included_waits_excluded(tutorial
     assert tpu["rule"] == billing.NODE_LIFE and "scale-down tail included" in tpu["rule_text"]
     assert tpu["nodes_seen"] == 16
     assert tpu["host_hours"] == pytest.approx(8 * (4200 + 1800) / 3600, abs=0.01)
-    assert "on-demand equivalent" in built["summary"] and prices.DWS_PAGE in built["summary"]
+    assert "upper bound" in built["summary"] and prices.DWS_PAGE in built["summary"]
 
 
 # a Spot run preempted at step 62 (last checkpoint 50), resumed after 30 min without capacity
@@ -189,7 +198,7 @@ def test_a_run_without_resumes_reports_one_attempt_and_no_recomputed_steps(tutor
 def test_missing_steps_count_as_zero_and_unknown_generation_has_no_price(tutorial_conf):
     settings = load_settings(tutorial_conf)
     unpriced = dataclasses.replace(settings, tpu_type="v9x-32")
-    assert prices.price(unpriced.tpu_type, "reservation") is None
+    assert prices.capacity_price(unpriced.tpu_type, "us-east5", "reservation") is None
     tpu = billing.tpu_billing(unpriced, 8, [], (0.0, 10.0), {}, "now")
     assert tpu["host_hours"] == 0.0 and tpu["estimated_cost_usd"] is None
     partial = build(tutorial_conf, {"train": 3600.0}, cluster_mode="existing", reservation="")
@@ -206,7 +215,7 @@ def test_report_content_and_summary(tutorial_conf):
     summary = built["summary"]
     assert "\n" not in summary
     hours = "128.00 chip-hours = 32.00 host-hours (8 hosts x 4.00 h)"
-    for part in ("0.082", "0.123", "+0.041", hours, "$345.60", "step 50"):
+    for part in ("0.082", "0.123", "+0.041", hours, "paid by its commitment", "step 50"):
         assert part in summary, (part, summary)
     markdown = report.render_markdown(built)
     assert markdown.startswith(f"# Run report: {run.run_id}\n\n{summary}\n")
@@ -252,6 +261,7 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
         ("gate", "return_value"): GATE,
         ("export", "checkpoint_step"): 50,
         ("compare_champion", "return_value"): None,  # not run (issue 29)
+        ("cleanup_cluster", "tpus_released_at"): None,  # not yet
     }
     ti = mock.Mock(dag_id="tpu_rl_post_training", run_id=run.run_id)
     dag_run = mock.Mock(start_date=datetime.now(UTC) - timedelta(hours=2))
@@ -323,3 +333,31 @@ def test_each_attempt_says_where_it_ran_and_why_it_ended_when_it_did_not_complet
     assert "| 1 | flex_start@us-east5-b | 0 | 50 | stopped_at_save | 8 |" in markdown
     assert f"- attempt 1 ended: {why}" in markdown
     assert "- attempt 2 ended" not in markdown
+
+
+def test_the_count_ends_when_cleanup_cluster_released_the_tpus(tutorial_conf):
+    """Issue 44: what runs after the TPUs are gone (a person's approval) costs no TPU time: a
+    count made an hour after cleanup_cluster's release mark ends at the mark, the same figure
+    as a count made at it; without the mark it ends at the count's time."""
+    run = layout(tutorial_conf, capacity="spot", reservation="")
+    now = datetime.now(UTC)
+
+    def counted(released: float | None) -> dict[str, Any]:
+        ti = mock.Mock(dag_id="tpu_rl_post_training", run_id=run.run_id)
+        ti.xcom_pull.side_effect = lambda task_ids, key="return_value": (
+            released if key == run_cost.RELEASED_KEY else [None] * len(task_ids)
+        )
+        ti.get_task_breadcrumbs.return_value = []
+        context = {
+            "ti": ti,
+            "dag_run": mock.Mock(start_date=now - timedelta(hours=3)),
+            "dag": mock.Mock(task_ids=["convert", "export"]),
+        }
+        return run_cost.count_run_cost(run, context)
+
+    released = counted((now - timedelta(hours=1)).timestamp())
+    assert released["pool_seconds"] == pytest.approx(2 * 3600, abs=5)  # not 3 h
+    assert "costs no TPU time" in released["rule_text"]
+    unmarked = counted(None)
+    assert unmarked["pool_seconds"] == pytest.approx(3 * 3600, abs=5)
+    assert "may still bill" in unmarked["rule_text"]

@@ -272,6 +272,15 @@ half-deployed cluster is destroyed too. Destroys the cluster this run created
     def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         return [steps.create, steps.destroy]
 
+    def execute(self, context: Context) -> None:
+        """Destroy, then (a run's cleanup, not the janitor's) mark the run's TPUs released: the
+        run's cost ends here, whatever waits after (tpu_rl.report.run_cost)."""
+        from tpu_rl.report.run_cost import mark_tpus_released
+
+        super().execute(context)
+        if self.settings is None:
+            mark_tpus_released(context["ti"])
+
     def skip_reason(self, settings: RunSettings) -> str | None:
         if settings.keep_cluster:
             return "keep_cluster is set: the cluster stays (its TPUs keep billing)"

@@ -8,12 +8,16 @@ are host-hours x chips per host (4), the unit of the price. The rule is the TPU 
 from before the looks, or whose looks all failed) is estimated from its task times by what bills
 for its settings: a static pool (a reservation, or Spot: gcluster makes it static,
 tpu_rl.cluster.capacity) for its whole life; a flex-start pool while its TPU steps ran. The cost
-is chip-hours x the price of the mode (tpu_rl.report.prices), which ignores committed-use
-discounts, regional differences and the cluster's CPU nodes, disks and network.
+of Spot and flex-start is chip-hours x the mode's price in the run's region
+(tpu_rl.report.prices); a reservation is paid by its commitment and a calendar window for its
+whole length, whatever the run used: no spend of the run's own (`estimated_cost_usd` None), the
+commitment or the window's price shown instead (`billed_as`, billed_text). The cluster's CPU
+nodes, disks and network are not counted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tpu_rl.cluster.tpu import CHIPS_PER_HOST
@@ -72,9 +76,12 @@ def tpu_billing(
         rule = task_time_rule(settings)
         host_seconds = hosts * task_seconds.get(rule, 0.0)
     host_hours = host_seconds / 3600
-    price = prices.price(settings.tpu_type, settings.capacity)
-    chip_hours = host_hours * CHIPS_PER_HOST[settings.compute_type]
-    cost = None if price is None else chip_hours * price.usd_per_chip_hour
+    chips_per_host = CHIPS_PER_HOST[settings.compute_type]
+    region = settings.zone or settings.region
+    price = prices.capacity_price(settings.tpu_type, region, settings.capacity)
+    chip_hours = host_hours * chips_per_host
+    billed_as = prices.BILLED_AS[settings.capacity]
+    spends = price is not None and billed_as == prices.USAGE
     return {
         "hosts": hosts,
         "pool_seconds": host_seconds / hosts if hosts else 0.0,
@@ -83,6 +90,28 @@ def tpu_billing(
         "rule": rule,
         "rule_text": f"{RULES[rule]}; counted to {until_text}",
         "nodes_seen": len({n for x in looks for n in x["nodes"]}),
-        "estimated_cost_usd": cost,
+        "estimated_cost_usd": chip_hours * price.usd_per_chip_hour if spends else None,
+        "billed_as": billed_as,
+        "pool_chips": hosts * chips_per_host,
         "price": None if price is None else {**price.as_dict(), "capacity": settings.capacity},
     }
+
+
+def billed_text(tpu: Mapping[str, Any]) -> str | None:
+    """What a reservation or a calendar window costs instead of the run's hours, in words;
+    None for Spot and flex-start (their hours are the spend) or without a price."""
+    price, billed_as = tpu.get("price"), tpu.get("billed_as")
+    if not price or billed_as not in (prices.COMMITMENT, prices.WINDOW):
+        return None
+    rate = f"${price['usd_per_chip_hour']:.2f} per chip-hour ({price['basis']}, {price['region']})"
+    if billed_as == prices.COMMITMENT:
+        return (
+            f"no spend of this run's own: the reservation is paid by its commitment, whether or "
+            f"not the pool exists (1-year commitment {rate}; {prices.CONSUMPTION_PAGE})"
+        )
+    day = tpu["pool_chips"] * prices.MIN_WINDOW_HOURS * price["usd_per_chip_hour"]
+    return (
+        f"no spend of this run's own: the calendar window bills its whole length, used or not, "
+        f"at {rate}: ${day:,.2f} a day for {tpu['pool_chips']} chips, at least one day "
+        f"({prices.CALENDAR_PAGE})"
+    )

@@ -1,25 +1,34 @@
-"""A run's cost and time before it runs: chip-hours, host-hours and dollars per capacity mode.
+"""A run's cost and time before it runs: chip-hours, host-hours and dollars per region and
+capacity mode.
 
 The time is the run's steps at assumed durations (ASSUMED_MINUTES, ASSUMED_STEP_SECONDS: not
 measured; a real run's step durations are in its report). What bills follows the rules of
-tpu_rl.report.billing: a static pool (reservation or Spot; gcluster makes a Spot pool static)
-bills from the cluster's creation to its destruction, or for the run's span on an existing
-cluster; a flex-start pool only while the TPU steps hold it, plus the autoscaler's scale-down
-tail after each. Dollars are chip-hours x the mode's price (tpu_rl.report.prices, with its
-source and date). Pure arithmetic on the settings: the DAG's parse computes the form's estimate.
+tpu_rl.report.billing: a static pool (reservation, calendar or Spot; gcluster makes a Spot pool
+static) exists from the cluster's creation to its destruction, or for the run's span on an
+existing cluster; a flex-start pool only while the TPU steps hold it, plus the autoscaler's
+scale-down tail after each. Dollars come from the price table (tpu_rl.report.prices: each
+price's region, source and date): Spot and flex-start bill their hours; a calendar window bills
+its whole length, at least one day and as many whole days as the run takes; a reservation is
+paid by its commitment, shown as the commitment's price, not as a spend of the run. The regions
+are the run's zone's and, with a capacity ladder, each rung's. Pure arithmetic on the settings:
+the DAG's parse computes the form's estimate.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpu_rl.cluster.ladder import LadderError, parse_ladder
 from tpu_rl.cluster.tpu import CHIPS_PER_HOST
 from tpu_rl.report import prices
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
 
+TUTORIAL_REGION = "us-east5"  # include/examples/tutorial.json's
 CAPACITY_MODES = ("reservation", "calendar", "flex_start", "spot")
 STATIC_MODES = ("reservation", "calendar", "spot")  # calendar: the reservation's pool
 # Assumed minutes per step; none is measured by this repository.
@@ -39,14 +48,18 @@ FLEX_START_SCALE_UPS = 3  # convert, the backend (training), export
 
 @dataclass(frozen=True)
 class ModeEstimate:
-    """What one capacity mode bills for the run."""
+    """What one capacity mode bills for the run in one region."""
 
     capacity: str
-    billed_hours: float  # hours the TPU pool bills
+    billed_hours: float  # hours the TPU pool exists
     chip_hours: float
     host_hours: float
-    usd: float | None  # None: no price known for the TPU type
+    usd: float | None  # the run's spend; None: a reservation's commitment, or no price known
     price: prices.Price | None
+    region: str = ""
+    billed_as: str = prices.USAGE  # usage, commitment (a reservation), window (calendar)
+    commitment: tuple[prices.Price | None, ...] = ()  # a reservation's 1- and 3-year prices
+    chips: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,8 +74,10 @@ class Estimate:
     steps: int
     capacity: str
     phases: tuple[tuple[str, float], ...]  # (step, minutes) in run order
-    modes: tuple[ModeEstimate, ...]
+    modes: tuple[ModeEstimate, ...]  # per region (the run's first), per capacity mode
     assumptions: tuple[str, ...]
+    region: str = ""  # the run's zone's region
+    run_regions: tuple[str, ...] = ()  # the run's and its ladder's; the others: comparison
 
     @property
     def wall_minutes(self) -> float:
@@ -95,26 +110,73 @@ def billed_minutes(phases: tuple[tuple[str, float], ...], capacity: str) -> floa
     return held + FLEX_START_SCALE_UPS * SCALE_DOWN_TAIL_MINUTES
 
 
+def run_regions(settings: RunSettings) -> list[str]:
+    """The regions the run's TPUs may come from: its zone's (its region's, or the tutorial's
+    without either: the form's defaults), then each ladder rung's."""
+    zones = [settings.zone or settings.region or TUTORIAL_REGION]
+    with contextlib.suppress(LadderError):  # validation says so; the run's own zone stays
+        zones += [rung.zone for rung in parse_ladder(settings.capacity_ladder)]
+    return list(dict.fromkeys(prices.region_of(zone) for zone in zones))
+
+
+def window_hours(billed_hours: float) -> float:
+    """Hours a calendar window for the run bills: whole days, at least one."""
+    days = max(1, math.ceil(billed_hours / prices.MIN_WINDOW_HOURS - 1e-9))
+    return days * prices.MIN_WINDOW_HOURS
+
+
+def mode_estimate(
+    settings: RunSettings,
+    phases: tuple[tuple[str, float], ...],
+    capacity: str,
+    region: str,
+    chips: int,
+    hosts: int,
+) -> ModeEstimate:
+    """What `capacity` in `region` bills for the run."""
+    hours = billed_minutes(phases, capacity) / 60
+    price = prices.capacity_price(settings.tpu_type, region, capacity)
+    billed_as = prices.BILLED_AS[capacity]
+    if price is None or billed_as == prices.COMMITMENT:
+        usd = None
+    elif billed_as == prices.WINDOW:
+        usd = chips * window_hours(hours) * price.usd_per_chip_hour
+    else:
+        usd = chips * hours * price.usd_per_chip_hour
+    commitment = (
+        tuple(prices.commitment_prices(settings.tpu_type, region).values())
+        if billed_as == prices.COMMITMENT
+        else ()
+    )
+    return ModeEstimate(
+        capacity=capacity,
+        billed_hours=hours,
+        chip_hours=chips * hours,
+        host_hours=hosts * hours,
+        usd=usd,
+        price=price,
+        region=region,
+        billed_as=billed_as,
+        commitment=commitment,
+        chips=chips,
+    )
+
+
 def estimate_run(settings: RunSettings) -> Estimate:
-    """The run's estimate for each capacity mode, the other settings as they are."""
+    """The run's estimate for each capacity mode in each of its regions, the other settings as
+    they are."""
     chips_per_host = CHIPS_PER_HOST.get(settings.compute_type, 0)
     chips = _chips(settings.topology) * settings.cluster_nodepool_count
     hosts = chips // chips_per_host if chips_per_host else 0
     phases = _phases(settings)
-    modes = []
-    for capacity in CAPACITY_MODES:
-        hours = billed_minutes(phases, capacity) / 60
-        price = prices.price(settings.tpu_type, capacity)
-        modes.append(
-            ModeEstimate(
-                capacity=capacity,
-                billed_hours=hours,
-                chip_hours=chips * hours,
-                host_hours=hosts * hours,
-                usd=None if price is None else chips * hours * price.usd_per_chip_hour,
-                price=price,
-            )
-        )
+    regions = run_regions(settings)
+    # the table's other regions, for comparison
+    regions += [r for r in prices.regions(settings.tpu_type) if r not in regions]
+    modes = [
+        mode_estimate(settings, phases, capacity, region, chips, hosts)
+        for region in regions
+        for capacity in CAPACITY_MODES
+    ]
     return Estimate(
         tpu_type=settings.tpu_type,
         compute_type=settings.compute_type,
@@ -126,6 +188,8 @@ def estimate_run(settings: RunSettings) -> Estimate:
         phases=phases,
         modes=tuple(modes),
         assumptions=_assumptions(settings),
+        region=regions[0],
+        run_regions=tuple(run_regions(settings)),
     )
 
 
@@ -144,13 +208,15 @@ def _assumptions(settings: RunSettings) -> tuple[str, ...]:
         f"{ASSUMED_STEP_SECONDS:g} s; a real run's are in its report",
         "waits for TPU capacity (flex-start, Kueue) and training resumes after lost capacity "
         "add time, not shown",
-        "reservation and Spot: a static pool bills from the cluster's creation to its "
-        "destruction (on an existing cluster: for the run's span); flex-start: only while "
+        "reservation, calendar and Spot: a static pool exists from the cluster's creation to "
+        "its destruction (on an existing cluster: for the run's span); flex-start: only while "
         f"convert, training and export hold the slice, plus up to {SCALE_DOWN_TAIL_MINUTES:g} "
         "min of scale-down after each",
         "TPUs only: the cluster's CPU nodes, disks, network and storage are not counted",
-        "where a mode's own v6e price is not public the on-demand price stands in for it "
-        "(an upper bound)",
+        "where a mode's own price in a region is not in the table the region's on-demand price "
+        "stands in for it (an upper bound: flex-start is discounted up to 53%)",
+        "reservation: paid by its commitment whether or not the pool exists (no spend of the "
+        "run's own); calendar: the window bills its whole length, at least one day",
     ]
     if settings.cluster_mode == "create" and settings.keep_cluster:
         lines.append("keep_cluster: the pool keeps billing after the run, not counted here")
@@ -161,9 +227,37 @@ def _minutes_text() -> str:
     return ", ".join(f"{step} {minutes:g} min" for step, minutes in ASSUMED_MINUTES.items())
 
 
+def mode_in(estimate: Estimate, capacity: str, zone_or_region: str) -> ModeEstimate | None:
+    """The estimate of `capacity` in the region of `zone_or_region` (a ladder rung's zone)."""
+    region = prices.region_of(zone_or_region)
+    return next((m for m in estimate.modes if (m.capacity, m.region) == (capacity, region)), None)
+
+
+def estimate_rows(estimate: Estimate) -> list[dict[str, object]]:
+    """The estimate as data (plan.json): one row per region and capacity mode, with its hours,
+    its spend (None: a reservation's commitment), what bills and the price used."""
+    return [
+        {
+            "region": m.region,
+            "capacity": m.capacity,
+            "chosen": (m.capacity, m.region) == (estimate.capacity, estimate.region),
+            "billed_hours": m.billed_hours,
+            "chip_hours": m.chip_hours,
+            "host_hours": m.host_hours,
+            "usd": m.usd,
+            "billed_as": m.billed_as,
+            "cost": cost_words(m),
+            "price": None if m.price is None else m.price.as_dict(),
+            "commitment": [p.as_dict() for p in m.commitment if p is not None],
+        }
+        for m in estimate.modes
+    ]
+
+
 def format_estimate(estimate: Estimate) -> list[str]:
-    """The estimate as lines for a terminal or a form: the slice, the time, each mode's
-    chip-hours, host-hours and dollars, the prices' source and date, the assumptions."""
+    """The estimate as lines for a terminal: the slice, the time, per region each mode's
+    chip-hours, host-hours and cost, the price table's rows used (source and date), the
+    assumptions."""
     e = estimate
     phases = ", ".join(f"{step} {minutes:.0f} min" for step, minutes in e.phases)
     lines = [
@@ -171,49 +265,90 @@ def format_estimate(estimate: Estimate) -> list[str]:
         f"{e.compute_type}), {e.steps} training steps:",
         f"  time: about {e.wall_minutes / 60:.1f} h ({phases})",
     ]
-    for mode in e.modes:
-        own = " (chosen)" if mode.capacity == e.capacity else ""
-        cost = "no price known" if mode.usd is None else f"${mode.usd:,.2f}"
-        lines.append(
-            f"  {mode.capacity}{own}: {mode.chip_hours:.2f} chip-hours = {mode.host_hours:.2f} "
-            f"host-hours ({mode.billed_hours:.2f} h billed), {cost}{_price_text(mode.price)}"
-        )
-    priced = [m for m in e.modes if m.price]
-    if priced:
-        reads = ", ".join(sorted({m.price.read for m in priced}))
-        sources = "; ".join(f"{m.capacity} {m.price.source}" for m in priced)
-        lines.append(f"  prices (tpu_rl/report/prices.py, read {reads}): {sources}")
+    for region in dict.fromkeys(m.region for m in e.modes):
+        why = "the run's" if region in e.run_regions else "another region, for comparison"
+        lines.append(f"  in {region} ({why}):")
+        for mode in (m for m in e.modes if m.region == region):
+            own = " (chosen)" if (mode.capacity, region) == (e.capacity, e.region) else ""
+            lines.append(
+                f"    {mode.capacity}{own}: {mode.chip_hours:.2f} chip-hours = "
+                f"{mode.host_hours:.2f} host-hours ({mode.billed_hours:.2f} h billed), "
+                f"{cost_words(mode)}"
+            )
+    on_demand = [prices.listed(e.tpu_type, m.region, prices.ON_DEMAND) for m in e.modes]
+    used = {
+        (p.region, p.mode): p
+        for p in (*on_demand, *(x for m in e.modes for x in (m.price, *m.commitment)))
+        if p is not None
+    }
+    if used:
+        lines.append("  prices (tpu_rl/report/prices.py), USD per chip-hour:")
+        lines += [
+            f"  - {region} {mode}: {p.usd_per_chip_hour:g} ({p.basis}; {p.source}; read {p.read})"
+            for (region, mode), p in sorted(used.items())
+        ]
     lines += ["  assumptions:", *(f"  - {line}" for line in e.assumptions)]
     return lines
 
 
-def _price_text(price: prices.Price | None) -> str:
-    if price is None:
-        return ""
-    return f" at ${price.usd_per_chip_hour:.2f} per chip-hour ({price.basis})"
+def cost_words(mode: ModeEstimate) -> str:
+    """A mode's cost in a few words: its spend at its price, a calendar window's cost, or a
+    reservation's commitment."""
+    if mode.price is None:
+        return "no price known"
+    rate = f"${mode.price.usd_per_chip_hour:g} per chip-hour ({mode.price.basis})"
+    if mode.billed_as == prices.COMMITMENT:
+        rates = ", ".join(
+            f"{p.mode.removeprefix('commit_')} ${p.usd_per_chip_hour:g} ({p.basis})"
+            for p in mode.commitment
+            if p is not None
+        )
+        day = mode.chips * prices.MIN_WINDOW_HOURS * mode.price.usd_per_chip_hour
+        return (
+            f"no spend of the run's own: the reservation's commitment, paid whether or not the "
+            f"pool exists (per committed chip-hour: {rates}; {mode.chips} chips at 1-year: "
+            f"${day:,.2f} a day)"
+        )
+    if mode.billed_as == prices.WINDOW:
+        hours = window_hours(mode.billed_hours)
+        return (
+            f"${mode.usd:,.2f}: a {hours / 24:.0f}-day window at {rate}, billed whole "
+            "(at least one day)"
+        )
+    bound = "at most " if mode.price.basis == prices.UPPER_BOUND else ""
+    return f"{bound}${mode.usd:,.2f} at {rate}"
 
 
 def estimate_paragraph(estimate: Estimate) -> str:
     """The estimate as one paragraph of plain text (the trigger form shows a Param's
-    description as it is): each mode's chip-hours, host-hours and dollars, the prices' date,
-    the assumptions in short."""
+    description as it is): each mode's chip-hours, host-hours and cost in the run's region,
+    the prices' date, the assumptions in short."""
     e = estimate
+    own = [m for m in e.modes if m.region == e.region]
     modes = "; ".join(
         f"{m.capacity} {m.chip_hours:.2f} chip-hours = {m.host_hours:.2f} host-hours, "
-        + ("no price known" if m.usd is None else f"${m.usd:,.2f}")
-        for m in e.modes
-    )
-    priced = [m.price for m in e.modes if m.price]
-    price = (
-        f" At ${priced[0].usd_per_chip_hour:.2f} per chip-hour, the on-demand list price "
-        f"({prices.PRICING_PAGE}, read {priced[0].read}) where a mode's own is not public."
-        if priced
-        else ""
+        + _short_cost(m)
+        for m in own
     )
     return (
         f"Estimate for these defaults ({e.slices} x {e.tpu_type}: {e.chips} chips on {e.hosts} "
-        f"hosts of {e.compute_type}, {e.steps} steps, about {e.wall_minutes / 60:.1f} h): "
-        f"{modes}.{price} Assumed, not measured: {_minutes_text()}, a GRPO step "
-        f"{ASSUMED_STEP_SECONDS:g} s; TPUs only; waits for capacity not included. "
-        "make plan gives it for your settings."
+        f"hosts of {e.compute_type}, {e.steps} steps, about {e.wall_minutes / 60:.1f} h, in "
+        f"{e.region}): {modes}. Prices: tpu_rl/report/prices.py (read {prices.TABLE_DATE}); "
+        "an upper bound is the on-demand price where a mode's own is not known. Assumed, not "
+        f"measured: {_minutes_text()}, a GRPO step {ASSUMED_STEP_SECONDS:g} s; TPUs only; waits "
+        "for capacity not included. make plan gives it for your settings."
     )
+
+
+def _short_cost(mode: ModeEstimate) -> str:
+    if mode.price is None:
+        return "no price known"
+    if mode.billed_as == prices.COMMITMENT:
+        return (
+            f"paid by the reservation's commitment (1-year ${mode.price.usd_per_chip_hour:g} "
+            "per chip-hour), not by the run"
+        )
+    if mode.billed_as == prices.WINDOW:
+        return f"${mode.usd:,.2f} for a whole-day window ({mode.price.basis})"
+    bound = "at most " if mode.price.basis == prices.UPPER_BOUND else ""
+    return f"{bound}${mode.usd:,.2f}"

@@ -1,17 +1,20 @@
-"""TPU prices per capacity mode, with where each figure comes from and when it was read.
+"""TPU prices by TPU generation, region and capacity mode: one table, each row with its source
+and the date it was read. Update the table (PRICE_ROWS) when a price changes.
 
-USD per chip-hour. Only the v6e on-demand list price is a published figure this repository
-carries; where the mode's own price is not public (or depends on the customer's contract), the
-table says so and uses the on-demand price as an "on-demand equivalent":
-- Spot: Spot TPU prices are listed per region on the Cloud TPU pricing page and change; not
-  captured here, so the on-demand equivalent (an upper bound: Spot is cheaper).
-- flex-start: GKE bills flex-start "using Dynamic Workload Scheduler pricing"
-  (https://cloud.google.com/kubernetes-engine/docs/concepts/dws), documented as up to 53%
-  below on-demand for TPUs; no per-chip figure for v6e was public to us: on-demand equivalent
-  (an upper bound).
-- reservation: "You can only use a reservation for TPUs if you have a committed use discount"
-  (https://cloud.google.com/tpu/docs/consumption-options): the price is the customer's
-  commitment, not public: on-demand equivalent.
+USD per chip-hour. What each capacity mode costs a run:
+- Spot and flex-start bill the hours their nodes exist, at the mode's price in the run's region.
+  Spot prices are per region (Google's billing catalogue, as mirrored by public catalogues);
+  flex-start bills "using Dynamic Workload Scheduler pricing", discounted up to 53% below
+  on-demand (https://cloud.google.com/kubernetes-engine/docs/concepts/dws): no per-chip v6e
+  figure was public to us, so the on-demand price is its upper bound.
+- A reservation is paid by its committed use discount, whether or not the pool exists ("You can
+  only use a reservation for TPUs if you have a committed use discount",
+  https://cloud.google.com/tpu/docs/consumption-options): its cost is the commitment (1- or
+  3-year price per committed chip-hour), not a run's spend.
+- A calendar-mode reservation bills its whole window (1 to 90 days), used or not
+  (https://cloud.google.com/tpu/docs/calendar-mode-reservation).
+Where a mode's price in a region is not in the table, the region's on-demand price stands in
+as an "upper bound"; without an on-demand price for the region there is no price.
 """
 
 from __future__ import annotations
@@ -21,23 +24,54 @@ from dataclasses import dataclass
 PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 DWS_PAGE = "https://cloud.google.com/kubernetes-engine/docs/concepts/dws"
 CONSUMPTION_PAGE = "https://cloud.google.com/tpu/docs/consumption-options"
-# The table's date. The v6e on-demand figure is the one the first release carried (the Cloud
-# TPU pricing page, us-east5); the copies of that page we could read here list v2-v4 only, so
-# check it against the live page before quoting a cost.
-TABLE_DATE = "2026-12-02"
-LIST_PRICE, ON_DEMAND_EQUIVALENT = "list price", "on-demand equivalent"
-ON_DEMAND = "on_demand"
+CALENDAR_PAGE = "https://cloud.google.com/tpu/docs/calendar-mode-reservation"
+BILLING_CATALOGUE = "Cloud Billing catalogue (TPU SKUs), as mirrored by public price catalogues"
+LIST_PRICE, UPPER_BOUND = "list price", "upper bound"
+# the price modes of the table; a capacity mode bills at one of them (MODE_OF_CAPACITY)
+ON_DEMAND, SPOT, FLEX_START, CALENDAR = "on_demand", "spot", "flex_start", "calendar"
+COMMIT_1Y, COMMIT_3Y = "commit_1y", "commit_3y"
+COMMITMENTS = (COMMIT_1Y, COMMIT_3Y)
+PRICE_MODES = (ON_DEMAND, SPOT, FLEX_START, CALENDAR, COMMIT_1Y, COMMIT_3Y)
+# What bills: a mode's hours (usage), a commitment (a reservation), a window (calendar).
+USAGE, COMMITMENT, WINDOW = "usage", "commitment", "window"
+BILLED_AS = {"spot": USAGE, "flex_start": USAGE, "reservation": COMMITMENT, "calendar": WINDOW}
+MIN_WINDOW_HOURS = 24.0  # a calendar window lasts 1 to 90 days (CALENDAR_PAGE)
+TABLE_DATE = "2026-12-04"  # the newest `read` of the rows
+
+# (generation, region, price mode, USD per chip-hour, source, read). Absent: not known.
+PRICE_ROWS: tuple[tuple[str, str, str, float, str, str], ...] = (
+    ("v6e", "us-east5", ON_DEMAND, 2.70, f"{PRICING_PAGE} (Trillium GA 2024-12-12)", TABLE_DATE),
+    ("v6e", "us-central1", ON_DEMAND, 2.70, f"{PRICING_PAGE} (Trillium GA 2024-12-12)", TABLE_DATE),
+    ("v6e", "europe-west4", ON_DEMAND, 2.97, f"{PRICING_PAGE}; {BILLING_CATALOGUE}", TABLE_DATE),
+    ("v6e", "us-east5", SPOT, 1.215, BILLING_CATALOGUE, TABLE_DATE),
+    ("v6e", "us-central1", SPOT, 0.544, BILLING_CATALOGUE, TABLE_DATE),
+    ("v6e", "us-east5", COMMIT_1Y, 1.89, f"{PRICING_PAGE} (1-year commitment)", TABLE_DATE),
+    ("v6e", "us-central1", COMMIT_1Y, 1.89, f"{PRICING_PAGE} (1-year commitment)", TABLE_DATE),
+    ("v6e", "us-east5", COMMIT_3Y, 1.22, f"{PRICING_PAGE} (3-year commitment)", TABLE_DATE),
+    ("v6e", "us-central1", COMMIT_3Y, 1.22, f"{PRICING_PAGE} (3-year commitment)", TABLE_DATE),
+)
+# Where a mode's own price is missing, why, and where that is said.
+UNKNOWN_WHY = {
+    SPOT: ("Spot prices differ by region and change", PRICING_PAGE),
+    FLEX_START: ("flex-start is discounted up to 53% below on-demand, no v6e figure", DWS_PAGE),
+    CALENDAR: ("no public v6e calendar-mode price", CALENDAR_PAGE),
+    COMMIT_1Y: ("no 1-year commitment price for this region", CONSUMPTION_PAGE),
+    COMMIT_3Y: ("no 3-year commitment price for this region", CONSUMPTION_PAGE),
+}
 
 
 @dataclass(frozen=True)
 class Price:
-    """The price used for a mode: per chip-hour, its basis (list price or on-demand
-    equivalent), the page it comes from and when it was read."""
+    """The price of a chip-hour in one region and price mode: its basis (a list price, or the
+    on-demand price as an upper bound where the mode's own is not known), its source and the
+    date it was read."""
 
     usd_per_chip_hour: float
     basis: str
     source: str
     read: str
+    region: str = ""
+    mode: str = ON_DEMAND
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -45,26 +79,56 @@ class Price:
             "basis": self.basis,
             "source": self.source,
             "read": self.read,
+            "region": self.region,
+            "mode": self.mode,
         }
 
 
-CALENDAR_PAGE = "https://cloud.google.com/tpu/docs/calendar-mode-reservation"
+def generation(tpu_type: str) -> str:
+    """The TPU generation of a type ('v6e-32' -> 'v6e')."""
+    return tpu_type.split("-")[0]
 
 
-def _v6e(on_demand: float) -> dict[str, Price]:
-    return {
-        ON_DEMAND: Price(on_demand, LIST_PRICE, PRICING_PAGE, TABLE_DATE),
-        "spot": Price(on_demand, ON_DEMAND_EQUIVALENT, PRICING_PAGE, TABLE_DATE),
-        "flex_start": Price(on_demand, ON_DEMAND_EQUIVALENT, DWS_PAGE, TABLE_DATE),
-        "reservation": Price(on_demand, ON_DEMAND_EQUIVALENT, CONSUMPTION_PAGE, TABLE_DATE),
-        "calendar": Price(on_demand, ON_DEMAND_EQUIVALENT, CALENDAR_PAGE, TABLE_DATE),
-    }
+def region_of(zone_or_region: str) -> str:
+    """The region of a zone ('us-east5-b' -> 'us-east5'); a region as it is."""
+    parts = zone_or_region.split("-")
+    return "-".join(parts[:2]) if len(parts) == 3 else zone_or_region
 
 
-# USD per chip-hour by TPU generation (prefix of `tpu_type`) and capacity mode.
-PRICES: dict[str, dict[str, Price]] = {"v6e": _v6e(2.70)}
+def listed(tpu_type: str, region: str, mode: str) -> Price | None:
+    """The table's row for this generation, region and price mode; None when absent."""
+    for gen, at, row_mode, usd, source, read in PRICE_ROWS:
+        if (gen, at, row_mode) == (generation(tpu_type), region, mode):
+            return Price(usd, LIST_PRICE, source, read, region, mode)
+    return None
 
 
-def price(tpu_type: str, capacity: str) -> Price | None:
-    """The price of a chip-hour of `tpu_type` ('v6e-32') on `capacity`; None when unknown."""
-    return PRICES.get(tpu_type.split("-")[0], {}).get(capacity)
+def price_in(tpu_type: str, region: str, mode: str) -> Price | None:
+    """The price of a chip-hour of `tpu_type` in `region` (or a zone of it) in price `mode`:
+    the table's, else the region's on-demand price as its upper bound; None without either."""
+    region = region_of(region)
+    if found := listed(tpu_type, region, mode):
+        return found
+    on_demand = listed(tpu_type, region, ON_DEMAND)
+    if on_demand is None:
+        return None
+    why, page = UNKNOWN_WHY[mode]
+    source = f"{on_demand.source}; {why} ({page})"
+    return Price(on_demand.usd_per_chip_hour, UPPER_BOUND, source, on_demand.read, region, mode)
+
+
+def capacity_price(tpu_type: str, region: str, capacity: str) -> Price | None:
+    """The price a capacity mode bills at: Spot's, flex-start's, a calendar window's, or a
+    reservation's 1-year commitment (its 3-year one: commitment_prices)."""
+    mode = COMMIT_1Y if capacity == "reservation" else str(capacity)
+    return price_in(tpu_type, region, mode)
+
+
+def commitment_prices(tpu_type: str, region: str) -> dict[str, Price | None]:
+    """The 1- and 3-year commitment prices of a chip-hour in `region`."""
+    return {mode: price_in(tpu_type, region, mode) for mode in COMMITMENTS}
+
+
+def regions(tpu_type: str) -> list[str]:
+    """The regions the table prices `tpu_type` in."""
+    return sorted({row[1] for row in PRICE_ROWS if row[0] == generation(tpu_type)})

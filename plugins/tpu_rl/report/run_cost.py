@@ -1,9 +1,13 @@
 """A run's TPU cost, counted once: by `outcome`, the DAG's last task, after every cleanup.
 
 `outcome` counts it (tpu_rl.report.billing: the TPU nodes the run's steps saw, or its task times
-when no step saw them) to its own start, when the cluster the run made is destroyed and its
-backend deleted, and keeps it in its XCom `tpu_cost`. The run report, the run's note and the RL
-page all show that one figure, in chip-hours and host-hours.
+when no step saw them) to the moment the run's TPUs were released: cleanup_cluster's end (the
+cluster the run made destroyed, the backend deleted before it), which cleanup_cluster marks
+(XCom `tpus_released_at`). So what runs after it (a person's approval, promote) costs no TPU
+time, and the approval request, which counts the same way, shows the same figure. Without the
+mark (cleanup_cluster failed or did not run: the TPUs may still bill) the count ends when it is
+made. `outcome` keeps it in its XCom `tpu_cost`; the run report, the run's note and the RL page
+all show that one figure, in chip-hours and host-hours.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ if TYPE_CHECKING:
 
 COST_TASK = Step.OUTCOME
 COST_KEY = "tpu_cost"
-UNTIL_TEXT = "the run's end (outcome, after every cleanup)"
+RELEASED_TASK, RELEASED_KEY = Step.CLEANUP_CLUSTER, "tpus_released_at"
+UNTIL_TEXT = (
+    "cleanup_cluster's end (every cleanup done, the run's TPUs released; what runs after it, "
+    "a person's approval included, costs no TPU time)"
+)
+UNTIL_NOW_TEXT = "the count's time (cleanup_cluster did not finish: the TPUs may still bill)"
 # Steps whose pods hold every host of the slice: conversion, the backend's life (start_backend
 # creates it, the reward sensor deletes it the moment its wait ends), export.
 TPU_STEPS = (Step.CONVERT, Step.START_BACKEND, Step.TRAIN, Step.WAIT_FOR_REWARDS, Step.EXPORT)
@@ -52,10 +61,21 @@ def step_durations(breadcrumbs: Iterable[Mapping[str, Any]]) -> dict[str, float]
     }
 
 
-def run_age_seconds(context: Any) -> float:
-    """Seconds since the run started (the first task's start when the run has no start yet)."""
+def run_started_at(context: Any) -> float:
+    """Epoch seconds the run started (the first task's start when the run has no start yet)."""
     started = getattr(context["dag_run"], "start_date", None) or context["ti"].start_date
-    return max(0.0, (datetime.now(UTC) - started).total_seconds())
+    return started.timestamp()
+
+
+def mark_tpus_released(ti: Any) -> None:
+    """Record, from cleanup_cluster, that the run's TPUs are released now: its cost ends here."""
+    ti.xcom_push(key=RELEASED_KEY, value=datetime.now(UTC).timestamp())
+
+
+def tpus_released_at(ti: Any) -> float | None:
+    """When cleanup_cluster released the run's TPUs (epoch seconds); None when it did not."""
+    released = ti.xcom_pull(task_ids=RELEASED_TASK, key=RELEASED_KEY)
+    return float(released) if isinstance(released, int | float) else None
 
 
 def run_looks(ti: Any, task_ids: list[str]) -> list[Look]:
@@ -68,11 +88,13 @@ def count_tpu_cost(
     durations: Mapping[str, float] | None,
     run_seconds: float,
     looks: list[Look],
-    now: float,
+    until: float,
+    until_text: str = UNTIL_TEXT,
 ) -> dict[str, Any]:
-    """The run's chip-hours, host-hours and cost from its start (`run_seconds` before `now`) to
-    `now`. Without looks the pool is counted by task times; without `durations` too (Airflow
-    3.1) a pool that scales from zero is counted from the run's start, and the rule says so."""
+    """The run's chip-hours, host-hours and cost from its start (`run_seconds` before `until`)
+    to `until`. Without looks the pool is counted by task times; without `durations` too
+    (Airflow 3.1) a pool that scales from zero is counted from the run's start, and the rule
+    says so."""
     task_seconds = {
         CREATED_POOL: run_seconds,
         EXISTING_STATIC_POOL: run_seconds,
@@ -82,7 +104,7 @@ def count_tpu_cost(
     }
     settings = layout.settings
     tpu = tpu_billing(
-        settings, layout.pool_hosts, looks, (now - run_seconds, now), task_seconds, UNTIL_TEXT
+        settings, layout.pool_hosts, looks, (until - run_seconds, until), task_seconds, until_text
     )
     if durations is None and tpu["rule"] == TPU_NODES:
         tpu["rule_text"] += f"; from the run's start: {NO_DURATIONS}"
@@ -90,12 +112,18 @@ def count_tpu_cost(
 
 
 def count_run_cost(layout: RunLayout, context: Any) -> dict[str, Any]:
-    """The run's cost from its task instance's view: its steps' looks and durations, to now."""
+    """The run's cost from its task instance's view: its steps' looks and durations, to the
+    release of its TPUs (to now when cleanup_cluster did not mark it): the same figure from any
+    task that counts after the release."""
     ti = context["ti"]
+    now = datetime.now(UTC).timestamp()
+    released = tpus_released_at(ti)
+    until = now if released is None else min(released, now)
     return count_tpu_cost(
         layout,
         finished_step_durations(ti),
-        run_age_seconds(context),
+        max(0.0, until - run_started_at(context)),
         run_looks(ti, list(context["dag"].task_ids)),
-        datetime.now(UTC).timestamp(),
+        until,
+        UNTIL_NOW_TEXT if released is None else UNTIL_TEXT,
     )

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tpu_rl.report.billing import billed_text
+
 log = logging.getLogger(__name__)
 
 NOTE_LIMIT = 1000  # DAGRunPatchBody.note's max_length (core_api/datamodels/dag_run.py)
@@ -73,6 +75,8 @@ def _cost(tpu: Mapping[str, Any] | None) -> str:
         return "not counted"
     hours = f"{tpu['chip_hours']:.2f} chip-hours, {tpu['host_hours']:.2f} host-hours"
     price = tpu.get("price")
+    if billed := billed_text(tpu):  # a reservation's commitment, a calendar window
+        return f"{hours}; {billed}"
     if tpu.get("estimated_cost_usd") is None or not price:
         return f"{hours}, no price known"
     return (

@@ -25,6 +25,7 @@ from tpu_rl.cluster.climb import RUNGS_KEY
 from tpu_rl.dag.runtime import ladder_xcom
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
+from tpu_rl.report.billing import billed_text
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
 from tpu_rl.rewards.evaluations import EVAL_METRICS, step_table
 from tpu_rl.rewards.resume import costed, steps_recomputed
@@ -116,11 +117,14 @@ def cost_text(tpu: Mapping[str, Any], capacity: str) -> str:
         f"({tpu['hosts']} hosts x {tpu['pool_seconds'] / 3600:.2f} h)"
     )
     cost, price = tpu["estimated_cost_usd"], tpu["price"]
+    if billed := billed_text(tpu):
+        return f"{hours}, {billed}, read {price['read']}"
     if cost is None or not price:
         return f"{hours}, no price known for {tpu['tpu_type']}"
     return (
         f"{hours}, about ${cost:,.2f} at {price['usd_per_chip_hour']:.2f} USD per chip-hour, "
-        f"the {capacity} price's {price['basis']} ({price['source']}, read {price['read']})"
+        f"the {capacity} price in {price['region']}, {price['basis']} ({price['source']}, "
+        f"read {price['read']})"
     )
 
 
