@@ -194,7 +194,7 @@ def test_params_are_the_settings_with_titles_types_and_tutorial_defaults(dag):
             "array",
             "object",
         )
-        assert param.schema["title"] and param.description
+        assert param.schema["title"] and (param.description or param.schema["description_md"])
     assert dag.params["topology"] == "4x8" and dag.params["num_batches"] == 50
     assert dag.params.get_param("cluster_mode").schema["enum"] == ["create", "existing"]
     assert not [k for k in dag.params if k.endswith("token")]  # the token is no Param

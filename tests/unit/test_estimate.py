@@ -95,13 +95,26 @@ def test_make_plan_prints_the_estimate(tmp_path, capsys, tutorial_conf):
     assert "spot: 77.33 chip-hours = 19.33 host-hours" in out
 
 
-def test_the_trigger_form_shows_the_defaults_estimate_under_the_capacity_field():
-    """Airflow 3.3.2's form shows a Param's description under its field (not the DAG's doc_md)."""
-    text = dag_params()["capacity"].description
-    assert text.startswith("How the run gets its TPUs")
-    assert "Estimate for these defaults (1 x v6e-32: 32 chips on 8 hosts" in text
-    assert "in us-east5" in text  # the tutorial's region: the form's defaults have none
-    assert "reservation 77.33 chip-hours = 19.33 host-hours, paid by the reservation's" in text
-    assert "flex_start 72.00 chip-hours = 18.00 host-hours, at most $194.40" in text
-    assert "Assumed, not measured:" in text and prices.TABLE_DATE in text
-    assert "\n" not in text
+def test_the_trigger_form_shows_the_defaults_estimate_as_a_table_under_the_capacity_field():
+    """Issue 44: the estimate was a 120-word paragraph; it is a Markdown table (time,
+    chip-hours, dollars per capacity mode), shown by Airflow 3.3.2's form as the Param's
+    description_md (a null description), with what more steps add."""
+    param = dag_params()["capacity"]
+    text = param.schema["description_md"]
+    assert param.description is None and text.startswith("How the run gets its TPUs")
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert table[:2] == ["| capacity | TPUs billed | chip-hours | cost |", "|---|---|---|---|"]
+    rows = {line.split(" | ")[0].strip("| "): line for line in table[2:]}
+    assert list(rows) == ["reservation", "calendar", "flex_start", "spot"]
+    assert rows["flex_start"] == "| flex_start | 2.2 h | 72.0 | at most $194.40 |"
+    assert rows["spot"] == "| spot | 2.4 h | 77.3 | $93.96 |"
+    assert "commitment" in rows["reservation"] and "whole-day window" in rows["calendar"]
+    assert "us-east5" in text  # the tutorial's region: the form's defaults have none
+    assert "Each 10 more steps: +10 min, +5.3 chip-hours" in text and prices.TABLE_DATE in text
+    words = [
+        w
+        for line in text.split("**Estimate")[1].splitlines()
+        if not line.startswith("|")
+        for w in line.split()
+    ]
+    assert len(words) < 60, len(words)

@@ -78,6 +78,7 @@ its objects carries it, even if the deployment's setting changes before the run 
 
         from tpu_rl.dag.run_checks import check_run
         from tpu_rl.deployment import DeploymentError
+        from tpu_rl.report.estimate import estimate_run, estimate_table
         from tpu_rl.report.run_cost import NO_DURATIONS, reads_step_durations
         from tpu_rl.run_record import run_record
         from tpu_rl.settings.run_settings import SettingsError
@@ -93,6 +94,7 @@ its objects carries it, even if the deployment's setting changes before the run 
             raise AirflowFailException(str(err)) from None
         for warning in settings_warnings(layout.settings):
             self.log.warning(warning)
+        self.log.info("%s", estimate_table(estimate_run(layout.settings), "these settings"))
         if not reads_step_durations(context["ti"]):
             self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
         if "task_state_store" not in context:  # Airflow 3.3+ (rewards/sensor.py keeps it there)

@@ -319,24 +319,27 @@ def cost_words(mode: ModeEstimate) -> str:
     return f"{bound}${mode.usd:,.2f} at {rate}"
 
 
-def estimate_paragraph(estimate: Estimate) -> str:
-    """The estimate as one paragraph of plain text (the trigger form shows a Param's
-    description as it is): each mode's chip-hours, host-hours and cost in the run's region,
-    the prices' date, the assumptions in short."""
+def estimate_table(estimate: Estimate, whose: str) -> str:
+    """The estimate as a short Markdown table, one row per capacity mode in the run's region
+    (TPU hours billed, chip-hours, cost), what ten more training steps add, and where the
+    prices and the assumptions are; `whose` names the settings ("the defaults")."""
     e = estimate
-    own = [m for m in e.modes if m.region == e.region]
-    modes = "; ".join(
-        f"{m.capacity} {m.chip_hours:.2f} chip-hours = {m.host_hours:.2f} host-hours, "
-        + _short_cost(m)
-        for m in own
+    rows = "\n".join(
+        f"| {m.capacity} | {m.billed_hours:.1f} h | {m.chip_hours:.1f} | {_short_cost(m)} |"
+        for m in e.modes
+        if m.region == e.region
     )
+    more_minutes = 10 * ASSUMED_STEP_SECONDS / 60
+    more_chip_hours = e.chips * more_minutes / 60
     return (
-        f"Estimate for these defaults ({e.slices} x {e.tpu_type}: {e.chips} chips on {e.hosts} "
-        f"hosts of {e.compute_type}, {e.steps} steps, about {e.wall_minutes / 60:.1f} h, in "
-        f"{e.region}): {modes}. Prices: tpu_rl/report/prices.py (read {prices.TABLE_DATE}); "
-        "an upper bound is the on-demand price where a mode's own is not known. Assumed, not "
-        f"measured: {_minutes_text()}, a GRPO step {ASSUMED_STEP_SECONDS:g} s; TPUs only; waits "
-        "for capacity not included. make plan gives it for your settings."
+        f"**Estimate for {whose}** ({e.slices} x {e.tpu_type}, {e.chips} chips in all; {e.steps} "
+        f"steps; {e.region}; about {e.wall_minutes / 60:.1f} h):\n\n"
+        "| capacity | TPUs billed | chip-hours | cost |\n|---|---|---|---|\n"
+        f"{rows}\n\n"
+        f"Each 10 more steps: +{more_minutes:g} min, +{more_chip_hours:.1f} chip-hours. Step "
+        f"times assumed (a GRPO step {ASSUMED_STEP_SECONDS:g} s), TPUs only, no waits for "
+        f"capacity; prices read {prices.TABLE_DATE} (tpu_rl/report/prices.py). Your settings' "
+        "estimate: validate's log, `make plan`."
     )
 
 
@@ -344,11 +347,8 @@ def _short_cost(mode: ModeEstimate) -> str:
     if mode.price is None:
         return "no price known"
     if mode.billed_as == prices.COMMITMENT:
-        return (
-            f"paid by the reservation's commitment (1-year ${mode.price.usd_per_chip_hour:g} "
-            "per chip-hour), not by the run"
-        )
+        return f"the reservation's commitment (1 year: ${mode.price.usd_per_chip_hour:g}/chip-hour)"
     if mode.billed_as == prices.WINDOW:
-        return f"${mode.usd:,.2f} for a whole-day window ({mode.price.basis})"
+        return f"${mode.usd:,.2f}: a whole-day window ({mode.price.basis})"
     bound = "at most " if mode.price.basis == prices.UPPER_BOUND else ""
     return f"{bound}${mode.usd:,.2f}"

@@ -34,17 +34,18 @@ def default_settings() -> Any:
 
 
 def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
-    """A Param's spec with the cost and time estimate of the form's defaults after its text.
+    """A Param's spec with its text and, after it, the estimate of the form's defaults as a
+    Markdown table.
 
-    The form's documentation of a field is its Param's description: Airflow 3.3.2's trigger
-    form shows a Param's `description` as plain text (or, when that is null, its schema's
-    `description_md` as Markdown: airflow/ui's FieldRow) under the field; it does not show the
+    Airflow 3.3.2's trigger form shows a Param's `description` as plain text or, when that is
+    null, its schema's `description_md` as Markdown (airflow/ui's FieldRow: `l.description===
+    null?l.schema.description_md===void 0?void 0:...`) under the field; it does not show the
     DAG's doc_md (only the DAG page's "Dag Docs" does)."""
-    from tpu_rl.report.estimate import estimate_paragraph, estimate_run
+    from tpu_rl.report.estimate import estimate_run, estimate_table
 
-    text = estimate_paragraph(estimate_run(default_settings()))
-    key = "description" if spec.get("description") is not None else "description_md"
-    return {**spec, key: f"{spec.get(key) or ''} {text}".strip()}
+    table = estimate_table(estimate_run(default_settings()), "the defaults")
+    text = spec.get("description") or spec.get("description_md") or ""
+    return {**spec, "description": None, "description_md": f"{text}\n\n{table}".strip()}
 
 
 def dag_params() -> dict[str, Param]:
