@@ -51,7 +51,7 @@ Face token and the model's licence, and the deployment's Vertex AI registry sett
         estimate = format_estimate(estimate_run(layout.settings))
         for line in report_lines(results, estimate):
             self.log.info("%s", line)
-        failures = [r for r in results if not r.passed]
+        failures = [r for r in results if r.failed]
         if failures:
             listed = "\n".join(r.line() for r in failures)
             if any(r.transient for r in failures):

@@ -11,18 +11,30 @@ class CheckResult:
     A plain class: preflight modules are imported where a task runs, but the DAG's operator
     module names none of them (tests/dags/test_parse_imports.py)."""
 
-    __slots__ = ("evidence", "fix", "name", "passed", "transient")
+    __slots__ = ("evidence", "fix", "name", "passed", "skipped", "transient")
 
     def __init__(
-        self, name: str, passed: bool, evidence: str, fix: str = "", transient: bool = False
+        self,
+        name: str,
+        passed: bool,
+        evidence: str,
+        fix: str = "",
+        transient: bool = False,
+        skipped: bool = False,
     ) -> None:
         self.name, self.passed, self.evidence, self.fix = name, passed, evidence, fix
         self.transient = transient  # a read that may succeed when tried again (5xx, network)
+        self.skipped = skipped  # not run: what it needs failed (evidence says which); no fix
+
+    @property
+    def failed(self) -> bool:
+        return not self.passed and not self.skipped
 
     def line(self) -> str:
-        """`PASS name: evidence`, or `FAIL name: evidence -> fix: ...`."""
-        head = f"{'PASS' if self.passed else 'FAIL'} {self.name}: {self.evidence}"
-        return head if self.passed else f"{head} -> fix: {self.fix}"
+        """`PASS name: evidence`, `SKIPPED name: why`, or `FAIL name: evidence -> fix: ...`."""
+        word = "PASS" if self.passed else "SKIPPED" if self.skipped else "FAIL"
+        head = f"{word} {self.name}: {self.evidence}"
+        return f"{head} -> fix: {self.fix}" if self.failed else head
 
     def to_dict(self) -> dict[str, object]:
         fields = ("name", "passed", "evidence", "fix")
@@ -35,6 +47,10 @@ def passed(name: str, evidence: str) -> CheckResult:
 
 def failed(name: str, evidence: str, fix: str) -> CheckResult:
     return CheckResult(name, False, evidence, fix)
+
+
+def skipped(name: str, why: str) -> CheckResult:
+    return CheckResult(name, False, why, skipped=True)
 
 
 def is_transient(err: BaseException) -> bool:
@@ -61,6 +77,9 @@ def report_lines(results: Iterable[CheckResult], notes: Iterable[str] = ()) -> l
     """One line per check, then `notes` (lines other parts add: the cost estimate's), then the
     count."""
     results = list(results)
-    failures = [r for r in results if not r.passed]
-    tail = f"{len(results) - len(failures)} of {len(results)} checks passed"
+    passes = sum(r.passed for r in results)
+    failures = sum(r.failed for r in results)
+    tail = f"{passes} of {len(results)} checks passed"
+    if failures or passes < len(results):
+        tail += f", {failures} failed, {len(results) - passes - failures} skipped"
     return [r.line() for r in results] + list(notes) + [tail]
