@@ -5,12 +5,15 @@ precondition, https://cloud.google.com/storage/docs/request-preconditions) and n
 the Airflow run, its DAG and deployment, and when the lock expires. Another run finding it
 waits until the owner's conversion is committed or the lock goes; a lock whose owner ended
 (its DAG run finished, for the same deployment) or expired is stale and replaced, again under
-a generation precondition so that two runs replacing it cannot both win.
+a generation precondition so that two runs replacing it cannot both win. A lock object that
+is not one this module writes (a field missing or of another type, an expiry that is not a
+finite time) is unreadable: stale, replaced, and said so in a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -19,6 +22,9 @@ from typing import Any
 from tpu_rl.layout import split_gcs_uri
 
 ENDED_RUN_STATES = frozenset({"success", "failed"})
+NAMES = ("run_id", "dag_id", "deployment")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,11 +59,25 @@ class Held:
     generation: int
 
 
-def _parse(data: bytes) -> LockOwner | None:
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is no time")
+
+
+def parse_owner(data: bytes) -> LockOwner:
+    """The owner a lock object names; ValueError saying why it is not a lock this module wrote."""
+    found = json.loads(data, parse_constant=_no_constant)  # Infinity, NaN: ValueError
+    if not isinstance(found, dict) or sorted(found) != sorted((*NAMES, "expires")):
+        raise ValueError(f"not the fields {', '.join((*NAMES, 'expires'))}")
+    if not all(isinstance(found[name], str) for name in NAMES):
+        raise ValueError(f"{', '.join(NAMES)} must be strings")
+    expires = found["expires"]
+    if isinstance(expires, bool) or not isinstance(expires, int | float):
+        raise ValueError(f"expires is {expires!r}, not epoch seconds")
     try:
-        return LockOwner(**json.loads(data))
-    except (ValueError, TypeError):
-        return None
+        time.gmtime(expires)  # finite, and a time (1e400 reads as inf; 1e300 is no year)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"expires is {expires!r}, not a time") from None
+    return LockOwner(**found)
 
 
 class ConversionLock:
@@ -94,7 +114,12 @@ class ConversionLock:
             data = self.blob.download_as_bytes()
         except NotFound:
             return None
-        return Held(_parse(data), generation)
+        try:
+            owner: LockOwner | None = parse_owner(data)
+        except ValueError as error:  # JSONDecodeError and UnicodeDecodeError included
+            log.warning("Lock %s is unreadable (%s): taken as stale", self.uri, error)
+            owner = None
+        return Held(owner, generation)
 
     def remove(self, generation: int) -> bool:
         """Delete the lock if it is still this generation; False when it changed or went."""

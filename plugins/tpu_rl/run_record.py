@@ -18,6 +18,10 @@ class NoRunRecord(LookupError):
     """`validate` has not recorded the run's settings and identity: the run created nothing."""
 
 
+class UnreadableRunRecord(LookupError):
+    """`validate` recorded something this version cannot read as the run's identity."""
+
+
 class RecordedBeforeIdentities(LookupError):
     """The run started on a version before deployment identities: `validate` recorded its
     settings alone, and its objects carry that version's names, which this one does not derive."""
@@ -49,9 +53,13 @@ def recorded_settings(record: Any) -> dict[str, Any]:
 
 def recorded_deployment(record: Any, run_id: str) -> str:
     """The deployment identity a run started with, from its record (RecordedBeforeIdentities:
-    settings recorded by an older version, without one)."""
+    settings recorded by an older version, without one; UnreadableRunRecord: not a name)."""
     if not isinstance(record, Mapping):
         raise NoRunRecord(f"{SETTINGS_TASK} has not recorded the run's deployment identity")
     if not (identity := record.get(DEPLOYMENT_KEY)):
         raise RecordedBeforeIdentities(run_id, record)
-    return str(identity)
+    if not isinstance(identity, str):  # str() of it would name objects the run never made
+        raise UnreadableRunRecord(
+            f"{SETTINGS_TASK} recorded the deployment identity {identity!r}, not a name"
+        )
+    return identity

@@ -12,9 +12,11 @@ import pytest
 from tests.sandbox.harness import SETTINGS, Sandbox
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.dag import callbacks
+from tpu_rl.deployment import airflow_api_conn_id
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators.cluster import CreateClusterOperator
+from tpu_rl.report import run_note
 from tpu_rl.run_record import run_record
 from tpu_rl.settings.run_settings import load_settings
 
@@ -44,20 +46,24 @@ def names(box: Sandbox) -> list[str]:
     )
 
 
-def timed_out(box: Sandbox, monkeypatch, settings: dict) -> dict:
-    """The scheduler's dagrun_timeout falls: the callback runs with the validated settings."""
+def timed_out(box: Sandbox, monkeypatch, settings: dict, record: object = None) -> dict:
+    """The scheduler's dagrun_timeout falls: the callback runs with the validated settings
+    (or `record`, what validate recorded); the run's note it sets is the outcome's `note`."""
     from airflow.sdk.execution_time.xcom import XCom
 
-    asked = []
+    asked, notes = [], []
 
     def get_one(**kwargs):
         asked.append(kwargs)
-        return run_record(load_settings(settings).to_dict(), RUN_DEPLOYMENT)
+        return record or run_record(load_settings(settings).to_dict(), RUN_DEPLOYMENT)
 
     monkeypatch.setattr(XCom, "get_one", get_one)
+    monkeypatch.setattr(run_note, "set_run_note", lambda *args: notes.append(args) or True)
     outcome = callbacks.cleanup_after_timeout({"reason": "timed_out", "run_id": RUN_ID})
     assert asked[0]["task_id"] == "validate" and asked[0]["run_id"] == RUN_ID
-    return outcome
+    [(conn_id, dag_id, run_id, note)] = notes
+    assert (conn_id, dag_id, run_id) == (airflow_api_conn_id(), "tpu_rl_post_training", RUN_ID)
+    return {**outcome, "note": note.split("\n\n")}
 
 
 def clusters(box: Sandbox) -> list[str]:
@@ -87,6 +93,15 @@ def test_a_run_timed_out_mid_training_leaves_no_cluster(tmp_path, monkeypatch):
     assert outcome["removed"]["jobsets"] == [layout.backend_jobset]
     assert outcome["errors"] == []
     assert outcome["cluster"] == "deletion started (GKE completes it)"
+    # issue 43: the graph shows both cleanups skipped; the run's note says what went instead
+    assert outcome["note"][:2] == [
+        "**failed: timed out (dagrun_timeout)**",
+        "The cleanups show skipped: the timeout callback ran in their place.",
+    ]
+    removed = outcome["note"][2]
+    assert removed.startswith("Removed: ") and layout.backend_jobset in removed
+    assert layout.job_names["train"] in removed
+    assert outcome["note"][3] == "Cluster rl-created: deletion started (GKE completes it)"
 
 
 @pytest.mark.parametrize(
@@ -130,3 +145,21 @@ def test_a_run_timed_out_before_validating_created_nothing(box, monkeypatch):
 
     monkeypatch.setattr(XCom, "get_one", lambda **kw: None)
     assert callbacks.cleanup_after_timeout({"reason": "timed_out", "run_id": RUN_ID}) is None
+
+
+def test_a_record_that_does_not_load_is_named_not_taken_for_nothing(box, monkeypatch):
+    """Issue 43: validate's record whose settings no longer load (or whose identity is not a
+    name) was read as "timed out before validating: nothing to remove", and the run's objects
+    stayed, unsaid. The callback now names it in one line, in its log and the run's note."""
+    settings = dict(SETTINGS)
+    run_objects(box, settings)
+    recorded = run_record(load_settings(settings).to_dict(), RUN_DEPLOYMENT)
+    for record, why in [
+        ({**recorded, "retired_setting": 1}, "retired_setting"),  # a version since removed it
+        ({**recorded, "deployment_id": {"id": 7}}, "{'id': 7}"),
+    ]:
+        outcome = timed_out(box, monkeypatch, settings, record)
+        [error] = outcome["errors"]
+        assert error.startswith("validate's record of the run is unreadable: ") and why in error
+        assert "\n" not in error and f"Could not remove: {error}" in outcome["note"]
+        assert len(names(box)) == 3  # nothing guessed

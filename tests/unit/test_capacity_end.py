@@ -38,10 +38,10 @@ def test_the_slice_ends_with_its_earliest_node_and_names_the_nodes_that_end():
         node("other", annotation="2027-01-16T08:00:00Z"),  # not the slice's
         node("d"),
     ]
-    ends, names = capacity_end.slice_end(nodes, {"a", "b", "d"})
-    assert ends == capacity_end.epoch("2027-01-21T08:00:00Z")
-    assert names == ["a", "b"]
-    assert capacity_end.slice_end(nodes, {"d"}) == (None, [])
+    ends = capacity_end.slice_end(nodes, {"a", "b", "d"})
+    assert ends.at == capacity_end.epoch("2027-01-21T08:00:00Z")
+    assert ends.nodes == ["a", "b"]
+    assert capacity_end.slice_end(nodes, {"d"}) == capacity_end.SliceEnd(None, [], [])
 
 
 def marks(*steps: tuple[int, float]) -> list[list[float]]:
@@ -98,3 +98,56 @@ def test_the_follower_marks_step_lines_and_orbax_s_finished_save_line():
     consume(state, many, Resent(), LOG)
     assert len(state.step_marks) == capacity_end.MARKS_KEPT
     assert state.step_marks[-1] == [12, T0 + 209]
+
+
+def test_an_rfc_3339_annotation_in_lower_case_is_read():
+    """Issue 43: RFC 3339 section 5.6 allows "t" and "z"; the annotation crashed the check."""
+    lower = node("a", annotation="2027-01-22t08:00:00.5z")
+    assert capacity_end.node_end(lower) == capacity_end.epoch("2027-01-22T08:00:00Z") + 0.5
+    offset = node("b", annotation="2027-01-22T09:00:00+01:00")
+    assert capacity_end.node_end(offset) == capacity_end.epoch("2027-01-22T08:00:00Z")
+
+
+@pytest.mark.parametrize("value", ["abc", "2027-01-22", "2027-13-22T08:00:00Z", "1800000000"])
+def test_a_node_whose_end_is_not_a_date_is_skipped_and_named(value):
+    """Issue 43: GKE copies the VM's terminationTimestamp as is: a value that is no RFC 3339
+    date-time is skipped (the node counts as not known to end), named in one line."""
+    nodes = [node("bad", annotation=value), node("good", annotation="2027-01-22T08:00:00Z")]
+    ends = capacity_end.slice_end(nodes, {"bad", "good"})
+    assert ends.at == capacity_end.epoch("2027-01-22T08:00:00Z") and ends.nodes == ["good"]
+    [why] = ends.unreadable
+    assert why.startswith("node bad: annotation node.gke.io/machine-termination-datetime: ")
+    assert repr(value) in why and "\n" not in why
+
+
+def test_steps_logged_out_of_order_give_no_pace():
+    """Issue 43: step 3's line stamped before step 2's gave a negative step time, so the drain
+    before a capacity end put the next save in the past."""
+    backwards = marks((2, 120), (3, 60))
+    assert capacity_end.measured_pace(backwards, [2, T0 + 130], period=4) is None
+    mixed = marks((1, 0), (2, 120), (3, 60), (4, 190))
+    pace = capacity_end.measured_pace(mixed, [2, T0 + 130], period=4)
+    assert pace is not None and pace.step_s == 130  # 3 -> 4; 2 -> 3 went backwards
+
+
+class NodesOnly:
+    """The one read judge_save makes of the cluster: the node list."""
+
+    def __init__(self, nodes: list[dict]) -> None:
+        self.nodes = nodes
+
+    async def get_json(self, path: str, query: object = None) -> dict:
+        return {"items": self.nodes}
+
+
+@pytest.mark.asyncio
+async def test_the_wait_goes_on_past_a_node_whose_end_is_not_a_date(caplog):
+    """Issue 43: the trigger's judgment of a save read the annotation and crashed the wait."""
+    from tpu_rl.rewards import save_stop
+
+    state = FollowState(step_marks=marks((3, 0), (4, 60)), saved=[4, T0 + 90])
+    pods = [{"spec": {"nodeName": "tpu-0"}}]
+    api = NodesOnly([node("tpu-0", annotation="in a week")])
+    assert await save_stop.judge_save(api, state, 4, pods, None, LOG) is None
+    why = "node tpu-0: annotation node.gke.io/machine-termination-datetime: not an RFC 3339 "
+    assert why + "date-time: 'in a week'" in caplog.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from google.api_core.exceptions import NotFound, PreconditionFailed
 
 from tpu_rl import conversion_lock as cl
@@ -109,3 +110,27 @@ def test_release_removes_only_the_owners_lock():
     assert folder.held() is not None
     folder.release(first)
     assert folder.held() is None
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"run_id": "r", "dag_id": "d", "deployment": "other", "expires": "tomorrow"}',
+        '{"run_id": "r", "dag_id": "d", "deployment": "other", "expires": Infinity}',
+        '{"run_id": "r", "dag_id": "d", "deployment": "other", "expires": NaN}',
+        '{"run_id": "r", "dag_id": "d", "deployment": "other", "expires": 1e400}',
+        '{"run_id": "r", "dag_id": "d", "deployment": "other", "expires": 1e300}',
+        '{"run_id": 7, "dag_id": "d", "deployment": "other", "expires": 1}',
+        '["run_id"]',
+        "\xff not json",
+    ],
+)
+def test_a_lock_that_is_not_ours_is_stale_and_said_so(content, caplog):
+    """Issue 43: an expiry that is no number crashed the conversion; Infinity and NaN (which
+    Python's json reads) made a lock never stale, so the conversion waited forever."""
+    folder = lock()
+    folder.blob.upload_from_string(content, "application/json", if_generation_match=0)
+    assert cl.acquire(folder, owner("run-2"), running) == (True, None)
+    assert folder.held().owner.run_id == "run-2"
+    [warning] = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
+    assert warning.startswith(f"Lock {folder.uri} is unreadable (") and "\n" not in warning

@@ -302,6 +302,12 @@ async def poll_until(f: LogFollower, condition: Any, timeout: float = 5) -> None
         await asyncio.sleep(0.05)
 
 
+def read_steps(f: LogFollower) -> list[int]:
+    """The Intermediate Eval steps the follower has read (logged after the poll that saves
+    the position past them, when it streams)."""
+    return [line["step"] for line in f.state.intermediate]
+
+
 def log_requests(emu: KubeEmulator) -> list[Any]:
     return [r for r in emu.requests if r.path.endswith("/log")]
 
@@ -745,7 +751,8 @@ async def test_streamed_log_is_fetched_about_once_over_many_polls(emu, creds, st
             at += dt.timedelta(seconds=0.25)
             emu.append_log(NS, "train-a", C, "".join(lines), at=at)
             rendered += sum(len(rfc3339nano(at)) + 1 + len(line) for line in lines)
-            await wait_for(lambda n=n: f.found() is not None or n in steps())  # read as it comes
+            # read as it comes (logged once the next poll saved the position past it)
+            await wait_for(lambda n=n: f.found() is not None or n in read_steps(f))
             event = await f.poll()
             assert (event is None) == (n < 55)
     finally:
@@ -809,7 +816,7 @@ async def test_stream_broken_mid_line_resumes_without_gaps_or_repeats(emu, creds
             emu.append_log(NS, "train-a", C, step(10), at=clock())
             emu.append_log(NS, "train-a", C, step(20)[:30], at=clock())
             assert await f.poll() is None
-            await wait_for(lambda: steps() == [10])
+            await poll_until(f, lambda: steps() == [10])
             relay.cut()  # the stream breaks with half a line received
             emu.append_log(NS, "train-a", C, step(20)[30:] + step(30), at=clock())
             await poll_until(f, lambda: steps() == [10, 20, 30])  # reopened from the last second
@@ -838,7 +845,7 @@ async def test_restart_while_streaming_moves_to_the_new_instance(emu, creds, ste
         emu.restart_container(NS, "train-a", C)
         emu.append_log(NS, "train-a", C, pre(corr=8) + step(10, reward=0.5))
         assert await f.poll() is None
-        await wait_for(lambda: steps() == [10, 20, 10])
+        await poll_until(f, lambda: steps() == [10, 20, 10])
         await wait_for(lambda: len(log_requests(emu)) == 2)  # the old stream was closed
         previous, old = sorted(log_requests(emu), key=lambda r: "follow" in r.query)
         assert previous.query["previous"] == "true" and "follow" not in previous.query

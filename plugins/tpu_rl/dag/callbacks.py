@@ -14,18 +14,23 @@ _kill_timed_out_processors), far less than `gcluster destroy` takes, and a terra
 half-way keeps its state lock. So the callback deletes the run's Jobs, JobSets and Secrets and
 asks GKE to delete a cluster the run created: one request, which GKE carries out on its own
 with the cluster's node pools (the TPUs). What terraform made beside the cluster (network,
-service account) is left to the next `gcluster destroy` of that cluster.
+service account) is left to the next `gcluster destroy` of that cluster. The graph still shows
+the cleanups skipped, so the run's note says what the callback removed instead (the
+dag-processor serves the Airflow API connection it is set through, as it serves the
+notifier's: airflow/dag_processing/processor.py, GetConnection).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
 
 log = logging.getLogger(__name__)
+TIMED_OUT = "failed: timed out (dagrun_timeout)"
 
 
 def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
@@ -43,6 +48,7 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
         SETTINGS_TASK,
         NoRunRecord,
         RecordedBeforeIdentities,
+        UnreadableRunRecord,
         recorded_deployment,
         recorded_settings,
     )
@@ -53,14 +59,14 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     try:
         settings = load_settings(recorded_settings(raw))
         identity = recorded_deployment(raw, run_id)  # the run's own, whatever it is now
-    except (SettingsError, NoRunRecord):
-        settings = None
-    except RecordedBeforeIdentities as err:  # objects named by an older version: said, not guessed
-        log.error("Run %s timed out and removed nothing: %s", run_id, err)
-        return {"removed": {}, "errors": [str(err)], "cluster": None}
-    if settings is None:
+    except NoRunRecord:
         log.info("Run %s timed out before its settings were validated: nothing to remove", run_id)
         return None
+    except (SettingsError, UnreadableRunRecord) as err:  # recorded, but not readable here
+        why = " ".join(str(err).split())
+        return removed_nothing(run_id, f"{SETTINGS_TASK}'s record of the run is unreadable: {why}")
+    except RecordedBeforeIdentities as err:  # objects named by an older version: said, not guessed
+        return removed_nothing(run_id, str(err))
     cleaner = CleanupKubernetesOperator(
         task_id="cleanup_after_timeout",
         project_id=settings.project,
@@ -93,7 +99,42 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
         cluster,
         f"; could not remove: {'; '.join(errors)}" if errors else "",
     )
-    return {"removed": removed, "errors": errors, "cluster": cluster}
+    outcome = {"removed": removed, "errors": errors, "cluster": cluster}
+    note_run(run_id, timeout_note(removed, f"{settings.cluster_name}: {cluster}", errors))
+    return outcome
+
+
+def removed_nothing(run_id: str, why: str) -> dict[str, Any]:
+    """A timed-out run whose objects cannot be named here: the error, in the log and the note."""
+    log.error("Run %s timed out and removed nothing: %s", run_id, why)
+    note_run(run_id, timeout_note({}, None, [why]))
+    return {"removed": {}, "errors": [why], "cluster": None}
+
+
+def timeout_note(removed: Mapping[str, list[str]], cluster: str | None, errors: list[str]) -> str:
+    """The run's note: the teardowns the graph shows skipped, and what this callback did in
+    their place."""
+    from tpu_rl.report.run_note import NOTE_LIMIT, RL_PAGE
+
+    objects = "; ".join(f"{kind} {', '.join(names)}" for kind, names in removed.items() if names)
+    lines = [
+        f"**{TIMED_OUT}**",
+        "The cleanups show skipped: the timeout callback ran in their place.",
+        f"Removed: {objects or 'no Kubernetes object'}",
+        *([f"Cluster {cluster}"] if cluster else []),
+        *([f"Could not remove: {'; '.join(errors)}"] if errors else []),
+        f"All runs: [RL post-training page]({RL_PAGE})",
+    ]
+    return "\n\n".join(lines)[:NOTE_LIMIT]
+
+
+def note_run(run_id: str, text: str) -> None:
+    """Set the run's note (tpu_rl.report.run_note: only logged when it cannot be set)."""
+    from tpu_rl import deployment
+    from tpu_rl.names import DAG_ID
+    from tpu_rl.report import run_note
+
+    run_note.set_run_note(deployment.airflow_api_conn_id(), DAG_ID, run_id, text)
 
 
 def cluster_gone(hook: Any, settings: RunSettings) -> str | None:

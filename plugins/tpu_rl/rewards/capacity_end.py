@@ -6,7 +6,11 @@ deleted at the reservation's end (Cloud TPU "Request a future reservation in cal
 "Compute Engine automatically deletes the reservation, and any TPUs that consume it, at the end
 of your reservation period"). GKE's cluster autoscaler marks the node with the time it is
 terminated (its labels: InstanceTerminationAnnotationKey `node.gke.io/machine-termination-datetime`,
-MaxRunDurationLabelKey `cloud.google.com/gke-max-run-duration-seconds`).
+MaxRunDurationLabelKey `cloud.google.com/gke-max-run-duration-seconds`). GKE's node annotator
+copies the annotation as is from the VM's `resourceStatus.scheduling.terminationTimestamp`
+(kubernetes/cloud-provider-gcp cmd/gcp-controller-manager/node_annotator_test.go,
+TestAnnotateMachineTermination: even "abc" is copied), so it is read strictly: an RFC 3339
+date-time (RFC 3339 section 5.6: "T" and "Z" may be lower case), else skipped with a warning.
 
 The pace is measured from the training log's Kubernetes timestamps: the trainer's step lines and
 Orbax's line after a synchronous save has finalized, commit file included (orbax
@@ -25,35 +29,73 @@ from typing import Any
 TERMINATION_ANNOTATION = "node.gke.io/machine-termination-datetime"
 MAX_RUN_LABEL = "cloud.google.com/gke-max-run-duration-seconds"
 SAVED = re.compile(r"\[step=(\d+)\] Finished synchronous save")
+# RFC 3339 section 5.6, date-time: full-date "T" full-time, the "T" and "Z" in either case
+_DATE_TIME = re.compile(
+    r"(\d{4}-\d\d-\d\d)[Tt](\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII
+)
 MARKS_KEPT = 6  # step marks kept in the follower's state: enough for the newest gaps
 REASON = "capacity_ending"  # the reward trigger's event when training stops at a save
 
 
-def epoch(stamp: str) -> float:
-    """Epoch seconds of an RFC3339 timestamp."""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+def epoch(stamp: Any) -> float:
+    """Epoch seconds of an RFC 3339 date-time; ValueError naming the value when it is not one."""
+    match = _DATE_TIME.fullmatch(stamp) if isinstance(stamp, str) else None
+    if match is None:
+        raise ValueError(f"not an RFC 3339 date-time: {stamp!r}")
+    day, time, fraction, zone = match.groups()
+    offset = "+00:00" if zone in "Zz" else zone
+    try:
+        whole = datetime.fromisoformat(f"{day}T{time}{offset}")
+    except ValueError:  # a month 13, a 25th hour
+        raise ValueError(f"not an RFC 3339 date-time: {stamp!r}") from None
+    return whole.timestamp() + float(f"0{fraction or ''}")
 
 
 def node_end(node: dict[str, Any]) -> float | None:
-    """When GKE terminates this node (epoch seconds); None when nothing says it will."""
+    """When GKE terminates this node (epoch seconds); None when nothing says it will.
+    ValueError naming the node and the value when what says so is unreadable."""
     meta = node.get("metadata") or {}
+    name = meta.get("name")
     if stamp := (meta.get("annotations") or {}).get(TERMINATION_ANNOTATION):
-        return epoch(stamp)
+        try:
+            return epoch(stamp)
+        except ValueError as error:
+            raise ValueError(f"node {name}: annotation {TERMINATION_ANNOTATION}: {error}") from None
     seconds = (meta.get("labels") or {}).get(MAX_RUN_LABEL)
     created = meta.get("creationTimestamp")
     if seconds and created and seconds.isdigit():
-        return epoch(created) + int(seconds)
+        try:
+            return epoch(created) + int(seconds)
+        except ValueError as error:
+            raise ValueError(f"node {name}: creationTimestamp: {error}") from None
     return None
 
 
-def slice_end(nodes: list[dict[str, Any]], names: set[str]) -> tuple[float | None, list[str]]:
-    """The earliest end of the named nodes, and the nodes that end then or are otherwise
-    known to end (the resume waits for them to go)."""
-    ends = {n["metadata"]["name"]: node_end(n) for n in nodes if n["metadata"]["name"] in names}
-    known = {name: end for name, end in ends.items() if end is not None}
-    if not known:
-        return None, []
-    return min(known.values()), sorted(known)
+@dataclass(frozen=True)
+class SliceEnd:
+    """The earliest end of a slice's nodes (None: none is known to end), the nodes known to end
+    (the resume waits for them to go), and why a node's end was not read (one line each)."""
+
+    at: float | None
+    nodes: list[str]
+    unreadable: list[str]
+
+
+def slice_end(nodes: list[dict[str, Any]], names: set[str]) -> SliceEnd:
+    """When the named nodes end: a node whose end is unreadable counts as not known to end."""
+    known: dict[str, float] = {}
+    unreadable = []
+    for node in nodes:
+        if (name := node["metadata"]["name"]) not in names:
+            continue
+        try:
+            end = node_end(node)
+        except ValueError as error:
+            unreadable.append(str(error))
+            continue
+        if end is not None:
+            known[name] = end
+    return SliceEnd(min(known.values(), default=None), sorted(known), unreadable)
 
 
 @dataclass(frozen=True)
@@ -67,15 +109,18 @@ class Pace:
 def measured_pace(marks: list[list[float]], saved: list[float], period: int) -> Pace | None:
     """The pace from step marks `[step, at]` and the last save `[step, at]`: the save's own
     time (its step line to its finished line) and the longest gap between two consecutive
-    steps, less that save time where a save came between them. None before there is a gap."""
+    steps, less that save time where a save came between them. None before there is a gap.
+    Timestamps out of order (a step logged before the one it follows) give no gap: a pace
+    measured from them would put the next save in the past."""
     step_line = next((at for step, at in marks if step == saved[0]), None)
     save_s = max(0.0, saved[1] - step_line) if step_line is not None else 0.0
     gaps = [
         b_at - a_at - (save_s if a % period == 0 else 0.0)
         for (a, a_at), (b, b_at) in itertools.pairwise(marks)
-        if b == a + 1
+        if b == a + 1 and b_at > a_at
     ]
-    return Pace(max(gaps), save_s) if gaps else None
+    step_s = max(gaps, default=0.0)
+    return Pace(step_s, save_s) if step_s > 0 else None
 
 
 def next_save_done(saved_at: float, pace: Pace, period: int) -> float:

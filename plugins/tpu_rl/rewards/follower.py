@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tpu_rl.rewards import capacity_end
+from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.lines import is_reward_line, parse_line, redact, split_timestamp
 
 # Longest log line kept, in bytes: the rest of a longer line is dropped, the line is logged
@@ -182,7 +183,7 @@ def since_time(stamp: str) -> str:
 
 
 def consume(
-    state: FollowState, lines: Iterable[Line], resent: Resent, log: logging.Logger
+    state: FollowState, lines: Iterable[Line], resent: Resent, log: logging.Logger | HeldLog
 ) -> Result | None:
     """Read the new lines: the success result at the Post line, else None.
 
@@ -234,7 +235,9 @@ def _mark_step(state: FollowState, text: str, at: float) -> None:
         state.saved = [int(saved.group(1)), at]
 
 
-def _on_line(state: FollowState, stamp: str, text: str, log: logging.Logger) -> Result | None:
+def _on_line(
+    state: FollowState, stamp: str, text: str, log: logging.Logger | HeldLog
+) -> Result | None:
     if "RL Training" not in text and "Intermediate Eval" not in text:  # parse_line's markers
         return None
     parsed = parse_line(text)

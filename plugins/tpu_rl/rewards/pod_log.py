@@ -16,6 +16,7 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
 from tpu_rl.rewards.follower import FollowState, Resent, Result, consume, since_time
+from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.log_stream import LogStream
 
 
@@ -47,7 +48,7 @@ class PodLogReader:
     namespace: str
     container_name: str | None
     state: FollowState
-    log: logging.Logger
+    log: logging.Logger | HeldLog  # HeldLog: said once a saved position covers the lines
     stream_log: bool
     news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     bytes_read: int = field(default=0, init=False)

@@ -23,6 +23,7 @@ from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clie
 from tpu_rl.rewards import capacity_loss, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.follower import FollowState, Result, error_event
+from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
 from tpu_rl.rewards.release import delete_now
@@ -79,12 +80,14 @@ class LogFollower:
         self.checkpoint_period, self.capacity_ends_at = checkpoint_period, capacity_ends_at
         self.log = log or logging.getLogger(__name__)
         self.stream_log = stream_log
+        # what the reader says of the lines it read: held until a saved position covers them
+        self.held = HeldLog(self.log, hold=stream_log)
         self.reader = PodLogReader(
             connect=lambda: self.clients().lease(stream=True),
             namespace=namespace,
             container_name=container_name,
             state=state or FollowState(),
-            log=self.log,
+            log=self.held,
             stream_log=stream_log,
         )
         self._bytes_read = 0
@@ -131,15 +134,23 @@ class LogFollower:
 
     async def stop(self) -> None:
         """The trigger is stopped before its event (a triggerer restart): close the stream,
-        then save the position through the last line consumed, so a rebuilt trigger logs
-        none of them again. Best effort, bounded: a position not saved is read again."""
+        then save the position through the last line consumed and say what was held of those
+        lines, so a rebuilt trigger logs none of them again. Best effort, bounded: a position
+        not saved is read again, and what was held of it is said by the rebuilt trigger."""
         finished = self._finished or self.found() is not None
         await self.reader.close()
         if finished or not self.stream_log:
             return
         with contextlib.suppress(Exception):
             async with asyncio.timeout(STOP_SAVE_S), self.clients().lease() as client:
-                await self.position.save(AsyncKube(client), self.state, every_line=True)
+                await self._save_and_tell(AsyncKube(client))
+
+    async def _save_and_tell(self, api: AsyncKube) -> None:
+        """Save the position, then say what was held of the lines it covers (those read
+        during the save stay held for the next one)."""
+        covered = self.held.mark()
+        if await self.position.save(api, self.state):
+            self.held.tell(covered)
 
     def found(self) -> Result | None:
         """The result the open stream has found, if any (no API call)."""
@@ -164,6 +175,12 @@ class LogFollower:
         Raises KubeApiError only for transient API errors (429, 5xx, no answer); other API
         errors become an `api_error` event. A 401 reconnects once with a fresh Google token.
         """
+        result = await self._poll_once()
+        if result is not None:  # the wait ends: no trigger reads these lines again
+            self.held.tell()
+        return result
+
+    async def _poll_once(self) -> Result | None:
         if (result := self.found()) is not None:
             return result
         try:
@@ -221,7 +238,7 @@ class LogFollower:
             lost = await self._capacity_lost(api, failure, pods, pod)
             return lost or await self._fail(api, *failure, pod=pod)
         if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
-            await self.position.save(api, self.state)  # after this poll's every change: one PATCH
+            await self._save_and_tell(api)  # after this poll's every change: one PATCH
         return result
 
     async def _judge_save(self, api: AsyncKube) -> Result | None:

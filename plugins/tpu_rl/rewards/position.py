@@ -9,14 +9,49 @@ from typing import Any
 
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
-from tpu_rl.rewards.follower import FollowState
+from tpu_rl.rewards.follower import FollowState, time_key
 
 POSITION_ANNOTATION = "tpu-rl.dev/reward-follow-position"
-# Fields that move with every log line: saved with the rest, but no reason for a PATCH of
-# their own. A rebuilt trigger then reads again the lines since the last one it logged
-# (`consume` logs only reward and cut lines) and logs none of them twice.
-EVERY_LINE = frozenset({"last_time", "seen_at_last_time", "reached_step"})
+# Saved by each poll that read a line (one PATCH a poll at most, none for a quiet one): a
+# rebuilt trigger reads again at most the lines since the last poll, and logs none of them
+# twice, since what is said of them is held until the position past them is saved
+# (tpu_rl.rewards.held_log). The Job's watch ignores the PATCH: it is no status change
+# (tpu_rl.kube.watch).
 FIELDS = tuple(FollowState.__dataclass_fields__)
+# the JSON types of FollowState's annotations ("str | None", "list[list[float]]"...)
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "dict": (dict,),
+    "list": (list,),
+    "None": (type(None),),
+}
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_position(text: str) -> FollowState:
+    """The position a follower saved; ValueError saying why `text` is not one (edited by
+    hand, or written by a version with other fields)."""
+    data = json.loads(text, parse_constant=_no_constant)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    state = FollowState.from_dict(data)
+    for name, spec in FollowState.__dataclass_fields__.items():
+        value, kinds = getattr(state, name), str(spec.type).split(" | ")
+        allowed = tuple(t for kind in kinds for t in _JSON_TYPES[kind.split("[")[0]])
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"{name} is {value!r}, not {spec.type}")
+    if state.last_time is not None:
+        time_key(state.last_time)  # ValueError: not the RFC 3339 time of a log line
+    for pair in [*state.step_marks, *([state.saved] if state.saved is not None else [])]:
+        if len(pair) != 2 or not all(isinstance(n, int | float) for n in pair):
+            raise ValueError(f"{pair!r} is not [step, epoch seconds]")
+    return state
 
 
 def _fields(state: FollowState) -> dict[str, Any]:
@@ -25,14 +60,13 @@ def _fields(state: FollowState) -> dict[str, Any]:
     return {name: getattr(state, name) for name in FIELDS}
 
 
-def _moved(position: dict[str, Any], saved: dict[str, Any], every_line: bool) -> bool:
-    keys = FIELDS if every_line else (name for name in FIELDS if name not in EVERY_LINE)
-    return any(position[key] != saved.get(key) for key in keys)
+def _moved(position: dict[str, Any], saved: dict[str, Any]) -> bool:
+    return any(position[key] != saved.get(key) for key in FIELDS)
 
 
 class SavedPosition:
     """The position on the training Job's annotation: read once at the start, written when
-    something was logged (or the instance, the Pre metrics, a wait or the backend changed)."""
+    it moved (a line read, the instance, a wait or the backend changed)."""
 
     def __init__(self, namespace: str, job_name: str, log: logging.Logger) -> None:
         self.path = kube.job_path(namespace, job_name)
@@ -45,19 +79,27 @@ class SavedPosition:
         text = ((job.get("metadata") or {}).get("annotations") or {}).get(POSITION_ANNOTATION)
         if not text or state.pod_uid is not None or self.saved is not None:
             return None
-        resumed = FollowState.from_dict(json.loads(text))
+        try:
+            resumed = parse_position(text)
+        except (ValueError, TypeError) as error:
+            self.log.warning(
+                "The log position saved on the Job is unreadable (%s): reading the log from "
+                "its start",
+                error,
+            )
+            return None
         self.saved = _fields(resumed)
         self.log.info("Resuming the log after %s (position saved on the Job)", resumed.last_time)
         return resumed
 
-    async def save(self, api: AsyncKube, state: FollowState, *, every_line: bool = False) -> None:
-        """PATCH the position when it moved (`every_line`: by any line, else by a logged
-        one); a transient error leaves it for the next save."""
+    async def save(self, api: AsyncKube, state: FollowState) -> bool:
+        """PATCH the position when it moved; a transient error leaves it for the next save
+        (False: what was read since the last save may be read again by a rebuilt trigger)."""
         if not self.saving or state.pod_uid is None:
-            return
+            return True  # never saved: nothing a rebuilt trigger would skip either
         position = _fields(state)
-        if self.saved is not None and not _moved(position, self.saved, every_line):
-            return
+        if self.saved is not None and not _moved(position, self.saved):
+            return True
         text = json.dumps(state.as_dict(), sort_keys=True)
         body = {"metadata": {"annotations": {POSITION_ANNOTATION: text}}}
         try:
@@ -66,5 +108,6 @@ class SavedPosition:
             if not error.transient:
                 self.log.warning("Cannot save the log position on the Job (%s): not saving", error)
                 self.saving = False
-            return
+            return not self.saving
         self.saved = position
+        return True

@@ -30,7 +30,7 @@ async def judge_save(
     pace = capacity_end.measured_pace(state.step_marks, state.saved, period)
     if pace is None:
         return None
-    ends_at, nodes = await slice_end(api, backend_pods, known_end)
+    ends_at, nodes = await slice_end(api, backend_pods, known_end, log)
     if ends_at is None or not capacity_end.must_stop(state.saved[1], pace, period, ends_at):
         return None
     line = capacity_end.stop_line(step, ends_at, nodes, pace, period)
@@ -45,13 +45,19 @@ async def judge_save(
 
 
 async def slice_end(
-    api: AsyncKube, backend_pods: list[dict[str, Any]], known: float | None
+    api: AsyncKube,
+    backend_pods: list[dict[str, Any]],
+    known: float | None,
+    log: logging.Logger,
 ) -> tuple[float | None, list[str]]:
     """When the backend's nodes end (the earliest; `known`: an end known in advance, when
-    sooner) and the nodes that end (tpu_rl.rewards.capacity_end)."""
+    sooner) and the nodes that end (tpu_rl.rewards.capacity_end); a node whose end cannot be
+    read is skipped with a warning."""
     names = {p["spec"]["nodeName"] for p in backend_pods if p["spec"].get("nodeName")}
     nodes = (await nodes_if_allowed(api) or []) if names else []
-    ends_at, ending = capacity_end.slice_end(nodes, names)
-    if known is not None and (ends_at is None or known < ends_at):
-        return known, ending
-    return ends_at, ending
+    ends = capacity_end.slice_end(nodes, names)
+    for why in ends.unreadable:
+        log.warning("Capacity end not known from %s: skipped", why)
+    if known is not None and (ends.at is None or known < ends.at):
+        return known, ends.nodes
+    return ends.at, ends.nodes

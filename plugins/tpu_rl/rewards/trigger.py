@@ -35,7 +35,9 @@ class RewardTrigger(BaseTrigger):
 
     Airflow rebuilds a trigger from the kwargs it had at deferral; the follower also saves
     its position on the training Job, so a rebuilt trigger resumes there (see
-    `rewards.position`): after each line it logs, and when the triggerer stops it. When the
+    `rewards.position`): after each poll that read a line, and when the triggerer stops it;
+    what it logs of the lines is said once that position is saved (`rewards.held_log`), so a
+    triggerer killed in between logs none of them twice. When the
     wait ends, or the task is killed, the backend JobSet is deleted: its TPUs are free at once;
     with `keep_backend`, a successful wait leaves it running (the champion is evaluated on it
     next) and its event says so (`backend_kept`).
