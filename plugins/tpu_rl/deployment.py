@@ -9,10 +9,13 @@ Variable, read only where tasks run (deployment_id).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
 import sys
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DAGRUN_TIMEOUT_MINUTES = 72 * 60  # a backstop: the per-task limits end first
 MAX_DAGRUN_TIMEOUT_MINUTES = 365 * 24 * 60
@@ -24,6 +27,13 @@ DAG_LABEL = "tpu-rl.dev/dag"
 HF_CONN_TYPES = {"http", "https", "generic", "huggingface", "hf"}
 GCP_CONN_TYPES = {"google_cloud_platform"}
 ID_PATTERN = r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?"
+# What a Hugging Face token may hold: visible ASCII, no whitespace or control character (a token
+# is `hf_` and letters: https://huggingface.co/docs/hub/security-tokens). It goes into an HTTP
+# header, `Authorization: Bearer <token>` (requests refuses a value with CR or LF and the error
+# quotes it: requests/_internal_utils.py _VALID_HEADER_VALUE_RE_STR, utils.py
+# _validate_header_part), a Kubernetes Secret and the conversion and export Jobs' command line
+# (`hf_access_token=${HF_TOKEN}`: tpu_rl.jobs.maxtext_flags).
+TOKEN_TEXT = re.compile(r"[!-~]+")
 
 
 class DeploymentError(ValueError):
@@ -134,7 +144,11 @@ def checked_connection(conn_id: str, allowed_types: set[str], purpose: str) -> o
     try:
         conn = BaseHook.get_connection(conn_id)
     except Exception as err:  # AirflowNotFoundException, or the secrets backend's own
-        raise DeploymentError(f"connection {conn_id!r} cannot be read: {err}") from err
+        from tpu_rl.token_masking import mask_credentials
+
+        raise DeploymentError(
+            f"connection {conn_id!r} cannot be read: {mask_credentials(str(err))}"
+        ) from err
     conn_type = (conn.conn_type or "").lower()
     if conn_type not in allowed_types:
         raise DeploymentError(
@@ -145,18 +159,43 @@ def checked_connection(conn_id: str, allowed_types: set[str], purpose: str) -> o
 
 
 def hf_token() -> str:
-    """The Hugging Face token, registered with Airflow's secrets masker (with and without its
-    prefix, and its wrapped pieces: tpu_rl.token_masking) before it is returned."""
+    """The Hugging Face token (token_of_password), registered with Airflow's secrets masker
+    (with and without its prefix, and its wrapped pieces: tpu_rl.token_masking) before it is
+    checked. Every reader of the token gets it here: validate, preflight (the DAG's and `make
+    preflight`'s), the run's Secret (hf_token_secret), hence the conversion and export Jobs."""
     from tpu_rl.token_masking import register_token
 
     conn_id = hf_conn_id()
     conn = checked_connection(conn_id, HF_CONN_TYPES, "the Hugging Face token")
-    token = getattr(conn, "password", None) or ""
+    password = getattr(conn, "password", None) or ""
+    if password:
+        register_token(password)  # a refused token is masked as well
+    return token_of_password(conn_id, password)
+
+
+def token_of_password(conn_id: str, password: str) -> str:
+    """The token the connection's password holds. The one rule: the whitespace around it (the
+    newline or CRLF that `echo` or a file leaves at its end) is stripped, with a warning, as
+    huggingface_hub strips it (utils/_auth.py, _clean_token); what is left must be TOKEN_TEXT,
+    else the password is refused. No message quotes the password."""
+    token = password.strip()
     if not token:
         raise DeploymentError(
             f"connection {conn_id!r} has no password: put the Hugging Face token there"
         )
-    register_token(token)
+    if not TOKEN_TEXT.fullmatch(token):
+        position = next(i for i, char in enumerate(token) if not TOKEN_TEXT.fullmatch(char))
+        raise DeploymentError(
+            f"connection {conn_id!r}: its password holds whitespace, a control character or a "
+            f"non-ASCII character (character {position + 1} of {len(token)}), which no Hugging "
+            "Face token has: put the token alone in the password, on one line"
+        )
+    if token != password:
+        log.warning(
+            "connection %r: its password has whitespace or a line break around the token "
+            "(left by echo or a file?); the token is used without it",
+            conn_id,
+        )
     return token
 
 

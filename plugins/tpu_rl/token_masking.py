@@ -12,6 +12,9 @@ So the pieces are masked here, longest first, by `mask_token_pieces`: redact()
 (tpu_rl.rewards.lines) and the notices' reason (tpu_rl.report.failures) go through it, which is
 all the text the run relays from pods and exceptions. A piece under MIN_PIECE characters is
 left: too short to be worth anything, and common enough to mask unrelated text.
+
+An error's text may carry other credentials than the ones registered (an HTTP library's error
+quotes the header or URL it refused); `mask_credentials` masks those too, by their shape.
 """
 
 from __future__ import annotations
@@ -23,6 +26,23 @@ MIN_PIECE = 8
 MASK = "***"
 _pieces: set[str] = set()
 _pattern: re.Pattern[str] | None = None
+# Where a credential shows in an error's text, group 1 kept and the rest masked: an Authorization
+# header's credentials (RFC 9110 section 11.6.2: `Authorization: <scheme> <credentials>`, the
+# Bearer scheme of RFC 6750 section 2.1), a URL's password (RFC 3986 section 3.2.1:
+# `//user:password@host`), a query parameter carrying a token, key or signature (OAuth's
+# access_token, RFC 6750 section 2.3; Google's `key`, a signed URL's X-Goog-Signature), and a
+# Hugging Face token, `hf_` and letters (https://huggingface.co/docs/hub/security-tokens;
+# requiring a capital keeps setting names such as hf_revision in view).
+CREDENTIAL_PATTERNS = (
+    re.compile(r"(\b[Bb]earer\s+)[^\s'\",;]+"),
+    re.compile(r"(\bAuthorization['\"]?\s*[:=]\s*['\"]?)[^'\"\r\n,}]+", re.IGNORECASE),
+    re.compile(r"(://[^/\s:@]+:)[^/\s@]+(?=@)"),
+    re.compile(
+        r"([?&](?:access_token|token|key|sig|signature|x-goog-signature)=)[^&\s'\"]+",
+        re.IGNORECASE,
+    ),
+    re.compile(r"()\bhf_(?=[A-Za-z0-9]*[A-Z])[A-Za-z0-9]{8,}"),
+)
 
 
 def token_forms(token: str) -> list[str]:
@@ -47,6 +67,15 @@ def mask_token_pieces(text: str) -> str:
     return _pattern.sub(MASK, text) if _pattern else text
 
 
+def mask_credentials(text: str) -> str:
+    """`text` (an error's, an answer's) with every registered token's pieces masked, and
+    whatever has the shape of a credential (CREDENTIAL_PATTERNS)."""
+    text = mask_token_pieces(text)
+    for pattern in CREDENTIAL_PATTERNS:
+        text = pattern.sub(lambda match: match.group(1) + MASK, text)
+    return text
+
+
 def redact_secrets(text: str) -> str:
     """`text` through Airflow's masker (whatever this process registered), then without the
     token's wrapped pieces."""
@@ -56,10 +85,12 @@ def redact_secrets(text: str) -> str:
 
 
 def register_token(token: str) -> None:
-    """Registers the token's whole forms with Airflow's masker and its pieces here."""
+    """Registers the token's whole forms with Airflow's masker and its pieces here: the token
+    without the whitespace around it (the newline a file leaves), the part any text shows."""
     global _pattern
     from airflow.sdk.log import mask_secret
 
+    token = token.strip()
     for form in token_forms(token):
         mask_secret(form)
     if new := wrap_pieces(token) - _pieces:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from tests.sandbox import cluster_faults as fault
 from tests.sandbox.harness import EXISTING_CLUSTER_VARS, SETTINGS, Sandbox
@@ -227,6 +228,78 @@ def test_an_invalid_hugging_face_token_fails_with_the_fix(box, preflight, monkey
     assert status == 1 and set(failures(lines)) == {"hf token"}, lines
     assert "refused the token (HTTP 401: Invalid credentials" in lines["hf token"]
     assert "fix: make a Read token at https://huggingface.co/settings/tokens" in lines["hf token"]
+
+
+FAKE_TOKEN = "hf_SECRETtoken123"
+
+
+def preflight_output(conf: dict[str, Any], tmp_path: Path, capsys: Any) -> tuple[int, str]:
+    """`make preflight`'s exit status and everything it printed, stdout and stderr."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(conf))
+    status = preflight_tool.main([str(settings)])
+    out, err = capsys.readouterr()
+    return status, out + err
+
+
+def use_hf_password(monkeypatch: pytest.MonkeyPatch, password: str) -> None:
+    conn = json.dumps({"conn_type": "generic", "password": password})
+    monkeypatch.setenv("AIRFLOW_CONN_HUGGINGFACE_DEFAULT", conn)
+
+
+def preflight_step(monkeypatch: pytest.MonkeyPatch, run_id: str) -> Any:
+    """The DAG's preflight task of a run of SETTINGS, to execute."""
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.operators.preflight import PreflightOperator
+    from tpu_rl.settings.run_settings import load_settings
+
+    step = PreflightOperator(task_id="preflight")
+    layout = RunLayout(load_settings(SETTINGS), run_id, "dep")
+    monkeypatch.setattr(step, "run_layout", lambda context: layout)
+    return step
+
+
+def test_a_token_ending_in_a_newline_never_shows_and_is_not_retried(
+    box, facts, monkeypatch, tmp_path, capsys, caplog
+):
+    """Issue 43, finding 1: the password of a secret written with `echo`. The newline is
+    stripped (tpu_rl.deployment.token_of_password), so the Hub answers for the token itself:
+    a refusal, which no retry clears; nothing prints the token. Before, requests refused the
+    header and its error, quoting the token, was printed, and the task retried it."""
+    use_hf_password(monkeypatch, f"{FAKE_TOKEN}\n")
+    status, output = preflight_output(SETTINGS, tmp_path, capsys)
+    assert status == 1 and "FAIL hf token: huggingface.co refused the token (HTTP 401" in output
+    assert "SECRET" not in output and "token123" not in output, output
+    with pytest.raises(AirflowFailException) as failed:  # AirflowFailException: no retry
+        preflight_step(monkeypatch, "manual__newline").execute({})
+    logged = caplog.text + str(failed.value) + "".join(capsys.readouterr())
+    assert "refused the token (HTTP 401" in str(failed.value)
+    assert "SECRET" not in logged and "token123" not in logged, logged
+
+
+def test_the_sandbox_token_with_a_trailing_crlf_is_used_without_it(box, preflight, monkeypatch):
+    from tests.sandbox.harness import HF_TOKEN
+
+    use_hf_password(monkeypatch, f"{HF_TOKEN}\r\n")
+    status, lines = preflight(SETTINGS)
+    assert status == 0 and lines["hf token"].startswith("PASS hf token: valid"), lines
+
+
+def test_a_token_with_a_line_break_inside_is_refused_before_any_request(
+    box, monkeypatch, tmp_path, capsys
+):
+    use_hf_password(monkeypatch, "hf_SECRET\ntoken123")
+    sent = len(box.google.requests)
+    status, output = preflight_output(SETTINGS, tmp_path, capsys)
+    assert status == 1
+    assert "FAIL hf token: connection 'huggingface_default': its password holds whitespace" in (
+        output
+    )
+    assert "SECRET" not in output and "token123" not in output, output
+    assert [r for r in box.google.requests[sent:] if r[1] == "huggingface.co"] == []
+    with pytest.raises(AirflowFailException, match="holds whitespace") as failed:  # no retry
+        preflight_step(monkeypatch, "manual__inside").execute({})
+    assert "SECRET" not in str(failed.value)
 
 
 EXISTING_REFUSALS = [

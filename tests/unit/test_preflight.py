@@ -6,14 +6,17 @@ from __future__ import annotations
 import pytest
 import requests
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import LocationParseError
 
 from tpu_rl import deployment
 from tpu_rl.backend.jobset import backend_jobset
 from tpu_rl.jobs.manifests import conversion_job, train_job
 from tpu_rl.layout import RunLayout
+from tpu_rl.preflight import huggingface
 from tpu_rl.preflight.google_api import ApiRefusal, GoogleApi
 from tpu_rl.preflight.images import manifest_url
 from tpu_rl.preflight.result import CheckResult, guarded, is_transient, report_lines
+from tpu_rl.preflight.run import RETRY
 from tpu_rl.settings.run_settings import load_settings
 
 
@@ -42,7 +45,15 @@ def test_a_line_says_pass_or_fail_the_evidence_and_on_fail_the_fix():
         (ApiException(status=500), True),
         (ApiException(status=404), False),
         (requests.ConnectionError("refused"), True),
+        (requests.ReadTimeout("slow"), True),
+        (requests.exceptions.ChunkedEncodingError("cut"), True),
         (ValueError("a bug"), False),
+        # a request the HTTP library refused to make: a value of ours to correct
+        (requests.exceptions.InvalidHeader("Invalid ... in header value: 'x\\n'"), False),
+        (requests.exceptions.InvalidURL("Invalid URL 'https://'"), False),
+        (requests.exceptions.MissingSchema("Invalid URL 'h': No scheme supplied"), False),
+        (requests.exceptions.InvalidSchema("No connection adapters were found"), False),
+        (LocationParseError("h:x"), False),
     ],
 )
 def test_only_errors_without_an_answer_or_5xx_429_may_clear_on_a_retry(error, transient):
@@ -51,6 +62,22 @@ def test_only_errors_without_an_answer_or_5xx_429_may_clear_on_a_retry(error, tr
     assert (
         not result.passed and result.transient is transient and "the read failed" in result.evidence
     )
+
+
+def test_a_token_requests_refuses_in_a_header_is_masked_and_not_retried(tutorial_conf):
+    """Issue 43, finding 1: requests refuses the header before any connection and quotes it
+    (requests/utils.py _validate_header_part); preflight printed that whole, as a transient
+    error to retry, with the fix "check the API's status and the network"."""
+    settings = load_settings(tutorial_conf)
+    token = "hf_SECRETtoken123\n"
+    (result,) = guarded(
+        huggingface.TOKEN, RETRY, lambda: huggingface.check_huggingface(settings, token)
+    )
+    line = result.line()
+    assert "SECRET" not in line and "token123" not in line, line
+    assert "InvalidHeader: Invalid leading whitespace" in line and "'Bearer ***'" in line
+    assert not result.transient and "network" not in result.fix
+    assert result.fix.startswith("correct the value the request was made of")
 
 
 class RecordingSession:

@@ -5,10 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from tpu_rl import deployment
 from tpu_rl.report.failures import first_line
 from tpu_rl.rewards.lines import redact
-from tpu_rl.token_masking import MIN_PIECE, aregister_hf_token, register_hf_token
+from tpu_rl.token_masking import (
+    MIN_PIECE,
+    aregister_hf_token,
+    mask_credentials,
+    register_hf_token,
+    register_token,
+)
 
 
 def test_every_wrap_of_the_token_with_or_without_its_prefix_leaves_no_piece(monkeypatch):
@@ -43,3 +51,37 @@ def test_a_missing_connection_is_skipped_quietly(monkeypatch):
     monkeypatch.setenv("TPU_RL_HF_CONN_ID", "hf_not_there")
     register_hf_token(deployment.hf_conn_id())
     asyncio.run(aregister_hf_token(deployment.hf_conn_id()))
+
+
+def test_a_token_read_with_its_newline_is_masked_as_printed():
+    """Issue 43, finding 1: registered as read ("...\\n"), a token never matched its printed
+    form, without the newline or with it escaped by repr."""
+    register_token("hf_NewlineEnded0123456789abcXY\n")
+    text = "header value: 'Bearer hf_NewlineEnded0123456789abcXY\\n' and NewlineEnded01234567"
+    assert "NewlineEnded" not in mask_credentials(text) and "NewlineEnded" not in redact(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        (
+            "Invalid ... in header value: 'Bearer hf_Unregistered0123\\r\\n'",
+            "Invalid ... in header value: 'Bearer ***'",
+        ),
+        ("{'Authorization': 'Basic dXNlcjpwYXNz'}", "{'Authorization': '***'}"),
+        ("Authorization: Bearer ya29.a0Af", "Authorization: ***"),
+        ("GET https://user:s3cr3t@host/x failed", "GET https://user:***@host/x failed"),
+        (
+            "GET https://h/v1/x?alt=json&key=AIzaSyX&access_token=ya29.b HTTP/1.1",
+            "GET https://h/v1/x?alt=json&key=***&access_token=*** HTTP/1.1",
+        ),
+        ("the token hf_UnregisteredToken987 was refused", "the token *** was refused"),
+    ],
+)
+def test_an_error_text_shows_no_credential(text, masked):
+    assert mask_credentials(text) == masked
+
+
+def test_the_words_around_credentials_stay_in_view():
+    text = "set hf_revision and hf_model_path; Invalid credentials in Authorization header"
+    assert mask_credentials(text) == text

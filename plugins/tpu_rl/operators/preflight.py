@@ -47,7 +47,11 @@ Face token and the model's licence, and the deployment's Vertex AI registry sett
         from tpu_rl.report.estimate import estimate_run, format_estimate
 
         layout = self.run_layout(context)
-        results = run_preflight(layout, deployment.check_gcp_connection(), deployment.hf_token())
+        try:
+            connections = deployment.check_gcp_connection(), deployment.hf_token()
+        except deployment.DeploymentError as err:  # a setting to correct: no try clears it
+            raise AirflowFailException(str(err)) from err
+        results = run_preflight(layout, *connections)
         estimate = format_estimate(estimate_run(layout.settings))
         for line in report_lines(results, estimate):
             self.log.info("%s", line)

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from tpu_rl.token_masking import mask_credentials
+
+# What a request an HTTP library refused to send needs: no try clears it.
+UNSENT_FIX = (
+    "correct the value the request was made of (a connection's password or token, "
+    "TPU_RL_API_ENDPOINTS, a setting naming a repository or image), then run preflight again"
+)
+
 
 class CheckResult:
     """A check's verdict; `fix` (the command or console step) matters only when it failed.
+    The evidence is kept with every credential in it masked (tpu_rl.token_masking): it quotes
+    errors and answers, and is printed, logged and returned.
 
     A plain class: preflight modules are imported where a task runs, but the DAG's operator
     module names none of them (tests/dags/test_parse_imports.py)."""
@@ -22,7 +32,8 @@ class CheckResult:
         transient: bool = False,
         skipped: bool = False,
     ) -> None:
-        self.name, self.passed, self.evidence, self.fix = name, passed, evidence, fix
+        self.name, self.passed, self.fix = name, passed, fix
+        self.evidence = mask_credentials(evidence)
         self.transient = transient  # a read that may succeed when tried again (5xx, network)
         self.skipped = skipped  # not run: what it needs failed (evidence says which); no fix
 
@@ -55,22 +66,59 @@ def skipped(name: str, why: str) -> CheckResult:
 
 def is_transient(err: BaseException) -> bool:
     """An error that trying again may clear: no HTTP answer, 429 or 5xx (Google's clients say
-    `code` or `status`, the Kubernetes client `status`, ours ApiRefusal.status)."""
+    `code` or `status`, the Kubernetes client `status`, ours ApiRefusal.status); never a
+    request the HTTP library refused to send (is_unsent)."""
     status = getattr(err, "status", None) or getattr(err, "code", None)
     if not isinstance(status, int):
-        return isinstance(err, (ConnectionError, TimeoutError, OSError)) or type(
-            err
-        ).__module__.startswith(("requests", "urllib3"))
+        return not is_unsent(err) and (
+            isinstance(err, (ConnectionError, TimeoutError, OSError))
+            or type(err).__module__.startswith(("requests", "urllib3"))
+        )
     return status == 429 or status >= 500
+
+
+def is_unsent(err: BaseException) -> bool:
+    """A request an HTTP library refused to make from a value of ours (a header value holding
+    a newline, a URL without a scheme or host, a body it cannot encode): a configuration error.
+    requests raises these as IOErrors, like its network errors (requests/exceptions.py, 2.34:
+    RequestException(IOError); InvalidHeader, InvalidURL, MissingSchema, InvalidSchema,
+    URLRequired, InvalidJSONError, StreamConsumedError, UnrewindableBodyError, where
+    JSONDecodeError, an InvalidJSONError, is an answer's body instead); urllib3 as
+    LocationValueError (urllib3/exceptions.py)."""
+    from requests import exceptions as rq
+    from urllib3.exceptions import LocationValueError
+
+    local = (
+        rq.InvalidHeader,
+        rq.InvalidURL,
+        rq.MissingSchema,
+        rq.InvalidSchema,
+        rq.URLRequired,
+        rq.InvalidJSONError,
+        rq.StreamConsumedError,
+        rq.UnrewindableBodyError,
+        LocationValueError,
+    )
+    return isinstance(err, local) and not isinstance(err, rq.JSONDecodeError)
 
 
 def guarded(name: str, fix: str, check: Callable[[], Iterable[CheckResult]]) -> list[CheckResult]:
     """The check's results, or one failure carrying the error a read raised (a refusal of the
-    API, a network error): one broken read never hides the other checks."""
+    API, a network error; its text masked by CheckResult): one broken read never hides the
+    other checks. A request never sent (is_unsent) gets UNSENT_FIX, not `fix`."""
     try:
         return list(check())
     except Exception as err:  # every API refusal is a finding, not a crash
-        return [CheckResult(name, False, f"the read failed: {err}", fix, is_transient(err))]
+        unsent = is_unsent(err)
+        return [
+            CheckResult(
+                name,
+                False,
+                f"the read failed: {type(err).__name__ + ': ' if unsent else ''}{err}",
+                UNSENT_FIX if unsent else fix,
+                is_transient(err),
+            )
+        ]
 
 
 def report_lines(results: Iterable[CheckResult], notes: Iterable[str] = ()) -> list[str]:
