@@ -116,10 +116,22 @@ clean: ## remove .venv, .venv-compat, .airflow (demo databases and logs), plan-o
 airflow: $(STAMP) ## Airflow standalone on SQLite with this project's folders: UI on http://localhost:8080
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" AIRFLOW_HOME=$(CURDIR)/.airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=8080 airflow standalone
 
-# python3 from PATH, not .venv: the deploy needs only the standard library (and gcloud, twine)
+# python3 from PATH, not .venv: the deploy needs only the standard library (and gcloud, twine).
+# The names reach the tool as environment variables, each the variable's text as given
+# ($(value): not expanded by make), quoted by the shell as one argument: no name is ever read as
+# shell or make text; the tool refuses a name its service cannot have before running anything.
+# make exports a command-line variable to every recipe, expanding it first (so a `$(shell ...)`
+# in ENV would run): these names go to no recipe but this one's, as DEPLOY_*.
+unexport ENV LOCATION PROJECT REPOSITORY WHEEL DRY_RUN
+DEPLOY_USAGE := usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [REPOSITORY=<name>] [WHEEL=<file>] [DRY_RUN=1]
+deploy-composer: export DEPLOY_ENV = $(value ENV)
+deploy-composer: export DEPLOY_LOCATION = $(value LOCATION)
+deploy-composer: export DEPLOY_PROJECT = $(value PROJECT)
+deploy-composer: export DEPLOY_REPOSITORY = $(value REPOSITORY)
+deploy-composer: export DEPLOY_WHEEL = $(value WHEEL)
 deploy-composer: ## install the wheel on Cloud Composer: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [REPOSITORY=<name>] [WHEEL=<file>] [DRY_RUN=1]
-	@test -n "$(ENV)" -a -n "$(LOCATION)" || { echo "usage: make deploy-composer ENV=<name> LOCATION=<region> [PROJECT=<id>] [REPOSITORY=<name>] [WHEEL=<file>] [DRY_RUN=1]"; exit 2; }
-	@$(PYTHON) -m tools.deploy_composer '$(ENV)' '$(LOCATION)' $(if $(PROJECT),--project '$(PROJECT)') $(if $(REPOSITORY),--repository '$(REPOSITORY)') $(if $(WHEEL),--wheel '$(WHEEL)') $(if $(filter 1,$(DRY_RUN)),--dry-run)
+	@[ -n "$$DEPLOY_ENV" ] && [ -n "$$DEPLOY_LOCATION" ] || { echo "$(DEPLOY_USAGE)"; exit 2; }
+	@$(PYTHON) -m tools.deploy_composer --project="$$DEPLOY_PROJECT" --repository="$$DEPLOY_REPOSITORY" --wheel="$$DEPLOY_WHEEL" $(if $(filter 1,$(value DRY_RUN)),--dry-run) -- "$$DEPLOY_ENV" "$$DEPLOY_LOCATION"
 
 # --- headless Chromium for the UI tests (tests/ui/) ---
 .PHONY: chromium

@@ -18,6 +18,46 @@ INCLUDE_DESTINATION = "data/tpu_rl_airflow/include"
 OLD_PLUGIN_FOLDER = "plugins/tpu_rl"
 
 
+# The names a deploy passes to gcloud, each with the rule of the service that owns it. The
+# first three are Google's own API descriptions, in the discovery documents google-api-python-client
+# ships (googleapiclient/discovery_cache/documents/): composer.v1.json Environment.name,
+# compute.v1.json regions.get's `region` pattern (a Composer location is a region), and
+# cloudresourcemanager.v3.json Project.projectId, with compute.v1.json's optional `domain:`
+# prefix of older domain-scoped projects; the repository's from Artifact Registry's "Create
+# standard repositories" page (https://cloud.google.com/artifact-registry/docs/repositories/
+# create-repos). A name outside them is refused before any command runs.
+NAME_RULES: dict[str, tuple[str, str]] = {
+    "ENV": (
+        r"[a-z](?:[-a-z0-9]{0,62}[a-z0-9])?",
+        "a Composer environment ID must start with a lowercase letter followed by up to 63 "
+        "lowercase letters, numbers, or hyphens, and cannot end with a hyphen",
+    ),
+    "LOCATION": (
+        r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?",
+        "a region name: lowercase letters, digits and hyphens, such as us-central1",
+    ),
+    "PROJECT": (
+        r"(?:(?:[-a-z0-9]{1,63}\.)*[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?:)?[a-z][-a-z0-9]{4,28}[a-z0-9]",
+        "a project ID must be 6 to 30 lowercase ASCII letters, digits, or hyphens, start with a "
+        "letter and not end with a hyphen",
+    ),
+    "REPOSITORY": (
+        r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?",
+        "an Artifact Registry repository name has only lowercase letters, numbers and hyphens, "
+        "starts with a letter and ends with a letter or number (at most 63)",
+    ),
+}
+
+
+def name_errors(names: dict[str, str]) -> list[str]:
+    """What is wrong with each of the given names (by make variable), per NAME_RULES."""
+    return [
+        f"{variable}={value!r}: {NAME_RULES[variable][1]}"
+        for variable, value in names.items()
+        if not re.fullmatch(NAME_RULES[variable][0], value)
+    ]
+
+
 def wheel_name(version: str) -> str:
     """The file `make dist` builds for this version."""
     return f"{PACKAGE.replace('-', '_')}-{version}-py3-none-any.whl"

@@ -30,6 +30,7 @@ from tools.composer_config import (
     OLD_PLUGIN_FOLDER,
     PACKAGE,
     Environment,
+    name_errors,
     pip_conf_with_index,
     placeholder_environment,
     wheel_name,
@@ -211,18 +212,32 @@ class ComposerDeploy:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The deploy's arguments; an empty --project or --repository (as make passes an unset
+    PROJECT or REPOSITORY) means the default."""
     parser = argparse.ArgumentParser(prog="make deploy-composer", description=__doc__)
     parser.add_argument("environment")
     parser.add_argument("location")
     parser.add_argument("--project", default="")
-    parser.add_argument("--repository", default=DEFAULT_REPOSITORY)
+    parser.add_argument("--repository", default="")
     parser.add_argument("--wheel", default="", help="a wheel built elsewhere (e.g. by CI)")
     parser.add_argument("--dry-run", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.repository = args.repository or DEFAULT_REPOSITORY
+    return args
+
+
+def refused_names(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the names the deploy would pass to gcloud (named by make variable)."""
+    names = {"ENV": args.environment, "LOCATION": args.location, "REPOSITORY": args.repository}
+    return name_errors(names | ({"PROJECT": args.project} if args.project else {}))
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    refused = refused_names(args)
+    if refused:
+        print("error: " + "\n       ".join(refused), file=sys.stderr)
+        return 1
     shell = Shell(args.dry_run)
     try:
         ComposerDeploy(args, shell).run()

@@ -282,3 +282,57 @@ def test_deploy_usage(tmp_path):
     assert done.returncode == 2
     assert "usage: make deploy-composer" in done.stdout
     assert calls(tmp_path / "gcloud.jsonl") == []
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [
+        pytest.param('x"; touch {marker}; "', id="double-quote"),
+        pytest.param("x`touch {marker}`", id="backquote"),
+        pytest.param("x'; touch {marker}; '", id="single-quote"),
+        pytest.param("x$(shell touch {marker})", id="make-function"),
+    ],
+)
+def test_deploy_runs_nothing_an_environment_name_holds_and_refuses_it(tmp_path, quote):
+    marker = tmp_path / "pwned"
+    done = make(
+        tmp_path,
+        *("deploy-composer", f"ENV={quote.format(marker=marker)}", "LOCATION=us-central1"),
+        "DRY_RUN=1",
+    )
+
+    assert not marker.exists(), "a command in ENV ran on the deployer's machine"
+    assert done.returncode != 0, done.stdout + done.stderr  # make's 2 for a failed recipe
+    # Composer's rule for an environment ID (composer.v1 discovery document, Environment.name)
+    assert "must start with a lowercase letter followed by up to 63" in done.stderr
+    assert "+ " not in done.stdout  # nothing printed as run, nothing run
+    assert calls(tmp_path / "gcloud.jsonl") == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "rule"),
+    [
+        ("ENV", "My-Env", "must start with a lowercase letter followed by up to 63"),
+        ("ENV", "my-env-", "cannot end with a hyphen"),
+        ("ENV", "e" * 65, "up to 63"),
+        ("LOCATION", "us central1", "a region name"),
+        ("PROJECT", "my project", "6 to 30 lowercase ASCII letters"),
+        ("PROJECT", "short", "6 to 30 lowercase ASCII letters"),
+        ("REPOSITORY", "Wheels_1", "lowercase letters, numbers and hyphens"),
+    ],
+)
+def test_deploy_refuses_a_name_google_cloud_cannot_have(tmp_path, variable, value, rule):
+    names = {"ENV": "my-env", "LOCATION": "us-central1", "PROJECT": "my-project"}
+    names[variable] = value
+    done = make(tmp_path, "deploy-composer", *(f"{k}={v}" for k, v in names.items()), "DRY_RUN=1")
+
+    assert done.returncode != 0, done.stdout + done.stderr  # make's 2 for a failed recipe
+    assert rule in done.stderr
+    assert repr(value) in done.stderr
+    assert "+ " not in done.stdout
+
+
+def test_deploy_accepts_the_longest_environment_name_composer_allows(tmp_path):
+    done = deploy(tmp_path, "e" * 64, "us-central1", "--dry-run")
+
+    assert done.returncode == 0, done.stderr
