@@ -3,10 +3,11 @@ export to the deployment's champion."""
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 
 from tpu_rl.dag.limits import STEP_MINUTES, Limit, short_step
 from tpu_rl.dag.links import ExportLink
@@ -19,6 +20,17 @@ if TYPE_CHECKING:
 
     from tpu_rl.promotion.approval_text import ApprovalCase
     from tpu_rl.settings.run_settings import RunSettings
+
+
+def takes_response_timeout(operator: type) -> bool:
+    """Whether the provider's HITL operator takes `response_timeout`: from
+    apache-airflow-providers-standard 1.12.2 (operators/hitl.py HITLOperator.__init__); before it
+    BaseOperator refuses the argument (TypeError at parse) and the wait for an answer is the
+    task's `execution_timeout` (HITLOperator.execute), which RunStep sets from the same limit."""
+    return "response_timeout" in inspect.signature(operator.__init__).parameters
+
+
+RESPONSE_TIMEOUT = takes_response_timeout(HITLOperator)  # read once, at import
 
 
 def _approval_minutes(s: RunSettings) -> float:
@@ -62,8 +74,9 @@ the form highlights that option). With `approval=none` it passes at once.
         # what a timeout answers; execute sets the run's approval_timeout_answer
         kwargs.setdefault("defaults", ApprovalOperator.REJECT)
         kwargs.setdefault("notifiers", [ApprovalRequestNotifier()])
-        minutes = default_settings().approval_timeout_minutes
-        kwargs.setdefault("response_timeout", timedelta(minutes=minutes))
+        if RESPONSE_TIMEOUT:
+            minutes = default_settings().approval_timeout_minutes
+            kwargs.setdefault("response_timeout", timedelta(minutes=minutes))
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> Any:
