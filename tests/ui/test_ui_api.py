@@ -60,6 +60,7 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert passed["export_url"] == (
         "https://console.cloud.google.com/storage/browser/bucket/gemma4-26b/hf-trained/rl-0000000000/"
     )
+    assert passed["report_url"] is None  # no outcome counted it: no report written yet
     assert passed["run_url"] == "dags/tpu_rl_post_training/runs/scheduled__synthetic-0000"
     assert passed["logs_url"].endswith("/tasks/wait_for_rewards")
 

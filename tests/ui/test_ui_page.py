@@ -161,13 +161,14 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(
     assert [r["post"] for r in table] == ["-0.0500", "0.1502", "0.1234"]
     assert [r["gain"] for r in table] == ["-0.1321", "+0.0681", "+0.0413"]
     assert {r["pre"] for r in table} == {"0.0821"}
-    assert [r["export"] for r in table] == ["", "export", "export"]
+    # the export and, beside it, its run report: one click away (issue 44)
+    assert [r["export"] for r in table] == ["", "exportreport", "exportreport"]
     assert all(r["logs"] == "logs" and r["hours"] for r in table)
     # the page shows the cost each exported run's report shows: outcome's one figure
     reported = [json.loads(run["reports"]["run-report.json"])["tpu"] for run in runs[:2]]
     for row, tpu in zip([table[2], table[1]], reported, strict=True):
         usd = tpu["estimated_cost_usd"]  # None: a reservation, paid by its commitment
-        assert row["cost"] == ("" if usd is None else f"${usd:.2f}")
+        assert row["cost"] == ("reserved" if usd is None else f"${usd:.2f}")
         assert row["hours"] == f"{tpu['chip_hours']:.2f} ({tpu['host_hours']:.2f})"
     # every run's steps saw its TPU nodes: each bills their life (report/billing.py)
     assert [r["counted_as"] for r in table] == ["TPU nodes' life"] * 3

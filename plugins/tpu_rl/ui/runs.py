@@ -31,6 +31,8 @@ from tpu_rl.names import DAG_ID, Step
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.notify import FAILURE_XCOM_KEY
 from tpu_rl.report.run_cost import COST_KEY, COST_TASK
+from tpu_rl.report.run_note import report_link
+from tpu_rl.report.run_report import MARKDOWN_NAME
 from tpu_rl.report.tpu_nodes import XCOM_KEY as TPU_NODES_KEY
 from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.rewards.evaluations import step_table
@@ -294,6 +296,11 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "evaluations": step_table(rewards, gate.get("checkpoint")),
         "export_uri": export_uri,
         "export_url": console_url(export_uri) if export_uri else None,
+        # outcome writes the report beside a verified export when it counts the cost
+        "report_url": (
+            report_link(export_uri + MARKDOWN_NAME) if export_uri and x.get("cost") else None
+        ),
+        "billed_as": tpu.get("billed_as"),
         "run_url": run_path,
         "logs_url": f"{run_path}/tasks/wait_for_rewards",
         "error": "; ".join(errors) or None,  # what of the run could not be read, or None

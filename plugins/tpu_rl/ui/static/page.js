@@ -83,10 +83,19 @@ function drawTable(runs) {
       : "";
     rule.title = (r.tpu_hours_rule_text || "") + price;
     cell(tr, rule, "text rule");
-    cell(tr, r.estimated_cost_usd === null ? "" : `$${num(r.estimated_cost_usd, 2)}`);
+    // a reservation is paid by its commitment, not by the run (tpu_rl.report.prices)
+    const paid = document.createElement("span");
+    if (r.billed_as === "commitment") {
+      paid.textContent = "reserved";
+      paid.title = "paid by the reservation's commitment, whether or not the pool exists";
+    }
+    cell(tr, r.estimated_cost_usd === null ? paid : `$${num(r.estimated_cost_usd, 2)}`);
     cell(tr, attemptsCell(r.attempts || [], r.steps_recomputed), "text attempts");
     cell(tr, r.checkpoint_step === null ? "" : String(r.checkpoint_step));
-    cell(tr, link(r.export_url, "export", false), "text");
+    const results = document.createElement("span");
+    results.append(link(r.export_url, "export", false));
+    if (r.report_url) results.append(document.createElement("br"), link(r.report_url, "report", false));
+    cell(tr, results, "text");
     cell(tr, link(new URL(r.logs_url, AIRFLOW_ROOT).href, "logs", true), "text");
     rows.appendChild(tr);
     if ((r.rungs || []).length) rows.appendChild(noteRow("rungs", "capacity ladder: ", rungsText(r.rungs)));
