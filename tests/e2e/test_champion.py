@@ -8,7 +8,7 @@ import json
 import logging
 
 from tests.sandbox.champion_eval import seed_champion
-from tests.sandbox.harness import SETTINGS, Sandbox, Workloads
+from tests.sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
 from tests.sandbox.workloads import EvalResult
 from tpu_rl.layout import run_slug
 
@@ -103,11 +103,7 @@ def test_a_corrupt_champion_record_fails_the_run_naming_the_record_and_the_fix(
     assert states["evaluate_champion"] == "failed" and states["verify"] == "success", states
     assert states["promote"] == "upstream_failed" and result.leftovers == []
     assert after.startswith(b'{"run_id"')  # left as it was
-    [note] = [
-        r.getMessage().partition("It reads:\n")[2]
-        for r in caplog.records
-        if r.getMessage().startswith("The run's note is not set")
-    ]
+    note = logged_note(caplog.records)
     verdict = note.split("\n\n")[0]
     assert verdict.startswith(
         f"**failed: evaluate_champion: champion record {RECORD_URI} (generation "

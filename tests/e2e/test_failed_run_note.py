@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from tests.sandbox.harness import SETTINGS, Sandbox
+from tests.sandbox.harness import SETTINGS, Sandbox, logged_note
 
 
 def test_a_failed_runs_note_leads_with_the_first_error(airflow_db, tmp_path, caplog):
@@ -14,11 +14,7 @@ def test_a_failed_runs_note_leads_with_the_first_error(airflow_db, tmp_path, cap
         result = box.run({**SETTINGS, "cluster_name": "-not-a-valid-name-"})
     assert result.state == "failed", result.why()
     # no Airflow API connection under dag.test: outcome logs the note it could not set
-    [note] = [
-        r.getMessage().partition("It reads:\n")[2]
-        for r in caplog.records
-        if r.getMessage().startswith("The run's note is not set")
-    ]
+    note = logged_note(caplog.records)
     verdict = note.split("\n\n")[0]
     assert verdict.startswith(
         "**failed: validate: 1 invalid setting(s): - cluster_name: '-not-a-valid-name-'"

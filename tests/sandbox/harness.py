@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -456,6 +457,17 @@ class Sandbox:
             for plural in ("jobs", "jobsets", "secrets", "pods")
             for obj in self.emu.list(plural, label_selector=MANAGED_LABEL)
         ]
+
+
+def logged_note(records: list[logging.LogRecord]) -> str:
+    """The run's note as outcome logged it: dag.test has no Airflow API connection, so
+    set_run_note logs the note it could not set (tpu_rl.report.run_note)."""
+    [note] = [
+        r.getMessage().partition("It reads:\n")[2]
+        for r in records
+        if r.getMessage().startswith("The run's note is not set")
+    ]
+    return note
 
 
 def converted_folder(conf: dict[str, Any]) -> str:

@@ -211,7 +211,9 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         # outcome put the results on the run's own page, through the deployment's REST API
         note = run["note"] or ""
         assert note.startswith("**succeeded: model exported and verified**"), note
-        assert "mean_reward 0.082 -> 0.123 (+0.041)" in note and "TPU cost: $" in note, note
+        assert "mean_reward 0.082 -> 0.123 (+0.041)" in note, note
+        # the demo's reservation: its hours, and its cost as the commitment (report/billing.py)
+        assert "TPU cost: " in note and "paid by its commitment" in note, note
         assert "chip-hours" in note and "host-hours" in note and "run-report.md" in note
         run_url = f"{base}/dags/{DAG_ID}/runs/{run['dag_run_id']}"
 
