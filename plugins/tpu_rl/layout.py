@@ -6,6 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from tpu_rl.cluster.blueprint import default_state_prefix
 from tpu_rl.cluster.tpu import hosts_per_slice
@@ -197,3 +198,12 @@ def console_url(uri: str) -> str:
     """The Cloud console's browser page of a gs:// folder."""
     bucket, path = split_gcs_uri(uri)
     return f"https://console.cloud.google.com/storage/browser/{bucket}/{path}"
+
+
+def console_object_url(uri: str) -> str:
+    """The Cloud console's page of one gs:// object (its object-details URL,
+    console.cloud.google.com/storage/browser/_details/BUCKET/OBJECT)."""
+    bucket, path = split_gcs_uri(uri)
+    return (
+        f"https://console.cloud.google.com/storage/browser/_details/{quote(bucket)}/{quote(path)}"
+    )

@@ -128,6 +128,6 @@ def report_lines(results: Iterable[CheckResult], notes: Iterable[str] = ()) -> l
     passes = sum(r.passed for r in results)
     failures = sum(r.failed for r in results)
     tail = f"{passes} of {len(results)} checks passed"
-    if failures or passes < len(results):
+    if passes < len(results):
         tail += f", {failures} failed, {len(results) - passes - failures} skipped"
     return [r.line() for r in results] + list(notes) + [tail]

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tpu_rl.layout import console_object_url
 from tpu_rl.report.billing import billed_text
 
 log = logging.getLogger(__name__)
 
 NOTE_LIMIT = 1000  # DAGRunPatchBody.note's max_length (core_api/datamodels/dag_run.py)
 TOKEN_PATH = "/auth/token"  # the simple and FAB auth managers' token endpoint (POST, JSON)
-CONSOLE = "https://console.cloud.google.com"
 # The RL post-training page's route in the UI's navigation (tpu_rl.airflow_plugin): Airflow 3's UI
 # shows an external view with a url_route at plugin/<url_route> (the installed bundle
 # airflow/ui/dist/assets/index-*.js: `function Uct(e){return`plugin/${e.url_route}`}`).
@@ -57,12 +57,10 @@ def note_text(
 
 
 def report_link(uri: str) -> str:
-    """Where a person opens the report: a `gs://` object's page in the Cloud Console (its
-    object-details URL, console.cloud.google.com/storage/browser/_details/BUCKET/OBJECT), a
-    local file (the demo keeps reports under .airflow/reports/) as a file URL."""
+    """Where a person opens the report: a `gs://` object's page in the Cloud Console, a local
+    file (the demo keeps reports under .airflow/reports/) as a file URL."""
     if uri.startswith("gs://"):
-        bucket, _, name = uri.removeprefix("gs://").partition("/")
-        return f"{CONSOLE}/storage/browser/_details/{quote(bucket)}/{quote(name)}"
+        return console_object_url(uri)
     return Path(uri).absolute().as_uri()
 
 
