@@ -22,7 +22,7 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 unexport PYTHONDONTWRITEBYTECODE
 
 CONF ?= include/examples/tutorial.json
-LINTED := plugins dags tests tools
+LINTED := plugins dags sandbox tests tools
 OUT ?= plan-out
 
 .PHONY: help venv venv-compat demo demo-ui test test-fast test-compat e2e lint params plan preflight dist rewards clean
@@ -71,9 +71,9 @@ test-fast: $(STAMP) lint ## lint and the fast tiers (unit, dag): about 2 minutes
 # shown, not errors (pyproject.toml makes them errors on the pinned versions): this project's
 # code, tests and DAG files still must not use a deprecated API.
 define COMPAT_WARNINGS
-error::DeprecationWarning:(tpu_rl|tests)(\.|$$)
+error::DeprecationWarning:(tpu_rl|sandbox|tests|tools)(\.|$$)
 error::DeprecationWarning:unusual_prefix_
-error::FutureWarning:(tpu_rl|tests)(\.|$$)
+error::FutureWarning:(tpu_rl|sandbox|tests|tools)(\.|$$)
 endef
 export COMPAT_WARNINGS
 test-compat: venv-compat postgresql ## the DAG tests, make demo's test and the process scenarios that defer, on the oldest supported Airflow (.venv-compat)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from sandbox.airflow_env import AIRFLOW_ENV  # noqa: F401  (sets Airflow's environment first)
+from sandbox.paths import REPO, TUTORIAL_CONF
+
 VENDOR = REPO / "tests" / "fixtures" / "vendor"
-TUTORIAL_CONF = REPO / "include" / "examples" / "tutorial.json"
 SEED = VENDOR / "seed" / "000_cc31040e9d977fc6.txt"
 JOBSET_CRD = VENDOR / "schemas" / "jobset-v0.10.1.crd.yaml"
-BLUEPRINT_FIXTURES = VENDOR / "cluster-toolkit"
 # The DAG's work, in the order the run does it (written out here, not taken from the product).
 PIPELINE = [
     "validate",
@@ -30,19 +29,6 @@ PIPELINE = [
     "export",
     "verify",
 ]
-
-# Airflow reads its configuration at import: a throw-away home and this project's folders,
-# set before any test module imports it. Retries wait one second, not five minutes. The
-# Kubernetes provider's own API retries keep their production waits (1, 2, 4, 8 s): shortened,
-# a resubmission racing its predecessor's deletion under load failed where production waits.
-AIRFLOW_ENV = {
-    "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tpu-rl-airflow-home-"),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-    "AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY": "1",
-}
-os.environ.update(AIRFLOW_ENV)
 
 # Each folder's tier (pyproject.toml's markers), slowest first: `make test-fast` runs unit and dag.
 TIERS = {

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from tests.conftest import REPO, TUTORIAL_CONF  # sets Airflow's environment before its import
+from sandbox.airflow_env import AIRFLOW_ENV  # noqa: F401  (sets Airflow's environment before its import)
+from sandbox.paths import REPO, TUTORIAL_CONF
 from tools.demo_lines import (
     evaluation_lines,
     export_line,
@@ -220,8 +221,8 @@ def main() -> int:
     terminal.write(f"full log (Airflow, emulators): {log_path}\n")
     from airflow.utils import db
 
-    from tests.sandbox.harness import Sandbox, Workloads
-    from tests.sandbox.workloads import EvalResult
+    from sandbox.harness import Sandbox, Workloads
+    from sandbox.workloads import EvalResult
 
     db.resetdb()
     conf = {**json.loads(TUTORIAL_CONF.read_text()), **SANDBOX_OVERRIDES}

@@ -13,8 +13,8 @@ from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJ
 from airflow.sdk import BaseOperator
 from kubernetes.client import ApiClient
 
+from sandbox.dagbags import DagBag
 from tests.conftest import PIPELINE, REPO
-from tests.dagbags import DagBag
 from tpu_rl import storage
 from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes, dag_limits
 from tpu_rl.dag.steps import LIMITS

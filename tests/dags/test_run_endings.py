@@ -25,7 +25,7 @@ def serialized_dag(airflow_db):
     from airflow.models.dagbag import DBDagBag
     from airflow.utils.session import create_session
 
-    from tests.dagbags import bundle_dag_bag, sync_bag_to_db
+    from sandbox.dagbags import bundle_dag_bag, sync_bag_to_db
 
     manager = DagBundlesManager()
     manager.sync_bundles_to_db()

@@ -1,7 +1,7 @@
 """Fixtures of the end-to-end tier; `airflow_db` (tests/conftest.py) is the session's fresh
 SQLite metadata DB, reset once per worker and shared with tests/ui.
 
-A scenario takes `sandbox`, a started sandbox of its own (tests/sandbox/harness.py):
+A scenario takes `sandbox`, a started sandbox of its own (sandbox/harness.py):
 
     def test_x(airflow_db, sandbox):
         result = sandbox.run({**SETTINGS, ...}, Workloads(...))
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.harness import Sandbox
+from sandbox.harness import Sandbox
 
 
 @pytest.fixture

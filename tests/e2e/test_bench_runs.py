@@ -3,7 +3,7 @@ failing one, the shorter of the two, end to end into its bench.json entry."""
 
 from __future__ import annotations
 
-from tests.sandbox.harness import Workloads
+from sandbox.harness import Workloads
 from tools.bench.dag_runs import FAIL_AT_STEP, failure_latency, full_run
 
 

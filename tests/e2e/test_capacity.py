@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads
+from sandbox.workloads import DEFAULT_PRE
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads
-from tests.sandbox.workloads import DEFAULT_PRE
 
 LATE_CAPACITY_S = 1800.0  # simulated: 30 minutes for the slice to appear (~2 s of wall time)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import logging
 
-from tests.sandbox.champion_eval import seed_champion
-from tests.sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
-from tests.sandbox.workloads import EvalResult
+from sandbox.champion_eval import seed_champion
+from sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
+from sandbox.workloads import EvalResult
 from tpu_rl.layout import run_slug
 
 DEPLOYMENT = "champ-e2e"

@@ -14,8 +14,7 @@ import threading
 import time
 from typing import Any
 
-from tests.e2e.test_capacity import attempts
-from tests.sandbox.harness import (
+from sandbox.harness import (
     CONVERTED_ARRAYS,
     SETTINGS,
     SPOT,
@@ -24,7 +23,8 @@ from tests.sandbox.harness import (
     Workloads,
     converted_folder,
 )
-from tests.sandbox.orbax_saves import COMMIT_FILE, orbax_step_uris
+from sandbox.orbax_saves import COMMIT_FILE, orbax_step_uris
+from tests.e2e.test_capacity import attempts
 
 BUCKET = SETTINGS["gcs_bucket"]
 

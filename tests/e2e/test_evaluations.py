@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads
-from tests.sandbox.workloads import EvalResult
+from sandbox.harness import SETTINGS, RunResult, Sandbox, Workloads
+from sandbox.workloads import EvalResult
 
 BUCKET = SETTINGS["gcs_bucket"]
 # A checkpoint and an evaluation every 10 steps over 50 (rl.yml's eval_interval is 10), best of

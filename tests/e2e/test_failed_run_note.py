@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from tests.sandbox.harness import SETTINGS, Sandbox, logged_note
+from sandbox.harness import SETTINGS, Sandbox, logged_note
 
 
 def test_a_failed_runs_note_leads_with_the_first_error(airflow_db, tmp_path, caplog):

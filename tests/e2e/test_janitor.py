@@ -21,8 +21,8 @@ from unittest import mock
 
 import pytest
 
-from tests.sandbox.harness import SETTINGS, Sandbox
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.harness import SETTINGS, Sandbox
+from sandbox.kube_emulator import KubeEmulator, running_emulator
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster.blueprint import cluster_labels, default_state_prefix, deployment_vars
 from tpu_rl.jobs import manifests
@@ -57,7 +57,7 @@ def layout(run_id: str, cluster: str, deployment: str = THIS_DEPLOYMENT) -> RunL
 
 def create_aged(emu: KubeEmulator, obj: dict[str, Any], age: timedelta) -> None:
     """Create through the emulator with a creationTimestamp `age` ago."""
-    with mock.patch("tests.sandbox.kube_state.now", return_value=datetime.now(UTC) - age):
+    with mock.patch("sandbox.kube_state.now", return_value=datetime.now(UTC) - age):
         emu.create(copy.deepcopy(obj))
 
 
@@ -112,7 +112,7 @@ def make_active_run() -> None:
     from airflow.utils.session import create_session
     from airflow.utils.types import DagRunTriggeredByType
 
-    from tests.dagbags import bundle_dag_bag, sync_bag_to_db
+    from sandbox.dagbags import bundle_dag_bag, sync_bag_to_db
 
     manager = DagBundlesManager()
     manager.sync_bundles_to_db()
@@ -161,7 +161,7 @@ def janitor_run(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from tests.dagbags import DagBag
+    from sandbox.dagbags import DagBag
 
     dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[JANITOR_DAG]
     dag_run = dag.test(run_conf=conf)

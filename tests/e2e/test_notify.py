@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiosmtpd.controller import Controller
 
-from tests.sandbox.cloud import free_port
+from sandbox.cloud import free_port
 from tpu_rl.report.failures import first_line
 from tpu_rl.report.notify import FAILURE_XCOM_KEY, RunFailureNotifier
 
@@ -110,7 +110,7 @@ with DAG(
 @pytest.fixture
 def gate_dag(tmp_path, monkeypatch):
     """A reward wait and the real gate, in a DAG folder of their own (dag.test needs a bundle)."""
-    from tests.dagbags import DagBag
+    from sandbox.dagbags import DagBag
 
     (tmp_path / "notify_test.py").write_text(DAG_FILE)
     bundle = {
@@ -225,8 +225,8 @@ def test_the_dag_tells_why_the_gate_stopped_and_links_the_console(
     airflow_db, smtp_sink, http_sink, monkeypatch, tmp_path
 ):
     """The real DAG in the sandbox: the gate stops the export; one mail, one post, the links."""
-    from tests.sandbox.harness import SETTINGS, Sandbox, Workloads
-    from tests.sandbox.workloads import EvalResult
+    from sandbox.harness import SETTINGS, Sandbox, Workloads
+    from sandbox.workloads import EvalResult
 
     (sink, smtp_port), (bodies, http_port) = smtp_sink, http_sink
     configure(monkeypatch, smtp_port, http_port)

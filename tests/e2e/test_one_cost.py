@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import select
 
+from sandbox.harness import SETTINGS, SPOT, Sandbox, Workloads
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.harness import SETTINGS, SPOT, Sandbox, Workloads
 
 
 @dataclass

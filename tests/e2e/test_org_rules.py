@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from sandbox.gcs_policy import UNIFORM_ACCESS
+from sandbox.harness import SETTINGS, Sandbox, Workloads
 from tests.e2e.test_strict_cloud import reported_run
-from tests.sandbox.gcs_policy import UNIFORM_ACCESS
-from tests.sandbox.harness import SETTINGS, Sandbox, Workloads
 from tpu_rl.operators.cluster import EnsureBucketOperator
 
 BUCKET = SETTINGS["gcs_bucket"]

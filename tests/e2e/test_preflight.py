@@ -4,7 +4,7 @@ refusal a real project can give fails its one check, with the evidence and the f
 preflight stops the DAG's run before anything is spent.
 
 One sandbox for the module (an existing cluster `gemma4-rl` beside the create-mode settings);
-a scenario changes one fact (tests/sandbox/project_facts.py, the cluster's objects, the
+a scenario changes one fact (sandbox/project_facts.py, the cluster's objects, the
 connections) and puts it back. Against the product before issue 28 every scenario fails: there
 was no tools.preflight and no preflight task (zone, reservation, API, IAM, bucket, Kueue,
 image and licence problems met the run only once it had spent).
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tests.sandbox import cluster_faults as fault
-from tests.sandbox.harness import EXISTING_CLUSTER_VARS, SETTINGS, Sandbox
-from tests.sandbox.project_facts import ProjectFacts
+from sandbox import cluster_faults as fault
+from sandbox.harness import EXISTING_CLUSTER_VARS, SETTINGS, Sandbox
+from sandbox.project_facts import ProjectFacts
 from tools import preflight as preflight_tool
 from tpu_rl.settings.fields import TUTORIAL_MODEL
 from tpu_rl.settings.images import TUTORIAL_IMAGE
@@ -278,7 +278,7 @@ def test_a_token_ending_in_a_newline_never_shows_and_is_not_retried(
 
 
 def test_the_sandbox_token_with_a_trailing_crlf_is_used_without_it(box, preflight, monkeypatch):
-    from tests.sandbox.harness import HF_TOKEN
+    from sandbox.harness import HF_TOKEN
 
     use_hf_password(monkeypatch, f"{HF_TOKEN}\r\n")
     status, lines = preflight(SETTINGS)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk import BaseOperator
 
-from tests.sandbox.harness import SETTINGS, Sandbox
+from sandbox.harness import SETTINGS, Sandbox
 from tpu_rl.operators.backend import StartPathwaysBackendOperator
 from tpu_rl.operators.cluster_objects import CreateTokenSecretOperator, RunClusterStep
 from tpu_rl.operators.job_steps import ConvertCheckpointOperator, StartTrainingOperator

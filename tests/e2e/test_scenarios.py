@@ -15,7 +15,7 @@ from unittest import mock
 
 import pytest
 
-from tests.sandbox.harness import (
+from sandbox.harness import (
     HF_TOKEN,
     SETTINGS,
     RunResult,
@@ -23,7 +23,7 @@ from tests.sandbox.harness import (
     Workloads,
     write_converted,
 )
-from tests.sandbox.workloads import EvalResult, crashing_worker_script
+from sandbox.workloads import EvalResult, crashing_worker_script
 from tpu_rl.rewards.trigger import RewardTrigger
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sandbox.harness import SETTINGS, Sandbox
+from sandbox.harness import SETTINGS, Sandbox
 
 
 @pytest.mark.parametrize("steps", [1, 20])

@@ -17,7 +17,7 @@ from unittest import mock
 
 import pytest
 
-from tests.sandbox.harness import (
+from sandbox.harness import (
     SETTINGS,
     RunResult,
     Sandbox,

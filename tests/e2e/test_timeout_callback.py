@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.sandbox.harness import SETTINGS, Sandbox
+from sandbox.harness import SETTINGS, Sandbox
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.dag import callbacks
 from tpu_rl.deployment import airflow_api_conn_id

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.install import install_wheel, session_wheel
-from tests.processes.deployment import (
+from sandbox.processes.deployment import (
     Deployment,
     harness_folder,
     product_root,
     running_deployment,
 )
-from tests.processes.postgres import missing
-from tests.sandbox.run_errors import error_lines
+from sandbox.processes.postgres import missing
+from sandbox.run_errors import error_lines
+from tests.packaging.install import install_wheel, session_wheel
 
 
 @pytest.fixture(scope="package")

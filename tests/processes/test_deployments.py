@@ -20,11 +20,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.processes.api import FINISHED
-from tests.processes.deployment import Deployment, another_deployment, harness_folder
-from tests.processes.runs import finish, settings_for, start_run, wait_for_event
-from tests.sandbox.cloud import add_running_cluster
-from tests.sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
+from sandbox.cloud import add_running_cluster
+from sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
+from sandbox.processes.api import FINISHED
+from sandbox.processes.deployment import Deployment, another_deployment, harness_folder
+from sandbox.processes.runs import finish, settings_for, start_run, wait_for_event
 from tpu_rl.jobs.manifests import TOKEN_KEY
 from tpu_rl.settings.fields import TUTORIAL_MODEL
 

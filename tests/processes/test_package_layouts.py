@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.processes.deployment import SITE, Deployment
+from sandbox.processes.runs import Run, finish, start_run, task_log, wait_for_event
 from tests.conftest import REPO
-from tests.processes.deployment import SITE, Deployment
-from tests.processes.runs import Run, finish, start_run, task_log, wait_for_event
 
 # The second of the two process groups (make test: --dist loadgroup), with the approval: each
 # worker that runs one starts its own deployment, so the groups run side by side.

@@ -16,8 +16,8 @@ import time
 import psutil
 import pytest
 
-from tests.processes.deployment import Deployment
-from tests.processes.runs import (
+from sandbox.processes.deployment import Deployment
+from sandbox.processes.runs import (
     BURST,
     Run,
     burst_marker,

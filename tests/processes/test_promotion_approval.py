@@ -13,11 +13,11 @@ import time
 import psutil
 import pytest
 
-from tests.processes.api import DAG_ID, AirflowApi
-from tests.processes.deployment import Deployment
-from tests.processes.runs import finish, start_run
-from tests.sandbox.harness import SETTINGS
-from tests.sandbox.vertex_api import VertexRegistryFake
+from sandbox.harness import SETTINGS
+from sandbox.processes.api import DAG_ID, AirflowApi
+from sandbox.processes.deployment import Deployment
+from sandbox.processes.runs import finish, start_run
+from sandbox.vertex_api import VertexRegistryFake
 
 MODEL_ID = "gemma-rl"
 IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64

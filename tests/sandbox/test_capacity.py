@@ -14,25 +14,25 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import VENDOR
-from tests.sandbox.cloud import (
+from sandbox.cloud import (
     SANDBOX_BIN,
     GcsEmulator,
     GkeControlPlane,
     add_running_cluster,
     sandbox_env,
 )
-from tests.sandbox.cluster_model import ClusterModel
-from tests.sandbox.controller import Controller, Scenario
-from tests.sandbox.harness import RUN_LABEL, Workloads, build_scenario
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tests.sandbox.orbax_saves import checkpoint_uris
-from tests.sandbox.preemption import IMPENDING_TAINT, SHUTDOWN_MESSAGE, Preemption
+from sandbox.cluster_model import ClusterModel
+from sandbox.controller import Controller, Scenario
+from sandbox.harness import RUN_LABEL, Workloads, build_scenario
+from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.orbax_saves import checkpoint_uris
+from sandbox.paths import BLUEPRINT_FIXTURES
+from sandbox.preemption import IMPENDING_TAINT, SHUTDOWN_MESSAGE, Preemption
+from sandbox.workloads import DEFAULT_PRE
 from tests.sandbox.test_controller import wait_for as wait_briefly
-from tests.sandbox.workloads import DEFAULT_PRE
 
 NS = "default"
-EXAMPLES = VENDOR / "cluster-toolkit" / "consumption-options"
+EXAMPLES = BLUEPRINT_FIXTURES / "consumption-options"
 BUCKET = "capacity-bucket"
 TRAINED = f"gs://{BUCKET}/gemma4-26b/trained/"
 VARS = {"deployment_name": "c1", "project_id": "p", "zone": "us-east5-b", "num_slices": 1,
@@ -275,7 +275,7 @@ def deploy_tutorial_blueprint(
 ) -> tuple[subprocess.CompletedProcess, str]:
     """`gcluster deploy` (the fake) of the tutorial's blueprint with its TPU pool's settings
     edited; what it printed, and the cluster's status in the sandbox's cloud."""
-    bp = yaml.safe_load((VENDOR / "cluster-toolkit" / "gke-tpu-v6e-advanced.yaml").read_text())
+    bp = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
     bp["vars"].update(VARS, region="us-east5", reservation="r1", kueue_configuration_path="")
     for group in bp["deployment_groups"]:
         for module in group["modules"]:

@@ -7,9 +7,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from tests.sandbox.controller import Controller, PodScript, Scenario, exit, log, run_forever, sleep
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tests.sandbox.workloads import (
+from sandbox.controller import Controller, PodScript, Scenario, exit, log, run_forever, sleep
+from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.workloads import (
     DEFAULT_POST,
     crashing_worker_script,
     grpo_client_script,

@@ -1,5 +1,5 @@
 """The sandbox's Google API emulators hold requests and answers to Google's discovery documents
-(tests/sandbox/discovery.py): a misspelt field, a wrong type or an unknown query parameter gets
+(sandbox/discovery.py): a misspelt field, a wrong type or an unknown query parameter gets
 Google's 400; a correct request passes; an answer outside the schema fails loudly."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.sandbox import discovery
-from tests.sandbox.cloud import GcsEmulator
-from tests.sandbox.google_apis import GoogleApisEmulator
-from tests.sandbox.vertex_api import VertexRegistryFake
+from sandbox import discovery
+from sandbox.cloud import GcsEmulator
+from sandbox.google_apis import GoogleApisEmulator
+from sandbox.vertex_api import VertexRegistryFake
 
 RESOURCE_MANAGER = "cloudresourcemanager.googleapis.com"
 COMPUTE = "compute.googleapis.com"

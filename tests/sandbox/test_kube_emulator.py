@@ -10,7 +10,7 @@ import pytest
 import urllib3
 from kubernetes.client import ApiException
 
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.kube_emulator import KubeEmulator, running_emulator
 
 NS = "default"
 T0 = dt.datetime(2026, 1, 1, 10, 0, 0, tzinfo=dt.UTC)

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.sandbox.cluster_model import ClusterModel
-from tests.sandbox.controller import Controller, PodScript, Scenario, exit, log, run_forever, sleep
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.cluster_model import ClusterModel
+from sandbox.controller import Controller, PodScript, Scenario, exit, log, run_forever, sleep
+from sandbox.kube_emulator import KubeEmulator, running_emulator
 
 KUBECTL = shutil.which("kubectl")
 if KUBECTL is None and os.geteuid() != 0:

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from tests.sandbox.cloud import GcsEmulator
-from tests.sandbox.cluster_model import POOL_LABEL, ClusterModel
-from tests.sandbox.controller import Controller, PodScript, Scenario, log, run_forever
-from tests.sandbox.harness import RUN_LABEL, Workloads, build_scenario
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tests.sandbox.ledger import Lifetime
-from tests.sandbox.max_run_duration import (
+from sandbox.cloud import GcsEmulator
+from sandbox.cluster_model import POOL_LABEL, ClusterModel
+from sandbox.controller import Controller, PodScript, Scenario, log, run_forever
+from sandbox.harness import RUN_LABEL, Workloads, build_scenario
+from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.ledger import Lifetime
+from sandbox.max_run_duration import (
     DEFAULT_MAX_RUN_S,
     MAX_RUN_LABEL,
     TERMINATION_ANNOTATION,
 )
-from tests.sandbox.preemption import SHUTDOWN_MESSAGE, Preemption
+from sandbox.preemption import SHUTDOWN_MESSAGE, Preemption
 from tests.sandbox.test_capacity import (
     BUCKET,
     NS,

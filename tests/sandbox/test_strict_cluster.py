@@ -7,14 +7,14 @@ import time
 import pytest
 from google.api_core import exceptions
 
-from tests.sandbox.cloud import GcsEmulator
-from tests.sandbox.cluster_model import GSA_ANNOTATION, ClusterModel
-from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, exit, log
-from tests.sandbox.kube_emulator import running_emulator
-from tests.sandbox.kube_state import ApiError, ClusterState
-from tests.sandbox.kueue import QUEUE_LABEL, Kueue
-from tests.sandbox.pod_storage import PodStorage
-from tests.sandbox.scheduler import Scheduler
+from sandbox.cloud import GcsEmulator
+from sandbox.cluster_model import GSA_ANNOTATION, ClusterModel
+from sandbox.controller import Controller, PodInfo, PodScript, Scenario, exit, log
+from sandbox.kube_emulator import running_emulator
+from sandbox.kube_state import ApiError, ClusterState
+from sandbox.kueue import QUEUE_LABEL, Kueue
+from sandbox.pod_storage import PodStorage
+from sandbox.scheduler import Scheduler
 
 VARS = {
     "project_id": "proj",
@@ -383,7 +383,7 @@ def test_foreground_delete_waits_for_terminating_pods():
 
 
 def _forever() -> PodScript:
-    from tests.sandbox.controller import run_forever
+    from sandbox.controller import run_forever
 
     return PodScript([log("up\n"), run_forever()])
 
@@ -428,7 +428,7 @@ def test_no_op_update_keeps_the_resource_version():
 
 def test_failed_conversion_like_pod_is_reported_by_exit(tmp_path):
     """A ContainerExit from a call step prints its output and ends the container."""
-    from tests.sandbox.controller import ContainerExit, call
+    from sandbox.controller import ContainerExit, call
 
     def refuse(_info: PodInfo) -> None:
         raise ContainerExit(3, "Forbidden\n")

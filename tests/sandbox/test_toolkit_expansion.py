@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.sandbox import zone_capacity
-from tests.sandbox.cluster_model import ClusterModel
+from sandbox import zone_capacity
+from sandbox.cluster_model import ClusterModel
+from sandbox.toolkit_expansion import planned_changes
 from tests.sandbox.test_capacity import TPU_POOL, deploy_tutorial_blueprint
-from tests.sandbox.toolkit_expansion import planned_changes
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from tests.sandbox.cloud import free_port
+from sandbox.cloud import free_port
 
 
 @contextlib.contextmanager

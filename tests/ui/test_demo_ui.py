@@ -23,12 +23,12 @@ import httpx
 import psutil
 import pytest
 
+from sandbox.cloud import free_port
+from sandbox.harness import SETTINGS
+from sandbox.processes.api import AirflowApi
+from sandbox.processes.deployment import USERNAME as USER
+from sandbox.processes.runs import task_errors
 from tests.conftest import REPO
-from tests.processes.api import AirflowApi
-from tests.processes.deployment import USERNAME as USER
-from tests.processes.runs import task_errors
-from tests.sandbox.cloud import free_port
-from tests.sandbox.harness import SETTINGS
 from tests.ui.chromium import Chromium, chromium_path
 from tools.demo_ui import PASSWORD
 

@@ -42,7 +42,7 @@ def serialize_dags() -> None:
     from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.utils.session import create_session
 
-    from tests.dagbags import bundle_dag_bag, sync_bag_to_db
+    from sandbox.dagbags import bundle_dag_bag, sync_bag_to_db
 
     with create_session() as session:
         manager = DagBundlesManager()

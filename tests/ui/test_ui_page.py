@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
+from sandbox.harness import HF_TOKEN, SETTINGS, Sandbox, Workloads
+from sandbox.workloads import EvalResult
 from tests.conftest import REPO
-from tests.sandbox.harness import HF_TOKEN, SETTINGS, Sandbox, Workloads
-from tests.sandbox.workloads import EvalResult
 from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
 

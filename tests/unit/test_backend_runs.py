@@ -13,8 +13,8 @@ import kubernetes
 import pytest
 from kubernetes.client import CustomObjectsApi
 
-from tests.sandbox.harness import SETTINGS
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.harness import SETTINGS
+from sandbox.kube_emulator import KubeEmulator, running_emulator
 from tpu_rl.backend.lifecycle import backend_pod_count, backend_runs, submit_backend
 from tpu_rl.kube.objects import JOBSET_NAME_LABEL
 from tpu_rl.layout import RunLayout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.sandbox.ledger import Attempt, Ledger, Lifetime
+from sandbox.ledger import Attempt, Ledger, Lifetime
 from tools.bench.capacity import backend_waiting, by_group, spans
 
 

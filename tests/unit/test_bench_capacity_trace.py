@@ -3,7 +3,7 @@ step times."""
 
 from __future__ import annotations
 
-from tests.sandbox.ledger import Lifetime
+from sandbox.ledger import Lifetime
 from tools.bench import trace_spans as ts
 
 

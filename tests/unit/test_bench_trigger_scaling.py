@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
 
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.kube_emulator import KubeEmulator, running_emulator
 from tools.bench.trigger_scaling import (
     COUNTS,
     entries,

@@ -10,7 +10,7 @@ import shlex
 import pytest
 import yaml
 
-from tests.conftest import BLUEPRINT_FIXTURES as FIXTURES
+from sandbox.paths import BLUEPRINT_FIXTURES as FIXTURES
 from tests.conftest import SEED
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster.blueprint import BlueprintError

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from sandbox.paths import BLUEPRINT_FIXTURES
 from tests.budgets import step_budgets
-from tests.conftest import BLUEPRINT_FIXTURES, REPO, TUTORIAL_CONF
+from tests.conftest import REPO, TUTORIAL_CONF
 from tpu_rl.backend import jobset as pw
 from tpu_rl.cluster import capacity
 from tpu_rl.dag.run_limits import budget_problem

@@ -18,7 +18,7 @@ from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
 from google.api_core.exceptions import NotFound
 from google.cloud.container_v1.types import Cluster
 
-from tests.sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bundle
+from sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bundle
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster import toolkit as cluster_toolkit
 from tpu_rl.cluster.toolkit import ClusterToolkitError
@@ -364,7 +364,8 @@ def test_the_staged_kueue_configuration_covers_the_pathways_backend(tmp_path):
     """The blueprint stages kueue-configuration.yaml.tftpl from beside itself: edited there."""
     import yaml
 
-    from tests.conftest import BLUEPRINT_FIXTURES, TUTORIAL_CONF
+    from sandbox.paths import BLUEPRINT_FIXTURES
+    from tests.conftest import TUTORIAL_CONF
 
     bundle = tmp_path / "bundle"
     example = bundle / "examples" / "gke-tpu-v6e"

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from tests.sandbox.kube_emulator import KubeEmulator
+from sandbox.kube_emulator import KubeEmulator
 from tests.unit.test_reward_trigger import JOB, NS, creds, emu, make_job, make_pod  # noqa: F401
 from tpu_rl.jobs.job_trigger import COMPLETION_INDEX, PodsThenJobTrigger
 from tpu_rl.kube import objects as kube

@@ -11,7 +11,7 @@ import yaml
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from kubernetes.client.rest import ApiException
 
-from tests.conftest import BLUEPRINT_FIXTURES
+from sandbox.paths import BLUEPRINT_FIXTURES
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster.kueue_config import edit_kueue_config
 from tpu_rl.dag import runtime

@@ -8,8 +8,8 @@ from urllib.parse import unquote
 import pytest
 from airflow.models.taskinstancekey import TaskInstanceKey
 
+from sandbox.dagbags import DagBag
 from tests.conftest import REPO
-from tests.dagbags import DagBag
 from tpu_rl.dag import link_urls, links
 from tpu_rl.dag.steps import RUN_STEPS
 from tpu_rl.operators.cluster import EnsureBucketOperator

@@ -59,8 +59,8 @@ def test_make_test_runs_the_format_check_before_the_suite():
     done = make("-n", "test")
     lines = [line for line in done.stdout.splitlines() if "ruff" in line or "pytest" in line]
     assert lines == [
-        ".venv/bin/ruff check plugins dags tests tools",
-        ".venv/bin/ruff format --check plugins dags tests tools",
+        ".venv/bin/ruff check plugins dags sandbox tests tools",
+        ".venv/bin/ruff format --check plugins dags sandbox tests tools",
         ".venv/bin/python -m pytest -q -n 3 --dist loadgroup",
     ]
 
@@ -69,8 +69,8 @@ def test_make_test_fast_runs_the_format_check_then_the_fast_tiers():
     done = make("-n", "test-fast")
     lines = [line for line in done.stdout.splitlines() if "ruff" in line or "pytest" in line]
     assert lines == [
-        ".venv/bin/ruff check plugins dags tests tools",
-        ".venv/bin/ruff format --check plugins dags tests tools",
+        ".venv/bin/ruff check plugins dags sandbox tests tools",
+        ".venv/bin/ruff format --check plugins dags sandbox tests tools",
         '.venv/bin/python -m pytest -q -n 2 --dist loadgroup -m "unit or dag"',
     ]
 

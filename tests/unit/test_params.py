@@ -103,7 +103,7 @@ def test_an_emptied_required_field_is_refused_by_the_form_and_by_validate(tutori
 def test_the_dag_serializes_with_nullable_params():
     from airflow.serialization.serialized_objects import DagSerialization
 
-    from tests.dagbags import DagBag
+    from sandbox.dagbags import DagBag
 
     dag = DagBag(str(REPO / "dags")).dags["tpu_rl_post_training"]
     restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))

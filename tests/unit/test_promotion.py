@@ -1,5 +1,5 @@
 """promote: the champion record, the asset event's facts, and Vertex AI Model Registry through
-its REST API on a loopback fake (tests/sandbox/vertex_api.py): the model read, exactly an upload
+its REST API on a loopback fake (sandbox/vertex_api.py): the model read, exactly an upload
 and an alias move per promotion, the previous champion kept as a version."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from tests.sandbox.vertex_api import VertexRegistryFake
+from sandbox.vertex_api import VertexRegistryFake
 from tpu_rl.layout import RunLayout
 from tpu_rl.promotion import promote
 from tpu_rl.promotion.champion import ChampionRecord

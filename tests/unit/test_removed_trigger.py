@@ -13,8 +13,8 @@ import pytest
 from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
-from tests.sandbox.cloud import SandboxCredentials
-from tests.sandbox.kube_emulator import KubeEmulator
+from sandbox.cloud import SandboxCredentials
+from sandbox.kube_emulator import KubeEmulator
 from tests.unit.test_resume import BASE_PRE, Ti, lost
 from tests.unit.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
 from tests.unit.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401

@@ -22,7 +22,7 @@ from airflow.sdk.exceptions import (
     TaskDeferred,
 )
 
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.unit.test_reward_trigger import JOB, NS, C, _Token, make_job, make_pod, post, pre, step
 from tpu_rl.rewards.sensor import DEADLINE_KEY, POSITION_KEY, RewardSensor
 from tpu_rl.rewards.trigger import RewardTrigger

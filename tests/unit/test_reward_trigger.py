@@ -19,10 +19,10 @@ import pytest
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
 from airflow.sdk.module_loading import import_string  # as the triggerer loads triggers
 
-from tests.sandbox.controller import Controller, Scenario
-from tests.sandbox.kube_emulator import KubeEmulator, running_emulator
-from tests.sandbox.kube_logs import rfc3339nano
-from tests.sandbox.workloads import (
+from sandbox.controller import Controller, Scenario
+from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.kube_logs import rfc3339nano
+from sandbox.workloads import (
     DEFAULT_POST,
     DEFAULT_PRE,
     crashing_worker_script,

@@ -99,7 +99,7 @@ def test_the_newest_committed_step_costs_one_listing_and_one_check_per_step_look
 @pytest.fixture
 def gcs(monkeypatch):
     """The GCS emulator behind the hook's client, with a bucket."""
-    from tests.sandbox.cloud import GcsEmulator
+    from sandbox.cloud import GcsEmulator
 
     emulator = GcsEmulator()
     emulator.client().create_bucket("bucket")

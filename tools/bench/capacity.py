@@ -1,4 +1,4 @@
-"""Capacity figures (issue 16), from the sandbox ledger of whole DAG runs (tests/sandbox/ledger.py).
+"""Capacity figures (issue 16), from the sandbox ledger of whole DAG runs (sandbox/ledger.py).
 
 steps_recomputed_after_preemption: one run on Spot capacity (100 batches, a checkpoint every 50)
 whose TPU node is preempted when the client logs step PREEMPT_AT_STEP; the product resumes from
@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.harness import FLEX, PREEMPTIBLE, SETTINGS, SPOT, RunResult, Sandbox, Workloads
-from tests.sandbox.ledger import Ledger, Lifetime
+from sandbox.harness import FLEX, PREEMPTIBLE, SETTINGS, SPOT, RunResult, Sandbox, Workloads
+from sandbox.ledger import Ledger, Lifetime
 from tools.bench.metric import metric
 
 MARK = "BENCH-CAPACITY "

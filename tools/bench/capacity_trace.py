@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.ledger import Lifetime
+from sandbox.ledger import Lifetime
 from tools.bench import trace_spans as ts
 from tools.bench.capacity import PROVISIONING_DELAY_S, SCALE_DOWN_IDLE_S
 from tools.bench.metric import metric

@@ -7,7 +7,7 @@ The product (tpu_rl.storage.newest_committed_step) lists `checkpoints/actor/` by
 the product before issue 26, reproduced here: one listing of every object under
 `checkpoints/actor/` (GCSHook.list without a delimiter), every step with `model_params/` and a
 marker counted. Requests and listed entries are counted by the sandbox's GCS emulator, which
-pages listings as Cloud Storage does (at most 1,000 entries a page: tests/sandbox/gcs_rules.py).
+pages listings as Cloud Storage does (at most 1,000 entries a page: sandbox/gcs_rules.py).
 Three cases: every step committed, the newest save cut, and only the oldest committed (the
 worst case for the product); the value is the worst.
 """
@@ -20,8 +20,8 @@ from typing import Any
 
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
-from tests.sandbox.harness import SETTINGS, Sandbox
-from tests.sandbox.orbax_saves import checkpoint_uris
+from sandbox.harness import SETTINGS, Sandbox
+from sandbox.orbax_saves import checkpoint_uris
 from tools.bench.metric import metric
 from tpu_rl import storage
 

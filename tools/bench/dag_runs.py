@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from tests.sandbox.controller import Controller
-from tests.sandbox.harness import DAG_ID, SETTINGS, Sandbox, Workloads, build_scenario
-from tests.sandbox.run_errors import recording_trigger_events
+from sandbox.controller import Controller
+from sandbox.harness import DAG_ID, SETTINGS, Sandbox, Workloads, build_scenario
+from sandbox.run_errors import recording_trigger_events
 from tools.bench.metric import metric
 from tools.bench.observe import Change, ChangeClock
 from tools.bench.provider_wait import PHASES, PROVIDER_POLL_S, ProviderWait
@@ -148,7 +148,7 @@ def task_dates(run_id: str) -> dict[str, tuple[float, float]]:
 
 
 def full_run(tmp: Path, workloads: Workloads, late: dict[str, float]) -> Run:
-    from tests.dagbags import DagBag
+    from sandbox.dagbags import DagBag
 
     tmp.mkdir()
     conf = {**SETTINGS, "poll_interval_seconds": POLL_S, "pending_timeout_minutes": 10}

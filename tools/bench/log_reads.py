@@ -20,10 +20,10 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from tests.sandbox.controller import Controller, PodScript, Scenario, exit, log, sleep
-from tests.sandbox.harness import Sandbox
-from tests.sandbox.kube_emulator import KubeEmulator
-from tests.sandbox.workloads import EvalResult, absl
+from sandbox.controller import Controller, PodScript, Scenario, exit, log, sleep
+from sandbox.harness import Sandbox
+from sandbox.kube_emulator import KubeEmulator
+from sandbox.workloads import EvalResult, absl
 from tools.bench.metric import metric
 from tools.bench.workload import first_event, new_run, scenario, train_job_name
 from tpu_rl.jobs import manifests

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.sandbox.kube_emulator import KubeEmulator
+from sandbox.kube_emulator import KubeEmulator
 
 TICK_S = 0.005
 

@@ -154,7 +154,7 @@ def compare(ours: Path, bare: Path, parsed: dict) -> dict[str, Any]:
 
 
 def task_count(path: Path) -> int:
-    from tests.dagbags import DagBag
+    from sandbox.dagbags import DagBag
 
     bag = DagBag(str(path))
     return sum(len(dag.tasks) for dag in bag.dags.values())

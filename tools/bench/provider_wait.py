@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEStartJobOperator
 
-from tests.sandbox.kube_emulator import KubeEmulator
+from sandbox.kube_emulator import KubeEmulator
 from tpu_rl.layout import RUN_LABEL
 
 MANAGED_BY = "app.kubernetes.io/managed-by"

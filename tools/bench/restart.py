@@ -22,8 +22,8 @@ from unittest import mock
 
 from airflow.sdk.module_loading import import_string
 
-from tests.sandbox.controller import Controller
-from tests.sandbox.harness import Sandbox
+from sandbox.controller import Controller
+from sandbox.harness import Sandbox
 from tools.bench.log_reads import fetched, pod_name, produced
 from tools.bench.metric import metric
 from tools.bench.workload import first_event_of, new_run, reward_trigger, scenario

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.harness import SETTINGS, Sandbox
+from sandbox.harness import SETTINGS, Sandbox
 from tools.bench import (
     capacity,
     capacity_trace,

@@ -136,7 +136,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     import greenback  # noqa: F401  (the triggerer has it loaded)
     from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
 
-    from tests.sandbox.cloud import SandboxCredentials
+    from sandbox.cloud import SandboxCredentials
     from tpu_rl.rewards import pod_log
 
     KINDS[args["kind"]](args, args["jobs"][0])  # imports the trigger's modules

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.harness import (
+from sandbox.harness import (
     FLEX,
     SETTINGS,
     SPOT,

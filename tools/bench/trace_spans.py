@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from tests.sandbox.ledger import Lifetime
+from sandbox.ledger import Lifetime
 
 Span = tuple[float, float]
 

@@ -43,7 +43,7 @@ async def first_event(args: dict, job_name: str) -> dict:
 def main(args: dict) -> dict:
     from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
 
-    from tests.sandbox.cloud import SandboxCredentials
+    from sandbox.cloud import SandboxCredentials
 
     credentials = SandboxCredentials(SimpleNamespace(token=args["token"]))  # type: ignore[arg-type]
     results = {}

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.controller import Controller, PodScript, Scenario, exit, log, sleep
-from tests.sandbox.harness import Sandbox, Workloads, build_scenario
-from tests.sandbox.workloads import EvalResult, absl
+from sandbox.controller import Controller, PodScript, Scenario, exit, log, sleep
+from sandbox.harness import Sandbox, Workloads, build_scenario
+from sandbox.workloads import EvalResult, absl
 from tools.bench.log_reads import fetched
 from tools.bench.metric import metric
 from tools.bench.trigger_child import MARK

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.sandbox.controller import Controller, PodInfo, PodScript, Scenario, exit, log, sleep
-from tests.sandbox.harness import Sandbox, Workloads, build_scenario
-from tests.sandbox.workloads import EvalResult, absl
+from sandbox.controller import Controller, PodInfo, PodScript, Scenario, exit, log, sleep
+from sandbox.harness import Sandbox, Workloads, build_scenario
+from sandbox.workloads import EvalResult, absl
 from tools.bench.metric import metric
 from tools.bench.scaling_child import MARK
 from tools.bench.workload import new_run, train_job_name
@@ -50,7 +50,7 @@ MIN_DELIVERY = 0.9  # share of the simulated log ours must read at a judged coun
 # The training log: a step line and MaxText's step metrics every STEP_S, an Intermediate
 # Eval (a reward line: the trigger polls and saves its position on the Job) every
 # EVAL_EVERY steps, each run's evals at another phase. The sandbox's MaxText client
-# (tests/sandbox/workloads.py, grpo_client_script) steps every 60 s and evaluates every 10
+# (sandbox/workloads.py, grpo_client_script) steps every 60 s and evaluates every 10
 # steps: this is 60x its step lines and 10x its reward lines.
 STEP_S = 1.0
 EVAL_EVERY = 60
@@ -288,7 +288,7 @@ def entries(rows: dict[int, dict[str, Any]], raw: dict[int, Any]) -> dict[str, d
 
 
 if __name__ == "__main__":  # this figure alone: python -m tools.bench.trigger_scaling
-    from tests.sandbox.harness import SETTINGS
+    from sandbox.harness import SETTINGS
 
     with tempfile.TemporaryDirectory(prefix="tpu-rl-bench-") as tmp:
         sandbox = Sandbox(Path(tmp) / "waits")

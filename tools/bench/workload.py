@@ -6,9 +6,9 @@ import time
 import uuid
 from typing import Any
 
-from tests.sandbox.controller import Scenario
-from tests.sandbox.harness import Sandbox, Workloads, build_scenario
-from tests.sandbox.kube_emulator import KubeEmulator
+from sandbox.controller import Scenario
+from sandbox.harness import Sandbox, Workloads, build_scenario
+from sandbox.kube_emulator import KubeEmulator
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout

@@ -2,9 +2,9 @@
 
 A person triggers tpu_rl_post_training from the form, watches the grid and graph, reads the
 task logs, and sees the RL post-training page and each run's report fill in. The deployment is
-the process scenarios' (tests/processes/deployment.py) on SQLite: the sandbox (the Kubernetes API
+the process scenarios' (sandbox/processes/deployment.py) on SQLite: the sandbox (the Kubernetes API
 and GCS emulators, the simulated pods, fake gcluster/terraform) runs in this process; the Airflow
-processes reach it over loopback through tests/processes/site/sitecustomize.py.
+processes reach it over loopback through sandbox/processes/site/sitecustomize.py.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any, TextIO
 
 import httpx
 
-from tests.conftest import REPO
-from tests.processes.api import DAG_ID, AirflowApi
-from tests.processes.deployment import Deployment, running_deployment
+from sandbox.paths import REPO
+from sandbox.processes.api import DAG_ID, AirflowApi
+from sandbox.processes.deployment import Deployment, running_deployment
 from tools.demo import REPORTS, keep_report, redirect_output
 from tools.demo_ui import PASSWORD
 from tpu_rl.names import Step
@@ -167,7 +167,7 @@ def watch(d: Deployment) -> int:
 
 def janitor_defaults() -> dict[str, Any]:
     """What the demo stores as the janitor's defaults: the sandbox's, in dry run."""
-    from tests.sandbox.harness import SETTINGS
+    from sandbox.harness import SETTINGS
 
     return {
         "project": SETTINGS["project"],
@@ -197,7 +197,7 @@ def janitor_in_the_sandbox() -> dict[str, str]:
 
 
 def serve(home: Path, port: int) -> int:
-    from tests.sandbox.harness import SETTINGS, Workloads, build_scenario
+    from sandbox.harness import SETTINGS, Workloads, build_scenario
 
     try:
         with running_deployment(
