@@ -3,7 +3,7 @@
 # bundle, so `gcluster deploy` runs in the worker without downloads at task time. tpu_rl comes
 # from the wheel, as on Cloud Composer (every process imports it from site-packages, the
 # triggerer too; the UI plugin loads through the wheel's entry point); DAGs and include/ are
-# mounted. tests/unit/test_delivery.py keeps every version here equal to requirements.txt,
+# mounted. tests/unit/tools/test_delivery.py keeps every version here equal to requirements.txt,
 # pyproject.toml and the settings' defaults.
 
 # Stage 1 builds the wheel as `make dist` does (pip wheel --no-deps on pyproject.toml); only

@@ -64,8 +64,8 @@ demo-ui: $(STAMP) ## Airflow's UI on the sandbox: trigger the DAG from its form 
 test: $(STAMP) chromium postgresql kubectl lint ## lint and every tier: unit, dag, e2e, processes, ui (what CI runs)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-test-fast: $(STAMP) lint ## lint and the fast tiers (unit, dag): about 2 minutes
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or dag"
+test-fast: $(STAMP) lint ## lint and the fast tiers (unit, integration, dag): about 2 minutes
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag"
 
 # On the older Airflow, deprecations raised inside Airflow's and the providers' own modules are
 # shown, not errors (pyproject.toml makes them errors on the pinned versions): this project's

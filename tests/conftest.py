@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,13 +31,15 @@ PIPELINE = [
     "verify",
 ]
 
-# Each folder's tier (pyproject.toml's markers), slowest first: `make test-fast` runs unit and dag.
+# Each folder's tier (pyproject.toml's markers), slowest first: `make test-fast` runs unit,
+# integration and dag.
 TIERS = {
     "processes": "processes",
     "ui": "ui",
     "e2e": "e2e",
     "packaging": "e2e",
     "dags": "dag",
+    "integration": "integration",
     "sandbox": "unit",
     "unit": "unit",
 }
@@ -107,3 +110,26 @@ def e2e_report():
     target = os.environ.get("E2E_REPORT")
     if target:
         Path(target).write_text(json.dumps(entries, indent=2) + "\n")
+
+
+class MemoryObject:
+    """storage.JsonObject's double: a JSON value per GCS URI in a dict that outlives operators
+    (as GCS outlives tries and processes)."""
+
+    def __init__(self, objects: dict[str, str], uri: str) -> None:
+        self.objects, self.uri = objects, uri
+
+    def read(self) -> Any:
+        return json.loads(self.objects[self.uri]) if self.uri in self.objects else None
+
+    def write(self, value: Any) -> None:
+        self.objects[self.uri] = json.dumps(value)
+
+
+@pytest.fixture
+def gcs_objects(monkeypatch) -> dict[str, str]:
+    from tpu_rl import storage
+
+    objects: dict[str, str] = {}
+    monkeypatch.setattr(storage, "JsonObject", lambda uri, conn: MemoryObject(objects, uri))
+    return objects

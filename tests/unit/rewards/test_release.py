@@ -1,0 +1,112 @@
+"""The backend (the TPUs) is released however the reward wait ends, and never at the price of
+the rewards: a cancelled wait's on_kill deletes it, a triggerer that stops does not (the wait
+resumes elsewhere), and a 5xx on the sensor's own delete does not lose the result."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from tests.integration.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
+from tests.integration.test_reward_trigger import (
+    JOBSET,
+    NS,
+    C,
+    make_job,
+    make_jobset,
+    make_pod,
+    pre,
+    trigger_kwargs,
+)
+from tpu_rl.dag import runtime
+from tpu_rl.operators.rewards import WaitForRewardsSensor
+from tpu_rl.rewards.lines import redact
+from tpu_rl.rewards.trigger import RewardTrigger
+
+HF = "hf_ReleaseTestToken0123456789"
+
+
+async def _wait_started(trigger: RewardTrigger) -> asyncio.Task:
+    """The trigger's run() as the triggerer drives it, a few polls in (no Post line yet)."""
+
+    async def drive() -> None:
+        async for _ in trigger.run():
+            return
+
+    task = asyncio.ensure_future(drive())
+    await asyncio.sleep(0.5)
+    assert not task.done()
+    return task
+
+
+@pytest.fixture
+def waiting(emu):  # noqa: F811
+    make_job(emu)
+    make_pod(emu, "train-a")
+    make_jobset(emu)
+    emu.append_log(NS, "train-a", C, pre())
+    return emu
+
+
+async def test_a_wait_cancelled_by_a_user_releases_the_backend(waiting):
+    trigger = RewardTrigger(**trigger_kwargs(waiting, backend_jobset_name=JOBSET))
+    task = await _wait_started(trigger)
+    task.cancel("__airflow_user_action__")  # what the triggerer sends on mark failed / clear
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert waiting.get("jobsets", NS, JOBSET) is not None
+    await trigger.on_kill()  # the triggerer calls this for a user action only
+    assert waiting.get("jobsets", NS, JOBSET) is None
+
+
+async def test_a_stopping_triggerer_leaves_the_backend_to_the_resumed_wait(waiting):
+    trigger = RewardTrigger(**trigger_kwargs(waiting, backend_jobset_name=JOBSET))
+    task = await _wait_started(trigger)
+    task.cancel()  # shutdown: no on_kill
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await trigger.cleanup()
+    assert waiting.get("jobsets", NS, JOBSET) is not None
+
+
+def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(
+    emu,  # noqa: F811
+    monkeypatch,
+    capfd,
+    gcs_objects,
+):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HUGGINGFACE_DEFAULT", json.dumps({"conn_type": "http", "password": HF})
+    )
+    make_jobset(emu)
+    emu.inject_faults(503, 5, path_regex="/jobsets/")
+    # the sensor follows the run's Job and backend, named from the run
+    layout = SimpleNamespace(
+        settings=SimpleNamespace(namespace=NS),
+        job_names={"train": "job-x"},
+        backend_jobset=JOBSET,
+        pool_hosts=8,
+        rung="reservation@us-east5-b",
+        training_attempts="gs://bucket/run/training_attempts.json",
+    )
+    monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
+    sensor = WaitForRewardsSensor(
+        task_id="wait_for_rewards",
+        project_id="demo-project",
+        location="us-east5",
+        cluster_name="gemma4-rl",
+        job_name="job-x",
+        namespace=NS,
+        backend_jobset_name=JOBSET,
+    )
+    post = {"mean_reward": 0.2, "accuracy": 18.75}
+    event = {"status": "success", "pre": None, "post": post, "post_time": "t"}
+    result = sensor.execute_complete({}, event)
+    assert result["post"] == post
+    assert HF[3:] not in redact(f"echo {HF[3:]}")  # registered in the wait's process
+    assert emu.get("jobsets", NS, JOBSET) is not None  # left to stop_backend and cleanup
+    logged = capfd.readouterr()
+    assert "Could not delete backend" in logged.out + logged.err
