@@ -23,9 +23,14 @@ OLD_PLUGIN_FOLDER = "plugins/tpu_rl"
 # ships (googleapiclient/discovery_cache/documents/): composer.v1.json Environment.name,
 # compute.v1.json regions.get's `region` pattern (a Composer location is a region), and
 # cloudresourcemanager.v3.json Project.projectId, with compute.v1.json's optional `domain:`
-# prefix of older domain-scoped projects; the repository's from Artifact Registry's "Create
-# standard repositories" page (https://cloud.google.com/artifact-registry/docs/repositories/
-# create-repos). A name outside them is refused before any command runs.
+# prefix of older domain-scoped projects. The repository's: artifactregistry.v1.json gives
+# repositories.create's `repositoryId` no pattern, so the rule is Google's general one for
+# resource IDs, AIP-122 (https://google.aip.dev/122: lowercase letters, numbers and hyphens,
+# starting with a letter, not ending with a hyphen, at most 63 characters), which Artifact
+# Registry's "Create standard repositories" page (https://cloud.google.com/artifact-registry/
+# docs/repositories/create-repos) follows for the name; a recommendation there, not a schema, so
+# a name it refuses could in principle exist (none of the page's examples does). A name outside
+# these rules is refused before any command runs.
 NAME_RULES: dict[str, tuple[str, str]] = {
     "ENV": (
         r"[a-z](?:[-a-z0-9]{0,62}[a-z0-9])?",
