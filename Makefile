@@ -76,19 +76,23 @@ error::DeprecationWarning:unusual_prefix_
 error::FutureWarning:(tpu_rl|sandbox|tests|tools)(\.|$$)
 endef
 export COMPAT_WARNINGS
-test-compat: venv-compat postgresql ## the DAG tests, make demo's test and the process scenarios that defer, on the oldest supported Airflow (.venv-compat)
+test-compat: venv-compat postgresql ## the DAG tests, the seams driven against the sandbox (integration), make demo's test and the process scenarios that defer, on the oldest supported Airflow (.venv-compat)
 	$(COMPAT) .venv-compat/bin/python -m pytest -q -n 2 --dist loadgroup -o "filterwarnings=$$COMPAT_WARNINGS" \
-	  -m "dag or e2e or defers" tests/dags tests/e2e/test_make_demo.py tests/processes
+	  -m "dag or integration or e2e or defers" tests/dags tests/integration tests/e2e/test_make_demo.py tests/processes
 
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
 	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/e2e/test_deployments.py tests/processes
 
-lint: $(STAMP) ## ruff check and format check
+lint: $(STAMP) ## ruff check and format check, then the package's layers (import-linter, pyproject.toml)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
+	PYTHONPATH=plugins $(VENV)/bin/lint-imports --no-cache
 
-params: $(STAMP) ## regenerate plugins/tpu_rl/settings/params.json (the DAG's Params) from the settings' declaration
+params: $(STAMP) ## regenerate every file made from a declaration: params.json and docs/settings.md (the settings), the swept kinds' table in docs/operations.md, the preflight checks' lists (README, docs/operations.md, the preflight step's doc)
 	PYTHONPATH=plugins $(PY) -m tpu_rl.settings.param_specs
+	PYTHONPATH=plugins $(PY) -m tpu_rl.settings.table docs/settings.md
+	PYTHONPATH=plugins $(PY) -m tpu_rl.kube.swept_doc docs/operations.md
+	PYTHONPATH=plugins $(PY) -m tpu_rl.preflight.checks_doc
 
 plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
 	$(PY) -m tpu_rl.plan $(CONF) $(OUT)

@@ -15,15 +15,16 @@ import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.sdk import DAG, task
 
 from tpu_rl.janitor_params import janitor_params
+from tpu_rl.names import JANITOR_DAG_ID
 from tpu_rl.operators.cluster import DestroyClusterOperator
 from tpu_rl.operators.janitor import JanitorSweepOperator, verdict
 from tpu_rl.settings.params import default_settings
 
 DOC = """
 ### Janitor for tpu_rl_post_training
-Finds the Jobs, JobSets and Secrets this package labelled in the region's labelled clusters
-(and in the clusters named in the Params), removes those no queued or running run owns and
-older than `grace_minutes` (JobSets and Jobs first, then Secrets), then destroys labelled
+Finds the Kubernetes objects this package labelled (the kinds of `tpu_rl.kube.swept`) in the
+region's labelled clusters (and in the clusters named in the Params), removes those no queued or
+running run owns and older than `grace_minutes` (in that table's order), then destroys labelled
 clusters no active run uses and older than the grace period, with `gcluster destroy` as
 `cleanup_cluster` does. `existing_clusters` are never destroyed. `dry_run` (the default) only
 reports. Defaults of the Params: the JSON Variable `tpu_rl_janitor_params`, read when the sweep
@@ -35,8 +36,8 @@ Variable `tpu_rl_deployment_id` made on first use) and the label of tpu_rl_post_
 SCHEDULE = os.environ.get("TPU_RL_JANITOR_SCHEDULE") or "*/30 * * * *"
 
 with DAG(
-    dag_id="tpu_rl_janitor",
-    description="Removes leftover TPU Jobs, JobSets, Secrets and clusters of tpu_rl_post_training",
+    dag_id=JANITOR_DAG_ID,
+    description="Removes leftover Kubernetes objects and clusters of tpu_rl_post_training",
     doc_md=DOC,
     schedule=SCHEDULE,
     start_date=datetime(2026, 1, 1),

@@ -16,6 +16,7 @@ from airflow.sdk import DAG, Asset
 from tpu_rl import deployment
 from tpu_rl.dag.callbacks import cleanup_after_timeout
 from tpu_rl.dag.docs import DAG_DOC
+from tpu_rl.dag.params import dag_params
 from tpu_rl.names import DAG_ID
 from tpu_rl.operators.backend import StartPathwaysBackendOperator, StopPathwaysBackendOperator
 from tpu_rl.operators.champion import CompareChampionOperator, EvaluateChampionOperator
@@ -40,7 +41,6 @@ from tpu_rl.operators.preflight import PreflightOperator
 from tpu_rl.operators.promotion import ApproveExportOperator, PromoteExportOperator
 from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.report.notify import RunFailureNotifier, notify_failures
-from tpu_rl.settings.params import dag_params
 
 EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
 CHAMPION_MODEL = Asset(name="tpu_rl_champion_model")

@@ -21,9 +21,16 @@ from typing import Any
 
 import google.auth.credentials
 from google.api_core.exceptions import NotFound
-from google.cloud.container_v1.types import Cluster, ListClustersResponse, Operation
+from google.cloud.container_v1.types import (
+    Cluster,
+    DeleteClusterRequest,
+    GetClusterRequest,
+    ListClustersRequest,
+    ListClustersResponse,
+    Operation,
+)
 
-from sandbox import discovery
+from sandbox import discovery, gke_contract
 from sandbox.autopilot import is_autopilot
 from sandbox.cluster_addons import node_pools
 from sandbox.cluster_model import POOL_LABEL, ClusterModel
@@ -273,6 +280,10 @@ class GcsEmulator:
         bucket, _, name = uri.removeprefix("gs://").partition("/")
         return self.client(principal).bucket(bucket).blob(name).download_as_bytes()
 
+    def delete(self, uri: str, principal: str | None = None) -> None:
+        bucket, _, name = uri.removeprefix("gs://").partition("/")
+        self.client(principal).bucket(bucket).blob(name).delete()
+
     def bucket_metadata(self, bucket: str) -> dict[str, Any] | None:
         return self.storage.get_bucket(bucket)
 
@@ -339,6 +350,14 @@ class GkeControlPlane:
         self._synced: tuple[bytes, int, bool] | None = None  # what the last sync saw and left
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
+        """GKEHook.get_cluster: its clusters.get request (provider google 22.8.0,
+        hooks/kubernetes_engine.py lines 329-333) and this answer, both held to container.v1."""
+        request = GetClusterRequest(name=gke_contract.cluster_path(hook, name, project_id))
+        return gke_contract.checked_rpc(
+            "GetCluster", request, lambda: self._cluster(hook, name, project_id)
+        )
+
+    def _cluster(self, hook: Any, name: str, project_id: str | None) -> Cluster:
         self.lookups += 1
         state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
         cluster = state.get("clusters", {}).get(name)
@@ -364,18 +383,37 @@ class GkeControlPlane:
     ) -> Operation | None:
         """GKEHook.delete_cluster: GKE deletes the cluster with its node pools (its nodes go
         at the next sync); None for a cluster that does not exist, as the hook answers
-        NotFound. What terraform made beside the cluster stays in its state."""
+        NotFound. What terraform made beside the cluster stays in its state. Its clusters.delete
+        request (kubernetes_engine.py lines 233-237) and the Operation are held to container.v1."""
         self.deleted.append(name)
+        path = gke_contract.cluster_path(hook, name, project_id)
+        try:
+            return gke_contract.checked_rpc(
+                "DeleteCluster",
+                DeleteClusterRequest(name=path),
+                lambda: self._delete(path, name, project_id),
+            )
+        except NotFound:  # the hook's own answer to it (kubernetes_engine.py lines 242-244)
+            return None
+
+    def _delete(self, path: str, name: str, project_id: str | None) -> Operation:
         state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
         record = state.get("clusters", {}).pop(name, None)
         if record is None or record.get("project") != project_id:
-            return None
+            raise NotFound(f"cluster {name} not found")
         write_whole(self.state_file, state)
+        operation = f"operation-delete-{name}"
+        location_path = path.partition("/clusters/")[0]  # projects/P/locations/L
+        # links are URLs (container.v1.json Operation.targetLink: "a URI to the resource
+        # being modified ... https://container.googleapis.com/v1/projects/123/locations/
+        # us-central1/clusters/my-cluster"; Operation.selfLink likewise for the operation)
         return Operation(
-            name=f"operation-delete-{name}",
+            name=operation,
             operation_type=Operation.Type.DELETE_CLUSTER,
             status=Operation.Status.RUNNING,
-            target_link=f"projects/{project_id}/locations/{hook.location}/clusters/{name}",
+            location=location_path.rpartition("/")[2],
+            target_link=gke_contract.link(path),
+            self_link=gke_contract.link(f"{location_path}/operations/{operation}"),
         )
 
     def sync(self) -> None:
@@ -448,7 +486,13 @@ class GkeControlPlane:
         """ClusterManagerClient.list_clusters: the project's clusters, with what deploy recorded.
 
         A record's `create_time` (RFC 3339) is the cluster's; node pools come from its `vars`.
+        The clusters.list request and its answer are held to container.v1.
         """
+        return gke_contract.checked_rpc(
+            "ListClusters", ListClustersRequest(parent=parent), lambda: self._clusters(parent)
+        )
+
+    def _clusters(self, parent: str) -> ListClustersResponse:
         project = parent.split("/")[1]
         state = json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
         clusters = []

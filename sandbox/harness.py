@@ -30,7 +30,7 @@ from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.kube_logs import rfc3339nano
 from sandbox.ledger import Ledger
 from sandbox.max_run_duration import DEFAULT_MAX_RUN_S
-from sandbox.orbax_saves import newest_complete_step, orbax_step_uris
+from sandbox.orbax_saves import complete_steps, orbax_step_uris
 from sandbox.pod_storage import PodStorage
 from sandbox.preemption import (
     SPOT_NOTICE_S,
@@ -39,7 +39,10 @@ from sandbox.preemption import (
     worker_slice_check,
 )
 from sandbox.run_errors import error_lines, recording_trigger_events
+from sandbox.training_curve import NO_FAULTS, TrainingFaults
 from sandbox.workloads import (
+    LOG_PERIOD,
+    MAX_TO_KEEP,
     EvalResult,
     Storage,
     grpo_client_script,
@@ -47,8 +50,8 @@ from sandbox.workloads import (
     to_huggingface_script,
     to_maxtext_script,
 )
+from tpu_rl.names import DAG_ID
 
-DAG_ID = "tpu_rl_post_training"
 HF_TOKEN = "hf_SandboxSecretToken0123456789abcdef"
 RUN_LABEL = "tpu-rl.dev/run"
 MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
@@ -114,6 +117,12 @@ class Workloads:
     # then it is taken away as a preempted node is (max_run_duration.py)
     flex_max_run_s: int = DEFAULT_MAX_RUN_S
     train_step_s: float = 60.0  # simulated seconds per GRPO step
+    # varying step times (training_curve.VARIED_JITTER, VARIED_SLOW_EVERY); steady by default
+    train_step_jitter: float = 0.0
+    train_slow_step_every: int = 0
+    train_seed: int = 0  # the step times' and metrics' seed
+    # NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up (issue 46)
+    train_faults: TrainingFaults = NO_FAULTS
     # a calendar-mode future reservation named as the run's `reservation`: (start, end), wall
     # clock (UTC); its VMs are deleted at the end (preemption.py)
     calendar_window: tuple[datetime, datetime] | None = None
@@ -157,7 +166,8 @@ def build_scenario(
         num_batches = int(flag(info, "num_batches") or 50)
         checkpoints = f"{base.rstrip('/')}/{run_name}/checkpoints/actor/"
         bucket, _, prefix = checkpoints.removeprefix("gs://").partition("/")
-        restored = newest_complete_step(gcs.names(bucket, prefix), prefix)
+        existing = complete_steps(gcs.names(bucket, prefix), prefix)
+        restored = max(existing, default=None)
         attempt = ledger.attempt(info.pod, run_name, restored)
         cuts = dict(save_cuts)
         save_cuts.clear()
@@ -181,6 +191,16 @@ def build_scenario(
             cut_saves=cuts,
             resume_from=restored,
             step_seconds=w.train_step_s,
+            step_jitter=w.train_step_jitter,
+            slow_step_every=w.train_slow_step_every,
+            seed=w.train_seed,
+            faults=w.train_faults,
+            max_to_keep=int(flag(info, "max_num_checkpoints_to_keep") or MAX_TO_KEEP),
+            existing_steps=tuple(existing),
+            log_period=int(flag(info, "log_period") or LOG_PERIOD),
+            checkpoints=ledger,
+            # simulated epoch seconds: a restarted pod's event file gets a new name, as it would
+            event_clock=lambda: ledger.clock.wall0.timestamp() + ledger.clock(),
             before_step=before_step,
             after_step=after_step,
         )

@@ -66,6 +66,18 @@ class Attempt:
     outcome: str = ""  # completed, capacity_lost, error
 
 
+@dataclass
+class Checkpoint:
+    """One committed actor checkpoint of a run: `poisoned` when saved at or after a training
+    fault (NaN, spike, collapse, KL blow-up), `deleted` when Orbax's rotation removed it."""
+
+    run_name: str
+    step: int
+    poisoned: bool
+    committed: float
+    deleted: float | None = None
+
+
 class Ledger:
     """Thread-safe records, kept by the emulator's ClusterState as objects come and go."""
 
@@ -76,6 +88,7 @@ class Ledger:
         self.nodes: list[Lifetime] = []
         self.tpu_pods: list[Lifetime] = []
         self.attempts: list[Attempt] = []
+        self.checkpoints: list[Checkpoint] = []
 
     @contextlib.contextmanager
     def nodes_arriving_at(self, at: float) -> Iterator[None]:
@@ -129,6 +142,20 @@ class Ledger:
     def end_attempt(self, record: Attempt, outcome: str) -> None:
         with self._lock:
             record.ended, record.outcome = self.clock(), outcome
+
+    def checkpoint_committed(self, run_name: str, step: int, poisoned: bool) -> None:
+        with self._lock:
+            self.checkpoints.append(Checkpoint(run_name, step, poisoned, self.clock()))
+
+    def checkpoint_deleted(self, run_name: str, step: int) -> None:
+        with self._lock:
+            for c in self.checkpoints:
+                if c.run_name == run_name and c.step == step and c.deleted is None:
+                    c.deleted = self.clock()
+
+    def poisoned_steps(self, run_name: str) -> set[int]:
+        """The run's checkpoint steps saved at or after its training fault: none may be exported."""
+        return {c.step for c in self.checkpoints if c.run_name == run_name and c.poisoned}
 
     def close(self) -> None:
         """The cluster is gone: every live node ends now."""

@@ -16,7 +16,7 @@ GCS_URL = "https://storage.googleapis.com"
 
 
 class PodStorage:
-    """read/write for a pod; without a cluster model every pod acts as the project owner."""
+    """read/write/delete for a pod; without a cluster model every pod acts as the project owner."""
 
     def __init__(self, emu: KubeEmulator, gcs: GcsEmulator, entrypoint: str) -> None:
         self.emu, self.gcs, self.entrypoint = emu, gcs, entrypoint
@@ -34,6 +34,12 @@ class PodStorage:
     def read(self, info: PodInfo, uri: str) -> bytes:
         try:
             return self.gcs.read(uri, self.principal(info))
+        except exceptions.GoogleAPICallError as error:
+            raise ContainerExit(1, self._traceback(error)) from error
+
+    def delete(self, info: PodInfo, uri: str) -> None:
+        try:
+            self.gcs.delete(uri, self.principal(info))
         except exceptions.GoogleAPICallError as error:
             raise ContainerExit(1, self._traceback(error)) from error
 

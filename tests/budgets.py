@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from types import SimpleNamespace
 
-from tpu_rl.dag import run_limits, steps
+from tests import run_steps
+from tpu_rl.dag import run_limits
 
 AIRFLOW_RETRY_DELAY = timedelta(seconds=300)  # [core] default_task_retry_delay's default
 
@@ -26,7 +27,7 @@ def step_tasks(retry_delay: timedelta = AIRFLOW_RETRY_DELAY, **task: object) -> 
                 **task,
             }
         )
-        for task_id, lim in steps.LIMITS.items()
+        for task_id, lim in run_steps.LIMITS.items()
     ]
 
 

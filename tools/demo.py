@@ -27,9 +27,8 @@ from tools.demo_lines import (
     removed_line,
     rewards_line,
 )
-from tpu_rl.names import Step
+from tpu_rl.names import DAG_ID, Step
 
-DAG_ID = "tpu_rl_post_training"
 # The sandbox compresses time: poll every second, give up on pending pods after a minute.
 SANDBOX_OVERRIDES = {"poll_interval_seconds": 1, "pending_timeout_minutes": 1}
 FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}

@@ -48,7 +48,8 @@ def promoted_line(promoted: Any) -> str:
 
 def evaluation_lines(rewards: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
     """Each metric per evaluated step (pre = step 0, post = the final step), exported: *."""
-    from tpu_rl.rewards.evaluations import EVAL_METRICS, step_table
+    from tpu_rl.rewards.evaluations import step_table
+    from tpu_rl.settings.choices import EVAL_METRICS
 
     rows = step_table(rewards, (gate or {}).get("checkpoint"))
     heads = "".join(

@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     try:
         token = deployment.hf_token()
     except deployment.DeploymentError as err:
-        token = failed("hf token", str(err), HF_HINT)
+        token = failed("hf connection", str(err), HF_HINT)
     results = run_preflight(RunLayout(settings, PREFLIGHT_RUN_ID, identity), gcp, token)
     for line in report_lines(results, format_estimate(estimate_run(settings))):
         print(line)

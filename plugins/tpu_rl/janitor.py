@@ -13,16 +13,14 @@ from typing import Any
 from tpu_rl import deployment
 from tpu_rl.cluster.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
 from tpu_rl.cluster.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
-from tpu_rl.cluster.tpu import TOPOLOGY_BY_TPU_TYPE
 from tpu_rl.janitor_params import JanitorParams
 from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
 from tpu_rl.names import DAG_ID
 from tpu_rl.settings.params import default_settings
+from tpu_rl.tpu import TOPOLOGY_BY_TPU_TYPE
 
 ACTIVE_STATES = ["queued", "running"]
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
-# Deleted in this order: what holds TPUs first, then the token Secrets the Jobs read.
-KINDS = ("jobsets", "jobs", "secrets")
 
 
 def managed_selector() -> str:
@@ -38,7 +36,7 @@ def managed_selector() -> str:
 
 @dataclass(frozen=True)
 class KubeObject:
-    """One labelled Job, JobSet or Secret, by what the janitor needs of it."""
+    """One labelled object of a swept kind (tpu_rl.kube.swept), by what the janitor needs of it."""
 
     cluster: str
     namespace: str

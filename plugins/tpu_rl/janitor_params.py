@@ -148,7 +148,7 @@ def janitor_params() -> dict[str, Param]:
             "Existing clusters",
             where,
             "Clusters used with cluster_mode=existing (or kept), one per line: their leftover "
-            "Jobs, JobSets and Secrets are removed, the clusters are never destroyed.",
+            "Kubernetes objects are removed, the clusters are never destroyed.",
             **names,
         ),
         "namespace": param(

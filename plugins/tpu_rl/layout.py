@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tpu_rl.cluster.blueprint import default_state_prefix
-from tpu_rl.cluster.tpu import hosts_per_slice
 from tpu_rl.deployment import DAG_LABEL, DEPLOYMENT_LABEL
 from tpu_rl.names import DAG_ID
+from tpu_rl.tpu import hosts_per_slice
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
@@ -114,6 +114,12 @@ class RunLayout:
             DEPLOYMENT_LABEL: self.deployment,
             DAG_LABEL: DAG_ID,
         }
+
+    @property
+    def run_selector(self) -> str:
+        """The label selector of this run's Kubernetes objects: the run's own identity (its
+        slug and recorded deployment, tpu_rl.run_record), not the deployment's current one."""
+        return f"{RUN_LABEL}={self.slug},{DEPLOYMENT_LABEL}={self.deployment}"
 
     @property
     def annotations(self) -> dict[str, str]:

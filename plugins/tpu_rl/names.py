@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 CONTAINER = "maxtext"  # the MaxText container of every Job the run submits
 BACKEND_PODS = "backend"  # a step whose links show the Pathways JobSet's pods (RunStep.pods_of)
 DAG_ID = "tpu_rl_post_training"  # the run's DAG: its labels, the janitor's and the UI's queries
+JANITOR_DAG_ID = "tpu_rl_janitor"  # the DAG that sweeps what runs of DAG_ID left
 
 
-class Step:
+class Step(StrEnum):
     """The post-training DAG's task ids, declared once: each operator's `step_id` names its own,
-    and the plan, the run report, the RL page and the janitor read the others' results by them."""
+    and the plan, the run report, the RL page and the janitor read the others' results by them.
+
+    Each member is its task id as a str (equal to it, hashed and formatted as it), so a member
+    looks up a task id's dict entry and goes into JSON and f-strings as the plain id."""
 
     VALIDATE = "validate"
     PREFLIGHT = "preflight"

@@ -21,7 +21,6 @@ from tpu_rl.jobs import manifests, maxtext_flags
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
 from tpu_rl.promotion.champion import champion_uri
-from tpu_rl.promotion.plan_steps import gains_text, promotion_steps
 from tpu_rl.report.estimate import (
     cost_words,
     estimate_rows,
@@ -221,9 +220,11 @@ def _cleanup_steps(
 ) -> list[PlanStep]:
     """The teardowns; `cluster`: the cluster this run creates, if it does."""
     destroys = cluster is not None and not layout.settings.keep_cluster
+    from tpu_rl.kube.swept import kinds_text
+
     objects: PlanStep = {
         "id": Step.CLEANUP_KUBERNETES,
-        "description": "Always: delete the run's Jobs, JobSet and Secret.",
+        "description": f"Always: delete the run's {kinds_text()}.",
     }
     destroy: PlanStep = {
         "id": Step.CLEANUP_CLUSTER,
@@ -232,6 +233,32 @@ def _cleanup_steps(
     if destroys:
         destroy["argv"] = cluster.destroy
     return [objects, destroy]
+
+
+def gains_text(gains: dict[str, float]) -> str:
+    """`accuracy +0, mean_reward +0.01`: the gains a setting asks, in words."""
+    return ", ".join(f"{name} {gain:+g}" for name, gain in gains.items())
+
+
+def promotion_steps(layout: RunLayout) -> list[PlanStep]:
+    """Approval (or not) and promotion, after the cleanups."""
+    s = layout.settings
+    asks = (
+        f"Ask a person to approve the export (Required Actions); no answer in "
+        f"{s.approval_timeout_minutes} min rejects."
+        if s.approval == "required"
+        else "No approval asked (approval=none)."
+    )
+    registry = deployment.vertex_registry()
+    promotes = (
+        f"Record the export as champion in {layout.model_root}/champions/"
+        f"{layout.deployment}.json"
+        + (f"; upload it to Vertex AI model {registry}, alias champion." if registry else ".")
+    )
+    return [
+        {"id": Step.APPROVE, "description": asks},
+        {"id": Step.PROMOTE, "description": promotes},
+    ]
 
 
 def write_plan(layout: RunLayout, out_dir: Path) -> Path:

@@ -8,9 +8,9 @@ every piece with it would not do: SecretsMasker.add_mask joins its patterns from
 alternation (`re.compile("|".join(self.patterns))`, airflow/sdk/_shared/secrets_masker), tried
 in no set order, so an 8-character prefix may match first and leave the rest of a longer piece
 in view; and each of the process's log lines would be tried against some eighty more patterns.
-So the pieces are masked here, longest first, by `mask_token_pieces`: redact()
-(tpu_rl.rewards.lines) and the notices' reason (tpu_rl.report.failures) go through it, which is
-all the text the run relays from pods and exceptions. A piece under MIN_PIECE characters is
+So the pieces are masked here, longest first, by `mask_token_pieces`: `redact` (pods' log
+lines) and the notices' reason (tpu_rl.report.failures) go through it, which is all the text the
+run relays from pods and exceptions. A piece under MIN_PIECE characters is
 left: too short to be worth anything, and common enough to mask unrelated text.
 
 An error's text may carry other credentials than the ones registered (an HTTP library's error
@@ -42,6 +42,13 @@ CREDENTIAL_PATTERNS = (
         re.IGNORECASE,
     ),
     re.compile(r"()\bhf_(?=[A-Za-z0-9]*[A-Z])[A-Za-z0-9]{8,}"),
+)
+# What looks like a credential in a pod's log line (redact): a key named like one and its value,
+# a Bearer header, a Hugging Face token, a Google OAuth access token (ya29.).
+_LOG_SECRET = re.compile(
+    r"(?i)(?P<key>[\w.-]*(?:token|secret|password|passwd|api[_-]?key|credential)[\w.-]*"
+    r"[\"']?\s*[=:]\s*[\"']?)(?P<value>[^\s,\"'}]+)"
+    r"|Bearer\s+\S+|\bhf_[A-Za-z0-9]{8,}|\bya29\.[\w.-]+"
 )
 
 
@@ -79,9 +86,22 @@ def mask_credentials(text: str) -> str:
 def redact_secrets(text: str) -> str:
     """`text` through Airflow's masker (whatever this process registered), then without the
     token's wrapped pieces."""
-    from airflow.sdk.log import redact
+    from airflow.sdk.log import redact as airflow_redact
 
-    return mask_token_pieces(str(redact(text)))
+    return mask_token_pieces(str(airflow_redact(text)))
+
+
+def redact(text: str) -> str:
+    """Mask values that look like credentials (tokens, keys, passwords) in log text, every
+    secret registered with Airflow's secrets masker (a token of any shape), and the pieces a
+    line wrap left of the Hugging Face token."""
+
+    def _mask(match: re.Match[str]) -> str:
+        if match.group("key"):
+            return f"{match.group('key')}***"
+        return "***"
+
+    return redact_secrets(_LOG_SECRET.sub(_mask, text))
 
 
 def register_token(token: str) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 
-DAG_ID = "tpu_rl_post_training"
+from tpu_rl.names import DAG_ID
+
 FINISHED = {"success", "failed"}
 # a task instance in one of these stays there unless someone clears it
 ENDED = {"success", "failed", "upstream_failed", "skipped", "removed"}

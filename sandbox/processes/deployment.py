@@ -27,10 +27,11 @@ from sandbox.cloud import free_port
 from sandbox.harness import HF_TOKEN
 from sandbox.paths import REPO
 from sandbox.processes.airflow_processes import COMMANDS, AirflowProcesses
-from sandbox.processes.api import DAG_ID, AirflowApi
+from sandbox.processes.api import AirflowApi
 from sandbox.processes.emulators import ProcessSandbox, running_sandbox
 from sandbox.processes.postgres import DATABASE, Postgres, running_postgres
 from tpu_rl.deployment import DEPLOYMENT_VARIABLE
+from tpu_rl.names import DAG_ID
 
 SITE = Path(__file__).parent / "site"
 USERNAME = "admin"
@@ -52,13 +53,17 @@ FAST = {
     "AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY": "1",
     "AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL": "1",
     "AIRFLOW__CORE__PARALLELISM": "4",
-    # 5 s (the default) once timed out a task's start call on a loaded machine; config.yml:
-    # "Increase this value if you experience timeout errors under high load."
+    # Airflow's 5 s default: with four xdist workers on two cores a task's start call to the API
+    # server once timed out (the janitor's sweep: "Workload execution failed", httpx.ReadTimeout).
+    # Airflow's own advice (config.yml, [workers] execution_api_timeout): "Increase this value if
+    # you experience timeout errors under high load."
     "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
     # A task's supervisor notices its process's exit only between waits of up to this long
-    # (sdk/execution_time/supervisor.py _monitor_subprocess; 5 s by default). A deferring try's
-    # late exit event, read once the resumed try runs, fails that try (apache/airflow#72716;
-    # jobs/scheduler_job_runner.py process_executor_events): a resumed export, in loaded runs.
+    # (sdk/execution_time/supervisor.py _monitor_subprocess: select() for at most
+    # MIN_HEARTBEAT_INTERVAL; 5 s by default): about one workload in five reported its end 5 s
+    # late. A deferring try's late exit event, read once the resumed try runs, fails that try
+    # (apache/airflow#72716; jobs/scheduler_job_runner.py process_executor_events): it failed a
+    # resumed export on both tries in loaded runs.
     "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
 }
 
@@ -77,7 +82,8 @@ class Deployment:
     _api: AirflowApi | None = field(default=None, init=False, repr=False)  # api() makes it
 
     def api(self) -> AirflowApi:
-        """Its REST client, made once (a new one asks for a token and builds an SSL context)."""
+        """Its REST client, made once: each new one asks for a token and builds an SSL context
+        (a fifth of the test process's CPU in a scenario when made per call)."""
         if self._api is None:
             self._api = AirflowApi(self.url, self.username, self.password)
         return self._api
@@ -89,8 +95,9 @@ class Deployment:
 
     def relaunch(self, own_env: dict[str, dict[str, str]]) -> None:
         """Give processes an environment of their own (`own_env`: process -> variables that
-        replace the deployment's; {} puts all back), restart those that change, and wait until
-        all are healthy and a restarted DAG processor parsed the DAG again (its dagrun_timeout)."""
+        replace the deployment's; {} puts every one back), restart those that change, and wait
+        until all are healthy and a restarted DAG processor has parsed the DAG again (what the
+        DAG reads from its environment, e.g. its dagrun_timeout, is then in the database)."""
         procs, api = self.processes, self.api()
         changed = [n for n in COMMANDS if procs.own_env.get(n, {}) != own_env.get(n, {})]
         if not changed:

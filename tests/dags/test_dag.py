@@ -15,16 +15,16 @@ from kubernetes.client import ApiClient
 
 from sandbox.dagbags import DagBag
 from tests.conftest import PIPELINE, REPO
+from tests.run_steps import LIMITS
 from tpu_rl import storage
 from tpu_rl.dag.run_limits import apply_run_limits, cleanup_reserve_minutes, dag_limits
-from tpu_rl.dag.steps import LIMITS
 from tpu_rl.layout import RunLayout
+from tpu_rl.names import DAG_ID, JANITOR_DAG_ID
 from tpu_rl.operators.job_steps import ConvertCheckpointOperator
 from tpu_rl.plan import write_plan
 from tpu_rl.report.notify import RunFailureNotifier
 from tpu_rl.settings.run_settings import SETTING_FIELDS, load_settings
 
-DAG_ID = "tpu_rl_post_training"
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
 TEARDOWNS = ["cleanup_kubernetes", "cleanup_cluster", "outcome"]
 
@@ -178,7 +178,7 @@ def test_a_bad_timeout_is_an_import_error_naming_the_variable(monkeypatch, raw):
     [(path, error)] = bag.import_errors.items()
     assert path.endswith("tpu_rl_post_training.py")
     assert "TPU_RL_DAGRUN_TIMEOUT_MINUTES: must be a positive number" in error
-    assert "OverflowError" not in error and "tpu_rl_janitor" in bag.dags
+    assert "OverflowError" not in error and JANITOR_DAG_ID in bag.dags
 
 
 def test_params_are_the_settings_with_titles_types_and_tutorial_defaults(dag):
@@ -311,7 +311,7 @@ def test_a_conf_with_raised_limits_raises_them_at_run_time(tutorial_conf, monkey
     monkeypatch.setattr(storage, "object_exists", lambda uri, conn: False)
     monkeypatch.setattr(ConvertCheckpointOperator, "hold_folder", lambda self, layout, ctx: None)
     convert.configure(_context(conf))
-    assert convert.active_deadline_seconds == (60 + 400) * 60  # the wait, then the step
+    assert convert.full_job_spec.spec.active_deadline_seconds == (60 + 400) * 60  # wait, step
     seen = {}
     monkeypatch.setattr(BaseOperator, "defer", lambda self, **kw: seen.update(kw))
     convert.defer(trigger=object(), method_name="execute_complete")

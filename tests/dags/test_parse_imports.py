@@ -25,17 +25,18 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.cluster.blueprint",
         "tpu_rl.cluster.capacity",
         "tpu_rl.cluster.ladder",  # the blueprint's per-rung TPU pool (stdlib and one enum)
-        "tpu_rl.cluster.tpu",
         "tpu_rl.dag",
         "tpu_rl.dag.callbacks",
         "tpu_rl.dag.docs",
         "tpu_rl.dag.limits",
         "tpu_rl.dag.links",
+        "tpu_rl.dag.params",
         "tpu_rl.deployment",
         "tpu_rl.janitor",
         "tpu_rl.janitor_params",
         "tpu_rl.kube",
         "tpu_rl.kube.objects",
+        "tpu_rl.kube.swept",  # cleanup_kubernetes's doc names the swept kinds (kube.objects only)
         "tpu_rl.layout",
         "tpu_rl.names",
         "tpu_rl.operators",
@@ -56,7 +57,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.promotion",
         "tpu_rl.promotion.approval_notice",  # the approval's notifier, an argument at parse
         "tpu_rl.report",
-        "tpu_rl.report.estimate",  # the trigger form's cost estimate (settings.params)
+        "tpu_rl.report.estimate",  # the trigger form's cost estimate (dag.params)
         "tpu_rl.report.notify",
         "tpu_rl.report.prices",
         "tpu_rl.rewards",
@@ -64,6 +65,8 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.settings",
         "tpu_rl.settings.choices",  # the ladder's capacity modes (a StrEnum)
         "tpu_rl.settings.params",
+        "tpu_rl.settings.rungs",  # the ladder's rungs (stdlib and one enum)
+        "tpu_rl.tpu",
     }
 )
 LIST_LOADED_AFTER_PARSE = """

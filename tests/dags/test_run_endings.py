@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import PIPELINE, REPO
+from tpu_rl.names import DAG_ID
 from tpu_rl.operators.checks import RunOutcomeOperator
 
-DAG_ID = "tpu_rl_post_training"
 BEFORE_WAIT = PIPELINE[: PIPELINE.index("wait_for_rewards")]
 
 

@@ -72,7 +72,9 @@ def resumed_at_the_checkpoint(result: RunResult, log: str) -> None:
         ("capacity_lost", None),
         ("completed", 50),
     ], record
-    assert record[0]["reached_step"] >= 60 and record[1]["reached_step"] == 100, record
+    # preempted once step 60 is computed: Tunix logs step N's line an update late, so the log
+    # shows step 59 (issue 48)
+    assert record[0]["reached_step"] >= 59 and record[1]["reached_step"] == 100, record
     assert all(a["started"] and a["ended"] and a["tpu_hosts"] == 8 for a in record), record
     gate = result.xcoms["gate.return_value"]
     assert gate["pre_mean_reward"] == DEFAULT_PRE.mean_reward, gate  # the base model's

@@ -95,7 +95,7 @@ def test_a_calendar_window_is_waited_for_stopped_at_a_save_and_the_next_rung_fin
     saved = record[0]["reached_step"]
     assert 0 < saved < 30 and record[1]["resumed_from_step"] == saved, record
     assert f"Capacity ladder: rung 1 calendar@{ZONE} could not give the whole slice" in log
-    tries = result.xcoms["wait_for_rewards.rungs"]
+    tries = result.xcoms["create_cluster.rungs"]  # the ladder's record
     assert [(t["rung"], t["outcome"]) for t in tries] == [
         (f"calendar@{ZONE}", "capacity_ended"),
         (f"flex_start@{NEXT_ZONE}", "ready"),

@@ -27,11 +27,10 @@ from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster.blueprint import cluster_labels, default_state_prefix, deployment_vars
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
+from tpu_rl.names import DAG_ID, JANITOR_DAG_ID
 from tpu_rl.run_record import run_record
 from tpu_rl.settings.run_settings import load_settings
 
-MAIN_DAG = "tpu_rl_post_training"
-JANITOR_DAG = "tpu_rl_janitor"
 KILLED_RUN = "manual__2026-01-01T00:00:00+00:00"
 OLD_RUN = "manual__2025-12-01T00:00:00+00:00"
 OTHER_DEPLOYMENT_RUN = "manual__2025-12-24T00:00:00+00:00"
@@ -123,20 +122,20 @@ def make_active_run() -> None:
     conf = {**SETTINGS, "cluster_name": "rl-busy"}
     with create_session() as session:  # the only active run: the worker's DB outlives tests
         session.query(DagRun).filter(
-            DagRun.dag_id == MAIN_DAG, DagRun.state.in_(("running", "queued"))
+            DagRun.dag_id == DAG_ID, DagRun.state.in_(("running", "queued"))
         ).update({"state": "failed"}, synchronize_session=False)
-    trigger_dag(MAIN_DAG, triggered_by=DagRunTriggeredByType.TEST, run_id=ACTIVE_RUN, conf=conf)
+    trigger_dag(DAG_ID, triggered_by=DagRunTriggeredByType.TEST, run_id=ACTIVE_RUN, conf=conf)
     with create_session() as session:
-        session.query(DagRun).filter_by(dag_id=MAIN_DAG, run_id=ACTIVE_RUN).update(
+        session.query(DagRun).filter_by(dag_id=DAG_ID, run_id=ACTIVE_RUN).update(
             {"state": "running"}
         )
         session.query(TaskInstance).filter_by(
-            dag_id=MAIN_DAG, run_id=ACTIVE_RUN, task_id="validate"
+            dag_id=DAG_ID, run_id=ACTIVE_RUN, task_id="validate"
         ).update({"state": "success"})
     XComModel.set(
         key="return_value",
         value=run_record(load_settings(conf).to_dict(), THIS_DEPLOYMENT),
-        dag_id=MAIN_DAG,
+        dag_id=DAG_ID,
         task_id="validate",
         run_id=ACTIVE_RUN,
         serialize=False,  # stored as a task's push stores it: JSON as the Task SDK sent it
@@ -148,7 +147,7 @@ def set_run_state(run_id: str, state: str) -> None:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        session.query(DagRun).filter_by(dag_id=MAIN_DAG, run_id=run_id).update({"state": state})
+        session.query(DagRun).filter_by(dag_id=DAG_ID, run_id=run_id).update({"state": state})
 
 
 def janitor(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -163,13 +162,13 @@ def janitor_run(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
     from sandbox.dagbags import DagBag
 
-    dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[JANITOR_DAG]
+    dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[JANITOR_DAG_ID]
     dag_run = dag.test(run_conf=conf)
     with create_session() as session:
         xcoms = {
             x.task_id: x.value
             for x in session.query(XComModel).filter_by(
-                dag_id=JANITOR_DAG, run_id=dag_run.run_id, key="return_value"
+                dag_id=JANITOR_DAG_ID, run_id=dag_run.run_id, key="return_value"
             )
         }
     return getattr(dag_run.state, "value", dag_run.state), xcoms.get("report") or xcoms["sweep"]

@@ -98,8 +98,10 @@ def failures(lines: dict[str, str]) -> dict[str, str]:
     [(SETTINGS, CREATE_CHECKS), (EXISTING, EXISTING_CHECKS)],
     ids=["create", "existing"],
 )
-def test_every_check_passes_and_nothing_is_changed(box, preflight, conf, checks):
-    """Every check applies and passes; every request to every emulator reads."""
+def test_every_check_passes_and_nothing_is_changed(box, preflight, conf, checks, monkeypatch):
+    """Every check applies and passes; every request to every emulator reads; Compute Engine
+    and Resource Manager are read through their typed clients (issue 45)."""
+    clients = typed_clients_of_requests(monkeypatch)
     google, kube, gcs = (
         len(box.google.requests),
         len(box.emu.requests),
@@ -120,6 +122,34 @@ def test_every_check_passes_and_nothing_is_changed(box, preflight, conf, checks)
     ]
     assert changing == []
     assert box.control_plane.deleted == []
+    assert set(clients) >= {"compute.googleapis.com", "cloudresourcemanager.googleapis.com"}
+    assert all(kind == "typed" for kind in clients.values()), clients
+
+
+TYPED_HOSTS = ("compute.googleapis.com", "cloudresourcemanager.googleapis.com")
+
+
+def typed_clients_of_requests(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """{host: "typed" or what else sent a request to Compute Engine or Resource Manager}: a
+    typed client names its library in `x-goog-api-client` (google-api-core 2.44
+    client_info.py line 106: `gapic/{gapic_version}`), a plain session sends none; an HTTP
+    request at all is the REST transport's (gRPC would not reach the sandbox)."""
+    import requests
+
+    seen: dict[str, str] = {}
+    send = requests.Session.request
+
+    def recording(session: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        host = next((h for h in TYPED_HOSTS if f"/{h}/" in url), None)
+        if host is not None:
+            client = str((kwargs.get("headers") or {}).get("x-goog-api-client", ""))
+            typed = "gapic/" in client
+            if seen.get(host, "typed") == "typed":
+                seen[host] = "typed" if typed else f"{method} {url} ({client or 'no client'})"
+        return send(session, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "request", recording)
+    return seen
 
 
 def existing_bucket(box: Sandbox, name: str, location: str, protected: bool) -> dict[str, Any]:
@@ -292,9 +322,8 @@ def test_a_token_with_a_line_break_inside_is_refused_before_any_request(
     sent = len(box.google.requests)
     status, output = preflight_output(SETTINGS, tmp_path, capsys)
     assert status == 1
-    assert "FAIL hf token: connection 'huggingface_default': its password holds whitespace" in (
-        output
-    )
+    whitespace = "its password holds whitespace"
+    assert f"FAIL hf connection: connection 'huggingface_default': {whitespace}" in output
     assert "SECRET" not in output and "token123" not in output, output
     assert [r for r in box.google.requests[sent:] if r[1] == "huggingface.co"] == []
     with pytest.raises(AirflowFailException, match="holds whitespace") as failed:  # no retry
@@ -333,6 +362,23 @@ def test_an_existing_cluster_refusal_fails_its_check(box, preflight, change, che
         undo()
     assert status == 1 and set(failures(lines)) == {check}, lines
     assert words in lines[check] and " -> fix: " in lines[check], lines[check]
+
+
+def test_past_a_cluster_that_is_not_standard_the_cluster_checks_say_why_they_did_not_run(
+    box, tmp_path, capsys
+):
+    """Every check has its line: the ones needing the cluster are SKIPPED, naming the check
+    that failed (before issue 45 they were left out)."""
+    preflight_output(EXISTING, tmp_path, capsys)  # the cluster is provisioned on its first read
+    undo = fault.autopilot(box.emu)
+    try:
+        status, output = preflight_output(EXISTING, tmp_path, capsys)
+    finally:
+        undo()
+    assert status == 1 and "FAIL gke standard: " in output
+    why = "needs an existing GKE Standard cluster (gke standard failed)"
+    for check in ("node pools", "jobset installed", "priority class"):
+        assert f"SKIPPED {check}: {why}" in output, output
 
 
 def test_a_missing_priority_class_fails_with_the_fix(box, preflight, monkeypatch):

@@ -21,10 +21,13 @@ from tools.bench.trigger_scaling import (
 from tpu_rl.rewards.trigger import RewardTrigger
 
 NS, JOB, POD, C = "default", "job-rl-x-train", "job-rl-x-train-0", "maxtext"
-PRE = "W1129 10:00:00.1 1 train_rl.py:824] Pre RL Training: corr=8, total=64, accuracy=12.5%, "
+PRE = "W1129 10:00:00.1 1 train_rl.py:785] Pre RL Training: corr=8, total=64, accuracy=12.5%, "
 PRE += "partial_accuracy=20.3125%, format_accuracy=85.9375%, mean_reward=0.0821\n"
 
-STEP = "I1129 10:00:01.{n:02d} 1 rl_cluster.py:573] Train step {n}/50 done\n"
+STEP = (
+    "I1129 10:00:01.{n:02d} 1 peft_trainer.py:735] Train step {n} training loss: 0.693147  - "
+    "training perplexity: 2.000000\n"
+)
 
 
 def process(waits: int, grown_mib: float, cpu_s: float) -> dict[str, Any]:

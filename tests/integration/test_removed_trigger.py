@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
-from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from sandbox.cloud import SandboxCredentials
 from sandbox.kube_emulator import KubeEmulator

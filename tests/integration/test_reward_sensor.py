@@ -12,15 +12,19 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
-from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
-from airflow.sdk.exceptions import (
+from airflow.providers.common.compat.sdk import (
     AirflowException,
     AirflowFailException,
-    AirflowRescheduleException,
     AirflowSensorTimeout,
     TaskDeferred,
 )
+from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
+
+try:
+    from airflow.sdk.exceptions import AirflowRescheduleException
+except ImportError:  # task-sdk 1.1 (Airflow 3.1) raises Airflow core's
+    from airflow.exceptions import AirflowRescheduleException
 
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from tests.integration.test_reward_trigger import (

@@ -14,10 +14,11 @@ import psutil
 import pytest
 
 from sandbox.harness import SETTINGS
-from sandbox.processes.api import DAG_ID, AirflowApi
+from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import finish, start_run
 from sandbox.vertex_api import VertexRegistryFake
+from tpu_rl.names import DAG_ID
 
 MODEL_ID = "gemma-rl"
 IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64

@@ -222,8 +222,9 @@ def test_preemption_fails_the_jobset_and_the_client(emu: KubeEmulator, gcs: GcsE
         train = wait_for(lambda: emu.list("pods", NS, "job-name=rl-1-train"))[0]["metadata"]
         wait_for(lambda: emu.get("pods", NS, train["name"])["status"]["phase"] == "Failed")
         log = full_log(emu, train["name"])
-        assert "UNAVAILABLE: Pathways worker disconnected" in log and "Train step 3/30" in log
-        assert "Train step 4/30" not in log
+        # step 3 was computed, its line (an update late, Tunix's) was still to come
+        assert "UNAVAILABLE: Pathways worker disconnected" in log and "Train step 2 " in log
+        assert "Train step 3 " not in log
         state = emu.get("pods", NS, train["name"])["status"]["containerStatuses"][0]["state"]
         assert state["terminated"]["exitCode"] == 1
         backend = lambda: emu.get("jobsets", NS, "rl-1-backend")["status"]  # noqa: E731
@@ -258,8 +259,8 @@ def test_resumed_client_starts_at_the_newest_complete_checkpoint(
     assert "Restored params from step: 20 in " in log
     pre = next(line for line in log.splitlines() if "Pre RL Training:" in line)
     assert f"mean_reward={DEFAULT_PRE.mean_reward:.4f}" not in pre
-    assert "Train step 20/40" not in log and "Train step 21/40 done" in log
-    assert log.index("Restored params") < log.index("Pre RL Training") < log.index("step 21/40")
+    assert "Train step 20 " not in log and "Train step 21 training loss: " in log
+    assert log.index("Restored params") < log.index("Pre RL Training") < log.index("step 21 ")
     names = gcs.names(BUCKET, "gemma4-26b/trained/rl-1/checkpoints/actor/30/")
     assert any(n.endswith("/_CHECKPOINT_METADATA") for n in names)  # saved again, complete
     attempt = emu.ledger.attempts[0]

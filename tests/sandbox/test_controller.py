@@ -132,7 +132,7 @@ def test_grpo_client_prints_maxtext_lines_and_writes_checkpoints(emu: KubeEmulat
     assert [text.index(m) for m in marks] == sorted(text.index(m) for m in marks)
     post = next(line for line in text.splitlines() if "Post RL Training" in line)
     assert (
-        post.startswith("W") and " train_rl.py:824] Post RL Training: corr=12, total=64, " in post
+        post.startswith("W") and " train_rl.py:823] Post RL Training: corr=12, total=64, " in post
     )
     assert post.endswith(
         "accuracy=18.75%, partial_accuracy=20.3125%, format_accuracy=85.9375%, mean_reward=0.1234"

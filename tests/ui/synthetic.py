@@ -1,4 +1,5 @@
-"""Synthetic runs of tpu_rl_post_training in Airflow's DB: DagRuns, task instances, XComs.
+"""Synthetic runs of tpu_rl_post_training in Airflow's DB: DagRuns, task instances, and the
+parts of their summaries (tpu_rl.run_summary) the page reads.
 
 Bulk inserts with the shapes the real tasks write: every 7th run stopped by the gate, the
 newest one still running. A finished run's timeline, from its start: create_cluster 0-15 min,
@@ -12,9 +13,11 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, text
 
-DAG_ID = "tpu_rl_post_training"
+from tpu_rl.names import DAG_ID
+from tpu_rl.run_summary import SUMMARY_KEY
+
 START = datetime(2026, 1, 5, 6, 0, tzinfo=UTC)
 POOL_SECONDS = 2 * 3600.0
 RUN_HOURS = 4
@@ -97,7 +100,7 @@ def add_runs(count: int) -> list[str]:
         xcoms = [
             x
             for run_id, (i, running, stopped) in plan.items()
-            for x in _xcoms(ids[run_id], run_id, i, running, stopped)
+            for x in _summaries(ids[run_id], run_id, i, running, stopped)
         ]
         if xcoms:  # a lone running run has none
             session.execute(insert(XComModel.__table__), xcoms)
@@ -128,41 +131,83 @@ def ti_row(
     }
 
 
-def _xcoms(dag_run_id: int, run_id: str, i: int, running: bool, stopped: bool) -> list[dict]:
+def _summaries(dag_run_id: int, run_id: str, i: int, running: bool, stopped: bool) -> list[dict]:
+    """The parts of the run's summary its tasks wrote, by task."""
     if running:
         return []
     pre, post = rewards(i)
-    values: dict[tuple[str, str], Any] = {
-        ("wait_for_rewards", "return_value"): {
-            "pre": _metrics(pre, 8),
-            "post": _metrics(post, 6 if stopped else 12),
-            "post_time": "2026-01-05T08:00:00Z",
+    parts: dict[str, dict[str, Any]] = {
+        "wait_for_rewards": {
+            "rewards": {"pre": _metrics(pre, 8), "post": _metrics(post, 6 if stopped else 12)}
         }
     }
     if stopped:  # what the failure callback records
-        values[("gate", "failure")] = (
-            f"reward gate: post-training mean_reward={post:.4f} is below pre-training "
+        parts["gate"] = {
+            "failure": f"reward gate: post-training mean_reward={post:.4f} is below pre-training "
             f"mean_reward={pre:.4f} + min_reward_gain=0; not exporting"
-        )
+        }
     else:
         export = f"gs://bucket/gemma4-26b/hf-trained/rl-{i:010d}/"
-        values[("gate", "return_value")] = {
-            "pre_mean_reward": pre,
-            "post_mean_reward": post,
-            "gain": post - pre,
-        }
-        values[("export", "checkpoint_step")] = 50
-        values[("verify", "return_value")] = export
-    return [
-        {
-            "dag_run_id": dag_run_id,
-            "dag_id": DAG_ID,
-            "run_id": run_id,
-            "task_id": task,
-            "key": key,
-            "map_index": -1,
-            "value": value,
-            "timestamp": START,
-        }
-        for (task, key), value in values.items()
-    ]
+        parts["gate"] = {"gate": {"pre_mean_reward": pre, "post_mean_reward": post,
+                                  "gain": post - pre}}  # fmt: skip
+        parts["export"] = {"checkpoint_step": 50}
+        parts["verify"] = {"export_uri": export}
+    return [_summary_row(dag_run_id, run_id, task_id, part) for task_id, part in parts.items()]
+
+
+def _summary_row(dag_run_id: int, run_id: str, task_id: str, part: Any) -> dict[str, Any]:
+    return {"dag_run_id": dag_run_id, "dag_id": DAG_ID, "run_id": run_id, "task_id": task_id,
+            "key": SUMMARY_KEY, "map_index": -1, "value": part, "timestamp": START}  # fmt: skip
+
+
+class RawText(str):
+    """Text stored in the JSON column as it is: what no JSON type would write (SQLite's JSON
+    column is TEXT and takes it; a driver's JSON type fails the whole query reading it)."""
+
+
+def put_summary(session: Any, run_id: str, task_id: str, **fields: Any) -> None:
+    """Set `fields` in `task_id`'s part of the run's summary, as tpu_rl.run_summary's
+    write_summary does."""
+    from airflow.models.xcom import XComModel
+
+    _, where = _part_of(session, run_id, task_id)
+    part = session.scalar(select(XComModel.value).where(*where))
+    put_part(session, run_id, task_id, {**(part if isinstance(part, dict) else {}), **fields})
+
+
+def put_part(session: Any, run_id: str, task_id: str, part: Any) -> None:
+    """Store `part` as `task_id`'s whole part of the run's summary (RawText: as that text)."""
+    from airflow.models.xcom import XComModel
+
+    dag_run_id, where = _part_of(session, run_id, task_id)
+    session.execute(delete(XComModel).where(*where))
+    value = None if isinstance(part, RawText) else part
+    session.execute(insert(XComModel.__table__), [_summary_row(dag_run_id, run_id, task_id, value)])
+    if isinstance(part, RawText):
+        session.execute(
+            text("UPDATE xcom SET value = :v WHERE dag_run_id = :r AND task_id = :t AND key = :k"),
+            {"v": str(part), "r": dag_run_id, "t": task_id, "k": SUMMARY_KEY},
+        )
+
+
+def _part_of(session: Any, run_id: str, task_id: str) -> tuple[int, tuple[Any, ...]]:
+    """The run's id in the DB, and the condition that finds the task's part."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+
+    dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
+    where = (
+        XComModel.dag_run_id == dag_run_id,
+        XComModel.task_id == task_id,
+        XComModel.key == SUMMARY_KEY,
+    )
+    return dag_run_id, where
+
+
+def drop_summary(session: Any, run_id: str) -> None:
+    """Remove the run's summary: a run made before its tasks kept one."""
+    from airflow.models.xcom import XComModel
+
+    session.execute(
+        delete(XComModel).where(XComModel.run_id == run_id, XComModel.key == SUMMARY_KEY)
+    )

@@ -31,8 +31,8 @@ from sandbox.processes.runs import task_errors
 from tests.conftest import REPO
 from tests.ui.chromium import Chromium, chromium_path
 from tools.demo_ui import PASSWORD
+from tpu_rl.names import DAG_ID, JANITOR_DAG_ID
 
-DAG_ID = "tpu_rl_post_training"
 SHOTS = REPO / "test-artifacts" / "demo-ui"
 READY_S, RUN_S = 300, 600  # on a loaded 2-core machine a run of 16 tasks took 2.5 min; now 20
 
@@ -170,7 +170,7 @@ def janitor_runs_in_the_sandbox(api: AirflowApi) -> None:
     """Issue 28: the janitor made no run while Airflow started (it starts paused); unpaused as
     its form's "Unpause on trigger" does, its sweeps (triggered and scheduled) read the
     sandbox's project and region from the demo's Variable and succeed."""
-    janitor = "tpu_rl_janitor"
+    janitor = JANITOR_DAG_ID
     assert api.client.get(f"/dags/{janitor}").json()["is_paused"] is True
     assert api.client.get(f"/dags/{janitor}/dagRuns").json()["dag_runs"] == []
     api.client.patch(f"/dags/{janitor}", json={"is_paused": False}).raise_for_status()

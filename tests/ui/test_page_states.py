@@ -9,7 +9,7 @@ import pytest
 
 from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
-from tests.ui.test_ui_malformed import put_xcom, run_id
+from tests.ui.test_ui_malformed import run_id
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
@@ -59,7 +59,7 @@ def test_a_run_with_a_malformed_xcom_shows_its_error_under_its_row(
 
     synthetic.add_runs(3)
     with create_session() as session:  # the gate's verdict as a text, not an object
-        put_xcom(session, run_id(1), "gate", "return_value", "passed")
+        synthetic.put_summary(session, run_id(1), "gate", gate="passed")
     state = open_page(browser, ui_server, auth_token)
     assert state == "ready"
     assert browser.evaluate("document.querySelectorAll('#runs tr.run').length") == 3
@@ -70,6 +70,32 @@ def test_a_run_with_a_malformed_xcom_shows_its_error_under_its_row(
     assert errors == [
         [
             run_id(1),
-            "data error: XCom gate.return_value: the value should be an object but is a text",
+            "data error: gate's gate: the value should be an object but is a text",
+        ]
+    ]
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_a_run_without_a_summary_says_so_under_its_row(airflow_db, auth_token, ui_server, browser):
+    """A run made before its tasks kept a summary (tpu_rl.run_summary) keeps its row, with a
+    line under it saying there is none and where its results are."""
+    from airflow.utils.session import create_session
+
+    synthetic.add_runs(3)
+    with create_session() as session:
+        synthetic.drop_summary(session, run_id(0))
+    assert open_page(browser, ui_server, auth_token) == "ready"
+    assert browser.evaluate("document.querySelectorAll('#runs tr.run').length") == 3
+    notes = browser.evaluate(
+        "[...document.querySelectorAll('#runs tr.no-summary')]"
+        ".map(t => [t.previousElementSibling.cells[0].textContent, t.textContent])"
+    )
+    assert notes == [
+        [
+            run_id(0),
+            "no run summary: this run was made before its tasks kept one; its rewards and "
+            "results are in its XComs and its note",
         ]
     ]

@@ -15,10 +15,10 @@ import pytest
 
 from tests.conftest import REPO
 from tests.ui.chromium import Chromium, chromium_path
+from tpu_rl.names import DAG_ID, JANITOR_DAG_ID
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
-DAG_ID = "tpu_rl_post_training"
 SCREENSHOTS = REPO / "test-artifacts"
 # The fields the form marks required (a type without null: the settings without a default), as a
 # user fills them.
@@ -177,7 +177,7 @@ def test_the_trigger_forms_take_only_the_required_fields(
     main = Form(DAG_ID, {None: REQUIRED, "Google Cloud": {"kueue_queue": ""}}, "trigger-form.png")
     # a dry run needs no bucket
     janitor = Form(
-        "tpu_rl_janitor",
+        JANITOR_DAG_ID,
         {"What to sweep": {"project": REQUIRED["project"], "region": REQUIRED["region"]}},
         "janitor-form.png",
     )

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.ui import synthetic
+from tpu_rl.names import DAG_ID
 
 RUNS = 500
 STATEMENTS_PER_REQUEST = 10  # whatever the number of runs (3 when this was written)
@@ -104,15 +105,12 @@ def test_without_a_reservation_the_tpu_nodes_bill_convert_and_export_included(cl
     assert row["host_hours"] == pytest.approx(8 * seconds / 3600)
 
 
-def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_their_xcom(
+def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_its_summary(
     client, auth_token
 ):
-    """A failed wait pushes its attempts under the key 'attempts' (its return value never
-    comes): the row lists each with its TPU node-hours and the steps computed again."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.xcom import XComModel
+    """A failed wait writes its attempts as the summary's `attempts` (its rewards never come):
+    the row lists each with its TPU node-hours and the steps computed again."""
     from airflow.utils.session import create_session
-    from sqlalchemy import insert, select
 
     run_id = "scheduled__synthetic-0003"  # a run that ended failed
     set_conf(run_id, {"capacity": "spot", "reservation": ""})
@@ -124,11 +122,7 @@ def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_their_x
          "outcome": "capacity_lost", "resumed_from_step": 50, "reached_step": 58, "tpu_hosts": 8},
     ]  # fmt: skip
     with create_session() as session:
-        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
-        row = {"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run_id,
-               "task_id": "wait_for_rewards", "key": "attempts", "map_index": -1,
-               "value": attempts, "timestamp": synthetic.START}  # fmt: skip
-        session.execute(insert(XComModel.__table__), [row])
+        synthetic.put_part(session, run_id, "wait_for_rewards", {"attempts": attempts})
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     # no node records: a Spot pool the run created is static (gcluster's static_node_count)
     assert row["tpu_hours_rule"] == "created_pool" and "Spot" in row["tpu_hours_rule_text"]
@@ -139,15 +133,10 @@ def test_a_spot_run_bills_its_nodes_and_a_failed_runs_attempts_show_from_their_x
     assert all(r["attempts"] == [] and r["steps_recomputed"] == 0 for r in others)
 
 
-def test_the_ladders_tries_are_the_newest_pushed_by_any_step_that_moved_the_run(client, auth_token):
-    """create_cluster pushes the first try, convert (or start_backend, or the reward wait) the
-    whole list again when it moves the run: the row shows the newest."""
-    from datetime import timedelta
-
-    from airflow.models.dagrun import DagRun
-    from airflow.models.xcom import XComModel
+def test_the_ladders_tries_are_create_clusters_part_of_the_summary(client, auth_token):
+    """The ladder's tries are create_cluster's part of the summary, whichever step moved the
+    run (tpu_rl.cluster.rung_record writes both): the row shows them."""
     from airflow.utils.session import create_session
-    from sqlalchemy import insert, select
 
     run_id = "scheduled__synthetic-0004"
     first = {
@@ -160,18 +149,7 @@ def test_the_ladders_tries_are_the_newest_pushed_by_any_step_that_moved_the_run(
     moved = [{**first, "outcome": "no_slice", "reason": "GCE out of resources"},
              {**first, "rung": "flex_start@us-east5-a"}]  # fmt: skip
     with create_session() as session:
-        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
-        base = {"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run_id,
-                "key": "rungs", "map_index": -1}  # fmt: skip
-        session.execute(
-            insert(XComModel.__table__),
-            [
-                {**base, "task_id": "convert", "value": moved,
-                 "timestamp": synthetic.START + timedelta(minutes=20)},
-                {**base, "task_id": "create_cluster", "value": [first],
-                 "timestamp": synthetic.START + timedelta(minutes=10)},
-            ],
-        )  # fmt: skip
+        synthetic.put_summary(session, run_id, "create_cluster", rungs=moved)
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     assert [(t["rung"], t["outcome"]) for t in row["rungs"]] == [
         ("flex_start@us-east5-b", "no_slice"),
@@ -225,6 +203,54 @@ def test_a_failed_runs_tpu_hours_end_where_its_backend_was_deleted(
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     hours = (ends[pool_end_task] - pool_start).total_seconds() / 3600
     assert row["host_hours"] == pytest.approx(8 * hours)  # 8 hosts of v6e-32
+
+
+def test_a_run_made_before_the_summary_shows_what_airflow_knows_and_says_so(client, auth_token):
+    """A run that ended without a summary (made before its tasks kept one): its state, times,
+    the gate's verdict and the hours its tasks' times give; no rewards or results, and
+    `summary` false, which the page says under its row. A run still going is not one."""
+    from airflow.utils.session import create_session
+
+    before = {r["run_id"]: r for r in get_runs(client, auth_token)}
+    old = "scheduled__synthetic-0000"
+    with create_session() as session:
+        synthetic.drop_summary(session, old)
+    after = {r["run_id"]: r for r in get_runs(client, auth_token)}
+    row, was = after[old], before[old]
+    assert row["summary"] is False and was["summary"] is True
+    for key in ("state", "run_after", "duration_seconds", "gate", "host_hours", "run_url"):
+        assert row[key] == was[key], key
+    assert row["pre_mean_reward"] is None and row["export_uri"] is None
+    assert row["evaluations"] == [] and row["error"] is None
+    running = after[f"scheduled__synthetic-{RUNS - 1:04d}"]  # no part yet, still running
+    assert running["summary"] is True
+    assert all(r == before[r["run_id"]] for r in after.values() if r["run_id"] != old)
+
+
+def test_the_rows_read_the_summarys_key_alone_each_field_from_its_writer(client, auth_token):
+    """What the page reads of a run is its summary (tpu_rl.run_summary): another XCom of the
+    run's tasks changes nothing, and a field in the part of a task that does not write it is
+    not shown (a field of a newer version neither, nor is it an error)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert, select
+
+    run_id = "scheduled__synthetic-0000"
+    before = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
+    with create_session() as session:
+        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
+        base = {"dag_run_id": dag_run_id, "dag_id": DAG_ID, "run_id": run_id, "map_index": -1,
+                "timestamp": synthetic.START}  # fmt: skip
+        session.execute(
+            insert(XComModel.__table__),
+            [{**base, "task_id": "verify", "key": "return_value", "value": "gs://other/"},
+             {**base, "task_id": "export", "key": "checkpoint_step", "value": 7}],
+        )  # fmt: skip
+        synthetic.put_summary(session, run_id, "gate", export_uri="gs://b/not-verified/")
+        synthetic.put_summary(session, run_id, "verify", progress={"step": 3})
+    row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
+    assert row == before
 
 
 def test_limit(client, auth_token):

@@ -9,7 +9,7 @@ from tests.conftest import REPO
 from tests.ui import synthetic
 from tests.ui.chromium import chromium_path
 from tests.ui.test_page_states import open_page
-from tests.ui.test_ui_malformed import put_xcom, run_id
+from tests.ui.test_ui_malformed import run_id
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
@@ -64,9 +64,9 @@ def test_a_chart_per_metric_with_the_exported_step_ringed(
 
     synthetic.add_runs(3)  # run 2 is still running: no evaluations
     with create_session() as session:
-        put_xcom(session, run_id(1), "wait_for_rewards", "return_value", REWARDS)
-        put_xcom(session, run_id(1), "gate", "return_value", GATE)
-        put_xcom(session, run_id(1), "export", "checkpoint_step", 40)
+        synthetic.put_summary(session, run_id(1), "wait_for_rewards", rewards=REWARDS)
+        synthetic.put_summary(session, run_id(1), "gate", gate=GATE)
+        synthetic.put_summary(session, run_id(1), "export", checkpoint_step=40)
     assert open_page(browser, ui_server, auth_token) == "ready"
     options = browser.evaluate(
         "[...document.querySelectorAll('#eval-run option')].map(o => o.value)"

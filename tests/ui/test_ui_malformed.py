@@ -1,5 +1,5 @@
-"""One malformed XCom or run costs its own row, not the page: the API answers 200, the other
-rows are what they were, the bad row says what it could not read."""
+"""One malformed part of a run's summary, value in it, or run costs its own row, not the page: the
+API answers 200, the other rows are what they were, the bad row says what it could not read."""
 
 from __future__ import annotations
 
@@ -9,44 +9,39 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.ui import synthetic
+from tests.ui.synthetic import RawText, put_part, put_summary
 
 RUNS = 40
 
-
-class RawText(str):
-    """Text stored in the JSON column as it is: what no JSON type would write (SQLite's JSON
-    column is TEXT and takes it; a driver's JSON type fails the whole query reading it)."""
-
-
-# run number -> (task_id, key, value stored, what the row's error must say). The runs are ones
-# the gate passed (every 7th from the 4th is stopped), except 3, stopped: its failure message.
-MALFORMED: dict[int, tuple[str, str, Any, str]] = {
-    0: ("wait_for_rewards", "return_value", [0.1, 0.2],
-        "XCom wait_for_rewards.return_value: the value should be an object but is a list"),
-    1: ("wait_for_rewards", "return_value", {"pre": {"mean_reward": "high"}, "post": {}},
-        "XCom wait_for_rewards.return_value: pre's mean_reward should be a number but is a text"),
-    2: ("wait_for_rewards", "return_value", RawText('{"pre": {"mean_reward": 0.1'),
-        "XCom wait_for_rewards.return_value: unparseable JSON"),
+# run number -> (task_id, field of its summary part, value stored, what the row's error must
+# say). The runs are ones the gate passed (every 7th from the 4th is stopped), except 3,
+# stopped: its failure message. No field: the value stored as the whole part.
+MALFORMED: dict[int, tuple[str, str | None, Any, str]] = {
+    0: ("wait_for_rewards", "rewards", [0.1, 0.2],
+        "wait_for_rewards's rewards: the value should be an object but is a list"),
+    1: ("wait_for_rewards", "rewards", {"pre": {"mean_reward": "high"}, "post": {}},
+        "wait_for_rewards's rewards: pre's mean_reward should be a number but is a text"),
+    2: ("wait_for_rewards", None, RawText('{"rewards": {"pre": {"mean_reward": 0.1'),
+        "summary of wait_for_rewards: unparseable JSON"),
     3: ("gate", "failure", {"message": "gate"},
-        "XCom gate.failure: the value should be a text but is an object"),
+        "gate's failure: the value should be a text but is an object"),
     4: ("wait_for_rewards", "attempts", {"attempt": 1},
-        "XCom wait_for_rewards.attempts: the value should be a list but is an object"),
+        "wait_for_rewards's attempts: the value should be a list but is an object"),
     5: ("wait_for_rewards", "attempts",
         [{"attempt": 1, "started": "yesterday", "ended": "2026-01-26T07:20:00+00:00"}],
-        "XCom wait_for_rewards.attempts: attempt 1's started should be a time but is a text"),
-    6: ("gate", "return_value", "passed",
-        "XCom gate.return_value: the value should be an object but is a text"),
-    8: ("verify", "return_value", 42,
-        "XCom verify.return_value: the value should be a gs:// URI but is a number"),
+        "wait_for_rewards's attempts: attempt 1's started should be a time but is a text"),
+    6: ("gate", "gate", "passed", "gate's gate: the value should be an object but is a text"),
+    8: ("verify", "export_uri", 42,
+        "verify's export_uri: the value should be a gs:// URI but is a number"),
     9: ("export", "checkpoint_step", "fifty",
-        "XCom export.checkpoint_step: the value should be an integer but is a text"),
-    11: ("convert", "tpu_nodes", [{"nodes": {"gke-tpu-0": 1.0}}],
-         "XCom convert.tpu_nodes: look 1's at should be a number but is null"),
-    12: ("export", "tpu_nodes", "not a list",
-         "XCom export.tpu_nodes: the value should be a list but is a text"),
+        "export's checkpoint_step: the value should be an integer but is a text"),
+    11: ("convert", "looks", [{"nodes": {"gke-tpu-0": 1.0}}],
+         "convert's looks: look 1's at should be a number but is null"),
+    12: ("export", "looks", "not a list",
+         "export's looks: the value should be a list but is a text"),
     # a serialized XCom (XComModel.serialize_value's JSON text) whose text is no JSON
-    13: ("wait_for_rewards", "return_value", '{"pre": ',
-         "XCom wait_for_rewards.return_value: the value should be an object but is a text"),
+    13: ("wait_for_rewards", None, '{"rewards": ',
+         "summary of wait_for_rewards: the part should be an object but is a text"),
 }  # fmt: skip
 # run number -> (conf stored, what the row's error must say)
 BAD_CONFS: dict[int, tuple[Any, str]] = {
@@ -62,24 +57,12 @@ def run_id(i: int) -> str:
     return f"scheduled__synthetic-{i:04d}"
 
 
-def put_xcom(session: Any, run: str, task_id: str, key: str, value: Any) -> None:
-    """Store `value` as the run's XCom (task_id, key), replacing one there."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.xcom import XComModel
-    from sqlalchemy import delete, insert, select, text
-
-    dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run))
-    where = (XComModel.dag_run_id == dag_run_id, XComModel.task_id == task_id)
-    session.execute(delete(XComModel).where(*where, XComModel.key == key))
-    row = {"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run,
-           "task_id": task_id, "key": key, "map_index": -1, "timestamp": synthetic.START,
-           "value": None if isinstance(value, RawText) else value}  # fmt: skip
-    session.execute(insert(XComModel.__table__), [row])
-    if isinstance(value, RawText):
-        session.execute(
-            text("UPDATE xcom SET value = :v WHERE dag_run_id = :r AND task_id = :t AND key = :k"),
-            {"v": str(value), "r": dag_run_id, "t": task_id, "k": key},
-        )
+def put_value(session: Any, run: str, task_id: str, field: str | None, value: Any) -> None:
+    """Store `value` as `field` of the task's summary part (None: as the whole part)."""
+    if field is None:
+        put_part(session, run, task_id, value)
+    else:
+        put_summary(session, run, task_id, **{field: value})
 
 
 def put_conf(session: Any, run: str, conf: Any) -> None:
@@ -98,8 +81,8 @@ def seed_malformed() -> None:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        for i, (task_id, key, value, _) in MALFORMED.items():
-            put_xcom(session, run_id(i), task_id, key, value)
+        for i, (task_id, field, value, _) in MALFORMED.items():
+            put_value(session, run_id(i), task_id, field, value)
         for i, (conf, _) in BAD_CONFS.items():
             put_conf(session, run_id(i), conf)
 

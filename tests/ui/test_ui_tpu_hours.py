@@ -25,10 +25,7 @@ def test_the_tpu_nodes_the_steps_saw_bill_as_in_the_run_report(client, auth_toke
     into the run, seen by convert, gone at export's look a minute after the reward wait: the
     row bills 8 nodes x that life, the run report's computation (tpu_rl.report.billing) gives
     the same figure, and the row names the rule and the price."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
-    from sqlalchemy import insert, select
 
     from tpu_rl.report.billing import tpu_billing
     from tpu_rl.settings.run_settings import RunSettings
@@ -45,14 +42,8 @@ def test_the_tpu_nodes_the_steps_saw_bill_as_in_the_run_report(client, auth_toke
         "export": [{"at": gone_at, "nodes": {}}],
     }
     with create_session() as session:
-        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
-        rows = [
-            {"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run_id,
-             "task_id": task_id, "key": "tpu_nodes", "map_index": -1, "value": value,
-             "timestamp": synthetic.START}
-            for task_id, value in looks.items()
-        ]  # fmt: skip
-        session.execute(insert(XComModel.__table__), rows)
+        for task_id, value in looks.items():
+            synthetic.put_summary(session, run_id, task_id, looks=value)
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     assert row["tpu_hours_rule"] == "tpu_node_life"
     assert "cleanup_cluster's end" in row["tpu_hours_rule_text"]
@@ -69,14 +60,13 @@ def test_the_tpu_nodes_the_steps_saw_bill_as_in_the_run_report(client, auth_toke
 
 
 def test_a_run_whose_outcome_counted_its_cost_shows_that_figure(client, auth_token):
-    """outcome's `tpu_cost` XCom is the run's one cost: the row shows it as counted, not a count
-    of its own to another end (on main the page counted to cleanup_cluster's end while the
-    report had counted to verify's time: $1.43 on the page, $1.66 in the report)."""
-    from airflow.models.dagrun import DagRun
+    """outcome's count (its summary's `cost`) is the run's one cost: the row shows it as
+    counted, not a count of its own to another end (on main the page counted to
+    cleanup_cluster's end while the report had counted to verify's time: $1.43 on the page,
+    $1.66 in the report)."""
     from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
-    from sqlalchemy import insert, select
+    from sqlalchemy import insert
 
     run_id = "scheduled__synthetic-0000"
     counted = {
@@ -88,17 +78,11 @@ def test_a_run_whose_outcome_counted_its_cost_shows_that_figure(client, auth_tok
         "price": {"capacity": "reservation", "usd_per_chip_hour": 2.7},
     }
     with create_session() as session:
-        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
         end = synthetic.START + timedelta(hours=synthetic.RUN_HOURS)
         session.execute(
             insert(TaskInstance.__table__), [synthetic.ti_row(run_id, "outcome", "success", end)]
         )
-        session.execute(
-            insert(XComModel.__table__),
-            [{"dag_run_id": dag_run_id, "dag_id": synthetic.DAG_ID, "run_id": run_id,
-              "task_id": "outcome", "key": "tpu_cost", "map_index": -1, "value": counted,
-              "timestamp": synthetic.START}],
-        )  # fmt: skip
+        synthetic.put_summary(session, run_id, "outcome", cost=counted)
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     assert (row["host_hours"], row["chip_hours"]) == (0.1234, 0.4936)
     assert row["estimated_cost_usd"] == 1.33272 and row["tpu_hours_rule_text"].endswith("(outcome)")

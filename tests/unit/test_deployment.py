@@ -10,7 +10,7 @@ import pytest
 from airflow.sdk.log import redact as airflow_redact
 
 from tpu_rl import deployment
-from tpu_rl.rewards.lines import redact
+from tpu_rl.token_masking import redact
 
 _MISSING = object()
 

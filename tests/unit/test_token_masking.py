@@ -9,11 +9,11 @@ import pytest
 
 from tpu_rl import deployment
 from tpu_rl.report.failures import first_line
-from tpu_rl.rewards.lines import redact
 from tpu_rl.token_masking import (
     MIN_PIECE,
     aregister_hf_token,
     mask_credentials,
+    redact,
     register_hf_token,
     register_token,
 )
@@ -85,3 +85,15 @@ def test_an_error_text_shows_no_credential(text, masked):
 def test_the_words_around_credentials_stay_in_view():
     text = "set hf_revision and hf_model_path; Invalid credentials in Authorization header"
     assert mask_credentials(text) == text
+
+
+def test_redact_masks_credentials():
+    text = (
+        "Config param hf_access_token: hf_AbCdEfGhIjKlMnOp\n"
+        "Authorization: Bearer ya29.a0AfH6SMBx-secret\n"
+        "password=hunter2 api_key: 'abc123' fine=value"
+    )
+    masked = redact(text)
+    for secret in ("hf_AbCdEfGhIjKlMnOp", "ya29.a0AfH6SMBx-secret", "hunter2", "abc123"):
+        assert secret not in masked
+    assert "fine=value" in masked and "hf_access_token" in masked

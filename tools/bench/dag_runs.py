@@ -33,12 +33,12 @@ from typing import Any
 from unittest import mock
 
 from sandbox.controller import Controller
-from sandbox.harness import DAG_ID, SETTINGS, Sandbox, Workloads, build_scenario
+from sandbox.harness import SETTINGS, Sandbox, Workloads, build_scenario
 from sandbox.run_errors import recording_trigger_events
 from tools.bench.metric import metric
 from tools.bench.observe import Change, ChangeClock
 from tools.bench.provider_wait import PHASES, PROVIDER_POLL_S, ProviderWait
-from tpu_rl.names import Step
+from tpu_rl.names import DAG_ID, Step
 
 POLL_S = max(10, int(PROVIDER_POLL_S))  # the same on both sides, at least 10 s
 # 3110 simulated seconds of training: about 12 s; a failure at step 40 about 10 s after the

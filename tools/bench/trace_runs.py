@@ -101,8 +101,7 @@ def summary(result: RunResult, wall_s: float, scale: float) -> dict[str, Any]:
     record = (x.get("wait_for_rewards.return_value") or {}).get("attempts") or x.get(
         "wait_for_rewards.attempts"
     )
-    tasks = ("wait_for_rewards", "start_backend", "convert", "create_cluster")
-    tries = next((x[f"{t}.rungs"] for t in tasks if x.get(f"{t}.rungs")), [])  # the newest
+    tries = x.get("create_cluster.rungs") or []  # the ladder's record (cluster.rung_record)
     return {
         **not_succeeded(result),
         "wall_s": round(wall_s, 1),

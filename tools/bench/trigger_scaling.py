@@ -32,7 +32,7 @@ from typing import Any
 
 from sandbox.controller import Controller, PodInfo, PodScript, Scenario, exit, log, sleep
 from sandbox.harness import Sandbox, Workloads, build_scenario
-from sandbox.workloads import EvalResult, absl
+from sandbox.workloads import EVAL_SOURCE, EvalResult, absl, step_line
 from tools.bench.metric import metric
 from tools.bench.scaling_child import MARK
 from tools.bench.workload import new_run, train_job_name
@@ -74,12 +74,12 @@ def training_logs() -> Callable[[PodInfo], PodScript]:
         for n in range(1, int(TRAIN_S / STEP_S) + 1):
             steps += [
                 sleep(STEP_S),
-                log(absl("I", f"Train step {n}/1000 done", "rl_cluster.py:573")),
+                log(step_line(n)),
                 log(absl("I", METRICS.format(n=n), "metric_logger.py:97")),
             ]
             if (n - first) % EVAL_EVERY == 0:
                 line = f"Intermediate Eval (step={n}): {EVAL.fields()}"
-                steps.append(log(absl("W", line, "train_rl.py:702")))
+                steps.append(log(absl("W", line, EVAL_SOURCE)))
         return PodScript([*steps, exit(0)])
 
     return script

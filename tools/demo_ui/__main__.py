@@ -24,11 +24,11 @@ from typing import Any, TextIO
 import httpx
 
 from sandbox.paths import REPO
-from sandbox.processes.api import DAG_ID, AirflowApi
+from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment, running_deployment
 from tools.demo import REPORTS, keep_report, redirect_output
 from tools.demo_ui import PASSWORD
-from tpu_rl.names import Step
+from tpu_rl.names import DAG_ID, Step
 
 TERMINAL: list[TextIO] = [sys.stdout]  # where say() writes, whatever else prints
 

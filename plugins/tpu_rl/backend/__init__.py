@@ -1,1 +1,2 @@
-"""The headless Pathways backend JobSet: its manifest, submission and wait until it runs."""
+"""The headless Pathways backend JobSet: its manifest, its Kueue queue's coverage, submission and
+wait until it runs."""

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tpu_rl.cluster.tpu import PATHWAYS_INSTANCE_TYPE
+from tpu_rl.cluster.blueprint import CPU_NODE_POOL
 from tpu_rl.jobs.manifests import (
-    CPU_NODE_POOL,
     PATHWAYS_ENV,
     Manifest,
     _env,
@@ -15,6 +14,7 @@ from tpu_rl.jobs.manifests import (
     pod_priority,
 )
 from tpu_rl.layout import RunLayout
+from tpu_rl.tpu import PATHWAYS_INSTANCE_TYPE
 
 
 def _label_env(name: str, label: str) -> Manifest:

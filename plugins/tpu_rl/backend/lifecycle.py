@@ -10,7 +10,8 @@ from kubernetes.client import CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
 from tpu_rl.backend import jobset as pathways_jobset
-from tpu_rl.kube import kueue, verdicts
+from tpu_rl.backend import kueue
+from tpu_rl.kube import verdicts
 from tpu_rl.kube.objects import JOBSET, JOBSET_NAME_LABEL
 
 if TYPE_CHECKING:

@@ -23,6 +23,9 @@ DEPLOYMENT_FILE = "deployment.yaml"
 
 GKE_CLUSTER_SOURCE = "modules/scheduler/gke-cluster"
 NODE_POOL_SOURCE = "modules/compute/gke-node-pool"  # the TPU pool; the CPU pool is the cluster's
+# The cluster's CPU pool, where the Pathways head and the clients run: gke-cluster makes it with
+# enable_pathways_for_tpus (its google_container_node_pool.cpu_np, sandbox/toolkit_expansion.py).
+CPU_NODE_POOL = "cpu-np"
 NODE_POOL_SA_ID = "node_pool_service_account"
 SYSTEM_POOL_MACHINE_TYPE = "e2-standard-8"  # the tutorial's n2-standard-8 -> e2-standard-8
 SYSTEM_POOL_ZONES = ["$(vars.zone)"]

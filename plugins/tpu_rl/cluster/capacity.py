@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.cluster.tpu import hosts_per_slice
+from tpu_rl.tpu import hosts_per_slice
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings

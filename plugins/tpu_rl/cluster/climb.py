@@ -9,9 +9,9 @@ timeout above GKE's own wait, so GKE's stockout answer normally comes first). Th
 forces a new pool, tpu_rl.cluster.blueprint; the cluster's zones and its other pools stay), so
 nothing of the abandoned rung is left billing; when no
 rung is left, the run fails naming each rung's reason, and `cleanup_cluster` destroys what was
-made. The tries are pushed as the XCom `rungs` (the task log, the run report and the RL page
-show them) and the rung the pool stands on as `rung` (later tasks run on it,
-tpu_rl.dag.runtime.layout_from_context).
+made. The task log says each change; the tries are the ladder's one record
+(tpu_rl.cluster.rung_record: the run report and the RL page show them), whose newest is the rung
+the pool stands on (later tasks run on it, tpu_rl.dag.runtime.layout_from_context).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from tpu_rl.cluster import capacity, ladder
 from tpu_rl.cluster.toolkit import ClusterToolkitError
+from tpu_rl.settings.rungs import Rung
 
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
-RUNG_KEY, RUNGS_KEY = "rung", "rungs"  # XComs of create_cluster, and of start_backend's moves
 # a rung's deploy stood; was refused for lack of capacity; stood but gave no slice in time
 READY, STOCKOUT, NO_SLICE = "ready", "stockout", "no_slice"
 ENDED = "capacity_ended"  # stood, trained, and its capacity ended (a calendar window)
@@ -36,7 +36,7 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def change_line(index: int, rung: ladder.Rung, reason: str, nxt: ladder.Rung) -> str:
+def change_line(index: int, rung: Rung, reason: str, nxt: Rung) -> str:
     """The task log's line for a rung change."""
     return (
         f"Capacity ladder: rung {index + 1} {rung} could not give the whole slice ({reason}); "
@@ -57,13 +57,14 @@ def climb(
     settings: RunSettings,
     deploy: Callable[[RunSettings], None],
     log: Any,
-    push: Callable[[str, Any], None],
+    record: Callable[[list[dict[str, Any]]], None],
     start: int = 0,
     tries: list[dict[str, Any]] | None = None,
-) -> ladder.Rung:
+) -> Rung:
     """Deploy the run's rungs in order from `start` until one stands; the rung it stands on.
     One rung (no ladder) fails as its deploy fails; a ladder fails once every rung was refused.
-    `tries`: the rungs tried before `start` (a rung left after its deploy stood,
+    `record`: keeps the tries after each rung (tpu_rl.cluster.rung_record.write_tries), with a
+    ladder only. `tries`: the rungs tried before `start` (a rung left after its deploy stood,
     tpu_rl.operators.rung_move.RungMove)."""
     rungs = ladder.rungs(settings)
     tries = list(tries or [])
@@ -78,20 +79,19 @@ def climb(
             if reason is None or len(rungs) == 1:
                 raise
             tries.append(rung_try(rung, started, STOCKOUT, reason))
-            push(RUNGS_KEY, tries)
+            record(list(tries))
             if i + 1 < len(rungs):
                 log.warning(change_line(i, rung, reason, rungs[i + 1]))
             continue
         if len(rungs) > 1:
             tries.append(rung_try(rung, started, READY, None))
-            push(RUNGS_KEY, tries)
-            push(RUNG_KEY, str(rung))
+            record(list(tries))
             log.info("Capacity ladder: the TPU pool stands on rung %d %s", i + 1, rung)
         return rung
     raise ClusterToolkitError(exhausted(tries))
 
 
-def rung_try(rung: ladder.Rung, started: str, outcome: str, reason: str | None) -> dict[str, Any]:
+def rung_try(rung: Rung, started: str, outcome: str, reason: str | None) -> dict[str, Any]:
     """One rung as tried: when, how it ended, and GKE's reason when it gave no slice."""
     return {
         "rung": str(rung),
@@ -103,21 +103,10 @@ def rung_try(rung: ladder.Rung, started: str, outcome: str, reason: str | None) 
 
 
 def left_rung(
-    tries: list[dict[str, Any]], rung: ladder.Rung, outcome: str, reason: str
+    tries: list[dict[str, Any]], rung: Rung, outcome: str, reason: str
 ) -> list[dict[str, Any]]:
     """The ladder's tries with `rung` ended (`outcome`, GKE's or the run's `reason`), its try
     started at the deploy that made it stand when that is the last one recorded."""
     tries = list(tries)
     started = tries.pop()["started"] if tries and tries[-1]["rung"] == str(rung) else None
     return [*tries, rung_try(rung, started or now(), outcome, reason)]
-
-
-def pushed_rung(value: Any) -> ladder.Rung | None:
-    """The rung a `rung` XCom names, or None when there is none."""
-    if not isinstance(value, str):
-        return None
-    try:
-        found = ladder.parse_ladder(value)
-    except ladder.LadderError:
-        return None
-    return found[0] if len(found) == 1 else None

@@ -1,1 +1,1 @@
-"""Per-task wiring of the DAG: time limits, docs, console links and callbacks."""
+"""Per-task wiring of the DAG: time limits, docs, console links, callbacks and its Params."""

@@ -11,9 +11,10 @@ ti_heartbeat; the supervisor then kills the task: sdk/execution_time/supervisor.
 callback runs after it, in the dag-processor, which kills a callback's process after
 `[dag_processor] dag_file_processor_timeout` (50 s by default: dag_processing/manager.py,
 _kill_timed_out_processors), far less than `gcluster destroy` takes, and a terraform killed
-half-way keeps its state lock. So the callback deletes the run's Jobs, JobSets and Secrets and
-asks GKE to delete a cluster the run created: one request, which GKE carries out on its own
-with the cluster's node pools (the TPUs). What terraform made beside the cluster (network,
+half-way keeps its state lock. So the callback deletes the run's Kubernetes objects (the
+kinds of tpu_rl.kube.swept, the table cleanup_kubernetes and the janitor walk too) and asks GKE
+to delete a cluster the run created: one request, which GKE carries out on its own with the
+cluster's node pools (the TPUs). What terraform made beside the cluster (network,
 service account) is left to the next `gcluster destroy` of that cluster. The graph still shows
 the cleanups skipped, so the run's note says what the callback removed instead (the
 dag-processor serves the Airflow API connection it is set through, as it serves the
@@ -27,6 +28,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from google.cloud.container_v1.types import Cluster
+
     from tpu_rl.settings.run_settings import RunSettings
 
 log = logging.getLogger(__name__)
@@ -41,9 +44,11 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
     from airflow.sdk.execution_time.xcom import XCom
 
+    from tpu_rl import deployment
+    from tpu_rl.kube.cluster_client import cluster_api_client
+    from tpu_rl.kube.swept import sweep
     from tpu_rl.layout import RunLayout
     from tpu_rl.names import DAG_ID
-    from tpu_rl.operators.cluster_objects import CleanupKubernetesOperator
     from tpu_rl.run_record import (
         SETTINGS_TASK,
         NoRunRecord,
@@ -67,28 +72,27 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
         return removed_nothing(run_id, f"{SETTINGS_TASK}'s record of the run is unreadable: {why}")
     except RecordedBeforeIdentities as err:  # objects named by an older version: said, not guessed
         return removed_nothing(run_id, str(err))
-    cleaner = CleanupKubernetesOperator(
-        task_id="cleanup_after_timeout",
-        project_id=settings.project,
-        location=settings.region,
-        cluster_name=settings.cluster_name,
-    )
-    hook = GKEHook(gcp_conn_id=cleaner.gcp_conn_id, location=settings.region)
+    gcp_conn_id = deployment.gcp_conn_id()  # the connection cleanup_kubernetes uses
+    hook = GKEHook(gcp_conn_id=gcp_conn_id, location=settings.region)
     removed: dict[str, list[str]] = {}
     errors: list[str] = []
     try:
-        gone = cluster_gone(hook, settings)
+        found = find_cluster(hook, settings)
+        gone = cluster_gone(found)
     except Exception as err:  # credentials, permissions, the API down: still ask to delete
-        gone, errors = None, [f"cluster {settings.cluster_name} unreachable: {err}"]
+        found, gone = None, None
+        errors = [f"cluster {settings.cluster_name} unreachable: {err}"]
     if gone:  # nothing was made on it, or its objects go with it
         cluster = gone
     else:
-        if not errors:
+        if found is not None:
+            layout = RunLayout(settings, run_id, identity)
             try:
-                removed, errors = cleaner.remove_run_objects(RunLayout(settings, run_id, identity))
+                client = cluster_api_client(found, gcp_conn_id)
+                removed, errors = sweep(client, settings.namespace, layout.run_selector)
             except Exception as err:  # the cluster's API server, credentials
                 errors = [f"cluster {settings.cluster_name}'s objects unreachable: {err}"]
-        cluster, error = delete_created_cluster(hook, settings, cleaner.gcp_conn_id, identity)
+        cluster, error = delete_created_cluster(hook, settings, gcp_conn_id, identity)
         errors += [error] if error else []
     report = log.error if errors else log.warning
     report(
@@ -137,14 +141,21 @@ def note_run(run_id: str, text: str) -> None:
     run_note.set_run_note(deployment.airflow_api_conn_id(), DAG_ID, run_id, text)
 
 
-def cluster_gone(hook: Any, settings: RunSettings) -> str | None:
-    """Why the run's cluster needs nothing more (absent, or being deleted), or None."""
+def find_cluster(hook: Any, settings: RunSettings) -> Cluster | None:
+    """The run's GKE cluster, or None when there is none."""
     from google.api_core.exceptions import NotFound
-    from google.cloud.container_v1.types import Cluster
 
     try:
-        found = hook.get_cluster(name=settings.cluster_name, project_id=settings.project)
+        return hook.get_cluster(name=settings.cluster_name, project_id=settings.project)
     except NotFound:
+        return None
+
+
+def cluster_gone(found: Cluster | None) -> str | None:
+    """Why the run's cluster needs nothing more (absent, or being deleted), or None."""
+    from google.cloud.container_v1.types import Cluster
+
+    if found is None:
         return "not found: never created, or already deleted"
     # STOPPING: "the cluster is being deleted" (container_v1 Cluster.Status), e.g. by the
     # cleanup_cluster try the timeout cut: GKE finishes that deletion on its own

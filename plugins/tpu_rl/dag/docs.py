@@ -18,7 +18,7 @@ failed step, "mark failed") and remove what the run created. `outcome` makes the
 the truth: failed unless `verify` succeeded and every cleanup did its part. Every task's time
 limit comes from the run's settings, capped so the work ends before `dagrun_timeout`
 (TPU_RL_DAGRUN_TIMEOUT_MINUTES) leaves the cleanups too little time (their tries and the waits
-before retries). A run timed out anyway loses its Jobs, JobSets, Secrets and created cluster
+before retries). A run timed out anyway loses its Kubernetes objects and created cluster
 through the DAG's failure callback.
 
 Outputs: `gs://<gcs_bucket>/<model_name>/trained/<run>/` (checkpoints) and

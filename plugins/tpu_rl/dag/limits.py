@@ -8,6 +8,7 @@ run's work deadline (tpu_rl.dag.run_limits, imported where a task runs).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,26 +22,19 @@ DEADLINE_ATTR = "tpu_rl_deadline"  # epoch seconds this try of the task must end
 WORK, SIDE, CLEANUP = "work", "side", "cleanup"
 
 
+@dataclass(frozen=True)
 class Limit:
     """One task's limit per try, the tries it gets, the settings the limit comes from, and
     where it counts (`role`: WORK, SIDE or CLEANUP).
 
     `total`: the limit holds for all tries together (a deadline fixed at the first start).
-    A plain class: a NamedTuple or frozen dataclass costs about 1 ms of every parse to define.
     """
 
-    __slots__ = ("minutes", "role", "settings", "total", "tries")
-
-    def __init__(
-        self,
-        minutes: Callable[[RunSettings], float],
-        tries: int,
-        settings: tuple[str, ...] = (),
-        total: bool = False,
-        role: str = WORK,
-    ) -> None:
-        self.minutes, self.tries, self.settings = minutes, tries, settings
-        self.total, self.role = total, role
+    minutes: Callable[[RunSettings], float]
+    tries: int
+    settings: tuple[str, ...] = ()
+    total: bool = False
+    role: str = WORK
 
     @property
     def retries(self) -> int:
@@ -87,7 +81,8 @@ def _ladder_wait_minutes(s: RunSettings) -> float:
     the rungs after the first; one rung: the pods' pending timeout."""
     minutes = float(s.pending_timeout_minutes)  # the last rung's wait
     if s.capacity_ladder:  # parsed only then: the DAG file's parse has the default, none
-        from tpu_rl.cluster.ladder import LadderError, parse_ladder, rung_wait_s
+        from tpu_rl.cluster.ladder import rung_wait_s
+        from tpu_rl.settings.rungs import LadderError, parse_ladder
 
         try:
             before_last = max(0, len(parse_ladder(s.capacity_ladder)) - 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,16 +22,16 @@ if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
 
 
+@dataclass(frozen=True)
 class StepBudget:
     """One task's worst case: its limit, the tries the scheduler gives it (the task's retries
     + 1) and the longest the scheduler may hold it before each retry (the task's retry_delay,
     grown by its exponential backoff). A retried try starts only after that wait, so the wait
     is part of the time the step takes."""
 
-    __slots__ = ("limit", "retry_wait_minutes", "tries")
-
-    def __init__(self, limit: Limit, tries: int, retry_wait_minutes: float) -> None:
-        self.limit, self.tries, self.retry_wait_minutes = limit, tries, retry_wait_minutes
+    limit: Limit
+    tries: int
+    retry_wait_minutes: float
 
     @property
     def role(self) -> str:

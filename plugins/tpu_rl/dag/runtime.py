@@ -17,27 +17,15 @@ def layout_from_context(context: Any) -> RunLayout:
 
 
 def on_current_rung(settings: RunSettings, context: Any) -> RunSettings:
-    """The settings on the capacity ladder's rung the TPU pool stands on (the newest `rung`
-    XCom, ladder_xcom; tpu_rl.cluster.climb); as they are without a ladder or before the
-    deploy."""
-    from tpu_rl.cluster import climb, ladder
+    """The settings on the capacity ladder's rung the TPU pool stands on (the ladder's record,
+    tpu_rl.cluster.rung_record); as they are without a ladder or before the deploy."""
+    from tpu_rl.cluster import ladder
+    from tpu_rl.cluster.rung_record import recorded_rung
 
     if not settings.capacity_ladder or context["ti"].task_id == SETTINGS_TASK:
         return settings
-    rung = climb.pushed_rung(ladder_xcom(context, climb.RUNG_KEY))
+    rung = recorded_rung(context["ti"])
     return ladder.at_rung(settings, rung) if rung else settings
-
-
-def ladder_xcom(context: Any, key: str) -> Any:
-    """The newest of the ladder's XComs `key`: wait_for_rewards' (a resume moved the run),
-    else start_backend's, else convert's (the first workloads to ask for the slice move it
-    when it does not come), else create_cluster's."""
-    from tpu_rl.names import Step
-
-    for task in (Step.WAIT_FOR_REWARDS, Step.START_BACKEND, Step.CONVERT, Step.CREATE_CLUSTER):
-        if (value := context["ti"].xcom_pull(task_ids=task, key=key)) is not None:
-            return value
-    return None
 
 
 def run_deployment(context: Any) -> str:

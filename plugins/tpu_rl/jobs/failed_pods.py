@@ -10,7 +10,7 @@ from kubernetes.client import models as k8s
 from kubernetes.client.rest import ApiException
 
 from tpu_rl.names import CONTAINER
-from tpu_rl.rewards.lines import redact
+from tpu_rl.token_masking import redact
 
 # Per failed pod and in all.
 FAILED_POD_LOG_LINES = 50

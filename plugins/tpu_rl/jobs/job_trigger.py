@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.triggers.kubernetes_engine import GKEJobTrigger
 from airflow.triggers.base import TriggerEvent
@@ -20,6 +20,9 @@ from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.kube.gke_trigger import CONNECTION_KEYS, GkeTrigger
 from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 from tpu_rl.kube.watch import news_or_timeout, watching
+
+if TYPE_CHECKING:
+    from kubernetes.client import V1Job
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 ENDED = {"Complete", "Failed"}  # a Job's terminal conditions
@@ -58,10 +61,7 @@ class PodsThenJobTrigger(GkeTrigger):
             pods = await AsyncKube(client).list_items(
                 kube.pods_path(namespace), k["pods"]["selector"]
             )
-        # host 0's pod only: the task log shows its log (the Job's command runs there; the
-        # other hosts exit at once), and the operator reads one pod, not one per host
-        metas = [pod["metadata"] for pod in pods]
-        names = [min(metas, key=_host_order)["name"]] if metas else []
+        names = host_zero([pod["metadata"] for pod in pods])
         await self._until_ended(namespace, job["job_name"], job["poll_interval"])
         trigger = GKEJobTrigger(**job, pod_names=names, pod_namespace=namespace, **connection)
         async for event in trigger.run():
@@ -86,6 +86,44 @@ class PodsThenJobTrigger(GkeTrigger):
                 if found is None or ENDED & set(kube.true_conditions(found)):
                     return
                 await news_or_timeout(news, poll_interval)
+
+
+def host_zero(metas: list[dict[str, Any]]) -> list[str]:
+    """The name of host 0's pod among these pods' metadata (none without pods): the task log
+    shows its log (the Job's command runs there; the other hosts exit at once), and the
+    operator reads one pod, not one per host."""
+    return [min(metas, key=_host_order)["name"]] if metas else []
+
+
+def job_ended(job: V1Job) -> bool:
+    """The Job has a True Complete or Failed condition."""
+    return bool(ENDED & _true_types(job))
+
+
+def ended_job_event(job: V1Job, pod_names: list[str] | None) -> dict[str, Any]:
+    """The event GKEJobTrigger fires for this ended Job (the google provider's
+    triggers/kubernetes_engine.py, GKEJobTrigger.run: `status` "error" with the Failed
+    condition's reason, else "success"; `pod_names` None without get_logs; no sidecar XCom,
+    the Job steps' `do_xcom_push` being False)."""
+    failed = next(
+        (c for c in job.status.conditions if c.type == "Failed" and c.status == "True"), None
+    )
+    namespace = job.metadata.namespace
+    message = f"Job failed with error: {failed.reason}" if failed else "Job completed successfully"
+    return {
+        "name": job.metadata.name,
+        "namespace": namespace,
+        "pod_names": pod_names,
+        "pod_namespace": namespace if pod_names is not None else None,
+        "status": "error" if failed else "success",
+        "message": message,
+        "job": job.to_dict(),
+        "xcom_result": None,
+    }
+
+
+def _true_types(job: V1Job) -> set[str]:
+    return {c.type for c in (job.status and job.status.conditions) or [] if c.status == "True"}
 
 
 def _host_order(meta: dict[str, Any]) -> tuple[int, str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tpu_rl import deployment
 from tpu_rl.cluster import capacity
-from tpu_rl.cluster.tpu import ACCELERATOR_LABEL
+from tpu_rl.cluster.blueprint import CPU_NODE_POOL
 from tpu_rl.jobs.maxtext_flags import (
     TOKEN_ENV,
     champion_evaluation_flags,
@@ -19,6 +19,7 @@ from tpu_rl.jobs.maxtext_flags import (
 )
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import CONTAINER
+from tpu_rl.tpu import ACCELERATOR_LABEL
 
 Manifest = dict[str, Any]
 
@@ -26,7 +27,6 @@ TOKEN_KEY = "token"
 CONVERT_MODULE = "maxtext.checkpoint_conversion.to_maxtext"
 EXPORT_MODULE = "maxtext.checkpoint_conversion.to_huggingface"
 TRAIN_MODULE = "maxtext.trainers.post_train.rl.train_rl"
-CPU_NODE_POOL = "cpu-np"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TTL_AFTER_FINISHED = 24 * 3600
 # The tutorial's environment for every Pathways container, plus keepalives that stop long

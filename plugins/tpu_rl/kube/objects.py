@@ -1,7 +1,8 @@
 """Kubernetes access shared by the operators, the triggers, cleanup and the janitor.
 
-API paths and labels, status-condition helpers, and the JobSet/label-sweep calls that
-tolerate "already exists" (409) and "already gone" (404), on the provider hooks' clients.
+API paths and labels, status-condition helpers, and the Job/JobSet calls that tolerate
+"already exists" (409) and "already gone" (404), on the provider hooks' clients. What the
+cleanup deletes, and how, is tpu_rl.kube.swept.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client import ApiClient, BatchV1Api, CustomObjectsApi
 from kubernetes.client import models as k8s
 from kubernetes.client.rest import ApiException
 
@@ -111,56 +112,3 @@ def create_job(api_client: Any, namespace: str, body: dict[str, Any]) -> bool:
             raise
         return False
     return True
-
-
-SWEPT_KINDS = ("jobsets", "jobs", "secrets")  # JobSets first: they hold the TPUs
-
-
-def list_labelled(api_client: Any, kind: str, namespace: str, selector: str) -> list[dict]:
-    """Metadata (JSON form) of a kind's objects with those labels; no JobSet CRD: none."""
-    if kind == "jobsets":
-        try:
-            items = CustomObjectsApi(api_client).list_namespaced_custom_object(
-                namespace=namespace, label_selector=selector, **JOBSET
-            )["items"]
-        except ApiException as err:
-            if err.status == 404:
-                return []
-            raise
-        return [item["metadata"] for item in items]
-    if kind == "jobs":
-        objects = BatchV1Api(api_client).list_namespaced_job(namespace, label_selector=selector)
-    else:
-        objects = CoreV1Api(api_client).list_namespaced_secret(namespace, label_selector=selector)
-    return [api_client.sanitize_for_serialization(o.metadata) for o in objects.items]
-
-
-def delete_labelled(api_client: Any, kind: str, namespace: str, name: str) -> bool:
-    """Delete one object of a swept kind (Foreground for Jobs and JobSets); False if gone."""
-    if kind == "jobsets":
-        return delete_backend(api_client, namespace, name)
-    if kind == "jobs":
-        return ignore_gone(
-            BatchV1Api(api_client).delete_namespaced_job,
-            name,
-            namespace,
-            propagation_policy=FOREGROUND,
-        )
-    return ignore_gone(CoreV1Api(api_client).delete_namespaced_secret, name, namespace)
-
-
-def sweep(api_client: Any, namespace: str, selector: str) -> tuple[dict[str, list[str]], list]:
-    """Delete every Job, JobSet and Secret with those labels; each kind runs regardless.
-
-    Returns the names deleted by kind, and the errors ("kind: error") of kinds that failed.
-    """
-    removed: dict[str, list[str]] = {kind: [] for kind in SWEPT_KINDS}
-    errors: list[str] = []
-    for kind in SWEPT_KINDS:
-        try:
-            for meta in list_labelled(api_client, kind, namespace, selector):
-                if delete_labelled(api_client, kind, namespace, meta["name"]):
-                    removed[kind].append(meta["name"])
-        except Exception as err:  # each kind runs even when another failed
-            errors.append(f"{kind}: {err}")
-    return removed, errors

@@ -10,15 +10,11 @@ in its methods, so parsing the DAG file imports none of it.
 - backend: start_backend, stop_backend (the Pathways JobSet)
 - jobs, job_steps: convert, train, export (GKEStartJobOperator)
 - rewards: wait_for_rewards (the reward sensor, with its resume after a capacity loss)
+- champion: evaluate_champion, compare_champion
+- promotion: approve, promote
+- rung_move, training_resume: mixins (leaving a capacity ladder's rung; resuming training)
 - janitor: the janitor DAG's sweep
 """
-
-from airflow.sdk import BaseOperator
-
-# Airflow caches the fields it serializes per operator class, and builds a throwaway
-# BaseOperator to find them for every class that has none, on every parse of a DAG file: the
-# same fields for every class. Found once for BaseOperator, our classes inherit them.
-BaseOperator.get_serialized_fields()
 
 # The run's cluster, from its Params, as the GKE operators' fields (rendered when a task runs).
 RUN_CLUSTER = {

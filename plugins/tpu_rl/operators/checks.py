@@ -80,6 +80,7 @@ its objects carries it, even if the deployment's setting changes before the run 
         from tpu_rl.deployment import DeploymentError
         from tpu_rl.report.estimate import estimate_run, estimate_table
         from tpu_rl.report.run_cost import NO_DURATIONS, reads_step_durations
+        from tpu_rl.report.spend_limit import estimate_problem
         from tpu_rl.run_record import run_record
         from tpu_rl.settings.run_settings import SettingsError
         from tpu_rl.settings.validation import settings_warnings
@@ -95,6 +96,8 @@ its objects carries it, even if the deployment's setting changes before the run 
         for warning in settings_warnings(layout.settings):
             self.log.warning(warning)
         self.log.info("%s", estimate_table(estimate_run(layout.settings), "these settings"))
+        if over := estimate_problem(layout.settings):  # max_spend_usd against the estimate
+            raise AirflowFailException(over)
         if not reads_step_durations(context["ti"]):
             self.log.warning("The run report will have no step durations: %s", NO_DURATIONS)
         if "task_state_store" not in context:  # Airflow 3.3+ (rewards/sensor.py keeps it there)
@@ -136,6 +139,7 @@ is marked failed and the notification says why, with the numbers.
         from tpu_rl import deployment
         from tpu_rl.rewards.checkpoint_choice import choose_for_run
         from tpu_rl.rewards.gate import reward_gate
+        from tpu_rl.run_summary import write_summary
 
         layout = self.run_layout(context)
         s = layout.settings
@@ -158,7 +162,9 @@ is marked failed and the notification says why, with the numbers.
         elif choice.step != choice.final_step:
             candidate = (f"step-{choice.step}", choice.metrics)
         gate = reward_gate(self.rewards, s.min_reward_gain, s.gate_metrics, candidate)
-        return {**gate, "checkpoint": choice.as_dict()}
+        result = {**gate, "checkpoint": choice.as_dict()}
+        write_summary(context["ti"], self.task_id, gate=result)
+        return result
 
 
 class VerifyExportOperator(RunStep):
@@ -178,6 +184,7 @@ moment export ends. `outcome` writes `run-report.json` and `run-report.md` next 
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
+        from tpu_rl.run_summary import write_summary
         from tpu_rl.storage import missing_export_files
 
         layout = self.run_layout(context)
@@ -187,6 +194,7 @@ moment export ends. `outcome` writes `run-report.json` and `run-report.md` next 
         uri = layout.export_dir
         for asset in self.outlets:
             context["outlet_events"][asset].extra = {"uri": uri, "run_id": context["run_id"]}
+        write_summary(context["ti"], self.task_id, export_uri=uri)
         return uri
 
 
@@ -261,6 +269,7 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         from tpu_rl.report.run_cost import COST_KEY, count_run_cost
         from tpu_rl.report.run_note import note_text, set_run_note
         from tpu_rl.report.run_report import publish_run_report
+        from tpu_rl.run_summary import write_summary
         from tpu_rl.settings.run_settings import SettingsError
 
         ti = context["ti"]
@@ -272,6 +281,7 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         else:
             tpu = count_run_cost(layout, context)
             ti.xcom_push(key=COST_KEY, value=tpu)
+            write_summary(ti, self.task_id, cost=tpu)
         report = publish_run_report(layout, context, tpu) if layout and verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)

@@ -240,12 +240,13 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
         """Deploy on the capacity ladder's rungs in turn until one gets the slice (a calendar
         reservation's pool in the reservation it delivered)."""
         from tpu_rl.cluster.climb import climb
+        from tpu_rl.cluster.rung_record import write_tries
         from tpu_rl.preflight.calendar import delivered_settings
 
-        def push(key: str, value: Any) -> None:  # with a ladder only
-            context["ti"].xcom_push(key=key, value=value)
+        def record(tries: list[dict[str, Any]]) -> None:  # with a ladder only
+            write_tries(context["ti"], tries)
 
-        climb(delivered_settings(settings, self.gcp_conn_id), gcluster, self.log, push)
+        climb(delivered_settings(settings, self.gcp_conn_id), gcluster, self.log, record)
 
     def leave_foreign_cluster(self, why: str) -> None:
         from airflow.providers.common.compat.sdk import AirflowFailException

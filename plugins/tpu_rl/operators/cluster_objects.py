@@ -14,6 +14,7 @@ from kubernetes.client import CoreV1Api, CustomObjectsApi
 from tpu_rl import deployment
 from tpu_rl.dag.limits import CLEANUP, short_step
 from tpu_rl.dag.links import GkeWorkloadsLink
+from tpu_rl.kube.swept import kinds_text
 from tpu_rl.names import Step
 from tpu_rl.operators.run_step import OnRunCluster
 
@@ -74,13 +75,14 @@ conversion and export Jobs. The token is never a Param and never logged.
 
 
 class CleanupKubernetesOperator(RunClusterStep):
-    """Deletes every Job, JobSet and Secret labelled with this run; each part runs regardless."""
+    """Deletes every object of the swept kinds (tpu_rl.kube.swept) labelled with this run; each
+    kind runs regardless."""
 
     step_id = Step.CLEANUP_KUBERNETES
-    step_doc = """
+    step_doc = f"""
 A teardown: runs however the run ends (failed, marked failed) once the cluster or the token
-Secret was set up. Deletes every Job, JobSet and Secret labelled with this run. Retries; whatever it
-cannot remove, the `tpu_rl_janitor` DAG removes later.
+Secret was set up. Deletes the {kinds_text()} labelled with this run, in that order. Retries;
+whatever it cannot remove, the `tpu_rl_janitor` DAG removes later.
 """
     limit = short_step(4, CLEANUP)
     operator_extra_links = (GkeWorkloadsLink(),)
@@ -100,13 +102,10 @@ cannot remove, the `tpu_rl_janitor` DAG removes later.
         return removed
 
     def remove_run_objects(self, layout: RunLayout) -> tuple[dict[str, list[str]], list[str]]:
-        """Delete the run's JobSets, Jobs and Secrets: what was removed, and what went wrong."""
-        from tpu_rl.kube.objects import sweep
-        from tpu_rl.layout import RUN_LABEL
+        """Delete the run's objects of the swept kinds: what was removed, what went wrong."""
+        from tpu_rl.kube.swept import sweep
 
         namespace = layout.settings.namespace
-        # the run's own identity (tpu_rl.run_record), not the deployment's current setting
-        selector = f"{RUN_LABEL}={layout.slug},{deployment.DEPLOYMENT_LABEL}={layout.deployment}"
-        removed, errors = sweep(self.custom.api_client, namespace, selector)
+        removed, errors = sweep(self.custom.api_client, namespace, layout.run_selector)
         self.log.info("Removed from %s: %s", namespace, removed)
         return removed, errors

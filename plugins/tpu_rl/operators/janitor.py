@@ -6,15 +6,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
-from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook, GKEKubernetesHook
+from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
 from airflow.sdk import BaseOperator
 from google.cloud.container_v1.types import Cluster
 from kubernetes.client import ApiClient
 
 from tpu_rl import janitor
-from tpu_rl.janitor import ACTIVE_STATES, KINDS, KubeObject
+from tpu_rl.janitor import ACTIVE_STATES, KubeObject
 from tpu_rl.janitor_params import JanitorParams, JanitorParamsError
-from tpu_rl.kube.objects import delete_labelled, list_labelled
+from tpu_rl.kube.swept import SWEPT_KINDS, delete_labelled, list_labelled
 from tpu_rl.names import DAG_ID, Step
 
 if TYPE_CHECKING:
@@ -61,15 +61,12 @@ class RunStates:
 
 
 class KubeApi:
-    """Lists and deletes one cluster's labelled Jobs, JobSets and Secrets."""
+    """Lists and deletes one cluster's labelled objects of the swept kinds (tpu_rl.kube.swept)."""
 
     def __init__(self, cluster: Cluster, gcp_conn_id: str, namespace: str) -> None:
-        hook = GKEKubernetesHook(
-            gcp_conn_id=gcp_conn_id,
-            cluster_url=f"https://{cluster.endpoint}",
-            ssl_ca_cert=cluster.master_auth.cluster_ca_certificate,
-        )
-        self.client: ApiClient = hook.get_conn()
+        from tpu_rl.kube.cluster_client import cluster_api_client
+
+        self.client: ApiClient = cluster_api_client(cluster, gcp_conn_id)
         self.namespace = namespace
 
     def list(self, kind: str) -> list[dict[str, Any]]:
@@ -79,7 +76,7 @@ class KubeApi:
         return list_labelled(self.client, kind, self.namespace, janitor.managed_selector())
 
     def delete(self, kind: str, name: str) -> bool:
-        """Delete (Jobs and JobSets with their pods first); False when already gone."""
+        """Delete as the swept kinds' table says; False when already gone."""
         return delete_labelled(self.client, kind, self.namespace, name)
 
 
@@ -113,9 +110,9 @@ class Sweep:
         try:
             api = KubeApi(cluster, self.p.gcp_conn_id, self.p.namespace)
             found = [
-                janitor.kube_object(cluster.name, kind, meta)
-                for kind in KINDS
-                for meta in api.list(kind)
+                janitor.kube_object(cluster.name, swept.plural, meta)
+                for swept in SWEPT_KINDS
+                for meta in api.list(swept.plural)
             ]
         except Exception as err:
             self.unlisted.add(cluster.name)
@@ -204,7 +201,7 @@ def run_params(context: Context) -> dict[str, Any]:
 
 
 class JanitorSweepOperator(BaseOperator):
-    """Removes leftover Jobs, JobSets and Secrets and picks the clusters to destroy.
+    """Removes leftover objects of the swept kinds and picks the clusters to destroy.
 
     Deletion failures do not stop the sweep: they are in the report, and the janitor's last
     task fails listing them. Cluster destruction is the next, mapped task.

@@ -175,7 +175,7 @@ Cloud Logging. A wrong token or model id fails here.
         return f"Job {name}", job_path(layout.settings.namespace, name)
 
     def delete_rung_holder(self, layout: RunLayout) -> None:
-        from tpu_rl.kube.objects import delete_labelled
+        from tpu_rl.kube.swept import delete_labelled
 
         namespace, name = layout.settings.namespace, layout.job_names["convert"]
         delete_labelled(self.hook.get_conn(), "jobs", namespace, name)
@@ -238,6 +238,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         from tpu_rl import storage
         from tpu_rl.jobs import manifests
+        from tpu_rl.run_summary import write_summary
 
         choice = self.choose(layout)
         if choice.uncommitted:
@@ -249,6 +250,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
             )
         self.log.info("Exporting checkpoint step %d: %s.", choice.step, choice.reason)
         context["ti"].xcom_push(key="checkpoint_step", value=choice.step)
+        write_summary(context["ti"], self.task_id, checkpoint_step=choice.step)
         return manifests.export_job(layout, choice.step)
 
     def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> None:

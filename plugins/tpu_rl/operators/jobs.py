@@ -19,6 +19,13 @@ from tpu_rl.operators import RUN_CLUSTER
 from tpu_rl.operators.run_step import RunStep
 
 JOB_NAME_LABEL = "job-name"
+# A deferral whose trigger fires within seconds can fail the resumed try (apache/airflow#72716,
+# see tpu_rl.backend.lifecycle.backend_runs): a Job that has ended when its wait would start
+# (one an earlier try follows) or ends within SETTLE_S (a quick one: the sandbox's export
+# ended 0.15 s after its submission, its trigger fired 1.5 s after the deferral) is finished
+# on the worker. A TPU Job runs minutes: this costs each waiting step SETTLE_S of its worker.
+SETTLE_S = 1.0
+SETTLE_POLL_S = 0.1
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -62,33 +69,34 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         raise NotImplementedError
 
     def configure(self, context: Context) -> Manifest:
-        """Set the provider's fields from the run's manifest; returns that manifest."""
+        """Give the provider the run's manifest as its `full_job_spec`; returns that manifest.
+
+        build_job_request_obj keeps every field of that spec the operator leaves empty
+        (cncf-kubernetes operators/job.py: reconcile_jobs, pod_generator.merge_objects) and
+        adds Airflow's pod labels. Two it sets whatever the spec says: the name, prefixed with
+        "job-" (job.py: `f"{JOB_NAME_PREFIX}{job.metadata.name}"`), and the parallelism, whose
+        constructor default (1 in 10.25.0; ours in 10.11.1) is not empty. The namespace too:
+        left empty, the pod template's would be looked up in the Kubernetes connection or the
+        worker's own pod (pod.py: build_pod_request_obj)."""
         from tpu_rl.kube.objects import to_v1_job
         from tpu_rl.layout import JOB_NAME_PREFIX
 
         layout = self.run_layout(context)
         manifest = self.prepare(layout, context)
-        meta, spec = manifest["metadata"], manifest["spec"]
         self.full_job_spec = to_v1_job(manifest)
-        self.name = meta["name"].removeprefix(JOB_NAME_PREFIX)
-        self.namespace = meta["namespace"]
-        self.labels = meta["labels"]
-        self.annotations = meta["annotations"]
-        self.parallelism = spec["parallelism"]
-        self.completions = spec["completions"]
-        self.completion_mode = spec.get("completionMode")
-        self.backoff_limit = spec["backoffLimit"]
-        self.active_deadline_seconds = spec["activeDeadlineSeconds"]
-        self.ttl_seconds_after_finished = spec["ttlSecondsAfterFinished"]
-        self.image = spec["template"]["spec"]["containers"][0]["image"]
+        self.name = manifest["metadata"]["name"].removeprefix(JOB_NAME_PREFIX)
+        self.namespace = manifest["metadata"]["namespace"]
+        self.parallelism = manifest["spec"]["parallelism"]
         self.pending_timeout = timedelta(minutes=layout.settings.pending_timeout_minutes)
         self.pods_poll_interval = float(layout.settings.poll_interval_seconds)
         self.job_poll_interval = self.pods_poll_interval
         return manifest
 
-    def execute(self, context: Context) -> None:
+    def execute(self, context: Context) -> Any:
         """Submit the run's Job (a retry follows the one it created); with
-        wait_until_job_complete, wait in the triggerer for its pods and then its end.
+        wait_until_job_complete, wait in the triggerer for its pods and then its end, unless
+        the Job has ended within SETTLE_S (then it is finished here, as the triggerer's event
+        would).
 
         The provider's execute is not used: it looks for the Job's pods at once, and fails
         when they do not exist yet (Kueue or TPU capacity can delay them)."""
@@ -99,8 +107,28 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         ti.xcom_push(key="job_name", value=self.job.metadata.name)
         ti.xcom_push(key="job_namespace", value=self.job.metadata.namespace)
         if self.wait_until_job_complete:
+            if (ended := self.ended_within_settle()) is not None:
+                self.log.info("Job %s has ended: finishing without deferring.", ended["name"])
+                return self.execute_complete(context, ended)
             self.wait_in_triggerer(context)
         ti.xcom_push(key="job", value=self.job.to_dict())
+        return None
+
+    def ended_within_settle(self) -> dict[str, Any] | None:
+        """The event the triggerer's wait would fire, when the Job has ended or ends within
+        SETTLE_S; None when it still runs then."""
+        from tpu_rl.jobs.job_trigger import ended_job_event, job_ended
+
+        name, namespace = self.job.metadata.name, self.job.metadata.namespace
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            job = self.hook.get_job_status(job_name=name, namespace=namespace)
+            if job_ended(job):
+                pods = self.host_zero_pod(name, namespace) if self.get_logs else None
+                return ended_job_event(job, pods)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(SETTLE_POLL_S)
 
     def create_job(self, job_request_obj: k8s.V1Job) -> k8s.V1Job:
         """Create the Job; on a retry, follow the one this run already created while it runs.
@@ -131,6 +159,15 @@ class RunJobStep(RunStep, GKEStartJobOperator):
             return self.submit(job_request_obj)
         self.log.info("Job %s already exists (an earlier try); following it.", name)
         return job_request_obj
+
+    def host_zero_pod(self, job: str, namespace: str) -> list[str]:
+        """Host 0's pod of the Job (none when its pods are gone), as the triggerer's wait names
+        it."""
+        from tpu_rl.jobs.job_trigger import host_zero
+
+        selector = f"{JOB_NAME_LABEL}={job}"
+        found = self.client.list_namespaced_pod(namespace, label_selector=selector)
+        return host_zero([pod_meta(pod) for pod in found.items])
 
     def submit(self, job: k8s.V1Job) -> k8s.V1Job:
         """The provider's create_job without its extras: a debug line formatting the whole Job
@@ -242,3 +279,9 @@ class RunJobStep(RunStep, GKEStartJobOperator):
             kwargs=kwargs,
             timeout=timeout or time_left(self) or self.execution_timeout,
         )
+
+
+def pod_meta(pod: k8s.V1Pod) -> dict[str, Any]:
+    """A pod's name, labels and annotations, as the API's JSON names them."""
+    meta = pod.metadata
+    return {"name": meta.name, "labels": meta.labels, "annotations": meta.annotations}

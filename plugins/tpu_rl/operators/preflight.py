@@ -20,19 +20,53 @@ from tpu_rl.operators.run_step import RunStep
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+# The checks, from their declaration (tpu_rl.preflight.checks), which imports the Google and
+# Kubernetes clients: generated here so that the parse reads it without them.
+# preflight-step-doc:start (generated: python -m tpu_rl.preflight.checks_doc)
+CHECKS_DOC = """
+- `apis enabled`: the APIs a run calls are enabled (Compute Engine, GKE, Cloud Storage, IAM,
+  Resource Manager; Cloud Quotas when a rung draws on quota)
+- `caller permissions`: the deployment's credentials hold the permissions of the tutorial's roles
+  (those of creating a cluster too, with `cluster_mode=create`)
+- `v6e in zone`: the slice's machine type (`ct6e-standard-4t`) is offered in the zone of every rung
+- `reservation`: each rung's capacity: the reservation (in the zone, of the machine type, enough
+  free VMs), the calendar reservation's window, or for `flex_start` and `spot` the region's v6e
+  quota (its lines: `reservation`, `tpu quota`)
+- `bucket`: the bucket, if it exists, is in the run's region; without uniform access or public
+  access prevention it passes with a warning, as a run uses it (its lines: `bucket location`,
+  `bucket policy`)
+- `gke standard` (`cluster_mode=existing`): the cluster exists in the run's region and is GKE
+  Standard (not Autopilot, not zonal)
+- `node pools` (`cluster_mode=existing`): the slice's node pools (machine type, topology,
+  `cluster_nodepool_count`) and `cpu-np`, without taints the run's pods do not tolerate
+- `node pool roles` (`cluster_mode=existing`): the node pools' service accounts may write the
+  bucket's objects (a storage write role on the project or the bucket)
+- `jobset installed` (`cluster_mode=existing`): the JobSet controller runs, v0.10.1 or later
+- `kueue installed` (`cluster_mode=existing`): the Kueue controller runs, v0.15.0 or later
+- `kueue queue covers the run` (`cluster_mode=existing`): the LocalQueue `kueue_queue` leads to a
+  ClusterQueue covering what the Pathways backend requests, with TPU quota for the run's chips (none
+  named: it passes)
+- `priority class` (`cluster_mode=existing`): the PriorityClass `TPU_RL_PRIORITY_CLASS` names exists
+  (optional: every pod of the run gets it)
+- `image pullable`: each image setting's manifest exists and the caller may pull it (a registry
+  outside Google that asks for credentials passes: the nodes pull with their own); its lines:
+  `image pullable (<setting>)`
+- `hf token`: the Hugging Face token is valid and may read the model and the tokenizer (the licence
+  accepted, for a gated model); its lines: `hf token`, `hf model access (<repo>)`
+- `vertex registry`: the deployment's Vertex AI Model Registry settings, which `promote` needs at
+  the end
+"""
+# preflight-step-doc:end
+
 
 class PreflightOperator(RunStep):
     """Runs tpu_rl.preflight.run.run_preflight; fails listing each failed check with its fix."""
 
     step_id = Step.PREFLIGHT
-    step_doc = """
-Reads the real project before anything is spent, and changes nothing: the APIs enabled, the
-caller's IAM permissions, v6e offered in the zone, the reservation (or the TPU quota for
-flex-start and Spot), the bucket's region and policy, for an existing cluster GKE Standard, its
-node pools, JobSet, Kueue, the ClusterQueue and the priority class, the images, the Hugging
-Face token and the model's licence, and the deployment's Vertex AI registry settings (which
-`promote` needs at the end). One line per check: PASS/FAIL, what was read, the fix.
-
+    step_doc = f"""
+Reads the real project before anything is spent, and changes nothing. One line per check:
+PASS, FAIL or SKIPPED (what it needs failed), what was read, and on FAIL the fix. In order:
+{CHECKS_DOC}
 **Failed?** Its log ends with each failed check and the command or console step that fixes it;
 `make preflight CONF=<json>` runs the same checks from a terminal.
 """

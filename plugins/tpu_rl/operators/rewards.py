@@ -66,6 +66,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         """Follow the run with its settings' intervals and limits; finish a resume a retry cut."""
         from tpu_rl.dag.limits import DEADLINE_ATTR
         from tpu_rl.preflight.calendar import calendar_window
+        from tpu_rl.report.spend_limit import training_spend
         from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
@@ -77,18 +78,61 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
         self.keep_backend = self.champion_waits(layout)
         self.checkpoint_period = s.checkpoint_period  # stops at the last save its capacity allows
+        self.total_steps = s.num_batches  # train_rl's steps (rl.yml: one iteration, one epoch)
         window = calendar_window(s, self.gcp_conn_id)
         self.capacity_ends_at = window.end if window else None
+        self.spend = training_spend(s)  # progress lines; a stop at the spend limit
         history = resume.History.load(self.attempts_record)
         if history.resuming:  # a retry in the middle of a resume: finish it
             return self.restart(context, layout, history)
+        if (ended := self.ended_wait(context)) is not None:
+            self.log.info("Training Job %s has ended: finishing without deferring.", self.job_name)
+            return self.execute_complete(context, ended)
         return super().execute(context)
+
+    def ended_wait(self, context: Context) -> dict[str, Any] | None:
+        """The reward trigger's event when the training Job has already ended (a retry after
+        it), read by one poll of the wait; None while it runs or the poll cannot tell.
+
+        Deferred, such a wait ends at its first poll, and a deferral that ends at once can fail
+        the resumed try (apache/airflow#72716, see tpu_rl.backend.lifecycle.backend_runs). The
+        backend goes in execute_complete unless kept, as after the trigger's event."""
+        import asyncio
+
+        from kubernetes.client.rest import ApiException
+
+        from tpu_rl.jobs.job_trigger import job_ended
+        from tpu_rl.kube.async_client import KubeApiError
+        from tpu_rl.rewards.poll import LogFollower
+        from tpu_rl.rewards.trigger import BACKEND_KEPT
+
+        try:
+            job = self.hook.get_job_status(job_name=self.job_name, namespace=self.namespace)
+        except ApiException:  # gone or unreadable: the trigger says which
+            return None
+        if not job_ended(job):
+            return None
+        follower = LogFollower(**self.follow_args(self.wait_deadline(context)), log=self.log)
+
+        async def poll_once() -> dict[str, Any] | None:
+            try:
+                return await follower.poll()
+            except KubeApiError:  # transient: the trigger retries
+                return None
+            finally:
+                await follower.close()
+
+        event = asyncio.run(poll_once())
+        if event is not None and self.keep_backend and event.get("status") == "success":
+            return {**event, BACKEND_KEPT: True}
+        return event
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The wait's end: the rewards with every attempt, a resume, or a failure; the backend
         goes."""
-        from tpu_rl.rewards import capacity_end, capacity_loss, evaluations, resume
+        from tpu_rl.rewards import capacity_end, capacity_loss, evaluations, progress, resume
         from tpu_rl.rewards.trigger import BACKEND_KEPT
+        from tpu_rl.run_summary import write_summary
 
         layout = self.set_run_objects(context)
         self.mask_token()
@@ -97,6 +141,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             return self.resume_after_loss(context, layout, history, event)
         if event.get("reason") == capacity_end.REASON:
             return self.resume_after_stop(context, layout, history, event)
+        if event.get("reason") == progress.REASON:
+            return self.end_at_spend_limit(context, layout, history, event)
         succeeded = event.get("status") == "success"
         history.end(
             event,
@@ -113,13 +159,47 @@ or the ladder's next rung. Fails when the Job fails for another reason or
                 self.release_tpus()
         # the gate compares with the base model: the first attempt's Pre line; each step's
         # evaluation is its latest attempt's (tpu_rl.rewards.evaluations)
-        return {
-            **result,
+        rewards = {
             "pre": history.first_pre,
+            "post": result.get("post"),
             "intermediate": evaluations.by_step(history.evaluations),
-            "evaluations": history.evaluations,
             "attempts": history.attempts,
         }
+        write_summary(context["ti"], self.task_id, rewards=rewards)  # each evaluation line not
+        return {**result, **rewards, "evaluations": history.evaluations}
+
+    def end_at_spend_limit(
+        self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Training stopped right after a save for the spend limit (tpu_rl.rewards.progress):
+        fail, or hand the newest evaluation up to that save to the gate as the run's result (the
+        gate and export then take the newest committed step, the one it stopped at)."""
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        from tpu_rl.rewards import evaluations, progress, resume
+        from tpu_rl.run_summary import write_summary
+
+        exporting = event.get("action") == progress.EXPORT
+        outcome = resume.COMPLETED if exporting else resume.FAILED
+        history.end(event, outcome, layout.pool_hosts, rung=layout.rung)
+        self.record_attempts(context, history)
+        self.release_tpus()
+        message = str(event.get("message") or "")
+        if not exporting:
+            raise AirflowFailException(message)
+        step = event.get("save_step")
+        scored = [e for e in evaluations.by_step(history.evaluations) if e["step"] <= step]
+        if not scored:
+            raise AirflowFailException(f"{message}; but no evaluation up to step {step} to gate")
+        self.log.warning("%s; gated on the evaluation of step %s", message, scored[-1]["step"])
+        rewards = {
+            "pre": history.first_pre,
+            "post": {k: v for k, v in scored[-1].items() if k not in ("kind", "attempt")},
+            "intermediate": evaluations.by_step(history.evaluations),
+            "attempts": history.attempts,
+        }
+        write_summary(context["ti"], self.task_id, rewards=rewards)
+        return {**rewards, "evaluations": history.evaluations, "spend_stop": event}
 
     def champion_waits(self, layout: RunLayout) -> bool:
         """The deployment has a champion for evaluate_champion to score on this run's backend:

@@ -44,7 +44,7 @@ class RunStep(BaseOperator):
     def __init__(self, **kwargs: Any) -> None:
         from tpu_rl.settings.params import default_settings
 
-        kwargs.setdefault("task_id", self.step_id)
+        kwargs.setdefault("task_id", str(self.step_id))  # a plain str: a Step is a StrEnum
         kwargs.setdefault("doc_md", self.step_doc)
         kwargs.setdefault("retries", self.limit.retries)
         minutes = self.limit.minutes(default_settings())

@@ -107,14 +107,15 @@ def record_rung_left(
     context: Context, current: RunSettings, outcome: str, reason: str, log: Any
 ) -> tuple[list[dict[str, Any]], ladder.Rung | None]:
     """Record the rung the run is on (`current`: the settings on it) as left with `outcome` and
-    `reason` in the ladder's tries (the calling task's XCom), and say where the run moves: the
-    tries and the next rung (None: it was the last)."""
+    `reason` in the ladder's record (tpu_rl.cluster.rung_record; the run stands on it until the
+    next rung stands), and say where the run moves: the tries and the next rung (None: it was
+    the last)."""
     from tpu_rl.cluster import climb, ladder
-    from tpu_rl.dag.runtime import ladder_xcom
+    from tpu_rl.cluster.rung_record import recorded_tries, write_tries
 
     rungs, rung = ladder.rungs(current), ladder.Rung(current.capacity, current.zone)
-    tries = climb.left_rung(ladder_xcom(context, climb.RUNGS_KEY) or [], rung, outcome, reason)
-    context["ti"].xcom_push(key=climb.RUNGS_KEY, value=tries)
+    tries = climb.left_rung(recorded_tries(context["ti"]), rung, outcome, reason)
+    write_tries(context["ti"], tries)
     index = rungs.index(rung)
     if index + 1 == len(rungs):
         return tries, None
@@ -125,11 +126,13 @@ def record_rung_left(
 def deploy_rungs_after(context: Context, current: RunSettings, log: Any) -> None:
     """Deploy the capacity ladder's rungs after `current` (the settings on the rung being left)
     in turn until one stands (tpu_rl.cluster.climb: the TPU pool is replaced, nothing of the old
-    rung is left billing); the calling task pushes the tries and the new rung as XComs."""
+    rung is left billing); each rung's try goes to the ladder's record
+    (tpu_rl.cluster.rung_record), whose newest is the rung the run then stands on."""
     from tpu_rl import deployment
     from tpu_rl.cluster import blueprint, climb, ladder
+    from tpu_rl.cluster.rung_record import recorded_tries, write_tries
     from tpu_rl.cluster.session import toolkit_bundle, toolkit_session
-    from tpu_rl.dag.runtime import ladder_xcom, run_deployment
+    from tpu_rl.dag.runtime import run_deployment
     from tpu_rl.settings.run_settings import load_settings
 
     settings = load_settings(dict(context["params"]))
@@ -147,7 +150,7 @@ def deploy_rungs_after(context: Context, current: RunSettings, log: Any) -> None
             settings,
             lambda on: gcluster(on, lambda steps: [steps.deploy]),
             log,
-            lambda key, value: ti.xcom_push(key=key, value=value),
+            lambda tries: write_tries(ti, tries),
             start=rungs.index(ladder.Rung(current.capacity, current.zone)) + 1,
-            tries=ladder_xcom(context, climb.RUNGS_KEY),
+            tries=recorded_tries(ti),
         )

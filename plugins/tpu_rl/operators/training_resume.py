@@ -118,9 +118,10 @@ class TrainingResumes:
         so the new backend gets new ones."""
         from tpu_rl.kube import objects as kube
         from tpu_rl.kube.removed_trigger import REMOVAL_TIMEOUT_S, RemovedTrigger
+        from tpu_rl.kube.swept import delete_labelled
 
         s, api_client = layout.settings, self.hook.get_conn()
-        kube.delete_labelled(api_client, "jobs", s.namespace, self.job_name)
+        delete_labelled(api_client, "jobs", s.namespace, self.job_name)
         kube.delete_backend(api_client, s.namespace, layout.backend_jobset)
         objects = {
             f"Job {self.job_name}": kube.job_path(s.namespace, self.job_name),
@@ -196,6 +197,8 @@ class TrainingResumes:
         """Save the history in the run's record and push its attempts as an XCom (a failed run
         still tells them)."""
         from tpu_rl.rewards import resume
+        from tpu_rl.run_summary import write_summary
 
         history.save(self.attempts_record)
         context["ti"].xcom_push(key=resume.XCOM_KEY, value=history.attempts)
+        write_summary(context["ti"], self.task_id, attempts=history.attempts)

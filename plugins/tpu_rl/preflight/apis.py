@@ -35,6 +35,7 @@ def check_apis(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     """One result: every needed API is ENABLED, or which are not."""
     needed = needed_apis(s)
     names = [f"projects/{s.project}/services/{service}" for service in needed]
+    # REST: no lock pins google-cloud-service-usage, Service Usage's typed client
     answer = api.get(SERVICE_USAGE, f"/v1/projects/{s.project}/services:batchGet", {"names": names})
     states = {
         (svc.get("config") or {}).get("name") or svc["name"].rsplit("/", 1)[-1]: svc.get("state")

@@ -1,4 +1,5 @@
-"""A calendar-mode reservation's window (capacity=calendar), read from Compute Engine.
+"""A calendar-mode reservation's window (capacity=calendar), read from Compute Engine through
+google.cloud.compute_v1's typed FutureReservationsClient (tpu_rl.preflight.google_api).
 
 futureReservations.get (https://cloud.google.com/compute/docs/reference/rest/v1/
 futureReservations/get): `timeWindow` holds `startTime` and `endTime` (RFC3339) or a `duration`;
@@ -23,8 +24,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from tpu_rl.preflight.google_api import GoogleApi
+from tpu_rl.preflight.google_api import GoogleApi, read_or_none
 from tpu_rl.report.estimate import ASSUMED_STEP_SECONDS
 from tpu_rl.rewards.capacity_end import epoch
 from tpu_rl.settings.run_settings import RunSettings
@@ -69,34 +71,35 @@ class Window:
 
 def read_window(api: GoogleApi, s: RunSettings) -> Window:
     """The window of the future reservation `s.reservation` in `s.zone`, or CalendarError."""
-    path = f"/compute/v1/projects/{s.project}/zones/{s.zone}/futureReservations/{s.reservation}"
-    found = api.get_or_none(COMPUTE, path)
+    from google.cloud import compute_v1
+
+    request = compute_v1.GetFutureReservationRequest(
+        project=s.project, zone=s.zone, future_reservation=s.reservation
+    )
+    client = api.client(compute_v1.FutureReservationsClient, COMPUTE)
+    found = read_or_none(client.get, request)
     if found is None:
         raise CalendarError(
             f"no future reservation {s.reservation!r} in {s.zone} of {s.project} (gcloud "
             f"compute future-reservations list --project={s.project})"
         )
-    if found.get("reservationMode") != CALENDAR_MODE:
+    if found.reservation_mode != CALENDAR_MODE:
         raise CalendarError(
             f"future reservation {s.reservation} is not in calendar mode "
-            f"(reservationMode {found.get('reservationMode')!r}): use capacity=reservation"
+            f"(reservationMode {found.reservation_mode or None!r}): use capacity=reservation"
         )
-    _check_procurement(s, found.get("status") or {})
-    window = found.get("timeWindow") or {}
-    if not window.get("startTime"):
+    _check_procurement(s, found.status)
+    window = found.time_window
+    if not window.start_time:
         raise CalendarError(f"future reservation {s.reservation} has no timeWindow.startTime")
-    start = epoch(window["startTime"])
-    if window.get("endTime"):
-        end = epoch(window["endTime"])
-    else:
-        end = start + float(str((window.get("duration") or {}).get("seconds") or 0))
-    prefix = str(found.get("namePrefix") or "")
-    return Window(s.reservation, start, end, _delivered(s, found), prefix)
+    start = epoch(window.start_time)
+    end = epoch(window.end_time) if window.end_time else start + float(window.duration.seconds)
+    return Window(s.reservation, start, end, _delivered(s, found), found.name_prefix)
 
 
-def _check_procurement(s: RunSettings, status: dict) -> None:
+def _check_procurement(s: RunSettings, status: Any) -> None:
     """CalendarError unless Google approved the request (status.procurementStatus)."""
-    state = str(status.get("procurementStatus") or "PROCUREMENT_STATUS_UNSPECIFIED")
+    state = status.procurement_status or "PROCUREMENT_STATUS_UNSPECIFIED"
     if state in DELIVERING:
         return
     if state in AWAITING:
@@ -110,17 +113,14 @@ def _check_procurement(s: RunSettings, status: dict) -> None:
     )
 
 
-def _delivered(s: RunSettings, found: dict) -> str | None:
+def _delivered(s: RunSettings, found: Any) -> str | None:
     """The name of the reservation the future reservation delivers: its `reservationName`,
     else the auto-created one (status.autoCreatedReservations, URLs ending in the name)
     starting with its `namePrefix`; None while Compute Engine has made none."""
-    if name := found.get("reservationName"):
+    if name := found.reservation_name:
         return str(name)
-    prefix = str(found.get("namePrefix") or "")
-    made = [
-        url.rstrip("/").rsplit("/", 1)[-1]
-        for url in (found.get("status") or {}).get("autoCreatedReservations") or []
-    ]
+    prefix = found.name_prefix
+    made = [url.rstrip("/").rsplit("/", 1)[-1] for url in found.status.auto_created_reservations]
     made = [name for name in made if name.startswith(f"{prefix}-")] if prefix else made
     if len(made) > 1:
         raise CalendarError(

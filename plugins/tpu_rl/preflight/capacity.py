@@ -1,5 +1,7 @@
 """TPU capacity in the run's zone, read from the Compute Engine API: the v6e machine type offered
 there, and the reservation (capacity=reservation) or the region's TPU quota (flex_start, spot).
+Compute Engine is read through google.cloud.compute_v1's typed clients (MachineTypesClient,
+ReservationsClient; tpu_rl.preflight.google_api), Cloud Quotas over REST.
 
 Machine types: https://cloud.google.com/compute/docs/reference/rest/v1/machineTypes (get,
 aggregatedList); reservations: .../v1/reservations (`specificReservation.count`, `inUseCount`,
@@ -31,15 +33,17 @@ DESIGN section 8). Reserved capacity (reservation, calendar) needs no more quota
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
 
 from tpu_rl.cluster.ladder import at_rung, rungs
-from tpu_rl.cluster.tpu import hosts_per_slice
 from tpu_rl.preflight import calendar
-from tpu_rl.preflight.google_api import GoogleApi
+from tpu_rl.preflight.google_api import GoogleApi, read, read_or_none
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.choices import Capacity, ClusterMode
 from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.tpu import hosts_per_slice
 
 COMPUTE = "compute.googleapis.com"
 CLOUD_QUOTAS = "cloudquotas.googleapis.com"
@@ -60,29 +64,29 @@ def _each_rung(
     if len(ladder) == 1:
         return check(at_rung(s, ladder[0]))
     return [
-        CheckResult(f"{r.name} ({rung})", r.passed, r.evidence, r.fix, r.transient)
-        for rung in ladder
-        for r in check(at_rung(s, rung))
+        replace(r, name=f"{r.name} ({rung})") for rung in ladder for r in check(at_rung(s, rung))
     ]
 
 
-def _zones_with(api: GoogleApi, s: RunSettings, kind: str, name: str) -> list[str]:
-    """The zones where Compute's aggregated list of `kind` (machineTypes, reservations) finds
-    one called `name`."""
-    answer = api.get(
-        COMPUTE,
-        f"/compute/v1/projects/{s.project}/aggregated/{kind}",
-        {"filter": f'name = "{name}"'},
-    )
-    return sorted(
-        scope.removeprefix("zones/")
-        for scope, found in (answer.get("items") or {}).items()
-        if found.get(kind)
-    )
+def _zones_with(
+    aggregated_list: Callable[..., Iterable[tuple[str, Any]]], request: Any, kind: str
+) -> list[str]:
+    """The zones of a Compute aggregated list (its pager's (scope, scoped list) pairs) whose
+    scoped list holds any `kind` (machine_types, reservations); every page is read within
+    `read`, so a later page's refusal reads as the first's."""
+    pairs = read(lambda **call: list(aggregated_list(**call)), request)
+    return sorted(scope.removeprefix("zones/") for scope, found in pairs if getattr(found, kind))
 
 
 def _zones_offering(api: GoogleApi, s: RunSettings) -> list[str]:
-    return _zones_with(api, s, "machineTypes", s.compute_type)
+    """The zones offering the slice's machine type (machineTypes.aggregatedList)."""
+    from google.cloud import compute_v1
+
+    request = compute_v1.AggregatedListMachineTypesRequest(
+        project=s.project, filter=f'name = "{s.compute_type}"'
+    )
+    client = api.client(compute_v1.MachineTypesClient, COMPUTE)
+    return _zones_with(client.aggregated_list, request, "machine_types")
 
 
 def check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
@@ -92,8 +96,12 @@ def check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
 
 
 def _check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
-    path = f"/compute/v1/projects/{s.project}/zones/{s.zone}/machineTypes/{s.compute_type}"
-    machine = api.get_or_none(COMPUTE, path)
+    from google.cloud import compute_v1
+
+    request = compute_v1.GetMachineTypeRequest(
+        project=s.project, zone=s.zone, machine_type=s.compute_type
+    )
+    machine = read_or_none(api.client(compute_v1.MachineTypesClient, COMPUTE).get, request)
     if machine is None:
         elsewhere = [z for z in _zones_offering(api, s) if z.startswith(f"{s.region}-")]
         where = f"zones of {s.region} that offer it: {', '.join(elsewhere) or 'none'}"
@@ -107,7 +115,7 @@ def _check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
                 f"--filter=name={s.compute_type} --project={s.project}",
             )
         ]
-    return [passed(OFFERED, f"{machine.get('name', s.compute_type)} offered in {s.zone}")]
+    return [passed(OFFERED, f"{machine.name or s.compute_type} offered in {s.zone}")]
 
 
 def _vms_needed(s: RunSettings) -> int:
@@ -151,8 +159,12 @@ def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
     describe = f"gcloud compute reservations list --project={s.project}"
     if not s.reservation:
         return passed(RESERVATION, "no reservation named: the existing pool's capacity is used")
-    path = f"/compute/v1/projects/{s.project}/zones/{s.zone}/reservations/{s.reservation}"
-    found = api.get_or_none(COMPUTE, path)
+    from google.cloud import compute_v1
+
+    request = compute_v1.GetReservationRequest(
+        project=s.project, zone=s.zone, reservation=s.reservation
+    )
+    found = read_or_none(api.client(compute_v1.ReservationsClient, COMPUTE).get, request)
     if found is None:
         zones = _zones_holding(api, s)
         where = f"; it is in {', '.join(zones)}" if zones else ""
@@ -162,9 +174,9 @@ def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
             f"set reservation and zone to an existing v6e reservation's ({describe}), or "
             "capacity=flex_start/spot",
         )
-    specific = found.get("specificReservation") or {}
-    machine = (specific.get("instanceProperties") or {}).get("machineType", "")
-    count, used = int(specific.get("count") or 0), int(specific.get("inUseCount") or 0)
+    specific = found.specific_reservation
+    machine = specific.instance_properties.machine_type
+    count, used = int(specific.count), int(specific.in_use_count)
     needed = _vms_needed(s)
     if machine != s.compute_type:
         return failed(
@@ -196,13 +208,20 @@ def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
 
 def _zones_holding(api: GoogleApi, s: RunSettings) -> list[str]:
     """The zones where a reservation of that name is (reservations.aggregatedList)."""
-    return _zones_with(api, s, "reservations", s.reservation)
+    from google.cloud import compute_v1
+
+    request = compute_v1.AggregatedListReservationsRequest(
+        project=s.project, filter=f'name = "{s.reservation}"'
+    )
+    client = api.client(compute_v1.ReservationsClient, COMPUTE)
+    return _zones_with(client.aggregated_list, request, "reservations")
 
 
 def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str) -> float | None:
     """The limit in effect of Cloud Quotas' `quota_id` for the run's region and TPU family:
     the most specific dimensionsInfo (region and family, then either, then the default); None
     when the project has no such quota info."""
+    # REST: no lock pins google-cloud-quotas, Cloud Quotas' typed client
     info = api.get_or_none(
         CLOUD_QUOTAS,
         f"/v1/projects/{s.project}/locations/global/services/{COMPUTE}/quotaInfos/{quota_id}",

@@ -14,8 +14,8 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook, GKEKubernetesHook
 from google.api_core.exceptions import NotFound
 
+from tpu_rl.cluster.blueprint import CPU_NODE_POOL
 from tpu_rl.cluster.existing import NEEDS_STANDARD
-from tpu_rl.jobs.manifests import CPU_NODE_POOL
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.run_settings import RunSettings
 
@@ -81,16 +81,27 @@ def _taints(pool: Any) -> list[str]:
     ]
 
 
-def check_pools(s: RunSettings, cluster: Any) -> tuple[CheckResult, dict[str, str]]:
-    """The slice pools and cpu-np, without taints the pods do not tolerate; with the service
-    account of each pool the run uses ({pool: email}, for the IAM check)."""
+def _run_pools(s: RunSettings, cluster: Any) -> tuple[list[Any], list[Any]]:
+    """The cluster's node pools the run lands on: (the slice's, cpu-np)."""
     slices = [
         p
         for p in cluster.node_pools
         if p.config.machine_type == s.compute_type and p.placement_policy.tpu_topology == s.topology
     ]
-    head = [p for p in cluster.node_pools if p.name == CPU_NODE_POOL]
-    used = {p.name: p.config.service_account for p in [*slices, *head]}
+    return slices, [p for p in cluster.node_pools if p.name == CPU_NODE_POOL]
+
+
+def pool_accounts(s: RunSettings, cluster: Any) -> dict[str, str]:
+    """The service account of each pool the run uses ({pool: email or "default"}), for the
+    IAM check."""
+    slices, head = _run_pools(s, cluster)
+    return {p.name: p.config.service_account for p in [*slices, *head]}
+
+
+def check_pools(s: RunSettings, cluster: Any) -> CheckResult:
+    """The slice pools and cpu-np, without taints the pods do not tolerate."""
+    slices, head = _run_pools(s, cluster)
+    used = {p.name for p in [*slices, *head]}
     problems = []
     if len(slices) < s.cluster_nodepool_count:
         problems.append(
@@ -112,5 +123,5 @@ def check_pools(s: RunSettings, cluster: Any) -> tuple[CheckResult, dict[str, st
             "deploy the tutorial's blueprint (gke-tpu-v6e-advanced: enable_pathways_for_tpus, "
             "the slice pool per CLUSTER_NODEPOOL_COUNT), remove the extra taints (gcloud "
             "container node-pools update <pool> --node-taints=...), or set cluster_mode=create",
-        ), used
-    return passed(POOLS, f"{pools}: {s.cluster_nodepool_count} x {s.topology} and cpu-np"), used
+        )
+    return passed(POOLS, f"{pools}: {s.cluster_nodepool_count} x {s.topology} and cpu-np")

@@ -19,7 +19,8 @@ from kubernetes.client import AppsV1Api, CustomObjectsApi, SchedulingV1Api
 from kubernetes.client.rest import ApiException
 
 from tpu_rl import deployment
-from tpu_rl.kube import kueue
+from tpu_rl.backend import kueue
+from tpu_rl.cluster.kueue_config import TPU
 from tpu_rl.kube.kueue_rules import GROUP, VERSION
 from tpu_rl.layout import RunLayout
 from tpu_rl.preflight.result import CheckResult, failed, passed
@@ -69,7 +70,7 @@ def _api(plural: str) -> dict[str, str]:
 
 def check_queue(client: Any, layout: RunLayout) -> CheckResult:
     """The LocalQueue leads to a ClusterQueue covering every resource the Pathways backend
-    requests, with TPU quota for the run's chips (tpu_rl.kube.kueue, xpk #603)."""
+    requests, with TPU quota for the run's chips (tpu_rl.backend.kueue, xpk #603)."""
     s = layout.settings
     if not s.kueue_queue:
         return passed(QUEUE, "kueue_queue is empty: the run's objects bypass Kueue")
@@ -129,7 +130,7 @@ def _tpu_quota(cluster_queue: dict[str, Any]) -> float:
         for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
         for f in g.get("flavors") or []
         for r in f.get("resources") or []
-        if r.get("name") == kueue.TPU
+        if r.get("name") == TPU
     )
 
 

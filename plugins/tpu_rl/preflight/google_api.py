@@ -1,21 +1,23 @@
-"""Read-only REST calls to Google APIs with the deployment's Google credentials.
+"""Read-only calls to Google APIs with the deployment's Google credentials.
 
-The credentials are the GCP connection's (the google provider's GoogleBaseHook), sent by
-google-auth's AuthorizedSession; each host is reached at tpu_rl.deployment.api_endpoint. Only
-GET, HEAD and the POSTs of read-only RPCs (`:testIamPermissions`, `:getIamPolicy`, listed in
-READ_ONLY_RPCS) leave this module: preflight changes nothing.
+The credentials are the GCP connection's (the google provider's GoogleBaseHook); each host is
+reached at tpu_rl.deployment.api_endpoint. Compute Engine and Resource Manager are read through
+their typed clients (google-cloud-compute, google-cloud-resource-manager, pinned in both locks)
+on the REST transport (`client`, `read`); Service Usage and Cloud Quotas, whose clients no lock
+pins, through google-auth's AuthorizedSession (`get`). Only reads leave this module: GET, HEAD,
+and the typed clients' get, aggregatedList, getIamPolicy and testIamPermissions: preflight
+changes nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tpu_rl import deployment
 
-# Methods that read although they are POSTs (https://cloud.google.com/resource-manager/reference
-# /rest/v3/projects/testIamPermissions, .../projects/getIamPolicy).
-READ_ONLY_RPCS = (":testIamPermissions", ":getIamPolicy")
 TIMEOUT_S = 30
+Answer = TypeVar("Answer")
 
 
 class ApiRefusal(RuntimeError):
@@ -40,8 +42,33 @@ def refusal(response: Any) -> ApiRefusal:
     )
 
 
+def read(rpc: Callable[..., Answer], request: Any) -> Answer:
+    """A typed client's read `rpc(request=...)`, tried once within TIMEOUT_S as `get` is; a
+    Google error answer raises the ApiRefusal `get` would (google-api-core's
+    GoogleAPICallError keeps the HTTP response: exceptions.py format_http_response_error)."""
+    from google.api_core.exceptions import GoogleAPICallError
+
+    try:
+        return rpc(request=request, retry=None, timeout=TIMEOUT_S)
+    except GoogleAPICallError as err:
+        if err.response is None:
+            raise ApiRefusal(int(err.code or 0), str(err.message), err.reason or "") from err
+        raise refusal(err.response) from err
+
+
+def read_or_none(rpc: Callable[..., Answer], request: Any) -> Answer | None:
+    """`read`, but None where the resource does not exist (404)."""
+    try:
+        return read(rpc, request)
+    except ApiRefusal as err:
+        if err.status != 404:
+            raise
+        return None
+
+
 class GoogleApi:
-    """An authorized session for the deployment's GCP connection."""
+    """The deployment's GCP connection: its credentials in an authorized session, and typed
+    clients on them."""
 
     def __init__(self, gcp_conn_id: str) -> None:
         from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
@@ -51,9 +78,22 @@ class GoogleApi:
             gcp_conn_id=gcp_conn_id
         ).get_credentials_and_project_id()
         self.session = AuthorizedSession(self.credentials)
+        self._clients: dict[type, Any] = {}
+
+    def client(self, client_class: type[Answer], host: str) -> Answer:
+        """A typed client (google.cloud.compute_v1's, resourcemanager_v3's) on the REST
+        transport at the host's endpoint, with the connection's credentials; one per class."""
+        if client_class not in self._clients:
+            self._clients[client_class] = client_class(  # type: ignore[call-arg]
+                credentials=self.credentials,
+                transport="rest",
+                client_options={"api_endpoint": deployment.api_endpoint(host)},
+            )
+        return self._clients[client_class]
 
     def get(self, host: str, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """GET https://<host><path> (JSON), or ApiRefusal."""
+        """GET https://<host><path> (JSON), or ApiRefusal: for an API no lock pins a typed
+        client of (Service Usage, Cloud Quotas)."""
         response = self.session.get(
             deployment.api_endpoint(host) + path, params=params, timeout=TIMEOUT_S
         )
@@ -71,17 +111,6 @@ class GoogleApi:
             if err.status != 404:
                 raise
             return None
-
-    def read_rpc(self, host: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST of a read-only RPC (READ_ONLY_RPCS), or ApiRefusal."""
-        if not path.endswith(READ_ONLY_RPCS):
-            raise ValueError(f"{path} is not a read-only RPC")
-        response = self.session.post(
-            deployment.api_endpoint(host) + path, json=body, timeout=TIMEOUT_S
-        )
-        if response.status_code != 200:
-            raise refusal(response)
-        return response.json()
 
     def head(self, url: str, headers: dict[str, str]) -> Any:
         """HEAD `url` with the caller's token; the response, whatever its status."""

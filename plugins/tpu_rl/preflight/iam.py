@@ -1,5 +1,6 @@
 """IAM: what the caller may do in the project (Resource Manager projects.testIamPermissions) and
-which roles the node pools' service accounts hold there (projects.getIamPolicy).
+which roles the node pools' service accounts hold there (projects.getIamPolicy), read through
+google.cloud.resourcemanager_v3's typed ProjectsClient (tpu_rl.preflight.google_api).
 
 https://cloud.google.com/resource-manager/reference/rest/v3/projects/testIamPermissions,
 https://cloud.google.com/resource-manager/reference/rest/v3/projects/getIamPolicy; the bucket's
@@ -10,10 +11,11 @@ bucket rather than the project.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from tpu_rl.preflight.google_api import GoogleApi
-from tpu_rl.preflight.result import CheckResult, failed, passed
+from tpu_rl.preflight.google_api import GoogleApi, read
+from tpu_rl.preflight.result import CheckResult, failed, passed, skipped
 from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.run_settings import RunSettings
 
@@ -66,13 +68,13 @@ def needed_permissions(s: RunSettings) -> tuple[str, ...]:
 
 def check_caller(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     """The permissions the run's calls need, granted to the deployment's credentials."""
+    from google.iam.v1 import iam_policy_pb2
+
     wanted = needed_permissions(s)
-    answer = api.read_rpc(
-        RESOURCE_MANAGER,
-        f"/v3/projects/{s.project}:testIamPermissions",
-        {"permissions": list(wanted)},
+    request = iam_policy_pb2.TestIamPermissionsRequest(
+        resource=f"projects/{s.project}", permissions=list(wanted)
     )
-    granted = set(answer.get("permissions") or [])
+    granted = set(read(_projects(api).test_iam_permissions, request).permissions)
     missing = [p for p in wanted if p not in granted]
     if missing:
         return [
@@ -88,22 +90,27 @@ def check_caller(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     return [passed(CALLER, f"{len(wanted)} permissions granted on {s.project}")]
 
 
+def _projects(api: GoogleApi) -> Any:
+    """Resource Manager v3's typed Projects client."""
+    from google.cloud import resourcemanager_v3
+
+    return api.client(resourcemanager_v3.ProjectsClient, RESOURCE_MANAGER)
+
+
 def _project_writers(api: GoogleApi, s: RunSettings) -> set[str]:
-    policy = api.read_rpc(
-        RESOURCE_MANAGER,
-        f"/v3/projects/{s.project}:getIamPolicy",
-        {"options": {"requestedPolicyVersion": 3}},
+    from google.iam.v1 import iam_policy_pb2, options_pb2
+
+    request = iam_policy_pb2.GetIamPolicyRequest(
+        resource=f"projects/{s.project}",
+        options=options_pb2.GetPolicyOptions(requested_policy_version=3),
     )
-    return _writers(policy.get("bindings") or [])
+    policy = read(_projects(api).get_iam_policy, request)
+    return _writers((binding.role, binding.members) for binding in policy.bindings)
 
 
-def _writers(bindings: list[dict[str, Any]]) -> set[str]:
-    return {
-        member
-        for binding in bindings
-        if binding.get("role") in STORAGE_WRITERS
-        for member in binding.get("members") or []
-    }
+def _writers(bindings: Iterable[tuple[str, Iterable[str]]]) -> set[str]:
+    """The members of the (role, members) bindings granting a storage write role."""
+    return {member for role, members in bindings if role in STORAGE_WRITERS for member in members}
 
 
 def _bucket_writers(s: RunSettings, gcp_conn_id: str) -> set[str]:
@@ -117,7 +124,7 @@ def _bucket_writers(s: RunSettings, gcp_conn_id: str) -> set[str]:
         policy = bucket.get_iam_policy(requested_policy_version=3)
     except NotFound:
         return set()
-    return _writers(list(policy.bindings))
+    return _writers((binding["role"], binding["members"]) for binding in policy.bindings)
 
 
 def _email(api: GoogleApi, s: RunSettings, account: str) -> str:
@@ -125,7 +132,10 @@ def _email(api: GoogleApi, s: RunSettings, account: str) -> str:
     account (its number from Resource Manager projects.get: `name` projects/NUMBER)."""
     if account != DEFAULT_ACCOUNT:
         return account
-    number = api.get(RESOURCE_MANAGER, f"/v3/projects/{s.project}")["name"].split("/")[-1]
+    from google.cloud import resourcemanager_v3
+
+    request = resourcemanager_v3.GetProjectRequest(name=f"projects/{s.project}")
+    number = read(_projects(api).get_project, request).name.split("/")[-1]
     return f"{number}-compute@developer.gserviceaccount.com"
 
 
@@ -133,7 +143,9 @@ def check_pool_roles(
     api: GoogleApi, s: RunSettings, accounts: dict[str, str], gcp_conn_id: str
 ) -> CheckResult:
     """Every workload pool's account ({pool: email or "default"}) may write the bucket's
-    objects, by a role on the project or on the bucket."""
+    objects, by a role on the project or on the bucket; none found is what `node pools` fails."""
+    if not accounts:
+        return skipped(POOLS, "no node pool the run lands on was found (see node pools)")
     emails = {pool: _email(api, s, sa or DEFAULT_ACCOUNT) for pool, sa in accounts.items()}
     writers = _project_writers(api, s)
     if any(f"serviceAccount:{sa}" not in writers for sa in emails.values()):

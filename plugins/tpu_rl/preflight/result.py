@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from tpu_rl.token_masking import mask_credentials
 
@@ -13,29 +14,22 @@ UNSENT_FIX = (
 )
 
 
+@dataclass(frozen=True, slots=True)
 class CheckResult:
     """A check's verdict; `fix` (the command or console step) matters only when it failed.
     The evidence is kept with every credential in it masked (tpu_rl.token_masking): it quotes
-    errors and answers, and is printed, logged and returned.
+    errors and answers, and is printed, logged and returned."""
 
-    A plain class: preflight modules are imported where a task runs, but the DAG's operator
-    module names none of them (tests/dags/test_parse_imports.py)."""
+    name: str
+    passed: bool
+    evidence: str
+    fix: str = ""
+    transient: bool = False  # a read that may succeed when tried again (5xx, network)
+    skipped: bool = False  # not run: what it needs failed (evidence says which); no fix
 
-    __slots__ = ("evidence", "fix", "name", "passed", "skipped", "transient")
-
-    def __init__(
-        self,
-        name: str,
-        passed: bool,
-        evidence: str,
-        fix: str = "",
-        transient: bool = False,
-        skipped: bool = False,
-    ) -> None:
-        self.name, self.passed, self.fix = name, passed, fix
-        self.evidence = mask_credentials(evidence)
-        self.transient = transient  # a read that may succeed when tried again (5xx, network)
-        self.skipped = skipped  # not run: what it needs failed (evidence says which); no fix
+    def __post_init__(self) -> None:
+        # frozen: the masked evidence is set the way dataclasses' own __init__ sets fields
+        object.__setattr__(self, "evidence", mask_credentials(self.evidence))
 
     @property
     def failed(self) -> bool:

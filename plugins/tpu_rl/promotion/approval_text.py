@@ -18,7 +18,7 @@ from tpu_rl.names import Step
 from tpu_rl.promotion.exported import ExportedModel, champion_comparison
 from tpu_rl.promotion.promote import STATE_XCOM
 from tpu_rl.report.run_report import cost_text
-from tpu_rl.rewards.evaluations import EVAL_METRICS
+from tpu_rl.settings.choices import EVAL_METRICS
 
 APPROVE, REJECT = "Approve", "Reject"  # ApprovalOperator.APPROVE / .REJECT (providers-standard)
 NOT_REQUIRED = "none"  # approve's result when the run's approval setting is none

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.cluster.tpu import CHIPS_PER_HOST
 from tpu_rl.report import prices
 from tpu_rl.report.tpu_nodes import node_seconds
+from tpu_rl.tpu import CHIPS_PER_HOST
 
 if TYPE_CHECKING:
     from tpu_rl.report.tpu_nodes import Look

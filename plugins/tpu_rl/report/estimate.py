@@ -21,9 +21,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpu_rl.cluster.ladder import LadderError, parse_ladder
-from tpu_rl.cluster.tpu import CHIPS_PER_HOST
 from tpu_rl.report import prices
+from tpu_rl.settings.rungs import LadderError, parse_ladder
+from tpu_rl.tpu import CHIPS_PER_HOST
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings

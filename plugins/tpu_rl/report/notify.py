@@ -49,6 +49,7 @@ class RunFailureNotifier(BaseNotifier):
             told_by_the_worker,
         )
         from tpu_rl.report.notices import send_notices
+        from tpu_rl.run_summary import write_summary
         from tpu_rl.token_masking import register_hf_token
 
         if context.get("reason") == "task_failure":
@@ -62,6 +63,7 @@ class RunFailureNotifier(BaseNotifier):
         failure = failure_from_context(context)
         if failure.task_id and told_by_the_worker(context):
             context["ti"].xcom_push(FAILURE_XCOM_KEY, failure.reason)
+            write_summary(context["ti"], context["ti"].task_id, failure=failure.reason)
         send_notices(channels(failure), context, self.log)
 
 

@@ -21,14 +21,14 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
-from tpu_rl.cluster.climb import RUNGS_KEY
-from tpu_rl.dag.runtime import ladder_xcom
+from tpu_rl.cluster.rung_record import recorded_tries
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.billing import billed_text
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
-from tpu_rl.rewards.evaluations import EVAL_METRICS, step_table
+from tpu_rl.rewards.evaluations import step_table
 from tpu_rl.rewards.resume import costed, steps_recomputed
+from tpu_rl.settings.choices import EVAL_METRICS
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         durations=finished_step_durations(ti),
         tpu=tpu,
         champion=ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION),
-        rungs=ladder_xcom(context, RUNGS_KEY) if layout.settings.capacity_ladder else None,
+        rungs=recorded_tries(ti) if layout.settings.capacity_ladder else None,
     )
     uris = write_report(report, deployment.gcp_conn_id())
     for uri in uris:

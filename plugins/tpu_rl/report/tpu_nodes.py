@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from tpu_rl.cluster.tpu import ACCELERATOR_LABEL
+from tpu_rl.tpu import ACCELERATOR_LABEL
 
 XCOM_KEY = "tpu_nodes"
 ACCELERATOR_KEY = "cloud.google.com/gke-tpu-accelerator"
@@ -42,8 +42,11 @@ def look(core_v1: Any, topology: str) -> Look:
 
 def record_look(ti: Any, task_id: str, core_v1: Any, topology: str) -> None:
     """Add a look to this task's `tpu_nodes` XCom (a list: one per execute and resume)."""
-    looks = list(ti.xcom_pull(task_ids=task_id, key=XCOM_KEY) or [])
-    ti.xcom_push(key=XCOM_KEY, value=[*looks, look(core_v1, topology)])
+    from tpu_rl.run_summary import write_summary
+
+    looks = [*(ti.xcom_pull(task_ids=task_id, key=XCOM_KEY) or []), look(core_v1, topology)]
+    ti.xcom_push(key=XCOM_KEY, value=looks)
+    write_summary(ti, task_id, looks=looks)  # the RL page's copy
 
 
 def merged(per_task: Iterable[list[Look] | None]) -> list[Look]:

@@ -12,10 +12,9 @@ copies the annotation as is from the VM's `resourceStatus.scheduling.termination
 TestAnnotateMachineTermination: even "abc" is copied), so it is read strictly: an RFC 3339
 date-time (RFC 3339 section 5.6: "T" and "Z" may be lower case), else skipped with a warning.
 
-The pace is measured from the training log's Kubernetes timestamps: the trainer's step lines and
-Orbax's line after a synchronous save has finalized, commit file included (orbax
-checkpoint/orbax/checkpoint/checkpoint_manager.py, CheckpointManager.save: `self._finalize(...)`
-then `'[process=%s][thread=%s][step=%s] Finished synchronous save.'`). No I/O here.
+The pace is measured from the training log's Kubernetes timestamps: Tunix's step lines
+(tpu_rl.rewards.train_step: step N's is logged an update late, after checkpoint N's save began)
+and Orbax's line once a step's save is committed (SAVED). No I/O here.
 """
 
 from __future__ import annotations
@@ -28,7 +27,21 @@ from typing import Any
 
 TERMINATION_ANNOTATION = "node.gke.io/machine-termination-datetime"
 MAX_RUN_LABEL = "cloud.google.com/gke-max-run-duration-seconds"
-SAVED = re.compile(r"\[step=(\d+)\] Finished synchronous save")
+# A step's save committed, its directory renamed or its commit file written: Orbax logs
+# `'[process=%s][thread=%s] Finished saving checkpoint (finalized tmp dir) to `%s`.'` with the
+# step's final directory (google/orbax checkpoint/orbax/checkpoint/_src/path/atomicity.py:845-851,
+# on_commit_callback, at 20be488a: orbax-checkpoint 0.12.2, MaxText 0.2.4's floor), after a
+# synchronous save as after an asynchronous one. Tunix saves the actor at
+# `<checkpoints>/actor/<step>` (tunix/rl/rl_cluster.py:577-580; step names without a prefix,
+# tunix/sft/checkpoint_options.py:108) through Orbax's asynchronous path: its v1 Checkpointer
+# always wraps an AsyncCheckpointer (orbax experimental/v1/_src/saving/saving.py:298-343), and
+# MaxText passes no `async_checkpointing` (trainers/post_train/rl/train_rl.py:443-446), so the
+# v0 default `enable_async_checkpointing=True` held before Tunix moved to v1 too. Orbax's
+# `[step=N] Finished synchronous save.` (checkpoint_manager.py:1588-1593) is therefore never
+# logged on this path; where it is (a synchronous save: MaxText's
+# src/maxtext/examples/dpo_qwen3_demo.ipynb:2732-2736 at maxtext-v0.2.4), this line precedes it.
+SAVED_MARKER = "Finished saving checkpoint (finalized tmp dir) to"
+SAVED = re.compile(re.escape(SAVED_MARKER) + r" `[^`]*/(\d+)/?`")
 # RFC 3339 section 5.6, date-time: full-date "T" full-time, the "T" and "Z" in either case
 _DATE_TIME = re.compile(
     r"(\d{4}-\d\d-\d\d)[Tt](\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII
@@ -108,14 +121,19 @@ class Pace:
 
 def measured_pace(marks: list[list[float]], saved: list[float], period: int) -> Pace | None:
     """The pace from step marks `[step, at]` and the last save `[step, at]`: the save's own
-    time (its step line to its finished line) and the longest gap between two consecutive
-    steps, less that save time where a save came between them. None before there is a gap.
-    Timestamps out of order (a step logged before the one it follows) give no gap: a pace
-    measured from them would put the next save in the past."""
-    step_line = next((at for step, at in marks if step == saved[0]), None)
+    time and the longest gap between two consecutive step lines, less that save time where a
+    save came between them. None before there is a gap.
+
+    Tunix logs step N's line an update late (tpu_rl.rewards.train_step): save N starts right
+    after step N-1's line (tunix/sft/peft_trainer.py:1016-1027 at c4ec573:
+    `_write_train_metrics()` then `checkpoint_manager.save(self._train_steps, ...)`), so the
+    save's time runs from that line to its commit line, and it lies between the lines of steps
+    N-1 and N. Timestamps out of order (a step logged before the one it follows) give no gap: a
+    pace measured from them would put the next save in the past."""
+    step_line = next((at for step, at in marks if step == saved[0] - 1), None)
     save_s = max(0.0, saved[1] - step_line) if step_line is not None else 0.0
     gaps = [
-        b_at - a_at - (save_s if a % period == 0 else 0.0)
+        b_at - a_at - (save_s if b % period == 0 else 0.0)
         for (a, a_at), (b, b_at) in itertools.pairwise(marks)
         if b == a + 1 and b_at > a_at
     ]

@@ -16,16 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tpu_rl.settings.choices import EvalMetric
-
-# The metrics a gate or a checkpoint choice may name (percentages but mean_reward): those of
-# settings.choices.EvalMetric, in the order of the tables and charts.
-EVAL_METRICS: tuple[str, ...] = (
-    EvalMetric.ACCURACY,
-    EvalMetric.PARTIAL_ACCURACY,
-    EvalMetric.FORMAT_ACCURACY,
-    EvalMetric.MEAN_REWARD,
-)
+from tpu_rl.settings.choices import EVAL_METRICS
 
 
 def gate_thresholds(gate_metrics: Mapping[str, float] | None, min_reward_gain: float) -> dict:

@@ -17,15 +17,18 @@ from typing import Any
 
 from tpu_rl.rewards import capacity_end
 from tpu_rl.rewards.held_log import HeldLog
-from tpu_rl.rewards.lines import is_reward_line, parse_line, redact, split_timestamp
+from tpu_rl.rewards.lines import is_reward_line, parse_line, split_timestamp
+from tpu_rl.rewards.train_step import parse_step_line
+from tpu_rl.token_masking import redact
 
 # Longest log line kept, in bytes: the rest of a longer line is dropped, the line is logged
 # once as cut and never read as a reward line (MaxText's reward lines are ~200 bytes).
 LINE_CAP = 64 * 1024
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
-# A training step the log shows done: the trainer's `Train step N/M` line, or MaxText's
-# `Intermediate Eval (step=N)` (every eval_interval steps) when a build logs no step lines.
-_STEP = re.compile(r"\bTrain step (\d+)/(\d+)|Intermediate Eval \(step=(\d+)\)")
+# A training step the log shows done when it logs no step line (tpu_rl.rewards.train_step):
+# MaxText's `Intermediate Eval (step=N)`, every eval_interval steps (maxtext-v0.2.4
+# src/maxtext/trainers/post_train/rl/hooks.py:98-102).
+_EVAL_STEP = re.compile(r"Intermediate Eval \(step=(\d+)\)")
 
 Result = dict[str, Any]
 
@@ -56,7 +59,8 @@ class FollowState:
     step_marks: list[list[float]] = field(default_factory=list)  # the newest [step, epoch]s
     saved: list[float] | None = None  # the newest finished save: [step, epoch]
     judged_save: int | None = None  # the save whose stop-or-go was decided
-    total_steps: int | None = None  # the training's steps, as its step lines count them
+    # training's pace, ETA, spend and the cadence of its lines (tpu_rl.rewards.progress)
+    progress: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
@@ -206,7 +210,7 @@ def consume(
         else:
             last, resent.count = key, 0
             state.last_time, state.seen_at_last_time = stamp, 1
-        if "step" in text:
+        if "step" in text or capacity_end.SAVED_MARKER in text:
             _mark_step(state, text, key[0] + key[1] / 1e9)
         if line.cut:
             state.cut_lines += 1
@@ -224,15 +228,21 @@ def error_event(reason: str, message: str) -> Result:
 
 
 def _mark_step(state: FollowState, text: str, at: float) -> None:
-    """Note a step the log shows done (and when), or a save finished (capacity_end.SAVED)."""
-    if step := _STEP.search(text):
-        reached = int(step.group(1) or step.group(3))
-        state.reached_step = max(reached, state.reached_step or 0)
-        if step.group(1):
-            state.step_marks = [*state.step_marks, [reached, at]][-capacity_end.MARKS_KEPT :]
-            state.total_steps = int(step.group(2))
+    """Note a step the log shows done (and when), or a save finished (capacity_end.SAVED): a
+    step's checkpoint committed is that step done, its line still to come (Tunix logs it an
+    update late)."""
+    if line := parse_step_line(text):
+        _reach(state, line.step)
+        state.step_marks = [*state.step_marks, [line.step, at]][-capacity_end.MARKS_KEPT :]
+    elif evaluated := _EVAL_STEP.search(text):
+        _reach(state, int(evaluated.group(1)))
     elif saved := capacity_end.SAVED.search(text):
         state.saved = [int(saved.group(1)), at]
+        _reach(state, int(saved.group(1)))
+
+
+def _reach(state: FollowState, step: int) -> None:
+    state.reached_step = max(step, state.reached_step or 0)
 
 
 def _on_line(

@@ -8,7 +8,8 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tpu_rl.rewards.evaluations import EVAL_METRICS, gate_thresholds, metric
+from tpu_rl.rewards.evaluations import gate_thresholds, metric
+from tpu_rl.settings.choices import EVAL_METRICS
 
 APART = ("accuracy", "format_accuracy")  # always told apart: format can rise as answers fail
 

@@ -31,11 +31,6 @@ _FIELD = re.compile(
     rf"(?P<key>[a-z_]+)=(?:np\.\w+\()?(?P<value>{_NUM})\)?%?(?=,|\s|$)", re.IGNORECASE
 )
 _REQUIRED = ("corr", "total", "accuracy", "partial_accuracy", "format_accuracy")
-_SECRET = re.compile(
-    r"(?i)(?P<key>[\w.-]*(?:token|secret|password|passwd|api[_-]?key|credential)[\w.-]*"
-    r"[\"']?\s*[=:]\s*[\"']?)(?P<value>[^\s,\"'}]+)"
-    r"|Bearer\s+\S+|\bhf_[A-Za-z0-9]{8,}|\bya29\.[\w.-]+"
-)
 
 
 @dataclass(frozen=True)
@@ -160,21 +155,6 @@ def parse_lines(lines: Iterable[str]) -> RewardLog:
         if parsed is not None:
             log.add(parsed)
     return log
-
-
-def redact(text: str) -> str:
-    """Mask values that look like credentials (tokens, keys, passwords) in log text, every
-    secret registered with Airflow's secrets masker (a token of any shape), and the pieces a
-    line wrap left of the Hugging Face token (tpu_rl.token_masking)."""
-
-    def _mask(match: re.Match[str]) -> str:
-        if match.group("key"):
-            return f"{match.group('key')}***"
-        return "***"
-
-    from tpu_rl.token_masking import redact_secrets  # what this process registered as secret
-
-    return redact_secrets(_SECRET.sub(_mask, text))
 
 
 class LineAssembler:

@@ -20,7 +20,7 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
-from tpu_rl.rewards import capacity_loss, save_stop
+from tpu_rl.rewards import capacity_loss, progress, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.follower import FollowState, Result, error_event
 from tpu_rl.rewards.held_log import HeldLog
@@ -60,7 +60,9 @@ class LogFollower:
         backend_jobset_name: str | None = None,
         pending_timeout: float = 1800.0,
         checkpoint_period: int = 0,
+        total_steps: int | None = None,
         capacity_ends_at: float | None = None,
+        spend: dict[str, Any] | None = None,
         state: FollowState | None = None,
         log: logging.Logger | None = None,
         stream_log: bool = False,
@@ -78,6 +80,9 @@ class LogFollower:
         self.pending_timeout = pending_timeout
         # stop at the last save before the capacity ends (tpu_rl.rewards.save_stop); 0: never
         self.checkpoint_period, self.capacity_ends_at = checkpoint_period, capacity_ends_at
+        self.total_steps = total_steps  # the last step's save ends training: never a stop
+        # how the TPUs bill and the spend limit: progress lines, a stop at a save (progress)
+        self.spend = progress.Spend.from_dict(spend)
         self.log = log or logging.getLogger(__name__)
         self.stream_log = stream_log
         # what the reader says of the lines it read: held until a saved position covers them
@@ -227,6 +232,8 @@ class LogFollower:
             if (result := await self.reader.follow(api, pod, pods, final=succeeded)) is not None:
                 return result
             pod = verdicts.current_pod(pods, self.state.pod_uid)
+        if (stop := self._track_progress()) is not None:
+            return stop  # the save just committed is the last the spend limit allows
         if self.checkpoint_period and (stop := await self._judge_save(api)) is not None:
             return stop  # the save just finished is the last its capacity allows
         failure = verdicts.job_failure(self.job_name, job, pods, pod)
@@ -241,9 +248,18 @@ class LogFollower:
             await self._save_and_tell(api)  # after this poll's every change: one PATCH
         return result
 
+    def _track_progress(self) -> Result | None:
+        """Say the training's progress at its cadence, warn once when the projected spend
+        passes the limit, and stop at the save committed after that (save_stop.spend_stop)."""
+        _, lines, passed = progress.observe(self.state, self.total_steps, self.spend)
+        for index, line in enumerate(lines):
+            warn = passed and index == len(lines) - 1  # the limit's line comes last
+            (self.held.warning if warn else self.held.info)("%s", line)
+        return save_stop.spend_stop(self.state, self.spend, self.total_steps, self.log)
+
     async def _judge_save(self, api: AsyncKube) -> Result | None:
         _, pods = await self.cluster.backend(api) if self.backend_jobset_name else (None, [])
-        args = (self.checkpoint_period, pods, self.capacity_ends_at, self.log)
+        args = (self.checkpoint_period, self.total_steps, pods, self.capacity_ends_at, self.log)
         return await save_stop.judge_save(api, self.state, *args)
 
     async def _backend(self, api: AsyncKube) -> tuple[verdicts.Failure | None, str | None]:

@@ -1,5 +1,6 @@
 """Stopping training right after the last save that can finish before its capacity ends:
-the judgment of each finished save, on the follower's state and the backend's nodes."""
+the judgment of each finished save, on the follower's state and the backend's nodes; and right
+after the first save once the projected spend passes the run's limit (spend_stop)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 from typing import Any
 
 from tpu_rl.kube.async_client import AsyncKube
-from tpu_rl.rewards import capacity_end
+from tpu_rl.rewards import capacity_end, progress
 from tpu_rl.rewards.capacity_loss import nodes_if_allowed
 from tpu_rl.rewards.follower import FollowState, Result, error_event
 
@@ -16,16 +17,18 @@ async def judge_save(
     api: AsyncKube,
     state: FollowState,
     period: int,
+    total_steps: int | None,
     backend_pods: list[dict[str, Any]],
     known_end: float | None,
     log: logging.Logger,
 ) -> Result | None:
     """The `capacity_ending` event when the save the log just finished is the last that can
-    finish before the slice's capacity ends; None to go on. Each save is judged once."""
+    finish before the slice's capacity ends; None to go on. Each save is judged once.
+    `total_steps`: the training's steps, from the settings (no log line carries the total)."""
     if state.saved is None or state.saved[0] == state.judged_save:
         return None
     state.judged_save = step = int(state.saved[0])
-    if state.total_steps is not None and step >= state.total_steps:
+    if total_steps is not None and step >= total_steps:
         return None  # the last step's save: training ends, nothing to stop
     pace = capacity_end.measured_pace(state.step_marks, state.saved, period)
     if pace is None:
@@ -61,3 +64,26 @@ async def slice_end(
     if known is not None and (ends.at is None or known < ends.at):
         return known, ends.nodes
     return ends.at, ends.nodes
+
+
+def spend_stop(
+    state: FollowState, spend: progress.Spend, total_steps: int | None, log: logging.Logger
+) -> Result | None:
+    """The `spend_limit` event at the first save committed after the projected spend passed
+    max_spend_usd (tpu_rl.rewards.progress); None to go on. The last step's save ends training
+    anyway: never a stop."""
+    over = (state.progress or {}).get("over")
+    if not over or state.saved is None or state.saved[1] < over[1]:
+        return None
+    step = int(state.saved[0])
+    if total_steps is not None and step >= total_steps:
+        return None
+    line = progress.stop_line(step, state, spend)
+    log.warning(line)
+    return {
+        **error_event(progress.REASON, line),
+        "save_step": step,
+        "action": spend.action,
+        "progress": state.progress,
+        **state.attempt_facts(),
+    }

@@ -24,6 +24,7 @@ FINAL_REASONS = (
     "completed_without_result",
     "capacity_lost",  # a resume needs the run: WaitForRewardsSensor
     "capacity_ending",  # so does a stop at a save before the capacity ends
+    "spend_limit",  # training stopped at a save for the spend limit
 )
 
 
@@ -90,7 +91,9 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.deadline_cap: float | None = None  # epoch seconds no wait may outlast
         self.keep_backend = False  # a successful wait leaves the backend running (RewardTrigger)
         self.checkpoint_period = 0  # > 0: stop at the last save before the capacity ends
+        self.total_steps: int | None = None  # the training's steps (its last save: no stop)
         self.capacity_ends_at: float | None = None  # an end known in advance (epoch seconds)
+        self.spend: dict[str, Any] | None = None  # how the TPUs bill; the limit (progress)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -156,7 +159,9 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             "backend_jobset_name": self.backend_jobset_name,
             "pending_timeout": self.pending_timeout,
             "checkpoint_period": self.checkpoint_period,
+            "total_steps": self.total_steps,
             "capacity_ends_at": self.capacity_ends_at,
+            "spend": self.spend,
         }
 
     def wait_deadline(self, context: Context) -> float:

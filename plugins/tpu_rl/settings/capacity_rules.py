@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from tpu_rl.cluster.ladder import EXAMPLE, LadderError, parse_ladder
 from tpu_rl.settings.choices import Capacity, ClusterMode
 from tpu_rl.settings.fields import SETTING_FIELDS, RunSettings
 from tpu_rl.settings.metadata import default_of
+from tpu_rl.settings.rungs import EXAMPLE, LadderError, parse_ladder
 
 RESERVATION_NAME = re.compile(
     r"([a-z]([-a-z0-9]{0,61}[a-z0-9])?)|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/"

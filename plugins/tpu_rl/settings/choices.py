@@ -51,12 +51,22 @@ class ExportCheckpoint(StrEnum):
 
 
 class EvalMetric(StrEnum):
-    """A metric of MaxText's evaluation lines (tpu_rl.rewards.evaluations.EVAL_METRICS)."""
+    """A metric of MaxText's evaluation lines (EVAL_METRICS: in the tables' order)."""
 
     MEAN_REWARD = "mean_reward"
     ACCURACY = "accuracy"
     PARTIAL_ACCURACY = "partial_accuracy"
     FORMAT_ACCURACY = "format_accuracy"
+
+
+# The metrics a gate or a checkpoint choice may name (percentages but mean_reward): those of
+# EvalMetric, in the order of the tables and charts.
+EVAL_METRICS: tuple[str, ...] = (
+    EvalMetric.ACCURACY,
+    EvalMetric.PARTIAL_ACCURACY,
+    EvalMetric.FORMAT_ACCURACY,
+    EvalMetric.MEAN_REWARD,
+)
 
 
 class RematPolicy(StrEnum):
@@ -87,3 +97,11 @@ class ApprovalTimeoutAnswer(StrEnum):
 
     REJECT = "reject"
     APPROVE = "approve"
+
+
+class SpendLimitAction(StrEnum):
+    """What a run whose projected spend passes max_spend_usd does after the save it stops at
+    (tpu_rl.rewards.progress)."""
+
+    EXPORT = "export"
+    FAIL = "fail"

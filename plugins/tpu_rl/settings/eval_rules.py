@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from tpu_rl.rewards.evaluations import EVAL_METRICS
-from tpu_rl.settings.choices import ExportCheckpoint
+from tpu_rl.settings.choices import EVAL_METRICS, ExportCheckpoint
 from tpu_rl.settings.fields import RunSettings
 
 # MaxText's default (src/maxtext/configs/post_train/rl.yml: `eval_interval: 10`); a run sets

@@ -1,5 +1,11 @@
 """The run's settings, declared once: RunSettings, each field with its default and metadata
-(tpu_rl.settings.metadata says what the metadata holds)."""
+(tpu_rl.settings.metadata says what the metadata holds).
+
+A new setting is one field here: its title, description and, for a train_rl flag, GRPO.maxtext
+(or maxtext="dotted.name"), which puts it on the training command line in declaration order
+(tpu_rl.jobs.maxtext_flags). Then `make params` regenerates the form's Params and the reference
+(docs/settings.md); tests fail while either is stale.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from tpu_rl.settings.choices import (
     ExportCheckpoint,
     Optimizer,
     RematPolicy,
+    SpendLimitAction,
 )
 from tpu_rl.settings.images import (
     PATHWAYS_PROXY_SERVER_IMAGE,
@@ -40,123 +47,528 @@ class RunSettings:
     """
 
     # Google Cloud and the cluster
-    project: str = ESSENTIALS.name("Project", rule.PROJECT_ID)
-    region: str = ESSENTIALS.name("Region", rule.GCE)
-    zone: str = ESSENTIALS.name("Zone", rule.GCE)
-    cluster_name: str = ESSENTIALS.name("Cluster name", rule.GCE)
-    gcs_bucket: str = ESSENTIALS.name("GCS bucket", rule.BUCKET)
-    cluster_mode: ClusterMode = ESSENTIALS.choice(ClusterMode, "Cluster mode")
-    keep_cluster: bool = CLOUD.setting(False, "Keep cluster")
-    capacity: Capacity = ESSENTIALS.choice(Capacity, "TPU capacity")
+    project: str = ESSENTIALS.name(
+        "Project", rule.PROJECT_ID, description="Your Google Cloud project ID (tutorial: PROJECT)."
+    )
+    region: str = ESSENTIALS.name(
+        "Region",
+        rule.GCE,
+        description="Region of your TPU capacity and of the cluster, e.g. us-east5 (tutorial: "
+        "REGION).",
+    )
+    zone: str = ESSENTIALS.name(
+        "Zone",
+        rule.GCE,
+        description="Zone of your TPU capacity, inside the region, e.g. us-east5-b (tutorial: "
+        "ZONE).",
+    )
+    cluster_name: str = ESSENTIALS.name(
+        "Cluster name",
+        rule.GCE,
+        description="Name of the GKE cluster the run creates or uses: lower-case letters, digits "
+        "and hyphens, at most 20 characters (tutorial: CLUSTER_NAME).",
+    )
+    gcs_bucket: str = ESSENTIALS.name(
+        "GCS bucket",
+        rule.BUCKET,
+        description="Cloud Storage bucket (name only, no gs://) for checkpoints, the exported "
+        "model and the cluster's Terraform state (tutorial: GCS_BUCKET).",
+    )
+    cluster_mode: ClusterMode = ESSENTIALS.choice(
+        ClusterMode,
+        "Cluster mode",
+        description="create: build a cluster for this run and delete it at the end. existing: run "
+        "on the cluster named above and leave it as it is.",
+    )
+    keep_cluster: bool = CLOUD.setting(
+        False,
+        "Keep cluster",
+        description="Keep the cluster this run created instead of deleting it (its TPUs go on "
+        "billing until you delete it).",
+    )
+    capacity: Capacity = ESSENTIALS.choice(
+        Capacity,
+        "TPU capacity",
+        description="How the run gets its TPUs. reservation: your reserved TPUs (the tutorial's). "
+        "calendar: a future reservation in calendar mode (named in reservation): the run waits for "
+        "its start and stops at a checkpoint before its end. flex_start: Dynamic Workload "
+        "Scheduler, TPUs when available (each node at most 7 days), billed while in use. spot: "
+        "cheaper, preemptible Spot TPUs. With cluster mode existing: what that cluster's TPU pool "
+        "is.",
+    )
     reservation: str = ESSENTIALS.setting(
-        "", "Reservation", may_be_empty=True, text=rule.RESERVATION
+        "",
+        "Reservation",
+        description="Name of your TPU v6e reservation (tutorial: RESERVATION). Needed to create a "
+        "cluster with reservation capacity; with calendar, the future reservation's name. Leave "
+        "empty for flex_start and spot.",
+        may_be_empty=True,
+        text=rule.RESERVATION,
     )
-    capacity_ladder: str = CLOUD.setting("", "Capacity ladder", may_be_empty=True, text=rule.LADDER)
-    authorized_cidr: str = CLOUD.setting("0.0.0.0/0", "Authorized CIDR", text=rule.CIDR)
+    capacity_ladder: str = CLOUD.setting(
+        "",
+        "Capacity ladder",
+        description="Where to get the TPUs when the first choice has none: rungs mode@zone tried "
+        "in order, e.g. 'reservation@us-east5-b, flex_start@us-east5-b, spot@us-east5-a' (modes as "
+        "in TPU capacity, zones of the region). The first rung must be the capacity and zone "
+        "above. A rung that cannot give the whole slice (a stockout, an exhausted reservation) is "
+        "released and the next one tried. Empty: capacity in zone only.",
+        may_be_empty=True,
+        text=rule.LADDER,
+    )
+    authorized_cidr: str = CLOUD.setting(
+        "0.0.0.0/0",
+        "Authorized CIDR",
+        description="Addresses allowed to reach the cluster's control plane, as a CIDR block (the "
+        "tutorial allows any: 0.0.0.0/0).",
+        text=rule.CIDR,
+    )
     cluster_toolkit_version: str = CLOUD.setting(
-        "v1.103.0", "Cluster Toolkit version", text=rule.VERSION
+        "v1.103.0",
+        "Cluster Toolkit version",
+        description="Cluster Toolkit (gcluster) release that builds and deletes the cluster "
+        "(tutorial: CLUSTER_TOOLKIT_VERSION).",
+        text=rule.VERSION,
     )
-    compute_type: str = CLOUD.setting("ct6e-standard-4t", "Compute type", text=rule.GCE)
-    tpu_type: str = CLOUD.setting("v6e-32", "TPU type", text=rule.GCE)
-    topology: str = CLOUD.setting("4x8", "Topology", text=rule.TOPOLOGY)
-    cluster_nodepool_count: int = CLOUD.setting(1, "Slices", bounds=(1, 64))
-    namespace: str = CLOUD.setting("default", "Namespace", text=rule.DNS_LABEL)
+    compute_type: str = CLOUD.setting(
+        "ct6e-standard-4t",
+        "Compute type",
+        description="Machine type of each TPU VM (tutorial: COMPUTE_TYPE).",
+        text=rule.GCE,
+    )
+    tpu_type: str = CLOUD.setting(
+        "v6e-32",
+        "TPU type",
+        description="TPU slice type: generation and chip count (tutorial: TPU_TYPE).",
+        text=rule.GCE,
+    )
+    topology: str = CLOUD.setting(
+        "4x8",
+        "Topology",
+        description="Chip layout of one slice; must match the TPU type (tutorial: TOPOLOGY).",
+        text=rule.TOPOLOGY,
+    )
+    cluster_nodepool_count: int = CLOUD.setting(
+        1,
+        "Slices",
+        description="How many TPU slices (one node pool each) the cluster gets (tutorial: "
+        "CLUSTER_NODEPOOL_COUNT).",
+        bounds=(1, 64),
+    )
+    namespace: str = CLOUD.setting(
+        "default",
+        "Namespace",
+        description="Kubernetes namespace the run's jobs and secrets go in.",
+        text=rule.DNS_LABEL,
+    )
     kueue_queue: str = CLOUD.setting(
-        "user-queue", "Kueue queue", may_be_empty=True, text=rule.DNS_LABEL
+        "user-queue",
+        "Kueue queue",
+        description="Kueue LocalQueue the TPU jobs wait in (the tutorial's cluster has "
+        "user-queue); empty: the jobs do not use Kueue.",
+        may_be_empty=True,
+        text=rule.DNS_LABEL,
     )
     client_service_account: str = CLOUD.setting(
-        "", "Storage service account", may_be_empty=True, text=rule.DNS_SUBDOMAIN
+        "",
+        "Storage service account",
+        description="Kubernetes service account for the conversion, training and export pods, "
+        "bound by Workload Identity to a Google service account that can use the bucket (the "
+        "tutorial's cluster has workload-identity-k8s-sa). Empty: the pods use the TPU nodes' own "
+        "service account, as the tutorial does.",
+        may_be_empty=True,
+        text=rule.DNS_SUBDOMAIN,
     )
     # Model and images
-    model_name: str = ESSENTIALS.setting("gemma4-26b", "MaxText model", text=rule.MODEL_NAME)
+    model_name: str = ESSENTIALS.setting(
+        "gemma4-26b",
+        "MaxText model",
+        description="MaxText's name of the model to train; must be the model below (tutorial: "
+        "MODEL_NAME).",
+        text=rule.MODEL_NAME,
+    )
     hf_model_path: str = ESSENTIALS.setting(
-        TUTORIAL_MODEL, "Hugging Face model", text=rule.HF_REPO_ID
+        TUTORIAL_MODEL,
+        "Hugging Face model",
+        description="Hugging Face repository of the model to start from; you must have accepted "
+        "its licence on Hugging Face.",
+        text=rule.HF_REPO_ID,
     )
-    hf_revision: str = MODEL.setting("main", "Hugging Face revision", text=rule.HF_REVISION)
+    hf_revision: str = MODEL.setting(
+        "main",
+        "Hugging Face revision",
+        description="Branch, tag or commit of that repository to convert; a commit pins the exact "
+        "weights. A converted copy is kept per model, revision and scan layers, and reused.",
+        text=rule.HF_REVISION,
+    )
     tokenizer_path: str = ESSENTIALS.setting(
-        TUTORIAL_MODEL, "Tokenizer", maxtext=True, text=rule.HF_REPO_ID
+        TUTORIAL_MODEL,
+        "Tokenizer",
+        description="Tokenizer used in training; normally the same repository as the model.",
+        maxtext=True,
+        text=rule.HF_REPO_ID,
     )
-    cloud_image_name: str = MODEL.image(TUTORIAL_IMAGE, "MaxText image")
-    pathways_server_image: str = MODEL.image(PATHWAYS_SERVER_IMAGE, "Pathways server image")
+    cloud_image_name: str = MODEL.image(
+        TUTORIAL_IMAGE,
+        "MaxText image",
+        description="Container image with MaxText that runs conversion, training and export "
+        "(tutorial: CLOUD_IMAGE_NAME).",
+    )
+    pathways_server_image: str = MODEL.image(
+        PATHWAYS_SERVER_IMAGE,
+        "Pathways server image",
+        description="Pathways server and worker image (the one MaxText 0.2.4 pins).",
+    )
     pathways_proxy_server_image: str = MODEL.image(
-        PATHWAYS_PROXY_SERVER_IMAGE, "Pathways proxy image"
+        PATHWAYS_PROXY_SERVER_IMAGE,
+        "Pathways proxy image",
+        description="Pathways proxy server image (the one MaxText 0.2.4 pins).",
     )
-    allow_unpinned_images: bool = MODEL.setting(False, "Allow unpinned images")
-    optimizer: Optimizer = MODEL.choice(Optimizer, "Optimizer")
-    weight_dtype: DType = MODEL.setting(DType.BFLOAT16, "Weight dtype", choices=DType)
-    scan_layers: bool = MODEL.setting(False, "Scan layers")
+    allow_unpinned_images: bool = MODEL.setting(
+        False,
+        "Allow unpinned images",
+        description="Accept images tagged latest; a scheduled run then gets whatever was pushed "
+        "last.",
+    )
+    optimizer: Optimizer = MODEL.choice(
+        Optimizer,
+        "Optimizer",
+        description="adafactor: the tutorial's memory-saving patch of MaxText's optimizer. adamw: "
+        "MaxText's AdamW, unchanged.",
+    )
+    weight_dtype: DType = MODEL.setting(
+        DType.BFLOAT16,
+        "Weight dtype",
+        description="Number format of the weights in the rollouts and in the exported model.",
+        choices=DType,
+    )
+    scan_layers: bool = MODEL.setting(
+        False,
+        "Scan layers",
+        description="Store the model's layers as one stacked layer (faster to compile; a different "
+        "checkpoint layout), in conversion, training and export.",
+    )
     # MaxText GRPO flags (dots as underscores): declared in train_rl's flag order, the tutorial's
     # (tpu_rl.jobs.maxtext_flags)
     data_template_path: str = GRPO.maxtext(
         "maxtext/examples/chat_templates/openmathinstruct2_rl.json",
         "Chat template",
+        description="Chat template that turns each dataset problem into a prompt, inside the "
+        "MaxText image.",
         text=rule.FREE_TEXT,
     )
-    num_batches: int = ESSENTIALS.maxtext(50, "Training steps", bounds=(1, 10_000_000))
-    batch_size: int = GRPO.maxtext(4, "Batch size", bounds=(1, 65_536))
-    train_micro_batch_size: int = GRPO.maxtext(2, "Micro batch size", bounds=(1, 65_536))
-    max_target_length: int = GRPO.maxtext(640, "Max target length", bounds=LENGTH)
-    max_prefill_predict_length: int = GRPO.maxtext(256, "Max prefill length", bounds=LENGTH)
-    mu_dtype: DType = GRPO.maxtext(DType.BFLOAT16, "mu dtype", choices=DType)
-    grad_dtype: DType = GRPO.maxtext(DType.BFLOAT16, "grad dtype", choices=DType)
-    rollout_tensor_parallelism: int = GRPO.maxtext(4, "Rollout TP", bounds=COUNT)
-    rollout_expert_parallelism: int = GRPO.maxtext(1, "Rollout EP", bounds=COUNT)
-    trainer_devices_fraction: float = GRPO.maxtext(0.5, "Trainer fraction")
-    sampler_devices_fraction: float = GRPO.maxtext(0.5, "Sampler fraction")
-    ici_tensor_parallelism: int = GRPO.maxtext(2, "ICI TP", bounds=AXIS)
-    ici_expert_parallelism: int = GRPO.maxtext(4, "ICI EP", bounds=AXIS)
-    ici_fsdp_parallelism: int = GRPO.maxtext(-1, "ICI FSDP", bounds=AXIS)
-    hbm_utilization_vllm: float = GRPO.maxtext(0.7, "vLLM HBM share")
-    remat_policy: RematPolicy = GRPO.maxtext(RematPolicy.FULL, "Remat policy", choices=RematPolicy)
-    async_scheduling: bool = GRPO.maxtext(False, "Async scheduling")
-    allow_split_physical_axes: bool = GRPO.maxtext(True, "Split physical axes")
-    ragged_gather_reduce_fallback: bool = GRPO.maxtext(True, "Ragged gather fallback")
-    enable_dp_attention: bool = GRPO.maxtext(False, "DP attention")
-    decode_sampling_temperature: float = GRPO.maxtext(0.8, "Sampling temperature")
-    decode_sampling_top_k: int = GRPO.maxtext(50, "Sampling top-k", bounds=(1, 1_000_000))
-    decode_sampling_nucleus_p: float = GRPO.maxtext(0.95, "Sampling top-p")
-    learning_rate: float = GRPO.maxtext(2e-5, "Learning rate")
+    num_batches: int = ESSENTIALS.maxtext(
+        50,
+        "Training steps",
+        description="How long training runs: the number of training steps, one batch of prompts "
+        "each.",
+        bounds=(1, 10_000_000),
+    )
+    batch_size: int = GRPO.maxtext(
+        4, "Batch size", description="Prompts per training step.", bounds=(1, 65_536)
+    )
+    train_micro_batch_size: int = GRPO.maxtext(
+        2,
+        "Micro batch size",
+        description="Prompts per forward and backward pass; a step accumulates batch_size / this "
+        "many passes.",
+        bounds=(1, 65_536),
+    )
+    max_target_length: int = GRPO.maxtext(
+        640,
+        "Max target length",
+        description="Longest sequence in tokens, prompt and answer together.",
+        bounds=LENGTH,
+    )
+    max_prefill_predict_length: int = GRPO.maxtext(
+        256, "Max prefill length", description="Longest prompt in tokens.", bounds=LENGTH
+    )
+    mu_dtype: DType = GRPO.maxtext(
+        DType.BFLOAT16,
+        "mu dtype",
+        description="Number format of the optimizer's running average of gradients.",
+        choices=DType,
+    )
+    grad_dtype: DType = GRPO.maxtext(
+        DType.BFLOAT16, "grad dtype", description="Number format of the gradients.", choices=DType
+    )
+    rollout_tensor_parallelism: int = GRPO.maxtext(
+        4,
+        "Rollout TP",
+        description="Chips each rollout model copy is split across (tensor parallelism in vLLM).",
+        bounds=COUNT,
+    )
+    rollout_expert_parallelism: int = GRPO.maxtext(
+        1,
+        "Rollout EP",
+        description="Chips the rollout model's experts are spread across (expert parallelism in "
+        "vLLM).",
+        bounds=COUNT,
+    )
+    trainer_devices_fraction: float = GRPO.maxtext(
+        0.5, "Trainer fraction", description="Share of the slice's chips that train the model."
+    )
+    sampler_devices_fraction: float = GRPO.maxtext(
+        0.5,
+        "Sampler fraction",
+        description="Share of the slice's chips that generate answers (the vLLM sampler).",
+    )
+    ici_tensor_parallelism: int = GRPO.maxtext(
+        2,
+        "ICI TP",
+        description="Trainer chips each layer's matrices are split across (tensor parallelism).",
+        bounds=AXIS,
+    )
+    ici_expert_parallelism: int = GRPO.maxtext(
+        4,
+        "ICI EP",
+        description="Trainer chips the experts are spread across (expert parallelism).",
+        bounds=AXIS,
+    )
+    ici_fsdp_parallelism: int = GRPO.maxtext(
+        -1,
+        "ICI FSDP",
+        description="Trainer chips the weights are sharded across (FSDP); -1: all the trainer's "
+        "chips the other two leave.",
+        bounds=AXIS,
+    )
+    hbm_utilization_vllm: float = GRPO.maxtext(
+        0.7,
+        "vLLM HBM share",
+        description="Share of each sampler chip's memory vLLM may use for weights and its cache.",
+    )
+    remat_policy: RematPolicy = GRPO.maxtext(
+        RematPolicy.FULL,
+        "Remat policy",
+        description="What training recomputes instead of keeping in memory; full: everything "
+        "(least memory, slowest).",
+        choices=RematPolicy,
+    )
+    async_scheduling: bool = GRPO.maxtext(
+        False,
+        "Async scheduling",
+        description="Let vLLM schedule the next batch while the current one runs.",
+    )
+    allow_split_physical_axes: bool = GRPO.maxtext(
+        True,
+        "Split physical axes",
+        description="Allow a parallelism axis to span parts of several physical chip axes.",
+    )
+    ragged_gather_reduce_fallback: bool = GRPO.maxtext(
+        True,
+        "Ragged gather fallback",
+        description="Use the slower, safe path for the experts' uneven gathers and reductions.",
+    )
+    enable_dp_attention: bool = GRPO.maxtext(
+        False,
+        "DP attention",
+        description="Split attention across the sampler's chips by batch (data-parallel attention "
+        "in vLLM).",
+    )
+    decode_sampling_temperature: float = GRPO.maxtext(
+        0.8,
+        "Sampling temperature",
+        description="How varied the generated answers are: higher is more varied.",
+    )
+    decode_sampling_top_k: int = GRPO.maxtext(
+        50,
+        "Sampling top-k",
+        description="Each generated token is picked among this many most likely ones.",
+        bounds=(1, 1_000_000),
+    )
+    decode_sampling_nucleus_p: float = GRPO.maxtext(
+        0.95,
+        "Sampling top-p",
+        description="Each generated token is picked among the most likely ones whose probabilities "
+        "add up to this.",
+    )
+    learning_rate: float = GRPO.maxtext(
+        2e-5,
+        "Learning rate",
+        description="How far each step moves the weights (the peak learning rate).",
+    )
     learning_rate_schedule_steps: int = GRPO.maxtext(
-        100, "LR schedule steps", bounds=(1, 100_000_000)
+        100,
+        "LR schedule steps",
+        description="Steps over which the learning rate warms up and decays.",
+        bounds=(1, 100_000_000),
     )
     # rl.yml's 50 leaves no checkpoint to resume from
-    checkpoint_period: int = GRPO.maxtext(25, "Checkpoint period", bounds=(1, 10_000_000))
+    checkpoint_period: int = GRPO.maxtext(
+        25,
+        "Checkpoint period",
+        description="Steps between checkpoints: a resume after lost TPUs redoes at most this many. "
+        "Below the number of batches while training resumes are allowed.",
+        bounds=(1, 10_000_000),
+    )
     rl_num_generations: int = GRPO.setting(  # group_size asks for at least 2
-        4, "Generations per prompt", bounds=COUNT, maxtext="rl.num_generations"
+        4,
+        "Generations per prompt",
+        description="Answers generated per prompt and compared with each other (GRPO's group size, "
+        "at least 2).",
+        bounds=COUNT,
+        maxtext="rl.num_generations",
     )
     rl_reshard_chunk_size: int = GRPO.setting(
-        4, "Reshard chunk", bounds=COUNT, maxtext="rl.reshard_chunk_size"
+        4,
+        "Reshard chunk",
+        description="How many weight chunks are copied at a time from the trainer to the sampler.",
+        bounds=COUNT,
+        maxtext="rl.reshard_chunk_size",
     )
-    debug: bool = GRPO.maxtext(True, "Debug")
+    debug: bool = GRPO.maxtext(
+        True, "Debug", description="MaxText's debug output in the training log."
+    )
     vllm_hf_overrides: str = GRPO.maxtext(
-        '{"architectures": ["MaxTextForCausalLM"]}', "vLLM HF overrides", text=rule.JSON_TEXT
+        '{"architectures": ["MaxTextForCausalLM"]}',
+        "vLLM HF overrides",
+        description="JSON object that overrides the model's Hugging Face configuration in vLLM.",
+        text=rule.JSON_TEXT,
     )
     extra_train_args: list[str] = GRPO.setting(
-        [], "Extra training flags", may_be_empty=True, text=rule.FREE_TEXT
+        [],
+        "Extra training flags",
+        description="More MaxText flags for training, one key=value per item (not the ones set "
+        "above).",
+        may_be_empty=True,
+        text=rule.FREE_TEXT,
     )
     # Run control
-    backend_restarts: int = RUN.setting(0, "Backend restarts", bounds=(0, 1000))
-    max_training_restarts: int = RUN.setting(2, "Training resumes", bounds=(0, 100))
-    min_reward_gain: float = RUN.setting(0.0, "Minimum reward gain")
-    gate_metrics: dict[str, float] = RUN.setting({}, "Gate metrics", may_be_empty=True)
-    export_checkpoint: ExportCheckpoint = RUN.choice(ExportCheckpoint, "Exported checkpoint")
-    best_metric: EvalMetric = RUN.choice(EvalMetric, "Best checkpoint metric")
+    backend_restarts: int = RUN.setting(
+        0,
+        "Backend restarts",
+        description="How often the Pathways backend may restart after a failure (JobSet "
+        "maxRestarts).",
+        bounds=(0, 1000),
+    )
+    max_training_restarts: int = RUN.setting(
+        2,
+        "Training resumes",
+        description="How many times training resumes from its newest checkpoint after losing its "
+        "TPUs (preemption, flex-start reclaim); 0: the run fails instead.",
+        bounds=(0, 100),
+    )
+    max_spend_usd: float = RUN.setting(
+        0.0,
+        "Spend limit (USD)",
+        description="Most the training's TPUs may cost, in US dollars; 0: no limit. Validate "
+        "refuses a run whose estimate passes it; while training, once the spend projected at the "
+        "end passes it, training stops right after the next committed checkpoint, and "
+        "spend_limit_action says what follows. Spot and flex-start count the slice's hours at "
+        "the price table's price; a calendar window counts its whole length; a reservation has "
+        "no spend of its own (its commitment pays).",
+    )
+    spend_limit_action: SpendLimitAction = RUN.choice(
+        SpendLimitAction,
+        "At the spend limit",
+        description="What a run stopped by max_spend_usd does with the checkpoint it stopped at: "
+        "export (export and gate it) or fail (the run fails, nothing exported).",
+    )
+    min_reward_gain: float = RUN.setting(
+        0.0,
+        "Minimum reward gain",
+        description="The model is exported only if its mean reward after training is at least the "
+        "one before plus this.",
+    )
+    gate_metrics: dict[str, float] = RUN.setting(
+        {},
+        "Gate metrics",
+        description='Minimum gain per metric for the model to be exported, e.g. {"mean_reward": '
+        '0.01, "accuracy": 0, "format_accuracy": -5}: a negative number is the largest loss '
+        "allowed; accuracies in percentage points. Metrics: accuracy, partial_accuracy, "
+        "format_accuracy, mean_reward. Empty: mean_reward must gain min_reward_gain. The exported "
+        "step's evaluation is compared with the base model's.",
+        may_be_empty=True,
+    )
+    export_checkpoint: ExportCheckpoint = RUN.choice(
+        ExportCheckpoint,
+        "Exported checkpoint",
+        description="Which committed checkpoint to export: last (the newest) or best (the one "
+        "whose evaluation ranks first on best_metric, ties to the later step; the last step's "
+        "evaluation is the Post line). Default last: with checkpoint_period 25 and MaxText's "
+        "eval_interval 10 only the last step has both a checkpoint and an evaluation, so best "
+        "would export the same step. For best, make checkpoint_period a multiple of eval_interval "
+        "(extra_train_args eval_interval=N).",
+    )
+    best_metric: EvalMetric = RUN.choice(
+        EvalMetric,
+        "Best checkpoint metric",
+        description="The evaluation metric export_checkpoint=best ranks the steps by.",
+    )
     min_gain_over_champion: dict[str, float] = RUN.setting(
-        {"mean_reward": 0.0}, "Minimum gain over the champion"
+        {"mean_reward": 0.0},
+        "Minimum gain over the champion",
+        description="Metric -> gain the export must have over the deployment's current champion, "
+        "both scored on this run's evaluation set (a negative gain: the loss allowed); an export "
+        "that falls short is kept but not promoted.",
     )
-    poll_interval_seconds: int = RUN.setting(30, "Poll interval (s)", bounds=(1, 3600))
-    pending_timeout_minutes: int = RUN.setting(60, "Pending timeout (min)", bounds=(1, 7 * DAY))
-    rung_wait_seconds: int = RUN.setting(900, "Rung wait (s)", bounds=(1, 7 * DAY * 60))
-    cluster_timeout_minutes: int = RUN.limit(90, "Cluster", DAY)
-    conversion_timeout_minutes: int = RUN.limit(180, "Conversion", 7 * DAY)
-    training_timeout_minutes: int = RUN.limit(720, "Training", 30 * DAY)
-    export_timeout_minutes: int = RUN.limit(180, "Export", 7 * DAY)
-    approval: Approval = RUN.choice(Approval, "Approval")
-    approval_timeout_minutes: int = RUN.limit(DAY, "Approval", 30 * DAY)
+    poll_interval_seconds: int = RUN.setting(
+        30,
+        "Poll interval (s)",
+        description="How often the run asks the cluster how its jobs are doing.",
+        bounds=(1, 3600),
+    )
+    pending_timeout_minutes: int = RUN.setting(
+        60,
+        "Pending timeout (min)",
+        description="How long pods may wait for TPUs or for Kueue before the run fails.",
+        bounds=(1, 7 * DAY),
+    )
+    rung_wait_seconds: int = RUN.setting(
+        900,
+        "Rung wait (s)",
+        description="With a capacity ladder: how long a rung that has another after it may take to "
+        "give the whole slice before the run moves on (at most the pending timeout; the last rung "
+        "waits the pending timeout).",
+        bounds=(1, 7 * DAY * 60),
+    )
+    cluster_timeout_minutes: int = RUN.limit(
+        90, "Cluster", DAY, description="Time limit for building or deleting the cluster."
+    )
+    conversion_timeout_minutes: int = RUN.limit(
+        180,
+        "Conversion",
+        7 * DAY,
+        description="Time limit for converting the Hugging Face model to MaxText.",
+    )
+    training_timeout_minutes: int = RUN.limit(
+        720, "Training", 30 * DAY, description="Time limit for training, waits for TPUs included."
+    )
+    export_timeout_minutes: int = RUN.limit(
+        180,
+        "Export",
+        7 * DAY,
+        description="Time limit for exporting the trained model to Hugging Face format.",
+    )
+    approval: Approval = RUN.choice(
+        Approval,
+        "Approval",
+        description="required: a person approves the verified export (Airflow's Required Actions) "
+        "before it becomes the deployment's champion, after the TPUs and cluster are released; "
+        "none: it is promoted without asking.",
+    )
+    approval_timeout_minutes: int = RUN.limit(
+        DAY,
+        "Approval",
+        30 * DAY,
+        description="How long the approval waits for an answer; no answer by then answers "
+        "approval_timeout_answer (by default: rejects; the export stays where it is).",
+    )
     approval_timeout_answer: ApprovalTimeoutAnswer = RUN.choice(
-        ApprovalTimeoutAnswer, "Answer when the approval times out"
+        ApprovalTimeoutAnswer,
+        "Answer when the approval times out",
+        description="What an approval no one answered within approval_timeout_minutes answers: "
+        "reject (the export stays, unpromoted) or approve (it is promoted as if a person "
+        "approved). Airflow's approval form highlights the same option: it is one parameter there "
+        "(the operator's defaults).",
     )
-    champion_eval_timeout_minutes: int = RUN.limit(60, "Champion evaluation", 7 * DAY)
+    champion_eval_timeout_minutes: int = RUN.limit(
+        60,
+        "Champion evaluation",
+        7 * DAY,
+        description="Time limit for scoring the deployment's champion on this run's evaluation "
+        "set, before the TPUs are released.",
+    )
 
     def __post_init__(self) -> None:
         """A choice given as its plain value becomes its enum member; any other value stays as

@@ -1,12 +1,16 @@
 """What a setting's dataclass field carries in its metadata, and how to read it.
 
-The keys: `title` (the form's label), `section` (the form's section), `bounds` (an integer's
-(minimum, maximum)), `required` (no default: the form marks it, and a run needs it filled),
-`may_be_empty` (an emptied field, which the form sends as null, reads as empty rather than as the
-default), `maxtext` (the train_rl key=value flag the setting becomes: True for the flag of its own
-name), `choices` (the StrEnum of its values) and `text` (a free-text setting's length limit and
-character class, tpu_rl.settings.text_rules; a list's: of each item). The description, in a
-user's words, is tpu_rl.settings.descriptions' entry of the field's name.
+The keys: `title` (the form's label), `description` (what the setting does, in a user's words:
+the trigger form's and docs/settings.md's text), `section` (the form's section), `bounds` (an
+integer's (minimum, maximum)), `required` (no default: the form marks it, and a run needs it
+filled), `may_be_empty` (an emptied field, which the form sends as null, reads as empty rather
+than as the default), `maxtext` (the train_rl key=value flag the setting becomes: True for the
+flag of its own name), `choices` (the StrEnum of its values) and `text` (a free-text setting's
+length limit and character class, tpu_rl.settings.text_rules; a list's: of each item).
+
+A description is plain text: Airflow's form shows a Param's `description` as text, not Markdown
+(so no backticks). A setting that becomes a MaxText flag gets the flag's name after its text
+(describe); a name in capitals is the tutorial's environment variable.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from enum import StrEnum
 from typing import Any
 
 from tpu_rl.settings import text_rules
-from tpu_rl.settings.descriptions import DESCRIPTIONS
 from tpu_rl.settings.text_rules import TextRule
 
 DAY = 24 * 60  # minutes
@@ -52,6 +55,7 @@ class Section(StrEnum):
         default: Any,
         title: str,
         *,
+        description: str,
         bounds: tuple[int, int] | None = None,
         required: bool = False,
         may_be_empty: bool = False,
@@ -62,6 +66,7 @@ class Section(StrEnum):
         """A dataclass field carrying the setting's metadata (the module's docstring)."""
         meta = {
             "title": title,
+            "description": description,
             "section": self,
             "bounds": bounds,
             "required": required,
@@ -74,25 +79,26 @@ class Section(StrEnum):
             return field(default_factory=lambda: type(default)(default), metadata=meta)
         return field(default=default, metadata=meta)
 
-    def name(self, title: str, text: TextRule) -> Any:
+    def name(self, title: str, text: TextRule, *, description: str) -> Any:
         """A name the run cannot do without: required, no default."""
-        return self.setting("", title, required=True, text=text)
+        return self.setting("", title, description=description, required=True, text=text)
 
-    def image(self, default: str, title: str) -> Any:
+    def image(self, default: str, title: str, *, description: str) -> Any:
         """A container image reference."""
-        return self.setting(default, title, text=text_rules.IMAGE)
+        return self.setting(default, title, description=description, text=text_rules.IMAGE)
 
-    def choice(self, choices: type[StrEnum], title: str) -> Any:
+    def choice(self, choices: type[StrEnum], title: str, *, description: str) -> Any:
         """A setting taking one of `choices`' values; the first is the default."""
-        return self.setting(next(iter(choices)), title, choices=choices)
+        return self.setting(next(iter(choices)), title, description=description, choices=choices)
 
     def maxtext(self, default: Any, title: str, **keywords: Any) -> Any:
         """A train_rl flag of the setting's own name."""
         return self.setting(default, title, maxtext=True, **keywords)
 
-    def limit(self, default: int, step: str, most: int) -> Any:
+    def limit(self, default: int, step: str, most: int, *, description: str) -> Any:
         """A time limit in minutes for one step of the run, at most `most` minutes."""
-        return self.setting(default, f"{step} timeout (min)", bounds=(1, most))
+        title = f"{step} timeout (min)"
+        return self.setting(default, title, description=description, bounds=(1, most))
 
 
 def default_of(f: dataclasses.Field) -> Any:
@@ -109,7 +115,7 @@ def maxtext_flag(f: dataclasses.Field) -> str | None:
 def describe(f: dataclasses.Field) -> str:
     """A setting's description in a user's words, then the MaxText flag it becomes, if any."""
     flag = maxtext_flag(f)
-    return DESCRIPTIONS[f.name] + (f" MaxText flag: {flag}." if flag else "")
+    return f.metadata["description"] + (f" MaxText flag: {flag}." if flag else "")
 
 
 def json_type(f: dataclasses.Field) -> str:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tpu_rl.rewards.evaluations import EVAL_METRICS
+from tpu_rl.settings.choices import EVAL_METRICS
 from tpu_rl.settings.fields import SETTING_FIELDS
 from tpu_rl.settings.metadata import default_of, describe, json_type, plain
 from tpu_rl.settings.params import SCHEMA_DIALECT, SPECS_FILE

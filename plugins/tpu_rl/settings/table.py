@@ -25,7 +25,7 @@ empty where the setting may be empty. The first section, "Run Parameters", holds
 tutorial has you change and is the one the form opens. Every rule is checked before any cloud
 call, and every error is reported at once.
 
-Generated from `plugins/tpu_rl/settings/fields.py` and `descriptions.py` by
+Generated from the settings' declaration, `plugins/tpu_rl/settings/fields.py`, by
 `python -m tpu_rl.settings.table docs/settings.md` (a test keeps it current).
 """
 

@@ -9,7 +9,6 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from tpu_rl.cluster.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
 from tpu_rl.settings.capacity_rules import CAPACITY_RULES, short_run_warnings
 from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.eval_rules import (
@@ -23,6 +22,7 @@ from tpu_rl.settings.images import IMAGE_SETTINGS, is_unpinned
 from tpu_rl.settings.metadata import default_of
 from tpu_rl.settings.references import hf_repo_id_problem, image_reference_problem
 from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, TextRule, short_repr
+from tpu_rl.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
 
 Rule = Callable[[RunSettings], Iterator[str]]
 RULES: list[Rule] = []
@@ -200,7 +200,8 @@ def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) 
                 yield f"{f.name}{f'[{i}]' if isinstance(value, list) else ''}: {problem}"
 
 
-# The GRPO, capacity, gate and champion rules live in modules of their own; they run here.
+# The GRPO, capacity, gate and champion rules live in modules of their own; they run here, in
+# this order.
 RULES.extend((*GRPO_RULES, *CAPACITY_RULES, gate_metric_names, champion_gains))
 
 
@@ -216,6 +217,8 @@ def ranges(s: RunSettings) -> Iterator[str]:
         yield f"hbm_utilization_vllm: must be in (0, 1), got {s.hbm_utilization_vllm}"
     if not math.isfinite(s.min_reward_gain):
         yield f"min_reward_gain: must be a finite number, got {s.min_reward_gain}"
+    if not (math.isfinite(s.max_spend_usd) and s.max_spend_usd >= 0):
+        yield f"max_spend_usd: must be 0 (no limit) or a positive number, got {s.max_spend_usd}"
 
 
 @rule

@@ -2,8 +2,8 @@
 
 Each check returns the value it was given or raises Malformed with a sentence saying what is
 wrong, so a value of the wrong shape costs its run's row that value (and an `error` saying so),
-never the page: tasks write these XComs, but so can anyone with the API's XCom endpoints, and
-runs from older versions of the package wrote other shapes.
+never the page: tasks write the summaries' parts (tpu_rl.run_summary), but so can anyone with
+the API's XCom endpoints, and other versions of the package may write other shapes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.models.xcom import XComModel
 
-from tpu_rl.rewards.evaluations import EVAL_METRICS
+from tpu_rl.settings.choices import EVAL_METRICS
 
 
 class Malformed(ValueError):
@@ -170,12 +170,18 @@ def failure_message(value: Any) -> str:
     return value
 
 
+def summary_part(value: Any) -> dict[str, Any]:
+    """A task's part of the run's summary: an object of its fields."""
+    return _object(value, "the part")
+
+
 def conf(value: Any) -> dict[str, Any]:
     """A run's conf: an object (null for none)."""
     return {} if value is None else _object(value, "the run's conf")
 
 
-# The check of each value a row reads, by its name in the row's XComs (tpu_rl.ui.runs.XCOMS).
+# The check of each field of the run's summary a row reads, by its name (tpu_rl.run_summary:
+# FIELDS and PER_TASK).
 CHECKS: dict[str, Callable[[Any], Any]] = {
     "rewards": rewards,
     "attempts": attempts,

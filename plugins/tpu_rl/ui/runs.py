@@ -2,7 +2,12 @@
 
 One query reads the DAG runs with the task instances the page needs joined in (the cluster's
 creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
-one reads the XComs of all those runs. A run's chip-hours, host-hours and cost are the figure
+one reads the summaries of all those runs (tpu_rl.run_summary: one XCom key, a part per task
+that wrote one). A run that ended with no summary at all was made before the tasks kept one:
+its row shows what Airflow itself knows (state, times, the gate's verdict, the hours its
+tasks' times give) and says "no run summary" (`summary` false), not a second reading of the
+XComs older versions wrote: they stay in Airflow's XCom view, and in the run's note and report
+where those were written. A run's chip-hours, host-hours and cost are the figure
 its `outcome` counted (XCom `tpu_cost`, tpu_rl.report.run_cost), the one its report and note
 show; a run whose `validate` failed has none; only another run without it (one that timed
 out, whose teardowns were skipped, or one from before that count) is counted here, by the
@@ -23,38 +28,22 @@ from urllib.parse import quote
 from airflow.models.dagrun import DagRun
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
-from sqlalchemy import Text, and_, cast, or_, select
+from sqlalchemy import Text, and_, cast, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import console_url, pool_hosts
 from tpu_rl.names import DAG_ID, Step
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
-from tpu_rl.report.notify import FAILURE_XCOM_KEY
-from tpu_rl.report.run_cost import COST_KEY, COST_TASK
 from tpu_rl.report.run_note import report_link
 from tpu_rl.report.run_report import MARKDOWN_NAME
-from tpu_rl.report.tpu_nodes import XCOM_KEY as TPU_NODES_KEY
 from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.rewards.evaluations import step_table
 from tpu_rl.rewards.resume import costed, steps_recomputed
+from tpu_rl.run_summary import FIELDS, PER_TASK, SUMMARY_KEY
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 from tpu_rl.ui import checks
 from tpu_rl.ui.checks import Malformed
 
-# (task_id, key) of the XComs a row shows
-XCOMS = {
-    (Step.WAIT_FOR_REWARDS, "return_value"): "rewards",
-    (Step.WAIT_FOR_REWARDS, "attempts"): "attempts",  # pushed at each resume and on failure
-    # the ladder's tries (cluster.climb), whole from each step that moved the run: newest stands
-    (Step.CREATE_CLUSTER, "rungs"): "rungs",
-    (Step.CONVERT, "rungs"): "rungs",
-    (Step.START_BACKEND, "rungs"): "rungs",
-    (Step.WAIT_FOR_REWARDS, "rungs"): "rungs",
-    (Step.GATE, "return_value"): "gate",
-    (Step.VERIFY, "return_value"): "export_uri",
-    (Step.EXPORT, "checkpoint_step"): "checkpoint_step",
-    (COST_TASK, COST_KEY): "cost",  # the run's cost as outcome counted it, once
-}
 VERDICTS = {"success": "passed", "failed": "stopped", "upstream_failed": "not reached"}
 RAN = ("success", "failed")  # task states of a step that ran (not upstream_failed or skipped)
 # Steps that delete the backend, first to last: the pool ended at the first of them that ran.
@@ -116,30 +105,25 @@ def fetch_runs(session: Session, limit: int) -> list[dict[str, Any]]:
         .order_by(DagRun.run_after.desc(), DagRun.id.desc())
         .limit(limit)
     ).all()
-    values = _xcoms(session, [r.id for r in runs])
-    return [_row(r, values.get(r.id, {})) for r in runs]
+    values = _summaries(session, [r.id for r in runs])
+    return [_row(r, values.get(r.id)) for r in runs]
 
 
-def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+def _summaries(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Each run's summary, its tasks' parts merged: a field from the task that writes it
+    (tpu_rl.run_summary.FIELDS), the first failure by time, every task's looks; `errors`
+    says what could not be read. Runs without a part are absent."""
     if not run_ids:
         return {}
     rows = session.execute(
         select(
             XComModel.dag_run_id,
             XComModel.task_id,
-            XComModel.key,
-            cast(XComModel.value, Text).label("value"),  # parsed per XCom: see checks.parsed
+            cast(XComModel.value, Text).label("value"),  # parsed per part: see checks.parsed
         )
         .where(
             XComModel.dag_run_id.in_(run_ids),
-            or_(
-                and_(
-                    XComModel.task_id.in_({task for task, _ in XCOMS}),
-                    XComModel.key.in_({key for _, key in XCOMS}),
-                ),
-                XComModel.key == FAILURE_XCOM_KEY,  # any task's failure, the first one wins
-                XComModel.key == TPU_NODES_KEY,  # any step's looks at the TPU nodes
-            ),
+            XComModel.key == SUMMARY_KEY,
             XComModel.map_index == -1,
         )
         .order_by(XComModel.timestamp)
@@ -147,31 +131,26 @@ def _xcoms(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     found: dict[int, dict[str, Any]] = {}
     for row in rows:
         values = found.setdefault(row.dag_run_id, {})
-        name = _xcom_name(row.task_id, row.key)
-        if name is None:
-            continue
         try:
-            value = checks.CHECKS[name](checks.parsed(row.value))
+            part = checks.summary_part(checks.parsed(row.value))
         except Malformed as error:  # the row shows the rest, and says what it could not read
-            values.setdefault("errors", []).append(f"XCom {row.task_id}.{row.key}: {error}")
+            values.setdefault("errors", []).append(f"summary of {row.task_id}: {error}")
             continue
-        if name == "looks":
-            values.setdefault("looks", []).append(value)
-        elif name == "failure":
-            values.setdefault("failure", {"task_id": row.task_id, "message": value})
-        else:
-            values[name] = value
+        for name, value in part.items():
+            if FIELDS.get(name) != row.task_id and name not in PER_TASK:
+                continue  # not this task's to write, or a field this version does not show
+            try:
+                checked = checks.CHECKS[name](value)
+            except Malformed as error:
+                values.setdefault("errors", []).append(f"{row.task_id}'s {name}: {error}")
+                continue
+            if name == "looks":
+                values.setdefault("looks", []).append(checked)
+            elif name == "failure":  # the first one wins
+                values.setdefault("failure", {"task_id": row.task_id, "message": checked})
+            else:
+                values[name] = checked
     return found
-
-
-def _xcom_name(task_id: str, key: str) -> str | None:
-    """The name in the row of an XCom the query found (None: a key it matched but no row
-    reads, e.g. another task's return value)."""
-    if key == TPU_NODES_KEY:  # any step's looks at the TPU nodes
-        return "looks"
-    if key == FAILURE_XCOM_KEY:  # any task's failure, the first one wins
-        return "failure"
-    return XCOMS.get((task_id, key))
 
 
 def _settings(conf_json: str | None) -> RunSettings:
@@ -250,7 +229,8 @@ def _tpu(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
+def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
+    x = summary or {}
     errors = list(x.get("errors", []))
     rewards = x.get("rewards") or {}
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
@@ -304,4 +284,6 @@ def _row(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
         "run_url": run_path,
         "logs_url": f"{run_path}/tasks/wait_for_rewards",
         "error": "; ".join(errors) or None,  # what of the run could not be read, or None
+        # False: the run ended without a summary (made before its tasks kept one)
+        "summary": summary is not None or run.end_date is None,
     }

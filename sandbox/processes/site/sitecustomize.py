@@ -23,7 +23,7 @@ from typing import Any
 SEAM_FILE = os.environ.get("TPU_RL_SANDBOX_SEAM")
 GKE_HOOKS = "airflow.providers.google.cloud.hooks.kubernetes_engine"
 BASE_HOOK = "airflow.providers.google.common.hooks.base_google"
-PARAMS = "tpu_rl.settings.params"
+PARAMS = "tpu_rl.dag.params"
 JANITOR_PARAMS = "tpu_rl.janitor_params"  # the janitor's form: the same project, region, bucket
 
 
@@ -52,12 +52,23 @@ def _hold_if_asked(seam: dict[str, Any]) -> None:
 
 
 def _get_cluster(hook: Any, name: str, project_id: str | None = None, **_: Any) -> Any:
-    """GKEHook.get_cluster: RUNNING clusters of the fake cloud, served by the emulator."""
-    from google.api_core.exceptions import NotFound
-    from google.cloud.container_v1.types import Cluster
+    """GKEHook.get_cluster: RUNNING clusters of the fake cloud, served by the emulator; the
+    clusters.get request and the answer held to container.v1 (sandbox/gke_contract.py)."""
+    from google.cloud.container_v1.types import GetClusterRequest
+
+    from sandbox import gke_contract
 
     seam = _seam()
     _hold_if_asked(seam)
+    request = GetClusterRequest(name=gke_contract.cluster_path(hook, name, project_id))
+    return gke_contract.checked_rpc("GetCluster", request, lambda: _cluster(seam, name))
+
+
+def _cluster(seam: dict[str, Any], name: str) -> Any:
+    """The fake cloud's cluster `name`, once the sandbox has provisioned it."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud.container_v1.types import Cluster
+
     state_file = Path(seam["state_file"])
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     record = state.get("clusters", {}).get(name)

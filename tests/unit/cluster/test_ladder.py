@@ -14,9 +14,11 @@ import yaml
 from tests.conftest import REPO
 from tests.unit.cluster.test_blueprint import BLUEPRINT
 from tpu_rl.cluster import blueprint, climb, ladder
+from tpu_rl.cluster.rung_record import standing_rung
 from tpu_rl.cluster.toolkit import ClusterToolkitError
 from tpu_rl.plan import main
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings
+from tpu_rl.settings.rungs import Rung, parse_ladder
 
 EXAMPLE = REPO / "include" / "examples" / "capacity-ladder.json"
 TWO_RUNGS = "reservation@us-east5-b, spot@us-east5-a"
@@ -32,7 +34,7 @@ def example() -> dict:
 
 
 def test_rungs_are_read_in_order_and_an_empty_ladder_is_the_one_capacity():
-    rungs = ladder.parse_ladder(" spot@us-east5-a,flex_start@us-east5-b ")
+    rungs = parse_ladder(" spot@us-east5-a,flex_start@us-east5-b ")
     assert [str(r) for r in rungs] == ["spot@us-east5-a", "flex_start@us-east5-b"]
     settings = load_settings({**example(), "capacity_ladder": ""})
     assert [str(r) for r in ladder.rungs(settings)] == ["reservation@us-east5-b"]
@@ -40,7 +42,7 @@ def test_rungs_are_read_in_order_and_an_empty_ladder_is_the_one_capacity():
 
 def test_a_rung_takes_its_mode_and_zone_and_a_reservation_only_when_it_is_one():
     settings = load_settings(example())
-    spot = ladder.at_rung(settings, ladder.Rung("spot", "us-east5-a"))
+    spot = ladder.at_rung(settings, Rung("spot", "us-east5-a"))
     assert (spot.capacity, spot.zone, spot.reservation) == ("spot", "us-east5-a", "")
     assert (spot.region, spot.gcs_bucket) == (settings.region, settings.gcs_bucket)
     first = ladder.at_rung(settings, ladder.rungs(settings)[0])
@@ -95,15 +97,15 @@ class Deploys:
 
     def __init__(self, stocked_out: set[str], error: str = STOCKOUT) -> None:
         self.stocked_out, self.error, self.tried = stocked_out, error, []
-        self.pushed: dict[str, object] = {}
+        self.tries: list[dict] = []  # the ladder's record as the walk last wrote it
 
     def __call__(self, settings: RunSettings) -> None:
         self.tried.append((str(settings.capacity), settings.zone, settings.reservation))
         if settings.zone in self.stocked_out:
             raise ClusterToolkitError(self.error.format(zone=settings.zone))
 
-    def push(self, key: str, value: object) -> None:
-        self.pushed[key] = json.loads(json.dumps(value))
+    def record(self, tries: list[dict]) -> None:
+        self.tries = json.loads(json.dumps(tries))
 
 
 def test_the_walk_moves_past_a_stockout_and_says_why(caplog):
@@ -112,14 +114,14 @@ def test_the_walk_moves_past_a_stockout_and_says_why(caplog):
     )
     deploys = Deploys({"us-east5-b"})
     with caplog.at_level(logging.INFO):
-        rung = climb.climb(settings, deploys, logging.getLogger("t"), deploys.push)
+        rung = climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
     assert str(rung) == "spot@us-east5-a"
     assert deploys.tried == [
         ("reservation", "us-east5-b", "v6e-32-reservation"),
         ("spot", "us-east5-a", ""),
     ]
-    assert deploys.pushed["rung"] == "spot@us-east5-a"
-    tries = deploys.pushed["rungs"]
+    tries = deploys.tries
+    assert str(standing_rung(tries)) == "spot@us-east5-a"  # the run stands on the newest try
     assert [(t["rung"], t["outcome"]) for t in tries] == [
         ("reservation@us-east5-b", "stockout"),
         ("spot@us-east5-a", "ready"),
@@ -135,24 +137,24 @@ def test_every_rung_refused_fails_with_each_reason_and_other_errors_are_not_stoc
     )
     deploys = Deploys({"us-east5-b", "us-east5-a"})
     with pytest.raises(ClusterToolkitError) as failed:
-        climb.climb(settings, deploys, logging.getLogger("t"), deploys.push)
+        climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
     message = str(failed.value)
     assert "none of its 2 rungs could give the whole slice" in message
     assert "rung 1 reservation@us-east5-b: Error waiting" in message
     assert "rung 2 spot@us-east5-a: Error waiting" in message and "zones/us-east5-a'" in message
     quota = Deploys({"us-east5-b"}, error="Error 403: Quota 'TPUS' exceeded")
     with pytest.raises(ClusterToolkitError, match="Quota"):
-        climb.climb(settings, quota, logging.getLogger("t"), quota.push)
+        climb.climb(settings, quota, logging.getLogger("t"), quota.record)
     assert len(quota.tried) == 1  # not a stockout: no other rung is tried
 
 
-def test_one_rung_fails_as_its_deploy_fails_and_pushes_nothing():
+def test_one_rung_fails_as_its_deploy_fails_and_records_nothing():
     settings = load_settings({**example(), "capacity_ladder": ""})
     deploys = Deploys({"us-east5-b"})
     with pytest.raises(ClusterToolkitError, match=r"^gcluster deploy failed"):
-        climb.climb(settings, deploys, logging.getLogger("t"), deploys.push)
-    assert deploys.pushed == {}
-    assert climb.pushed_rung(None) is None and climb.pushed_rung("x") is None
+        climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
+    assert deploys.tries == []
+    assert standing_rung([]) is None and standing_rung([{"rung": "x"}]) is None
 
 
 def test_plan_renders_what_each_rung_creates(tmp_path):
@@ -199,9 +201,9 @@ TERRAFORM_TIMEOUT = (
 def test_a_ladder_moves_past_every_way_google_says_no_capacity(error):
     settings = load_settings({**example(), "capacity_ladder": TWO_RUNGS})
     deploys = Deploys({"us-east5-b"}, error=error)
-    rung = climb.climb(settings, deploys, logging.getLogger("t"), deploys.push)
-    assert str(rung) == "spot@us-east5-a", deploys.pushed
-    first = deploys.pushed["rungs"][0]
+    rung = climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
+    assert str(rung) == "spot@us-east5-a", deploys.tries
+    first = deploys.tries[0]
     assert (first["outcome"] == "stockout" and "us-east5-b" in first["reason"]) or (
         "timeout while waiting for state" in first["reason"]
     ), first
@@ -237,7 +239,7 @@ def test_the_cluster_and_its_cpu_pools_stay_in_the_first_rungs_zone():
     """Finding 4: system_node_pool_zones feeds the cluster's node_locations, the system pool and
     cpu-np; on every rung it reads vars.cluster_zone, the first rung's zone."""
     settings = load_settings({**example(), "capacity_ladder": TWO_RUNGS})
-    on_a = ladder.at_rung(settings, ladder.Rung("spot", "us-east5-a"))
+    on_a = ladder.at_rung(settings, Rung("spot", "us-east5-a"))
     bp = ladder_blueprint(on_a)
     _, cluster = pool_and_cluster(bp)
     assert cluster["system_node_pool_zones"] == ["$(vars.cluster_zone)"]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
+from tests import run_steps
 from tests.budgets import step_budgets, step_tasks
-from tpu_rl.dag import run_limits, steps
+from tpu_rl.dag import run_limits
 from tpu_rl.dag.run_checks import check_run
 from tpu_rl.settings.run_settings import load_settings
 
@@ -29,7 +31,7 @@ def test_the_defaults_fit_the_default_timeout(tutorial_conf):
     # each limit x its tries, plus 5 min before each retry: the conversion (pending +
     # conversion) twice with one wait, ..., preflight 3 x 10; compare_champion, approve and
     # promote 10 each (issue 29: approval=none; evaluate_champion runs beside the path)
-    retries = sum(lim.retries for lim in steps.WORK_LIMITS.values())
+    retries = sum(lim.retries for lim in run_steps.WORK_LIMITS.values())
     assert run_limits.work_minutes(s, BUDGETS) == pytest.approx(2280 + 5 * retries)
     reserve = run_limits.cleanup_reserve_minutes(s, BUDGETS)
     assert reserve == pytest.approx(4 * 10 + 4 * 90 + 10 + 5 * (3 + 3))
@@ -104,15 +106,25 @@ def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf,
 
 
 def test_every_task_of_the_dag_has_a_limit_and_tries():
-    assert all(limit.tries >= 1 for limit in steps.LIMITS.values())
-    assert steps.LIMITS["cleanup_cluster"].retries == 3
+    assert all(limit.tries >= 1 for limit in run_steps.LIMITS.values())
+    assert run_steps.LIMITS["cleanup_cluster"].retries == 3
 
 
 def test_the_wait_may_retry_but_its_total_limit_counts_once(tutorial_conf):
     """A retry survives a worker lost before the wait deferred; the deadline stays the first's."""
-    wait = steps.LIMITS["wait_for_rewards"]
+    wait = run_steps.LIMITS["wait_for_rewards"]
     assert wait.retries == 1 and wait.counted_tries == 1
     problem = run_limits.budget_problem(
         load_settings({**tutorial_conf, "training_timeout_minutes": 3000}), 3 * DAY, BUDGETS
     )
     assert "wait_for_rewards 3000 min x 1" in problem
+
+
+def test_a_limit_and_a_step_budget_are_frozen_records():
+    """Declared on an operator class and shared by its tasks: no task may change another's."""
+    limit = run_steps.LIMITS["train"]
+    budget = BUDGETS["train"]
+    for record, field in ((limit, "tries"), (budget, "retry_wait_minutes")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, field, 99)
+    assert dataclasses.replace(limit, tries=limit.tries) == limit  # compared by value

@@ -10,8 +10,8 @@ from airflow.models.taskinstancekey import TaskInstanceKey
 
 from sandbox.dagbags import DagBag
 from tests.conftest import REPO
+from tests.run_steps import RUN_STEPS
 from tpu_rl.dag import link_urls, links
-from tpu_rl.dag.steps import RUN_STEPS
 from tpu_rl.operators.cluster import EnsureBucketOperator
 from tpu_rl.run_record import recorded_settings, run_record
 from tpu_rl.settings.run_settings import RunSettings, load_settings

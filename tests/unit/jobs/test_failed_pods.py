@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from airflow.providers.cncf.kubernetes.operators.job import KubernetesJobOperator
-from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 from kubernetes.client import ApiClient
 from kubernetes.client import models as k8s
 
@@ -129,10 +129,14 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
         task_id="export", project_id="p", location="l", cluster_name="c"
     )
     pushed = {}
-    ti = SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))
+    ti = SimpleNamespace(
+        task_id="export",
+        xcom_push=lambda key, value: pushed.update({key: value}),
+        xcom_pull=lambda task_ids, key: pushed.get(key),
+    )
     monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (25, [50]))
     manifest = op.prepare(layout, {"ti": ti})
-    assert pushed == {"checkpoint_step": 25}
+    assert pushed == {"checkpoint_step": 25, "summary": {"checkpoint_step": 25}}
     assert layout.checkpoint_params(25) in " ".join(
         manifest["spec"]["template"]["spec"]["containers"][0]["command"]
     )
@@ -225,7 +229,7 @@ def test_scheduled_pods_defer_too_so_the_jobs_end_is_watched(operator, monkeypat
 
 
 def test_a_queued_job_kueue_can_never_admit_fails_at_once(operator, monkeypatch):
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.providers.common.compat.sdk import AirflowFailException
 
     workload = {
         "metadata": {"name": "job-j-1a2b3", "ownerReferences": [{"kind": "Job", "name": "j"}]},

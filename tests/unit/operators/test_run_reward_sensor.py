@@ -23,6 +23,7 @@ def test_the_training_container_is_named_so_a_sidecar_cannot_make_it_ambiguous(
         seen.update(container=self.container_name, poll=self.poll_interval)
 
     monkeypatch.setattr(RewardSensor, "execute", fake_execute)
+    monkeypatch.setattr(run_rewards.WaitForRewardsSensor, "ended_wait", lambda self, ctx: None)
     sensor = run_rewards.WaitForRewardsSensor(
         task_id="wait_for_rewards",
         project_id="p",

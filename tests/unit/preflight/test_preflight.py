@@ -1,7 +1,9 @@
 """Preflight's pieces without a cloud: the result lines, which errors a retry may clear, the
-read-only guard on POSTs, image manifest URLs, the deployment's endpoints and PriorityClass."""
+typed clients' refusals, image manifest URLs, the deployment's endpoints and PriorityClass."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import requests
@@ -13,7 +15,7 @@ from tpu_rl.backend.jobset import backend_jobset
 from tpu_rl.jobs.manifests import conversion_job, train_job
 from tpu_rl.layout import RunLayout
 from tpu_rl.preflight import huggingface
-from tpu_rl.preflight.google_api import ApiRefusal, GoogleApi
+from tpu_rl.preflight.google_api import TIMEOUT_S, ApiRefusal, read, read_or_none
 from tpu_rl.preflight.images import manifest_url
 from tpu_rl.preflight.result import CheckResult, guarded, is_transient, report_lines
 from tpu_rl.preflight.run import RETRY
@@ -80,21 +82,73 @@ def test_a_token_requests_refuses_in_a_header_is_masked_and_not_retried(tutorial
     assert result.fix.startswith("correct the value the request was made of")
 
 
-class RecordingSession:
-    def __init__(self) -> None:
-        self.posts: list[str] = []
+def _typed_refusal(status: int, error: dict[str, object]) -> Exception:
+    """The exception a typed client's REST transport raises for Google's error answer
+    (google-cloud-compute 1.57 rest.py: `core_exceptions.from_http_response(response)`)."""
+    from google.api_core.exceptions import from_http_response
 
-    def post(self, url: str, **_: object) -> object:
-        self.posts.append(url)
-        raise AssertionError("not reached")
+    response = requests.Response()
+    response.status_code = status
+    response._content = json.dumps({"error": {"code": status, **error}}).encode()
+    response.request = requests.Request("GET", "https://compute.googleapis.com/x").prepare()
+    return from_http_response(response)
 
 
-def test_no_post_but_a_read_only_rpc_leaves_the_google_api_client():
-    api = GoogleApi.__new__(GoogleApi)
-    api.session = RecordingSession()
-    with pytest.raises(ValueError, match="not a read-only RPC"):
-        api.read_rpc("compute.googleapis.com", "/compute/v1/projects/p/zones/z/instances", {})
-    assert api.session.posts == []
+def _raising(err: Exception) -> object:
+    def rpc(**_: object) -> object:
+        raise err
+
+    return rpc
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "line", "transient"),
+    [
+        (
+            403,
+            {
+                "message": "Compute API is disabled",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "SERVICE_DISABLED",
+                    }
+                ],
+            },
+            "HTTP 403 SERVICE_DISABLED: Compute API is disabled",
+            False,
+        ),
+        (
+            403,
+            {"message": "denied", "errors": [{"reason": "forbidden", "message": "denied"}]},
+            "HTTP 403 forbidden: denied",
+            False,
+        ),
+        (503, {"message": "backend error"}, "HTTP 503: backend error", True),
+        (429, {"message": "rate"}, "HTTP 429: rate", True),
+    ],
+)
+def test_a_typed_clients_refusal_reads_as_the_rest_calls_did(status, error, line, transient):
+    """google.api_core's exceptions become the ApiRefusal a REST call raised: the same line,
+    reason (SERVICE_DISABLED) and transient verdict; one try, within the timeout."""
+    seen: dict[str, object] = {}
+
+    def rpc(**kwargs: object) -> object:
+        seen.update(kwargs)
+        raise _typed_refusal(status, error)
+
+    with pytest.raises(ApiRefusal) as refused:
+        read(rpc, "the request")
+    assert str(refused.value) == line and is_transient(refused.value) is transient
+    assert seen == {"request": "the request", "retry": None, "timeout": TIMEOUT_S}
+    (result,) = guarded("x", "fix it", lambda: read(rpc, "the request"))
+    assert result.evidence == f"the read failed: {line}" and result.transient is transient
+
+
+def test_a_typed_read_of_what_does_not_exist_is_none():
+    assert read_or_none(_raising(_typed_refusal(404, {"message": "gone"})), None) is None
+    with pytest.raises(ApiRefusal, match="HTTP 400: bad"):
+        read_or_none(_raising(_typed_refusal(400, {"message": "bad"})), None)
 
 
 def test_manifest_urls_follow_the_registry_api():

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from google.api_core.exceptions import NotFound
+from google.cloud import resourcemanager_v3
+from google.iam.v1 import policy_pb2
 
 from tpu_rl.preflight import calendar, cluster, iam
 from tpu_rl.settings.run_settings import load_settings
@@ -17,18 +19,22 @@ POOL_SA = "gke-np@proj.iam.gserviceaccount.com"
 
 
 class ProjectApi:
-    """Resource Manager v3 as the project has it: projects.get and getIamPolicy."""
+    """Resource Manager v3 as the project has it: projects.get and getIamPolicy, answered by
+    its typed client (google.cloud.resourcemanager_v3.ProjectsClient)."""
 
     def __init__(self, bindings: list[dict[str, Any]]) -> None:
         self.bindings = bindings
 
-    def get(self, host: str, path: str, params: Any = None) -> dict[str, Any]:
-        assert path.startswith("/v3/projects/")
-        return {"name": "projects/123456789012", "projectId": path.rsplit("/", 1)[-1]}
+    def client(self, client_class: type, host: str) -> Any:
+        assert client_class is resourcemanager_v3.ProjectsClient, client_class
+        return self
 
-    def read_rpc(self, host: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        assert path.endswith(":getIamPolicy")
-        return {"version": 1, "bindings": self.bindings}
+    def get_project(self, request: Any, **_: Any) -> Any:
+        return resourcemanager_v3.Project(name="projects/123456789012", project_id="proj")
+
+    def get_iam_policy(self, request: Any, **_: Any) -> Any:
+        assert request.options.requested_policy_version == 3
+        return policy_pb2.Policy(version=1, bindings=self.bindings)
 
 
 @pytest.fixture

@@ -55,22 +55,30 @@ def test_make_help_lists_every_target():
     assert listed == phony, phony ^ listed
 
 
-def test_make_test_runs_the_format_check_before_the_suite():
+LINT = [
+    ".venv/bin/ruff check plugins dags sandbox tests tools",
+    ".venv/bin/ruff format --check plugins dags sandbox tests tools",
+    "PYTHONPATH=plugins .venv/bin/lint-imports --no-cache",
+]
+
+
+def lint_and_test_lines(stdout: str) -> list[str]:
+    tools = ("ruff", "lint-imports", "pytest")
+    return [line for line in stdout.splitlines() if any(tool in line for tool in tools)]
+
+
+def test_make_test_runs_the_format_check_and_the_layers_before_the_suite():
     done = make("-n", "test")
-    lines = [line for line in done.stdout.splitlines() if "ruff" in line or "pytest" in line]
-    assert lines == [
-        ".venv/bin/ruff check plugins dags sandbox tests tools",
-        ".venv/bin/ruff format --check plugins dags sandbox tests tools",
+    assert lint_and_test_lines(done.stdout) == [
+        *LINT,
         ".venv/bin/python -m pytest -q -n 3 --dist loadgroup",
     ]
 
 
-def test_make_test_fast_runs_the_format_check_then_the_fast_tiers():
+def test_make_test_fast_runs_the_format_check_and_the_layers_then_the_fast_tiers():
     done = make("-n", "test-fast")
-    lines = [line for line in done.stdout.splitlines() if "ruff" in line or "pytest" in line]
-    assert lines == [
-        ".venv/bin/ruff check plugins dags sandbox tests tools",
-        ".venv/bin/ruff format --check plugins dags sandbox tests tools",
+    assert lint_and_test_lines(done.stdout) == [
+        *LINT,
         '.venv/bin/python -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag"',
     ]
 

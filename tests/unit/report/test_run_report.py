@@ -12,6 +12,7 @@ from unittest import mock
 import pytest
 
 from tpu_rl.layout import RunLayout
+from tpu_rl.names import DAG_ID
 from tpu_rl.report import billing, prices, run_cost
 from tpu_rl.report import run_report as report
 from tpu_rl.settings.run_settings import load_settings
@@ -263,7 +264,7 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
         ("compare_champion", "return_value"): None,  # not run (issue 29)
         ("cleanup_cluster", "tpus_released_at"): None,  # not yet
     }
-    ti = mock.Mock(dag_id="tpu_rl_post_training", run_id=run.run_id)
+    ti = mock.Mock(dag_id=DAG_ID, run_id=run.run_id)
     dag_run = mock.Mock(start_date=datetime.now(UTC) - timedelta(hours=2))
     ti.xcom_pull.side_effect = lambda task_ids, key="return_value": (
         [None] * len(task_ids) if key == "tpu_nodes" else xcoms[(task_ids, key)]
@@ -275,7 +276,7 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
         dag = mock.Mock(task_ids=["convert", "export"])
         context = {"ti": ti, "dag_run": dag_run, "dag": dag}
         uri = report.publish_run_report(run, context, run_cost.count_run_cost(run, context))
-    ti.get_task_breadcrumbs.assert_called_with("tpu_rl_post_training", run.run_id)
+    ti.get_task_breadcrumbs.assert_called_with(DAG_ID, run.run_id)
     hook.assert_called_once_with(gcp_conn_id="google_cloud_default")
     uploads = {c.args[1]: c.kwargs for c in hook.return_value.upload.call_args_list}
     prefix = f"gemma4-26b/hf-trained/{run.slug}/"
@@ -343,7 +344,7 @@ def test_the_count_ends_when_cleanup_cluster_released_the_tpus(tutorial_conf):
     now = datetime.now(UTC)
 
     def counted(released: float | None) -> dict[str, Any]:
-        ti = mock.Mock(dag_id="tpu_rl_post_training", run_id=run.run_id)
+        ti = mock.Mock(dag_id=DAG_ID, run_id=run.run_id)
         ti.xcom_pull.side_effect = lambda task_ids, key="return_value": (
             released if key == run_cost.RELEASED_KEY else [None] * len(task_ids)
         )

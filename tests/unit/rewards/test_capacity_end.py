@@ -49,14 +49,16 @@ def marks(*steps: tuple[int, float]) -> list[list[float]]:
 
 
 def test_the_pace_is_the_longest_step_gap_without_its_save_and_the_save_s_own_time():
-    # steps every 60-70 s, step 4's save takes 30 s before step 5 (period 4)
-    m = marks((2, 60), (3, 130), (4, 190), (5, 280))
-    pace = capacity_end.measured_pace(m, [4, T0 + 220], period=4)
+    """Issue 48: Tunix logs step N's line an update late, so save N starts right after step
+    N-1's line and lies between the lines of steps N-1 and N."""
+    # steps every 60-70 s, step 4's save commits 30 s after step 3's line (period 4)
+    m = marks((2, 60), (3, 130), (4, 220), (5, 280))
+    pace = capacity_end.measured_pace(m, [4, T0 + 160], period=4)
     assert pace == capacity_end.Pace(step_s=70, save_s=30)
     # a save every step: each gap less the save's time
-    every = capacity_end.measured_pace(marks((4, 190), (5, 300)), [4, T0 + 220], 1)
-    assert every == capacity_end.Pace(step_s=80, save_s=30)
-    assert capacity_end.measured_pace(marks((5, 280)), [4, T0 + 220], 4) is None
+    every = capacity_end.measured_pace(marks((3, 130), (4, 220)), [4, T0 + 160], 1)
+    assert every == capacity_end.Pace(step_s=60, save_s=30)
+    assert capacity_end.measured_pace(marks((5, 280)), [4, T0 + 160], 4) is None
 
 
 @pytest.mark.parametrize(
@@ -78,26 +80,54 @@ def stamped(at: float, text: str) -> Line:
     return Line(f"{stamp} {text}")
 
 
-def test_the_follower_marks_step_lines_and_orbax_s_finished_save_line():
+def step_line(step: int, loss: str = "0.693147", perplexity: str = "2.000000") -> str:
+    """Tunix's step line (tunix/sft/peft_trainer.py:735-740 at c4ec573) with absl's prefix."""
+    text = f"Train step {step} training loss: {loss}  - training perplexity: {perplexity}"
+    return f"I1201 10:00:00.123456 140213 peft_trainer.py:735] {text}"
+
+
+def committed(step: int) -> str:
+    """Orbax's line once a step's save is committed (atomicity.py:845-851 at 20be488a)."""
+    return (
+        "I1201 10:00:00.123456 140214 atomicity.py:845] [process=0][thread=async_save] Finished "
+        f"saving checkpoint (finalized tmp dir) to `gs://b/trained/rl/checkpoints/actor/{step}`."
+    )
+
+
+def test_the_follower_marks_step_lines_and_orbax_s_committed_save_line():
+    """Issue 48: the lines in Tunix's order (step N's an update late, after save N began)."""
     state = FollowState()
     lines = [
-        stamped(T0 + 60, "I1201 rl_cluster.py:573] Train step 1/8 done"),
-        stamped(T0 + 120, "I1201 rl_cluster.py:573] Train step 2/8 done"),
-        stamped(
-            T0 + 150,
-            "I1201 checkpoint_manager.py:2049] [process=0][thread=MainThread][step=2] "
-            "Finished synchronous save.",
-        ),
-        stamped(T0 + 155, "W1201 train_rl.py:702] Intermediate Eval (step=2): corr=1"),
+        stamped(T0 + 60, step_line(1)),
+        stamped(T0 + 70, committed(2)),
+        stamped(T0 + 120, step_line(2, "0.012345", "1.012421")),
+        stamped(T0 + 125, "W1201 hooks.py:98] Intermediate Eval (step=2): corr=1"),
     ]
     assert consume(state, lines, Resent(), LOG) is None
     assert state.step_marks == [[1, T0 + 60], [2, T0 + 120]]
-    assert state.saved == [2, T0 + 150]
+    assert state.saved == [2, T0 + 70]
     assert state.reached_step == 2
-    many = [stamped(T0 + 200 + i, f"Train step {3 + i}/99 done") for i in range(10)]
+    many = [stamped(T0 + 200 + i, step_line(3 + i, "nan", "nan")) for i in range(10)]
     consume(state, many, Resent(), LOG)
     assert len(state.step_marks) == capacity_end.MARKS_KEPT
     assert state.step_marks[-1] == [12, T0 + 209]
+
+
+def test_a_committed_save_is_its_step_reached_before_its_line():
+    """The stop at a save comes before the saved step's own line (an update late): the save
+    says the step was done."""
+    state = FollowState()
+    consume(state, [stamped(T0 + 60, step_line(7)), stamped(T0 + 61, committed(8))], Resent(), LOG)
+    assert (state.reached_step, state.saved) == (8, [8, T0 + 61])
+
+
+def test_orbax_s_synchronous_save_line_is_no_save_mark():
+    """`Finished synchronous save.` is never logged on MaxText RL's asynchronous save path;
+    where it is, the committed line came first (dpo_qwen3_demo.ipynb:2732-2736)."""
+    state = FollowState()
+    sync = "[process=0][thread=MainThread][step=2] Finished synchronous save."
+    consume(state, [stamped(T0, f"I1201 checkpoint_manager.py:1589] {sync}")], Resent(), LOG)
+    assert state.saved is None
 
 
 def test_an_rfc_3339_annotation_in_lower_case_is_read():
@@ -126,7 +156,7 @@ def test_steps_logged_out_of_order_give_no_pace():
     backwards = marks((2, 120), (3, 60))
     assert capacity_end.measured_pace(backwards, [2, T0 + 130], period=4) is None
     mixed = marks((1, 0), (2, 120), (3, 60), (4, 190))
-    pace = capacity_end.measured_pace(mixed, [2, T0 + 130], period=4)
+    pace = capacity_end.measured_pace(mixed, [2, T0 + 130], period=8)
     assert pace is not None and pace.step_s == 130  # 3 -> 4; 2 -> 3 went backwards
 
 
@@ -145,9 +175,24 @@ async def test_the_wait_goes_on_past_a_node_whose_end_is_not_a_date(caplog):
     """Issue 43: the trigger's judgment of a save read the annotation and crashed the wait."""
     from tpu_rl.rewards import save_stop
 
-    state = FollowState(step_marks=marks((3, 0), (4, 60)), saved=[4, T0 + 90])
+    state = FollowState(step_marks=marks((2, 0), (3, 60)), saved=[4, T0 + 90])
     pods = [{"spec": {"nodeName": "tpu-0"}}]
     api = NodesOnly([node("tpu-0", annotation="in a week")])
-    assert await save_stop.judge_save(api, state, 4, pods, None, LOG) is None
+    assert await save_stop.judge_save(api, state, 4, None, pods, None, LOG) is None
     why = "node tpu-0: annotation node.gke.io/machine-termination-datetime: not an RFC 3339 "
     assert why + "date-time: 'in a week'" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_the_last_step_s_save_is_no_stop_the_total_coming_from_the_settings():
+    """Issue 48: no log line carries the total steps (Tunix's has none), so the wait gets
+    num_batches from the settings; the last step's save ends training, whatever the end."""
+    from tpu_rl.rewards import save_stop
+
+    def state() -> FollowState:
+        return FollowState(step_marks=marks((2, 0), (3, 60)), saved=[4, T0 + 90])
+
+    ending = T0 + 100  # the capacity ends 10 s after the save
+    assert await save_stop.judge_save(NodesOnly([]), state(), 4, 4, [], ending, LOG) is None
+    stop = await save_stop.judge_save(NodesOnly([]), state(), 4, 16, [], ending, LOG)
+    assert stop is not None and (stop["reason"], stop["save_step"]) == (capacity_end.REASON, 4)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from tpu_rl.rewards.gate import reward_gate
 

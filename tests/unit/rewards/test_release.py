@@ -21,10 +21,11 @@ from tests.integration.test_reward_trigger import (
     pre,
     trigger_kwargs,
 )
+from tests.unit.rewards.test_resume import Ti
 from tpu_rl.dag import runtime
 from tpu_rl.operators.rewards import WaitForRewardsSensor
-from tpu_rl.rewards.lines import redact
 from tpu_rl.rewards.trigger import RewardTrigger
+from tpu_rl.token_masking import redact
 
 HF = "hf_ReleaseTestToken0123456789"
 
@@ -104,7 +105,7 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(
     )
     post = {"mean_reward": 0.2, "accuracy": 18.75}
     event = {"status": "success", "pre": None, "post": post, "post_time": "t"}
-    result = sensor.execute_complete({}, event)
+    result = sensor.execute_complete({"ti": Ti()}, event)
     assert result["post"] == post
     assert HF[3:] not in redact(f"echo {HF[3:]}")  # registered in the wait's process
     assert emu.get("jobsets", NS, JOBSET) is not None  # left to stop_backend and cleanup

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from tests.conftest import MemoryObject
 from tests.integration.test_reward_trigger import (  # noqa: F401 (fixtures)
@@ -99,11 +99,14 @@ def test_a_client_exception_without_evidence_is_a_real_failure():
 def test_the_highest_step_the_log_showed_is_kept():
     state = FollowState()
     lines = [
-        "2026-12-01T10:00:01Z I1201 rl_cluster.py:573] Train step 59/100 done",
-        "2026-12-01T10:00:02Z W1201 train_rl.py:702] Intermediate Eval (step=60): corr=1",
-        "2026-12-01T10:00:03Z I1201 rl_cluster.py:573] Train step 61/100 done",
+        "2026-12-01T10:00:01Z I1201 peft_trainer.py:735] Train step 59 training loss: "
+        "0.012345  - training perplexity: 1.012421",
+        "2026-12-01T10:00:02Z W1201 hooks.py:98] Intermediate Eval (step=60): corr=1",
     ]
     consume(state, [Line(text) for text in lines], Resent(), _Log())
+    assert state.reached_step == 60  # the evaluation: a step line's fallback
+    later = "2026-12-01T10:00:03Z I1201 peft_trainer.py:735] Train step 61 training loss: nan  "
+    consume(state, [Line(later + "- training perplexity: nan")], Resent(), _Log())
     assert state.reached_step == 61
 
 
@@ -172,11 +175,19 @@ async def test_a_client_exception_on_a_healthy_backend_is_a_real_failure(emu, cr
 
 
 class Ti:
+    """The wait's task instance: its own XComs."""
+
+    task_id = "wait_for_rewards"
+
     def __init__(self) -> None:
         self.pushed: dict[str, Any] = {}
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.pushed[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        assert task_ids == self.task_id
+        return self.pushed.get(key)
 
 
 BASE_PRE = {"mean_reward": 0.0821, "accuracy": 12.5}

@@ -6,8 +6,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from tpu_rl.rewards.evaluations import EVAL_METRICS
-from tpu_rl.settings.choices import EvalMetric
+from tpu_rl.settings.choices import EVAL_METRICS, EvalMetric
 from tpu_rl.settings.eval_rules import best_checkpoint_warnings
 from tpu_rl.settings.params import specs
 from tpu_rl.settings.run_settings import SettingsError, load_settings

@@ -7,10 +7,11 @@ from airflow.sdk import Param
 from airflow.sdk.definitions.param import ParamsDict
 
 from tests.conftest import REPO
+from tpu_rl.dag.params import dag_params
 from tpu_rl.janitor_params import JanitorParams, janitor_params
 from tpu_rl.settings.metadata import Section
 from tpu_rl.settings.param_specs import param_specs
-from tpu_rl.settings.params import SPECS_FILE, dag_params
+from tpu_rl.settings.params import SPECS_FILE
 from tpu_rl.settings.run_settings import (
     OPTIONAL_SETTINGS,
     SETTING_FIELDS,

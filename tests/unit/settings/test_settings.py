@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from tpu_rl.settings.descriptions import DESCRIPTIONS
 from tpu_rl.settings.metadata import describe, json_type, maxtext_flag
 from tpu_rl.settings.run_settings import (
     SETTING_FIELDS,
@@ -80,12 +79,11 @@ def test_unknown_key_is_an_error_naming_the_closest_setting(tutorial_conf):
 def test_every_description_says_what_the_setting_does_in_plain_text():
     """The form shows a Param's description as text: no Markdown; a MaxText flag's name comes
     after what the setting does, never alone (issue 28: 24 said only "MaxText x.")."""
-    assert set(DESCRIPTIONS) == set(SETTING_FIELDS)
     for name, f in SETTING_FIELDS.items():
         text = describe(f)
         assert "`" not in text and "*" not in text and "|" not in text, name
         assert not re.fullmatch(r"MaxText [\w.]+\.", text), name
-        own_words = DESCRIPTIONS[name]
+        own_words = f.metadata["description"]
         assert len(own_words.split()) >= 4 and not own_words.startswith("MaxText "), name
         if flag := maxtext_flag(f):
             assert text == f"{own_words} MaxText flag: {flag}.", name

@@ -11,6 +11,9 @@ const DAY_TIME = new Intl.DateTimeFormat(undefined, {
 });
 const MONTH = new Intl.DateTimeFormat(undefined, { month: "short", year: "numeric" });
 const COLUMNS = 17;
+// Under a run that ended without a summary (tpu_rl.run_summary): made before its tasks kept one.
+const NO_SUMMARY = "no run summary: this run was made before its tasks kept one; its rewards " +
+  "and results are in its XComs and its note";
 // Past this many runs the chart draws lines only: a dot per run would just be noise.
 const MAX_DOTS = 100;
 // How a row's chip-hours and host-hours were counted (tpu_rl.report.billing.RULES has the whole sentence, and
@@ -102,6 +105,7 @@ function drawTable(runs) {
     const ended = (r.attempts || []).filter((a) => a.why);
     if (ended.length) rows.appendChild(noteRow("rungs", "training attempts: ", endedText(ended)));
     if (r.failure) rows.appendChild(reasonRow(r.failure));
+    if (r.summary === false) rows.appendChild(noteRow("no-summary", NO_SUMMARY));
     if (r.error) rows.appendChild(noteRow("error", "data error: ", r.error));
   }
   document.querySelector("#runs tbody").replaceChildren(rows);

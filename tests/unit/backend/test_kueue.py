@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 from kubernetes.client.rest import ApiException
 
 from sandbox.paths import BLUEPRINT_FIXTURES
 from tpu_rl.backend import jobset as pathways_jobset
+from tpu_rl.backend import kueue
 from tpu_rl.cluster.kueue_config import edit_kueue_config
 from tpu_rl.dag import runtime
-from tpu_rl.kube import kueue, kueue_rules, verdicts
+from tpu_rl.kube import kueue_rules, verdicts
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators.backend import StartPathwaysBackendOperator
 from tpu_rl.settings.run_settings import load_settings

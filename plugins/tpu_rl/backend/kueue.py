@@ -14,16 +14,10 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from tpu_rl.cluster.tpu import ACCELERATOR_LABEL
-from tpu_rl.jobs import manifests
+from tpu_rl.cluster.kueue_config import pathways_resource_group, resource_flavors
+from tpu_rl.jobs.manifests import Manifest
 from tpu_rl.kube.kueue_rules import GROUP, VERSION
 from tpu_rl.layout import RunLayout
-
-TPU = "google.com/tpu"
-TPU_FLAVOR, PATHWAYS_FLAVOR = "tpu-flavor", "pathways-flavor"
-# Cluster Toolkit's kubectl-apply defaults for its Pathways Kueue configuration.
-PATHWAYS_CPU_QUOTA, PATHWAYS_MEMORY_QUOTA = 480, "2000G"
-TPU_FLAVOR_CPU_QUOTA, TPU_FLAVOR_MEMORY_QUOTA = "999999", "999999T"
 
 
 class KueueError(RuntimeError):
@@ -34,7 +28,7 @@ def _api(plural: str) -> dict[str, str]:
     return {"group": GROUP, "version": VERSION, "plural": plural}
 
 
-def requested_resources(obj: manifests.Manifest) -> set[str]:
+def requested_resources(obj: Manifest) -> set[str]:
     """Every resource a container of the JobSet requests (a limit implies the request)."""
     found: set[str] = set()
     for rj in obj["spec"]["replicatedJobs"]:
@@ -49,53 +43,7 @@ def covered_resources(cluster_queue: dict[str, Any]) -> set[str]:
     return {r for g in groups for r in g.get("coveredResources") or []}
 
 
-def _flavor(name: str, quotas: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "resources": [{"name": k, "nominalQuota": v} for k, v in quotas.items()]}
-
-
-def pathways_resource_group_flavor() -> dict[str, Any]:
-    """The cpu-np flavor of the Pathways group: the head's cpu and memory, no TPU."""
-    return _flavor(
-        PATHWAYS_FLAVOR, {TPU: 0, "cpu": PATHWAYS_CPU_QUOTA, "memory": PATHWAYS_MEMORY_QUOTA}
-    )
-
-
-def pathways_resource_group(layout: RunLayout) -> dict[str, Any]:
-    """One group covering TPU, cpu and memory, as Cluster Toolkit's Pathways configuration:
-    the TPU flavor for the workers, the cpu-np flavor for the head (one group, so Kueue picks
-    the flavor whose node labels match each pod set's node selector)."""
-    chips = layout.settings.chips * layout.settings.cluster_nodepool_count
-    quota = {TPU: chips, "cpu": TPU_FLAVOR_CPU_QUOTA, "memory": TPU_FLAVOR_MEMORY_QUOTA}
-    return {
-        "coveredResources": [TPU, "cpu", "memory"],
-        "flavors": [_flavor(TPU_FLAVOR, quota), pathways_resource_group_flavor()],
-    }
-
-
-def resource_flavors() -> list[dict[str, Any]]:
-    """The two ResourceFlavors the Pathways group names."""
-    return [
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": TPU_FLAVOR},
-            "spec": {
-                "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": ACCELERATOR_LABEL},
-                "tolerations": [
-                    {"effect": "NoSchedule", "key": TPU, "value": "present"},
-                ],
-            },
-        },
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": PATHWAYS_FLAVOR},
-            "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": manifests.CPU_NODE_POOL}},
-        },
-    ]
-
-
-def ensure_coverage(custom: Any, layout: RunLayout, jobset: manifests.Manifest, log: Any) -> None:
+def ensure_coverage(custom: Any, layout: RunLayout, jobset: Manifest, log: Any) -> None:
     """Check that the run's LocalQueue leads to a ClusterQueue covering what the JobSet asks
     for; fill an empty ClusterQueue as gcluster does; else raise KueueError naming both."""
     namespace, queue = layout.settings.namespace, layout.settings.kueue_queue
@@ -143,7 +91,9 @@ def _fill(custom: Any, cluster_queue: dict[str, Any], layout: RunLayout) -> None
         except ApiException as err:
             if err.status != 409:  # already there: keep the cluster's own
                 raise
-    cluster_queue.setdefault("spec", {})["resourceGroups"] = [pathways_resource_group(layout)]
+    cluster_queue.setdefault("spec", {})["resourceGroups"] = [
+        pathways_resource_group(layout.settings)
+    ]
     custom.replace_cluster_custom_object(
         name=cluster_queue["metadata"]["name"], body=cluster_queue, **_api("clusterqueues")
     )

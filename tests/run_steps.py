@@ -1,9 +1,10 @@
 """The run's steps, in the order they run, and their time limits by task id (each operator's
-`step_id` and `limit`), which the run's time budget reads where a task runs."""
+`step_id` and `limit`): what the tests hold the DAG and the run's time budget against without
+parsing the DAG file (the budget itself reads each task's `limit` where a task runs)."""
 
 from __future__ import annotations
 
-from tpu_rl.dag.limits import CLEANUP, WORK, Limit
+from tpu_rl.dag.limits import WORK, Limit
 from tpu_rl.operators.backend import StartPathwaysBackendOperator, StopPathwaysBackendOperator
 from tpu_rl.operators.champion import CompareChampionOperator, EvaluateChampionOperator
 from tpu_rl.operators.checks import (
@@ -53,4 +54,3 @@ RUN_STEPS: tuple[type[RunStep], ...] = (
 
 LIMITS: dict[str, Limit] = {step.step_id: step.limit for step in RUN_STEPS}
 WORK_LIMITS = {task: limit for task, limit in LIMITS.items() if limit.role == WORK}
-CLEANUP_LIMITS = {task: limit for task, limit in LIMITS.items() if limit.role == CLEANUP}

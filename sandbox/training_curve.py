@@ -1,0 +1,145 @@
+"""What the sandbox's GRPO client computes each step: how long the step takes, its loss and the
+TensorBoard scalars, deterministic given a seed, and the training faults a scenario injects
+(issue 46: NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up)."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainingFaults:
+    """Faults of one training run; steps are global steps (1-based, as Tunix's line numbers them).
+
+    A fault with a step marks the checkpoints saved at or after it as poisoned (`poisoned_from`);
+    a stall and slow steps leave the model healthy.
+    """
+
+    nan_at_step: int | None = None  # loss and perplexity are non-finite from this step on
+    nan_value: float = math.nan  # math.inf: the line prints `inf` (Tunix's `%f`)
+    loss_spike_at_step: int | None = None  # the loss is `loss_spike_factor` times the curve's
+    loss_spike_factor: float = 10.0
+    loss_spike_steps: int = 1  # how many steps the spike lasts
+    stall_at_step: int | None = None  # this update never ends: the pod runs on, silent
+    slow_from_step: int | None = None  # steps from here on take `slow_factor` times as long
+    slow_factor: float = 3.0
+    # the Intermediate Eval at this step (and every later one, and Post) reports a mean_reward
+    # `reward_collapse_by` below the best one reported before it
+    reward_collapse_at_eval: int | None = None
+    reward_collapse_by: float = 0.1
+    kl_blowup_at_step: int | None = None  # actor/train/kl (TensorBoard only) grows from here
+    kl_blowup_factor: float = 100.0
+
+    def poisoned_from(self) -> int | None:
+        """The first step whose model is damaged: the earliest NaN, spike, collapse or KL fault."""
+        steps = (
+            self.nan_at_step,
+            self.loss_spike_at_step,
+            self.reward_collapse_at_eval,
+            self.kl_blowup_at_step,
+        )
+        return min((s for s in steps if s is not None), default=None)
+
+    def non_finite(self, step: int) -> bool:
+        return self.nan_at_step is not None and step >= self.nan_at_step
+
+    def collapsed(self, step: int) -> bool:
+        return self.reward_collapse_at_eval is not None and step >= self.reward_collapse_at_eval
+
+
+NO_FAULTS = TrainingFaults()
+VARIED_JITTER = 0.1  # +-10% per step
+VARIED_SLOW_EVERY = 25  # about one step in 25 is 1.6x slow
+
+
+@dataclass(frozen=True)
+class TrainingCurve:
+    """A run's step times and metrics: each step's draw is seeded by (seed, step), so a resumed
+    attempt computes the same values for the same steps.
+
+    Step times: `step_seconds` times a uniform jitter of +-`jitter`, and one step in
+    `slow_every` (on average) takes `slow_step_factor` times as long (a long rollout); steady
+    by default (the scenarios timed to the step), VARIED_JITTER and VARIED_SLOW_EVERY for a
+    run as it looks (issue 46's ETA and slow-step rules).
+    Loss: from `initial_loss` down towards `final_loss` (time constant `decay_steps`), with a
+    relative noise of `loss_noise`.
+    """
+
+    step_seconds: float = 60.0
+    seed: int = 0
+    jitter: float = 0.0
+    slow_every: int = 0
+    slow_step_factor: float = 1.6
+    initial_loss: float = 0.693147
+    final_loss: float = 0.05
+    decay_steps: float = 60.0
+    loss_noise: float = 0.05
+    faults: TrainingFaults = NO_FAULTS
+
+    def _draw(self, step: int, what: str) -> random.Random:
+        return random.Random(f"{self.seed}:{what}:{step}")
+
+    def seconds(self, step: int) -> float:
+        """Simulated seconds update `step` takes."""
+        draw = self._draw(step, "time")
+        base = self.step_seconds * (1 + draw.uniform(-self.jitter, self.jitter))
+        if self.slow_every and draw.random() < 1 / self.slow_every:
+            base *= self.slow_step_factor
+        slow_from = self.faults.slow_from_step
+        slowed = slow_from is not None and step >= slow_from
+        return base * (self.faults.slow_factor if slowed else 1.0)
+
+    def smooth_loss(self, step: int) -> float:
+        """The noiseless curve: the rolling median a watchdog compares against."""
+        span = self.initial_loss - self.final_loss
+        return self.final_loss + span * math.exp(-step / self.decay_steps)
+
+    def loss(self, step: int) -> float:
+        """Tunix's training loss of `step` (positive; non-finite once NaN is injected)."""
+        if self.faults.non_finite(step):
+            return self.faults.nan_value
+        noise = 1 + self._draw(step, "loss").uniform(-self.loss_noise, self.loss_noise)
+        loss = self.smooth_loss(step) * noise
+        spike = self.faults.loss_spike_at_step
+        if spike is not None and spike <= step < spike + self.faults.loss_spike_steps:
+            loss *= self.faults.loss_spike_factor
+        return loss
+
+    def kl(self, step: int) -> float:
+        """actor/train/kl: small and slowly rising; `kl_blowup_factor` times that (and growing)
+        from the blow-up step on."""
+        if self.faults.non_finite(step):
+            return self.faults.nan_value
+        kl = 0.002 * (1 + step / 100) * (1 + self._draw(step, "kl").uniform(-0.2, 0.2))
+        blowup = self.faults.kl_blowup_at_step
+        if blowup is not None and step >= blowup:
+            kl *= self.faults.kl_blowup_factor * (1 + (step - blowup) / 10)
+        return kl
+
+    def reward(self, step: int) -> float:
+        """rewards/train/score/mean of global step `step`: rising from 0.1 towards 0.6; 0 once
+        the weights are NaN; down by the collapse's amount from the collapse on."""
+        if self.faults.non_finite(step):
+            return 0.0
+        rising = 0.6 - 0.5 * math.exp(-step / self.decay_steps)
+        reward = rising + self._draw(step, "reward").uniform(-0.03, 0.03)
+        if self.faults.collapsed(step):
+            reward -= self.faults.reward_collapse_by
+        return max(reward, 0.0)
+
+    def mean_length(self, step: int) -> float:
+        """completions/train/mean_length: about 300 tokens; the full 1024 once NaN (garbage)."""
+        if self.faults.non_finite(step):
+            return 1024.0
+        return 300.0 + self._draw(step, "length").uniform(-40.0, 40.0)
+
+
+def perplexity(loss: float) -> float:
+    """Tunix's `np.exp(loss)` (tunix/sft/peft_trainer.py:719 at c4ec573): numpy overflows to
+    inf (a warning, not an error) and keeps nan."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf

@@ -1,0 +1,81 @@
+"""The run's summary (tpu_rl.run_summary): each task keeps its own part, one task may write
+another's (the rungs), and every field has a check on the page's side."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from airflow.providers.common.compat.sdk import XCom
+
+from tpu_rl.cluster.rung_record import write_tries
+from tpu_rl.names import DAG_ID, Step
+from tpu_rl.run_summary import FIELDS, PER_TASK, SUMMARY_KEY, write_summary
+from tpu_rl.ui.checks import CHECKS
+
+RUN_ID = "manual__summary"
+
+
+class Run:
+    """One DAG run's XComs by (task, key); any task may write any task's (the Task SDK's
+    XCom.set, airflow-core execution_api routes/xcoms.py has_xcom_access)."""
+
+    def __init__(self) -> None:
+        self.xcoms: dict[tuple[str, str], Any] = {}
+
+    def set(self, key: str, value: Any, *, dag_id: str, task_id: str, run_id: str, **_: Any):
+        assert (dag_id, run_id) == (DAG_ID, RUN_ID)
+        self.xcoms[(task_id, key)] = json.loads(json.dumps(value))
+
+
+class Task:
+    """A task instance as a task sees it (context["ti"])."""
+
+    def __init__(self, run: Run, task_id: str) -> None:
+        self.run, self.task_id, self.dag_id, self.run_id = run, task_id, DAG_ID, RUN_ID
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.run.set(key, value, dag_id=DAG_ID, task_id=self.task_id, run_id=RUN_ID)
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        return self.run.xcoms.get((task_ids, key))
+
+
+@pytest.fixture
+def run(monkeypatch) -> Run:
+    the_run = Run()
+    monkeypatch.setattr(XCom, "set", the_run.set)
+    return the_run
+
+
+def test_a_task_sets_its_fields_and_keeps_the_others_of_its_part(run):
+    wait = Task(run, Step.WAIT_FOR_REWARDS)
+    write_summary(wait, wait.task_id, attempts=[{"attempt": 1}])
+    write_summary(wait, wait.task_id, looks=[{"at": 1.0, "nodes": {}}])
+    write_summary(wait, wait.task_id, attempts=[{"attempt": 1}, {"attempt": 2}])
+    assert run.xcoms == {
+        (Step.WAIT_FOR_REWARDS, SUMMARY_KEY): {
+            "attempts": [{"attempt": 1}, {"attempt": 2}],
+            "looks": [{"at": 1.0, "nodes": {}}],
+        }
+    }
+
+
+def test_a_step_that_moves_the_run_writes_the_rungs_in_create_clusters_part(run):
+    """tpu_rl.cluster.rung_record's one write keeps the tries in the run's summary too."""
+    tries = [{"rung": "spot@us-east5-b", "outcome": "no_slice"}]
+    write_tries(Task(run, Step.START_BACKEND), tries)
+    assert run.xcoms[(Step.CREATE_CLUSTER, SUMMARY_KEY)] == {"rungs": tries}
+    assert (Step.START_BACKEND, SUMMARY_KEY) not in run.xcoms
+
+
+def test_a_field_another_task_writes_is_refused(run):
+    gate = Task(run, Step.GATE)
+    with pytest.raises(ValueError, match="gate writes no summary field export_uri"):
+        write_summary(gate, gate.task_id, export_uri="gs://b/x/")
+    assert run.xcoms == {}
+
+
+def test_the_page_checks_every_field_of_the_summary():
+    assert set(CHECKS) == {*FIELDS, *PER_TASK}
