@@ -57,9 +57,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.promotion",
         "tpu_rl.promotion.approval_notice",  # the approval's notifier, an argument at parse
         "tpu_rl.report",
-        "tpu_rl.report.estimate",  # the trigger form's cost estimate (dag.params)
         "tpu_rl.report.notify",
-        "tpu_rl.report.prices",
         "tpu_rl.rewards",
         "tpu_rl.rewards.sensor",
         "tpu_rl.settings",

@@ -1,16 +1,30 @@
 """The run DAG's Params: one per setting (tpu_rl.settings.params), the `capacity` field carrying
-the estimate of what the form's defaults cost (tpu_rl.report.estimate)."""
+the estimate of what the form's defaults cost (tpu_rl.report.estimate).
+
+The estimate is data, as the Params are: `defaults_estimate.md`, written by
+python -m tpu_rl.dag.params (`make params`; a test fails when it is stale). Computing it on every
+parse of the DAG file imported tpu_rl.report.estimate and its price table, about 6 ms of each
+parse (`make bench`, parse_overhead_ms: imports_in_each_parse_ms).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import Param
 
-from tpu_rl.report.estimate import estimate_run, estimate_table
 from tpu_rl.settings.params import default_settings, specs
 
 ESTIMATE_FIELD = "capacity"  # the form field whose description shows the cost estimate
+ESTIMATE_FILE = Path(__file__).with_name("defaults_estimate.md")
+
+
+def defaults_estimate() -> str:
+    """What the form's defaults cost per capacity mode, as a Markdown table."""
+    from tpu_rl.report.estimate import estimate_run, estimate_table
+
+    return estimate_table(estimate_run(default_settings()), "the defaults")
 
 
 def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
@@ -21,7 +35,7 @@ def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
     null, its schema's `description_md` as Markdown (airflow/ui's FieldRow: `l.description===
     null?l.schema.description_md===void 0?void 0:...`) under the field; it does not show the
     DAG's doc_md (only the DAG page's "Dag Docs" does)."""
-    table = estimate_table(estimate_run(default_settings()), "the defaults")
+    table = ESTIMATE_FILE.read_text().strip()
     text = spec.get("description") or spec.get("description_md") or ""
     return {**spec, "description": None, "description_md": f"{text}\n\n{table}".strip()}
 
@@ -36,3 +50,12 @@ def dag_params() -> dict[str, Param]:
     """
     shown = {**specs(), ESTIMATE_FIELD: with_estimate(specs()[ESTIMATE_FIELD])}
     return {name: Param(**spec) for name, spec in shown.items()}
+
+
+def write_estimate() -> None:
+    """Write ESTIMATE_FILE from the defaults and the price table (`make params`)."""
+    ESTIMATE_FILE.write_text(defaults_estimate() + "\n")
+
+
+if __name__ == "__main__":
+    write_estimate()

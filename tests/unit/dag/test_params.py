@@ -1,0 +1,15 @@
+"""The run DAG's Params: the form's cost estimate of the defaults is generated data."""
+
+from __future__ import annotations
+
+from tpu_rl.dag.params import ESTIMATE_FILE, dag_params, defaults_estimate
+
+
+def test_the_estimate_file_is_current():
+    """`make params` writes it; the defaults or the price table changed without it if not."""
+    assert ESTIMATE_FILE.read_text() == defaults_estimate() + "\n"
+
+
+def test_the_capacity_field_shows_the_estimate_file():
+    text = dag_params()["capacity"].schema["description_md"]
+    assert text.endswith(ESTIMATE_FILE.read_text().strip())
