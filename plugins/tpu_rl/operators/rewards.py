@@ -67,7 +67,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         from tpu_rl.dag.limits import DEADLINE_ATTR
         from tpu_rl.preflight.calendar import calendar_window
         from tpu_rl.report.spend_limit import training_spend
-        from tpu_rl.rewards import resume
+        from tpu_rl.rewards import health, resume
 
         layout = self.set_run_objects(context)
         s = layout.settings
@@ -82,6 +82,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         window = calendar_window(s, self.gcp_conn_id)
         self.capacity_ends_at = window.end if window else None
         self.spend = training_spend(s)  # progress lines; a stop at the spend limit
+        self.health_rules = health.Rules.from_settings(s).as_dict()  # the watchdog's rules
         history = resume.History.load(self.attempts_record)
         if history.resuming:  # a retry in the middle of a resume: finish it
             return self.restart(context, layout, history)
@@ -130,7 +131,14 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The wait's end: the rewards with every attempt, a resume, or a failure; the backend
         goes."""
-        from tpu_rl.rewards import capacity_end, capacity_loss, evaluations, progress, resume
+        from tpu_rl.rewards import (
+            capacity_end,
+            capacity_loss,
+            evaluations,
+            health,
+            progress,
+            resume,
+        )
         from tpu_rl.rewards.trigger import BACKEND_KEPT
         from tpu_rl.run_summary import write_summary
 
@@ -143,6 +151,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             return self.resume_after_stop(context, layout, history, event)
         if event.get("reason") == progress.REASON:
             return self.end_at_spend_limit(context, layout, history, event)
+        if event.get("reason") == health.REASON:
+            return self.end_unhealthy(context, layout, history, event)
         succeeded = event.get("status") == "success"
         history.end(
             event,
@@ -200,6 +210,61 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         }
         write_summary(context["ti"], self.task_id, rewards=rewards)
         return {**rewards, "evaluations": history.evaluations, "spend_stop": event}
+
+    def end_unhealthy(
+        self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A fatal training health rule stopped training (tpu_rl.rewards.health; the trigger
+        deleted the Job and the backend). Records the anomaly and the newest healthy checkpoint
+        (XCom `anomaly`), then fails (health_action=stop) or hands the newest evaluation before
+        the anomaly to the gate, whose checkpoint choice skips every step at or after it
+        (export_healthy)."""
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        from tpu_rl import deployment
+        from tpu_rl.rewards import evaluations, health, resume
+        from tpu_rl.rewards.checkpoint_choice import healthy_checkpoint
+        from tpu_rl.run_summary import write_summary
+
+        anomaly = dict(event.get("anomaly") or {})
+        exporting = event.get("action") == health.EXPORT_HEALTHY
+        history.end(event, resume.FAILED, layout.pool_hosts, rung=layout.rung)
+        self.record_attempts(context, history)
+        self.release_tpus()
+        self.stop_training_job()
+        below = int(anomaly.get("anomaly_step") or 0)
+        step, uri = healthy_checkpoint(layout.checkpoints_dir, deployment.gcp_conn_id(), below)
+        anomaly.update(healthy_step=step, healthy_checkpoint=uri, action=event.get("action"))
+        context["ti"].xcom_push(key="anomaly", value=anomaly)
+        kept = f"the healthy checkpoint is step {step}: {uri}" if uri else "no healthy checkpoint"
+        message = f"{event.get('message') or ''}; {kept} (health_action={event.get('action')})"
+        rewards = {
+            "pre": history.first_pre,
+            "intermediate": evaluations.by_step(history.evaluations),
+            "attempts": history.attempts,
+        }
+        if not exporting or step is None:
+            write_summary(context["ti"], self.task_id, rewards=rewards)
+            raise AirflowFailException(message)
+        scored = [e for e in rewards["intermediate"] if e["step"] < below]
+        if not scored:
+            write_summary(context["ti"], self.task_id, rewards=rewards)
+            raise AirflowFailException(f"{message}; but no evaluation before step {below} to gate")
+        self.log.warning("%s; gated on the evaluation of step %s", message, scored[-1]["step"])
+        post = {k: v for k, v in scored[-1].items() if k not in ("kind", "attempt")}
+        rewards = {**rewards, "post": post}
+        write_summary(context["ti"], self.task_id, rewards=rewards)
+        return {**rewards, "evaluations": history.evaluations, "anomaly": anomaly}
+
+    def stop_training_job(self) -> None:
+        """Delete the training Job (the trigger did, unless the wait ended in a poke or at the
+        first poll of a retry); never raises: cleanup deletes it too."""
+        try:
+            self.hook.batch_v1_client.delete_namespaced_job(
+                name=self.job_name, namespace=self.namespace, propagation_policy="Foreground"
+            )
+        except Exception as err:  # gone already, or unreachable: cleanup's
+            self.log.info("Training Job %s not deleted here (%s).", self.job_name, err)
 
     def champion_waits(self, layout: RunLayout) -> bool:
         """The deployment has a champion for evaluate_champion to score on this run's backend:

@@ -20,6 +20,19 @@ step's checkpoint:
   returns), which Tunix saves last: PeftTrainer.close -> `_save_last_checkpoint` (force=True),
   then `checkpoint_manager.close()` waits for the save. So the final step is the newest step
   folder (committed or cut), or the last step the log showed if that is later.
+
+A run the training health watchdog stopped (tpu_rl.rewards.health) carries its anomaly in the
+wait's result (`anomaly`, with `anomaly_step`): no step at or after it is chosen, evaluated or
+exported. The newest healthy step is still on disk when training is stopped within one poll of
+the anomaly. Orbax deletes only the OLDEST steps, and only once a newer save commits: Tunix maps
+MaxText's `max_num_checkpoints_to_keep` to `LatestN(n)` (tunix/sft/checkpoint_options.py:180 at
+c4ec573), which keeps the newest n and drops the rest from the front (orbax
+_src/checkpoint_managers/preservation_policy.py:84-101 at 20be488a); `save()` first waits for
+the previous save's finalize (checkpoint_manager.py:1441), and the steps to remove are deleted in
+`_finalize` only after the new step's commit (2152-2167). Tunix logs step N's line during update
+N+1, before save N+1 (tunix/sft/peft_trainer.py:1016-1027), so between a NaN line and the Job's
+deletion at most one more save commits, which deletes the oldest of the n kept, never the newest
+healthy one (n = 10 in MaxText's rl.yml:187; n >= 2 keeps it).
 """
 
 from __future__ import annotations
@@ -135,6 +148,36 @@ def choose_for_run(
     def committed(step: int) -> bool:
         return storage.step_committed(f"{checkpoints_uri.rstrip('/')}/{step}", gcp_conn_id)
 
+    if (below := anomaly_step(rewards)) is not None:
+        healthy, _ = healthy_checkpoint(checkpoints_uri, gcp_conn_id, below)
+        if healthy is None:
+            raise ValueError(
+                f"no committed checkpoint before the anomaly at step {below} under "
+                f"{checkpoints_uri}"
+            )
+        newest = healthy
+        uncommitted = [step for step in uncommitted if step < below]
+        scored = {step: line for step, line in scored.items() if step < below}
     step, choice, reason = choose(policy, best_metric, scored, newest, committed)
     metrics = scored.get(step)
     return Choice(step, choice, dict(metrics) if metrics else None, reason, final, uncommitted)
+
+
+def anomaly_step(rewards: Mapping[str, Any] | None) -> int | None:
+    """The first step the training health watchdog distrusts (the wait's `anomaly`), if any."""
+    anomaly = (rewards or {}).get("anomaly")
+    step = anomaly.get("anomaly_step") if isinstance(anomaly, Mapping) else None
+    return step if isinstance(step, int) else None
+
+
+def healthy_checkpoint(
+    checkpoints_uri: str, gcp_conn_id: str, below: int
+) -> tuple[int | None, str | None]:
+    """The newest step Orbax committed before step `below`, and its gs:// folder (None: none)."""
+    from tpu_rl import storage
+
+    root = checkpoints_uri.rstrip("/")
+    for step in reversed(storage.checkpoint_steps(checkpoints_uri, gcp_conn_id)):
+        if step < below and storage.step_committed(f"{root}/{step}", gcp_conn_id):
+            return step, f"{root}/{step}/"
+    return None, None

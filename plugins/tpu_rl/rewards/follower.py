@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tpu_rl.rewards import capacity_end
+from tpu_rl.rewards import capacity_end, health
 from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.lines import is_reward_line, parse_line, split_timestamp
 from tpu_rl.rewards.train_step import parse_step_line
@@ -61,6 +61,8 @@ class FollowState:
     judged_save: int | None = None  # the save whose stop-or-go was decided
     # training's pace, ETA, spend and the cadence of its lines (tpu_rl.rewards.progress)
     progress: dict[str, Any] | None = None
+    # the training health watchdog's rules and memory (tpu_rl.rewards.health); None: off
+    health: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
@@ -211,7 +213,7 @@ def consume(
             last, resent.count = key, 0
             state.last_time, state.seen_at_last_time = stamp, 1
         if "step" in text or capacity_end.SAVED_MARKER in text:
-            _mark_step(state, text, key[0] + key[1] / 1e9)
+            _mark_step(state, text, key[0] + key[1] / 1e9, log)
         if line.cut:
             state.cut_lines += 1
             log.warning(
@@ -219,6 +221,8 @@ def consume(
             )
         elif (result := _on_line(state, stamp, text, log)) is not None:
             return result
+        if state.health is not None and (unhealthy := unhealthy_event(state)) is not None:
+            return unhealthy  # a fatal watchdog rule: the wait ends at this line
     return None
 
 
@@ -227,13 +231,31 @@ def error_event(reason: str, message: str) -> Result:
     return {"status": "error", "reason": reason, "message": redact(message)}
 
 
-def _mark_step(state: FollowState, text: str, at: float) -> None:
+def unhealthy_event(state: FollowState) -> Result | None:
+    """The event of the fatal watchdog rule the state recorded (tpu_rl.rewards.health), if any:
+    the rule, step, evidence and anomaly step, and what health_action does next."""
+    if (anomaly := health.fatal(state.health)) is None:
+        return None
+    action = health.Rules.from_dict((state.health or {}).get("rules")).action
+    return {
+        **error_event(health.REASON, health.describe(anomaly)),
+        "anomaly": anomaly,
+        "action": action,
+        **state.attempt_facts(),
+    }
+
+
+def _mark_step(state: FollowState, text: str, at: float, log: logging.Logger | HeldLog) -> None:
     """Note a step the log shows done (and when), or a save finished (capacity_end.SAVED): a
     step's checkpoint committed is that step done, its line still to come (Tunix logs it an
     update late)."""
     if line := parse_step_line(text):
         _reach(state, line.step)
         state.step_marks = [*state.step_marks, [line.step, at]][-capacity_end.MARKS_KEPT :]
+        if state.health is not None:
+            state.health, warnings = health.on_step(state.health, line.step, line.loss, at, text)
+            for warning in warnings:
+                log.warning("%s", warning)
     elif evaluated := _EVAL_STEP.search(text):
         _reach(state, int(evaluated.group(1)))
     elif saved := capacity_end.SAVED.search(text):
@@ -264,6 +286,9 @@ def _on_line(
         )
         # replaced, not appended to: the saved position compares the old value with the new
         state.intermediate = [*state.intermediate, {**parsed.as_dict(), "time": stamp}]
+        if state.health is not None:
+            step = parsed.step or 0  # an intermediate line always has its step
+            state.health = health.on_eval(state.health, step, metrics["mean_reward"], text)
         return None
     if parsed.kind == "pre":
         log.info("Pre RL Training: %s", metrics)

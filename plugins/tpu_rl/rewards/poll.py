@@ -20,9 +20,9 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
-from tpu_rl.rewards import capacity_loss, progress, save_stop
+from tpu_rl.rewards import capacity_loss, health, progress, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
-from tpu_rl.rewards.follower import FollowState, Result, error_event
+from tpu_rl.rewards.follower import FollowState, Result, error_event, unhealthy_event
 from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
@@ -63,6 +63,7 @@ class LogFollower:
         total_steps: int | None = None,
         capacity_ends_at: float | None = None,
         spend: dict[str, Any] | None = None,
+        health_rules: dict[str, Any] | None = None,
         state: FollowState | None = None,
         log: logging.Logger | None = None,
         stream_log: bool = False,
@@ -96,6 +97,10 @@ class LogFollower:
             stream_log=stream_log,
         )
         self._bytes_read = 0
+        # the training health watchdog (tpu_rl.rewards.health): on, with its defaults, unless
+        # the run's settings say otherwise
+        self.health_rules = health.Rules.from_dict(health_rules)
+        self.state.health = health.armed(self.state.health, self.health_rules)
         self.position = SavedPosition(namespace, job_name, self.log)
         self.cluster = ClusterView(namespace, job_name, backend_jobset_name)
         self._finished = False  # a poll returned the event: the position is not saved past it
@@ -221,6 +226,7 @@ class LogFollower:
         if (job := await self.cluster.job(api)) is None:
             return error_event("job_failed", f"Job {self.namespace}/{self.job_name} not found")
         if (resumed := self.position.resume(job, self.state)) is not None:
+            resumed.health = health.armed(resumed.health, self.health_rules)
             self.reader.state = resumed
         # The Job's watch and its pods' are two connections: the Job's success can be told
         # before its pod's end, so the pods are read again then and the log to its end (the
@@ -244,6 +250,8 @@ class LogFollower:
         if failure is not None:
             lost = await self._capacity_lost(api, failure, pods, pod)
             return lost or await self._fail(api, *failure, pod=pod)
+        if not succeeded and (stalled := self._check_stall(pod)) is not None:
+            return stalled  # the pod runs on, silent: training is stopped
         if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
             await self._save_and_tell(api)  # after this poll's every change: one PATCH
         return result
@@ -256,6 +264,19 @@ class LogFollower:
             warn = passed and index == len(lines) - 1  # the limit's line comes last
             (self.held.warning if warn else self.held.info)("%s", line)
         return save_stop.spend_stop(self.state, self.spend, self.total_steps, self.log)
+
+    def _check_stall(self, pod: dict[str, Any] | None) -> Result | None:
+        """The watchdog's stall event when the training pod runs but has logged no step line
+        for longer than the stall rule allows (tpu_rl.rewards.health.on_quiet)."""
+        if pod is None or verdicts.phase(pod) != "Running":
+            return None
+        if (memory := health.on_quiet(self.state.health, time.time())) is None:
+            return None
+        self.state.health = memory
+        event = unhealthy_event(self.state)
+        if event is not None:
+            self.log.warning("%s", event["message"])
+        return event
 
     async def _judge_save(self, api: AsyncKube) -> Result | None:
         _, pods = await self.cluster.backend(api) if self.backend_jobset_name else (None, [])

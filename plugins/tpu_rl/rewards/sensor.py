@@ -25,6 +25,7 @@ FINAL_REASONS = (
     "capacity_lost",  # a resume needs the run: WaitForRewardsSensor
     "capacity_ending",  # so does a stop at a save before the capacity ends
     "spend_limit",  # training stopped at a save for the spend limit
+    "training_unhealthy",  # a fatal training health rule stopped training (rewards.health)
 )
 
 
@@ -94,6 +95,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.total_steps: int | None = None  # the training's steps (its last save: no stop)
         self.capacity_ends_at: float | None = None  # an end known in advance (epoch seconds)
         self.spend: dict[str, Any] | None = None  # how the TPUs bill; the limit (progress)
+        self.health_rules: dict[str, Any] | None = None  # the watchdog's rules (rewards.health)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -162,6 +164,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             "total_steps": self.total_steps,
             "capacity_ends_at": self.capacity_ends_at,
             "spend": self.spend,
+            "health_rules": self.health_rules,
         }
 
     def wait_deadline(self, context: Context) -> float:

@@ -20,7 +20,7 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import KubeApiError
 from tpu_rl.kube.shared_watch import NAME, Subscriber, Subscription, subscribed
 from tpu_rl.kube.watch import news_or_timeout
-from tpu_rl.rewards import capacity_end, progress
+from tpu_rl.rewards import capacity_end, health, progress
 from tpu_rl.rewards.follower import FollowState, Result
 from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.token_masking import aregister_hf_token
@@ -105,7 +105,8 @@ class RewardTrigger(BaseTrigger):
         if self.keep_backend and payload.get("status") == "success":
             payload = {**payload, BACKEND_KEPT: True}
         else:
-            if payload.get("reason") in (capacity_end.REASON, progress.REASON):
+            # a fatal watchdog rule too: no step, no save past the anomaly; the TPUs stop billing
+            if payload.get("reason") in (capacity_end.REASON, progress.REASON, health.REASON):
                 await follower.stop_training()
             await follower.release_backend()
         yield TriggerEvent(payload)

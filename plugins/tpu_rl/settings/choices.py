@@ -99,6 +99,14 @@ class ApprovalTimeoutAnswer(StrEnum):
     APPROVE = "approve"
 
 
+class HealthAction(StrEnum):
+    """What a run does when the training health watchdog stops training (tpu_rl.rewards.health);
+    `resume` is not built yet."""
+
+    STOP = "stop"
+    EXPORT_HEALTHY = "export_healthy"
+
+
 class SpendLimitAction(StrEnum):
     """What a run whose projected spend passes max_spend_usd does after the save it stops at
     (tpu_rl.rewards.progress)."""

@@ -22,6 +22,7 @@ from tpu_rl.settings.choices import (
     DType,
     EvalMetric,
     ExportCheckpoint,
+    HealthAction,
     Optimizer,
     RematPolicy,
     SpendLimitAction,
@@ -463,6 +464,61 @@ class RunSettings:
         "At the spend limit",
         description="What a run stopped by max_spend_usd does with the checkpoint it stopped at: "
         "export (export and gate it) or fail (the run fails, nothing exported).",
+    )
+    health_nonfinite_loss: bool = RUN.setting(
+        True,
+        "Stop on a NaN loss",
+        description="Training health watchdog: stop training at the first Train step line whose "
+        "loss is nan or inf (then health_action).",
+    )
+    health_spike_factor: float = RUN.setting(
+        10.0,
+        "Loss spike factor",
+        description="Training health watchdog: stop training when a step's loss magnitude passes "
+        "this many times the median of the last health_spike_window finite losses (then "
+        "health_action); 0: off.",
+    )
+    health_spike_window: int = RUN.setting(
+        20,
+        "Loss spike window (steps)",
+        description="How many of the latest finite losses the loss spike rule takes the median "
+        "of; the rule waits until half of them are known.",
+        bounds=(2, 1000),
+    )
+    health_stall_factor: float = RUN.setting(
+        5.0,
+        "Stall factor",
+        description="Training health watchdog: stop training when no new Train step line comes "
+        "for this many times the median step interval (at least health_stall_floor_minutes) "
+        "while the training pod runs (then health_action); 0: off.",
+    )
+    health_stall_floor_minutes: float = RUN.setting(
+        30.0,
+        "Stall floor (min)",
+        description="The shortest silence the stall rule calls a stall, in minutes: a checkpoint "
+        "save or an evaluation may take this long between two step lines.",
+    )
+    health_reward_drop: float = RUN.setting(
+        1.0,
+        "Reward collapse drop",
+        description="Training health watchdog: stop training when an Intermediate Eval's "
+        "mean_reward falls below the best one so far by more than this, in reward units (then "
+        "health_action); 0: off.",
+    )
+    health_slow_factor: float = RUN.setting(
+        3.0,
+        "Slow step factor",
+        description="Training health watchdog: warn in the task log when a step takes more than "
+        "this many times the median step interval (a warning only); 0: off.",
+    )
+    health_action: HealthAction = RUN.choice(
+        HealthAction,
+        "When the watchdog stops training",
+        description="What follows when a watchdog rule stops training (its Job and backend are "
+        "deleted at once; a checkpoint saved at or after the anomaly step is never gated, "
+        "exported or promoted): stop (the run fails, naming the rule, the step, the evidence "
+        "and the newest healthy checkpoint) or export_healthy (gate and export the newest "
+        "checkpoint committed before the anomaly).",
     )
     min_reward_gain: float = RUN.setting(
         0.0,
