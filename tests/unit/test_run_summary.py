@@ -3,48 +3,21 @@ another's (the rungs), and every field has a check on the page's side."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from airflow.providers.common.compat.sdk import XCom
 
+from tests.xcom_run import Run, Task
 from tpu_rl.cluster.rung_record import write_tries
-from tpu_rl.names import DAG_ID, Step
+from tpu_rl.names import Step
 from tpu_rl.run_summary import FIELDS, PER_TASK, SUMMARY_KEY, write_summary
 from tpu_rl.ui.checks import CHECKS
 
 RUN_ID = "manual__summary"
 
 
-class Run:
-    """One DAG run's XComs by (task, key); any task may write any task's (the Task SDK's
-    XCom.set, airflow-core execution_api routes/xcoms.py has_xcom_access)."""
-
-    def __init__(self) -> None:
-        self.xcoms: dict[tuple[str, str], Any] = {}
-
-    def set(self, key: str, value: Any, *, dag_id: str, task_id: str, run_id: str, **_: Any):
-        assert (dag_id, run_id) == (DAG_ID, RUN_ID)
-        self.xcoms[(task_id, key)] = json.loads(json.dumps(value))
-
-
-class Task:
-    """A task instance as a task sees it (context["ti"])."""
-
-    def __init__(self, run: Run, task_id: str) -> None:
-        self.run, self.task_id, self.dag_id, self.run_id = run, task_id, DAG_ID, RUN_ID
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.run.set(key, value, dag_id=DAG_ID, task_id=self.task_id, run_id=RUN_ID)
-
-    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
-        return self.run.xcoms.get((task_ids, key))
-
-
 @pytest.fixture
 def run(monkeypatch) -> Run:
-    the_run = Run()
+    the_run = Run(RUN_ID)
     monkeypatch.setattr(XCom, "set", the_run.set)
     return the_run
 

@@ -14,11 +14,12 @@ import pytest
 from airflow.providers.common.compat.sdk import XCom
 
 from tests.conftest import REPO
+from tests.xcom_run import Run, Task
 from tpu_rl import deployment
 from tpu_rl.cluster import climb, session
 from tpu_rl.cluster.rung_record import recorded_tries
 from tpu_rl.dag.runtime import layout_from_context
-from tpu_rl.names import DAG_ID, Step
+from tpu_rl.names import Step
 from tpu_rl.operators.cluster import CreateClusterOperator
 from tpu_rl.operators.rung_move import deploy_rungs_after, record_rung_left
 from tpu_rl.run_record import run_record
@@ -28,45 +29,11 @@ LADDER = "spot@us-east5-b, flex_start@us-east5-a"
 LOG = logging.getLogger("test")
 
 
-class Run:
-    """One DAG run's XComs as Airflow keeps them, by task and key. A task's XComs are cleared
-    each time it runs again (a retry, a clear), not when it resumes from a deferral: airflow-core
-    api_fastapi/execution_api/routes/task_instances.py, ti_run ("Send the keys to the SDK so that
-    the client requests to clear those XComs"), and task-sdk execution_time/task_runner.py
-    ("First, clear the xcom data sent from server")."""
-
-    def __init__(self) -> None:
-        self.xcoms: dict[tuple[str, str], Any] = {}
-
-    def start(self, task_id: str) -> Task:
-        """A try of `task_id` starts: its XComs of earlier tries are gone."""
-        self.xcoms = {k: v for k, v in self.xcoms.items() if k[0] != task_id}
-        return Task(self, task_id)
-
-    def set(self, key: str, value: Any, *, dag_id: str, task_id: str, run_id: str, **_: Any):
-        """The Task SDK's XCom.set: any task of the run may write any task's XCom."""
-        assert (dag_id, run_id) == (DAG_ID, RUN_ID)
-        self.xcoms[(task_id, key)] = json.loads(json.dumps(value))
-
-
-class Task:
-    """A task instance of the run as a task sees it (context["ti"])."""
-
-    def __init__(self, run: Run, task_id: str) -> None:
-        self.run, self.task_id, self.dag_id, self.run_id = run, task_id, DAG_ID, RUN_ID
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.run.set(key, value, dag_id=DAG_ID, task_id=self.task_id, run_id=RUN_ID)
-
-    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
-        return self.run.xcoms.get((task_ids, key))
-
-
 @pytest.fixture
 def run(monkeypatch) -> Run:
     """A run whose `validate` recorded its settings (a two-rung ladder), with gcluster's deploys
     standing on every rung."""
-    the_run = Run()
+    the_run = Run(RUN_ID)
     monkeypatch.setattr(XCom, "set", the_run.set)
     monkeypatch.setattr(deployment, "check_gcp_connection", lambda: "google_cloud_default")
     monkeypatch.setattr(session, "toolkit_bundle", lambda settings: None)
