@@ -1,6 +1,7 @@
-"""The run's steps in Step's order, found from the operators' own declarations (no second list), and
-`step_id` and `limit`): what the tests hold the DAG and the run's time budget against without
-parsing the DAG file (the budget itself reads each task's `limit` where a task runs)."""
+"""The run's steps in Step's order, found from the operators' own declarations (no second
+list), and their time limits by task id (each operator's `step_id` and `limit`): what the tests
+hold the DAG and the run's time budget against without parsing the DAG file (the budget itself
+reads each task's `limit` where a task runs)."""
 
 from __future__ import annotations
 
