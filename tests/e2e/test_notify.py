@@ -328,7 +328,7 @@ def test_a_channel_that_never_answers_is_tried_twice_and_logged_not_waited_for(
     assert "tried 2 times" in caplog.text
 
 
-def callback_context(task_id: str, push: Callable = lambda *a: None, **extra: Any) -> dict:
+def callback_context(task_id: str, push: Callable = lambda *a, **kw: None, **extra: Any) -> dict:
     """A task's failure-callback context, as much of it as the notifier reads (`extra`: the
     worker's `exception`, which the DAG processor's context lacks); `push` takes its XComs."""
     ti = SimpleNamespace(task_id=task_id, xcom_pull=lambda **kw: None, xcom_push=push, log_url="u")
