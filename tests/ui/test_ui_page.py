@@ -75,7 +75,9 @@ def check_reports(runs: list[dict[str, Any]]) -> None:
     assert first["tpu"]["rule"] == "tpu_node_life" and len(first["attempts"]) == 1
     assert spot["tpu"]["rule"] == "tpu_node_life" and spot["capacity"] == "spot"
     assert [a["outcome"] for a in spot["attempts"]] == ["capacity_lost", "completed"]
-    assert 10 <= spot["steps_recomputed"] <= 50 and spot["checkpoint_step"] == 100
+    # preempted once step 60 is computed, after the save of step 50: Tunix prints a step's line
+    # one step late (peft_trainer.py:735-740, 770-787), so the log showed steps 51-59 again
+    assert spot["steps_recomputed"] == 9 and spot["checkpoint_step"] == 100
     assert all(a["tpu_node_hours"] > 0 for a in spot["attempts"])
     assert runs[2]["reports"] == {}
 
