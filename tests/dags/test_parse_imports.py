@@ -6,16 +6,10 @@ package (Kubernetes clients, triggers, report rendering) must wait until a task 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import AIRFLOW_ENV, REPO
+from tests.dags.parse_probe import DAG_FILES, probe_parse
 
-DAG_FILES = ["tpu_rl_post_training.py", "tpu_rl_janitor.py"]
 # What parsing the two DAG files loads today: their own imports and what those pull.
 # Update here when a module moves; add to it only what a parse really needs.
 ALLOWED_AT_PARSE = frozenset(
@@ -76,22 +70,7 @@ print(json.dumps(sorted(m for m in sys.modules if m == "tpu_rl" or m.startswith(
 
 def tpu_rl_modules_loaded_by(dag_file: str) -> list[str]:
     """The tpu_rl modules in sys.modules after a fresh interpreter runs the DAG file."""
-    env = {
-        **os.environ,
-        **AIRFLOW_ENV,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "plugins"), str(REPO)]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", LIST_LOADED_AFTER_PARSE, str(REPO / "dags" / dag_file)],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return probe_parse(LIST_LOADED_AFTER_PARSE, dag_file)
 
 
 @pytest.mark.parametrize("dag_file", DAG_FILES)

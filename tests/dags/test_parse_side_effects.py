@@ -4,16 +4,10 @@ and hides what the parse really costs; `make bench` measures that cost as Airflo
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import AIRFLOW_ENV, REPO
+from tests.dags.parse_probe import DAG_FILES, probe_parse
 
-DAG_FILES = ["tpu_rl_post_training.py", "tpu_rl_janitor.py"]
 BASE_OPERATOR_CHANGED_BY_PARSE = """
 import json, runpy, sys
 from airflow.sdk import BaseOperator
@@ -26,19 +20,4 @@ print(json.dumps(sorted(k for k in {*before, *after} if before.get(k) is not aft
 
 @pytest.mark.parametrize("dag_file", DAG_FILES)
 def test_parsing_a_dag_file_leaves_airflows_base_operator_as_it_was(dag_file):
-    env = {
-        **os.environ,
-        **AIRFLOW_ENV,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "plugins"), str(REPO)]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", BASE_OPERATOR_CHANGED_BY_PARSE, str(REPO / "dags" / dag_file)],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert probe_parse(BASE_OPERATOR_CHANGED_BY_PARSE, dag_file) == []
