@@ -6,12 +6,12 @@ from tpu_rl.cluster.blueprint import CPU_NODE_POOL
 from tpu_rl.jobs.manifests import (
     PATHWAYS_ENV,
     Manifest,
-    _env,
-    _metadata,
-    _queue_label,
-    _tpu_limits,
-    _tpu_pod_spec,
+    env_vars,
+    object_metadata,
     pod_priority,
+    queue_labels,
+    tpu_limits,
+    tpu_pod_spec,
 )
 from tpu_rl.layout import RunLayout
 from tpu_rl.tpu import PATHWAYS_INSTANCE_TYPE
@@ -29,7 +29,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
     s = layout.settings
     scratch = f"--gcs_scratch_location={layout.pathways_scratch}"
     rm_address = "--resource_manager_address=$(PATHWAYS_HEAD):29001"
-    common_env = _env(PATHWAYS_ENV)
+    common_env = env_vars(PATHWAYS_ENV)
     proxy = {
         "name": "pathways-proxy",
         "image": s.pathways_proxy_server_image,
@@ -49,7 +49,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
             f"--instance_type={PATHWAYS_INSTANCE_TYPE}:{s.topology}",
         ],
         "ports": [{"containerPort": 29001}, {"containerPort": 29002}],
-        "env": [HEAD_ENV, *_env({"TPU_SKIP_MDS_QUERY": "true"}), *common_env],
+        "env": [HEAD_ENV, *env_vars({"TPU_SKIP_MDS_QUERY": "true"}), *common_env],
         "resources": {"limits": {"cpu": "8", "memory": "32Gi"}},
     }
     worker = {
@@ -62,10 +62,10 @@ def backend_jobset(layout: RunLayout) -> Manifest:
             _label_env("MEGASCALE_COORDINATOR_ADDRESS", "jobset.sigs.k8s.io/coordinator"),
             _label_env("MEGASCALE_NUM_SLICES", "jobset.sigs.k8s.io/replicatedjob-replicas"),
             _label_env("MEGASCALE_SLICE_ID", "jobset.sigs.k8s.io/job-index"),
-            *_env({"XCLOUD_ENVIRONMENT": "GCP", "MEGASCALE_GRPC_ENABLE_XOR_TRACER": "false"}),
+            *env_vars({"XCLOUD_ENVIRONMENT": "GCP", "MEGASCALE_GRPC_ENABLE_XOR_TRACER": "false"}),
             *common_env,
         ],
-        "resources": _tpu_limits(),
+        "resources": tpu_limits(),
     }
     head_pod = {
         "restartPolicy": "Never",
@@ -76,7 +76,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
         "containers": [proxy, resource_manager],
     }
     hosts = layout.hosts
-    metadata = _metadata(layout, layout.backend_jobset, _queue_label(layout))
+    metadata = object_metadata(layout, layout.backend_jobset, queue_labels(layout))
     metadata["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] = (
         "cloud.google.com/gke-nodepool"
     )
@@ -118,7 +118,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
                             "backoffLimit": hosts * 4,
                             "template": {
                                 "metadata": {"labels": dict(layout.labels)},
-                                "spec": _tpu_pod_spec(layout, [worker], "OnFailure"),
+                                "spec": tpu_pod_spec(layout, [worker], "OnFailure"),
                             },
                         },
                     },

@@ -47,7 +47,7 @@ OPTIMIZER_PATCH = (
 )
 
 
-def _env(values: dict[str, str]) -> list[dict[str, Any]]:
+def env_vars(values: dict[str, str]) -> list[dict[str, Any]]:
     return [{"name": k, "value": v} for k, v in values.items()]
 
 
@@ -58,7 +58,9 @@ def _token_env(layout: RunLayout) -> dict[str, Any]:
     }
 
 
-def _metadata(layout: RunLayout, name: str, extra_labels: dict[str, str] | None = None) -> Manifest:
+def object_metadata(
+    layout: RunLayout, name: str, extra_labels: dict[str, str] | None = None
+) -> Manifest:
     return {
         "name": name,
         "namespace": layout.settings.namespace,
@@ -67,7 +69,7 @@ def _metadata(layout: RunLayout, name: str, extra_labels: dict[str, str] | None 
     }
 
 
-def _queue_label(layout: RunLayout) -> dict[str, str]:
+def queue_labels(layout: RunLayout) -> dict[str, str]:
     return {QUEUE_LABEL: layout.settings.kueue_queue} if layout.settings.kueue_queue else {}
 
 
@@ -93,7 +95,7 @@ def pod_priority() -> Manifest:
     return {"priorityClassName": name} if name else {}
 
 
-def _tpu_pod_spec(
+def tpu_pod_spec(
     layout: RunLayout,
     containers: list[Manifest],
     restart_policy: str,
@@ -115,7 +117,7 @@ def _tpu_pod_spec(
     }
 
 
-def _tpu_limits() -> Manifest:
+def tpu_limits() -> Manifest:
     return {"limits": {"google.com/tpu": "4"}, "requests": {"google.com/tpu": "4"}}
 
 
@@ -149,13 +151,13 @@ def _conversion_like_job(
         "image": layout.settings.cloud_image_name,
         "command": ["bash", "-c", script],
         "env": [_token_env(layout)],
-        "resources": _tpu_limits(),
+        "resources": tpu_limits(),
     }
     hosts = layout.hosts * layout.settings.cluster_nodepool_count
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(layout, job_name, _queue_label(layout)),
+        "metadata": object_metadata(layout, job_name, queue_labels(layout)),
         "spec": {
             "completionMode": "Indexed",
             "parallelism": hosts,
@@ -165,7 +167,7 @@ def _conversion_like_job(
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
             "template": {
                 "metadata": {"labels": dict(layout.labels)},
-                "spec": _tpu_pod_spec(layout, [container], "Never", storage_identity(layout)),
+                "spec": tpu_pod_spec(layout, [container], "Never", storage_identity(layout)),
             },
         },
     }
@@ -219,7 +221,7 @@ def champion_evaluation_job(layout: RunLayout, parameters_uri: str) -> Manifest:
 
 def _client_job(layout: RunLayout, name: str, script: str, deadline_seconds: int) -> Manifest:
     """A Pathways client Job: one CPU pod on cpu-np running `script` against the run's backend."""
-    env = _env(
+    env = env_vars(
         {
             "JAX_PLATFORMS": "proxy,cpu",
             "JAX_BACKEND_TARGET": f"grpc://{layout.backend_head_host}:29000",
@@ -243,7 +245,7 @@ def _client_job(layout: RunLayout, name: str, script: str, deadline_seconds: int
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(layout, name),
+        "metadata": object_metadata(layout, name),
         "spec": {
             "parallelism": 1,
             "completions": 1,
@@ -270,7 +272,7 @@ def token_secret(layout: RunLayout, token: str | None = None) -> Manifest:
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": _metadata(layout, layout.token_secret),
+        "metadata": object_metadata(layout, layout.token_secret),
     }
     if token is not None:
         secret["data"] = {TOKEN_KEY: base64.b64encode(token.encode()).decode()}

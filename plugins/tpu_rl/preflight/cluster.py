@@ -20,7 +20,7 @@ from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.run_settings import RunSettings
 
 STANDARD, POOLS = "gke standard", "node pools"
-TPU_TAINT_KEY = "google.com/tpu"  # what the TPU pods tolerate (jobs/manifests._tpu_pod_spec)
+TPU_TAINT_KEY = "google.com/tpu"  # what the TPU pods tolerate (jobs/manifests.tpu_pod_spec)
 BLOCKING = ("NO_SCHEDULE", "NO_EXECUTE")
 
 
