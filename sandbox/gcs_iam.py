@@ -37,6 +37,8 @@ BAD_COMBINATION = (
 _OBJECT = re.compile(r"^(?:/download|/upload)?(?:/storage/v1)?/b/([^/]+)/o(?:/(.+))?$")
 _BUCKET = re.compile(r"^(?:/storage/v1)?/b(?:/([^/]+))?$")
 _BUCKET_IAM = re.compile(r"^(?:/storage/v1)?/b/([^/]+)/iam$")
+# objects.rewrite and objects.copy: POST <source object>/rewriteTo|copyTo/b/<bucket>/o/<object>
+_TO_DESTINATION = re.compile(r"/(?:rewriteTo|copyTo)(/b/[^/]+/o/.+)$")
 
 RolesOf = Callable[[str], set[str]]
 
@@ -62,6 +64,21 @@ def permission(method: str, path: str) -> tuple[str, str] | None:
             method, "storage.buckets.update"
         ), "bucket"
     return None
+
+
+def permissions(method: str, path: str) -> list[tuple[str, str, str]]:
+    """Each (permission, what it is on, the path it is checked on) a JSON API request needs: a
+    rewrite or copy needs storage.objects.get on its source and storage.objects.create on its
+    destination (https://cloud.google.com/storage/docs/json_api/v1/objects/rewrite,
+    "Authorization": storage.objects.create and storage.objects.get, with the destination's
+    storage.objects.delete when it replaces an object)."""
+    wanted = permission(method, path)
+    if wanted is None:
+        return []
+    found = [(*wanted, path)]
+    if method == "POST" and (to := _TO_DESTINATION.search(urlsplit(path).path)):
+        found.append(("storage.objects.create", "object", "/storage/v1" + to.group(1)))
+    return found
 
 
 def bucket_of(path: str) -> str:
@@ -152,12 +169,13 @@ class GcsGate:
         wanted = permission(method, path)
         if token.startswith(TOKEN_PREFIX) and wanted and self.roles_of is not None:
             principal = token.removeprefix(TOKEN_PREFIX)
-            if not allowed(self.roles(principal, path), wanted[0]):
-                self.denied.append((principal, wanted[0], path))
+            for needed, what, on in permissions(method, path):
+                if allowed(self.roles(principal, on), needed):
+                    continue
+                self.denied.append((principal, needed, on))
                 message = (
-                    f"{principal} does not have {wanted[0]} access to the Google Cloud Storage "
-                    f"{wanted[1]}. Permission '{wanted[0]}' denied on resource "
-                    "(or it may not exist)."
+                    f"{principal} does not have {needed} access to the Google Cloud Storage "
+                    f"{what}. Permission '{needed}' denied on resource (or it may not exist)."
                 )
                 return HTTPStatus.FORBIDDEN, error_body(403, message, "forbidden")
         if wanted and wanted[0] == "storage.buckets.create" and body:
