@@ -1,22 +1,43 @@
-"""The training health watchdog end to end (issue 46): a NaN loss and a stall stop training at
-once (the Job and the backend deleted, nothing left), nothing poisoned is exported, and the
-run says which rule, which step and which checkpoint is healthy. Before the watchdog, the NaN
-run trained on to its Post line and exported; the stalled one waited out its time limit."""
+"""The training health watchdog end to end (issue 46): a NaN or inf loss, a loss spike, a
+reward collapse and a stall stop training at once (the Job and the backend deleted, nothing
+left), nothing poisoned is exported, and the run says which rule, which step and which
+checkpoint is healthy; slow steps are a warning only. Before the watchdog, the NaN run trained
+on to its Post line and exported; the stalled one waited out its time limit; the spike and
+collapse runs trained on and exported their poisoned step 100."""
 
 from __future__ import annotations
 
+import math
+import re
+
 from sandbox.harness import SETTINGS, Workloads
 from sandbox.training_curve import TrainingFaults
+from sandbox.workloads import EvalResult
 
 HEALTH = {**SETTINGS, "num_batches": 100, "checkpoint_period": 10}
 NAN_AT = 35
 STALL_AT = 45
+SPIKE_AT = 45
+COLLAPSE_AT = 30  # an Intermediate Eval's step (eval_interval 10)
+SLOW_FROM = 90
+# GSM8K's mean_reward adds several rewards of up to 3 each: a collapse of 1.5 passes the
+# default health_reward_drop of 1.0 (tpu_rl.rewards.health)
+REWARDING = {
+    "pre": EvalResult(corr=8, mean_reward=0.5),
+    "post": EvalResult(corr=12, mean_reward=2.5),
+}
 
 
 def _health_event(result) -> dict:
     ends = [e for e in result.trigger_events if e.get("reason") == "training_unhealthy"]
     assert ends, result.why()
     return ends[0]
+
+
+def _no_poisoned_export(result, faults: TrainingFaults) -> None:
+    """Nothing at or after the fault's first poisoned step was exported."""
+    exported = result.xcoms.get("export.checkpoint_step")
+    assert exported is None or exported < faults.poisoned_from(), (exported, result.why())
 
 
 def test_a_nan_loss_stops_training_and_exports_nothing(sandbox):
@@ -57,4 +78,71 @@ def test_a_stall_with_the_pod_alive_stops_training(sandbox):
     assert event["anomaly"]["step"] == STALL_AT - 1  # the last line before the silence
     assert result.xcoms["wait_for_rewards.anomaly"]["healthy_step"] == 40
     assert result.task_states["export"] != "success"
+    assert result.leftovers == []
+
+
+def test_an_inf_loss_stops_training_as_a_nan_does(sandbox):
+    faults = TrainingFaults(nan_at_step=NAN_AT, nan_value=math.inf)
+    result = sandbox.run(HEALTH, Workloads(train_faults=faults))
+    assert result.state == "failed", result.why()
+    event = _health_event(result)
+    assert event["anomaly"]["rule"] == "nonfinite_loss"
+    assert event["anomaly"]["step"] == NAN_AT
+    assert f"Train step {NAN_AT} training loss: inf" in event["message"]
+    assert result.xcoms["wait_for_rewards.anomaly"]["healthy_step"] == 30
+    _no_poisoned_export(result, faults)
+    assert result.leftovers == []
+
+
+def test_a_loss_spike_stops_training_and_exports_nothing(sandbox):
+    # 50x the curve's loss: the median of the last 20 losses is above the spike step's own
+    faults = TrainingFaults(loss_spike_at_step=SPIKE_AT, loss_spike_factor=50.0)
+    result = sandbox.run(HEALTH, Workloads(train_faults=faults))
+    _no_poisoned_export(result, faults)  # before the watchdog: step 100 exported
+    assert result.state == "failed", result.why()
+    event = _health_event(result)
+    assert event["anomaly"]["rule"] == "loss_spike"
+    assert event["anomaly"]["step"] == SPIKE_AT
+    assert f"Train step {SPIKE_AT} training loss:" in event["message"]
+    assert result.xcoms["wait_for_rewards.anomaly"]["healthy_step"] == 40
+    assert result.task_states["export"] != "success"
+    assert max(c.step for c in result.ledger.checkpoints) < 100
+    assert result.leftovers == []
+
+
+def test_a_reward_collapse_stops_training_and_keeps_the_checkpoint_before_it(sandbox):
+    faults = TrainingFaults(reward_collapse_at_eval=COLLAPSE_AT, reward_collapse_by=1.5)
+    result = sandbox.run(HEALTH, Workloads(train_faults=faults, **REWARDING))
+    _no_poisoned_export(result, faults)  # before the watchdog: step 100 exported
+    assert result.state == "failed", result.why()
+    event = _health_event(result)
+    assert event["anomaly"]["rule"] == "reward_collapse"
+    assert event["anomaly"]["step"] == COLLAPSE_AT
+    assert f"Intermediate Eval (step={COLLAPSE_AT})" in event["message"]
+    anomaly = result.xcoms["wait_for_rewards.anomaly"]
+    assert anomaly["healthy_step"] == 20  # step 30's save came before its evaluation's line
+    assert anomaly["healthy_checkpoint"].endswith("/20/")
+    assert result.leftovers == []
+
+
+def test_export_healthy_exports_the_checkpoint_before_the_reward_collapse(sandbox):
+    faults = TrainingFaults(reward_collapse_at_eval=COLLAPSE_AT, reward_collapse_by=1.5)
+    conf = {**HEALTH, "health_action": "export_healthy"}
+    result = sandbox.run(conf, Workloads(train_faults=faults, **REWARDING))
+    assert _health_event(result)["anomaly"]["rule"] == "reward_collapse"
+    assert result.xcoms.get("export.checkpoint_step") == 20, result.why()
+    _no_poisoned_export(result, faults)
+    assert result.leftovers == []
+
+
+def test_slow_steps_are_a_warning_and_the_run_goes_on(sandbox, capfd):
+    faults = TrainingFaults(slow_from_step=SLOW_FROM, slow_factor=6.0)  # over 3x: a warning
+    result = sandbox.run(HEALTH, Workloads(train_faults=faults))
+    assert result.state == "success", result.why()
+    # the trigger's log (structlog, to the output in dag.test); Tunix logs a step's line one
+    # step late, so the first slow interval is the one before step SLOW_FROM - 1's line
+    warned = [int(n) for n in re.findall(r"Slow step: step (\d+) took", capfd.readouterr().out)]
+    assert [n for n in warned if n >= SLOW_FROM - 1], warned
+    assert not [e for e in result.trigger_events if e.get("reason") == "training_unhealthy"]
+    assert result.xcoms.get("export.checkpoint_step") == 100
     assert result.leftovers == []
