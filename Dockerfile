@@ -81,4 +81,5 @@ RUN pip install --no-cache-dir --constraint /opt/tpu-rl/requirements.lock \
       "apache-airflow-providers-http==6.3.0" \
       "PyYAML==6.0.3" \
       "jsonschema==4.26.0" \
+      "tensorboard==2.21.0" \
     && python /opt/tpu-rl/check_locked.py /opt/tpu-rl/requirements.lock

@@ -41,6 +41,7 @@ from sandbox.gcs_rules import (
     download_headers,
     paged_list,
     precondition_failed,
+    unsatisfiable_range,
     with_error_body,
 )
 from sandbox.kube_emulator import KubeEmulator
@@ -198,6 +199,8 @@ class GcsEmulator:
                 answer = gate.check(method, self.path, authorization, asked)
                 if answer is None:
                     answer = precondition_failed(storage, method, self.path, body)
+                if answer is None and method == "GET":
+                    answer = unsatisfiable_range(storage, self.path, self.headers.get("Range"))
                 if answer is None and method == "GET":
                     answer = paged_list(storage, self.path)
                     if answer is not None and answer[0] == 200:

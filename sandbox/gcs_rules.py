@@ -13,6 +13,11 @@ listings, and a count of the requests and listed entries (for the bench).
   "errors": [{"domain", "reason", "message"}]}}` (https://cloud.google.com/storage/docs/json_api
   /v1/status-codes), where gcp-storage-emulator answers a bare 404 (a missing bucket's "The
   specified bucket does not exist.", a missing object's "No such object: <bucket>/<name>").
+- a media download whose `Range: bytes=<first>-[<last>]` starts at or past the object's end
+  answers 416 `requestedRangeNotSatisfiable` (https://cloud.google.com/storage/docs/json_api/
+  v1/status-codes, "416—Requested Range Not Satisfiable"; RFC 9110 section 14.1.2: a range
+  whose first position is not below the length is unsatisfiable), where gcp-storage-emulator
+  answers 206 with no bytes.
 - objects.list returns at most `maxResults` entries, items and prefixes together, and never
   more than 1,000, with a `nextPageToken`
   (https://cloud.google.com/storage/docs/json_api/v1/objects/list, `maxResults`).
@@ -114,6 +119,34 @@ def download_headers(storage: Any, method: str, path: str) -> dict[str, str]:
         "x-goog-generation": str(obj.get("generation") or 0),
         "x-goog-metageneration": str(obj.get("metageneration") or 1),
     }
+
+
+_RANGE = re.compile(r"^\s*bytes=(\d+)-(\d*)\s*$")
+
+
+def unsatisfiable_range(
+    storage: Any, path: str, range_header: str | None
+) -> tuple[int, bytes] | None:
+    """416 for a media download whose Range starts at or past the object's end; None otherwise."""
+    from gcp_storage_emulator.exceptions import NotFound
+
+    url = urlparse(path)
+    download = DOWNLOAD_PATH.match(url.path) or OBJECT_PATH.match(url.path)
+    found = _RANGE.match(range_header or "")
+    if not download or not found or parse_qs(url.query).get("alt") != ["media"]:
+        return None
+    try:
+        size = len(storage.get_file(download.group("bucket"), unquote(download.group("name"))))
+    except NotFound:
+        return None
+    if int(found.group(1)) < size:
+        return None
+    message = "The requested range cannot be satisfied."
+    error = {"code": 416, "message": message}
+    error["errors"] = [
+        {"message": message, "domain": "global", "reason": "requestedRangeNotSatisfiable"}
+    ]
+    return 416, json.dumps({"error": error}).encode()
 
 
 def paged_list(storage: Any, path: str) -> tuple[int, bytes] | None:

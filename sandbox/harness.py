@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -168,6 +169,7 @@ def build_scenario(
         bucket, _, prefix = checkpoints.removeprefix("gs://").partition("/")
         existing = complete_steps(gcs.names(bucket, prefix), prefix)
         restored = max(existing, default=None)
+        earlier = sum(a.run_name == run_name for a in ledger.attempts)
         attempt = ledger.attempt(info.pod, run_name, restored)
         cuts = dict(save_cuts)
         save_cuts.clear()
@@ -194,13 +196,15 @@ def build_scenario(
             step_jitter=w.train_step_jitter,
             slow_step_every=w.train_slow_step_every,
             seed=w.train_seed,
-            faults=w.train_faults,
+            faults=w.train_faults.for_attempt(earlier),
             max_to_keep=int(flag(info, "max_num_checkpoints_to_keep") or MAX_TO_KEEP),
             existing_steps=tuple(existing),
             log_period=int(flag(info, "log_period") or LOG_PERIOD),
             checkpoints=ledger,
-            # simulated epoch seconds: a restarted pod's event file gets a new name, as it would
+            # the events' wall_time in simulated epoch seconds; the file's name from the wall
+            # clock the Job's creationTimestamp has (an attempt reads its own files only)
             event_clock=lambda: ledger.clock.wall0.timestamp() + ledger.clock(),
+            event_file_clock=time.time,
             before_step=before_step,
             after_step=after_step,
         )
@@ -284,7 +288,8 @@ class RunResult:
         """An assertion message read whole (a string: pytest shortens a tuple's repr): the
         run's state, the tasks that did not succeed, the waits that ended in an error (their
         events: dag.test keeps no task log) and the output's last error lines."""
-        failed = [e for e in self.trigger_events if e.get("status") not in (None, "success")]
+        ended = ("success", "running", None)  # "running": a progress report, not an end
+        failed = [e for e in self.trigger_events if e.get("status") not in ended]
         waits = "\n  ".join(str(e)[:1500] for e in failed) or "(none)"
         lines = "\n  ".join(error_lines(log)) or "(none)"
         return (
@@ -481,8 +486,9 @@ class Sandbox:
 
 def logged_note(records: list[logging.LogRecord]) -> str:
     """The run's note as outcome logged it: dag.test has no Airflow API connection, so
-    set_run_note logs the note it could not set (tpu_rl.report.run_note)."""
-    [note] = [
+    set_run_note logs the note it could not set (tpu_rl.report.run_note). The last one: the
+    reward wait's progress reports set it earlier, while training runs."""
+    *_, note = [
         r.getMessage().partition("It reads:\n")[2]
         for r in records
         if r.getMessage().startswith("The run's note is not set")

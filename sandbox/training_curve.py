@@ -31,6 +31,13 @@ class TrainingFaults:
     reward_collapse_by: float = 0.1
     kl_blowup_at_step: int | None = None  # actor/train/kl (TensorBoard only) grows from here
     kl_blowup_factor: float = 100.0
+    # the faults strike the run's first GRPO client process only: a resumed attempt trains
+    # healthily (a transient fault, health_action=resume's case)
+    first_attempt_only: bool = False
+
+    def for_attempt(self, earlier_attempts: int) -> TrainingFaults:
+        """The faults of a client process after `earlier_attempts` others of the same run."""
+        return NO_FAULTS if self.first_attempt_only and earlier_attempts else self
 
     def poisoned_from(self) -> int | None:
         """The first step whose model is damaged: the earliest NaN, spike, collapse or KL fault."""

@@ -228,7 +228,13 @@ def faulted_eval(result: EvalResult, step: int, faults: TrainingFaults, best: fl
 # grpo_learner.py:211-216; the RL cluster's at global_steps, 0-based: global step k's at k-1
 # (rl_cluster.py:745-755, grpo_learner.py:376-403)
 ACTOR_TAGS = ("actor/train/loss", "actor/train/perplexity", "actor/train/kl")
-CLUSTER_TAGS = ("rewards/train/score/mean", "completions/train/mean_length")
+# grpo_learner.py:376-383 at tunix c4ec573: the batch's mean, max and min score (no std)
+CLUSTER_TAGS = (
+    "rewards/train/score/mean",
+    "rewards/train/score/max",
+    "rewards/train/score/min",
+    "completions/train/mean_length",
+)
 LOG_PERIOD = 20  # MaxText rl.yml:96 log_period (the TensorBoard flush cadence)
 MAX_TO_KEEP = 10  # MaxText rl.yml:187 max_num_checkpoints_to_keep
 
@@ -245,16 +251,26 @@ class TensorboardWriter:
     """Process 0's one event file per process start, under `<dir>/` (metrax's backend on
     tensorboardX, see sandbox.tensorboard_events); one file per pod, made at its start."""
 
-    def __init__(self, directory: str, storage: Storage, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        directory: str,
+        storage: Storage,
+        clock: Callable[[], float],
+        name_clock: Callable[[], float] | None = None,
+    ) -> None:
+        """`clock`: the events' wall_time; `name_clock`: the epoch in the file's name (the pod
+        process's clock when the writer starts, tensorboardX event_file_writer.py:37-38),
+        `clock` when not given."""
         self.directory, self.storage, self.clock = directory, storage, clock
+        self.name_clock = name_clock or clock
         self.files: dict[str, EventFile] = {}
 
     def _key(self, info: PodInfo | None) -> str:
         return f"{info.namespace}/{info.pod}" if info is not None else ""
 
     def start(self, info: PodInfo) -> None:
-        now = self.clock()
-        events = self.files[self._key(info)] = EventFile(event_file_name(now, pod_hostname(info)))
+        now, name = self.clock(), event_file_name(self.name_clock(), pod_hostname(info))
+        events = self.files[self._key(info)] = EventFile(name)
         events.add(file_version_event(now))
 
     def add(self, info: PodInfo, step: int, scalars: dict[str, float]) -> None:
@@ -290,6 +306,7 @@ def grpo_client_script(
     write_object: Storage | None = None,
     checkpoints: CheckpointRecord | None = None,
     event_clock: Callable[[], float] = time.time,
+    event_file_clock: Callable[[], float] | None = None,
     container: str | None = None,
     load_parameters_path: str | None = None,
     cut_last_save: bool = False,
@@ -320,7 +337,10 @@ def grpo_client_script(
     `<base>/<run_name>/tensorboard/events.out.tfevents.<epoch>.<hostname>` (epoch from
     `event_clock`) is re-uploaded whole at each flush (every 120 simulated s, or at a step
     that is a multiple of `log_period`, tensorboard_events.FlushClock) and at close, with
-    ACTOR_TAGS at the actor's step and CLUSTER_TAGS of global step k at step k-1.
+    ACTOR_TAGS at the actor's step and CLUSTER_TAGS of global step k at step k-1 (the batch's
+    worst completion scores 0, its best twice the mean: all 0 once the weights are NaN).
+    `event_file_clock`: the epoch in the file's name, when not `event_clock`'s (a scenario's
+    simulated clock runs ahead of the wall clock its Kubernetes objects are stamped with).
 
     With a PodStorage as `write_object`, the converted checkpoint at `load_parameters_path`
     is read first, as the pod.
@@ -364,7 +384,10 @@ def grpo_client_script(
     ]
     board = (
         TensorboardWriter(
-            join(base_output_directory, run_name, "tensorboard"), write_object, event_clock
+            join(base_output_directory, run_name, "tensorboard"),
+            write_object,
+            event_clock,
+            event_file_clock,
         )
         if write_object is not None
         else None
@@ -453,9 +476,9 @@ def grpo_client_script(
         flush when one is due."""
         if board is None:
             return []
-        scalars = dict(
-            zip(CLUSTER_TAGS, (curve.reward(step), curve.mean_length(step)), strict=True)
-        )
+        reward = curve.reward(step)
+        values = (reward, 2 * reward, 0.0, curve.mean_length(step))
+        scalars = dict(zip(CLUSTER_TAGS, values, strict=True))
         out = [call(lambda info: board.add(info, step - 1, scalars))]
         return [*out, call(board.flush)] if flushes.due(elapsed, step - 1) else out
 

@@ -168,6 +168,12 @@ class RunLayout:
         return f"{self.trained_dir}{self.slug}/checkpoints/actor/"
 
     @property
+    def tensorboard_dir(self) -> str:
+        """Where train_rl writes its TensorBoard event files: <base>/<run_name>/tensorboard/
+        (maxtext-v0.2.4 src/maxtext/configs/types.py:4640-4645)."""
+        return f"{self.trained_dir}{self.slug}/tensorboard/"
+
+    @property
     def training_attempts(self) -> str:
         """The reward wait's record of the training attempts, in the run's own output folder."""
         return f"{self.trained_dir}{self.slug}/training_attempts.json"

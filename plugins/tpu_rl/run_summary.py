@@ -32,6 +32,8 @@ FIELDS: dict[str, str] = {
     "rungs": Step.CREATE_CLUSTER,  # the capacity ladder's tries (tpu_rl.cluster.rung_record)
     "rewards": Step.WAIT_FOR_REWARDS,  # pre/post, each step's evaluation, the attempts
     "attempts": Step.WAIT_FOR_REWARDS,  # the training attempts, at each resume and on failure
+    "progress": Step.WAIT_FOR_REWARDS,  # step, pace, ETA and spend while training runs
+    "anomaly": Step.WAIT_FOR_REWARDS,  # a fatal health rule: rule, step, evidence, kept checkpoint
     "gate": Step.GATE,  # the gate's figures and the checkpoint it judged
     "checkpoint_step": Step.EXPORT,  # the step export took
     "export_uri": Step.VERIFY,  # the verified export's gs:// folder

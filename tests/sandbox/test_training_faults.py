@@ -406,6 +406,8 @@ def test_the_client_writes_tunix_s_tags_to_one_event_file_named_as_tensorboardx_
         "actor/train/perplexity",
         "actor/train/kl",
         "rewards/train/score/mean",
+        "rewards/train/score/max",
+        "rewards/train/score/min",
         "completions/train/mean_length",
     }
     assert sorted(tags["actor/train/loss"]) == list(range(1, 41))  # the actor's steps
@@ -442,3 +444,10 @@ def test_the_flush_clock_follows_tensorboardx_and_metrax():
     assert clock.due(120.0, 2)  # tensorboardX's 120 s
     assert clock.due(130.0, 20)  # metrax's log_period step, 30 s since its last
     assert not clock.due(140.0, 40)  # metrax: under 30 s since its last flush
+
+
+def test_first_attempt_only_faults_leave_a_resumed_attempt_healthy():
+    transient = TrainingFaults(nan_at_step=40, first_attempt_only=True)
+    assert transient.for_attempt(0) is transient
+    assert transient.for_attempt(1).poisoned_from() is None
+    assert TrainingFaults(nan_at_step=40).for_attempt(1).poisoned_from() == 40  # it comes back

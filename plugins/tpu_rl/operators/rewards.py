@@ -64,14 +64,27 @@ or the ladder's next rung. Fails when the Job fails for another reason or
 
     def execute(self, context: Context) -> Any:
         """Follow the run with its settings' intervals and limits; finish a resume a retry cut."""
+        from tpu_rl.rewards import resume
+
+        layout = self.set_run_objects(context)
+        self.mask_token()
+        history = resume.History.load(self.attempts_record)
+        self.follow_settings(layout, history)
+        if history.resuming:  # a retry in the middle of a resume: finish it
+            return self.restart(context, layout, history)
+        if (ended := self.ended_wait(context)) is not None:
+            self.log.info("Training Job %s has ended: finishing without deferring.", self.job_name)
+            return self.execute_complete(context, ended)
+        return super().execute(context)
+
+    def follow_settings(self, layout: RunLayout, history: Any) -> None:
+        """Set how the wait follows the run: its intervals, limits, capacity's end, spend and
+        the watchdog's rules for this attempt."""
         from tpu_rl.dag.limits import DEADLINE_ATTR
         from tpu_rl.preflight.calendar import calendar_window
         from tpu_rl.report.spend_limit import training_spend
-        from tpu_rl.rewards import health, resume
 
-        layout = self.set_run_objects(context)
         s = layout.settings
-        self.mask_token()
         self.poll_interval = self.poke_interval = float(s.poll_interval_seconds)
         self.pending_timeout = s.pending_timeout_minutes * 60.0
         self.timeout = s.training_timeout_minutes * 60.0
@@ -82,14 +95,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         window = calendar_window(s, self.gcp_conn_id)
         self.capacity_ends_at = window.end if window else None
         self.spend = training_spend(s)  # progress lines; a stop at the spend limit
-        self.health_rules = health.Rules.from_settings(s).as_dict()  # the watchdog's rules
-        history = resume.History.load(self.attempts_record)
-        if history.resuming:  # a retry in the middle of a resume: finish it
-            return self.restart(context, layout, history)
-        if (ended := self.ended_wait(context)) is not None:
-            self.log.info("Training Job %s has ended: finishing without deferring.", self.job_name)
-            return self.execute_complete(context, ended)
-        return super().execute(context)
+        self.progress_every_s = s.progress_report_minutes * 60.0  # the page's and note's
+        self.health_rules = self.attempt_health_rules(s, history)  # the watchdog's rules
 
     def ended_wait(self, context: Context) -> dict[str, Any] | None:
         """The reward trigger's event when the training Job has already ended (a retry after
@@ -145,6 +152,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         layout = self.set_run_objects(context)
         self.mask_token()
         history = resume.History.load(self.attempts_record)
+        if event.get("reason") == progress.PROGRESS_EVENT:
+            return self.report_progress(context, layout, history, event)
         if event.get("reason") == capacity_loss.REASON:
             return self.resume_after_loss(context, layout, history, event)
         if event.get("reason") == capacity_end.REASON:
@@ -177,6 +186,25 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         }
         write_summary(context["ti"], self.task_id, rewards=rewards)  # each evaluation line not
         return {**result, **rewards, "evaluations": history.evaluations}
+
+    def report_progress(
+        self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
+    ) -> None:
+        """Training runs on (tpu_rl.rewards.progress.PROGRESS_EVENT): put its progress on the
+        run's page (the summary's `progress`) and in its note, then wait on from the trigger's
+        state, with the watchdog's memory and the log position it had."""
+        from tpu_rl import deployment
+        from tpu_rl.report.run_note import set_run_note
+        from tpu_rl.rewards.progress import progress_text
+        from tpu_rl.run_summary import write_summary
+
+        figures = dict(event.get("progress") or {})
+        ti = context["ti"]
+        write_summary(ti, self.task_id, progress=figures)
+        text = f"Training: {progress_text(figures)}. Running: the RL post-training page has it."
+        set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)
+        self.follow_settings(layout, history)
+        self.defer_wait(context, state=event.get("state"))
 
     def end_at_spend_limit(
         self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
@@ -216,9 +244,10 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     ) -> dict[str, Any]:
         """A fatal training health rule stopped training (tpu_rl.rewards.health; the trigger
         deleted the Job and the backend). Records the anomaly and the newest healthy checkpoint
-        (XCom `anomaly`), then fails (health_action=stop) or hands the newest evaluation before
+        (XCom `anomaly`), then fails (health_action=stop), hands the newest evaluation before
         the anomaly to the gate, whose checkpoint choice skips every step at or after it
-        (export_healthy)."""
+        (export_healthy), or resumes training once from the healthy checkpoint (resume; a
+        resumed attempt's rules say stop, and so does a resume with no healthy checkpoint)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
@@ -236,8 +265,13 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         step, uri = healthy_checkpoint(layout.checkpoints_dir, deployment.gcp_conn_id(), below)
         anomaly.update(healthy_step=step, healthy_checkpoint=uri, action=event.get("action"))
         context["ti"].xcom_push(key="anomaly", value=anomaly)
+        write_summary(context["ti"], self.task_id, anomaly=anomaly)  # the page, note and report
         kept = f"the healthy checkpoint is step {step}: {uri}" if uri else "no healthy checkpoint"
         message = f"{event.get('message') or ''}; {kept} (health_action={event.get('action')})"
+        resuming = event.get("action") == health.RESUME and step is not None
+        if resuming and not resume.health_resumed(history):  # once: then the rules say stop
+            self.log.warning("%s", message)
+            return self.resume_unhealthy(context, layout, history, anomaly)
         rewards = {
             "pre": history.first_pre,
             "intermediate": evaluations.by_step(history.evaluations),
@@ -290,6 +324,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         # by name: a webhook-injected sidecar makes the client pod's container list ambiguous
         self.container_name = CONTAINER
         self.backend_jobset_name = layout.backend_jobset
+        self.tensorboard_dir = layout.tensorboard_dir  # the watchdog reads its scalars
         self.attempts_record = storage.JsonObject(layout.training_attempts, self.gcp_conn_id)
         return layout
 

@@ -1,6 +1,7 @@
-"""Resuming training in the reward wait: after a capacity loss, and after a stop at the last
-save before the capacity ends; each a new backend, then a new training Job, under the same names
-(MaxText restores its newest complete checkpoint)."""
+"""Resuming training in the reward wait: after a capacity loss, after a stop at the last save
+before the capacity ends, and once after a fatal training health rule (health_action=resume,
+its poisoned saves moved out of the checkpoint folder first); each a new backend, then a new
+training Job, under the same names (MaxText restores its newest complete checkpoint)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,68 @@ class TrainingResumes:
         return self.resume_from_save(
             context, layout, history, line.format, then="resume_on_next_rung"
         )
+
+    def resume_unhealthy(
+        self, context: Context, layout: RunLayout, history: History, anomaly: dict[str, Any]
+    ) -> None:
+        """A fatal health rule stopped training (health_action=resume, the first time): open the
+        health resume, drop the poisoned model's evaluations, and restart once the Job and
+        backend are gone; resubmit_backend then quarantines the saves at or after the anomaly
+        step, so MaxText restores the newest healthy one (tpu_rl.rewards.quarantine)."""
+        from tpu_rl.rewards import resume
+
+        below = int(anomaly["anomaly_step"])
+        ended = history.attempts[-1]["attempt"]
+        history.evaluations = resume.without_poisoned(history.evaluations, ended, below)
+        history.begin(None, layout.pool_hosts, started=None, rung=layout.rung)
+        history.attempts[-1][resume.HEALTH_RESUME] = {
+            "rule": anomaly.get("rule"),
+            "step": anomaly.get("step"),
+            "anomaly_step": below,
+            "moved": None,
+            "quarantine": None,
+        }
+        history.resuming = True
+        self.log.warning(
+            "health_action=resume: training resumes once from the newest checkpoint before "
+            "step %s, once the training Job and backend are gone.",
+            below,
+        )
+        self.record_attempts(context, history)
+        return self.restart(context, layout, history)
+
+    def quarantine_poisoned(self, layout: RunLayout, history: History) -> None:
+        """For a health resume not quarantined yet: move the saves at or after the anomaly step
+        to the run's quarantine folder (the last attempt's pods are gone: none can commit
+        another), note the step MaxText will restore, and say what changes."""
+        from tpu_rl import storage
+        from tpu_rl.rewards import quarantine, resume
+
+        attempt = history.attempts[-1] if history.attempts else {}
+        resumed = attempt.get(resume.HEALTH_RESUME)
+        if not resumed or resumed.get("moved") is not None:
+            return
+        uri, conn = layout.checkpoints_dir, self.gcp_conn_id
+        moved = quarantine.steps_from(uri, conn, int(resumed["anomaly_step"]))
+        where = quarantine.quarantine_steps(uri, conn, moved)
+        step, _ = storage.newest_committed_step(uri, conn)
+        healthy = f"{uri.rstrip('/')}/{step}/" if step is not None else None
+        attempt.update(resumed_from_step=step)
+        attempt[resume.HEALTH_RESUME] = {**resumed, "moved": moved, "quarantine": where}
+        self.log.warning("%s", resume.health_resume_line(step, healthy, moved, where))
+        history.save(self.attempts_record)
+
+    def attempt_health_rules(self, settings: Any, history: History) -> dict[str, Any]:
+        """The watchdog's rules for the attempt the wait follows: the run's, but
+        health_action=stop once training was resumed after an anomaly (never a resume loop)."""
+        from dataclasses import replace
+
+        from tpu_rl.rewards import health, resume
+
+        rules = health.Rules.from_settings(settings)
+        if resume.health_resumed(history):
+            rules = replace(rules, action=health.STOP)
+        return rules.as_dict()
 
     def leave_ended_rung(
         self, context: Context, layout: RunLayout, event: dict[str, Any], outcome: str = ""
@@ -140,8 +203,9 @@ class TrainingResumes:
         )
 
     def resubmit_backend(self, context: Context, event: dict[str, Any]) -> None:
-        """The lost attempt is gone: submit a new backend under the same names and wait in the
-        triggerer until it runs (capacity may take a while to return)."""
+        """The lost attempt is gone: move a health resume's poisoned saves away, submit a new
+        backend under the same names and wait in the triggerer until it runs (capacity may take
+        a while to return)."""
         from airflow.providers.common.compat.sdk import AirflowException
         from kubernetes.client import CustomObjectsApi
 
@@ -152,8 +216,9 @@ class TrainingResumes:
         layout = self.set_run_objects(context)
         if event.get("status") != "success":
             raise AirflowException(f"resume: {event.get('message')}")
-        submit_backend(CustomObjectsApi(self.hook.get_conn()), layout, self.log)
         history = resume.History.load(self.attempts_record)
+        self.quarantine_poisoned(layout, history)
+        submit_backend(CustomObjectsApi(self.hook.get_conn()), layout, self.log)
         history.attempts[-1].update(started=resume.now_iso(), rung=layout.rung)
         self.record_attempts(context, history)
         pending = min(self.wait_deadline(context), time.time() + wait_s(layout.settings))

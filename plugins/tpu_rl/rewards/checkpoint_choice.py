@@ -33,6 +33,13 @@ the previous save's finalize (checkpoint_manager.py:1441), and the steps to remo
 N+1, before save N+1 (tunix/sft/peft_trainer.py:1016-1027), so between a NaN line and the Job's
 deletion at most one more save commits, which deletes the oldest of the n kept, never the newest
 healthy one (n = 10 in MaxText's rl.yml:187; n >= 2 keeps it).
+
+A run resumed after its anomaly (health_action=resume) carries none in the wait's result: the
+saves at or after the anomaly step were moved out of the checkpoints folder before the resumed
+attempt started (tpu_rl.rewards.quarantine, once the old attempt's pods were gone), so every step
+there is healthy, those at or after the anomaly step saved again by the resumed attempt, and the
+poisoned model's evaluations were dropped from the record (tpu_rl.rewards.resume.
+without_poisoned). A second anomaly fails the run: nothing is exported.
 """
 
 from __future__ import annotations

@@ -63,6 +63,9 @@ class FollowState:
     progress: dict[str, Any] | None = None
     # the training health watchdog's rules and memory (tpu_rl.rewards.health); None: off
     health: dict[str, Any] | None = None
+    # the TensorBoard event files read (tpu_rl.rewards.event_files): each one's name and the
+    # bytes of it consumed, in whole records (one file per pod start)
+    event_offsets: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:

@@ -16,6 +16,25 @@ lines as the follower consumes them, and the silence since the last step line at
   each, so early evaluations move by tenths; a relative drop fires on their noise): fatal;
 - slow steps: a step interval above `slow_factor` times the median: a warning line only.
 
+Where the run's TensorBoard event files are readable (tpu_rl.rewards.event_files), two more
+rules judge their scalars (`on_scalar`; tags of GRPO at tunix c4ec573, facts_tunix.md B2):
+
+- `kl_blowup`: `actor/train/kl` above `kl_factor` times the median of its last KL_WINDOW
+  values and above `kl_floor` (the median is ~0 early on: the policy starts as the reference):
+  fatal. Its anomaly step is the step before: Tunix computes update N's KL with the weights of
+  N-1 updates, which checkpoint N-1 holds. A KL of exactly 0 is GRPO's with `beta` 0 (`aux =
+  {"kl": 0.0}`, tunix/rl/algo_core.py:563-609 at c4ec573): never a blow-up. A nan or inf KL
+  is left to `nonfinite_loss`: the loss adds `beta * kl`.
+- `reward_std_collapse`: Tunix logs no reward std for GRPO, only `rewards/train/score/{mean,
+  max,min}` over the whole batch (tunix/rl/grpo/grpo_learner.py:376-383 at c4ec573). A batch
+  whose max and min agree (within SPREAD_EPS) has a reward std of 0 in every group, so every
+  GRPO advantage `(r - mean) / (std + 1e-6)` is 0 (tunix/rl/algo_core.py:639-656): no learning
+  signal. `reward_spread_steps` such batches in a row are fatal: training then only spends
+  (all completions alike: a collapsed policy, or a saturated reward), and a checkpoint before
+  it is the one worth keeping. Its anomaly step is the first batch of the run: the rewards at
+  TensorBoard step k are global step k+1's rollout, sampled with the weights of k updates,
+  which checkpoint k holds (facts_tunix.md B2: `rewards/*` at step k-1 belong to actor step k).
+
 The watchdog's memory lives in `FollowState.health` (JSON: the saved position carries it, so a
 rebuilt trigger goes on with the same losses, intervals and best reward). It never holds a nan
 or inf: the position is JSON that refuses them (tpu_rl.rewards.position). Each dict is replaced,
@@ -37,10 +56,17 @@ from tpu_rl.token_masking import redact
 
 REASON = "training_unhealthy"  # the reward trigger's event when the watchdog stops training
 NONFINITE, SPIKE, STALL, COLLAPSE = "nonfinite_loss", "loss_spike", "stall", "reward_collapse"
+KL_BLOWUP, STD_COLLAPSE = "kl_blowup", "reward_std_collapse"  # rules on TensorBoard scalars
 STOP, EXPORT_HEALTHY = "stop", "export_healthy"  # health_action (tpu_rl.settings.choices)
+RESUME = "resume"  # health_action: resume once, then stop (tpu_rl.operators.training_resume)
 INTERVALS_KEPT = 50  # the step intervals the median is taken over
 EVIDENCE_KEPT = 3  # the step lines kept as evidence (the newest last)
 MIN_INTERVALS = 3  # the stall and slow rules wait for this many intervals
+KL_TAG = "actor/train/kl"
+SCORE_MAX, SCORE_MIN = "rewards/train/score/max", "rewards/train/score/min"
+BOARD_TAGS = (KL_TAG, SCORE_MAX, SCORE_MIN)  # the event files' scalars the rules judge
+KL_WINDOW = 20  # the KL values the median is taken over (the rule waits for half of them)
+SPREAD_EPS = 1e-6  # a batch's max - min at most this: all its rewards equal
 
 
 @dataclass(frozen=True)
@@ -54,6 +80,9 @@ class Rules:
     stall_floor_s: float = 1800.0
     reward_drop: float = 1.0
     slow_factor: float = 3.0
+    kl_factor: float = 10.0
+    kl_floor: float = 0.1
+    reward_spread_steps: int = 20
     action: str = STOP
 
     @classmethod
@@ -67,6 +96,9 @@ class Rules:
             stall_floor_s=float(s.health_stall_floor_minutes) * 60.0,
             reward_drop=float(s.health_reward_drop),
             slow_factor=float(s.health_slow_factor),
+            kl_factor=float(s.health_kl_factor),
+            kl_floor=float(s.health_kl_floor),
+            reward_spread_steps=int(s.health_reward_spread_steps),
             action=str(s.health_action),
         )
 
@@ -144,6 +176,64 @@ def on_eval(memory: dict[str, Any], step: int, mean_reward: Any, text: str) -> d
             f"{best[1]:g} (step {best[0]}), more than health_reward_drop {rules.reward_drop:g}"
         )
         seen["fatal"] = _anomaly(COLLAPSE, step, step, why, [redact(text.strip())])
+    return seen
+
+
+def on_scalar(memory: dict[str, Any], tag: str, step: int, value: float, source: str) -> dict:
+    """Judge one TensorBoard scalar of BOARD_TAGS (`source`: its event file): the new memory.
+    A step at or before the last one judged of its tag (a restarted pod's new file repeats the
+    steps since its checkpoint) is skipped."""
+    judged = dict(memory.get("board_steps") or {})
+    if step <= judged.get(tag, -1) or not math.isfinite(value):
+        return memory
+    seen = {**memory, "board_steps": {**judged, tag: step}}
+    if tag == KL_TAG:
+        return _judge_kl(seen, step, value, source)
+    return _judge_spread(seen, tag, step, value, source)
+
+
+def _judge_kl(seen: dict[str, Any], step: int, kl: float, source: str) -> dict[str, Any]:
+    rules = Rules.from_dict(seen.get("rules"))
+    kls = list(seen.get("kls") or [])
+    typical = _median(kls) if len(kls) >= KL_WINDOW // 2 else None
+    over = typical is not None and kl > rules.kl_factor * typical and kl > rules.kl_floor
+    if fatal(seen) is None and rules.kl_factor and over:
+        why = (
+            f"{KL_TAG} {kl:g} at step {step} is over {rules.kl_factor:g}x the median {typical:g} "
+            f"of the last {len(kls)} values (health_kl_factor) and over health_kl_floor "
+            f"{rules.kl_floor:g}"
+        )
+        line = f"{source}: {KL_TAG}={kl:g} at step {step}"
+        seen["fatal"] = _anomaly(KL_BLOWUP, step, max(step - 1, 0), why, [line])
+    seen["kls"] = [*kls, kl][-KL_WINDOW:]
+    return seen
+
+
+def _judge_spread(
+    seen: dict[str, Any], tag: str, step: int, value: float, source: str
+) -> dict[str, Any]:
+    """Pair a batch's score max and min by step; count the batches in a row that agree."""
+    score = dict(seen.get("score") or {})
+    score = {**(score if score.get("step") == step else {"step": step}), tag: value}
+    seen["score"] = score
+    if SCORE_MAX not in score or SCORE_MIN not in score:
+        return seen
+    spread = score[SCORE_MAX] - score[SCORE_MIN]
+    if spread > SPREAD_EPS:
+        seen["flat"] = None
+        return seen
+    first, count = seen.get("flat") or [step, 0]
+    seen["flat"] = [first, count + 1]
+    rules = Rules.from_dict(seen.get("rules"))
+    if fatal(seen) is None and rules.reward_spread_steps and count + 1 >= rules.reward_spread_steps:
+        why = (
+            f"every reward of the batch was {score[SCORE_MAX]:g} for {count + 1} steps in a row "
+            f"(TensorBoard steps {first} to {step}; health_reward_spread_steps "
+            f"{rules.reward_spread_steps}): GRPO's advantages are all 0, training learns nothing"
+        )
+        values = f"{SCORE_MAX}={score[SCORE_MAX]:g} {SCORE_MIN}={score[SCORE_MIN]:g}"
+        line = f"{source}: {values} at step {step}"
+        seen["fatal"] = _anomaly(STD_COLLAPSE, step, first, why, [line])
     return seen
 
 

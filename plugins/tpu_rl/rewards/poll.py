@@ -11,10 +11,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Hashable, Sequence
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
+from asgiref.sync import sync_to_async
 
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
@@ -22,6 +24,7 @@ from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
 from tpu_rl.rewards import capacity_loss, health, progress, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
+from tpu_rl.rewards.event_files import EventFiles
 from tpu_rl.rewards.follower import FollowState, Result, error_event, unhealthy_event
 from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.pod_log import PodLogReader
@@ -64,9 +67,13 @@ class LogFollower:
         capacity_ends_at: float | None = None,
         spend: dict[str, Any] | None = None,
         health_rules: dict[str, Any] | None = None,
+        tensorboard_dir: str | None = None,
+        tensorboard_every_s: float = 30.0,
         state: FollowState | None = None,
         log: logging.Logger | None = None,
         stream_log: bool = False,
+        report_progress: bool = False,
+        progress_every_s: float = 900.0,
     ) -> None:
         self.cluster_url = cluster_url
         self.ssl_ca_cert = ssl_ca_cert
@@ -84,6 +91,9 @@ class LogFollower:
         self.total_steps = total_steps  # the last step's save ends training: never a stop
         # how the TPUs bill and the spend limit: progress lines, a stop at a save (progress)
         self.spend = progress.Spend.from_dict(spend)
+        # the trigger's: a progress event at its cadence (progress.report_due), for the run's
+        # page and note while training runs; a poke or a one-off poll ends only when done
+        self.report_progress, self.progress_every_s = report_progress, progress_every_s
         self.log = log or logging.getLogger(__name__)
         self.stream_log = stream_log
         # what the reader says of the lines it read: held until a saved position covers them
@@ -101,6 +111,15 @@ class LogFollower:
         # the run's settings say otherwise
         self.health_rules = health.Rules.from_dict(health_rules)
         self.state.health = health.armed(self.state.health, self.health_rules)
+        # the run's TensorBoard event files, read for the watchdog's rules on their scalars at
+        # most every `tensorboard_every_s` (tensorboardX flushes them every 120 s)
+        self.event_files = (
+            EventFiles(tensorboard_dir, gcp_conn_id, impersonation_chain, self.log)
+            if tensorboard_dir
+            else None
+        )
+        self.tensorboard_every_s = tensorboard_every_s
+        self._board_read_at: float | None = None  # monotonic seconds of the last read
         self.position = SavedPosition(namespace, job_name, self.log)
         self.cluster = ClusterView(namespace, job_name, backend_jobset_name)
         self._finished = False  # a poll returned the event: the position is not saved past it
@@ -139,8 +158,10 @@ class LogFollower:
         return self._bytes_read + self.reader.bytes_read
 
     async def close(self) -> None:
-        """Close the log stream, if one is open."""
+        """Close the log stream, if one is open, and remove the event files' local copies."""
         await self.reader.close()
+        if self.event_files is not None:
+            self.event_files.close()
 
     async def stop(self) -> None:
         """The trigger is stopped before its event (a triggerer restart): close the stream,
@@ -238,6 +259,8 @@ class LogFollower:
             if (result := await self.reader.follow(api, pod, pods, final=succeeded)) is not None:
                 return result
             pod = verdicts.current_pod(pods, self.state.pod_uid)
+        if not succeeded and (unhealthy := await self._read_event_files(job)) is not None:
+            return unhealthy  # a fatal rule on the TensorBoard scalars: training is stopped
         if (stop := self._track_progress()) is not None:
             return stop  # the save just committed is the last the spend limit allows
         if self.checkpoint_period and (stop := await self._judge_save(api)) is not None:
@@ -254,6 +277,8 @@ class LogFollower:
             return stalled  # the pod runs on, silent: training is stopped
         if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
             await self._save_and_tell(api)  # after this poll's every change: one PATCH
+        if result is None and self.report_progress and not succeeded:
+            return progress.report_due(self.state, self.progress_every_s, self.spend)
         return result
 
     def _track_progress(self) -> Result | None:
@@ -264,6 +289,38 @@ class LogFollower:
             warn = passed and index == len(lines) - 1  # the limit's line comes last
             (self.held.warning if warn else self.held.info)("%s", line)
         return save_stop.spend_stop(self.state, self.spend, self.total_steps, self.log)
+
+    async def _read_event_files(self, job: dict[str, Any]) -> Result | None:
+        """Judge the TensorBoard scalars written since the last read (tpu_rl.rewards.health.
+        on_scalar): the watchdog's event when a fatal rule fires. Only the event files this
+        Job's pods started (named by their writer's start, event_files.file_epoch): an earlier
+        attempt's, under the same run_name, are not this one's. Best effort: the log's rules
+        go on when the files cannot be read."""
+        now = time.monotonic()
+        if self.event_files is None or self.state.health is None or health.fatal(self.state.health):
+            return None
+        if self._board_read_at is not None and now - self._board_read_at < self.tensorboard_every_s:
+            return None
+        self._board_read_at = now
+        since = _created_epoch(job)
+        tags = health.BOARD_TAGS
+        # blocking GCS calls off the event loop, as the google provider's async hooks run their
+        # sync hook (common/hooks/base_google.py, GoogleBaseAsyncHook.get_sync_hook)
+        try:
+            read = sync_to_async(self.event_files.read, thread_sensitive=False)
+            offsets, scalars = await read(self.state.event_offsets, since, tags)
+        except Exception as error:  # the bucket unreadable, a file mid-replacement: next time
+            self.log.warning("TensorBoard event files not read: %s", error)
+            return None
+        self.state.event_offsets = offsets
+        memory = self.state.health
+        for scalar in scalars:
+            memory = health.on_scalar(memory, scalar.tag, scalar.step, scalar.value, scalar.source)
+        self.state.health = memory
+        event = unhealthy_event(self.state)
+        if event is not None:
+            self.log.warning("%s", event["message"])
+        return event
 
     def _check_stall(self, pod: dict[str, Any] | None) -> Result | None:
         """The watchdog's stall event when the training pod runs but has logged no step line
@@ -340,6 +397,12 @@ class LogFollower:
         if tail.strip():
             message += f"\nLast log lines of pod {name}:\n{tail.rstrip()[-TAIL_CHARS:]}"
         return error_event(reason, message)
+
+
+def _created_epoch(obj: dict[str, Any]) -> float | None:
+    """The object's creationTimestamp (RFC 3339, whole seconds) in epoch seconds."""
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    return datetime.fromisoformat(stamp).timestamp() if stamp else None
 
 
 def _api_failure(error: KubeApiError) -> Result:

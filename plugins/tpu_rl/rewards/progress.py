@@ -29,6 +29,11 @@ from tpu_rl.rewards.capacity_end import epoch
 USAGE, COMMITMENT, WINDOW = "usage", "commitment", "window"  # tpu_rl.report.prices.BILLED_AS
 EXPORT, FAIL = "export", "fail"  # spend_limit_action
 REASON = "spend_limit"  # the reward trigger's event when training stops for the spend limit
+# The reward trigger's event that reports progress while training runs on: the wait resumes in a
+# worker to write it to the run's page and note, then defers again. Each resume takes a worker
+# slot for a few seconds, so it comes every `progress_report_minutes` of training (15 by
+# default: about ten for the tutorial's 2.4 h), the first once the pace is known.
+PROGRESS_EVENT = "training_progress"
 TELL_EVERY_S = 600.0  # a progress line at least every 10 minutes of training...
 TELL_EVERY_FRACTION = 0.05  # ...or every 5% of the steps, whichever comes first
 
@@ -149,6 +154,56 @@ def _due(told: list[float] | None, newest: list[float], total: int | None) -> bo
         return False
     share = max(1, math.ceil(total * TELL_EVERY_FRACTION))
     return newest[0] // share > told[0] // share
+
+
+def report_due(state: Any, every_s: float, spend: Spend) -> dict[str, Any] | None:
+    """The progress event due now (PROGRESS_EVENT), recorded as reported in `state.progress`;
+    None before the pace is known, or within `every_s` of the last report (the lines' time)."""
+    kept = dict(state.progress or {})
+    last = kept.get("last")
+    if not last or not kept.get("steps_per_hour"):
+        return None
+    reported = kept.get("reported")
+    if reported is not None and last[1] - reported[1] < every_s:
+        return None
+    state.progress = {**kept, "reported": list(last)}
+    now = {k: kept.get(k) for k in PROGRESS_FIELDS}
+    return {
+        "status": "running",
+        "reason": PROGRESS_EVENT,
+        "progress": {**now, "capacity": spend.capacity, "max_spend_usd": spend.max_usd or None},
+        "message": f"Training progress: step {last[0]}",
+    }
+
+
+PROGRESS_FIELDS = (
+    "step",
+    "total_steps",
+    "steps_per_hour",
+    "eta",
+    "spent_usd",
+    "projected_usd",
+    "billed_as",
+)
+
+
+def progress_text(p: dict[str, Any]) -> str:
+    """A progress event's figures in one line (the run's note and page while training runs)."""
+    step, total = p.get("step"), p.get("total_steps")
+    text = f"step {step}/{total} ({100 * step / total:.0f}%)" if total else f"step {step}"
+    if rate := p.get("steps_per_hour"):
+        text += f", {rate:.1f} steps/h"
+    if p.get("eta"):
+        text += f", ETA {p['eta']}"
+    if p.get("billed_as") == COMMITMENT:
+        return f"{text}; spend: reserved ({p.get('capacity')})"
+    if isinstance(spent := p.get("spent_usd"), int | float):
+        text += f"; spend so far ${spent:,.2f}"
+        if isinstance(projected := p.get("projected_usd"), int | float):
+            text += f", projected ${projected:,.2f}"
+        if limit := p.get("max_spend_usd"):
+            text += f" of the ${limit:,.2f} limit"
+    return text
 
 
 def over_limit(now: Progress, spend: Spend) -> bool:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 XCOM_KEY = "attempts"
 COMPLETED, CAPACITY_LOST, FAILED = "completed", "capacity_lost", "failed"
 STOPPED_AT_SAVE = "stopped_at_save"  # stopped right after a save, before its capacity ended
+# an attempt's key once it resumes after a fatal training health rule (health_action=resume):
+# {rule, step, anomaly_step, moved: the steps quarantined (None: not yet), quarantine: where}
+HEALTH_RESUME = "health_resume"
 
 
 def now_iso() -> str:
@@ -127,6 +130,42 @@ def resume_line(step: int | None, history: History, max_restarts: int, why: str)
     return (
         f"Resuming training from {where} (resume {history.losses} of {max_restarts}) "
         f"after capacity loss: {why}"
+    )
+
+
+def health_resumed(history: History) -> bool:
+    """Training was resumed once after a fatal health rule: a second anomaly ends the run
+    (health_action=resume resumes once, never in a loop)."""
+    return any(attempt.get(HEALTH_RESUME) for attempt in history.attempts)
+
+
+def without_poisoned(evaluations: list[dict[str, Any]], attempt: int, anomaly_step: int) -> list:
+    """The evaluation lines but those of `attempt` at or after `anomaly_step` (its poisoned
+    model's): the gate never reads them, even for a step the next attempt does not evaluate."""
+    return [
+        line
+        for line in evaluations
+        if not (
+            line.get("attempt") == attempt
+            and isinstance(line.get("step"), int)
+            and line["step"] >= anomaly_step
+        )
+    ]
+
+
+def health_resume_line(step: int | None, healthy: str | None, moved: list[int], where: str) -> str:
+    """The task log's line for the resume after a fatal health rule: from which checkpoint,
+    where the poisoned saves went, and what changes for the new attempt."""
+    start = f"healthy checkpoint step {step} ({healthy})" if step is not None else "the start"
+    saves = (
+        f"the {'save' if len(moved) == 1 else 'saves'} of step{'s'[: len(moved) - 1]} "
+        f"{', '.join(map(str, moved))} moved to {where}"
+        if moved
+        else "no save at or after the anomaly step to move"
+    )
+    return (
+        f"Resuming training from {start} on the same slice: {saves}; the watchdog starts "
+        "afresh; health_action is stop for this attempt (a second anomaly ends the run)."
     )
 
 

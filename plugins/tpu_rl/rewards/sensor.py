@@ -95,15 +95,18 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.total_steps: int | None = None  # the training's steps (its last save: no stop)
         self.capacity_ends_at: float | None = None  # an end known in advance (epoch seconds)
         self.spend: dict[str, Any] | None = None  # how the TPUs bill; the limit (progress)
+        self.progress_every_s = 900.0  # how often the trigger reports progress to the task
         self.health_rules: dict[str, Any] | None = None  # the watchdog's rules (rewards.health)
+        self.tensorboard_dir: str | None = None  # the run's event files (rewards.event_files)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
         self.defer_wait(context)
 
-    def defer_wait(self, context: Context) -> None:
-        """Defer to the reward trigger until the total deadline (a timeout when it has passed)."""
+    def defer_wait(self, context: Context, state: dict[str, Any] | None = None) -> None:
+        """Defer to the reward trigger until the total deadline (a timeout when it has passed),
+        from the follower's `state` when given (a wait that reported progress goes on)."""
         from airflow.providers.common.compat.sdk import AirflowSensorTimeout
 
         from tpu_rl.rewards.trigger import RewardTrigger  # the triggerer's (aiohttp): when used
@@ -117,6 +120,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
                 **self.follow_args(deadline),
                 poll_interval=self.poll_interval,
                 keep_backend=self.keep_backend,
+                state=state,
             ),
             method_name="execute_complete",
             # a backstop only: the trigger reports the timeout itself, with the last log lines
@@ -165,6 +169,9 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             "capacity_ends_at": self.capacity_ends_at,
             "spend": self.spend,
             "health_rules": self.health_rules,
+            "tensorboard_dir": self.tensorboard_dir,
+            "tensorboard_every_s": self.poll_interval,
+            "progress_every_s": self.progress_every_s,
         }
 
     def wait_deadline(self, context: Context) -> float:

@@ -36,6 +36,8 @@ class RewardTrigger(BaseTrigger):
     Airflow rebuilds a trigger from the kwargs it had at deferral; the follower also saves
     its position on the training Job, so a rebuilt trigger resumes there (see
     `rewards.position`): after each poll that read a line, and when the triggerer stops it;
+    at its cadence it reports the training's progress (`progress.PROGRESS_EVENT`, with its
+    state: the task writes it to the run's page and note and defers again from there);
     what it logs of the lines is said once that position is saved (`rewards.held_log`), so a
     triggerer killed in between logs none of them twice. When the
     wait ends, or the task is killed, the backend JobSet is deleted: its TPUs are free at once;
@@ -59,7 +61,11 @@ class RewardTrigger(BaseTrigger):
         self.keep_backend = keep_backend
         self.follow = follow
         self.follower = LogFollower(
-            **follow, state=FollowState.from_dict(state), log=self.log, stream_log=True
+            **follow,
+            state=FollowState.from_dict(state),
+            log=self.log,
+            stream_log=True,
+            report_progress=True,
         )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -102,7 +108,10 @@ class RewardTrigger(BaseTrigger):
             raise
         finally:
             await follower.close()
-        if self.keep_backend and payload.get("status") == "success":
+        if payload.get("reason") == progress.PROGRESS_EVENT:
+            # training runs on: the task writes the progress and defers again from this state
+            payload = {**payload, "state": follower.state.as_dict()}
+        elif self.keep_backend and payload.get("status") == "success":
             payload = {**payload, BACKEND_KEPT: True}
         else:
             # a fatal watchdog rule too: no step, no save past the anomaly; the TPUs stop billing

@@ -100,11 +100,11 @@ class ApprovalTimeoutAnswer(StrEnum):
 
 
 class HealthAction(StrEnum):
-    """What a run does when the training health watchdog stops training (tpu_rl.rewards.health);
-    `resume` is not built yet."""
+    """What a run does when the training health watchdog stops training (tpu_rl.rewards.health)."""
 
     STOP = "stop"
     EXPORT_HEALTHY = "export_healthy"
+    RESUME = "resume"  # once, from the newest healthy checkpoint (operators.training_resume)
 
 
 class SpendLimitAction(StrEnum):

@@ -511,14 +511,39 @@ class RunSettings:
         description="Training health watchdog: warn in the task log when a step takes more than "
         "this many times the median step interval (a warning only); 0: off.",
     )
+    health_kl_factor: float = RUN.setting(
+        10.0,
+        "KL blow-up factor",
+        description="Training health watchdog, from the run's TensorBoard event files: stop "
+        "training when actor/train/kl passes this many times the median of its last 20 values "
+        "and health_kl_floor (then health_action); 0: off.",
+    )
+    health_kl_floor: float = RUN.setting(
+        0.1,
+        "KL blow-up floor",
+        description="The smallest actor/train/kl the KL blow-up rule calls a blow-up: early in "
+        "training the KL is near 0, so any value is many times its median.",
+    )
+    health_reward_spread_steps: int = RUN.setting(
+        20,
+        "Reward std collapse (steps)",
+        description="Training health watchdog, from the run's TensorBoard event files: stop "
+        "training when this many steps in a row give every completion of the batch the same "
+        "reward (rewards/train/score max = min: GRPO's advantages are all 0, nothing is "
+        "learned; then health_action); 0: off.",
+        bounds=(0, 100000),
+    )
     health_action: HealthAction = RUN.choice(
         HealthAction,
         "When the watchdog stops training",
         description="What follows when a watchdog rule stops training (its Job and backend are "
         "deleted at once; a checkpoint saved at or after the anomaly step is never gated, "
         "exported or promoted): stop (the run fails, naming the rule, the step, the evidence "
-        "and the newest healthy checkpoint) or export_healthy (gate and export the newest "
-        "checkpoint committed before the anomaly).",
+        "and the newest healthy checkpoint), export_healthy (gate and export the newest "
+        "checkpoint committed before the anomaly) or resume (once: the saves at or after the "
+        "anomaly step are moved to the run's quarantine/ folder and training resumes on the "
+        "same slice from the newest healthy checkpoint, the watchdog afresh; a second anomaly "
+        "ends the run as stop does).",
     )
     min_reward_gain: float = RUN.setting(
         0.0,
@@ -563,6 +588,13 @@ class RunSettings:
         "Poll interval (s)",
         description="How often the run asks the cluster how its jobs are doing.",
         bounds=(1, 3600),
+    )
+    progress_report_minutes: float = RUN.setting(
+        15.0,
+        "Progress report (min)",
+        description="How often, in minutes of training, the run's page and note show its step, "
+        "ETA and spend while it trains (the first once the pace is known); each report resumes "
+        "the waiting task in a worker for a few seconds. The task log says it more often.",
     )
     pending_timeout_minutes: int = RUN.setting(
         60,

@@ -165,6 +165,24 @@ def tpu_cost(value: Any) -> dict[str, Any]:
     return found
 
 
+def training_progress(value: Any) -> dict[str, Any]:
+    """The wait's progress while training runs (tpu_rl.rewards.progress.report_due)."""
+    found = _object(value, "the progress")
+    _numbers(found, ("step", "total_steps"), "the progress", whole=True)
+    _numbers(found, ("steps_per_hour", "spent_usd", "projected_usd"), "the progress")
+    _expect(found.get("step"), "the progress's step should be a number but", "step" in found)
+    return found
+
+
+def anomaly(value: Any) -> dict[str, Any]:
+    """A fatal training health rule's record (tpu_rl.rewards.health, WaitForRewardsSensor)."""
+    found = _object(value, "the anomaly")
+    rule = found.get("rule")
+    _expect(rule, "the anomaly's rule should be a text but", isinstance(rule, str))
+    _numbers(found, ("step", "anomaly_step", "healthy_step"), "the anomaly", whole=True)
+    return found
+
+
 def failure_message(value: Any) -> str:
     _expect(value, "the value should be a text but", isinstance(value, str))
     return value
@@ -185,6 +203,8 @@ def conf(value: Any) -> dict[str, Any]:
 CHECKS: dict[str, Callable[[Any], Any]] = {
     "rewards": rewards,
     "attempts": attempts,
+    "progress": training_progress,
+    "anomaly": anomaly,
     "rungs": rungs,
     "gate": gate,
     "export_uri": export_uri,

@@ -229,6 +229,27 @@ def _tpu(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
+def _progress(run: Any, x: Mapping[str, Any], rewards: Mapping[str, Any]) -> str | None:
+    """A running run's training progress in a line; None once it has rewards or has ended."""
+    from tpu_rl.rewards.progress import progress_text
+
+    figures = x.get("progress")
+    if not figures or run.end_date is not None or rewards.get("post") or x.get("anomaly"):
+        return None
+    return progress_text(figures)
+
+
+def _health(found: Mapping[str, Any] | None) -> str | None:
+    """What the training watchdog found, and the checkpoint it kept, in a line."""
+    from tpu_rl.rewards.health import describe
+
+    if not found:
+        return None
+    uri = found.get("healthy_checkpoint")
+    kept = f"; kept step {found.get('healthy_step')}: {uri}" if uri else "; no healthy checkpoint"
+    return describe(found) + kept + f" (health_action={found.get('action')})"
+
+
 def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
     x = summary or {}
     errors = list(x.get("errors", []))
@@ -283,6 +304,10 @@ def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
         "billed_as": tpu.get("billed_as"),
         "run_url": run_path,
         "logs_url": f"{run_path}/tasks/wait_for_rewards",
+        # while training runs: its step, ETA and spend (the reward wait's last report)
+        "progress": _progress(run, x, rewards),
+        # a fatal training health rule: the rule, the step, the evidence, the checkpoint kept
+        "health": _health(x.get("anomaly")),
         "error": "; ".join(errors) or None,  # what of the run could not be read, or None
         # False: the run ended without a summary (made before its tasks kept one)
         "summary": summary is not None or run.end_date is None,

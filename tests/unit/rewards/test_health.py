@@ -107,3 +107,83 @@ def test_without_the_watchdog_consume_reads_on() -> None:
     state = FollowState()
     lines = [Line("2026-12-04T12:00:01Z " + LINE.format(step=1, loss="nan"))]
     assert consume(state, lines, Resent(), logging.getLogger("t")) is None
+
+
+def _scalars(memory: dict, tag: str, values: list[float], start: int = 1) -> dict:
+    for index, value in enumerate(values):
+        memory = health.on_scalar(memory, tag, start + index, value, "events.out.tfevents.1.h")
+    return memory
+
+
+def _batches(memory: dict, spreads: list[tuple[float, float]], start: int = 0) -> dict:
+    """Each step's score max and min, as Tunix writes them (max first)."""
+    for index, (top, bottom) in enumerate(spreads):
+        step = start + index
+        memory = health.on_scalar(memory, health.SCORE_MAX, step, top, "f")
+        memory = health.on_scalar(memory, health.SCORE_MIN, step, bottom, "f")
+    return memory
+
+
+def test_a_kl_over_the_factor_of_its_median_and_the_floor_is_a_fatal_blow_up() -> None:
+    memory = _scalars(_memory(), health.KL_TAG, [0.01] * 10)
+    assert health.fatal(memory) is None
+    anomaly = health.fatal(_scalars(memory, health.KL_TAG, [0.5], start=11))
+    assert anomaly is not None
+    # update 11's KL is the weights of 10 updates': checkpoint 10 is not trusted either
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.KL_BLOWUP, 11, 10)
+    assert anomaly["evidence"] == ["events.out.tfevents.1.h: actor/train/kl=0.5 at step 11"]
+    assert "health_kl_factor" in anomaly["why"]
+
+
+def test_a_kl_under_the_floor_a_kl_of_zero_and_a_rule_turned_off_never_fire() -> None:
+    small = _scalars(_memory(), health.KL_TAG, [0.001] * 10)
+    assert health.fatal(_scalars(small, health.KL_TAG, [0.05], start=11)) is None  # 50x, < 0.1
+    beta_zero = _scalars(_memory(), health.KL_TAG, [0.0] * 30)  # GRPO with beta 0 logs kl 0
+    assert health.fatal(beta_zero) is None
+    off = _scalars(_memory(kl_factor=0), health.KL_TAG, [0.01] * 10 + [50.0])
+    assert health.fatal(off) is None
+
+
+def test_no_kl_blow_up_before_half_the_window_is_known() -> None:
+    assert health.fatal(_scalars(_memory(), health.KL_TAG, [0.01, 0.01, 5.0])) is None
+
+
+def test_a_step_already_judged_and_a_nan_kl_are_skipped() -> None:
+    memory = _scalars(_memory(), health.KL_TAG, [0.01] * 12)
+    # a restarted pod's new file repeats the steps since its checkpoint
+    again = _scalars(memory, health.KL_TAG, [9.0], start=5)
+    assert again == memory
+    assert health.fatal(_scalars(memory, health.KL_TAG, [float("nan")], start=13)) is None
+
+
+def test_rewards_all_equal_for_the_rule_s_steps_in_a_row_are_a_fatal_std_collapse() -> None:
+    memory = _batches(_memory(reward_spread_steps=5), [(1.0, 0.0)] * 3)
+    flat = _batches(memory, [(2.0, 2.0)] * 4, start=3)
+    assert health.fatal(flat) is None
+    anomaly = health.fatal(_batches(flat, [(2.0, 2.0)], start=7))
+    assert anomaly is not None
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (
+        health.STD_COLLAPSE,
+        7,
+        3,
+    )
+    assert "score/max=2 rewards/train/score/min=2 at step 7" in anomaly["evidence"][0]
+
+
+def test_one_batch_with_a_spread_starts_the_count_again() -> None:
+    flat = [(0.0, 0.0)] * 4
+    memory = _batches(_memory(reward_spread_steps=5), [*flat, (1.0, 0.0), *flat])
+    assert health.fatal(memory) is None
+    assert health.fatal(_batches(_memory(reward_spread_steps=0), [(0.0, 0.0)] * 50)) is None
+
+
+def test_a_max_and_min_read_in_two_polls_still_pair_and_the_memory_stays_json() -> None:
+    memory = _memory(reward_spread_steps=2)
+    memory = health.on_scalar(memory, health.SCORE_MAX, 0, 1.0, "f")
+    memory = health.on_scalar(memory, health.SCORE_MIN, 0, 1.0, "f")
+    memory = health.on_scalar(memory, health.SCORE_MAX, 1, 1.0, "f")  # the flush cut here
+    state = FollowState(pod_uid="u", health=memory, event_offsets={"events.out.tfevents.1.h": 96})
+    resumed = parse_position(json.dumps(state.as_dict()))
+    memory = health.on_scalar(resumed.health, health.SCORE_MIN, 1, 1.0, "f")
+    assert health.fatal(memory)["rule"] == health.STD_COLLAPSE
+    assert resumed.event_offsets == {"events.out.tfevents.1.h": 96}

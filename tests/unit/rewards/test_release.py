@@ -92,6 +92,7 @@ def test_a_5xx_on_the_backend_delete_does_not_lose_the_rewards(
         pool_hosts=8,
         rung="reservation@us-east5-b",
         training_attempts="gs://bucket/run/training_attempts.json",
+        tensorboard_dir=None,  # no event files read
     )
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     sensor = WaitForRewardsSensor(

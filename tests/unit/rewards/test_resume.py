@@ -313,3 +313,37 @@ def test_a_resumed_backend_that_never_runs_fails_the_wait_and_ends_its_attempt(s
     history = saved_history(sensor)
     assert not history.resuming
     assert [a["outcome"] for a in context["ti"].pushed["attempts"]] == ["capacity_lost", "failed"]
+
+
+# -- the health resume (health_action=resume) ---------------------------------------------------
+
+
+def test_a_health_resume_is_told_from_the_attempts():
+    history = resume.History()
+    history.begin(None, 8, started=None)
+    assert not resume.health_resumed(history)
+    history.begin(30, 8, started=None)
+    history.attempts[-1][resume.HEALTH_RESUME] = {"anomaly_step": 40, "moved": None}
+    assert resume.health_resumed(history)
+
+
+def test_the_poisoned_attempts_evaluations_from_the_anomaly_step_on_are_dropped():
+    lines = [
+        {"kind": "pre", "attempt": 1, "step": 0},
+        {"kind": "intermediate", "attempt": 1, "step": 30},
+        {"kind": "intermediate", "attempt": 1, "step": 40},
+        {"kind": "post", "attempt": 1, "step": None},
+        {"kind": "intermediate", "attempt": 2, "step": 40},
+    ]
+    kept = resume.without_poisoned(lines, 1, 40)
+    assert [(e["attempt"], e["step"]) for e in kept] == [(1, 0), (1, 30), (1, None), (2, 40)]
+
+
+def test_the_health_resume_line_says_what_changes():
+    line = resume.health_resume_line(30, "gs://b/r/checkpoints/actor/30/", [40], "gs://b/r/q/")
+    assert line.startswith(
+        "Resuming training from healthy checkpoint step 30 (gs://b/r/checkpoints/actor/30/) on "
+        "the same slice: the save of step 40 moved to gs://b/r/q/; the watchdog starts afresh; "
+        "health_action is stop for this attempt"
+    )
+    assert "no save at or after the anomaly step" in resume.health_resume_line(None, None, [], "")

@@ -104,6 +104,8 @@ function drawTable(runs) {
     if ((r.rungs || []).length) rows.appendChild(noteRow("rungs", "capacity ladder: ", rungsText(r.rungs)));
     const ended = (r.attempts || []).filter((a) => a.why);
     if (ended.length) rows.appendChild(noteRow("rungs", "training attempts: ", endedText(ended)));
+    if (r.progress) rows.appendChild(noteRow("progress", "training: ", r.progress));
+    if (r.health) rows.appendChild(noteRow("reason", "training health: ", r.health));
     if (r.failure) rows.appendChild(reasonRow(r.failure));
     if (r.summary === false) rows.appendChild(noteRow("no-summary", NO_SUMMARY));
     if (r.error) rows.appendChild(noteRow("error", "data error: ", r.error));

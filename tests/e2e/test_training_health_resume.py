@@ -1,0 +1,62 @@
+"""health_action=resume end to end (issue 46): a NaN loss stops training, its poisoned save is
+moved to the run's quarantine folder, training resumes once from the newest healthy checkpoint
+and completes; a fault that comes back stops the run at the second anomaly, exporting nothing.
+Both end with nothing left. Before resume existed, validation refused health_action=resume."""
+
+from __future__ import annotations
+
+from sandbox.harness import SETTINGS, Workloads
+from sandbox.training_curve import TrainingFaults
+
+HEALTH = {**SETTINGS, "num_batches": 100, "checkpoint_period": 10, "health_action": "resume"}
+# save 40 commits during update 40, before Tunix logs step 40's line (one update late): a
+# poisoned save on the bucket when the watchdog stops training
+NAN_AT = 40
+
+
+def _health_events(result) -> list[dict]:
+    return [e for e in result.trigger_events if e.get("reason") == "training_unhealthy"]
+
+
+def _committed(result, step: int) -> list:
+    return [c for c in result.ledger.checkpoints if c.step == step]
+
+
+def test_a_transient_nan_resumes_once_from_the_healthy_checkpoint_and_completes(sandbox):
+    faults = TrainingFaults(nan_at_step=NAN_AT, first_attempt_only=True)
+    conf = {**HEALTH, "min_reward_gain": -100.0}
+    result = sandbox.run(conf, Workloads(train_faults=faults))
+    assert result.state == "success", result.why()
+    events = _health_events(result)
+    assert len(events) == 1 and events[0]["anomaly"]["anomaly_step"] == NAN_AT
+    assert events[0]["action"] == "resume"
+    anomaly = result.xcoms["wait_for_rewards.anomaly"]
+    assert (anomaly["healthy_step"], anomaly["action"]) == (30, "resume")
+    # the second attempt restored step 30, not the poisoned 40
+    runs = [a for a in result.ledger.attempts if a.run_name == result.ledger.attempts[0].run_name]
+    assert [a.restored_step for a in runs] == [None, 30]
+    attempts = result.xcoms["wait_for_rewards.attempts"]
+    resumed = attempts[-1]["health_resume"]
+    assert attempts[-1]["resumed_from_step"] == 30 and resumed["moved"] == [NAN_AT]
+    assert resumed["quarantine"].endswith("/quarantine/")
+    # the poisoned save now lives in the quarantine folder only
+    bucket, _, prefix = resumed["quarantine"].removeprefix("gs://").partition("/")
+    quarantined = result.gcs.names(bucket, prefix)
+    assert f"{prefix}{NAN_AT}/commit_success.txt" in quarantined
+    # the export is a step the resumed attempt saved, never a poisoned one
+    step = result.xcoms["export.checkpoint_step"]
+    newest = _committed(result, step)[-1]
+    assert not newest.poisoned and newest.committed > _committed(result, NAN_AT)[0].committed
+    assert result.leftovers == []
+
+
+def test_a_nan_that_comes_back_stops_the_run_at_the_second_anomaly(sandbox):
+    faults = TrainingFaults(nan_at_step=NAN_AT)  # every attempt
+    result = sandbox.run(HEALTH, Workloads(train_faults=faults))
+    assert result.state == "failed", result.why()
+    events = _health_events(result)
+    assert [e["action"] for e in events] == ["resume", "stop"]  # resumed once, never a loop
+    assert result.xcoms["wait_for_rewards.anomaly"]["action"] == "stop"
+    assert result.task_states["export"] != "success"
+    assert "export.checkpoint_step" not in result.xcoms
+    assert result.leftovers == []
