@@ -7,10 +7,11 @@ collapse runs trained on and exported their poisoned step 100."""
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 
-from sandbox.harness import SETTINGS, Workloads
+from sandbox.harness import SETTINGS, Workloads, logged_note
 from sandbox.training_curve import TrainingFaults
 from sandbox.workloads import EvalResult
 
@@ -59,12 +60,19 @@ def test_a_nan_loss_stops_training_and_exports_nothing(sandbox):
     assert result.leftovers == []
 
 
-def test_export_healthy_exports_the_newest_checkpoint_before_the_nan(sandbox):
+def test_export_healthy_exports_the_newest_checkpoint_before_the_nan(sandbox, caplog):
+    caplog.set_level(logging.INFO, logger="tpu_rl")
     faults = TrainingFaults(nan_at_step=NAN_AT)
     conf = {**HEALTH, "health_action": "export_healthy", "min_reward_gain": -100.0}
     result = sandbox.run(conf, Workloads(train_faults=faults))
     _health_event(result)
     assert result.xcoms.get("export.checkpoint_step") == 30, result.why()
+    # the note of a run that succeeded says training stopped early, why, and what it kept
+    note = logged_note(caplog.records)
+    assert f"Training stopped early. Training health: nonfinite_loss at step {NAN_AT}" in note
+    assert "Kept and exported: gs://" in note and note.split("Kept and exported: ")[1].split("\n")[
+        0
+    ].endswith("/30/"), note
     assert result.leftovers == []
 
 

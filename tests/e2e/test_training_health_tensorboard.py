@@ -7,23 +7,11 @@ on to its Post line and exported its poisoned step 100."""
 
 from __future__ import annotations
 
-from sandbox.harness import SETTINGS, Workloads
+from sandbox.harness import Workloads
 from sandbox.training_curve import TrainingFaults
+from tests.e2e.test_training_health import HEALTH, _health_event, _no_poisoned_export
 
-HEALTH = {**SETTINGS, "num_batches": 100, "checkpoint_period": 10}
 KL_AT = 45
-
-
-def _health_event(result) -> dict:
-    ends = [e for e in result.trigger_events if e.get("reason") == "training_unhealthy"]
-    assert ends, result.why()
-    return ends[0]
-
-
-def _no_poisoned_export(result, faults: TrainingFaults) -> None:
-    """Nothing at or after the fault's first poisoned step was exported."""
-    exported = result.xcoms.get("export.checkpoint_step")
-    assert exported is None or exported < faults.poisoned_from(), (exported, result.why())
 
 
 def test_a_kl_blow_up_stops_training_and_exports_nothing(sandbox):

@@ -49,11 +49,28 @@ def note_text(
     else:
         reward = f"mean_reward {before:.3f} -> {after:.3f} ({after - before:+.3f})"
     lines = [f"**{verdict}**", *([f"Promotion: {promotion}"] if promotion else [])]
+    if stopped := training_stopped(rewards):
+        lines.append(stopped)
     lines += [reward, f"TPU cost: {_cost(tpu)}"]
     if report_uri:
         lines.append(f"Report: [{report_uri}]({report_link(report_uri)})")
     lines.append(f"All runs: [RL post-training page]({RL_PAGE})")
     return "\n\n".join(lines)[:NOTE_LIMIT]
+
+
+def training_stopped(rewards: Mapping[str, Any] | None) -> str | None:
+    """Why training stopped before its last step in a run that still exported: a health rule
+    (health_action=export_healthy: the rule, step, evidence and the checkpoint kept) or the
+    spend limit; None when it ran to its end. A failed run's verdict says it already."""
+    from tpu_rl.rewards.health import describe
+
+    found = rewards or {}
+    if anomaly := found.get("anomaly"):
+        kept = anomaly.get("healthy_checkpoint") or "none"
+        return f"Training stopped early. {describe(anomaly)}. Kept and exported: {kept}"
+    if stop := found.get("spend_stop"):
+        return f"Training stopped early. {stop.get('message') or 'spend limit'}"
+    return None
 
 
 def report_link(uri: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tpu_rl.report.run_note import NOTE_LIMIT, note_text
+from tpu_rl.report.run_note import NOTE_LIMIT, note_text, training_stopped
 
 REWARDS = {"pre": {"mean_reward": 0.08214}, "post": {"mean_reward": 0.12346}}
 COST = {
@@ -47,3 +47,14 @@ def test_an_unpriced_cost_keeps_its_hours_and_the_note_fits_airflows_limit():
     short = note_text("failed", {"pre": {"mean_reward": 0.1}}, unpriced, None)
     assert "mean_reward 0.100 -> n/a" in short
     assert "128.00 chip-hours, 32.00 host-hours, no price known" in short
+
+
+def test_a_run_stopped_for_its_spend_limit_says_so_though_it_exported():
+    stop = {"message": "Spend limit: $9.00 projected passes max_spend_usd $8.00; training stopped"}
+    text = note_text("succeeded: model exported and verified", {"spend_stop": stop}, None, None)
+    assert "Training stopped early. Spend limit: $9.00 projected passes" in text
+
+
+def test_a_run_trained_to_its_end_has_no_early_stop_line():
+    assert training_stopped({"pre": {}, "post": {}}) is None
+    assert "stopped early" not in note_text("succeeded", {"pre": {}, "post": {}}, None, None)
