@@ -69,10 +69,9 @@ def test_export_healthy_exports_the_newest_checkpoint_before_the_nan(sandbox, ca
     assert result.xcoms.get("export.checkpoint_step") == 30, result.why()
     # the note of a run that succeeded says training stopped early, why, and what it kept
     note = logged_note(caplog.records)
-    assert f"Training stopped early. Training health: nonfinite_loss at step {NAN_AT}" in note
-    assert "Kept and exported: gs://" in note and note.split("Kept and exported: ")[1].split("\n")[
-        0
-    ].endswith("/30/"), note
+    assert f". Training health: nonfinite_loss at step {NAN_AT}" in note, note
+    kept = note.split("Training stopped early; kept and exported: ")[1].split(". ")[0]
+    assert kept.startswith("gs://") and kept.endswith("/checkpoints/actor/30/"), note
     assert result.leftovers == []
 
 

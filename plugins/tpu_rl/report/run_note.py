@@ -30,6 +30,7 @@ TOKEN_PATH = "/auth/token"  # the simple and FAB auth managers' token endpoint (
 # airflow/ui/dist/assets/index-*.js: `function Uct(e){return`plugin/${e.url_route}`}`).
 RL_PAGE_ROUTE = "rl-post-training"
 RL_PAGE = f"/plugin/{RL_PAGE_ROUTE}"
+STOPPED_CUT = " (cut: the report has it whole)"  # an early stop's line cut to fit the note
 TIMEOUT_S = 30.0  # per call; outcome has 10 minutes (STEP_MINUTES)
 
 
@@ -48,14 +49,17 @@ def note_text(
         reward = f"mean_reward {_reward(before)} -> {_reward(after)}"
     else:
         reward = f"mean_reward {before:.3f} -> {after:.3f} ({after - before:+.3f})"
-    lines = [f"**{verdict}**", *([f"Promotion: {promotion}"] if promotion else [])]
-    if stopped := training_stopped(rewards):
-        lines.append(stopped)
-    lines += [reward, f"TPU cost: {_cost(tpu)}"]
+    head = [f"**{verdict}**", *([f"Promotion: {promotion}"] if promotion else [])]
+    tail = [reward, f"TPU cost: {_cost(tpu)}"]
     if report_uri:
-        lines.append(f"Report: [{report_uri}]({report_link(report_uri)})")
-    lines.append(f"All runs: [RL post-training page]({RL_PAGE})")
-    return "\n\n".join(lines)[:NOTE_LIMIT]
+        tail.append(f"Report: [{report_uri}]({report_link(report_uri)})")
+    tail.append(f"All runs: [RL post-training page]({RL_PAGE})")
+    if stopped := training_stopped(rewards):  # its evidence may be long: it gets what is left
+        room = NOTE_LIMIT - len("\n\n".join([*head, *tail])) - 2
+        if room > len(STOPPED_CUT):
+            cut = len(stopped) > room
+            head.append(stopped[: room - len(STOPPED_CUT)] + STOPPED_CUT if cut else stopped)
+    return "\n\n".join([*head, *tail])[:NOTE_LIMIT]
 
 
 def training_stopped(rewards: Mapping[str, Any] | None) -> str | None:
@@ -67,7 +71,7 @@ def training_stopped(rewards: Mapping[str, Any] | None) -> str | None:
     found = rewards or {}
     if anomaly := found.get("anomaly"):
         kept = anomaly.get("healthy_checkpoint") or "none"
-        return f"Training stopped early. {describe(anomaly)}. Kept and exported: {kept}"
+        return f"Training stopped early; kept and exported: {kept}. {describe(anomaly)}"
     if stop := found.get("spend_stop"):
         return f"Training stopped early. {stop.get('message') or 'spend limit'}"
     return None

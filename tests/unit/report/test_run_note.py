@@ -58,3 +58,14 @@ def test_a_run_stopped_for_its_spend_limit_says_so_though_it_exported():
 def test_a_run_trained_to_its_end_has_no_early_stop_line():
     assert training_stopped({"pre": {}, "post": {}}) is None
     assert "stopped early" not in note_text("succeeded", {"pre": {}, "post": {}}, None, None)
+
+
+def test_a_long_early_stop_line_is_cut_so_the_links_stay_whole():
+    anomaly = {"rule": "nonfinite_loss", "step": 35, "anomaly_step": 35, "why": "loss nan"}
+    anomaly |= {"evidence": ["x" * 900], "healthy_checkpoint": "gs://b/run/30/"}
+    uri = "gs://b/" + "r" * 150 + "/run-report.md"
+    text = note_text("succeeded: model exported and verified", {"anomaly": anomaly}, None, uri)
+    assert len(text) <= NOTE_LIMIT
+    assert "Training stopped early; kept and exported: gs://b/run/30/. Training health: " in text
+    assert "(cut: the report has it whole)" in text
+    assert text.endswith("All runs: [RL post-training page](/plugin/rl-post-training)")
