@@ -23,6 +23,7 @@ from sandbox.harness import SETTINGS, Workloads, build_scenario
 from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment
 from sandbox.run_errors import error_lines
+from sandbox.training_curve import NO_FAULTS, TrainingFaults
 from sandbox.workloads import EvalResult, absl
 from tpu_rl.layout import run_slug
 
@@ -72,15 +73,18 @@ def start_run(
     hold_convert_s: float = 0,
     admit_training_after_s: float = 0,
     burst_lines: int = 0,
+    train_faults: TrainingFaults = NO_FAULTS,
     **settings: Any,
 ) -> Run:
     """Pods' scripts for this run, then trigger it as the UI does. Training is held after
     its first Intermediate line for `hold_training_s` wall seconds or until
     `training_released` (with `burst_lines`: first until `burst_due`, then that many lines
     logged at once); the conversion held `hold_convert_s` before it writes; the training's
-    pods admitted `admit_training_after_s` after its Job is created."""
+    pods admitted `admit_training_after_s` after its Job is created; `train_faults`: the
+    training's faults (sandbox.training_curve: a NaN, a stall...)."""
     run = Run(name, f"proc__{name}", settings_for(name, **settings), d)
-    workloads = Workloads(admit_after=admit_training_after_s / TIME_SCALE)
+    admit_after = admit_training_after_s / TIME_SCALE
+    workloads = Workloads(admit_after=admit_after, train_faults=train_faults)
     # with the emulator: pods read and write GCS as their own Google identity (strict sandbox)
     scenario = build_scenario(run.settings, d.sandbox.gcs, workloads, d.sandbox.emu)
     if hold_training_s:

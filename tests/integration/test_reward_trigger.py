@@ -36,6 +36,7 @@ from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 from tpu_rl.rewards.follower import FollowState
 from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.rewards.position import POSITION_ANNOTATION
+from tpu_rl.rewards.progress import PROGRESS_EVENT
 from tpu_rl.rewards.trigger import RewardTrigger
 
 pytestmark = pytest.mark.asyncio
@@ -284,6 +285,18 @@ async def first_event(trigger: RewardTrigger, timeout: float = 10) -> dict[str, 
         raise AssertionError("the trigger ended without an event")
 
     return await asyncio.wait_for(_first(), timeout)
+
+
+async def end_event(kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The wait's end and the progress reports before it: each report's state rebuilds the
+    trigger, as the task does when it defers again (WaitForRewardsSensor.report_progress)."""
+    reports = []
+    while (event := await first_event(RewardTrigger(**kwargs))).get("status"):
+        if event.get("reason") != PROGRESS_EVENT:
+            return event, reports
+        reports.append(event)
+        kwargs = {**kwargs, "state": event["state"]}
+    raise AssertionError(f"an event without a status: {event}")
 
 
 async def wait_for(condition: Any, timeout: float = 5) -> None:
@@ -931,8 +944,12 @@ async def test_simulated_grpo_run(emu, creds, steps):
     script = grpo_client_script(num_batches=20, eval_every=5)
     with Controller(emu, Scenario().on("grpo", script), time_scale=0.0005):
         make_job(emu)
-        event = await first_event(RewardTrigger(**trigger_kwargs(emu)))
+        event, reports = await end_event(trigger_kwargs(emu, total_steps=20))
     assert event["status"] == "success", event
+    # a report once the pace is known, if a poll saw it before the end: the wait went on from
+    # its state to the same end (the step lines come fast here: none may be seen running)
+    assert all(r["progress"]["total_steps"] == 20 for r in reports), reports
+    assert len(reports) <= 1, reports  # every progress_report_minutes (15) after the first
     assert event["pre"]["corr"] == DEFAULT_PRE.corr
     assert event["post"]["corr"] == DEFAULT_POST.corr
     assert event["post"]["mean_reward"] == DEFAULT_POST.mean_reward

@@ -60,6 +60,14 @@ def _fields(state: FollowState) -> dict[str, Any]:
     return {name: getattr(state, name) for name in FIELDS}
 
 
+def _further(saved: FollowState, state: FollowState) -> bool:
+    """The saved position is further along the same container's log than `state`."""
+    same = (saved.pod_uid, saved.container_id) == (state.pod_uid, state.container_id)
+    if not same or saved.last_time is None:
+        return False
+    return state.last_time is None or time_key(saved.last_time) > time_key(state.last_time)
+
+
 def _moved(position: dict[str, Any], saved: dict[str, Any]) -> bool:
     return any(position[key] != saved.get(key) for key in FIELDS)
 
@@ -75,9 +83,12 @@ class SavedPosition:
         self.saving = True  # off once the API refuses the Job annotation
 
     def resume(self, job: dict[str, Any], state: FollowState) -> FollowState | None:
-        """The position saved on the Job, when this follower starts from nothing."""
+        """The position saved on the Job, when this follower starts from nothing or from an
+        older point of the same container's log: a wait that reported progress defers again
+        from its state then (tpu_rl.rewards.progress.PROGRESS_EVENT), and a triggerer restarted
+        later rebuilds the trigger from that state, behind what the Job's position says."""
         text = ((job.get("metadata") or {}).get("annotations") or {}).get(POSITION_ANNOTATION)
-        if not text or state.pod_uid is not None or self.saved is not None:
+        if not text or self.saved is not None:
             return None
         try:
             resumed = parse_position(text)
@@ -87,6 +98,8 @@ class SavedPosition:
                 "its start",
                 error,
             )
+            return None
+        if state.pod_uid is not None and not _further(resumed, state):
             return None
         self.saved = _fields(resumed)
         self.log.info("Resuming the log after %s (position saved on the Job)", resumed.last_time)
