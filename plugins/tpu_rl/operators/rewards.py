@@ -195,13 +195,13 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         state, with the watchdog's memory and the log position it had."""
         from tpu_rl import deployment
         from tpu_rl.report.run_note import set_run_note
-        from tpu_rl.rewards.progress import progress_text
+        from tpu_rl.rewards.progress import reported_text
         from tpu_rl.run_summary import write_summary
 
         figures = dict(event.get("progress") or {})
         ti = context["ti"]
         write_summary(ti, self.task_id, progress=figures)
-        text = f"Training: {progress_text(figures)}. Running: the RL post-training page has it."
+        text = f"Training: {reported_text(figures)}. Running: the RL post-training page has it."
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)
         self.follow_settings(layout, history)
         self.defer_wait(context, state=event.get("state"))

@@ -11,7 +11,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Hashable, Sequence
-from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -23,6 +22,7 @@ from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
 from tpu_rl.rewards import capacity_loss, health, progress, save_stop
+from tpu_rl.rewards.capacity_end import epoch
 from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.event_files import EventFiles
 from tpu_rl.rewards.follower import FollowState, Result, error_event, unhealthy_event
@@ -278,7 +278,7 @@ class LogFollower:
         if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
             await self._save_and_tell(api)  # after this poll's every change: one PATCH
         if result is None and self.report_progress and not succeeded:
-            return progress.report_due(self.state, self.progress_every_s, self.spend)
+            return progress.report_due(self.state, self.progress_every_s)
         return result
 
     def _track_progress(self) -> Result | None:
@@ -402,7 +402,7 @@ class LogFollower:
 def _created_epoch(obj: dict[str, Any]) -> float | None:
     """The object's creationTimestamp (RFC 3339, whole seconds) in epoch seconds."""
     stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    return datetime.fromisoformat(stamp).timestamp() if stamp else None
+    return epoch(stamp) if stamp else None
 
 
 def _api_failure(error: KubeApiError) -> Result:

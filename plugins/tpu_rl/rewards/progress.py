@@ -132,7 +132,15 @@ def observe(
     if passed:
         kept["over"] = [now.step, now.at]
         lines.append(limit_line(now, spend))
-    state.progress = {**kept, "first": list(first), "last": list(newest), **now.as_dict()}
+    # the line for the newest step, said or not: what a progress report shows (report_due)
+    line = progress_line(now, spend)
+    state.progress = {
+        **kept,
+        "first": list(first),
+        "last": list(newest),
+        **now.as_dict(),
+        "line": line,
+    }
     return now, lines, passed
 
 
@@ -156,9 +164,10 @@ def _due(told: list[float] | None, newest: list[float], total: int | None) -> bo
     return newest[0] // share > told[0] // share
 
 
-def report_due(state: Any, every_s: float, spend: Spend) -> dict[str, Any] | None:
+def report_due(state: Any, every_s: float) -> dict[str, Any] | None:
     """The progress event due now (PROGRESS_EVENT), recorded as reported in `state.progress`;
-    None before the pace is known, or within `every_s` of the last report (the lines' time)."""
+    None before the pace is known, or within `every_s` of the last report (the lines' time).
+    Its `progress`: the figures (Progress.as_dict) and the task log's line of the newest step."""
     kept = dict(state.progress or {})
     last = kept.get("last")
     if not last or not kept.get("steps_per_hour"):
@@ -167,16 +176,16 @@ def report_due(state: Any, every_s: float, spend: Spend) -> dict[str, Any] | Non
     if reported is not None and last[1] - reported[1] < every_s:
         return None
     state.progress = {**kept, "reported": list(last)}
-    now = {k: kept.get(k) for k in PROGRESS_FIELDS}
     return {
         "status": "running",
         "reason": PROGRESS_EVENT,
-        "progress": {**now, "capacity": spend.capacity, "max_spend_usd": spend.max_usd or None},
+        "progress": {k: kept.get(k) for k in REPORTED},
         "message": f"Training progress: step {last[0]}",
     }
 
 
-PROGRESS_FIELDS = (
+# what a progress report carries: Progress.as_dict's figures and the line
+REPORTED = (
     "step",
     "total_steps",
     "steps_per_hour",
@@ -184,26 +193,14 @@ PROGRESS_FIELDS = (
     "spent_usd",
     "projected_usd",
     "billed_as",
+    "line",
 )
 
 
-def progress_text(p: dict[str, Any]) -> str:
-    """A progress event's figures in one line (the run's note and page while training runs)."""
-    step, total = p.get("step"), p.get("total_steps")
-    text = f"step {step}/{total} ({100 * step / total:.0f}%)" if total else f"step {step}"
-    if rate := p.get("steps_per_hour"):
-        text += f", {rate:.1f} steps/h"
-    if p.get("eta"):
-        text += f", ETA {p['eta']}"
-    if p.get("billed_as") == COMMITMENT:
-        return f"{text}; spend: reserved ({p.get('capacity')})"
-    if isinstance(spent := p.get("spent_usd"), int | float):
-        text += f"; spend so far ${spent:,.2f}"
-        if isinstance(projected := p.get("projected_usd"), int | float):
-            text += f", projected ${projected:,.2f}"
-        if limit := p.get("max_spend_usd"):
-            text += f" of the ${limit:,.2f} limit"
-    return text
+def reported_text(figures: dict[str, Any]) -> str | None:
+    """A progress report's line without its task-log prefix (the run's note and page)."""
+    line = figures.get("line")
+    return line.removeprefix("Training progress: ") if isinstance(line, str) else None
 
 
 def over_limit(now: Progress, spend: Spend) -> bool:

@@ -231,12 +231,12 @@ def _tpu(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
 
 def _progress(run: Any, x: Mapping[str, Any], rewards: Mapping[str, Any]) -> str | None:
     """A running run's training progress in a line; None once it has rewards or has ended."""
-    from tpu_rl.rewards.progress import progress_text
+    from tpu_rl.rewards.progress import reported_text
 
     figures = x.get("progress")
     if not figures or run.end_date is not None or rewards.get("post") or x.get("anomaly"):
         return None
-    return progress_text(figures)
+    return reported_text(figures)
 
 
 def _health(found: Mapping[str, Any] | None) -> str | None:

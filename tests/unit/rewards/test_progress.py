@@ -94,6 +94,23 @@ def test_a_rebuilt_trigger_goes_on_from_the_saved_progress():
     assert resumed.progress["first"] == first and resumed.progress["step"] == 100
 
 
+def test_a_progress_report_carries_the_task_logs_line_for_its_capacity_mode():
+    """The page and the note show the line the task log says, spend included as the capacity
+    mode bills: a calendar window's whole price (a second wording of the figures, folded into
+    this line, called it "spend so far $2,400.00, projected $2,400.00")."""
+    window = progress.Spend("calendar", progress.WINDOW, 100.0, window_usd=2400.0)
+    state = FollowState()
+    for _, line in simulated_run(3, 40)[:10]:
+        consume(state, [line], Resent(), LOG)
+        progress.observe(state, 40, window)
+    event = progress.report_due(state, 900.0)
+    assert event["reason"] == progress.PROGRESS_EVENT and event["progress"]["step"] == 10
+    text = progress.reported_text(event["progress"])
+    assert text.startswith("step 10/40 (25%), ") and "steps/h, ETA " in text
+    assert text.endswith("spend: $2,400.00 (the calendar window bills its whole length)")
+    assert progress.report_due(state, 900.0) is None  # within 15 minutes of the lines' time
+
+
 def test_the_spend_is_per_capacity_mode():
     marks, first = [[1, T0], [11, T0 + 3600]], [1, T0]
     spot = progress.measure(marks, first, 21, T0 - 1800, SPOT)
