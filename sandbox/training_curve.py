@@ -1,6 +1,7 @@
 """What the sandbox's GRPO client computes each step: how long the step takes, its loss and the
 TensorBoard scalars, deterministic given a seed, and the training faults a scenario injects
-(issue 46: NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up)."""
+(issue 46: NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up, a
+reward-spread collapse)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ class TrainingFaults:
     reward_collapse_by: float = 0.1
     kl_blowup_at_step: int | None = None  # actor/train/kl (TensorBoard only) grows from here
     kl_blowup_factor: float = 100.0
+    # every completion of global step k's batch scores the same from this step on (TensorBoard
+    # only: rewards/train/score/max == min): GRPO's advantages are all 0, nothing is learned
+    reward_spread_collapse_at_step: int | None = None
     # the faults strike the run's first GRPO client process only: a resumed attempt trains
     # healthily (a transient fault, health_action=resume's case)
     first_attempt_only: bool = False
@@ -40,17 +44,23 @@ class TrainingFaults:
         return NO_FAULTS if self.first_attempt_only and earlier_attempts else self
 
     def poisoned_from(self) -> int | None:
-        """The first step whose model is damaged: the earliest NaN, spike, collapse or KL fault."""
+        """The first step whose model is damaged: the earliest NaN, spike, collapse, KL or flat-reward
+        fault."""
         steps = (
             self.nan_at_step,
             self.loss_spike_at_step,
             self.reward_collapse_at_eval,
             self.kl_blowup_at_step,
+            self.reward_spread_collapse_at_step,
         )
         return min((s for s in steps if s is not None), default=None)
 
     def non_finite(self, step: int) -> bool:
         return self.nan_at_step is not None and step >= self.nan_at_step
+
+    def flat_rewards(self, step: int) -> bool:
+        at = self.reward_spread_collapse_at_step
+        return at is not None and step >= at
 
     def collapsed(self, step: int) -> bool:
         return self.reward_collapse_at_eval is not None and step >= self.reward_collapse_at_eval

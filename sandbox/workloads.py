@@ -338,7 +338,8 @@ def grpo_client_script(
     `event_clock`) is re-uploaded whole at each flush (every 120 simulated s, or at a step
     that is a multiple of `log_period`, tensorboard_events.FlushClock) and at close, with
     ACTOR_TAGS at the actor's step and CLUSTER_TAGS of global step k at step k-1 (the batch's
-    worst completion scores 0, its best twice the mean: all 0 once the weights are NaN).
+    worst completion scores 0, its best twice the mean: all 0 once the weights are NaN, all the
+    mean from a reward-spread collapse on).
     `event_file_clock`: the epoch in the file's name, when not `event_clock`'s (a scenario's
     simulated clock runs ahead of the wall clock its Kubernetes objects are stamped with).
 
@@ -477,7 +478,8 @@ def grpo_client_script(
         if board is None:
             return []
         reward = curve.reward(step)
-        values = (reward, 2 * reward, 0.0, curve.mean_length(step))
+        best, worst = (reward, reward) if faults.flat_rewards(step) else (2 * reward, 0.0)
+        values = (reward, best, worst, curve.mean_length(step))
         scalars = dict(zip(CLUSTER_TAGS, values, strict=True))
         out = [call(lambda info: board.add(info, step - 1, scalars))]
         return [*out, call(board.flush)] if flushes.due(elapsed, step - 1) else out
