@@ -44,8 +44,8 @@ class TrainingFaults:
         return NO_FAULTS if self.first_attempt_only and earlier_attempts else self
 
     def poisoned_from(self) -> int | None:
-        """The first step whose model is damaged: the earliest NaN, spike, collapse, KL or flat-reward
-        fault."""
+        """The first step whose model is damaged: the earliest NaN, spike, collapse, KL or
+        flat-reward fault."""
         steps = (
             self.nan_at_step,
             self.loss_spike_at_step,

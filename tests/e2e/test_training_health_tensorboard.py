@@ -1,9 +1,10 @@
 """The training health watchdog's rules on the run's TensorBoard event files, end to end (issue
 46): a KL blow-up, which no log line shows (Tunix writes actor/train/kl to TensorBoard only),
 and a reward-spread collapse (every completion of a batch scoring the same, so GRPO's advantages
-are all 0: TensorBoard's score max equal to its min), each stop training within a poll of its event file's flush (the Job and the backend deleted,
-nothing left), nothing poisoned is exported, and the run names the rule, the step, the event
-file's evidence and the healthy checkpoint. Before the event files were read, the runs trained
+are all 0: TensorBoard's score max equal to its min), each stop training within a poll of its
+event file's flush (the Job and the backend deleted, nothing left), nothing poisoned is
+exported, and the run names the rule, the step, the event file's evidence and the healthy
+checkpoint. Before the event files were read, the runs trained
 on to their Post line and exported the poisoned step 100."""
 
 from __future__ import annotations
