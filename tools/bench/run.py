@@ -24,6 +24,7 @@ from tools.bench import (
     log_reads,
     parse,
     restart,
+    training_health,
     trigger_memory,
     trigger_scaling,
 )
@@ -46,6 +47,7 @@ def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) ->
         done(trigger_scaling.measure(box, dict(SETTINGS)))
     done(capacity.measure_spot(tmp, spot))
     done(dag_runs.measure(tmp))
+    done(training_health.measure_all(tmp / "health"))  # the watchdog's fault matrix, one at a time
     done(capacity.measure_utilization(tmp))
     done(capacity_trace.measure(tmp))  # whole runs on a capacity trace: two at a time
 
