@@ -27,7 +27,7 @@ ESTIMATE_FILE = Path(__file__).with_name("defaults_estimate.md")
 # keep in step (the same bundle: configForm.advancedOptions, configForm.configJson).
 ESTIMATE_LINK = (
     f"**Your settings:** [Estimate these settings]({ESTIMATE_PAGE}) (a new tab): paste there "
-    "the text of Advanced Options › Configuration JSON, at the bottom of this form, for the "
+    "the text of Advanced Options > Configuration JSON, at the bottom of this form, for the "
     "same table and every invalid setting at once."
 )
 
