@@ -27,6 +27,7 @@ function fillTable(section, estimate) {
     ...estimate.columns.map((name) => {
       const th = document.createElement("th");
       th.textContent = name;
+      if (FIGURES.has(name)) th.className = "figure";
       return th;
     }),
   );
