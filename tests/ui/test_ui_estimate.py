@@ -55,11 +55,13 @@ def test_needs_an_authenticated_user(client):
     assert client.post("/api/estimate", content="{}").status_code == 403
 
 
-def test_the_page_and_its_script_are_served(client):
+def test_the_page_and_its_script_are_served_and_the_rl_page_links_to_it(client):
     page = client.get("/estimate")
     assert page.status_code == 200 and "Configuration JSON" in page.text
     assert 'src="estimate.js"' in page.text
     assert "api/estimate" in client.get("/estimate.js").text
+    # the RL page (/tpu-rl/, in Airflow's frame) opens it in a new tab
+    assert '<a id="estimate-link" href="estimate" target="_blank"' in client.get("/").text
 
 
 def test_the_forms_defaults_get_the_forms_own_table(client, auth_token):
