@@ -6,19 +6,18 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from tpu_rl.dag.links import LINK_CLASSES
+from tpu_rl.names import UI_PREFIX
 from tpu_rl.report.run_note import RL_PAGE_ROUTE
 from tpu_rl.ui.app import app
-
-URL_PREFIX = "/tpu-rl"
 
 
 class TpuRlPlugin(AirflowPlugin):
     name = "tpu_rl"
-    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "RL post-training"}]
+    fastapi_apps = [{"app": app, "url_prefix": UI_PREFIX, "name": "RL post-training"}]
     external_views = [
         {
             "name": "RL post-training",
-            "href": f"{URL_PREFIX}/",
+            "href": f"{UI_PREFIX}/",
             "destination": "nav",
             "category": "browse",
             "url_route": RL_PAGE_ROUTE,

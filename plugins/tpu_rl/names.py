@@ -8,6 +8,8 @@ CONTAINER = "maxtext"  # the MaxText container of every Job the run submits
 BACKEND_PODS = "backend"  # a step whose links show the Pathways JobSet's pods (RunStep.pods_of)
 DAG_ID = "tpu_rl_post_training"  # the run's DAG: its labels, the janitor's and the UI's queries
 JANITOR_DAG_ID = "tpu_rl_janitor"  # the DAG that sweeps what runs of DAG_ID left
+UI_PREFIX = "/tpu-rl"  # where the api-server mounts the UI plugin's app (tpu_rl.airflow_plugin)
+ESTIMATE_PAGE = f"{UI_PREFIX}/estimate"  # the estimate page (tpu_rl.ui.app), linked by the form
 
 
 class Step(StrEnum):

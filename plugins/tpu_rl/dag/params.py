@@ -14,10 +14,22 @@ from typing import Any
 
 from airflow.sdk import Param
 
+from tpu_rl.names import ESTIMATE_PAGE
 from tpu_rl.settings.params import default_settings, specs
 
 ESTIMATE_FIELD = "capacity"  # the form field whose description shows the cost estimate
 ESTIMATE_FILE = Path(__file__).with_name("defaults_estimate.md")
+# Under the defaults' table: the estimate page (tpu_rl.ui.app) for the settings as filled in.
+# Airflow 3.3.2's form renders a description_md link with target="_blank" (airflow/ui's Markdown
+# components, installed bundle airflow/ui/dist/assets/index-*.js: `CPt=e=>{...(QO,{color:
+# `fg.info`,fontWeight:`bold`,href:r,rel:`noopener noreferrer`,target:`_blank`...})}`), so the
+# form stays filled in; its Advanced Options section holds the "Configuration JSON" the fields
+# keep in step (the same bundle: configForm.advancedOptions, configForm.configJson).
+ESTIMATE_LINK = (
+    f"**Your settings:** [Estimate these settings]({ESTIMATE_PAGE}) (a new tab): paste there "
+    "the text of Advanced Options > Configuration JSON, at the bottom of this form, for the "
+    "same table and every invalid setting at once."
+)
 
 
 def defaults_estimate() -> str:
@@ -29,7 +41,7 @@ def defaults_estimate() -> str:
 
 def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
     """A Param's spec with its text and, after it, the estimate of the form's defaults as a
-    Markdown table.
+    Markdown table and the link to the estimate of the settings as filled in (ESTIMATE_LINK).
 
     Airflow 3.3.2's trigger form shows a Param's `description` as plain text or, when that is
     null, its schema's `description_md` as Markdown (airflow/ui's FieldRow: `l.description===
@@ -37,7 +49,8 @@ def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
     DAG's doc_md (only the DAG page's "Dag Docs" does)."""
     table = ESTIMATE_FILE.read_text().strip()
     text = spec.get("description") or spec.get("description_md") or ""
-    return {**spec, "description": None, "description_md": f"{text}\n\n{table}".strip()}
+    shown = f"{text}\n\n{table}\n\n{ESTIMATE_LINK}".strip()
+    return {**spec, "description": None, "description_md": shown}
 
 
 def dag_params() -> dict[str, Param]:

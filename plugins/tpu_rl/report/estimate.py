@@ -44,6 +44,24 @@ ASSUMED_STEP_SECONDS = 60.0  # one GRPO training step (num_batches steps)
 # "Billing"): the upper bound, after each of the three steps that hold the slice.
 SCALE_DOWN_TAIL_MINUTES = 10.0
 FLEX_START_SCALE_UPS = 3  # convert, the backend (training), export
+# The settings estimate_run's figures are computed from: while one of them is invalid, the
+# figures would be another run's (the estimate page withholds them). The others it reads,
+# PLACE_SETTINGS, only choose the regions priced (run_regions): an empty one stands for the
+# tutorial's region, shown in the table's summary, and a region without prices reads "no price
+# known".
+FIGURE_SETTINGS = frozenset(
+    {
+        "tpu_type",
+        "compute_type",
+        "topology",
+        "cluster_nodepool_count",
+        "num_batches",
+        "cluster_mode",
+        "keep_cluster",
+        "capacity",
+    }
+)
+PLACE_SETTINGS = frozenset({"region", "zone", "capacity_ladder"})
 
 
 @dataclass(frozen=True)
@@ -319,27 +337,48 @@ def cost_words(mode: ModeEstimate) -> str:
     return f"{bound}${mode.usd:,.2f} at {rate}"
 
 
-def estimate_table(estimate: Estimate, whose: str) -> str:
-    """The estimate as a short Markdown table, one row per capacity mode in the run's region
-    (TPU hours billed, chip-hours, cost), what ten more training steps add, and where the
-    prices and the assumptions are; `whose` names the settings ("the defaults")."""
+TABLE_COLUMNS = ("capacity", "TPUs billed", "chip-hours", "cost")
+
+
+@dataclass(frozen=True)
+class ShortTable:
+    """The estimate's short table, as the form and the estimate page show it: the slice, steps,
+    region and time; one row per capacity mode in the run's region (TABLE_COLUMNS); what ten
+    more training steps add and where the prices and the assumptions are."""
+
+    summary: str
+    rows: tuple[tuple[str, str, str, str], ...]
+    note: str
+
+
+def short_table(estimate: Estimate) -> ShortTable:
+    """The estimate's short table (ShortTable), its figures as text."""
     e = estimate
-    rows = "\n".join(
-        f"| {m.capacity} | {m.billed_hours:.1f} h | {m.chip_hours:.1f} | {_short_cost(m)} |"
-        for m in e.modes
-        if m.region == e.region
-    )
     more_minutes = 10 * ASSUMED_STEP_SECONDS / 60
     more_chip_hours = e.chips * more_minutes / 60
+    return ShortTable(
+        summary=f"{e.slices} x {e.tpu_type}, {e.chips} chips in all; {e.steps} steps; "
+        f"{e.region}; about {e.wall_minutes / 60:.1f} h",
+        rows=tuple(
+            (m.capacity, f"{m.billed_hours:.1f} h", f"{m.chip_hours:.1f}", _short_cost(m))
+            for m in e.modes
+            if m.region == e.region
+        ),
+        note=f"Each 10 more steps: +{more_minutes:g} min, +{more_chip_hours:.1f} chip-hours. "
+        f"Step times assumed (a GRPO step {ASSUMED_STEP_SECONDS:g} s), TPUs only, no waits for "
+        f"capacity; prices read {prices.TABLE_DATE} (tpu_rl/report/prices.py).",
+    )
+
+
+def estimate_table(estimate: Estimate, whose: str) -> str:
+    """The estimate's short table (short_table) in Markdown; `whose` names the settings ("the
+    defaults")."""
+    table = short_table(estimate)
+    rows = "\n".join(f"| {' | '.join(row)} |" for row in table.rows)
     return (
-        f"**Estimate for {whose}** ({e.slices} x {e.tpu_type}, {e.chips} chips in all; {e.steps} "
-        f"steps; {e.region}; about {e.wall_minutes / 60:.1f} h):\n\n"
-        "| capacity | TPUs billed | chip-hours | cost |\n|---|---|---|---|\n"
-        f"{rows}\n\n"
-        f"Each 10 more steps: +{more_minutes:g} min, +{more_chip_hours:.1f} chip-hours. Step "
-        f"times assumed (a GRPO step {ASSUMED_STEP_SECONDS:g} s), TPUs only, no waits for "
-        f"capacity; prices read {prices.TABLE_DATE} (tpu_rl/report/prices.py). Your settings' "
-        "estimate: validate's log, `make plan`."
+        f"**Estimate for {whose}** ({table.summary}):\n\n"
+        f"| {' | '.join(TABLE_COLUMNS)} |\n|{'---|' * len(TABLE_COLUMNS)}\n{rows}\n\n"
+        f"{table.note}"
     )
 
 

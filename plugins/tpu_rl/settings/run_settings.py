@@ -67,6 +67,16 @@ def unknown_key(key: str) -> str:
 
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     """Build and validate settings; raises SettingsError listing every problem."""
+    settings, errors = read_settings(raw)
+    if errors:
+        raise SettingsError(errors)
+    return settings
+
+
+def read_settings(raw: Mapping[str, Any]) -> tuple[RunSettings, list[str]]:
+    """The settings `raw` gives and every problem of them: unknown keys, values of the wrong
+    JSON type (such a value stays at its default in the settings returned), then validate's.
+    The RL page's estimate reads both (tpu_rl.ui.estimate)."""
     errors = [
         f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
         if key in DEPLOYMENT_KEYS
@@ -90,10 +100,7 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
             value = {name: float(v) for name, v in value.items()}
         values[key] = float(value) if kind == "number" else value
     settings = RunSettings(**values)
-    errors += validate(settings)
-    if errors:
-        raise SettingsError(errors)
-    return settings
+    return settings, errors + validate(settings)
 
 
 def load_settings_file(path: str | Path) -> RunSettings:

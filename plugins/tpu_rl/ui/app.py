@@ -3,6 +3,11 @@
 The page is static (no data in it); /api/runs serves what the runs' XComs hold (rewards, gate
 verdicts), so it needs a user allowed to read this DAG's runs AND its XComs (what Airflow's own
 XCom endpoints require), authenticated like Airflow's API (the UI's session cookie or a token).
+
+The estimate page (/estimate, linked from the trigger form) is static too; /api/estimate takes
+a run's settings (the form's Configuration JSON) and answers with every problem of them and
+their cost estimate (tpu_rl.ui.estimate). It reads nothing of any run, so it needs a user
+allowed to read this DAG (whose Params the form shows), authenticated the same way.
 """
 
 from __future__ import annotations
@@ -15,18 +20,20 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessE
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.models.dag import DagModel
-from fastapi import Depends, FastAPI, HTTPException, Query, status
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse
 
 from tpu_rl.names import DAG_ID
+from tpu_rl.ui.estimate import settings_estimate
 from tpu_rl.ui.runs import fetch_runs
 
 STATIC = Path(__file__).parent / "static"
 MAX_RUNS = 2000
 
 
-def may_read(entity: DagAccessEntity) -> Any:
-    """A dependency that answers 403 unless the user may GET this DAG's `entity`: the check of
+def may_read(entity: DagAccessEntity | None) -> Any:
+    """A dependency that answers 403 unless the user may GET this DAG's `entity` (None: the DAG
+    itself): the check of
     Airflow's requires_access_dag (airflow/api_fastapi/core_api/security.py), made here for the
     DAG this app serves: Airflow 3.3's requires_access_dag takes a fixed DAG id (`param_dag_id`),
     Airflow 3.1's reads it from the route's path or query only."""
@@ -45,6 +52,7 @@ def may_read(entity: DagAccessEntity) -> Any:
 app = FastAPI(title="RL post-training", docs_url=None, redoc_url=None, openapi_url=None)
 can_read_runs = may_read(DagAccessEntity.RUN)
 can_read_xcoms = may_read(DagAccessEntity.XCOM)
+can_read_dag = may_read(None)
 
 
 @app.get("/", include_in_schema=False)
@@ -60,6 +68,23 @@ def script() -> FileResponse:
 @app.get("/evals.js", include_in_schema=False)
 def evaluations_script() -> FileResponse:
     return FileResponse(STATIC / "evals.js", headers={"Cache-Control": "no-cache"})
+
+
+@app.get("/estimate", include_in_schema=False)
+def estimate_page() -> FileResponse:
+    return FileResponse(STATIC / "estimate.html", headers={"Cache-Control": "no-cache"})
+
+
+@app.get("/estimate.js", include_in_schema=False)
+def estimate_script() -> FileResponse:
+    return FileResponse(STATIC / "estimate.js", headers={"Cache-Control": "no-cache"})
+
+
+@app.post("/api/estimate", dependencies=[can_read_dag])
+async def estimate(request: Request) -> dict[str, Any]:
+    """The problems, all at once, and the estimate of the settings the body holds as JSON text
+    (tpu_rl.ui.estimate): read as text, so that text which is not JSON gets its message too."""
+    return settings_estimate((await request.body()).decode(errors="replace"))
 
 
 @app.get("/api/runs", dependencies=[can_read_runs, can_read_xcoms])

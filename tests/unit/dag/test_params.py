@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tpu_rl.dag.params import ESTIMATE_FILE, dag_params, defaults_estimate
+from tpu_rl.dag.params import ESTIMATE_FILE, ESTIMATE_LINK, dag_params, defaults_estimate
 
 
 def test_the_estimate_file_is_current():
@@ -10,6 +10,7 @@ def test_the_estimate_file_is_current():
     assert ESTIMATE_FILE.read_text() == defaults_estimate() + "\n"
 
 
-def test_the_capacity_field_shows_the_estimate_file():
+def test_the_capacity_field_shows_the_estimate_file_then_the_link_to_the_estimate_page():
     text = dag_params()["capacity"].schema["description_md"]
-    assert text.endswith(ESTIMATE_FILE.read_text().strip())
+    assert text.endswith(f"{ESTIMATE_FILE.read_text().strip()}\n\n{ESTIMATE_LINK}")
+    assert "](/tpu-rl/estimate)" in ESTIMATE_LINK

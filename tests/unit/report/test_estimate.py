@@ -111,10 +111,34 @@ def test_the_trigger_form_shows_the_defaults_estimate_as_a_table_under_the_capac
     assert "commitment" in rows["reservation"] and "whole-day window" in rows["calendar"]
     assert "us-east5" in text  # the tutorial's region: the form's defaults have none
     assert "Each 10 more steps: +10 min, +5.3 chip-hours" in text and prices.TABLE_DATE in text
-    words = [
-        w
-        for line in text.split("**Estimate")[1].splitlines()
-        if not line.startswith("|")
-        for w in line.split()
-    ]
+    the_estimate, link = text.split("**Estimate")[1].split("**Your settings:**")
+    lines = the_estimate.splitlines()
+    words = [w for line in lines if not line.startswith("|") for w in line.split()]
     assert len(words) < 60, len(words)
+    # the settings as filled in: the estimate page, in a new tab (Airflow's Markdown links)
+    assert "[Estimate these settings](/tpu-rl/estimate) (a new tab)" in link
+    assert "Advanced Options > Configuration JSON" in link and len(link.split()) < 40
+
+
+class Reads:
+    """Settings that record which of them are read."""
+
+    def __init__(self, settings: object) -> None:
+        self.settings, self.read = settings, set()
+
+    def __getattr__(self, name: str) -> object:
+        self.read.add(name)
+        return getattr(self.settings, name)
+
+
+def test_the_figures_come_from_the_settings_named_so(tutorial_conf):
+    """The estimate page withholds the figures while one of FIGURE_SETTINGS is invalid: every
+    setting the estimate reads is one of them or only chooses the regions priced, whichever
+    way the cluster and capacity are chosen."""
+    read = set()
+    tutorial = load_settings(tutorial_conf)
+    for changes in ({}, {"cluster_mode": "existing"}, {"keep_cluster": True, "zone": ""}):
+        settings = Reads(dataclasses.replace(tutorial, **changes))
+        estimate.estimate_run(settings)
+        read |= settings.read
+    assert read == estimate.FIGURE_SETTINGS | estimate.PLACE_SETTINGS
