@@ -137,6 +137,7 @@ def test_the_forms_settings_estimated_on_the_estimate_page(
     browser.evaluate(f"{link}.scrollIntoView({{block: 'center'}})")
     # the window as it is (a whole-page capture would lay the dialog out again, scrolled back)
     shot = browser.call("Page.captureScreenshot", format="png")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # a clean clone has no test-artifacts/
     (SCREENSHOTS / "estimate-form-link.png").write_bytes(base64.b64decode(shot["data"]))
     click(browser, section_button("Google Cloud"))
     for name, value in FILLED["Google Cloud"].items():
