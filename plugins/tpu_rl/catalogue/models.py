@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True)
 class Model:
     """One model the catalogue runs: where it comes from and how it is converted and exported."""

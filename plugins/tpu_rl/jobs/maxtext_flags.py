@@ -109,17 +109,16 @@ def shape_flags(layout: RunLayout) -> list[str]:
     num_trainer_slices and num_samplers_slices, chat_template_path."""
     s = layout.settings
     per_vm = generation_for(s.tpu_type).devices_per_vm
-    slices = (s.num_trainer_slices, s.num_samplers_slices) != (RL_SLICES, RL_SLICES)
-    return [
-        *([flag("chips_per_vm", per_vm)] if per_vm != RL_CHIPS_PER_VM else []),
-        *(
-            [flag("num_trainer_slices", s.num_trainer_slices)]
-            + [flag("num_samplers_slices", s.num_samplers_slices)]
-            if slices
-            else []
-        ),
-        *([flag("chat_template_path", s.chat_template_path)] if s.chat_template_path else []),
-    ]
+    slices = {
+        "num_trainer_slices": s.num_trainer_slices,
+        "num_samplers_slices": s.num_samplers_slices,
+    }
+    given = {
+        "chips_per_vm": per_vm if per_vm != RL_CHIPS_PER_VM else None,
+        **{k: v for k, v in slices.items() if set(slices.values()) != {RL_SLICES}},
+        "chat_template_path": s.chat_template_path or None,
+    }
+    return [flag(name, value) for name, value in given.items() if value is not None]
 
 
 def train_flags(layout: RunLayout) -> list[str]:

@@ -69,7 +69,9 @@ class RunStep(BaseOperator):
 
         try:
             s = self.run_layout(context).settings
-            record_look(context["ti"], self.task_id, self.hook.core_v1_client, s.tpu_type, s.topology)
+            record_look(
+                context["ti"], self.task_id, self.hook.core_v1_client, s.tpu_type, s.topology
+            )
         except Exception as err:  # the cluster may be gone, or not made yet
             self.log.info("TPU nodes not seen (%s): the cost may miss this moment.", err)
 

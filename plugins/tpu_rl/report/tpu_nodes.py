@@ -46,7 +46,10 @@ def record_look(ti: Any, task_id: str, core_v1: Any, tpu_type: str, topology: st
     """Add a look to this task's `tpu_nodes` XCom (a list: one per execute and resume)."""
     from tpu_rl.run_summary import write_summary
 
-    looks = [*(ti.xcom_pull(task_ids=task_id, key=XCOM_KEY) or []), look(core_v1, tpu_type, topology)]
+    looks = [
+        *(ti.xcom_pull(task_ids=task_id, key=XCOM_KEY) or []),
+        look(core_v1, tpu_type, topology),
+    ]
     ti.xcom_push(key=XCOM_KEY, value=looks)
     write_summary(ti, task_id, looks=looks)  # the RL page's copy
 

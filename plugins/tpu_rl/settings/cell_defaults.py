@@ -42,4 +42,6 @@ def cell_defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
 def _unset(raw: Mapping[str, Any], name: str) -> bool:
     """Absent, or null where null means the default (an emptied setting that may be empty
     stays empty: tpu_rl.settings.run_settings)."""
-    return name not in raw or (raw[name] is None and not SETTING_FIELDS[name].metadata["may_be_empty"])
+    return name not in raw or (
+        raw[name] is None and not SETTING_FIELDS[name].metadata["may_be_empty"]
+    )
