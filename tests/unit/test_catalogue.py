@@ -148,10 +148,10 @@ def test_a_sampler_mesh_that_does_not_divide_is_refused_with_the_fix():
 def test_a_v5p_topology_gke_has_not_and_a_type_that_does_not_match_are_refused():
     conf = cell_conf(cell_of("qwen3-30b-a3b-base", "v5p-32"))
     assert any("v5p slices are 2x2x1" in e for e in errors({**conf, "topology": "2x3x4"}))
-    assert [
+    assert errors({**conf, "topology": "2x4x4"}) == [
         "topology: 2x4x4 (32 chips) is a v5p-64, not a v5p-32: set tpu_type=v5p-64, or the "
         "topology of a v5p-32"
-    ] == errors({**conf, "topology": "2x4x4"})
+    ]
     assert any(
         "compute_type: ct6e-standard-4t is not a v5p machine type" in e
         for e in errors({**conf, "compute_type": "ct6e-standard-4t"})
