@@ -1,6 +1,6 @@
-"""The catalogue's cells (issue 47): every cell renders with `make plan`'s code and validates, its shapes
-follow the cell's TPU generation, the tutorial's cell is the settings' defaults, and a bad mesh
-or slice count is refused with MaxText's rule and the fix."""
+"""The catalogue's cells (issue 47): every cell renders with `make plan`'s code and validates,
+its shapes follow the cell's TPU generation, the tutorial's cell is the settings' defaults, and a
+bad mesh or slice count is refused with MaxText's rule and the fix."""
 
 from __future__ import annotations
 
