@@ -181,6 +181,8 @@ CELLS: tuple[Cell, ...] = (
     ),
 )
 TUTORIAL_CELL = CELLS[0]
+# The settings a cell gives (model_name chooses the cell, with tpu_type).
+CELL_SETTINGS = tuple(name for name in TUTORIAL_CELL.settings() if name != "model_name")
 
 
 def cells_of(model_name: str) -> tuple[Cell, ...]:

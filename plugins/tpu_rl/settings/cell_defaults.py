@@ -3,8 +3,8 @@ repository, tokenizer, chat template) and its cell's (TPU shape, machine type, m
 memory share, scan layers, image), tpu_rl.catalogue.
 
 The cell is the model's on the run's tpu_type; with no tpu_type given, the model's first cell.
-A value the run gives (not absent, not null: an emptied form field) is kept, and validation
-checks it; the dataclass's defaults are the tutorial's cell's.
+A value the run gives (not absent, not null: an emptied form field, and the form's default) is
+kept, and validation checks it; the dataclass's defaults are the tutorial's cell's.
 """
 
 from __future__ import annotations
@@ -36,12 +36,4 @@ def cell_defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
         values = {"compute_type": generation.machine_type}
     else:
         values = {}
-    return {name: value for name, value in values.items() if _unset(raw, name)}
-
-
-def _unset(raw: Mapping[str, Any], name: str) -> bool:
-    """Absent, or null where null means the default (an emptied setting that may be empty
-    stays empty: tpu_rl.settings.run_settings)."""
-    return name not in raw or (
-        raw[name] is None and not SETTING_FIELDS[name].metadata["may_be_empty"]
-    )
+    return {name: value for name, value in values.items() if raw.get(name) is None}

@@ -232,8 +232,8 @@ class RunSettings:
         "",
         "Tokenizer chat template",
         description="Chat template file inside the MaxText image for a tokenizer that has none "
-        "(a base model's); empty: the tokenizer's own. The catalogue's model sets it. MaxText "
-        "flag chat_template_path (given when not empty).",
+        "(a base model's); the catalogue's model sets it, and none for a tokenizer with its own. "
+        "MaxText flag chat_template_path (given when set).",
         may_be_empty=True,
         text=rule.FREE_TEXT,
     )
