@@ -13,6 +13,7 @@ from tests.conftest import TUTORIAL_CONF
 from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, cells_of
 from tpu_rl.plan import main as plan
 from tpu_rl.settings.fields import RunSettings
+from tpu_rl.settings.params import specs
 from tpu_rl.settings.run_settings import SettingsError, load_settings
 from tpu_rl.settings.validation import settings_warnings
 from tpu_rl.tpu import chips_in, generation_of
@@ -99,6 +100,16 @@ def test_a_model_alone_takes_its_first_cell_and_an_emptied_mesh_value_the_cells(
     assert (s.tpu_type, s.topology, s.compute_type) == ("v5p-128", "4x4x4", "ct5p-hightpu-4t")
     assert (s.rollout_tensor_parallelism, s.scan_layers) == (8, True)
     assert s.hf_model_path == "meta-llama/Llama-3.1-70B-Instruct"
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=CELL_IDS)
+def test_a_run_of_the_dag_naming_a_model_and_tpu_type_takes_its_cell(cell):
+    """Airflow gives a run every Param's default with the values it names
+    (airflow.sdk.definitions.param.process_params): the cell's settings start empty in the form,
+    so the cell fills them rather than the tutorial's."""
+    form = {name: spec["default"] for name, spec in specs().items()}
+    settings = load_settings({**form, **cell_conf(cell)})
+    assert {k: getattr(settings, k) for k in cell.settings()} == cell.settings()
 
 
 def errors(conf: dict) -> list[str]:
