@@ -211,6 +211,8 @@ def _assumptions(settings: RunSettings) -> tuple[str, ...]:
     ]
     if settings.cluster_mode == "create" and settings.keep_cluster:
         lines.append("keep_cluster: the pool keeps billing after the run, not counted here")
+    if why := prices.no_price_why(settings.tpu_type):
+        lines.append(f"no price known: {why}")
     return tuple(lines)
 
 
