@@ -3,12 +3,13 @@
 value of the label (one node pool: one TPU slice) and no two Jobs share a value. A Job sized for
 more than one slice, or more Jobs than slices, leaves pods Pending, as on GKE.
 
-Source: kubernetes-sigs/jobset, pkg/webhooks/pod_mutating_webhook.go (the leader pod gets
-required pod affinity to its own Job's pods and anti-affinity to the JobSet's other Jobs, by the
-topology key) and pod_admission_webhook.go (followers wait for the leader and take its domain as
-a nodeSelector); docs "Exclusive Job to topology placement". The reasons are kube-scheduler's
-InterPodAffinity filter's ("node(s) didn't match pod affinity rules", "node(s) didn't match pod
-anti-affinity rules").
+Source: kubernetes-sigs/jobset@e8ce10b, pkg/webhooks/pod_mutating_webhook.go: patchPod (the
+leader pod, completion index 0, gets setExclusiveAffinities: required pod affinity to its own
+Job's pods and anti-affinity to pods of other Jobs, by the annotation's topology key) and
+setNodeSelector (a follower takes its leader's node's topology value as a nodeSelector). Here a
+Job is its `job-name` label (JobSet's job-key label is one per Job too). The reasons are
+kube-scheduler's InterPodAffinity filter's ("node(s) didn't match pod affinity rules",
+"node(s) didn't match pod anti-affinity rules"; wording as kube-scheduler's, not checked here).
 """
 
 from __future__ import annotations
