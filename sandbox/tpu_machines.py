@@ -11,7 +11,7 @@ Sources:
 - AI-Hypercomputer/xpk@367c838 (2026-06-25), src/xpk/core/system_characteristics.py: line 25
   SUB_SLICING_TOPOLOGIES; 207-231 generate_tpu_topologies (2x2x1, 2x2x2, 2x2x4, 2x4x4, then
   AxBxC of multiples of 4 up to 256, A <= B <= C, at most `max_cubes` cubes of 4x4x4);
-  584-596 tpu7x-standard-4t (gke_accelerator tpu7x, max_cubes=144); 706-715 ct6e-standard-4t
+  583-592 tpu7x-standard-4t (gke_accelerator tpu7x, max_cubes=144); 706-712 ct6e-standard-4t
   (tpu-v6e-slice, '2x2' + SUB_SLICING_TOPOLOGIES); 717-723 ct5p-hightpu-4t (tpu-v5p-slice,
   max_cubes=140); compute_chips_per_vm (285-286): 4 chips per VM.
 - vCPUs and memory of a 4-chip VM: https://docs.cloud.google.com/tpu/docs/tpu7x, "System
