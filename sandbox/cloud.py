@@ -87,6 +87,11 @@ def fake_bundle() -> bytes:
                 (Path(__file__).with_name("toolkit_expansion.py")).read_bytes(),
                 0o644,
             ),
+            # GKE's TPU machine types and their topologies, which the fake gcluster checks
+            "tpu_machines.py": (
+                (Path(__file__).with_name("tpu_machines.py")).read_bytes(),
+                0o644,
+            ),
             # the stockout windows per zone and mode, which the fake gcluster reads
             "zone_capacity.py": (
                 (Path(__file__).with_name("zone_capacity.py")).read_bytes(),

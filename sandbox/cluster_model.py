@@ -22,6 +22,7 @@ from sandbox.kube_state import KINDS, KUEUE_GROUP, ApiError, ClusterState
 from sandbox.kueue import suspend_webhook
 from sandbox.paths import BLUEPRINT_FIXTURES
 from sandbox.toolkit_expansion import expand_blueprint
+from sandbox.tpu_machines import TPU_MACHINES
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
@@ -52,7 +53,7 @@ class MachineType:
 
 
 MACHINE_TYPES = {
-    "ct6e-standard-4t": MachineType("179500m", "683Gi", tpu=4),
+    **{name: MachineType(m.cpu, m.memory, tpu=m.chips) for name, m in TPU_MACHINES.items()},
     "n4-standard-64": MachineType("63770m", "232Gi"),
     "e2-standard-8": MachineType("7910m", "27Gi"),
     "n2-standard-8": MachineType("7910m", "27Gi"),
@@ -225,8 +226,10 @@ class ClusterModel:
                 )
             )
         base = str(setting(tpu_module, "name"))
+        # GKE labels a TPU node with its machine type's accelerator, whatever the blueprint's
+        # accelerator_type (which only its Kueue flavor reads)
         tpu_labels = {
-            ACCELERATOR_LABEL: str(v.get("accelerator_type") or "tpu-v6e-slice"),
+            ACCELERATOR_LABEL: TPU_MACHINES[machine].accelerator,
             TOPOLOGY_LABEL: topology,
         }
         capacity = (
@@ -269,7 +272,7 @@ class ClusterModel:
             template = staged_file(_resolve(kueue_settings["config_path"], v))
             values = {
                 "tpu_quota": str(slices * hosts * MACHINE_TYPES[machine].tpu),
-                "accelerator_type": tpu_labels[ACCELERATOR_LABEL],
+                "accelerator_type": str(v.get("accelerator_type") or "tpu-v6e-slice"),
                 "namespace": namespace,
             }
             rendered = _TEMPLATE_VAR.sub(lambda m: values.get(m.group(1), m.group(0)), template)

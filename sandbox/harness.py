@@ -236,7 +236,7 @@ def build_scenario(
 
     def export(info: PodInfo) -> PodScript:
         return to_huggingface_script(
-            f"{root}/hf-trained/{info.labels[RUN_LABEL]}/",
+            flag(info, "base_output_directory") or f"{root}/hf-trained/{info.labels[RUN_LABEL]}/",
             write_object=storage("checkpoint_conversion/to_huggingface.py"),
             exit_code=w.export_exit_code,
             load_parameters_path=flag(info, "load_parameters_path"),

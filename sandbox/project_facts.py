@@ -68,9 +68,16 @@ class ProjectFacts:
     enabled_apis: set[str] = field(default_factory=lambda: set(APIS))
     denied_permissions: set[str] = field(default_factory=set)
     # zones offering each machine type (Cloud TPU's regions page lists v6e in us-east5-a and -b;
-    # us-east5-c stands for a zone of the region without it)
+    # us-east5-c stands for a zone of the region without it; v5p in us-east5-a,
+    # https://cloud.google.com/tpu/docs/regions-zones, read 2026-12-05). TPU7x's page lists no
+    # zones ("To get access to TPU7x, contact your account team",
+    # https://docs.cloud.google.com/tpu/docs/tpu7x): the sandbox project has it in us-east5-a.
     machine_zones: dict[str, set[str]] = field(
-        default_factory=lambda: {"ct6e-standard-4t": {"us-east5-a", "us-east5-b"}}
+        default_factory=lambda: {
+            "ct6e-standard-4t": {"us-east5-a", "us-east5-b"},
+            "ct5p-hightpu-4t": {"us-east5-a"},
+            "tpu7x-standard-4t": {"us-east5-a"},
+        }
     )
     reservations: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
@@ -96,6 +103,10 @@ class ProjectFacts:
         default_factory=lambda: {
             "PREEMPTIBLE-TPU-V6E-per-project-region": [({}, 64)],
             "TPUS-PER-TPU-FAMILY-per-project-region": [({}, 0)],
+            # v5p's own pair (tpu_rl.preflight.capacity): 64 preemptible chips granted to the
+            # sandbox project, none on demand
+            "PREEMPTIBLE-TPU-V5P-per-project-region": [({}, 64)],
+            "TPU-V5P-per-project-region": [({}, 0)],
         }
     )
     # regions.get's quotas: Compute v1's Quota.metric is an enum whose TPU metrics are v4's and

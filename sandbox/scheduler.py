@@ -2,7 +2,9 @@
 
 A pod is bound only to a node whose taints it tolerates, whose labels match its nodeSelector
 and required node affinity, whose host ports are free and whose allocatable resources fit
-its requests; otherwise it stays Pending with kube-scheduler's FailedScheduling message. With
+its requests, and where its JobSet's exclusive placement lets it (sandbox/exclusive_placement.py:
+one node pool per child Job); otherwise it stays Pending with kube-scheduler's FailedScheduling
+message. With
 no Node objects (no cluster model) nothing is scheduled here and pods run where they are.
 """
 
@@ -13,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from sandbox import kube_events
+from sandbox.exclusive_placement import ExclusivePlacement
 from sandbox.kube_state import ClusterState
 
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
@@ -133,11 +136,14 @@ class Scheduler:
         pods = self.emu.list_shared("pods")
         usage: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
         ports: dict[str, set[int]] = {n["metadata"]["name"]: set() for n in nodes}
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        placement = ExclusivePlacement(self.emu.list_shared("jobsets"))
         for pod in pods:
             node = pod["spec"].get("nodeName")
             if node in usage and pod["status"].get("phase") not in ("Succeeded", "Failed"):
                 usage[node].update(pod_requests(pod["spec"]))
                 ports[node] |= host_ports(pod["spec"])
+                placement.bound(pod, by_name[node])
         for pod in pods:
             if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
                 continue
@@ -145,12 +151,15 @@ class Scheduler:
             chosen = None
             for node in nodes:
                 why = self._unfit(pod["spec"], node, usage, ports)
+                if not why and (refused := placement.refusal(pod, node)):
+                    why = [refused]  # InterPodAffinity, after the resource fit
                 if not why:
                     chosen = node
                     break
                 reasons.update(why)
             if chosen is not None:
                 self._bind(pod, chosen["metadata"]["name"])
+                placement.bound(pod, chosen)
                 name = chosen["metadata"]["name"]
                 usage[name].update(pod_requests(pod["spec"]))
                 ports[name] |= host_ports(pod["spec"])

@@ -17,7 +17,7 @@ from tpu_rl.janitor_params import JanitorParams
 from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
 from tpu_rl.names import DAG_ID
 from tpu_rl.settings.params import default_settings
-from tpu_rl.tpu import TOPOLOGY_BY_TPU_TYPE
+from tpu_rl.tpu import GENERATIONS, chips_in
 
 ACTIVE_STATES = ["queued", "running"]
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
@@ -96,9 +96,10 @@ def is_labelled(name: str, labels: Mapping[str, str]) -> bool:
     )
 
 
-def tpu_type_of(topology: str) -> str:
-    """The slice type of a v6e topology ('' when unknown)."""
-    return next((t for t, topo in TOPOLOGY_BY_TPU_TYPE.items() if topo == topology), "")
+def tpu_type_of(machine_type: str, topology: str) -> str:
+    """The slice type of a TPU pool's machine type and topology ('' when unknown)."""
+    found = [g for g in GENERATIONS.values() if g.machine_type == machine_type]
+    return found[0].tpu_type(topology) if found and chips_in(topology) else ""
 
 
 def capacity_of(node_config: Any) -> str:
@@ -127,7 +128,7 @@ def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
         "authorized_cidr": cidrs[0] if cidrs else default_settings().authorized_cidr,
         "cluster_toolkit_version": p.cluster_toolkit_version,
         "compute_type": first.config.machine_type if first else "",
-        "tpu_type": tpu_type_of(topology),
+        "tpu_type": tpu_type_of(first.config.machine_type if first else "", topology),
         "topology": topology,
         "cluster_nodepool_count": max(len(tpu_pools), 1),
         "namespace": p.namespace,

@@ -33,7 +33,7 @@ READ_ONLY_POSTS = (":testIamPermissions", ":getIamPolicy")
 CREATE_CHECKS = {
     "apis enabled",
     "caller permissions",
-    "v6e in zone",
+    "tpu in zone",
     "reservation",
     "bucket location",
     "bucket policy",
@@ -166,7 +166,7 @@ CREATE_REFUSALS = [
     (
         "zone_without_v6e",
         lambda box, f: {"zone": "us-east5-c"},
-        "v6e in zone",
+        "tpu in zone",
         "fix: set zone to one of us-east5-a, us-east5-b",
     ),
     (
@@ -402,7 +402,7 @@ def test_a_failed_preflight_stops_the_run_before_anything_is_spent(box, facts, c
     assert result.task_states["ensure_bucket"] == "upstream_failed"
     assert result.task_states["create_cluster"] == "upstream_failed"
     assert result.calls == [] and result.gcs.bucket_metadata("tpu-rl-never-made") is None
-    assert "FAIL v6e in zone: ct6e-standard-4t is not offered in us-east5-c" in log.out + log.err
+    assert "FAIL tpu in zone: ct6e-standard-4t is not offered in us-east5-c" in log.out + log.err
 
 
 def test_the_report_ends_with_the_runs_cost_estimate(box, facts, tmp_path, capsys):
@@ -473,4 +473,34 @@ def test_every_rung_of_the_ladder_is_checked(box, facts, preflight):
     assert (
         "PASS reservation (reservation@us-east5-b)" in lines["reservation (reservation@us-east5-b)"]
     )
-    assert "v6e in zone (spot@us-east5-a)" in lines
+    assert "tpu in zone (spot@us-east5-a)" in lines
+
+
+@pytest.mark.parametrize(
+    ("model", "tpu_type", "chips"), [("gpt-oss-20b", "v5p-64", 32), ("llama3.1-70b", "v5p-128", 64)]
+)
+def test_a_v5p_spot_run_is_checked_against_v5p_quota(box, facts, preflight, model, tpu_type, chips):
+    """Issue 47: a v5p run's quota is v5p's own PREEMPTIBLE-TPU-V5P (the sandbox grants 64),
+    not v6e's, and its machine type is looked for in its zone."""
+    facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 1024)]
+    conf = {**SETTINGS, "capacity": "spot", "reservation": "", "zone": "us-east5-a",
+            "model_name": model, "tpu_type": tpu_type}  # fmt: skip
+    status, lines = preflight(conf)
+    quota = lines["tpu quota"]
+    assert "PREEMPTIBLE-TPU-V5P-per-project-region limit 64" in quota, lines
+    assert "V6E" not in quota and f"{chips} chips" in quota, quota
+    assert "ct5p-hightpu-4t offered in us-east5-a" in lines["tpu in zone"], lines
+    assert status == 0, lines
+    facts.quota_infos["PREEMPTIBLE-TPU-V5P-per-project-region"] = [({}, 16)]
+    status, lines = preflight(conf)
+    assert status == 1 and set(failures(lines)) == {"tpu quota"}, lines
+    assert "filter on PREEMPTIBLE-TPU-V5P-per-project-region" in lines["tpu quota"], lines
+
+
+def test_a_tpu7x_run_says_its_quota_is_left_to_gke(box, facts, preflight):
+    """No public Cloud Quotas id of TPU7x: the check passes and says GKE checks it."""
+    conf = {**SETTINGS, "capacity": "spot", "reservation": "", "zone": "us-east5-a",
+            "model_name": "qwen3-30b-a3b-base", "tpu_type": "tpu7x-128"}  # fmt: skip
+    status, lines = preflight(conf)
+    assert status == 0, lines
+    assert "no public Cloud Quotas id of tpu7x is known to read" in lines["tpu quota"], lines

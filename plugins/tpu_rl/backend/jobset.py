@@ -14,7 +14,7 @@ from tpu_rl.jobs.manifests import (
     tpu_pod_spec,
 )
 from tpu_rl.layout import RunLayout
-from tpu_rl.tpu import PATHWAYS_INSTANCE_TYPE
+from tpu_rl.tpu import generation_for
 
 
 def _label_env(name: str, label: str) -> Manifest:
@@ -46,7 +46,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
             scratch,
             "--node_type=resource_manager",
             f"--instance_count={s.cluster_nodepool_count}",
-            f"--instance_type={PATHWAYS_INSTANCE_TYPE}:{s.topology}",
+            f"--instance_type={generation_for(s.tpu_type).pathways_instance_type}:{s.topology}",
         ],
         "ports": [{"containerPort": 29001}, {"containerPort": 29002}],
         "env": [HEAD_ENV, *env_vars({"TPU_SKIP_MDS_QUERY": "true"}), *common_env],
@@ -65,7 +65,7 @@ def backend_jobset(layout: RunLayout) -> Manifest:
             *env_vars({"XCLOUD_ENVIRONMENT": "GCP", "MEGASCALE_GRPC_ENABLE_XOR_TRACER": "false"}),
             *common_env,
         ],
-        "resources": tpu_limits(),
+        "resources": tpu_limits(s),
     }
     head_pod = {
         "restartPolicy": "Never",

@@ -85,7 +85,7 @@ def ensure_coverage(custom: Any, layout: RunLayout, jobset: Manifest, log: Any) 
 
 
 def _fill(custom: Any, cluster_queue: dict[str, Any], layout: RunLayout) -> None:
-    for flavor in resource_flavors():
+    for flavor in resource_flavors(layout.settings):
         try:
             custom.create_cluster_custom_object(body=flavor, **_api("resourceflavors"))
         except ApiException as err:

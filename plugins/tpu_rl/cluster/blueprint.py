@@ -11,6 +11,7 @@ import yaml
 
 from tpu_rl.cluster import capacity, ladder
 from tpu_rl.names import DAG_ID
+from tpu_rl.tpu import generation_for
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
@@ -192,6 +193,8 @@ def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) 
     if not isinstance(labels, dict):
         raise BlueprintError("blueprint: vars.labels must be a mapping")
     bp["vars"]["labels"] = {**labels, **cluster_labels(settings, deployment)}
+    # the Kueue configuration's TPU flavor selects this label (the blueprint's var, v6e's)
+    bp["vars"]["accelerator_type"] = generation_for(settings.tpu_type).accelerator_label
     return dump_yaml(_edit_capacity(bp, groups, settings))
 
 

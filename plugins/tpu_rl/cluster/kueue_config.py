@@ -9,7 +9,7 @@ import yaml
 
 from tpu_rl.cluster.blueprint import CPU_NODE_POOL, BlueprintError, dump_yaml
 from tpu_rl.kube.kueue_rules import GROUP, VERSION
-from tpu_rl.tpu import ACCELERATOR_LABEL
+from tpu_rl.tpu import generation_for
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
@@ -45,27 +45,34 @@ def pathways_resource_group(settings: RunSettings) -> dict[str, Any]:
     }
 
 
-def resource_flavors() -> list[dict[str, Any]]:
-    """The two ResourceFlavors the Pathways group names."""
+def resource_flavors(settings: RunSettings) -> list[dict[str, Any]]:
+    """The two ResourceFlavors the Pathways group names: the TPU flavor, on the nodes of the
+    run's TPU generation, and the cpu-np one."""
+    label = generation_for(settings.tpu_type).accelerator_label
     return [
         {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "ResourceFlavor",
             "metadata": {"name": TPU_FLAVOR},
             "spec": {
-                "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": ACCELERATOR_LABEL},
+                "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": label},
                 "tolerations": [
                     {"effect": "NoSchedule", "key": TPU, "value": "present"},
                 ],
             },
         },
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": PATHWAYS_FLAVOR},
-            "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": CPU_NODE_POOL}},
-        },
+        pathways_flavor(),
     ]
+
+
+def pathways_flavor() -> dict[str, Any]:
+    """The ResourceFlavor of the cluster's cpu-np nodes, where the Pathways head runs."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": PATHWAYS_FLAVOR},
+        "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": CPU_NODE_POOL}},
+    }
 
 
 def _cover_cpu_and_memory(group: dict) -> None:
@@ -104,6 +111,5 @@ def edit_kueue_config(config_yaml: str) -> str:
         _cover_cpu_and_memory(group)
     flavors = {d["metadata"]["name"] for d in docs if d.get("kind") == "ResourceFlavor"}
     if PATHWAYS_FLAVOR not in flavors:
-        pathways = next(f for f in resource_flavors() if f["metadata"]["name"] == PATHWAYS_FLAVOR)
-        docs.insert(0, {**pathways, "apiVersion": queues[0]["apiVersion"]})
+        docs.insert(0, {**pathways_flavor(), "apiVersion": queues[0]["apiVersion"]})
     return "---\n".join(dump_yaml(d) for d in docs)

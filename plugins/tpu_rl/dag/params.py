@@ -33,10 +33,17 @@ ESTIMATE_LINK = (
 
 
 def defaults_estimate() -> str:
-    """What the form's defaults cost per capacity mode, as a Markdown table."""
-    from tpu_rl.report.estimate import estimate_run, estimate_table
+    """What the form's defaults cost per capacity mode, as a Markdown table: its empty cell
+    settings are the tutorial's cell's, as a run reads them (tpu_rl.settings.cell_defaults)."""
+    from types import SimpleNamespace
 
-    return estimate_table(estimate_run(default_settings()), "the defaults")
+    from tpu_rl.report.estimate import estimate_run, estimate_table
+    from tpu_rl.settings.cell_defaults import cell_defaults
+
+    form = vars(default_settings())
+    return estimate_table(
+        estimate_run(SimpleNamespace(**{**form, **cell_defaults(form)})), "the defaults"
+    )
 
 
 def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:

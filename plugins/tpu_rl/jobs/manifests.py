@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpu_rl import deployment
 from tpu_rl.cluster import capacity
@@ -19,7 +19,10 @@ from tpu_rl.jobs.maxtext_flags import (
 )
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import CONTAINER
-from tpu_rl.tpu import ACCELERATOR_LABEL
+from tpu_rl.tpu import generation_for
+
+if TYPE_CHECKING:
+    from tpu_rl.settings.run_settings import RunSettings
 
 Manifest = dict[str, Any]
 
@@ -107,7 +110,9 @@ def tpu_pod_spec(
         "restartPolicy": restart_policy,
         **(HOST_NETWORK if identity is None else identity),
         "nodeSelector": {
-            "cloud.google.com/gke-tpu-accelerator": ACCELERATOR_LABEL,
+            "cloud.google.com/gke-tpu-accelerator": generation_for(
+                layout.settings.tpu_type
+            ).accelerator_label,
             "cloud.google.com/gke-tpu-topology": layout.settings.topology,
             **capacity.node_selector(layout.settings),
         },
@@ -117,8 +122,10 @@ def tpu_pod_spec(
     }
 
 
-def tpu_limits() -> Manifest:
-    return {"limits": {"google.com/tpu": "4"}, "requests": {"google.com/tpu": "4"}}
+def tpu_limits(settings: RunSettings) -> Manifest:
+    """A TPU host pod's google.com/tpu: every chip of its VM."""
+    chips = str(generation_for(settings.tpu_type).chips_per_vm)
+    return {"limits": {"google.com/tpu": chips}, "requests": {"google.com/tpu": chips}}
 
 
 def tpu_job_deadline_seconds(layout: RunLayout, step_minutes: int) -> int:
@@ -151,7 +158,7 @@ def _conversion_like_job(
         "image": layout.settings.cloud_image_name,
         "command": ["bash", "-c", script],
         "env": [_token_env(layout)],
-        "resources": tpu_limits(),
+        "resources": tpu_limits(layout.settings),
     }
     hosts = layout.hosts * layout.settings.cluster_nodepool_count
     return {

@@ -10,6 +10,7 @@ from typing import Any
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings.fields import SETTING_FIELDS
 from tpu_rl.settings.metadata import maxtext_flag
+from tpu_rl.tpu import generation_for
 
 TOKEN_ENV = "HF_TOKEN"
 TOKEN_FLAG = f"hf_access_token=${{{TOKEN_ENV}}}"
@@ -97,6 +98,29 @@ def _train_setting_fields() -> tuple[dataclasses.Field, ...]:
 TRAIN_SETTING_FIELDS = _train_setting_fields()
 
 
+# rl.yml's values of the flags shape_flags gives only when a run's differ (maxtext-v0.2.4
+# src/maxtext/configs/post_train/rl.yml:21-23), so the tutorial's command stays as it is.
+RL_CHIPS_PER_VM, RL_SLICES = 4, -1
+
+
+def shape_flags(layout: RunLayout) -> list[str]:
+    """The flags of the run's TPU generation, slices and model that differ from rl.yml's:
+    chips_per_vm (MaxText counts a VM's JAX devices: 8 on tpu7x, run_qwen3_30b_rl.sh),
+    num_trainer_slices and num_samplers_slices, chat_template_path."""
+    s = layout.settings
+    per_vm = generation_for(s.tpu_type).devices_per_vm
+    slices = {
+        "num_trainer_slices": s.num_trainer_slices,
+        "num_samplers_slices": s.num_samplers_slices,
+    }
+    given = {
+        "chips_per_vm": per_vm if per_vm != RL_CHIPS_PER_VM else None,
+        **{k: v for k, v in slices.items() if set(slices.values()) != {RL_SLICES}},
+        "chat_template_path": s.chat_template_path or None,
+    }
+    return [flag(name, value) for name, value in given.items() if value is not None]
+
+
 def train_flags(layout: RunLayout) -> list[str]:
     """train_rl's flags: the tutorial's, with this run's own run_name and paths."""
     s = layout.settings
@@ -108,6 +132,7 @@ def train_flags(layout: RunLayout) -> list[str]:
         flag("load_parameters_path", layout.maxtext_items),
         TOKEN_FLAG,
         *(flag(maxtext_flag(f), getattr(s, f.name)) for f in TRAIN_SETTING_FIELDS),
+        *shape_flags(layout),
         flag("vllm_additional_config", vllm_additional_config(layout)),
         *s.extra_train_args,
     ]

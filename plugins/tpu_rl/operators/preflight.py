@@ -28,10 +28,11 @@ CHECKS_DOC = """
   Resource Manager; Cloud Quotas when a rung draws on quota)
 - `caller permissions`: the deployment's credentials hold the permissions of the tutorial's roles
   (those of creating a cluster too, with `cluster_mode=create`)
-- `v6e in zone`: the slice's machine type (`ct6e-standard-4t`) is offered in the zone of every rung
+- `tpu in zone`: the slice's machine type (its TPU generation's: `ct6e-standard-4t`,
+  `ct5p-hightpu-4t`, `tpu7x-standard-4t`) is offered in the zone of every rung
 - `reservation`: each rung's capacity: the reservation (in the zone, of the machine type, enough
-  free VMs), the calendar reservation's window, or for `flex_start` and `spot` the region's v6e
-  quota (its lines: `reservation`, `tpu quota`)
+  free VMs), the calendar reservation's window, or for `flex_start` and `spot` the region's quota of
+  the slice's TPU generation (its lines: `reservation`, `tpu quota`)
 - `bucket`: the bucket, if it exists, is in the run's region; without uniform access or public
   access prevention it passes with a warning, as a run uses it (its lines: `bucket location`,
   `bucket policy`)

@@ -68,8 +68,10 @@ class RunStep(BaseOperator):
         from tpu_rl.report.tpu_nodes import record_look
 
         try:
-            topology = self.run_layout(context).settings.topology
-            record_look(context["ti"], self.task_id, self.hook.core_v1_client, topology)
+            s = self.run_layout(context).settings
+            record_look(
+                context["ti"], self.task_id, self.hook.core_v1_client, s.tpu_type, s.topology
+            )
         except Exception as err:  # the cluster may be gone, or not made yet
             self.log.info("TPU nodes not seen (%s): the cost may miss this moment.", err)
 

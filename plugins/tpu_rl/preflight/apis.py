@@ -19,7 +19,7 @@ NEEDED_APIS = (
     "iam.googleapis.com",
     "cloudresourcemanager.googleapis.com",
 )
-# Cloud Quotas, read for the v6e quota of a flex-start or Spot rung (tpu_rl.preflight.capacity)
+# Cloud Quotas, read for the TPU quota of a flex-start or Spot rung (tpu_rl.preflight.capacity)
 CLOUD_QUOTAS = "cloudquotas.googleapis.com"
 NAME = "apis enabled"
 

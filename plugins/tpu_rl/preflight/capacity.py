@@ -1,5 +1,6 @@
-"""TPU capacity in the run's zone, read from the Compute Engine API: the v6e machine type offered
-there, and the reservation (capacity=reservation) or the region's TPU quota (flex_start, spot).
+"""TPU capacity in the run's zone, read from the Compute Engine API: the slice's machine type
+(its TPU generation's: tpu_rl.tpu) offered there, and the reservation (capacity=reservation) or
+the region's quota of that generation (flex_start, spot).
 Compute Engine is read through google.cloud.compute_v1's typed clients (MachineTypesClient,
 ReservationsClient; tpu_rl.preflight.google_api), Cloud Quotas over REST.
 
@@ -11,7 +12,7 @@ far as quota goes. Every rung of the capacity ladder is checked (tpu_rl.cluster.
 is the run's settings with its mode and zone).
 
 TPU quota: regions.get cannot show it (Compute v1's Quota.metric enum lists v4 and v5e TPU
-metrics only: compute.v1 discovery document, schemas.Quota.properties.metric.enum). v6e quota is
+metrics only: compute.v1 discovery document, schemas.Quota.properties.metric.enum). TPU quota is
 read from the Cloud Quotas API (quotaInfos.get, https://docs.cloud.google.com/docs/quotas/
 reference/rest/v1/projects.locations.services.quotaInfos/get: GET
 /v1/projects/*/locations/global/services/compute.googleapis.com/quotaInfos/<quotaId>; the
@@ -27,14 +28,20 @@ preemptible quota id is PREEMPTIBLE-TPU-V6E-per-project-region and its on-demand
 family quota TPUS-PER-TPU-FAMILY-per-project-region (dimension tpu_family CT6E), which
 flex-start falls back to (observed in a project and noted in a public TPU rig, searchable as
 `GCE_SPOT_QUOTA_ID = os.getenv("GCE_SPOT_QUOTA_ID", "PREEMPTIBLE-TPU-V6E-per-project-region")`;
-DESIGN section 8). Reserved capacity (reservation, calendar) needs no more quota.
+DESIGN section 8). v5p has its own pair, PREEMPTIBLE-TPU-V5P-per-project-region and the
+on-demand TPU-V5P-per-project-region, with no tpu_family dimension ("v5p publishes both halves
+itself and is not in the family quota at all", a public TPU rig's request-quota.sh, "All read
+off `gcloud quotas info` on 2026-08-11", searchable as `STD_QUOTA="TPU-V5P-per-project-region"`;
+read 2026-12-05). No public quota id of TPU7x was found (its page sends to an account team:
+https://docs.cloud.google.com/tpu/docs/tpu7x): its quota is left to GKE, and the check says so.
+Reserved capacity (reservation, calendar) needs no more quota.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tpu_rl.cluster.ladder import at_rung, rungs
@@ -43,16 +50,32 @@ from tpu_rl.preflight.google_api import GoogleApi, read, read_or_none
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.choices import Capacity, ClusterMode
 from tpu_rl.settings.run_settings import RunSettings
-from tpu_rl.tpu import hosts_per_slice
+from tpu_rl.tpu import generation_for, hosts_per_slice
 
 COMPUTE = "compute.googleapis.com"
 CLOUD_QUOTAS = "cloudquotas.googleapis.com"
-OFFERED, RESERVATION, QUOTA = "v6e in zone", "reservation", "tpu quota"
+OFFERED, RESERVATION, QUOTA = "tpu in zone", "reservation", "tpu quota"
 PREEMPTIBLE_V6E = "PREEMPTIBLE-TPU-V6E-per-project-region"
 TPU_FAMILY = "TPUS-PER-TPU-FAMILY-per-project-region"
 FAMILY_DIMENSION = "tpu_family"
-# the tpu_family of each TPU machine type the product runs (Compute Engine's CT6E for v6e)
-TPU_FAMILIES = {"ct6e-standard-4t": "CT6E", "ct6e-standard-8t": "CT6E", "ct6e-standard-1t": "CT6E"}
+
+
+@dataclass(frozen=True)
+class TpuQuota:
+    """A TPU generation's Cloud Quotas ids: the preemptible one (Spot, and flex-start first) and
+    the on-demand one flex-start falls back to, with its tpu_family dimension when it is the
+    family quota."""
+
+    preemptible: str
+    on_demand: str
+    family: str = ""
+
+
+# per generation (the module's docstring): v6e's on-demand is the family quota (CT6E)
+TPU_QUOTAS = {
+    "v6e": TpuQuota(PREEMPTIBLE_V6E, TPU_FAMILY, "CT6E"),
+    "v5p": TpuQuota("PREEMPTIBLE-TPU-V5P-per-project-region", "TPU-V5P-per-project-region"),
+}
 
 
 def _each_rung(
@@ -171,7 +194,8 @@ def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
         return failed(
             RESERVATION,
             f"no reservation {s.reservation!r} in {s.zone} of {s.project}{where}",
-            f"set reservation and zone to an existing v6e reservation's ({describe}), or "
+            f"set reservation and zone to an existing {s.compute_type} reservation's "
+            f"({describe}), or "
             "capacity=flex_start/spot",
         )
     specific = found.specific_reservation
@@ -217,10 +241,11 @@ def _zones_holding(api: GoogleApi, s: RunSettings) -> list[str]:
     return _zones_with(client.aggregated_list, request, "reservations")
 
 
-def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str) -> float | None:
+def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str, family: str) -> float | None:
     """The limit in effect of Cloud Quotas' `quota_id` for the run's region and TPU family:
     the most specific dimensionsInfo (region and family, then either, then the default); None
-    when the project has no such quota info."""
+    when the project has no such quota info. `family`: the tpu_family of a family quota ("" for
+    a generation's own)."""
     # REST: no lock pins google-cloud-quotas, Cloud Quotas' typed client
     info = api.get_or_none(
         CLOUD_QUOTAS,
@@ -228,7 +253,6 @@ def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str) -> float | None:
     )
     if info is None:
         return None
-    family = TPU_FAMILIES.get(s.compute_type, "")
 
     def fits(dims: dict) -> bool:
         return dims.get("region", s.region) == s.region and dims.get(FAMILY_DIMENSION, family) in (
@@ -244,11 +268,28 @@ def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str) -> float | None:
 
 
 def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
-    """The v6e quota the rung's VMs consume: preemptible for Spot; preemptible or, failing it,
-    the TPU family's for flex-start."""
+    """The quota of its TPU generation the rung's VMs consume: preemptible for Spot; preemptible
+    or, failing it, the on-demand one for flex-start."""
     chips = s.chips * s.cluster_nodepool_count
-    ids = (PREEMPTIBLE_V6E,) if s.capacity == Capacity.SPOT else (PREEMPTIBLE_V6E, TPU_FAMILY)
-    limits = {quota_id: _quota_limit(api, s, quota_id) for quota_id in ids}
+    generation = generation_for(s.tpu_type).name
+    quota = TPU_QUOTAS.get(generation)
+    if quota is None:
+        return passed(
+            QUOTA,
+            f"{s.region}: no public Cloud Quotas id of {generation} is known to read; GKE checks "
+            f"quota when the {chips}-chip {s.capacity} slice is requested",
+        )
+    ids = (
+        (quota.preemptible,)
+        if s.capacity == Capacity.SPOT
+        else (quota.preemptible, quota.on_demand)
+    )
+    limits = {
+        quota_id: _quota_limit(
+            api, s, quota_id, "" if quota_id == quota.preemptible else quota.family
+        )
+        for quota_id in ids
+    }
     shown = ", ".join(
         f"{quota_id} {'not listed' if limit is None else f'limit {limit:g}'}"
         for quota_id, limit in limits.items()
@@ -270,5 +311,5 @@ def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
         QUOTA,
         f"{s.region}: {shown}; the {s.capacity} slice needs {chips} chips",
         "request more in the console: IAM & Admin > Quotas, filter on "
-        f"{PREEMPTIBLE_V6E} in {s.region} (or use capacity=reservation)",
+        f"{quota.preemptible} in {s.region} (or use capacity=reservation)",
     )

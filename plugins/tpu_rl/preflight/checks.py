@@ -112,7 +112,8 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         capacity.OFFERED,
-        "the slice's machine type (`ct6e-standard-4t`) is offered in the zone of every rung",
+        "the slice's machine type (its TPU generation's: `ct6e-standard-4t`, "
+        "`ct5p-hightpu-4t`, `tpu7x-standard-4t`) is offered in the zone of every rung",
         "Compute Engine `machineTypes.get` (and `aggregatedList`: the zones that offer it)",
         (GOOGLE,),
         "set `zone` to one of the zones it names",
@@ -122,7 +123,7 @@ CHECKS: tuple[Check, ...] = (
         capacity.RESERVATION,
         "each rung's capacity: the reservation (in the zone, of the machine type, enough free "
         "VMs), the calendar reservation's window, or for `flex_start` and `spot` the region's "
-        "v6e quota (its lines: `reservation`, `tpu quota`)",
+        "quota of the slice's TPU generation (its lines: `reservation`, `tpu quota`)",
         "Compute Engine `reservations.get`, `futureReservations.get`; Cloud Quotas "
         "`quotaInfos.get`",
         (GOOGLE,),

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tpu_rl.report import prices
 from tpu_rl.settings.rungs import LadderError, parse_ladder
-from tpu_rl.tpu import CHIPS_PER_HOST
+from tpu_rl.tpu import CHIPS_PER_HOST, chips_in
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
@@ -184,7 +184,7 @@ def estimate_run(settings: RunSettings) -> Estimate:
     """The run's estimate for each capacity mode in each of its regions, the other settings as
     they are."""
     chips_per_host = CHIPS_PER_HOST.get(settings.compute_type, 0)
-    chips = _chips(settings.topology) * settings.cluster_nodepool_count
+    chips = chips_in(settings.topology) * settings.cluster_nodepool_count
     hosts = chips // chips_per_host if chips_per_host else 0
     phases = _phases(settings)
     regions = run_regions(settings)
@@ -211,15 +211,6 @@ def estimate_run(settings: RunSettings) -> Estimate:
     )
 
 
-def _chips(topology: str) -> int:
-    """Chips in one slice of `topology` ('4x8'); 0 when malformed."""
-    try:
-        a, b = (int(x) for x in topology.split("x"))
-    except ValueError:
-        return 0
-    return a * b
-
-
 def _assumptions(settings: RunSettings) -> tuple[str, ...]:
     lines = [
         f"step times are assumed, not measured: {_minutes_text()}, a GRPO step "
@@ -238,6 +229,8 @@ def _assumptions(settings: RunSettings) -> tuple[str, ...]:
     ]
     if settings.cluster_mode == "create" and settings.keep_cluster:
         lines.append("keep_cluster: the pool keeps billing after the run, not counted here")
+    if why := prices.no_price_why(settings.tpu_type):
+        lines.append(f"no price known: {why}")
     return tuple(lines)
 
 

@@ -50,6 +50,17 @@ PRICE_ROWS: tuple[tuple[str, str, str, float, str, str], ...] = (
     ("v6e", "us-east5", COMMIT_3Y, 1.22, f"{PRICING_PAGE} (3-year commitment)", TABLE_DATE),
     ("v6e", "us-central1", COMMIT_3Y, 1.22, f"{PRICING_PAGE} (3-year commitment)", TABLE_DATE),
 )
+# Generations the table has no row of, and why (read 2026-12-05). v5p: Google's pricing page
+# (PRICING_PAGE) was not readable from here; the figures republished from it disagree (USD 4.20
+# per chip-hour in public notes, USD 0.48 per core-hour at
+# https://deploybase.ai/articles/google-cloud-tpu-pricing) and name no region, so none is
+# taken. TPU7x: no public price ("To get access to TPU7x, contact your account team",
+# https://docs.cloud.google.com/tpu/docs/tpu7x).
+NO_PUBLIC_PRICE = {
+    "v5p": f"no v5p price read from {PRICING_PAGE} (republished figures disagree)",
+    "tpu7x": "no public TPU7x price (https://docs.cloud.google.com/tpu/docs/tpu7x: "
+    "access through an account team)",
+}
 # Where a mode's own price is missing, why, and where that is said.
 UNKNOWN_WHY = {
     SPOT: ("Spot prices differ by region and change", PRICING_PAGE),
@@ -127,6 +138,13 @@ def capacity_price(tpu_type: str, region: str, capacity: str) -> Price | None:
 def commitment_prices(tpu_type: str, region: str) -> dict[str, Price | None]:
     """The 1- and 3-year commitment prices of a chip-hour in `region`."""
     return {mode: price_in(tpu_type, region, mode) for mode in COMMITMENTS}
+
+
+def no_price_why(tpu_type: str) -> str | None:
+    """Why the table prices no chip-hour of `tpu_type`'s generation; None when it has rows."""
+    if regions(tpu_type):
+        return None
+    return NO_PUBLIC_PRICE.get(generation(tpu_type), f"no {generation(tpu_type)} price known")
 
 
 def regions(tpu_type: str) -> list[str]:

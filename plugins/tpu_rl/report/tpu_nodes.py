@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from tpu_rl.tpu import ACCELERATOR_LABEL
+from tpu_rl.tpu import generation_for
 
 XCOM_KEY = "tpu_nodes"
 ACCELERATOR_KEY = "cloud.google.com/gke-tpu-accelerator"
@@ -24,14 +24,16 @@ TOPOLOGY_KEY = "cloud.google.com/gke-tpu-topology"
 Look = dict[str, Any]  # {"at": epoch seconds, "nodes": {name: creation epoch seconds}}
 
 
-def node_selector(topology: str) -> str:
-    """GKE's labels on the nodes of a TPU slice of this topology (the pods' node selector)."""
-    return f"{ACCELERATOR_KEY}={ACCELERATOR_LABEL},{TOPOLOGY_KEY}={topology}"
+def node_selector(tpu_type: str, topology: str) -> str:
+    """GKE's labels on the nodes of a TPU slice of this type and topology (the pods' node
+    selector)."""
+    label = generation_for(tpu_type).accelerator_label
+    return f"{ACCELERATOR_KEY}={label},{TOPOLOGY_KEY}={topology}"
 
 
-def look(core_v1: Any, topology: str) -> Look:
+def look(core_v1: Any, tpu_type: str, topology: str) -> Look:
     """The TPU nodes that exist now (CoreV1Api.list_node), with their creation times."""
-    listed = core_v1.list_node(label_selector=node_selector(topology))
+    listed = core_v1.list_node(label_selector=node_selector(tpu_type, topology))
     return {
         "at": time.time(),
         "nodes": {
@@ -40,11 +42,14 @@ def look(core_v1: Any, topology: str) -> Look:
     }
 
 
-def record_look(ti: Any, task_id: str, core_v1: Any, topology: str) -> None:
+def record_look(ti: Any, task_id: str, core_v1: Any, tpu_type: str, topology: str) -> None:
     """Add a look to this task's `tpu_nodes` XCom (a list: one per execute and resume)."""
     from tpu_rl.run_summary import write_summary
 
-    looks = [*(ti.xcom_pull(task_ids=task_id, key=XCOM_KEY) or []), look(core_v1, topology)]
+    looks = [
+        *(ti.xcom_pull(task_ids=task_id, key=XCOM_KEY) or []),
+        look(core_v1, tpu_type, topology),
+    ]
     ti.xcom_push(key=XCOM_KEY, value=looks)
     write_summary(ti, task_id, looks=looks)  # the RL page's copy
 

@@ -33,6 +33,7 @@ from tpu_rl.settings.images import (
     TUTORIAL_IMAGE,
 )
 from tpu_rl.settings.metadata import AXIS, COUNT, DAY, LENGTH, Section, plain
+from tpu_rl.tpu import chips_in
 
 ESSENTIALS, CLOUD, MODEL = Section.ESSENTIALS, Section.CLOUD, Section.MODEL
 GRPO, RUN = Section.GRPO, Section.RUN
@@ -153,8 +154,24 @@ class RunSettings:
         1,
         "Slices",
         description="How many TPU slices (one node pool each) the cluster gets (tutorial: "
-        "CLUSTER_NODEPOOL_COUNT).",
+        "CLUSTER_NODEPOOL_COUNT; MaxText's num_slices).",
         bounds=(1, 64),
+    )
+    num_trainer_slices: int = CLOUD.setting(
+        -1,
+        "Trainer slices",
+        description="With several slices: how many of them train (the first ones); -1: one "
+        "slice, its chips split by the trainer and sampler fractions. Set with sampler slices. "
+        "MaxText flag num_trainer_slices (given when not -1).",
+        bounds=(-1, 64),
+    )
+    num_samplers_slices: int = CLOUD.setting(
+        -1,
+        "Sampler slices",
+        description="With several slices: how many of them generate answers (the ones after the "
+        "trainer's); -1: one slice. Set with trainer slices. MaxText flag num_samplers_slices "
+        "(given when not -1).",
+        bounds=(-1, 64),
     )
     namespace: str = CLOUD.setting(
         "default",
@@ -185,7 +202,9 @@ class RunSettings:
         "gemma4-26b",
         "MaxText model",
         description="MaxText's name of the model to train; must be the model below (tutorial: "
-        "MODEL_NAME).",
+        "MODEL_NAME). A catalogue model (README: Models and TPUs) fills the settings a run leaves "
+        "unset from its cell on tpu_type: the Hugging Face model, tokenizer, TPU shape and "
+        "meshes.",
         text=rule.MODEL_NAME,
     )
     hf_model_path: str = ESSENTIALS.setting(
@@ -208,6 +227,15 @@ class RunSettings:
         description="Tokenizer used in training; normally the same repository as the model.",
         maxtext=True,
         text=rule.HF_REPO_ID,
+    )
+    chat_template_path: str = MODEL.setting(
+        "",
+        "Tokenizer chat template",
+        description="Chat template file inside the MaxText image for a tokenizer that has none "
+        "(a base model's); the catalogue's model sets it, and none for a tokenizer with its own. "
+        "MaxText flag chat_template_path (given when set).",
+        may_be_empty=True,
+        text=rule.FREE_TEXT,
     )
     cloud_image_name: str = MODEL.image(
         TUTORIAL_IMAGE,
@@ -675,11 +703,7 @@ class RunSettings:
     @property
     def chips(self) -> int:
         """Chips in one slice, from the topology (0 when the topology is malformed)."""
-        try:
-            a, b = (int(x) for x in self.topology.split("x"))
-        except ValueError:
-            return 0
-        return a * b
+        return chips_in(self.topology)
 
 
 SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Iterator
 
 from tpu_rl.settings.fields import RunSettings
+from tpu_rl.tpu import generation_of
 
 
 def batch_division(s: RunSettings) -> Iterator[str]:
@@ -45,18 +46,35 @@ def device_fractions(s: RunSettings) -> Iterator[str]:
         )
 
 
-def _whole_chips(s: RunSettings, fraction_name: str) -> int | str | None:
-    """Chips behind a fraction setting: a count, an error when not whole, None to skip.
+def _role_devices(s: RunSettings, fraction_name: str) -> int | str | None:
+    """The JAX devices of one role (trainer or sampler) as MaxText gives them: a count, an error
+    when a fraction is not whole devices, None to skip.
 
-    None when the topology or the fraction is invalid: other rules report those.
+    maxtext-v0.2.4 src/maxtext/utils/model_creation_utils.py: on one slice (671-690), with 2 VMs
+    or more (a VM's devices: its chips_per_vm flag) and Pathways, the first and last
+    int(devices x fraction) devices; on one VM both roles share all devices. With trainer and
+    sampler slices (691-740) each trainer slice is one trainer mesh and the sampler gets its
+    slices' devices. A JAX device is a chip but on tpu7x, two per chip (tpu_rl.tpu). None when
+    the TPU shape, a fraction or the slice counts are invalid: other rules report those.
     """
+    generation = generation_of(s.tpu_type)
     fraction = getattr(s, fraction_name)
-    if not s.chips or not 0 < fraction <= 1:
+    if not (s.chips and generation and 0 < fraction <= 1):
         return None
-    total = s.chips * s.cluster_nodepool_count
-    exact = total * fraction
+    per_slice = s.chips * generation.devices_per_chip
+    if s.num_trainer_slices > 0 and s.num_samplers_slices > 0:
+        trainer = fraction_name == "trainer_devices_fraction"
+        return per_slice if trainer else per_slice * s.num_samplers_slices
+    if s.num_trainer_slices != -1 or s.num_samplers_slices != -1 or s.cluster_nodepool_count > 1:
+        return None
+    if per_slice // generation.devices_per_vm < 2:
+        return per_slice
+    exact = per_slice * fraction
     if abs(exact - round(exact)) > 1e-9 or round(exact) == 0:
-        return f"{fraction_name}: {fraction} of {total} chips is not a whole number of chips"
+        return (
+            f"{fraction_name}: {fraction} of the {per_slice} devices of a {s.tpu_type} is not a "
+            "whole number of devices"
+        )
     return round(exact)
 
 
@@ -64,13 +82,13 @@ MeshCheck = Callable[[RunSettings, int], Iterator[str]]
 Rule = Callable[[RunSettings], Iterator[str]]
 
 
-def _on_whole_chips(fraction_name: str) -> Callable[[MeshCheck], Rule]:
-    """A mesh rule that runs only once its share of the slice is a whole number of chips."""
+def _on_whole_devices(fraction_name: str) -> Callable[[MeshCheck], Rule]:
+    """A mesh rule that runs only once its role's devices are known and whole."""
 
     def wrap(check: MeshCheck) -> Rule:
         @functools.wraps(check)
         def run(s: RunSettings) -> Iterator[str]:
-            devices = _whole_chips(s, fraction_name)
+            devices = _role_devices(s, fraction_name)
             if isinstance(devices, str):
                 yield devices
             elif isinstance(devices, int):
@@ -81,8 +99,11 @@ def _on_whole_chips(fraction_name: str) -> Callable[[MeshCheck], Rule]:
     return wrap
 
 
-@_on_whole_chips("trainer_devices_fraction")
+@_on_whole_devices("trainer_devices_fraction")
 def trainer_mesh(s: RunSettings, devices: int) -> Iterator[str]:
+    """MaxText's fill_unspecified_mesh_axes (maxtext-v0.2.4 src/maxtext/utils/max_utils.py:
+    461-482): at most one axis -1, the others' product dividing the devices of a slice, the whole
+    product equal to them."""
     axes = {
         "ici_tensor_parallelism": s.ici_tensor_parallelism,
         "ici_expert_parallelism": s.ici_expert_parallelism,
@@ -96,17 +117,24 @@ def trainer_mesh(s: RunSettings, devices: int) -> Iterator[str]:
     if (auto and devices % fixed) or (not auto and devices != fixed):
         yield (
             f"ici_*_parallelism: tensor x expert x fsdp = {fixed}"
-            f"{' x auto' if auto else ''} does not fit the trainer's {devices} chips"
+            f"{' x auto' if auto else ''} does not fit the trainer's {devices} devices on "
+            f"{s.tpu_type} (MaxText: the mesh's product must equal the devices per slice); "
+            f"make the product {devices}, or one axis -1 and the others' product divide {devices}"
         )
 
 
-@_on_whole_chips("sampler_devices_fraction")
+@_on_whole_devices("sampler_devices_fraction")
 def sampler_mesh(s: RunSettings, devices: int) -> Iterator[str]:
+    """train_rl.py's get_rollout_kwargs_for_parallelism (maxtext-v0.2.4 src/maxtext/trainers/
+    post_train/rl/train_rl.py:193-219): rollout_data_parallelism -1 (the run leaves it so) is the
+    sampler devices / (tensor x expert), which must divide them."""
     product = s.rollout_tensor_parallelism * s.rollout_expert_parallelism
     if product >= 1 and devices % product:
         yield (
             f"rollout_tensor_parallelism x rollout_expert_parallelism = {product} does not "
-            f"divide the sampler's {devices} chips"
+            f"divide the sampler's {devices} devices on {s.tpu_type} (MaxText: "
+            "num_sampler_devices must be divisible by them); make their product divide "
+            f"{devices}"
         )
 
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tpu_rl.catalogue.cells import CELL_SETTINGS
 from tpu_rl.settings.choices import EVAL_METRICS
 from tpu_rl.settings.fields import SETTING_FIELDS
 from tpu_rl.settings.metadata import default_of, describe, json_type, plain
@@ -52,6 +53,12 @@ def bounds_text(f: dataclasses.Field) -> str:
     return f" From {low:,} to {high:,}."
 
 
+def cell_text(f: dataclasses.Field) -> str:
+    """` Empty: the catalogue cell's (the tutorial's: 4x8).` for a setting a cell gives."""
+    shown = json.dumps(plain(default_of(f))) if json_type(f) != "string" else default_of(f)
+    return f" Empty: the catalogue cell's (the tutorial's: {shown or 'empty'})."
+
+
 def param_spec(f: dataclasses.Field) -> dict[str, Any]:
     """One setting's Param: its default, and the JSON-schema keywords type, title, description,
     section, choices, bounds, text rule and item type.
@@ -63,14 +70,21 @@ def param_spec(f: dataclasses.Field) -> dict[str, Any]:
     schema.type.includes("null"))`), and sends null for an emptied field, which
     load_settings reads as the setting's default (empty, for one that may be empty). Airflow's
     form files a Param under its own `section` only, so every Param carries one.
+
+    A setting the catalogue's cell gives (the TPU shape, meshes, model repository) starts empty:
+    Airflow merges every Param's default into a run's conf (airflow.sdk.definitions.param
+    process_params), so a tutorial value there would be a value the run gave, and a run choosing
+    another model or TPU type would keep the tutorial's topology and meshes; empty, the run's
+    cell fills it (tpu_rl.settings.cell_defaults), the tutorial's for the defaults.
     """
     kind = json_type(f)
+    from_cell = f.name in CELL_SETTINGS
     return {
-        "default": plain(default_of(f)),
+        "default": None if from_cell else plain(default_of(f)),
         **SCHEMA_DIALECT,
         "type": kind if f.metadata["required"] else ["null", kind],
         "title": f.metadata["title"],
-        "description": describe(f) + bounds_text(f),
+        "description": describe(f) + bounds_text(f) + (cell_text(f) if from_cell else ""),
         "section": f.metadata["section"].value,
         **schema_keywords(f),
     }

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tpu_rl.settings.cell_defaults import cell_defaults
 from tpu_rl.settings.fields import (
     OPTIONAL_SETTINGS,
     REQUIRED_SETTINGS,
@@ -66,7 +67,8 @@ def unknown_key(key: str) -> str:
 
 
 def load_settings(raw: Mapping[str, Any]) -> RunSettings:
-    """Build and validate settings; raises SettingsError listing every problem."""
+    """Build and validate settings, those left unset from the catalogue's cell
+    (tpu_rl.settings.cell_defaults); raises SettingsError listing every problem."""
     settings, errors = read_settings(raw)
     if errors:
         raise SettingsError(errors)
@@ -74,9 +76,9 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
 
 
 def read_settings(raw: Mapping[str, Any]) -> tuple[RunSettings, list[str]]:
-    """The settings `raw` gives and every problem of them: unknown keys, values of the wrong
-    JSON type (such a value stays at its default in the settings returned), then validate's.
-    The RL page's estimate reads both (tpu_rl.ui.estimate)."""
+    """The settings `raw` gives (those left unset from the catalogue's cell) and every problem
+    of them: unknown keys, values of the wrong JSON type (such a value stays at its default in
+    the settings returned), then validate's. The estimate page reads both (tpu_rl.ui.estimate)."""
     errors = [
         f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
         if key in DEPLOYMENT_KEYS
@@ -85,7 +87,7 @@ def read_settings(raw: Mapping[str, Any]) -> tuple[RunSettings, list[str]]:
         if key not in SETTING_FIELDS
     ]
     values: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, value in {**raw, **cell_defaults(raw)}.items():
         if key not in SETTING_FIELDS:
             continue
         kind = json_type(SETTING_FIELDS[key])

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from tpu_rl.settings.capacity_rules import CAPACITY_RULES, short_run_warnings
+from tpu_rl.settings.cell_rules import CELL_RULES, catalogue_warnings
 from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.eval_rules import (
     best_checkpoint_warnings,
@@ -22,7 +23,6 @@ from tpu_rl.settings.images import IMAGE_SETTINGS, is_unpinned
 from tpu_rl.settings.metadata import default_of
 from tpu_rl.settings.references import hf_repo_id_problem, image_reference_problem
 from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, TextRule, short_repr
-from tpu_rl.tpu import CHIPS_PER_HOST, TOPOLOGY_BY_TPU_TYPE
 
 Rule = Callable[[RunSettings], Iterator[str]]
 RULES: list[Rule] = []
@@ -36,6 +36,7 @@ MANAGED_TRAIN_FLAGS = {
     "load_parameters_path",
     "hf_access_token",
     "vllm_additional_config",
+    "chips_per_vm",  # from the TPU generation (tpu_rl.jobs.maxtext_flags.shape_flags)
 }
 BOUNDED_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["bounds"])
 TEXT_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["text"])
@@ -74,7 +75,7 @@ def validate(s: RunSettings) -> list[str]:
 def settings_warnings(s: RunSettings) -> list[str]:
     """What valid settings still should tell a user before the run: validate's log and `make
     plan` print them."""
-    return [*short_run_warnings(s), *best_checkpoint_warnings(s)]
+    return [*catalogue_warnings(s), *short_run_warnings(s), *best_checkpoint_warnings(s)]
 
 
 def setting_of(problem: str) -> str:
@@ -153,26 +154,6 @@ def region_and_zone(s: RunSettings) -> Iterator[str]:
 
 
 @rule
-def tpu_shape(s: RunSettings) -> Iterator[str]:
-    if s.compute_type not in CHIPS_PER_HOST:
-        yield f"compute_type: {s.compute_type!r} unknown (known: {sorted(CHIPS_PER_HOST)})"
-    if s.tpu_type not in TOPOLOGY_BY_TPU_TYPE:
-        yield f"tpu_type: {s.tpu_type!r} unknown (known: {sorted(TOPOLOGY_BY_TPU_TYPE)})"
-    if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", s.topology):
-        yield f"topology: {s.topology!r} must look like '4x8'"
-        return
-    expected = TOPOLOGY_BY_TPU_TYPE.get(s.tpu_type)
-    if expected and s.topology != expected:
-        yield (
-            f"topology: {s.topology!r} does not match tpu_type {s.tpu_type} "
-            f"({expected}: {s.chips and int(s.tpu_type.split('-')[1])} chips)"
-        )
-    per_host = CHIPS_PER_HOST.get(s.compute_type)
-    if per_host and s.chips % per_host:
-        yield f"topology: {s.topology} ({s.chips} chips) is not whole {s.compute_type} hosts"
-
-
-@rule
 def out_of_bounds(s: RunSettings) -> Iterator[str]:
     """Every integer setting within the bounds its field declares."""
     for f in BOUNDED_FIELDS:
@@ -200,9 +181,9 @@ def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) 
                 yield f"{f.name}{f'[{i}]' if isinstance(value, list) else ''}: {problem}"
 
 
-# The GRPO, capacity, gate and champion rules live in modules of their own; they run here, in
-# this order.
-RULES.extend((*GRPO_RULES, *CAPACITY_RULES, gate_metric_names, champion_gains))
+# The TPU cell, GRPO, capacity, gate and champion rules live in modules of their own; they run
+# here, in this order.
+RULES.extend((*CELL_RULES, *GRPO_RULES, *CAPACITY_RULES, gate_metric_names, champion_gains))
 
 
 @rule

@@ -61,7 +61,13 @@ def test_the_tutorials_example_by_hand(tutorial_conf):
 def test_an_existing_cluster_bills_no_creation_and_two_slices_double(tutorial_conf):
     """No create (30 min) or destroy (10 min): 105 min; two slices: 64 chips on 16 hosts."""
     settings = load_settings(
-        {**tutorial_conf, "cluster_mode": "existing", "cluster_nodepool_count": 2}
+        {
+            **tutorial_conf,
+            "cluster_mode": "existing",
+            "cluster_nodepool_count": 2,
+            "num_trainer_slices": 1,
+            "num_samplers_slices": 1,
+        }
     )
     found = estimate.estimate_run(settings)
     assert found.wall_minutes == pytest.approx(105.0) and (found.chips, found.hosts) == (64, 16)

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.conftest import REPO
 from tpu_rl.plan import main as plan
 from tpu_rl.report import prices
 from tpu_rl.settings.run_settings import load_settings
@@ -82,3 +83,27 @@ def test_make_plan_shows_a_calendar_window_billed_whole(tmp_path, capsys, tutori
         "    calendar (chosen): 77.33 chip-hours = 19.33 host-hours (2.42 h billed), $2,073.60: "
         "a 1-day window at $2.7 per chip-hour (upper bound), billed whole (at least one day)"
     ) in out
+
+
+@pytest.mark.parametrize(
+    ("tpu_type", "why"),
+    [("v5p-64", "no v5p price read from"), ("tpu7x-128", "no public TPU7x price")],
+)
+def test_a_generation_without_a_public_price_says_why_in_the_estimate(
+    tmp_path, capsys, tpu_type, why
+):
+    """No v5p or TPU7x row (prices.NO_PUBLIC_PRICE): every mode reads "no price known" and the
+    estimate's assumptions say why."""
+    assert prices.regions(tpu_type) == [] and why in prices.no_price_why(tpu_type)
+    assert prices.no_price_why("v6e-32") is None
+    conf = json.loads((REPO / REPO_EXAMPLES / "tutorial.json").read_text())
+    for key in ("topology", "compute_type", "cloud_image_name", "model_name"):
+        conf.pop(key, None)
+    model = "gpt-oss-20b" if tpu_type.startswith("v5p") else "qwen3-30b-a3b-base"
+    (tmp_path / "conf.json").write_text(
+        json.dumps({**conf, "model_name": model, "tpu_type": tpu_type})
+    )
+    assert plan([str(tmp_path / "conf.json"), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "spot: " in out and out.count("no price known") >= 4
+    assert f"- no price known: {why}" in out

@@ -74,7 +74,9 @@ def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
     spot = build(tutorial_conf, capacity="spot", reservation="")["tpu"]
     # Spot in us-east5 at the billing catalogue's 1.215 per chip-hour
     assert spot["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 1.215)
-    two = build(tutorial_conf, cluster_nodepool_count=2)["tpu"]
+    two = build(
+        tutorial_conf, cluster_nodepool_count=2, num_trainer_slices=1, num_samplers_slices=1
+    )["tpu"]
     assert two["hosts"] == 16 and two["host_hours"] == pytest.approx(64.0)
 
 

@@ -137,10 +137,42 @@ RULE_CASES = [
     ("region_and_zone", {"region": "useast5"}, "not a region name"),
     ("region_and_zone", {"zone": "us-east5"}, "not a zone name"),
     ("region_and_zone", {"zone": "us-east1-b"}, "not in region 'us-east5'"),
-    ("tpu_shape", {"compute_type": "ct5p-hightpu-4t"}, "compute_type: 'ct5p-hightpu-4t' unknown"),
-    ("tpu_shape", {"tpu_type": "v6e-24"}, "tpu_type: 'v6e-24' unknown"),
-    ("tpu_shape", {"topology": "4x4"}, "does not match tpu_type v6e-32"),
+    ("tpu_shape", {"compute_type": "ct9-standard-4t"}, "compute_type: 'ct9-standard-4t' unknown"),
+    (
+        "tpu_shape",
+        {"compute_type": "ct5p-hightpu-4t"},
+        "compute_type: ct5p-hightpu-4t is not a v6e machine type: set "
+        "compute_type=ct6e-standard-4t",
+    ),
+    ("tpu_shape", {"tpu_type": "v9-24"}, "tpu_type: 'v9-24' unknown"),
+    ("tpu_shape", {"tpu_type": "v6e-24"}, "topology: 4x8 (32 chips) is a v6e-32, not a v6e-24"),
+    (
+        "tpu_shape",
+        {"topology": "4x4"},
+        "topology: 4x4 (16 chips) is a v6e-16, not a v6e-32: set tpu_type=v6e-16",
+    ),
     ("tpu_shape", {"topology": "4by8"}, "must look like '4x8'"),
+    ("tpu_shape", {"topology": "2x2x4"}, "v6e slices are AxB, like 4x8"),
+    (
+        "tpu_shape",
+        {"tpu_type": "v5p-96", "topology": "2x4x6", "compute_type": "ct5p-hightpu-4t"},
+        "topology: '2x4x6': v5p slices are 2x2x1, 2x2x2, 2x2x4, 2x4x4, or AxBxC of multiples of 4",
+    ),
+    (
+        "slice_counts",
+        {"num_trainer_slices": 1},
+        "num_trainer_slices: 1 with num_samplers_slices -1: MaxText takes both -1 or both positive",
+    ),
+    (
+        "slice_counts",
+        {"num_trainer_slices": 1, "num_samplers_slices": 1},
+        "need 2 slices, the run has 1 (MaxText: 'Not enough slices for trainer and samplers')",
+    ),
+    (
+        "slice_counts",
+        {"cluster_nodepool_count": 2},
+        "num_trainer_slices: -1 with 2 slices: MaxText would split one device list across slices",
+    ),
     (
         "out_of_bounds",
         {"cluster_nodepool_count": 0},
@@ -162,7 +194,12 @@ RULE_CASES = [
     ("group_size", {"rl_num_generations": 1}, "needs at least 2"),
     ("device_fractions", {"trainer_devices_fraction": 0.75}, "exceeds 1"),
     ("device_fractions", {"sampler_devices_fraction": 0.0}, "must be in (0, 1]"),
-    ("trainer_mesh", {"ici_tensor_parallelism": 3}, "does not fit the trainer's 16 chips"),
+    (
+        "trainer_mesh",
+        {"ici_tensor_parallelism": 3},
+        "does not fit the trainer's 16 devices on v6e-32 (MaxText: the mesh's product must equal "
+        "the devices per slice); make the product 16, or one axis -1",
+    ),
     ("trainer_mesh", {"ici_expert_parallelism": -1}, "at most one may be -1"),
     ("trainer_mesh", {"ici_fsdp_parallelism": 4}, "tensor x expert x fsdp = 32"),
     (
@@ -170,7 +207,11 @@ RULE_CASES = [
         {"trainer_devices_fraction": 0.3, "sampler_devices_fraction": 0.5},
         "not a whole number",
     ),
-    ("sampler_mesh", {"rollout_tensor_parallelism": 3}, "does not divide the sampler's 16 chips"),
+    (
+        "sampler_mesh",
+        {"rollout_tensor_parallelism": 3},
+        "does not divide the sampler's 16 devices on v6e-32",
+    ),
     ("ranges", {"learning_rate": 2.0}, "learning_rate: must be in (0, 1)"),
     ("ranges", {"decode_sampling_nucleus_p": 1.5}, "decode_sampling_nucleus_p"),
     ("ranges", {"decode_sampling_temperature": 0.0}, "decode_sampling_temperature"),

@@ -36,6 +36,7 @@ FREE_TEXT = [
     "pathways_server_image",
     "pathways_proxy_server_image",
     "data_template_path",
+    "chat_template_path",
     "vllm_hf_overrides",
 ]
 MIB = 1024 * 1024

@@ -1,0 +1,92 @@
+"""GKE's TPU machine types as the sandbox's cloud knows them: chips per VM, the accelerator label
+GKE puts on the nodes, the VM's allocatable CPU and memory, and the slice topologies a node pool
+of the machine type may have. GKE refuses a TPU pool of another topology; its nodes carry the
+machine type's own accelerator label and chips, whatever the blueprint's variables say.
+
+Kept apart from the product's tpu_rl.tpu (the same public facts, read again here) so that the
+sandbox checks the product rather than agreeing with it. The fake gcluster loads this file
+beside itself (the fake bundle carries it), so it imports nothing of the sandbox.
+
+Sources:
+- AI-Hypercomputer/xpk@367c838 (2026-06-25), src/xpk/core/system_characteristics.py: line 25
+  SUB_SLICING_TOPOLOGIES; 207-231 generate_tpu_topologies (2x2x1, 2x2x2, 2x2x4, 2x4x4, then
+  AxBxC of multiples of 4 up to 256, A <= B <= C, at most `max_cubes` cubes of 4x4x4);
+  583-592 tpu7x-standard-4t (gke_accelerator tpu7x, max_cubes=144); 706-712 ct6e-standard-4t
+  (tpu-v6e-slice, '2x2' + SUB_SLICING_TOPOLOGIES); 717-723 ct5p-hightpu-4t (tpu-v5p-slice,
+  max_cubes=140); compute_chips_per_vm (285-286): 4 chips per VM.
+- vCPUs and memory of a 4-chip VM: https://docs.cloud.google.com/tpu/docs/tpu7x, "System
+  architecture" (read 2026-12-05): v5p 208 vCPUs / 448 GB, v6e 180 / 720, TPU7x 224 / 960.
+  Allocatable is that less GKE's reservations (https://cloud.google.com/kubernetes-engine/docs/
+  concepts/plan-node-sizes, "Node allocatable resources": CPU 6% of the first core, 1% of the
+  next, 0.5% of the next 2, 0.25% above 4; memory 25% of the first 4 GiB, 20% of the next 4,
+  10% of the next 8, 6% of the next 112, 2% above 128 GiB, and a 100 MiB eviction threshold);
+  ct6e keeps the figures the sandbox had (EMULATOR_API.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+SMALL_CUBES = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
+V6E_TOPOLOGIES = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
+_TOPOLOGY = re.compile(r"[1-9]\d*(x[1-9]\d*){1,2}")
+MAX_DIM = 256  # generate_tpu_topologies' MAX
+
+
+@dataclass(frozen=True)
+class TpuMachine:
+    """A TPU machine type of GKE: its nodes' label and chips, and the slices it makes."""
+
+    machine_type: str
+    accelerator: str  # cloud.google.com/gke-tpu-accelerator on its nodes
+    chips: int  # google.com/tpu allocatable on each node
+    cpu: str  # allocatable
+    memory: str  # allocatable
+    max_cubes: int = 0  # 3D machine types: the largest slice in cubes of 4x4x4; 0: 2D
+
+    def offers(self, topology: str) -> bool:
+        """GKE makes a slice of this topology from this machine type."""
+        if not _TOPOLOGY.fullmatch(topology):
+            return False
+        dims = [int(d) for d in topology.split("x")]
+        if not self.max_cubes:
+            return topology in V6E_TOPOLOGIES
+        if len(dims) != 3:
+            return False
+        if topology in SMALL_CUBES:
+            return True
+        return (
+            all(d % 4 == 0 and d <= MAX_DIM for d in dims)
+            and dims == sorted(dims)
+            and math.prod(d // 4 for d in dims) <= self.max_cubes
+        )
+
+
+TPU_MACHINES = {
+    m.machine_type: m
+    for m in (
+        TpuMachine("ct6e-standard-4t", "tpu-v6e-slice", 4, "179500m", "683Gi"),
+        # 208 vCPUs: 208000 - (60 + 10 + 10 + 204 * 2.5) = 207410m; 448 GB = 417.2 GiB less
+        # 1 + 0.8 + 0.8 + 6.72 + 2% of 289.2 (5.8) and 0.1: 401.9 GiB
+        TpuMachine("ct5p-hightpu-4t", "tpu-v5p-slice", 4, "207410m", "401Gi", max_cubes=140),
+        # 224 vCPUs: 224000 - (60 + 10 + 10 + 220 * 2.5) = 223370m; 960 GB = 894.1 GiB less
+        # 9.32 + 2% of 766.1 (15.3) and 0.1: 869.4 GiB
+        TpuMachine("tpu7x-standard-4t", "tpu7x", 4, "223370m", "869Gi", max_cubes=144),
+    )
+}
+
+
+def topology_refusal(machine_type: str, topology: str) -> str | None:
+    """GKE's 400 for a TPU node pool whose topology the machine type does not make (wording
+    approximated), or None."""
+    machine = TPU_MACHINES.get(machine_type)
+    if machine is None:
+        return f"machine type {machine_type!r} is not a TPU machine type this cloud offers"
+    if machine.offers(topology):
+        return None
+    return (
+        f"Invalid TPU topology {topology!r} for machine type {machine_type!r}: "
+        "not a supported slice shape"
+    )

@@ -1,0 +1,111 @@
+"""The sandbox's GKE knows v6e, v5p and tpu7x (issue 47): it refuses a TPU pool of a topology its
+machine type does not make, labels the nodes with the machine type's own accelerator and chips,
+and leaves a pod whose selector or TPU limit does not match those nodes Pending."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.cluster_model import ClusterModel
+from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.scheduler import Scheduler
+from tests.sandbox.test_capacity import NS, TPU_POOL, VARS, deploy_tutorial_blueprint
+
+ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+
+
+@pytest.fixture
+def emu() -> Iterator[KubeEmulator]:
+    with running_emulator() as emulator:
+        yield emulator
+
+
+@pytest.mark.parametrize(
+    ("machine", "topology", "offered"),
+    [
+        ("ct6e-standard-4t", "2x4", True),
+        ("ct6e-standard-4t", "4x8", True),
+        ("ct6e-standard-4t", "2x2x4", False),  # v6e slices are 2D
+        ("ct5p-hightpu-4t", "2x2x1", True),
+        ("ct5p-hightpu-4t", "2x4x4", True),
+        ("ct5p-hightpu-4t", "16x16x24", True),  # 96 cubes: v5p's largest slice
+        ("ct5p-hightpu-4t", "4x8", False),
+        ("ct5p-hightpu-4t", "2x3x4", False),
+        ("ct5p-hightpu-4t", "8x4x4", False),  # A <= B <= C
+        ("ct5p-hightpu-4t", "24x24x24", False),  # 216 cubes > 140
+        ("tpu7x-standard-4t", "4x4x4", True),
+        ("tpu7x-standard-4t", "12x12x28", True),  # 63 cubes
+        ("tpu7x-standard-4t", "16x32x32", False),  # 256 cubes > 144
+    ],
+)
+def test_gcluster_refuses_a_topology_the_machine_type_does_not_make(
+    tmp_path: Path, machine: str, topology: str, offered: bool
+) -> None:
+    """xpk's system_characteristics (sandbox/tpu_machines.py): GKE's 400 before any VM."""
+    placement = {"type": "COMPACT", "tpu_topology": topology}
+    done, status = deploy_tutorial_blueprint(
+        tmp_path, {"machine_type": machine, "placement_policy": placement}
+    )
+    if offered:
+        assert (done.returncode, status) == (0, "RUNNING"), done.stderr
+    else:
+        assert (done.returncode, status) == (1, "PARTIAL")
+        assert (
+            f"Error 400: Invalid TPU topology '{topology}' for machine type '{machine}'"
+            in done.stderr
+        )
+
+
+def worker(name: str, selector: dict[str, str], chips: str) -> dict[str, Any]:
+    """A Pathways worker pod on the TPU pool, as the product's JobSet makes one."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "nodeSelector": selector,
+            "tolerations": [{"key": "google.com/tpu", "operator": "Exists"}],
+            "containers": [
+                {"name": "w", "image": "x", "resources": {"limits": {"google.com/tpu": chips}}}
+            ],
+        },
+    }
+
+
+def scheduled(emu: KubeEmulator, pod: dict[str, Any]) -> str:
+    """The node the scheduler binds the pod to, or its FailedScheduling message."""
+    emu.create(pod)
+    Scheduler(emu).schedule()
+    found = emu.get("pods", NS, pod["metadata"]["name"])
+    if node := found["spec"].get("nodeName"):
+        return node
+    [condition] = [c for c in found["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return condition["message"]
+
+
+def test_v5p_nodes_carry_their_own_accelerator_and_chips(emu: KubeEmulator) -> None:
+    """A v5p-32 pool (2x2x4: 4 hosts) whose blueprint still names v6e's accelerator: GKE labels
+    its nodes tpu-v5p-slice with 4 chips each, so a pod selecting v6e, or asking 8 chips of a
+    4-chip VM, stays Pending; the v5p pod with 4 chips is bound."""
+    variables = {**VARS, "machine_type": "ct5p-hightpu-4t", "tpu_topology": "2x2x4",
+                 "accelerator_type": "tpu-v6e-slice"}  # fmt: skip
+    model = ClusterModel.described(variables)
+    pool = model.pool(TPU_POOL)
+    assert pool is not None and (pool.nodes, pool.labels[ACCELERATOR]) == (4, "tpu-v5p-slice")
+    model.provision(emu)
+    tpu_nodes = [n for n in emu.list("nodes") if ACCELERATOR in n["metadata"]["labels"]]
+    assert {n["status"]["allocatable"]["google.com/tpu"] for n in tpu_nodes} == {"4"}
+    topology = {"cloud.google.com/gke-tpu-topology": "2x2x4"}
+    assert "didn't match Pod's node affinity/selector" in scheduled(
+        emu, worker("v6e", {ACCELERATOR: "tpu-v6e-slice", **topology}, "4")
+    )
+    assert "Insufficient google.com/tpu" in scheduled(
+        emu, worker("eight", {ACCELERATOR: "tpu-v5p-slice"}, "8")
+    )
+    assert scheduled(emu, worker("v5p", {ACCELERATOR: "tpu-v5p-slice", **topology}, "4")) in {
+        n["metadata"]["name"] for n in tpu_nodes
+    }
