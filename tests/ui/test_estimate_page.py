@@ -34,7 +34,12 @@ pytestmark = [
 # Non-default settings, as a person types them into the form (per section; None: the open one)
 FILLED = {
     None: {**REQUIRED, "reservation": "my-reservation", "num_batches": "200"},
-    "Google Cloud": {"cluster_nodepool_count": "2"},
+    # two slices name their roles: one trainer, one sampler (MaxText's slice split, cell_rules)
+    "Google Cloud": {
+        "cluster_nodepool_count": "2",
+        "num_trainer_slices": "1",
+        "num_samplers_slices": "1",
+    },
 }
 # Settings with problems, in the page's address (?conf=): the figures' own settings among them
 BROKEN = {

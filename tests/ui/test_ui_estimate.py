@@ -80,7 +80,15 @@ def test_the_settings_as_filled_in(client, auth_token):
     """200 steps on 2 Spot slices: 64 chips; create 30 + convert 30 + start_backend 5 + train 200
     + export 20 + destroy 10 = 295 min billed; 64 x 295 / 60 = 314.7 chip-hours at us-east5's
     Spot $1.215 (tpu_rl/report/prices.py) = $382.32."""
-    conf = form_conf(num_batches=200, cluster_nodepool_count=2, capacity="spot", reservation="")
+    # two slices name their roles: one trainer, one sampler (MaxText's slice split, cell_rules)
+    conf = form_conf(
+        num_batches=200,
+        cluster_nodepool_count=2,
+        num_trainer_slices=1,
+        num_samplers_slices=1,
+        capacity="spot",
+        reservation="",
+    )
     answer = post(client, auth_token, conf)
     assert answer["errors"] == []
     estimate = answer["estimate"]
@@ -109,7 +117,7 @@ def test_every_problem_at_once_and_no_figures_from_an_invalid_one(client, auth_t
     ]
     assert "project: required, and empty" in errors
     assert "learning_rate: must be in (0, 1), got -0.1" in errors
-    assert any(e.startswith("topology: '4x4' does not match tpu_type v6e-32") for e in errors)
+    assert any(e.startswith("topology: 4x4 (16 chips) is a v6e-16, not a v6e-32") for e in errors)
     assert len(errors) == 6, errors
     assert answer["estimate"] is None and answer["withheld_by"] == ["num_batches", "topology"]
 
