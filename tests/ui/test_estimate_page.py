@@ -18,6 +18,7 @@ from tests.ui.test_trigger_form import (
     REQUIRED,
     SCREENSHOTS,
     click,
+    open_trigger_form,
     section_button,
     serialize_dags,
     set_field,
@@ -51,21 +52,6 @@ BROKEN = {
     "gcs_bucket": "gs://my-bucket",
 }
 CTRL = 2  # DevTools' modifier bit for Ctrl
-
-
-def open_form(browser: Chromium, base: str, token: str) -> None:
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        width=1280,
-        height=1400,
-        deviceScaleFactor=1,
-        mobile=False,
-    )
-    browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-    browser.call("Page.navigate", url=f"{base}/dags/{DAG_ID}")
-    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
-    click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
-    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
 
 
 def fill(browser: Chromium, name: str, value: str) -> None:
@@ -128,7 +114,7 @@ def test_the_forms_settings_estimated_on_the_estimate_page(
     airflow_db, auth_token, ui_server, browser
 ):
     serialize_dags()
-    open_form(browser, ui_server, auth_token)
+    open_trigger_form(browser, ui_server, auth_token, DAG_ID)
     for name, value in FILLED[None].items():
         fill(browser, name, value)
     # the capacity field's help, in the section the form opens with (opening another closes

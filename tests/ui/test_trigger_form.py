@@ -122,10 +122,8 @@ def required_marks(browser: Chromium) -> list[str]:
     )
 
 
-def fill_and_trigger(browser: Chromium, base: str, token: str, form: Form) -> dict:
-    """Fill the form as a user would, screenshot it, press Trigger; what the form showed."""
-    before = {r["dag_run_id"] for r in runs(base, token, form.dag_id)}
-    seen = {}
+def open_trigger_form(browser: Chromium, base: str, token: str, dag_id: str) -> None:
+    """The DAG's page at 1280 x 1400, logged in, its trigger form open."""
     browser.call(
         "Emulation.setDeviceMetricsOverride",
         width=1280,
@@ -134,10 +132,17 @@ def fill_and_trigger(browser: Chromium, base: str, token: str, form: Form) -> di
         mobile=False,
     )
     browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-    browser.call("Page.navigate", url=f"{base}/dags/{form.dag_id}")
+    browser.call("Page.navigate", url=f"{base}/dags/{dag_id}")
     browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
     click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
     browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
+
+
+def fill_and_trigger(browser: Chromium, base: str, token: str, form: Form) -> dict:
+    """Fill the form as a user would, screenshot it, press Trigger; what the form showed."""
+    before = {r["dag_run_id"] for r in runs(base, token, form.dag_id)}
+    seen = {}
+    open_trigger_form(browser, base, token, form.dag_id)
     seen["enabled_before"] = trigger_enabled(browser)
     seen["open_at_start"] = open_sections(browser)
     seen["required_marks"] = required_marks(browser)

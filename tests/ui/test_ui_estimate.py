@@ -9,19 +9,13 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.ui.test_trigger_form import REQUIRED as TRIGGER_FORM_REQUIRED
 from tpu_rl.dag.params import ESTIMATE_FILE
 from tpu_rl.settings.params import specs
 
 # What the form's Configuration JSON holds once its required fields are filled: every Param,
 # the others at their defaults (tests/ui/test_trigger_form.py reads such a conf back).
-REQUIRED = {
-    "project": "my-tpu-project",
-    "region": "us-east5",
-    "zone": "us-east5-b",
-    "cluster_name": "gemma4-rl",
-    "gcs_bucket": "my-tpu-project-rl",
-    "reservation": "my-reservation",
-}
+REQUIRED = {**TRIGGER_FORM_REQUIRED, "reservation": "my-reservation"}
 
 
 def form_conf(**changes: object) -> dict:
