@@ -10,8 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.controller import ContainerExit, PodInfo, PodScript, call
 from sandbox.orbax_saves import checkpoint_uris, join
+from sandbox.pod_scripts import ContainerExit, PodInfo, PodScript, call
 from sandbox.workloads import GRPC_UNAVAILABLE, EvalResult, Storage, grpo_client_script
 
 CHAMPION_RUN = "rl-champion0"  # the earlier run whose export is the champion

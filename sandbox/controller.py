@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sandbox import kube_events
 from sandbox.autoscaler import Autoscaler
@@ -21,85 +21,21 @@ from sandbox.kube_state import ApiError
 from sandbox.kueue import Kueue
 from sandbox.ledger import SimClock
 from sandbox.max_run_duration import DEFAULT_MAX_RUN_S
+from sandbox.pod_scripts import (
+    ContainerExit,
+    PodInfo,
+    PodScript,
+    ScriptSource,
+    Step,
+    exit,
+    log,
+    sleep,
+)
+from sandbox.preemption import Preemption
 from sandbox.scheduler import Scheduler
-
-if TYPE_CHECKING:
-    from sandbox.preemption import Preemption
 
 JOBSET_PREFIX = "jobset.sigs.k8s.io/"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    """What a script may depend on: which pod of which Job, and which attempt."""
-
-    namespace: str
-    pod: str
-    job: str
-    index: int | None
-    attempt: int
-    labels: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One scripted action of a container; build them with log/sleep/exit/run_forever/call."""
-
-    action: str
-    text: str | Callable[[], str] = ""
-    seconds: float = 0.0
-    code: int = 0
-    fn: Callable[[PodInfo], None] | None = None
-
-
-def log(text: str | Callable[[], str]) -> Step:
-    """Print text (stdout and stderr merged, as in the pod log); no newline is added.
-
-    A callable is rendered when the step runs (for lines that carry their own clock time).
-    """
-    return Step("log", text=text)
-
-
-def sleep(seconds: float) -> Step:
-    return Step("sleep", seconds=seconds)
-
-
-def exit(code: int = 0) -> Step:
-    return Step("exit", code=code)
-
-
-def run_forever(check: Callable[[PodInfo], None] | None = None, every_s: float = 10.0) -> Step:
-    """Keep running until deleted (a server); `check` runs every `every_s` and may raise
-    ContainerExit (e.g. a Pathways worker that lost a peer host)."""
-    return Step("forever", seconds=every_s, fn=check)
-
-
-def call(fn: Callable[[PodInfo], None]) -> Step:
-    """Run a side effect, e.g. write checkpoint objects to the GCS emulator.
-
-    The side effect may raise ContainerExit to end the container (e.g. a 403 from GCS).
-    """
-    return Step("call", fn=fn)
-
-
-class ContainerExit(Exception):
-    """Raised by a `call` step: the container prints `output` and exits with `code`."""
-
-    def __init__(self, code: int, output: str) -> None:
-        super().__init__(output)
-        self.code, self.output = code, output
-
-
-@dataclass(frozen=True)
-class PodScript:
-    """Steps for one container (default: the pod's first); a script without exit ends 0."""
-
-    steps: tuple[Step, ...] | list[Step]
-    container: str | None = None
-
-
-ScriptSource = PodScript | Callable[[PodInfo], PodScript]
 
 
 @dataclass(frozen=True)
@@ -219,8 +155,6 @@ class Controller:
             lambda simulated: self.clock.wall_at(simulated),
         )
         if preemption is None:
-            from sandbox.preemption import Preemption  # it imports this module
-
             preemption = Preemption(emu, lambda: self.clock(), run_label="")
         self.preemption = preemption
         self.kueue, self.scheduler = Kueue(emu), Scheduler(emu, self.autoscaler)

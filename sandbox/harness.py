@@ -26,12 +26,13 @@ from sandbox.cloud import (
     fake_bundle,
     sandbox_env,
 )
-from sandbox.controller import Controller, PodInfo, PodScript, Scenario, call
+from sandbox.controller import Controller, Scenario
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.kube_logs import rfc3339nano
 from sandbox.ledger import Ledger
 from sandbox.max_run_duration import DEFAULT_MAX_RUN_S
 from sandbox.orbax_saves import complete_steps, orbax_step_uris
+from sandbox.pod_scripts import PodInfo, PodScript, call
 from sandbox.pod_storage import PodStorage
 from sandbox.preemption import (
     SPOT_NOTICE_S,
@@ -39,6 +40,7 @@ from sandbox.preemption import (
     Preemption,
     worker_slice_check,
 )
+from sandbox.project import HF_TOKEN, SETTINGS
 from sandbox.run_errors import error_lines, recording_trigger_events
 from sandbox.training_curve import NO_FAULTS, TrainingFaults
 from sandbox.workloads import (
@@ -53,7 +55,6 @@ from sandbox.workloads import (
 )
 from tpu_rl.names import DAG_ID
 
-HF_TOKEN = "hf_SandboxSecretToken0123456789abcdef"
 RUN_LABEL = "tpu-rl.dev/run"
 MANAGED_LABEL = "app.kubernetes.io/managed-by=tpu-rl-airflow"
 TRAINING_STARTED_STEP = 13  # past checkpoint loading and the Pre line, a few steps in
@@ -61,16 +62,6 @@ MAXTEXT = "/deps/src/maxtext/"
 CONVERTED_ARRAYS = ("_METADATA", "_sharding")
 RL_CHECKPOINT_PERIOD = 50  # MaxText rl.yml's checkpoint_period, when the command sets none
 RL_EVAL_INTERVAL = 10  # MaxText rl.yml's eval_interval, when the command sets none
-SETTINGS = {
-    "project": "tpu-rl-sandbox",
-    "region": "us-east5",
-    "zone": "us-east5-b",
-    "cluster_name": "gemma4-rl",
-    "gcs_bucket": "tpu-rl-sandbox-bucket",
-    "reservation": "v6e-32-reservation",
-    "poll_interval_seconds": 1,
-    "pending_timeout_minutes": 1,
-}
 # Preemptible capacity (issue 16): no reservation, 100 steps, a checkpoint every 50 (the e2e
 # capacity scenarios and the bench's capacity figures).
 PREEMPTIBLE = {**SETTINGS, "reservation": "", "num_batches": 100, "checkpoint_period": 50}

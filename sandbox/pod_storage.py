@@ -9,8 +9,8 @@ from __future__ import annotations
 from google.api_core import exceptions
 
 from sandbox.cloud import GcsEmulator
-from sandbox.controller import ContainerExit, PodInfo
 from sandbox.kube_emulator import KubeEmulator
+from sandbox.pod_scripts import ContainerExit, PodInfo
 
 GCS_URL = "https://storage.googleapis.com"
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from sandbox import max_run_duration
 from sandbox.cluster_model import POOL_LABEL, TPU
-from sandbox.controller import ContainerExit, PodInfo
 from sandbox.kube_state import ClusterState, timestamp
 from sandbox.ledger import Attempt, Ledger
+from sandbox.pod_scripts import ContainerExit, PodInfo
 from sandbox.scheduler import pod_requests
 from sandbox.workloads import GRPC_UNAVAILABLE, absl
 

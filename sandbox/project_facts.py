@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sandbox.harness import HF_TOKEN, SETTINGS
+from sandbox.project import HF_TOKEN, SETTINGS
 from tpu_rl.settings.fields import TUTORIAL_MODEL
 from tpu_rl.settings.images import (
     PATHWAYS_PROXY_SERVER_IMAGE,

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sandbox.controller import PodInfo, PodScript, Step, call, exit, log, run_forever, sleep
 from sandbox.orbax_saves import (
     COMMIT_FILE,
     checkpoint_uris,
@@ -21,6 +20,7 @@ from sandbox.orbax_saves import (
     orbax_step_uris,
     steps_to_remove,
 )
+from sandbox.pod_scripts import PodInfo, PodScript, Step, call, exit, log, run_forever, sleep
 from sandbox.tensorboard_events import (
     EventFile,
     FlushClock,

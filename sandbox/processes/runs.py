@@ -8,18 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.controller import (
-    PodInfo,
-    PodScript,
-    Rule,
-    ScriptSource,
-    Step,
-    call,
-    exit,
-    log,
-    sleep,
-)
+from sandbox.controller import Rule
 from sandbox.harness import SETTINGS, Workloads, build_scenario
+from sandbox.pod_scripts import PodInfo, PodScript, ScriptSource, Step, call, exit, log, sleep
 from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment
 from sandbox.run_errors import error_lines

@@ -7,8 +7,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from sandbox.controller import Controller, PodScript, Scenario, exit, log, run_forever, sleep
+from sandbox.controller import Controller, Scenario
 from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.pod_scripts import PodScript, exit, log, run_forever, sleep
 from sandbox.workloads import (
     DEFAULT_POST,
     crashing_worker_script,

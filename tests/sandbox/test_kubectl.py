@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from sandbox.cluster_model import ClusterModel
-from sandbox.controller import Controller, PodScript, Scenario, exit, log, run_forever, sleep
+from sandbox.controller import Controller, Scenario
 from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.pod_scripts import PodScript, exit, log, run_forever, sleep
 
 KUBECTL = shutil.which("kubectl")
 if KUBECTL is None and os.geteuid() != 0:

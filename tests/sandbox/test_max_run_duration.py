@@ -13,7 +13,7 @@ import pytest
 
 from sandbox.cloud import GcsEmulator
 from sandbox.cluster_model import POOL_LABEL, ClusterModel
-from sandbox.controller import Controller, PodScript, Scenario, log, run_forever
+from sandbox.controller import Controller, Scenario
 from sandbox.harness import RUN_LABEL, Workloads, build_scenario
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.ledger import Lifetime
@@ -22,6 +22,7 @@ from sandbox.max_run_duration import (
     MAX_RUN_LABEL,
     TERMINATION_ANNOTATION,
 )
+from sandbox.pod_scripts import PodScript, log, run_forever
 from sandbox.preemption import SHUTDOWN_MESSAGE, Preemption
 from tests.sandbox.test_capacity import (
     BUCKET,

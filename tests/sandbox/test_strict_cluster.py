@@ -9,10 +9,11 @@ from google.api_core import exceptions
 
 from sandbox.cloud import GcsEmulator
 from sandbox.cluster_model import GSA_ANNOTATION, ClusterModel
-from sandbox.controller import Controller, PodInfo, PodScript, Scenario, exit, log
+from sandbox.controller import Controller, Scenario
 from sandbox.kube_emulator import running_emulator
 from sandbox.kube_state import ApiError, ClusterState
 from sandbox.kueue import QUEUE_LABEL, Kueue
+from sandbox.pod_scripts import PodInfo, PodScript, exit, log
 from sandbox.pod_storage import PodStorage
 from sandbox.scheduler import Scheduler
 
@@ -383,7 +384,7 @@ def test_foreground_delete_waits_for_terminating_pods():
 
 
 def _forever() -> PodScript:
-    from sandbox.controller import run_forever
+    from sandbox.pod_scripts import run_forever
 
     return PodScript([log("up\n"), run_forever()])
 
@@ -428,7 +429,7 @@ def test_no_op_update_keeps_the_resource_version():
 
 def test_failed_conversion_like_pod_is_reported_by_exit(tmp_path):
     """A ContainerExit from a call step prints its output and ends the container."""
-    from sandbox.controller import ContainerExit, call
+    from sandbox.pod_scripts import ContainerExit, call
 
     def refuse(_info: PodInfo) -> None:
         raise ContainerExit(3, "Forbidden\n")

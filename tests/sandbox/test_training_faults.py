@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from sandbox.controller import PodInfo, PodScript
 from sandbox.ledger import Ledger
 from sandbox.orbax_saves import COMMIT_FILE, checkpoint_uris, steps_to_remove
+from sandbox.pod_scripts import PodInfo, PodScript
 from sandbox.tensorboard_events import (
     FLUSH_SECS,
     EventFile,

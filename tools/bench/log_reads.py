@@ -20,9 +20,10 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from sandbox.controller import Controller, PodScript, Scenario, exit, log, sleep
+from sandbox.controller import Controller, Scenario
 from sandbox.harness import Sandbox
 from sandbox.kube_emulator import KubeEmulator
+from sandbox.pod_scripts import PodScript, exit, log, sleep
 from sandbox.workloads import EvalResult, absl
 from tools.bench.metric import metric
 from tools.bench.workload import first_event, new_run, scenario, train_job_name

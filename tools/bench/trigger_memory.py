@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox.controller import Controller, PodScript, Scenario, exit, log, sleep
+from sandbox.controller import Controller, Scenario
 from sandbox.harness import Sandbox, Workloads, build_scenario
+from sandbox.pod_scripts import PodScript, exit, log, sleep
 from sandbox.workloads import EvalResult, absl
 from tools.bench.log_reads import fetched
 from tools.bench.metric import metric

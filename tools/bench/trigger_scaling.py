@@ -30,8 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox.controller import Controller, PodInfo, PodScript, Scenario, exit, log, sleep
+from sandbox.controller import Controller, Scenario
 from sandbox.harness import Sandbox, Workloads, build_scenario
+from sandbox.pod_scripts import PodInfo, PodScript, exit, log, sleep
 from sandbox.workloads import EVAL_SOURCE, EvalResult, absl, step_line
 from tools.bench.metric import metric
 from tools.bench.scaling_child import MARK
