@@ -67,6 +67,9 @@ def test_export_healthy_exports_the_newest_checkpoint_before_the_nan(sandbox, ca
     result = sandbox.run(conf, Workloads(train_faults=faults))
     _health_event(result)
     assert result.xcoms.get("export.checkpoint_step") == 30, result.why()
+    # the export's reason says it chose among the healthy steps only
+    reason = result.xcoms["export.return_value"]["reason"]
+    assert reason.endswith(f"before the training health anomaly at step {NAN_AT}"), reason
     # the note of a run that succeeded says training stopped early, why, and what it kept
     note = logged_note(caplog.records)
     assert f". Training health: nonfinite_loss at step {NAN_AT}" in note, note

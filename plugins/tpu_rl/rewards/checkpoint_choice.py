@@ -166,6 +166,8 @@ def choose_for_run(
         uncommitted = [step for step in uncommitted if step < below]
         scored = {step: line for step, line in scored.items() if step < below}
     step, choice, reason = choose(policy, best_metric, scored, newest, committed)
+    if below is not None:  # the report and the note say the choice was among the healthy steps
+        reason = f"{reason} before the training health anomaly at step {below}"
     metrics = scored.get(step)
     return Choice(step, choice, dict(metrics) if metrics else None, reason, final, uncommitted)
 
