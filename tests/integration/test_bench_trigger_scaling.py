@@ -10,14 +10,19 @@ import pytest
 from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
 
 from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.pod_scripts import PodInfo
 from tools.bench.trigger_scaling import (
     COUNTS,
+    STEP_S,
+    TRAIN_S,
     entries,
     expected_lines,
     log_delivery,
     per_run,
     too_loaded,
+    training_logs,
 )
+from tpu_rl.rewards.train_step import parse_step_line
 from tpu_rl.rewards.trigger import RewardTrigger
 
 NS, JOB, POD, C = "default", "job-rl-x-train", "job-rl-x-train-0", "maxtext"
@@ -167,3 +172,12 @@ async def test_the_trigger_polls_once_per_reward_line_not_per_log_line(emu):
     finally:
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
+
+
+def test_the_bench_pods_log_the_step_lines_the_reward_wait_reads():
+    """Each bench pod logs Tunix's step line for every step (the bench's script broke when the
+    sandbox's step line gained its loss, and measured nothing)."""
+    script = training_logs()(PodInfo("default", "pod-0", JOB, None, 0, {}))
+    texts = [s.text() if callable(s.text) else s.text for s in script.steps if s.action == "log"]
+    steps = [line.step for text in texts if (line := parse_step_line(text))]
+    assert steps == list(range(1, int(TRAIN_S / STEP_S) + 1))

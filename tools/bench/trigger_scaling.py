@@ -58,6 +58,7 @@ EVAL_EVERY = 60
 TRAIN_S = 300.0  # longer than the processes run
 GOLDEN = 0.6180339887  # spreads the runs' eval phases evenly whatever their number
 EVAL = EvalResult(corr=10, mean_reward=0.1021)
+LOSS = 0.412  # every step's training loss, as METRICS says: steady, so no health rule fires
 METRICS = (
     "completed step: {n}, seconds: 0.998, TFLOP/s/device: 187.412, Tokens/s/device: 4411.207, "
     "total_weights: 262144, loss: 0.412, reward/mean: 0.1021, reward/std: 0.0713"
@@ -75,7 +76,7 @@ def training_logs() -> Callable[[PodInfo], PodScript]:
         for n in range(1, int(TRAIN_S / STEP_S) + 1):
             steps += [
                 sleep(STEP_S),
-                log(step_line(n)),
+                log(step_line(n, LOSS)),
                 log(absl("I", METRICS.format(n=n), "metric_logger.py:97")),
             ]
             if (n - first) % EVAL_EVERY == 0:
