@@ -1,6 +1,7 @@
 """A triggerer reduced to the reward trigger: python -m tools.bench.trigger_child ARGS_JSON.
 
-Follows each given training Job in turn, one trigger each, until its first event, and prints
+Follows each given training Job in turn until its wait ends (a new trigger after each progress
+report, as the sensor defers again: tools.bench.redefer), and prints
 one line: MARK + JSON with, per Job, the CPU seconds the wait took and the process's peak RSS
 so far (VmHWM, KiB). The first Job is an ordinary run: the process's baseline.
 """
@@ -15,6 +16,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
+from tools.bench.redefer import until_end
+
 MARK = "BENCH-TRIGGER "
 
 
@@ -23,7 +26,7 @@ def peak_rss_kib() -> int:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")))
 
 
-async def first_event(args: dict, job_name: str) -> dict:
+async def wait_end(args: dict, job_name: str) -> dict:
     from tpu_rl.rewards.trigger import RewardTrigger
 
     trigger = RewardTrigger(
@@ -35,9 +38,7 @@ async def first_event(args: dict, job_name: str) -> dict:
         poll_interval=args["poll_s"],
         pending_timeout=600,
     )
-    async for event in trigger.run():
-        return event.payload
-    return {"status": "no event"}
+    return await until_end(trigger)
 
 
 def main(args: dict) -> dict:
@@ -52,7 +53,7 @@ def main(args: dict) -> dict:
     ):
         for case, job_name in args["jobs"].items():
             cpu = time.process_time()
-            event = asyncio.run(first_event(args, job_name))
+            event = asyncio.run(wait_end(args, job_name))
             results[case] = {
                 "cpu_s": round(time.process_time() - cpu, 3),
                 "peak_rss_kib": peak_rss_kib(),
