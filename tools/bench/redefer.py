@@ -8,11 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 
-async def until_end(trigger: Any) -> dict[str, Any]:
-    """The first event of `trigger` that is not a progress report (the wait's end)."""
+async def until_end(trigger: Any, deferred: list[Any] | None = None) -> dict[str, Any]:
+    """The first event of `trigger` that is not a progress report (the wait's end);
+    `deferred` gets each trigger the wait defers on, the last one what a triggerer holds."""
     from tpu_rl.rewards.progress import PROGRESS_EVENT
 
     while True:
+        if deferred is not None:
+            deferred.append(trigger)
         payload = None
         async for event in trigger.run():
             payload = event.payload

@@ -26,7 +26,8 @@ from sandbox.controller import Controller
 from sandbox.harness import Sandbox
 from tools.bench.log_reads import fetched, pod_name, produced
 from tools.bench.metric import metric
-from tools.bench.workload import first_event_of, new_run, reward_trigger, scenario
+from tools.bench.redefer import until_end
+from tools.bench.workload import new_run, reward_trigger, scenario
 
 TIME_SCALE = 0.003
 POLL_S = 10.0
@@ -57,19 +58,18 @@ def save_interval(box: Sandbox, layout: Any) -> int:
 
 
 async def restarted(box: Sandbox, layout: Any, consumed: list[tuple[str, str]]) -> dict[str, Any]:
-    first = reward_trigger(box.emu, layout, POLL_S)
-    classpath, kwargs = first.serialize()  # what the triggerer keeps from the deferral
-    task = asyncio.create_task(first_event_of(first))
+    deferred: list[Any] = []  # the triggers the wait deferred on (after each progress report)
+    task = asyncio.create_task(until_end(reward_trigger(box.emu, layout, POLL_S), deferred))
     while len(consumed) < RESTART_AFTER and not task.done():
         await asyncio.sleep(0.01)
     if task.done():
         raise RuntimeError(f"the wait ended before the restart: {task.result()}")
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+    classpath, kwargs = deferred[-1].serialize()  # what the triggerer keeps from the deferral
     await settled(box, layout)
     restart_at = len(box.emu.requests), time.time()
-    second = import_string(classpath)(**kwargs)
-    event = await first_event_of(second)
+    event = await until_end(import_string(classpath)(**kwargs))
     return {"event": event, "requests_before_restart": restart_at[0], "restart_at": restart_at[1]}
 
 

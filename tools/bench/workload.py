@@ -9,6 +9,7 @@ from typing import Any
 from sandbox.controller import Scenario
 from sandbox.harness import Sandbox, Workloads, build_scenario
 from sandbox.kube_emulator import KubeEmulator
+from tools.bench.redefer import until_end
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
@@ -48,11 +49,9 @@ def reward_trigger(emu: KubeEmulator, layout: RunLayout, poll_s: float) -> Any:
     )
 
 
-async def first_event_of(trigger: Any) -> dict[str, Any]:
-    async for event in trigger.run():
-        return event.payload
-    raise RuntimeError("the trigger ended without an event")
-
-
-async def first_event(emu: KubeEmulator, layout: RunLayout, poll_s: float) -> dict[str, Any]:
-    return await first_event_of(reward_trigger(emu, layout, poll_s))
+async def wait_end(
+    emu: KubeEmulator, layout: RunLayout, poll_s: float, deferred: list[Any] | None = None
+) -> dict[str, Any]:
+    """The reward wait's end on the run's Job, past its progress reports (tools.bench.redefer;
+    `deferred` gets each trigger it deferred on)."""
+    return await until_end(reward_trigger(emu, layout, poll_s), deferred)
