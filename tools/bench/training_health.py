@@ -234,54 +234,57 @@ def _wall(value: float | None) -> float:
     return float("inf") if value is None else value
 
 
-def _nan_latency(on: FaultRun, off: FaultRun, problems: list[str]) -> dict[str, Any]:
-    step_wall = on.median_step_s * TIME_SCALE
-    goal = step_wall + POLL_S
+def _release_latency(
+    on: FaultRun,
+    off: FaultRun,
+    goal: float,
+    baseline_is: str,
+    details: dict[str, Any],
+    problems: list[str],
+) -> dict[str, Any]:
+    """Wall seconds from the fault's line to the TPUs released, rules on against off."""
     return _with(
         metric(
             _wall(on.latency_wall_s()),
             _wall(off.latency_wall_s()),
             unit="s",
             goal=round(goal, 3),
-            baseline_is="the same NaN run with every health rule off: training goes on to Post",
-            details={
-                "from": f"the `Train step {FAULT_AT} training loss: nan` line (the client's log)",
-                "to": "the last TPU pod running at that line ended (Job and backend deleted)",
-                "goal_is": f"one median step interval ({step_wall:.3f} s) plus a poll ({POLL_S} s)",
-                "time_scale": TIME_SCALE,
-            },
+            baseline_is=baseline_is,
+            details={**details, "time_scale": TIME_SCALE},
         ),
         problems,
     )
+
+
+def _nan_latency(on: FaultRun, off: FaultRun, problems: list[str]) -> dict[str, Any]:
+    step_wall = on.median_step_s * TIME_SCALE
+    details = {
+        "from": f"the `Train step {FAULT_AT} training loss: nan` line (the client's log)",
+        "to": "the last TPU pod running at that line ended (Job and backend deleted)",
+        "goal_is": f"one median step interval ({step_wall:.3f} s) plus a poll ({POLL_S} s)",
+    }
+    baseline_is = "the same NaN run with every health rule off: training goes on to Post"
+    return _release_latency(on, off, step_wall + POLL_S, baseline_is, details, problems)
 
 
 def _stall(on: FaultRun, off: FaultRun, problems: list[str]) -> dict[str, Any]:
     step_wall = on.median_step_s * TIME_SCALE
     floor_wall = RUN["health_stall_floor_minutes"] * 60
-    goal = max(STALL_FACTOR * step_wall, floor_wall) + POLL_S
-    return _with(
-        metric(
-            _wall(on.latency_wall_s()),
-            _wall(off.latency_wall_s()),
-            unit="s",
-            goal=round(goal, 3),
-            baseline_is=(
-                "the same stalled run with every health rule off: the wait ends at "
-                f"the training Job's deadline (training_timeout_minutes {TRAINING_LIMIT_MIN}, "
-                f"simulated)"
-            ),
-            details={
-                "from": f"the last step line before the silence (step {FAULT_AT - 1})",
-                "to": "the last TPU pod running then ended",
-                "goal_is": (
-                    f"max({STALL_FACTOR:g} x the median step interval {step_wall:.3f} s, the "
-                    f"floor {floor_wall:.2f} s) plus a poll ({POLL_S} s)"
-                ),
-                "floor_is": f"health_stall_floor_minutes' default {STALL_FLOOR_MIN:g} min, scaled",
-            },
+    details = {
+        "from": f"the last step line before the silence (step {FAULT_AT - 1})",
+        "to": "the last TPU pod running then ended",
+        "goal_is": (
+            f"max({STALL_FACTOR:g} x the median step interval {step_wall:.3f} s, the "
+            f"floor {floor_wall:.2f} s) plus a poll ({POLL_S} s)"
         ),
-        problems,
+        "floor_is": f"health_stall_floor_minutes' default {STALL_FLOOR_MIN:g} min, scaled",
+    }
+    baseline_is = (
+        "the same stalled run with every health rule off: the wait ends at the training Job's "
+        f"deadline (training_timeout_minutes {TRAINING_LIMIT_MIN}, simulated)"
     )
+    goal = max(STALL_FACTOR * step_wall, floor_wall) + POLL_S
+    return _release_latency(on, off, goal, baseline_is, details, problems)
 
 
 def _hours(
