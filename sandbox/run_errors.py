@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -23,7 +24,8 @@ def error_lines(log: str, last: int = 12) -> list[str]:
 
 @contextlib.contextmanager
 def recording_trigger_events(events: list[dict[str, Any]]) -> Iterator[None]:
-    """Append each trigger event dag.test gets (its payload and the task's id) to `events`."""
+    """Append each trigger event dag.test gets (its payload, the task's id and `fired_at`, the
+    wall-clock epoch it reached the task) to `events`."""
     from airflow.sdk.execution_time.supervisor import InProcessTestSupervisor
 
     run_inline = InProcessTestSupervisor.run_trigger_in_process.__func__
@@ -32,7 +34,7 @@ def recording_trigger_events(events: list[dict[str, Any]]) -> Iterator[None]:
         event = run_inline(cls, trigger=trigger, ti=ti)
         payload = event.payload if event else None
         fields = payload if isinstance(payload, dict) else {"payload": payload}
-        events.append({"task_id": ti.task_id, **fields})
+        events.append({"task_id": ti.task_id, **fields, "fired_at": time.time()})
         return event
 
     recording = classmethod(recorded)

@@ -6,8 +6,9 @@ and same fault otherwise; and the ETA of runs with varying step times.
 - health_detect_latency_s: a NaN loss; from its `Train step N training loss: nan` line (when
   the client logged it) to the training's TPUs released (the last TPU pod that ran at the fault
   ended). Goal: one step interval plus one poll.
-- stall_detect_s: a stall (the pod runs, silent); from the last step line to the TPUs released.
-  Goal: the stall rule's multiple of the median step interval (at least its floor) plus a poll.
+- stall_detect_s: a stall (the pod runs, silent); from the last step line to the reward wait's
+  end (its trigger's event: the verdict, after it deleted the Job and the backend). Goal: the
+  stall rule's multiple of the median step interval (at least its floor) plus a poll.
 - tpu_hours_after_fault: chip-hours the training's TPU pods ran after the fault's line (the
   last line before a stall), summed over the matrix (simulated hours). Baseline: the same
   runs with the rules off.
@@ -30,6 +31,7 @@ import itertools
 import math
 import statistics
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,8 @@ from sandbox.ledger import Attempt, Ledger
 from sandbox.training_curve import VARIED_JITTER, VARIED_SLOW_EVERY, TrainingFaults
 from sandbox.workloads import EvalResult
 from tools.bench.metric import metric
-from tpu_rl.rewards.progress import Spend, measure
+from tpu_rl.names import Step
+from tpu_rl.rewards.progress import PROGRESS_EVENT, Spend, measure
 
 TIME_SCALE = 0.004
 POLL_S = int(SETTINGS["poll_interval_seconds"])
@@ -122,6 +125,7 @@ class FaultRun:
     state: str | None
     fault_line_at: float  # simulated: the fault step's line (the last line before a stall)
     released_at: float | None  # simulated: the last TPU pod running at the fault ended
+    ended_at: float | None  # simulated: the reward wait's end (its trigger's event)
     chip_s_after: float
     median_step_s: float  # simulated, between this attempt's step lines before the fault
     exported: int | None
@@ -130,9 +134,16 @@ class FaultRun:
     leftovers: list[str]
 
     def latency_wall_s(self) -> float | None:
+        """Wall seconds from the fault's line to the TPUs released."""
         if self.released_at is None:
             return None
         return (self.released_at - self.fault_line_at) * TIME_SCALE
+
+    def detect_wall_s(self) -> float | None:
+        """Wall seconds from the fault's line to the wait's end (the verdict, its deletes)."""
+        if self.ended_at is None:
+            return None
+        return (self.ended_at - self.fault_line_at) * TIME_SCALE
 
     def as_dict(self) -> dict[str, Any]:
         latency = self.latency_wall_s()
@@ -141,6 +152,7 @@ class FaultRun:
             "rule": self.rule,
             "fault_line_simulated_s": round(self.fault_line_at, 1),
             "released_after_wall_s": None if latency is None else round(latency, 3),
+            "wait_ended_after_wall_s": _rounded(self.detect_wall_s()),
             "chip_hours_after_fault": round(self.chip_s_after / 3600, 3),
             "median_step_wall_s": round(self.median_step_s * TIME_SCALE, 3),
             "exported_step": self.exported,
@@ -163,11 +175,18 @@ def fault_run(tmp: Path, fault: str, rules: dict[str, Any]) -> FaultRun:
     exported = result.xcoms.get("export.checkpoint_step")
     poisoned_from = faults.poisoned_from()
     events = [e for e in result.trigger_events if e.get("reason") == "training_unhealthy"]
+    ends = [
+        e["fired_at"]
+        for e in result.trigger_events
+        if e["task_id"] == Step.WAIT_FOR_REWARDS and e.get("reason") != PROGRESS_EVENT
+    ]
+    wall_end = datetime.fromtimestamp(ends[0], UTC) if ends else None
     return FaultRun(
         fault=fault,
         state=result.state,
         fault_line_at=fault_at,
         released_at=released,
+        ended_at=None if wall_end is None else ledger.clock.simulated_at(wall_end),
         chip_s_after=sum(p.tpu * max(0.0, (p.ended or until) - fault_at) for p in running),
         median_step_s=statistics.median(b - a for a, b in itertools.pairwise(before)),
         exported=exported,
@@ -230,23 +249,27 @@ def _with(m: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     return m
 
 
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def _wall(value: float | None) -> float:
     return float("inf") if value is None else value
 
 
-def _release_latency(
-    on: FaultRun,
-    off: FaultRun,
+def _latency(
+    value: float | None,
+    baseline: float | None,
     goal: float,
     baseline_is: str,
     details: dict[str, Any],
     problems: list[str],
 ) -> dict[str, Any]:
-    """Wall seconds from the fault's line to the TPUs released, rules on against off."""
+    """Wall seconds from the fault's line to an end, rules on (`value`) against off."""
     return _with(
         metric(
-            _wall(on.latency_wall_s()),
-            _wall(off.latency_wall_s()),
+            _wall(value),
+            _wall(baseline),
             unit="s",
             goal=round(goal, 3),
             baseline_is=baseline_is,
@@ -264,7 +287,8 @@ def _nan_latency(on: FaultRun, off: FaultRun, problems: list[str]) -> dict[str, 
         "goal_is": f"one median step interval ({step_wall:.3f} s) plus a poll ({POLL_S} s)",
     }
     baseline_is = "the same NaN run with every health rule off: training goes on to Post"
-    return _release_latency(on, off, step_wall + POLL_S, baseline_is, details, problems)
+    goal = step_wall + POLL_S
+    return _latency(on.latency_wall_s(), off.latency_wall_s(), goal, baseline_is, details, problems)
 
 
 def _stall(on: FaultRun, off: FaultRun, problems: list[str]) -> dict[str, Any]:
@@ -272,7 +296,8 @@ def _stall(on: FaultRun, off: FaultRun, problems: list[str]) -> dict[str, Any]:
     floor_wall = RUN["health_stall_floor_minutes"] * 60
     details = {
         "from": f"the last step line before the silence (step {FAULT_AT - 1})",
-        "to": "the last TPU pod running then ended",
+        "to": "the reward wait's end: its stall verdict (with the rules off, the Job's deadline)",
+        "tpus_released_after_s": {"on": _rounded(on.latency_wall_s())},
         "goal_is": (
             f"max({STALL_FACTOR:g} x the median step interval {step_wall:.3f} s, the "
             f"floor {floor_wall:.2f} s) plus a poll ({POLL_S} s)"
@@ -284,7 +309,7 @@ def _stall(on: FaultRun, off: FaultRun, problems: list[str]) -> dict[str, Any]:
         f"deadline (training_timeout_minutes {TRAINING_LIMIT_MIN}, simulated)"
     )
     goal = max(STALL_FACTOR * step_wall, floor_wall) + POLL_S
-    return _release_latency(on, off, goal, baseline_is, details, problems)
+    return _latency(on.detect_wall_s(), off.detect_wall_s(), goal, baseline_is, details, problems)
 
 
 def _hours(
