@@ -33,10 +33,9 @@ MAX_RUNS = 2000
 
 def may_read(entity: DagAccessEntity | None) -> Any:
     """A dependency that answers 403 unless the user may GET this DAG's `entity` (None: the DAG
-    itself): the check of
-    Airflow's requires_access_dag (airflow/api_fastapi/core_api/security.py), made here for the
-    DAG this app serves: Airflow 3.3's requires_access_dag takes a fixed DAG id (`param_dag_id`),
-    Airflow 3.1's reads it from the route's path or query only."""
+    itself): the check of Airflow's requires_access_dag (airflow/api_fastapi/core_api/
+    security.py), made here for the DAG this app serves: Airflow 3.3's requires_access_dag takes a
+    fixed DAG id (`param_dag_id`), Airflow 3.1's reads it from the route's path or query only."""
 
     def check(user: GetUserDep) -> None:
         details = DagDetails(id=DAG_ID, team_name=DagModel.get_team_name(DAG_ID))
@@ -55,29 +54,34 @@ can_read_xcoms = may_read(DagAccessEntity.XCOM)
 can_read_dag = may_read(None)
 
 
+def static_file(name: str) -> FileResponse:
+    """One of the pages' static files, never cached (a new build of the plugin shows at once)."""
+    return FileResponse(STATIC / name, headers={"Cache-Control": "no-cache"})
+
+
 @app.get("/", include_in_schema=False)
 def page() -> FileResponse:
-    return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+    return static_file("index.html")
 
 
 @app.get("/page.js", include_in_schema=False)
 def script() -> FileResponse:
-    return FileResponse(STATIC / "page.js", headers={"Cache-Control": "no-cache"})
+    return static_file("page.js")
 
 
 @app.get("/evals.js", include_in_schema=False)
 def evaluations_script() -> FileResponse:
-    return FileResponse(STATIC / "evals.js", headers={"Cache-Control": "no-cache"})
+    return static_file("evals.js")
 
 
 @app.get("/estimate", include_in_schema=False)
 def estimate_page() -> FileResponse:
-    return FileResponse(STATIC / "estimate.html", headers={"Cache-Control": "no-cache"})
+    return static_file("estimate.html")
 
 
 @app.get("/estimate.js", include_in_schema=False)
 def estimate_script() -> FileResponse:
-    return FileResponse(STATIC / "estimate.js", headers={"Cache-Control": "no-cache"})
+    return static_file("estimate.js")
 
 
 @app.post("/api/estimate", dependencies=[can_read_dag])
