@@ -41,10 +41,15 @@ class ApprovalRequest:
 
     @property
     def note(self) -> str:
-        """The run's note while the approval waits (Markdown): the link first."""
+        """The run's note while the approval waits (Markdown): the link first, then the
+        comparison in short, within the note's limit (approval_text.summary_within: the
+        verdicts, the cost and what no answer does whole, the metrics that fit)."""
+        from tpu_rl.promotion.approval_text import summary_within
         from tpu_rl.report.run_note import NOTE_LIMIT
 
-        lines = [f"**Awaiting approval**: [Approve or reject]({self.url})", *self.summary]
+        first = f"**Awaiting approval**: [Approve or reject]({self.url})"
+        room = NOTE_LIMIT - len(first) - 2
+        lines = [first, *(summary_within(self.case, room) if self.case else [])]
         return "\n\n".join(lines)[:NOTE_LIMIT]
 
 

@@ -167,23 +167,63 @@ def approval_body(case: ApprovalCase) -> str:
     return "\n".join(lines) + "\n"
 
 
-def approval_summary(case: ApprovalCase) -> list[str]:
-    """The body in a few lines, for the run's note and the request's notice: each metric's
-    base, champion and export values, the verdicts, the cost, what no answer does."""
+def metric_lines(case: ApprovalCase) -> dict[str, str]:
+    """Each metric's line: its base, champion and export values."""
     columns = evaluation_columns(case)
     base, champion, export = (values or {} for values in columns.values())
-    lines = [
-        f"{name}: base {_number(base.get(name))}, champion {_number(champion.get(name))}, "
+    return {
+        name: f"{name}: base {_number(base.get(name))}, champion {_number(champion.get(name))}, "
         f"this export {_number(export.get(name))}"
         for name in metric_names(columns)
-    ]
+    }
+
+
+def verdict_lines(case: ApprovalCase) -> list[str]:
+    """The gate's and the champion comparison's verdicts, the cost, what no answer does."""
     return [
-        *lines,
         gate_verdict(case.gate),
         champion_verdict(case.comparison),
         cost_line(case),
         timeout_text(case),
     ]
+
+
+def approval_summary(case: ApprovalCase) -> list[str]:
+    """The body in a few lines, for the request's notice: each metric's base, champion and
+    export values, the verdicts, the cost, what no answer does."""
+    return [*metric_lines(case).values(), *verdict_lines(case)]
+
+
+MORE_METRICS = "More on the Required Actions page: "
+CUT = " (cut: the Required Actions page has it whole)"
+
+
+def summary_within(case: ApprovalCase, room: int) -> list[str]:
+    """approval_summary in at most `room` characters, its lines joined by blank lines (the run's
+    note: Airflow keeps 1,000 characters of it). The verdicts, the cost and what no answer does
+    are kept whole; the metrics' lines in this order while they fit: the gated ones, MaxText's
+    other evaluation metrics, the rest (its counts, corr and total); one line names the metrics
+    left out, which the Required Actions page shows. Verdicts too long on their own are cut
+    before what no answer does, which stays last."""
+    lines, tail = metric_lines(case), verdict_lines(case)
+    gated = {n for n, row in _gate_rows(case.gate).items() if row.get("min_gain") is not None}
+    ranked = sorted(lines, key=lambda n: (n not in gated, n not in EVAL_METRICS))
+
+    def fitted(kept: set[str]) -> list[str]:
+        left = [n for n in lines if n not in kept]
+        more = [MORE_METRICS + ", ".join(left)] if left else []
+        return [*(lines[n] for n in lines if n in kept), *more, *tail]
+
+    kept: set[str] = set()
+    for name in ranked:
+        if len("\n\n".join(fitted(kept | {name}))) > room:
+            break
+        kept.add(name)
+    chosen = fitted(kept)
+    if len("\n\n".join(chosen)) <= room:
+        return chosen
+    head = "\n\n".join(chosen[:-1])[: max(0, room - len(tail[-1]) - 2 - len(CUT))]
+    return [head + CUT, tail[-1]]
 
 
 def approval_decision(result: Any) -> str | None:

@@ -103,7 +103,7 @@ def billed_text(tpu: Mapping[str, Any]) -> str | None:
     price, billed_as = tpu.get("price"), tpu.get("billed_as")
     if not price or billed_as not in (prices.COMMITMENT, prices.WINDOW):
         return None
-    rate = f"${price['usd_per_chip_hour']:.2f} per chip-hour ({price['basis']}, {price['region']})"
+    rate = f"${price['usd_per_chip_hour']:g} per chip-hour ({price['basis']}, {price['region']})"
     if billed_as == prices.COMMITMENT:
         return (
             f"no spend of this run's own: the reservation is paid by its commitment, whether or "

@@ -100,7 +100,7 @@ def _cost(tpu: Mapping[str, Any] | None) -> str:
         return f"{hours}, no price known"
     return (
         f"${tpu['estimated_cost_usd']:,.2f} ({hours}; {price['capacity']} at "
-        f"{price['usd_per_chip_hour']:.2f} USD per chip-hour, {price['basis']})"
+        f"{price['usd_per_chip_hour']:g} USD per chip-hour, {price['basis']})"
     )
 
 

@@ -122,7 +122,7 @@ def cost_text(tpu: Mapping[str, Any], capacity: str) -> str:
     if cost is None or not price:
         return f"{hours}, no price known for {tpu['tpu_type']}"
     return (
-        f"{hours}, about ${cost:,.2f} at {price['usd_per_chip_hour']:.2f} USD per chip-hour, "
+        f"{hours}, about ${cost:,.2f} at {price['usd_per_chip_hour']:g} USD per chip-hour, "
         f"the {capacity} price in {price['region']}, {price['basis']} ({price['source']}, "
         f"read {price['read']})"
     )

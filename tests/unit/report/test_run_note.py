@@ -19,7 +19,7 @@ def test_a_successful_runs_note_has_verdict_rewards_cost_and_report():
     assert text.split("\n\n") == [
         "**succeeded: model exported and verified**",
         "mean_reward 0.082 -> 0.123 (+0.041)",
-        "TPU cost: $345.60 (128.00 chip-hours, 32.00 host-hours; reservation at 2.70 USD per "
+        "TPU cost: $345.60 (128.00 chip-hours, 32.00 host-hours; reservation at 2.7 USD per "
         "chip-hour, on-demand equivalent)",
         f"Report: [{REPORT}](https://console.cloud.google.com/storage/browser/_details/b/"
         "gemma4-26b/hf-trained/rl-1/run-report.md)",

@@ -15,6 +15,7 @@ from tpu_rl.layout import RunLayout
 from tpu_rl.names import DAG_ID
 from tpu_rl.report import billing, prices, run_cost
 from tpu_rl.report import run_report as report
+from tpu_rl.report.run_note import note_text
 from tpu_rl.settings.run_settings import load_settings
 
 HF_TOKEN = "hf_UnitTestSecretToken0123456789"
@@ -74,6 +75,12 @@ def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
     spot = build(tutorial_conf, capacity="spot", reservation="")["tpu"]
     # Spot in us-east5 at the billing catalogue's 1.215 per chip-hour
     assert spot["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 1.215)
+    # the price as the table and the estimate give it: make demo-ui's report, approval and note
+    # said "1.22 USD per chip-hour", the estimate "$1.215" (and 1.22 is the 3-year commitment's)
+    assert "about $155.52 at 1.215 USD per chip-hour, the spot price" in report.cost_text(
+        spot, "spot"
+    )
+    assert "spot at 1.215 USD per chip-hour" in note_text("succeeded", None, spot, None)
     two = build(
         tutorial_conf, cluster_nodepool_count=2, num_trainer_slices=1, num_samplers_slices=1
     )["tpu"]
