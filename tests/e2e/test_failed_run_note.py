@@ -17,7 +17,7 @@ def test_a_failed_runs_note_leads_with_the_first_error(airflow_db, tmp_path, cap
     note = logged_note(caplog.records)
     verdict = note.split("\n\n")[0]
     assert verdict.startswith(
-        "**failed: validate: 1 invalid setting(s): - cluster_name: '-not-a-valid-name-'"
+        "**failed: validate: 1 invalid setting(s): cluster_name: '-not-a-valid-name-'"
     ), note
     assert "(validate failed; " in verdict, note
     assert "All runs: [RL post-training page](/plugin/rl-post-training)" in note

@@ -217,7 +217,7 @@ def test_first_line_of_an_error():
     assert first_line(RuntimeError()) == "RuntimeError"
     assert first_line(
         RuntimeError("2 invalid setting(s):\n- project: required, and empty\n- x")
-    ) == ("2 invalid setting(s): - project: required, and empty")
+    ) == ("2 invalid setting(s): project: required, and empty; x")
     assert first_line(None) == "no error message"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, Protocol
 
 from airflow.configuration import conf
@@ -17,19 +18,37 @@ CONFIG_SECTION = "tpu_rl"
 REWARDS_TASK = Step.WAIT_FOR_REWARDS
 GATE_TASK = Step.GATE
 NOTICE_TIMEOUT_SECONDS = 5  # per try of a channel; a notice is tried twice at most
+FIRST_LINE_CHARS = 500  # an error's line in a note, notice or summary
 
 
 def first_line(error: object) -> str:
     """The first non-empty line of an error, without secrets this process registered (the
-    Hugging Face token's wrapped pieces included: tpu_rl.token_masking).
+    Hugging Face token's wrapped pieces included: tpu_rl.token_masking), in at most
+    FIRST_LINE_CHARS characters.
 
-    A line that only announces a list ("2 invalid setting(s):") brings the list's first item.
+    A line that only announces a list ("2 invalid setting(s):") brings the list's items, `; `
+    between them, as many as fit, then how many more there are: a run's note and notice then
+    say every refused setting a person must fix, not the first of eight.
     """
     lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
     text = lines[0] if lines else type(error).__name__ if error else "no error message"
     if text.endswith(":") and len(lines) > 1:
-        text = f"{text} {lines[1]}"
-    return redact_secrets(text)[:500]
+        items = list(takewhile(lambda line: line.startswith("- "), lines[1:]))
+        text = _with_items(text, [item[2:] for item in items] or lines[1:2])
+    return redact_secrets(text)[:FIRST_LINE_CHARS]
+
+
+def _with_items(heading: str, items: list[str]) -> str:
+    """`heading item; item; ... and N more`, within FIRST_LINE_CHARS (the first item always)."""
+    shown = items[:1]
+    for item in items[1:]:
+        more = len(items) - len(shown) - 1
+        tail = f" and {more} more" if more else ""
+        if len(f"{heading} {'; '.join([*shown, item])}{tail}") > FIRST_LINE_CHARS:
+            break
+        shown.append(item)
+    left = len(items) - len(shown)
+    return f"{heading} {'; '.join(shown)}" + (f" and {left} more" if left else "")
 
 
 def rewards_line(rewards: Mapping[str, Any] | None) -> str:

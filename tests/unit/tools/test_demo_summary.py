@@ -6,7 +6,10 @@ from types import SimpleNamespace
 
 from tools.demo import summary
 
-REASON = "2 invalid setting(s): - num_batchs: unknown setting (did you mean num_batches?)"
+REASON = (
+    "2 invalid setting(s): num_batchs: unknown setting (did you mean num_batches?); "
+    "project: required, and empty"
+)
 
 
 def failed_validate() -> SimpleNamespace:
