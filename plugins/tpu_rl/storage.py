@@ -78,6 +78,18 @@ def newest_committed_step(checkpoints_uri: str, gcp_conn_id: str) -> tuple[int |
     return None, sorted(uncommitted)
 
 
+def read_text(uri: str, gcp_conn_id: str) -> str | None:
+    """A small text object (the run's report) as text, or None when it does not exist."""
+    from google.api_core.exceptions import NotFound
+
+    bucket, name = split_gcs_uri(uri)
+    blob = _hook(gcp_conn_id).get_conn().bucket(bucket).blob(name)
+    try:
+        return blob.download_as_bytes().decode(errors="replace")
+    except NotFound:
+        return None
+
+
 def missing_export_files(export_uri: str, gcp_conn_id: str) -> list[str]:
     """What a Hugging Face export lacks: config.json, safetensors shards, tokenizer files."""
     _, prefix = split_gcs_uri(export_uri)

@@ -4,7 +4,7 @@ Starts the demo (Airflow's own api-server, scheduler, dag-processor and triggere
 sandbox), logs in on Airflow's login page, triggers tpu_rl_post_training from its form, waits for
 the run to succeed, takes screenshots of the form, the grid, the graph, a task's log and the RL
 post-training page (test-artifacts/demo-ui/), and checks that the run's rewards are on that page
-and that the demo printed the run's report.
+and that the demo printed the run's report, which the note and the page open in Airflow.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import psutil
@@ -215,6 +216,10 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         # the demo's reservation: its hours, and its cost as the commitment (report/billing.py)
         assert "TPU cost: " in note and "paid by its commitment" in note, note
         assert "chip-hours" in note and "host-hours" in note and "run-report.md" in note
+        # the report as a page of Airflow's own (the console link of the sandbox's bucket opens
+        # nothing): the note links it (issue 44)
+        report_page = f"{base}/tpu-rl/report/{quote(run['dag_run_id'], safe='')}"
+        assert f"[open]({report_page.removeprefix(base)})" in note, note
         run_url = f"{base}/dags/{DAG_ID}/runs/{run['dag_run_id']}"
 
         grid = page_text(
@@ -246,6 +251,13 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         browser.screenshot(SHOTS / "rl-page.png")
         assert len(rows) == 1
         assert {"0.0821", "0.1234", "+0.0413", "passed"} <= set(rows[0])
+        reports = "[...document.querySelectorAll('#runs a')].filter(a => a.textContent == 'report')"
+        assert browser.evaluate(f"{reports}.map(a => a.href)") == [report_page]
+        report_text = page_text(
+            browser, report_page, "document.querySelectorAll('table').length > 1", "report.png"
+        )
+        assert "All runs: RL post-training page" in report_text
+        assert "mean_reward\t0.082\t0.123" in report_text, report_text[:2000]
 
         report = demo.wait_for_line("mean_reward went from", 60)
         assert "0.082 to 0.123" in report and "gate passed" in report

@@ -286,5 +286,5 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
         rewards = rewards if isinstance(rewards, dict) else None
-        text = note_text(verdict, rewards, tpu, report, promotion)
+        text = note_text(verdict, rewards, tpu, report, promotion, run_id=ti.run_id)
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tpu_rl.layout import console_object_url
+from tpu_rl.names import UI_PREFIX
 from tpu_rl.report.billing import billed_text
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,15 @@ TOKEN_PATH = "/auth/token"  # the simple and FAB auth managers' token endpoint (
 # airflow/ui/dist/assets/index-*.js: `function Uct(e){return`plugin/${e.url_route}`}`).
 RL_PAGE_ROUTE = "rl-post-training"
 RL_PAGE = f"/plugin/{RL_PAGE_ROUTE}"
+RL_PAGE_LINE = f"All runs: [RL post-training page]({RL_PAGE})"
+# The run's report as a page of the UI plugin (tpu_rl.ui.app, GET /report/{run_id}): it opens
+# wherever Airflow does, unlike the Cloud Console page of the demo's sandbox bucket or a file://
+# link (which browsers do not follow from an http page). The note's links open in a new tab:
+# Airflow's Markdown renders a link as chakra's Link with that href and target "_blank" (the
+# installed bundle airflow/ui/dist/assets/index-*.js: `{color:`fg.info`,...,href:r,rel:
+# `noopener noreferrer`,target:`_blank`}`), so an api-server path outside the React app opens.
+REPORT_ROUTE = f"{UI_PREFIX}/report/"
+REPORT_ELSEWHERE = "Report: on the RL post-training page"  # when no link fits the note
 STOPPED_CUT = " (cut: the report has it whole)"  # an early stop's line cut to fit the note
 TIMEOUT_S = 30.0  # per call; outcome has 10 minutes (STEP_MINUTES)
 
@@ -40,9 +50,11 @@ def note_text(
     tpu: Mapping[str, Any] | None,
     report_uri: str | None,
     promotion: str | None = None,
+    run_id: str | None = None,
 ) -> str:
     """The note: the verdict, the promotion (if the export was verified), mean_reward pre ->
-    post, the cost and the report's place."""
+    post, the cost and the report's place: its page in Airflow (with `run_id`), then the
+    object's own (as many of those links as fit the note)."""
     pre, post = ((rewards or {}).get(k) or {} for k in ("pre", "post"))
     before, after = pre.get("mean_reward"), post.get("mean_reward")
     if before is None or after is None:
@@ -52,8 +64,10 @@ def note_text(
     head = [f"**{verdict}**", *([f"Promotion: {promotion}"] if promotion else [])]
     tail = [reward, f"TPU cost: {_cost(tpu)}"]
     if report_uri:
-        tail.append(f"Report: [{report_uri}]({report_link(report_uri)})")
-    tail.append(f"All runs: [RL post-training page]({RL_PAGE})")
+        fixed = len("\n\n".join([*head, *tail, "", RL_PAGE_LINE]))
+        lines = [*_report_lines(report_uri, run_id), REPORT_ELSEWHERE]
+        tail.append(next((line for line in lines if fixed + len(line) <= NOTE_LIMIT), lines[-1]))
+    tail.append(RL_PAGE_LINE)
     if stopped := training_stopped(rewards):  # its evidence may be long: it gets what is left
         room = NOTE_LIMIT - len("\n\n".join([*head, *tail])) - 2
         if room > len(STOPPED_CUT):
@@ -75,6 +89,20 @@ def training_stopped(rewards: Mapping[str, Any] | None) -> str | None:
     if stop := found.get("spend_stop"):
         return f"Training stopped early. {stop.get('message') or 'spend limit'}"
     return None
+
+
+def report_page(run_id: str) -> str:
+    """The path of the run's report page in Airflow (tpu_rl.ui.app serves it)."""
+    return REPORT_ROUTE + quote(run_id, safe="")
+
+
+def _report_lines(report_uri: str, run_id: str | None) -> list[str]:
+    """The note's report line, longest first: the page and the object, then each alone."""
+    stored = f"[{report_uri}]({report_link(report_uri)})"
+    if not run_id:
+        return [f"Report: {stored}"]
+    page = f"[open]({report_page(run_id)})"
+    return [f"Report: {page} · {stored}", f"Report: {page}", f"Report: {stored}"]
 
 
 def report_link(uri: str) -> str:

@@ -8,6 +8,10 @@ The estimate page (/estimate, linked from the trigger form) is static too; /api/
 a run's settings (the form's Configuration JSON) and answers with every problem of them and
 their cost estimate (tpu_rl.ui.estimate). It reads nothing of any run, so it needs a user
 allowed to read this DAG (whose Params the form shows), authenticated the same way.
+
+/report/{run_id} is the run's report (run-report.md beside its verified export) as an HTML page
+(tpu_rl.ui.report_page), read from GCS with the deployment's Google connection as the tasks
+read (tpu_rl.storage): the note and the page link it. It needs what /api/runs needs.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.models.dag import DagModel
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 
-from tpu_rl.names import DAG_ID
+from tpu_rl import deployment
+from tpu_rl.names import DAG_ID, UI_PREFIX
+from tpu_rl.storage import read_text
 from tpu_rl.ui.estimate import settings_estimate
-from tpu_rl.ui.runs import fetch_runs
+from tpu_rl.ui.report_page import HEADERS, report_html
+from tpu_rl.ui.runs import fetch_runs, report_uri
 
 STATIC = Path(__file__).parent / "static"
 MAX_RUNS = 2000
@@ -97,3 +104,24 @@ def runs(
 ) -> dict[str, Any]:
     """The newest runs of the DAG, newest first: metrics, verdict, chip-hours, host-hours, links."""
     return {"dag_id": DAG_ID, "runs": fetch_runs(session, limit)}
+
+
+@app.get("/report/{run_id:path}", dependencies=[can_read_runs, can_read_xcoms])
+def report(run_id: str, session: SessionDep, request: Request) -> Response:
+    """The run's report as a page; 404 with why when the run has none, 502 when GCS refused."""
+    try:
+        uri = report_uri(session, run_id)
+    except LookupError as why:
+        return PlainTextResponse(str(why), status.HTTP_404_NOT_FOUND)
+    try:
+        text = read_text(uri, deployment.gcp_conn_id())
+    except Exception as err:  # GCS's refusal, no credentials, no connection: said in a line
+        reason = " ".join(f"{type(err).__name__}: {err}".split())
+        return PlainTextResponse(
+            f"The report {uri} could not be read: {reason}", status.HTTP_502_BAD_GATEWAY
+        )
+    if text is None:
+        return PlainTextResponse(f"The report {uri} is not there.", status.HTTP_404_NOT_FOUND)
+    # Airflow's root: where the api-server mounts this app (Starlette's Mount adds its path)
+    root = str(request.scope.get("root_path", "")).removesuffix(UI_PREFIX)
+    return HTMLResponse(report_html(run_id, uri, text, root), headers=HEADERS)

@@ -32,9 +32,9 @@ from sqlalchemy import Text, and_, cast, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.layout import console_url, pool_hosts
-from tpu_rl.names import DAG_ID, Step
+from tpu_rl.names import DAG_ID, UI_PREFIX, Step
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
-from tpu_rl.report.run_note import report_link
+from tpu_rl.report.run_note import report_page
 from tpu_rl.report.run_report import MARKDOWN_NAME
 from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.rewards.evaluations import step_table
@@ -151,6 +151,29 @@ def _summaries(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]
             else:
                 values[name] = checked
     return found
+
+
+def _report_uri(summary: Mapping[str, Any]) -> str | None:
+    """Where the run's report is: outcome writes it beside a verified export when it counts
+    the cost (RunOutcomeOperator.report_results)."""
+    export_uri = summary.get("export_uri")
+    return export_uri + MARKDOWN_NAME if export_uri and summary.get("cost") else None
+
+
+def report_uri(session: Session, run_id: str) -> str:
+    """The gs:// URI of the run's report; LookupError saying why when it has none."""
+    dag_run_id = session.scalar(
+        select(DagRun.id).where(DagRun.dag_id == DAG_ID, DagRun.run_id == run_id)
+    )
+    if dag_run_id is None:
+        raise LookupError(f"{DAG_ID} has no run {run_id!r}.")
+    summary = _summaries(session, [dag_run_id]).get(dag_run_id, {})
+    if uri := _report_uri(summary):
+        return uri
+    why = "outcome has not written it yet" if summary.get("export_uri") else "no verified export"
+    raise LookupError(
+        f"Run {run_id!r} has no report ({why}): outcome writes it beside a verified export."
+    )
 
 
 def _settings(conf_json: str | None) -> RunSettings:
@@ -297,9 +320,10 @@ def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
         "evaluations": step_table(rewards, gate.get("checkpoint")),
         "export_uri": export_uri,
         "export_url": console_url(export_uri) if export_uri else None,
-        # outcome writes the report beside a verified export when it counts the cost
+        # the run's report page (tpu_rl.ui.app) once outcome wrote the report, relative to the
+        # page (UI_PREFIX/) as the page's own api/runs
         "report_url": (
-            report_link(export_uri + MARKDOWN_NAME) if export_uri and x.get("cost") else None
+            report_page(run.run_id).removeprefix(f"{UI_PREFIX}/") if _report_uri(x) else None
         ),
         "billed_as": tpu.get("billed_as"),
         "run_url": run_path,

@@ -69,3 +69,40 @@ def test_a_long_early_stop_line_is_cut_so_the_links_stay_whole():
     assert "Training stopped early; kept and exported: gs://b/run/30/. Training health: " in text
     assert "(cut: the report has it whole)" in text
     assert text.endswith("All runs: [RL post-training page](/plugin/rl-post-training)")
+
+
+RUN_ID = "manual__2026-03-01T08:00:00+00:00"
+RL_LINE = "All runs: [RL post-training page](/plugin/rl-post-training)"
+CONSOLE = "https://console.cloud.google.com/storage/browser/_details/b/gemma4-26b/hf-trained/rl-1/"
+
+
+def report_line(text: str) -> str:
+    return next(line for line in text.split("\n\n") if line.startswith("Report: "))
+
+
+def test_the_report_line_opens_its_page_in_airflow_then_the_object():
+    """Issue 44: the console link of the demo's sandbox bucket opens nothing; the report's page
+    in Airflow (tpu_rl.ui.app, /tpu-rl/report/<run id>) opens wherever the note does."""
+    text = note_text("succeeded: model exported and verified", REWARDS, COST, REPORT, None, RUN_ID)
+    assert report_line(text) == (
+        "Report: [open](/tpu-rl/report/manual__2026-03-01T08%3A00%3A00%2B00%3A00)"
+        f" · [{REPORT}]({CONSOLE}run-report.md)"
+    )
+    assert text.endswith(RL_LINE)
+
+
+def test_a_long_run_id_keeps_the_note_within_airflows_limit_with_whole_links():
+    """Airflow takes run ids up to 250 characters; quoted, one of ':' is 750: the line keeps
+    what fits whole (the page and the object, one of them, or where to look)."""
+    verdict = "failed: " + "e" * 300
+    plain = note_text(verdict, REWARDS, COST, REPORT, "promoted", "m" * 250)
+    assert len(plain) <= NOTE_LIMIT and plain.endswith(RL_LINE)
+    assert report_line(plain) == f"Report: [open](/tpu-rl/report/{'m' * 250}) · [{REPORT}]" + (
+        f"({CONSOLE}run-report.md)"
+    )
+    colons = note_text(verdict, REWARDS, COST, REPORT, "promoted", ":" * 250)
+    assert len(colons) <= NOTE_LIMIT and colons.endswith(RL_LINE)
+    assert report_line(colons) == f"Report: [{REPORT}]({CONSOLE}run-report.md)"
+    longer = note_text("failed: " + "e" * 600, REWARDS, COST, REPORT, "promoted", ":" * 250)
+    assert len(longer) <= NOTE_LIMIT and longer.endswith(RL_LINE)
+    assert report_line(longer) == "Report: on the RL post-training page"
