@@ -4,7 +4,11 @@ and leaves a pod whose selector or TPU limit does not match those nodes Pending.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,11 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
+from sandbox.cloud import SANDBOX_BIN, sandbox_env
 from sandbox.cluster_model import ClusterModel
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.scheduler import Scheduler
 from sandbox.toolkit_expansion import policy_name
 from tests.sandbox.test_capacity import NS, TPU_POOL, VARS, deploy_tutorial_blueprint
+from tests.unit.catalogue.test_cells import cell_conf
+from tpu_rl.catalogue.cells import CELLS, Cell
+from tpu_rl.plan import main as plan
 
 ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 
@@ -129,6 +137,34 @@ def test_a_multi_host_tpu7x_pool_needs_a_workload_policy_of_its_topology(
     assert pool is not None
     topology = pool.labels["cloud.google.com/gke-tpu-topology"]
     assert pool.nodes == math.prod(int(d) for d in topology.split("x")) // 4, (pool, topology)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[f"{c.model_name}@{c.tpu_type}" for c in CELLS])
+def test_every_catalogue_cells_cluster_deploys_on_the_sandboxs_gke(
+    tmp_path: Path, cell: Cell
+) -> None:
+    """`make plan`'s blueprint and deployment file for each cell, deployed as its create_cluster
+    step runs gcluster: GKE takes every cell's TPU pool (a tpu7x pool with its workload policy),
+    with the slice's hosts as nodes."""
+    conf = tmp_path / "cell.json"
+    conf.write_text(json.dumps(cell_conf(cell)))
+    out = tmp_path / "out"
+    assert plan([str(conf), str(out)]) == 0
+    steps = json.loads((out / "plan.json").read_text())["steps"]
+    [argv] = [s["argv"] for s in steps if s["id"] == "create_cluster"]
+    env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused")}
+    done = subprocess.run(
+        [sys.executable, str(SANDBOX_BIN / "gcluster"), *argv[1:]],
+        cwd=out, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [record] = json.loads((tmp_path / "cloud.json").read_text())["clusters"].values()
+    assert record["status"] == "RUNNING"
+    model = ClusterModel.from_blueprint(record["blueprint"], record["staged"])
+    [pool] = [p for p in model.pools if p.slice_hosts]
+    chips = math.prod(int(d) for d in cell.topology.split("x"))
+    assert (pool.machine_type, pool.nodes) == (cell.generation.machine_type, chips // 4)
+    assert pool.labels["cloud.google.com/gke-tpu-topology"] == cell.topology
 
 
 def worker(name: str, selector: dict[str, str], chips: str) -> dict[str, Any]:

@@ -361,3 +361,42 @@ def test_plan_writes_both_files_and_names_the_gcluster_binary(settings):
     assert dep["terraform_backend_defaults"]["configuration"]["prefix"] == (
         blueprint.default_state_prefix(settings)
     )
+
+
+@pytest.mark.parametrize(
+    ("tpu_type", "topology", "machine", "policy"),
+    [
+        ("tpu7x-128", "4x4x4", "tpu7x-standard-4t", True),  # 16 VMs: a multi-host slice
+        ("tpu7x-8", "2x2x1", "tpu7x-standard-4t", False),  # one VM
+        ("v5p-64", "2x4x4", "ct5p-hightpu-4t", False),  # v5p keeps the topology flag
+    ],
+)
+def test_a_multi_host_tpu7x_pool_is_placed_by_a_workload_policy(
+    settings, tpu_type, topology, machine, policy
+):
+    """GKE places a multi-host TPU7x slice by a HIGH_THROUGHPUT workload policy: the blueprint
+    gains Cluster Toolkit's gke-tpu-7x resource-policy module, the TPU pool uses it in place of
+    its own placement policy; other slices keep the tutorial's pool."""
+    on = dataclasses.replace(settings, tpu_type=tpu_type, topology=topology, compute_type=machine)
+    edited = modules(yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, on, "d")))
+    pool = edited["gke-tpu-v6e-pool"]
+    if not policy:
+        assert "workload_policy" not in edited and "workload_policy" not in pool["use"]
+        assert pool["settings"]["placement_policy"]["tpu_topology"] == "$(vars.tpu_topology)"
+        return
+    assert edited["workload_policy"] == {
+        "id": "workload_policy",
+        "source": "modules/compute/resource-policy",
+        "settings": {
+            "name": "tpu7x-workload-policy",
+            "project_id": "$(vars.project_id)",
+            "region": "$(vars.region)",
+            "workload_policy": {
+                "accelerator_topology": "$(vars.tpu_topology)",
+                "type": "HIGH_THROUGHPUT",
+            },
+        },
+    }
+    assert pool["use"][-1] == "workload_policy" and "placement_policy" not in pool["settings"]
+    ids = list(edited)
+    assert ids.index("workload_policy") == ids.index("gke-tpu-v6e-pool") - 1
