@@ -317,7 +317,7 @@ def main(argv: list[str]) -> int:
         print(f"warning: {warning}")
     summary = capacity_summary(settings)
     print(f"TPU capacity: {summary['mode']}")
-    for edit in summary["blueprint_edits"]:
+    for edit in [*summary["blueprint_edits"], *blueprint.describe_workload_policy(settings)]:
         print(f"  blueprint: {edit}")
     for label, value in summary["node_selector"].items():
         print(f"  TPU pods select node label {label}={value}")

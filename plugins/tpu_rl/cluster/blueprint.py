@@ -189,6 +189,17 @@ def needs_workload_policy(settings: RunSettings) -> bool:
     )
 
 
+def describe_workload_policy(settings: RunSettings) -> list[str]:
+    """The workload policy edit in words, for the plan (none where the slice needs none)."""
+    if settings.cluster_mode != "create" or not needs_workload_policy(settings):
+        return []
+    return [
+        f"module {WORKLOAD_POLICY_ID!r} added: a HIGH_THROUGHPUT workload policy of accelerator "
+        f"topology {settings.topology}, which the TPU pool uses in place of its placement "
+        "policy (GKE places a multi-host TPU7x slice by a workload policy)"
+    ]
+
+
 def edit_workload_policy(groups: list[dict], settings: RunSettings) -> None:
     """For a multi-host TPU7x slice: the workload policy module, before the TPU pool, which uses
     it in place of its own placement policy (WORKLOAD_POLICY_MODULE); nothing otherwise."""

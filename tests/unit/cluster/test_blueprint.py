@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 import shlex
 
@@ -12,8 +13,11 @@ import yaml
 
 from sandbox.paths import BLUEPRINT_FIXTURES as FIXTURES
 from tests.conftest import SEED
+from tests.unit.catalogue.test_cells import cell_conf
+from tpu_rl.catalogue.cells import CELLS
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster.blueprint import BlueprintError
+from tpu_rl.plan import main as plan
 from tpu_rl.settings.run_settings import load_settings
 
 BLUEPRINT = (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()
@@ -400,3 +404,14 @@ def test_a_multi_host_tpu7x_pool_is_placed_by_a_workload_policy(
     assert pool["use"][-1] == "workload_policy" and "placement_policy" not in pool["settings"]
     ids = list(edited)
     assert ids.index("workload_policy") == ids.index("gke-tpu-v6e-pool") - 1
+
+
+def test_make_plan_says_a_tpu7x_slice_gets_its_workload_policy(tmp_path, capsys):
+    """`make plan` names the edit among the blueprint's, for the tpu7x cell only."""
+    said = {}
+    for cell in CELLS:
+        conf = tmp_path / "cell.json"
+        conf.write_text(json.dumps(cell_conf(cell)))
+        assert plan([str(conf), str(tmp_path / cell.tpu_type)]) == 0
+        said[cell.tpu_type] = "module 'workload_policy' added" in capsys.readouterr().out
+    assert {t for t, s in said.items() if s} == {"tpu7x-128"}
