@@ -21,7 +21,7 @@ from sandbox.cluster_addons import VERSIONS, addon_versions, install_addons
 from sandbox.kube_state import KINDS, KUEUE_GROUP, ApiError, ClusterState
 from sandbox.kueue import suspend_webhook
 from sandbox.paths import BLUEPRINT_FIXTURES
-from sandbox.toolkit_expansion import expand_blueprint
+from sandbox.toolkit_expansion import expand_blueprint, pool_topology
 from sandbox.tpu_machines import TPU_MACHINES
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -200,7 +200,8 @@ class ClusterModel:
         cluster = by_source["modules/scheduler/gke-cluster"]
         tpu_module = by_source["modules/compute/gke-node-pool"]
         machine = str(setting(tpu_module, "machine_type"))
-        topology = str((setting(tpu_module, "placement_policy") or {}).get("tpu_topology"))
+        # the pool's own placement policy, or (tpu7x) its workload policy's accelerator topology
+        topology = str(pool_topology(tpu_module, modules, v))
         hosts = prod(int(x) for x in topology.split("x")) // MACHINE_TYPES[machine].tpu
         slices = int(setting(tpu_module, "num_slices", 1) or 1)
         namespace = str(setting(cluster, "namespace", "default"))

@@ -9,6 +9,9 @@ came in 4cea3b8, first released in v1.86.0, so the tutorial's v1.103.0 has it):
   `machine_type` (`IsTPU`: prefix "ct" or "tpu" in the name), and `enable_flex_start` is not
   true, it sets `static_node_count` to `CalculateAcceleratorNodes`: chips of the topology
   divided by the "-<n>t" suffix of the machine type (ct6e-standard-4t, 4x8: 8).
+- pkg/config/hardware.go, `extractTopologyFromWorkloadPolicy` (d6e60ef, May 2026, first released
+  in v1.91.0): a pool with neither topology setting takes the `accelerator_topology` of the
+  `workload_policy` of a module it `use`s (gke-tpu-7x's pool, examples/gke-tpu-7x/gke-tpu-7x.yaml).
 - modules/compute/gke-node-pool/main.tf: `node_count = var.static_node_count`, and
   `dynamic "autoscaling" { for_each = local.static_node_set ? [] : [1] }`: a pool with a static
   count has no autoscaling block, whatever autoscaling_min/max_node_count say; and the
@@ -17,6 +20,7 @@ came in 4cea3b8, first released in v1.86.0, so the tutorial's v1.103.0 has it):
 
 from __future__ import annotations
 
+import hashlib
 import re
 from math import prod
 from typing import Any
@@ -45,14 +49,77 @@ def accelerator_nodes(machine_type: str, topology: str) -> int:
     return chips // int(per_vm.group(1))
 
 
-def expand_hardware_settings(settings: dict[str, Any], variables: dict[str, Any]) -> None:
-    """expandHardwareSettings on one module's settings (in place)."""
+def used_workload_policy(
+    module: dict[str, Any], modules: dict[str, dict[str, Any]], variables: dict[str, Any]
+) -> tuple[str, dict[str, Any]] | None:
+    """The id and `workload_policy` (vars resolved) of the first module `module` uses that has
+    one: a resource-policy module (modules/compute/resource-policy), or None."""
+    for used in module.get("use") or []:
+        policy = ((modules.get(used) or {}).get("settings") or {}).get("workload_policy")
+        policy = _value(policy, variables)
+        if isinstance(policy, dict):
+            return used, {k: _value(v, variables) for k, v in policy.items()}
+    return None
+
+
+def policy_name(
+    module_id: str, modules: dict[str, dict[str, Any]], variables: dict[str, Any]
+) -> str:
+    """The name a resource-policy module gives its policy: modules/compute/resource-policy/
+    main.tf (cluster-toolkit 1047080) lines 16-22, `"${var.name}-${random_id...hex}"`: a 4-byte
+    random suffix, here a stable one (the module id's digest) so a redeploy keeps it."""
+    name = _value(((modules.get(module_id) or {}).get("settings") or {}).get("name"), variables)
+    return f"{name}-{hashlib.sha256(module_id.encode()).hexdigest()[:8]}"
+
+
+def placement_policy(
+    module: dict[str, Any], modules: dict[str, dict[str, Any]], variables: dict[str, Any]
+) -> dict[str, Any]:
+    """The node pool's `placement_policy` as gke-node-pool receives it: the explicit setting,
+    else the `placement_policy` output of a used resource-policy module (modules/README.md,
+    "Use": an explicit setting comes first, then used modules' outputs). That output
+    (resource-policy/outputs.tf lines 17-30): type COMPACT, the policy's name, and the workload
+    policy's accelerator_topology as tpu_topology."""
+    settings = module.get("settings") or {}
+    explicit = _value(settings.get("placement_policy"), variables)
+    if isinstance(explicit, dict):
+        return {k: _value(v, variables) for k, v in explicit.items()}
+    used = used_workload_policy(module, modules, variables)
+    if used is None or not used[1].get("type"):
+        return {}
+    return {
+        "type": "COMPACT",
+        "name": policy_name(used[0], modules, variables),
+        "tpu_topology": used[1].get("accelerator_topology"),
+    }
+
+
+def pool_topology(
+    module: dict[str, Any], modules: dict[str, dict[str, Any]], variables: dict[str, Any]
+) -> str | None:
+    """extractTopology: `tpu_topology`, else `placement_policy.tpu_topology`, else the used
+    workload policy's `accelerator_topology`."""
+    settings = module.get("settings") or {}
+    explicit = _value(settings.get("placement_policy"), variables)
+    topology = _value(settings.get("tpu_topology"), variables) or (
+        _value(explicit.get("tpu_topology"), variables) if isinstance(explicit, dict) else None
+    )
+    if not topology and (used := used_workload_policy(module, modules, variables)):
+        topology = used[1].get("accelerator_topology")
+    return str(topology) if topology else None
+
+
+def expand_hardware_settings(
+    settings: dict[str, Any],
+    variables: dict[str, Any],
+    module: dict[str, Any] | None = None,
+    modules: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    """expandHardwareSettings on one module's settings (in place); `module` (whose settings
+    these are) and the blueprint's `modules` by id let it read a used workload policy."""
     if "static_node_count" in settings:
         return
-    placement = _value(settings.get("placement_policy"), variables) or {}
-    topology = _value(settings.get("tpu_topology"), variables) or _value(
-        placement.get("tpu_topology") if isinstance(placement, dict) else None, variables
-    )
+    topology = pool_topology({**(module or {}), "settings": settings}, modules or {}, variables)
     machine = _value(settings.get("machine_type"), variables)
     if not topology or not isinstance(machine, str) or not _is_tpu(machine):
         return
@@ -64,10 +131,19 @@ def expand_hardware_settings(settings: dict[str, Any], variables: dict[str, Any]
 def expand_blueprint(blueprint: dict[str, Any]) -> None:
     """The rule on every module of the blueprint (in place), as gcluster's expandModule does."""
     variables = blueprint.get("vars") or {}
-    for group in blueprint.get("deployment_groups") or []:
-        for module in group.get("modules") or []:
-            if module.get("settings"):
-                expand_hardware_settings(module["settings"], variables)
+    modules = blueprint_modules(blueprint)
+    for module in modules.values():
+        if module.get("settings"):
+            expand_hardware_settings(module["settings"], variables, module, modules)
+
+
+def blueprint_modules(blueprint: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The blueprint's modules by id."""
+    return {
+        str(m.get("id")): m
+        for group in blueprint.get("deployment_groups") or []
+        for m in group.get("modules") or []
+    }
 
 
 def precondition_refusal(settings: dict[str, Any], variables: dict[str, Any]) -> str | None:

@@ -21,6 +21,18 @@ Sources:
   next, 0.5% of the next 2, 0.25% above 4; memory 25% of the first 4 GiB, 20% of the next 4,
   10% of the next 8, 6% of the next 112, 2% above 128 GiB, and a 100 MiB eviction threshold);
   ct6e keeps the figures the sandbox had (EMULATOR_API.md).
+- Ironwood's workload policy: https://docs.cloud.google.com/kubernetes-engine/docs/concepts/
+  tpu-ironwood, "Workload policy for multi-host node pools" (read 2026-12-05): "Ironwood (TPU7x)
+  uses a workload policy to configure the physical placement of the underlying infrastructure
+  when you create multi-host TPU slice node pools. You create a workload policy and then apply
+  it by using the --placement-policy flag. This policy replaces the --tpu-topology flag used by
+  other TPU versions." and "Ironwood (TPU7x) supports the High throughput workload policy." The
+  policy is a Compute Engine resource policy (`gcloud compute resource-policies create
+  workload-policy NAME --type=HIGH_THROUGHPUT --accelerator-topology=...`,
+  https://cloud.google.com/sdk/gcloud/reference/compute/resource-policies/create/workload-policy)
+  that the pool's placement policy names; container.v1 NodePool.PlacementPolicy.policy_name:
+  "The resource policy must be in the same project and region as the node pool. If not found,
+  InvalidArgument error is returned."
 """
 
 from __future__ import annotations
@@ -90,3 +102,46 @@ def topology_refusal(machine_type: str, topology: str) -> str | None:
         f"Invalid TPU topology {topology!r} for machine type {machine_type!r}: "
         "not a supported slice shape"
     )
+
+
+# The machine types whose multi-host pools GKE places by a workload policy only (above).
+WORKLOAD_POLICY_MACHINES = ("tpu7x-standard-4t",)
+HIGH_THROUGHPUT = "HIGH_THROUGHPUT"
+
+
+def workload_policy_refusal(
+    machine_type: str,
+    topology: str,
+    region: str,
+    placement: dict[str, object],
+    policies: dict[str, dict[str, object]],
+) -> str | None:
+    """GKE's 400 for a multi-host Ironwood (TPU7x) node pool in `region` whose placement policy
+    names no HIGH_THROUGHPUT workload policy of its topology there (wording approximated), or
+    None. `policies`: the project's resource policies by name, each with its `region`, `type` and
+    `accelerator_topology`."""
+    machine = TPU_MACHINES.get(machine_type)
+    if machine is None or machine_type not in WORKLOAD_POLICY_MACHINES:
+        return None
+    dims = [int(d) for d in topology.split("x")] if _TOPOLOGY.fullmatch(topology) else []
+    if not dims or math.prod(dims) <= machine.chips:  # one VM: a single-host slice
+        return None
+    name = str(placement.get("name") or "")
+    if not name:
+        return (
+            f"multi-host TPU slice node pools of machine type {machine_type!r} are placed by a "
+            f"workload policy: create one of type {HIGH_THROUGHPUT} with accelerator topology "
+            f"{topology!r} in {region} and name it in the node pool's placement policy "
+            "(--placement-policy); a TPU topology alone is not supported"
+        )
+    policy = policies.get(name)
+    if policy is None or policy.get("region") != region:
+        return f"resource policy {name!r} not found in region {region}"
+    kind, shape = str(policy.get("type") or "").upper(), policy.get("accelerator_topology")
+    if kind != HIGH_THROUGHPUT or shape != topology:
+        return (
+            f"resource policy {name!r} is not a {HIGH_THROUGHPUT} workload policy with "
+            f"accelerator topology {topology!r} (it has type {kind or 'none'}, topology "
+            f"{shape or 'none'})"
+        )
+    return None

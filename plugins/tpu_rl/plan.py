@@ -319,6 +319,8 @@ def main(argv: list[str]) -> int:
     print(f"TPU capacity: {summary['mode']}")
     for edit in summary["blueprint_edits"]:
         print(f"  blueprint: {edit}")
+    for edit in blueprint.describe_workload_policy(settings):
+        print(f"blueprint, TPU7x slice: {edit}")
     for label, value in summary["node_selector"].items():
         print(f"  TPU pods select node label {label}={value}")
     estimate = estimate_run(settings)

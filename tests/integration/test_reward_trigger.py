@@ -1199,3 +1199,29 @@ async def test_capacity_wait_times_out_with_the_schedulers_reason(emu, creds):
     event = await first_event(trigger)
     assert event["status"] == "error" and event["reason"] == "pending_timeout"
     assert "0/1 pods scheduled" in event["message"] and said in event["message"]
+
+
+async def test_a_post_line_read_as_a_progress_report_leaves_ends_the_wait(emu, creds, monkeypatch):
+    """The log stream reads on in the background: a Post line it reads after the poll that
+    chose a progress report, before the trigger closes the stream, ends the wait. The report's
+    state is past that line already, so a wait rebuilt from it would find no Post line and end
+    with `completed_without_result` (seen under load in tests/e2e/test_catalogue_cells.py)."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    clock = Clock()
+    emu.append_log(NS, "train-a", C, pre(), at=clock())
+    for n in (1, 2, 3):
+        emu.append_log(NS, "train-a", C, absl(f"Train step {n} training loss: 0.5"), at=clock())
+    waited = RewardTrigger._wait
+
+    async def post_read_after_the_report(self: RewardTrigger) -> dict[str, Any]:
+        payload = await waited(self)
+        assert payload["reason"] == PROGRESS_EVENT, payload
+        emu.append_log(NS, "train-a", C, post(), at=clock())
+        await wait_for(lambda: self.follower.found() is not None)  # the stream read it
+        return payload
+
+    monkeypatch.setattr(RewardTrigger, "_wait", post_read_after_the_report)
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, total_steps=6)))
+    assert event["status"] == "success", event
+    assert event["post"]["corr"] == 12

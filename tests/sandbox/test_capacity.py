@@ -272,16 +272,22 @@ def test_resumed_client_starts_at_the_newest_complete_checkpoint(
 
 
 def deploy_tutorial_blueprint(
-    tmp_path: Path, edits: dict[str, Any], fault: str = ""
+    tmp_path: Path, edits: dict[str, Any], fault: str = "", used: tuple[dict[str, Any], ...] = ()
 ) -> tuple[subprocess.CompletedProcess, str]:
     """`gcluster deploy` (the fake) of the tutorial's blueprint with its TPU pool's settings
-    edited; what it printed, and the cluster's status in the sandbox's cloud."""
+    edited (a None value drops the setting) and the `used` modules added before the pool, which
+    uses them; what it printed, and the cluster's status in the sandbox's cloud."""
     bp = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
     bp["vars"].update(VARS, region="us-east5", reservation="r1", kueue_configuration_path="")
     for group in bp["deployment_groups"]:
-        for module in group["modules"]:
+        for module in list(group["modules"]):
             if module["source"] == "modules/compute/gke-node-pool":
                 module["settings"].update(edits)
+                for key in [k for k, v in edits.items() if v is None]:
+                    module["settings"].pop(key)
+                at = group["modules"].index(module)
+                group["modules"][at:at] = list(used)
+                module["use"] = [*module.get("use", []), *(m["id"] for m in used)]
     (tmp_path / "bp.yaml").write_text(yaml.safe_dump(bp))
     env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused"),
            "FAKE_GCLUSTER_FAIL": fault}  # fmt: skip

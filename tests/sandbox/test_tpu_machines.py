@@ -4,16 +4,27 @@ and leaves a pod whose selector or TPU limit does not match those nodes Pending.
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from sandbox.cloud import SANDBOX_BIN, sandbox_env
 from sandbox.cluster_model import ClusterModel
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.scheduler import Scheduler
+from sandbox.toolkit_expansion import policy_name
 from tests.sandbox.test_capacity import NS, TPU_POOL, VARS, deploy_tutorial_blueprint
+from tests.unit.catalogue.test_cells import cell_conf
+from tpu_rl.catalogue.cells import CELLS, Cell
+from tpu_rl.plan import main as plan
 
 ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 
@@ -45,11 +56,14 @@ def emu() -> Iterator[KubeEmulator]:
 def test_gcluster_refuses_a_topology_the_machine_type_does_not_make(
     tmp_path: Path, machine: str, topology: str, offered: bool
 ) -> None:
-    """xpk's system_characteristics (sandbox/tpu_machines.py): GKE's 400 before any VM."""
+    """xpk's system_characteristics (sandbox/tpu_machines.py): GKE's 400 before any VM. (A
+    tpu7x pool is placed by its workload policy: test_a_multi_host_tpu7x_pool_...)"""
     placement = {"type": "COMPACT", "tpu_topology": topology}
-    done, status = deploy_tutorial_blueprint(
-        tmp_path, {"machine_type": machine, "placement_policy": placement}
-    )
+    edits: dict[str, Any] = {"machine_type": machine, "placement_policy": placement}
+    used: tuple[dict[str, Any], ...] = ()
+    if machine == "tpu7x-standard-4t":
+        edits["placement_policy"], used = None, (workload_policy(topology),)
+    done, status = deploy_tutorial_blueprint(tmp_path, edits, used=used)
     if offered:
         assert (done.returncode, status) == (0, "RUNNING"), done.stderr
     else:
@@ -58,6 +72,99 @@ def test_gcluster_refuses_a_topology_the_machine_type_does_not_make(
             f"Error 400: Invalid TPU topology '{topology}' for machine type '{machine}'"
             in done.stderr
         )
+
+
+def workload_policy(
+    topology: str, kind: str = "HIGH_THROUGHPUT", region: str = "us-east5"
+) -> dict[str, Any]:
+    """Cluster Toolkit's gke-tpu-7x example's workload policy module (examples/gke-tpu-7x/
+    gke-tpu-7x.yaml at 1047080, lines 144-152), of this topology, type and region."""
+    return {
+        "id": "workload_policy",
+        "source": "modules/compute/resource-policy",
+        "settings": {
+            "name": "tpu7x-workload-policy",
+            "project_id": "$(vars.project_id)",
+            "region": region,
+            "workload_policy": {"accelerator_topology": topology, "type": kind},
+        },
+    }
+
+
+TPU7X = {"machine_type": "tpu7x-standard-4t", "placement_policy": None}
+# the name the example's policy module gives its policy, in the sandbox's cloud
+POLICY = policy_name("workload_policy", {"workload_policy": workload_policy("4x4x4")}, {})
+
+
+@pytest.mark.parametrize(
+    ("edits", "used", "refusal"),
+    [
+        # the tutorial's v6e placement, on TPU7x: a topology and no workload policy
+        ({**TPU7X, "placement_policy": {"type": "COMPACT", "tpu_topology": "4x4x4"}}, (),
+         "are placed by a workload policy: create one of type HIGH_THROUGHPUT with accelerator "
+         "topology '4x4x4' in us-east5"),
+        (TPU7X, (workload_policy("4x4x4", kind="HIGH_AVAILABILITY"),),
+         f"resource policy '{POLICY}' is not a HIGH_THROUGHPUT workload policy"),
+        (TPU7X, (workload_policy("4x4x4", region="us-central1"),),
+         f"resource policy '{POLICY}' not found in region us-east5"),
+        ({**TPU7X, "placement_policy": {"type": "COMPACT", "name": POLICY,
+                                        "tpu_topology": "4x4x8"}},
+         (workload_policy("4x4x4"),), "with accelerator topology '4x4x8'"),
+        # Cluster Toolkit's gke-tpu-7x pool: placed by the workload policy it uses
+        (TPU7X, (workload_policy("4x4x4"),), None),
+        # one VM (2x2x1) is no multi-host slice; v5p keeps its topology flag
+        ({**TPU7X, "placement_policy": {"type": "COMPACT", "tpu_topology": "2x2x1"}}, (), None),
+        ({"machine_type": "ct5p-hightpu-4t",
+          "placement_policy": {"type": "COMPACT", "tpu_topology": "4x4x4"}}, (), None),
+    ],
+)  # fmt: skip
+def test_a_multi_host_tpu7x_pool_needs_a_workload_policy_of_its_topology(
+    tmp_path: Path, edits: dict[str, Any], used: tuple[dict[str, Any], ...], refusal: str | None
+) -> None:
+    """GKE's Ironwood rule (sandbox/tpu_machines.py): a multi-host TPU7x pool's placement policy
+    names a HIGH_THROUGHPUT workload policy of its topology in its region, else GKE's 400 before
+    any VM. Placed so, gcluster counts its hosts from the policy's topology (16 VMs of 4x4x4)."""
+    done, status = deploy_tutorial_blueprint(tmp_path, edits, used=used)
+    if refusal is not None:
+        assert (done.returncode, status) == (1, "PARTIAL")
+        assert refusal in done.stderr, done.stderr
+        return
+    assert (done.returncode, status) == (0, "RUNNING"), done.stderr
+    expanded = yaml.safe_load(
+        (tmp_path / "c1" / ".ghpc" / "artifacts" / "expanded_blueprint.yaml").read_text()
+    )
+    pool = ClusterModel.from_blueprint(expanded, {}).pool(TPU_POOL)
+    assert pool is not None
+    topology = pool.labels["cloud.google.com/gke-tpu-topology"]
+    assert pool.nodes == math.prod(int(d) for d in topology.split("x")) // 4, (pool, topology)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[f"{c.model_name}@{c.tpu_type}" for c in CELLS])
+def test_every_catalogue_cells_cluster_deploys_on_the_sandboxs_gke(
+    tmp_path: Path, cell: Cell
+) -> None:
+    """`make plan`'s blueprint and deployment file for each cell, deployed as its create_cluster
+    step runs gcluster: GKE takes every cell's TPU pool (a tpu7x pool with its workload policy),
+    with the slice's hosts as nodes."""
+    conf = tmp_path / "cell.json"
+    conf.write_text(json.dumps(cell_conf(cell)))
+    out = tmp_path / "out"
+    assert plan([str(conf), str(out)]) == 0
+    steps = json.loads((out / "plan.json").read_text())["steps"]
+    [argv] = [s["argv"] for s in steps if s["id"] == "create_cluster"]
+    env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused")}
+    done = subprocess.run(
+        [sys.executable, str(SANDBOX_BIN / "gcluster"), *argv[1:]],
+        cwd=out, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [record] = json.loads((tmp_path / "cloud.json").read_text())["clusters"].values()
+    assert record["status"] == "RUNNING"
+    model = ClusterModel.from_blueprint(record["blueprint"], record["staged"])
+    [pool] = [p for p in model.pools if p.slice_hosts]
+    chips = math.prod(int(d) for d in cell.topology.split("x"))
+    assert (pool.machine_type, pool.nodes) == (cell.generation.machine_type, chips // 4)
+    assert pool.labels["cloud.google.com/gke-tpu-topology"] == cell.topology
 
 
 def worker(name: str, selector: dict[str, str], chips: str) -> dict[str, Any]:

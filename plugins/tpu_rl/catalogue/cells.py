@@ -18,8 +18,11 @@ from typing import Any
 from tpu_rl.catalogue.models import MODELS, Model
 from tpu_rl.tpu import TpuGeneration, generation_for
 
-# The MaxText image every cell runs: the tutorial's, MaxText 0.2.4's post-training image (no
-# public digest for it is known to us: a cell pins its tag, as the tutorial does).
+# The MaxText image every cell runs: the tutorial's, MaxText 0.2.4's post-training image. No
+# public digest of it is known (searched 2026-12-05: MaxText at maxtext-v0.2.4, its RL scripts,
+# tutorials and end-to-end tests, the Pathways and GKE docs): a cell pins its tag, as the
+# tutorial does. The RL scripts run an image the user builds (`DOCKER_IMAGE`, "the Docker image
+# you pushed"), so none of them publishes a MaxText digest.
 MAXTEXT_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
 
 
@@ -44,6 +47,10 @@ class Cell:
     # the source ran it as a Pathways workload (every run here runs a Pathways backend)
     pathways: bool = True
     image: str = MAXTEXT_IMAGE
+    # images pinned by digest in the cell's source, and where (a record: the run's images are
+    # its settings, tpu_rl.settings.images); empty where the source publishes none
+    known_good_images: tuple[str, ...] = ()
+    images_source: str = ""
 
     @property
     def model(self) -> Model:
@@ -106,6 +113,14 @@ CELLS: tuple[Cell, ...] = (
         ici_tensor_parallelism=2,
         rollout_tensor_parallelism=2,
         hbm_utilization_vllm=0.5,
+        known_good_images=(
+            "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server"
+            "@sha256:d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162",
+            "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server"
+            "@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724",
+        ),
+        images_source=f"{SCRIPTS}/run_gemma4_e4b_rl.sh:28-29 (PATHWAYS_SERVER_IMAGE, "
+        "PATHWAYS_PROXY_SERVER_IMAGE: 'Pathways component images, pinned to specific versions')",
     ),
     # docs/tutorials/posttraining/rl.md:21 ("a single host TPU-VM such as v6e-8/v5p-8"), with
     # rl.yml's defaults; here on 2 ct6e-standard-4t hosts (xpk's v6e-8, tpu_rl.tpu), so Pathways

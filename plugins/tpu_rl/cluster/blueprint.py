@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import platform
 import re
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ import yaml
 
 from tpu_rl.cluster import capacity, ladder
 from tpu_rl.names import DAG_ID
-from tpu_rl.tpu import generation_for
+from tpu_rl.tpu import generation_for, hosts_per_slice
 
 if TYPE_CHECKING:
     from tpu_rl.settings.run_settings import RunSettings
@@ -36,6 +37,35 @@ SYSTEM_POOL_ZONES = ["$(vars.zone)"]
 CLUSTER_ZONE_VAR = "cluster_zone"
 LADDER_SYSTEM_POOL_ZONES = [f"$(vars.{CLUSTER_ZONE_VAR})"]
 TIMEOUT_CREATE = "timeout_create"  # gke-node-pool's terraform create timeout (variables.tf)
+# A multi-host Ironwood (TPU7x) slice is placed by a workload policy, not by a TPU topology
+# alone: "Ironwood (TPU7x) uses a workload policy to configure the physical placement of the
+# underlying infrastructure when you create multi-host TPU slice node pools. You create a
+# workload policy and then apply it by using the --placement-policy flag. This policy replaces
+# the --tpu-topology flag used by other TPU versions." and "Ironwood (TPU7x) supports the High
+# throughput workload policy." (https://docs.cloud.google.com/kubernetes-engine/docs/concepts/
+# tpu-ironwood, "Workload policy for multi-host node pools", read 2026-12-05). The module and
+# the pool's `use` of it are Cluster Toolkit's own gke-tpu-7x example's
+# (examples/gke-tpu-7x/gke-tpu-7x.yaml at 1047080, lines 144-156): its resource-policy module
+# outputs the pool's placement_policy (COMPACT, the policy's name, the topology;
+# modules/compute/resource-policy/outputs.tf lines 17-30), which the pool takes only without a
+# placement_policy setting of its own (modules/README.md, "Use": an explicit setting comes
+# first), and gcluster counts the pool's hosts from the policy's accelerator_topology
+# (pkg/config/hardware.go extractTopologyFromWorkloadPolicy, from v1.91.0).
+WORKLOAD_POLICY_GENERATIONS = ("tpu7x",)
+WORKLOAD_POLICY_ID = "workload_policy"
+WORKLOAD_POLICY_MODULE = {
+    "id": WORKLOAD_POLICY_ID,
+    "source": "modules/compute/resource-policy",
+    "settings": {
+        "name": "tpu7x-workload-policy",  # the module adds a random suffix (main.tf lines 16-22)
+        "project_id": "$(vars.project_id)",
+        "region": "$(vars.region)",
+        "workload_policy": {
+            "accelerator_topology": "$(vars.tpu_topology)",
+            "type": "HIGH_THROUGHPUT",
+        },
+    },
+}
 READ_ROLE, WRITE_ROLE = "storage.objectViewer", "storage.admin"
 MANAGED_BY = "tpu-rl-airflow"
 
@@ -149,6 +179,41 @@ def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
     return capacity.edit_static_counts(bp, pool["id"], settings)
 
 
+def needs_workload_policy(settings: RunSettings) -> bool:
+    """Whether the TPU pool is a multi-host slice of a generation GKE places by a workload
+    policy (WORKLOAD_POLICY_GENERATIONS)."""
+    generation = generation_for(settings.tpu_type)
+    return (
+        generation.name in WORKLOAD_POLICY_GENERATIONS
+        and hosts_per_slice(settings.topology, generation.machine_type) > 1
+    )
+
+
+def describe_workload_policy(settings: RunSettings) -> list[str]:
+    """The workload policy edit in words, for the plan (none where the slice needs none)."""
+    if settings.cluster_mode != "create" or not needs_workload_policy(settings):
+        return []
+    return [
+        f"module {WORKLOAD_POLICY_ID!r} added: a HIGH_THROUGHPUT workload policy of accelerator "
+        f"topology {settings.topology}, which the TPU pool uses in place of its placement "
+        "policy (GKE places a multi-host TPU7x slice by a workload policy)"
+    ]
+
+
+def edit_workload_policy(groups: list[dict], settings: RunSettings) -> None:
+    """For a multi-host TPU7x slice: the workload policy module, before the TPU pool, which uses
+    it in place of its own placement policy (WORKLOAD_POLICY_MODULE); nothing otherwise."""
+    if not needs_workload_policy(settings):
+        return
+    pool = _module(groups, "source", NODE_POOL_SOURCE)
+    modules = next(g["modules"] for g in groups if any(m is pool for m in g["modules"]))
+    if any(m.get("id") == WORKLOAD_POLICY_ID for m in modules):
+        raise BlueprintError(f"blueprint: a module {WORKLOAD_POLICY_ID!r} is there already")
+    modules.insert(modules.index(pool), copy.deepcopy(WORKLOAD_POLICY_MODULE))
+    pool["use"] = [*(pool.get("use") or []), WORKLOAD_POLICY_ID]
+    _settings_of(pool, "machine_type").pop("placement_policy", None)
+
+
 def rung_pool_name(name: str, settings: RunSettings) -> str:
     """The TPU pool's name on the settings' rung: the blueprint's on the first, `<name>-rungN`
     after it (a new name forces a new pool: tpu_rl.cluster.ladder)."""
@@ -172,9 +237,9 @@ def edit_ladder(bp: dict, groups: list[dict], settings: RunSettings) -> None:
 
 
 def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) -> str:
-    """The tutorial's three sed edits, made on the YAML structure, a ladder's edits, the
-    capacity mode's edits, and the cluster's labels (with the deployment identity
-    `deployment`)."""
+    """The tutorial's three sed edits, made on the YAML structure, a ladder's edits, a TPU7x
+    slice's workload policy, the capacity mode's edits, and the cluster's labels (with the
+    deployment identity `deployment`)."""
     bp = yaml.safe_load(blueprint_yaml)
     if not isinstance(bp, dict) or not isinstance(bp.get("vars"), dict):
         raise BlueprintError("blueprint: no top-level `vars` mapping")
@@ -189,6 +254,7 @@ def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) 
     _edit_system_pool(_module(groups, "source", GKE_CLUSTER_SOURCE))
     _edit_node_pool_roles(_module(groups, "id", NODE_POOL_SA_ID))
     edit_ladder(bp, groups, settings)
+    edit_workload_policy(groups, settings)
     labels = bp["vars"].get("labels") or {}
     if not isinstance(labels, dict):
         raise BlueprintError("blueprint: vars.labels must be a mapping")

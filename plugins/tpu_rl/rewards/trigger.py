@@ -107,7 +107,15 @@ class RewardTrigger(BaseTrigger):
             await follower.stop()
             raise
         finally:
+            # The log stream reads on in the background until it is closed: it may have read
+            # the Post line (or the log's end) since the poll that chose a progress report, and
+            # the state it leaves is past that line, so that end is this wait's, not a report's
+            # (a wait rebuilt from the report would find no Post line). Closing drops it.
+            found = follower.found()
             await follower.close()
+        if payload.get("reason") == progress.PROGRESS_EVENT and found is not None:
+            follower.held.tell()  # what the lines read since said, as a poll's end does
+            payload = found
         if payload.get("reason") == progress.PROGRESS_EVENT:
             # training runs on: the task writes the progress and defers again from this state
             payload = {**payload, "state": follower.state.as_dict()}

@@ -13,7 +13,9 @@ from tests.conftest import TUTORIAL_CONF
 from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, cells_of
 from tpu_rl.plan import main as plan
 from tpu_rl.settings.fields import RunSettings
+from tpu_rl.settings.images import PATHWAYS_PROXY_SERVER_IMAGE, PATHWAYS_SERVER_IMAGE
 from tpu_rl.settings.params import specs
+from tpu_rl.settings.references import IMAGE_REFERENCE
 from tpu_rl.settings.run_settings import SettingsError, load_settings
 from tpu_rl.settings.validation import settings_warnings
 from tpu_rl.tpu import chips_in, generation_of
@@ -189,3 +191,16 @@ def test_a_model_on_a_tpu_the_catalogue_has_no_cell_for_warns():
         "model_name: llama3.1-8b on v6e-16 is not a catalogue cell (its cells: v6e-8 (2x4), "
         "v5p-8 (2x2x1))"
     )
+
+
+def test_a_cells_known_good_images_are_the_digests_its_source_pins():
+    """Issue 47's known-good image digests per cell: only run_gemma4_e4b_rl.sh (lines 28-29 at
+    maxtext-v0.2.4) pins images by digest, the Pathways server and proxy every run pulls by
+    default; no source publishes a digest of the MaxText image (cells.py, MAXTEXT_IMAGE)."""
+    for cell in CELLS:
+        assert bool(cell.known_good_images) == bool(cell.images_source), cell
+        for image in cell.known_good_images:
+            match = IMAGE_REFERENCE.fullmatch(image)
+            assert match and match.group("digest"), image
+    pinned = {c.model_name: c.known_good_images for c in CELLS if c.known_good_images}
+    assert pinned == {"gemma4-e4b": (PATHWAYS_SERVER_IMAGE, PATHWAYS_PROXY_SERVER_IMAGE)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 import shlex
 
@@ -12,8 +13,11 @@ import yaml
 
 from sandbox.paths import BLUEPRINT_FIXTURES as FIXTURES
 from tests.conftest import SEED
+from tests.unit.catalogue.test_cells import cell_conf
+from tpu_rl.catalogue.cells import CELLS
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster.blueprint import BlueprintError
+from tpu_rl.plan import main as plan
 from tpu_rl.settings.run_settings import load_settings
 
 BLUEPRINT = (FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()
@@ -361,3 +365,53 @@ def test_plan_writes_both_files_and_names_the_gcluster_binary(settings):
     assert dep["terraform_backend_defaults"]["configuration"]["prefix"] == (
         blueprint.default_state_prefix(settings)
     )
+
+
+@pytest.mark.parametrize(
+    ("tpu_type", "topology", "machine", "policy"),
+    [
+        ("tpu7x-128", "4x4x4", "tpu7x-standard-4t", True),  # 16 VMs: a multi-host slice
+        ("tpu7x-8", "2x2x1", "tpu7x-standard-4t", False),  # one VM
+        ("v5p-64", "2x4x4", "ct5p-hightpu-4t", False),  # v5p keeps the topology flag
+    ],
+)
+def test_a_multi_host_tpu7x_pool_is_placed_by_a_workload_policy(
+    settings, tpu_type, topology, machine, policy
+):
+    """GKE places a multi-host TPU7x slice by a HIGH_THROUGHPUT workload policy: the blueprint
+    gains Cluster Toolkit's gke-tpu-7x resource-policy module, the TPU pool uses it in place of
+    its own placement policy; other slices keep the tutorial's pool."""
+    on = dataclasses.replace(settings, tpu_type=tpu_type, topology=topology, compute_type=machine)
+    edited = modules(yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, on, "d")))
+    pool = edited["gke-tpu-v6e-pool"]
+    if not policy:
+        assert "workload_policy" not in edited and "workload_policy" not in pool["use"]
+        assert pool["settings"]["placement_policy"]["tpu_topology"] == "$(vars.tpu_topology)"
+        return
+    assert edited["workload_policy"] == {
+        "id": "workload_policy",
+        "source": "modules/compute/resource-policy",
+        "settings": {
+            "name": "tpu7x-workload-policy",
+            "project_id": "$(vars.project_id)",
+            "region": "$(vars.region)",
+            "workload_policy": {
+                "accelerator_topology": "$(vars.tpu_topology)",
+                "type": "HIGH_THROUGHPUT",
+            },
+        },
+    }
+    assert pool["use"][-1] == "workload_policy" and "placement_policy" not in pool["settings"]
+    ids = list(edited)
+    assert ids.index("workload_policy") == ids.index("gke-tpu-v6e-pool") - 1
+
+
+def test_make_plan_says_a_tpu7x_slice_gets_its_workload_policy(tmp_path, capsys):
+    """`make plan` names the edit among the blueprint's, for the tpu7x cell only."""
+    said = {}
+    for cell in CELLS:
+        conf = tmp_path / "cell.json"
+        conf.write_text(json.dumps(cell_conf(cell)))
+        assert plan([str(conf), str(tmp_path / cell.tpu_type)]) == 0
+        said[cell.tpu_type] = "module 'workload_policy' added" in capsys.readouterr().out
+    assert {t for t, s in said.items() if s} == {"tpu7x-128"}
