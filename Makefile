@@ -88,12 +88,13 @@ lint: $(STAMP) ## ruff check and format check, then the package's layers (import
 	$(VENV)/bin/ruff format --check $(LINTED)
 	PYTHONPATH=plugins $(VENV)/bin/lint-imports --no-cache
 
-params: $(STAMP) ## regenerate every file made from a declaration: params.json and docs/settings.md (the settings), the form's cost estimate of the defaults, the swept kinds' table in docs/operations.md, the preflight checks' lists (README, docs/operations.md, the preflight step's doc)
+params: $(STAMP) ## regenerate every file made from a declaration: params.json and docs/settings.md (the settings), the form's cost estimate of the defaults, the swept kinds' table in docs/operations.md, the preflight checks' lists (README, docs/operations.md, the preflight step's doc), the README's table of the catalogue's cells
 	PYTHONPATH=plugins $(PY) -m tpu_rl.settings.param_specs
 	PYTHONPATH=plugins $(PY) -m tpu_rl.dag.params
 	PYTHONPATH=plugins $(PY) -m tpu_rl.settings.table docs/settings.md
 	PYTHONPATH=plugins $(PY) -m tpu_rl.kube.swept_doc docs/operations.md
 	PYTHONPATH=plugins $(PY) -m tpu_rl.preflight.checks_doc
+	PYTHONPATH=plugins $(PY) -m tpu_rl.report.cells_table
 
 plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
 	$(PY) -m tpu_rl.plan $(CONF) $(OUT)

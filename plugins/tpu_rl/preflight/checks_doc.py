@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 import sys
 import textwrap
-from collections.abc import Callable
 from itertools import groupby
 from pathlib import Path
 
+from tpu_rl import generated_blocks
+from tpu_rl.generated_blocks import Block, html_comment
 from tpu_rl.preflight.checks import CHECKS, Check
 
 COMMAND = "python -m tpu_rl.preflight.checks_doc"
@@ -81,26 +82,16 @@ def step_doc_text() -> str:
     return 'CHECKS_DOC = """\n' + "\n".join(bullets) + '\n"""'
 
 
-# Each block: its markers' name, how a marker line is written, and its text.
-BLOCKS: tuple[tuple[str, Callable[[str], str], Callable[[], str]], ...] = (
-    ("preflight-names", lambda marker: f"<!-- {marker} -->", names_text),
-    ("preflight-table", lambda marker: f"<!-- {marker} -->", table_text),
-    ("preflight-step-doc", lambda marker: f"# {marker}", step_doc_text),
+BLOCKS = (
+    Block("preflight-names", html_comment, names_text),
+    Block("preflight-table", html_comment, table_text),
+    Block("preflight-step-doc", lambda marker: f"# {marker}", step_doc_text),
 )
 
 
-def markers(name: str, comment: Callable[[str], str]) -> tuple[str, str]:
-    return comment(f"{name}:start (generated: {COMMAND})"), comment(f"{name}:end")
-
-
 def with_current_blocks(text: str) -> str:
-    """The file's text with each block it holds between its markers regenerated."""
-    for name, comment, render in BLOCKS:
-        start, end = markers(name, comment)
-        if start in text:
-            head, rest = text.split(start, 1)
-            text = f"{head}{start}\n{render()}\n{end}{rest.split(end, 1)[1]}"
-    return text
+    """The file's text with each preflight block it holds regenerated between its markers."""
+    return generated_blocks.with_current_blocks(text, BLOCKS, COMMAND)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,111 @@
+"""The README's table of the catalogue's cells (issue 47): one row per cell, with `make plan`'s
+estimate of the tutorial's run on it (its time, chip-hours and cost per capacity mode in
+us-east5), generated from the catalogue (tpu_rl.catalogue.cells), the estimate
+(tpu_rl.report.estimate) and the price table (tpu_rl.report.prices). A test fails when the
+README's copy is stale.
+
+Usage (at the repository's root): python -m tpu_rl.report.cells_table
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from tpu_rl import generated_blocks
+from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, Cell
+from tpu_rl.generated_blocks import Block, html_comment
+from tpu_rl.report import prices
+from tpu_rl.report.estimate import ModeEstimate, estimate_run, mode_in
+from tpu_rl.settings.run_settings import load_settings
+
+COMMAND = "python -m tpu_rl.report.cells_table"
+TARGET = Path("README.md")
+WIDTH = 100  # the line length of the repository's Markdown (pyproject.toml)
+# The tutorial's run (include/examples/tutorial.json, its place and capacity) choosing a cell by
+# model and TPU type: every other setting of the cell comes from the catalogue.
+TUTORIAL_RUN = {
+    "project": "my-tpu-project",
+    "region": "us-east5",
+    "zone": "us-east5-b",
+    "cluster_name": "gemma4-rl",
+    "gcs_bucket": "my-tpu-project-rl",
+    "reservation": "v6e-32-reservation",
+}
+COLUMNS = ("model", "TPU (topology)", "chips", "follows (date)", "time", "chip-hours")
+CAPACITIES = (("reservation", "reservation"), ("spot", "spot"), ("flex_start", "flex-start"))
+
+
+def _source(cell: Cell) -> str:
+    """The file the cell follows, by name (`run_gptoss_20b_rl.sh`), or `the tutorial`."""
+    first = cell.follows.split()[0]
+    return first.rsplit("/", 1)[-1].split(":")[0] if "/" in first else "the tutorial"
+
+
+def _cost(mode: ModeEstimate | None) -> str:
+    if mode is None or mode.price is None:
+        return "no price"
+    if mode.billed_as == prices.COMMITMENT:
+        return "commitment"
+    bound = "at most " if mode.price.basis == prices.UPPER_BOUND else ""
+    return f"{bound}${mode.usd:,.0f}"
+
+
+def cell_row(cell: Cell) -> str:
+    """One cell's row: what it is, what it follows, and the estimate of the tutorial's run."""
+    settings = load_settings(
+        {**TUTORIAL_RUN, "model_name": cell.model_name, "tpu_type": cell.tpu_type}
+    )
+    estimate = estimate_run(settings)
+    region = TUTORIAL_RUN["region"]
+    first = mode_in(estimate, "spot", region)
+    name = f"{cell.model_name} (the tutorial's)" if cell is TUTORIAL_CELL else cell.model_name
+    cells = [
+        name,
+        f"{cell.tpu_type} ({cell.topology})",
+        str(estimate.chips),
+        f"{_source(cell)} ({cell.date})",
+        f"{estimate.wall_minutes / 60:.1f} h",
+        f"{first.chip_hours:.0f}" if first else "n/a",
+        *(_cost(mode_in(estimate, capacity, region)) for capacity, _ in CAPACITIES),
+    ]
+    return f"| {' | '.join(cells)} |"
+
+
+def table_text() -> str:
+    """The README's block: the table, with what its figures assume and where prices are missing."""
+    header = (*COLUMNS, *(title for _, title in CAPACITIES))
+    missing = "; ".join(f"{gen}: {why}" for gen, why in prices.NO_PUBLIC_PRICE.items())
+    return "\n".join(
+        [
+            f"| {' | '.join(header)} |",
+            f"|{'---|' * len(header)}",
+            *map(cell_row, CELLS),
+            "",
+            textwrap.fill(
+                f"Time and chip-hours: the tutorial's run ({TUTORIAL_RUN['region']}, its 50 "
+                "steps at an assumed 60 s a step, cluster creation to teardown; Spot's count). "
+                "Cost per capacity mode from tpu_rl/report/prices.py (read "
+                f"{prices.TABLE_DATE}): a reservation is paid by its commitment; flex-start is at "
+                f"most the on-demand price. No price yet: {missing}.",
+                WIDTH,
+                break_long_words=False,
+                break_on_hyphens=False,
+            ),
+        ]
+    )
+
+
+BLOCKS = (Block("catalogue-table", html_comment, table_text),)
+
+
+def with_current_blocks(text: str) -> str:
+    """The file's text with the cells' table regenerated between its markers."""
+    return generated_blocks.with_current_blocks(text, BLOCKS, COMMAND)
+
+
+if __name__ == "__main__":
+    for target in map(Path, sys.argv[1:] or [TARGET]):
+        target.write_text(with_current_blocks(target.read_text()))
+        print(f"wrote the catalogue's table in {target}")
