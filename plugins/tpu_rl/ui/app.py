@@ -30,6 +30,7 @@ from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Res
 from tpu_rl import deployment
 from tpu_rl.names import DAG_ID, UI_PREFIX
 from tpu_rl.storage import read_text
+from tpu_rl.token_masking import redact_secrets
 from tpu_rl.ui.estimate import settings_estimate
 from tpu_rl.ui.report_page import HEADERS, report_html
 from tpu_rl.ui.runs import fetch_runs, report_uri
@@ -116,7 +117,7 @@ def report(run_id: str, session: SessionDep, request: Request) -> Response:
     try:
         text = read_text(uri, deployment.gcp_conn_id())
     except Exception as err:  # GCS's refusal, no credentials, no connection: said in a line
-        reason = " ".join(f"{type(err).__name__}: {err}".split())
+        reason = redact_secrets(" ".join(f"{type(err).__name__}: {err}".split()))
         return PlainTextResponse(
             f"The report {uri} could not be read: {reason}", status.HTTP_502_BAD_GATEWAY
         )
