@@ -69,9 +69,11 @@ def lint_and_test_lines(stdout: str) -> list[str]:
 
 def test_make_test_runs_the_format_check_and_the_layers_before_the_suite():
     done = make("-n", "test")
+    workers = re.search(r"^TEST_WORKERS \?= (\d+)$", (REPO / "Makefile").read_text(), re.M)
+    assert workers, "the Makefile sets no TEST_WORKERS"
     assert lint_and_test_lines(done.stdout) == [
         *LINT,
-        ".venv/bin/python -m pytest -q -n 3 --dist loadgroup",
+        f".venv/bin/python -m pytest -q -n {workers[1]} --dist loadgroup",
     ]
 
 
