@@ -72,11 +72,18 @@ class GoogleApi:
 
     def __init__(self, gcp_conn_id: str) -> None:
         from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
-        from google.auth.transport.requests import AuthorizedSession
+        from google.auth.transport.requests import AuthorizedSession, Request
 
         self.credentials, self.project = GoogleBaseHook(
             gcp_conn_id=gcp_conn_id
         ).get_credentials_and_project_id()
+        if not self.credentials.valid:
+            # The token first, once: credentials that cannot get one (a token endpoint out of
+            # reach, a revoked key) raise here, the `google credentials` line, instead of in
+            # every check (AuthorizedSession.request calls credentials.before_request, which
+            # refreshes a token that is not valid: google-auth 2.63.0, transport/requests.py
+            # line 739, credentials.py lines 236-242).
+            self.credentials.refresh(Request())
         self.session = AuthorizedSession(self.credentials)
         self._clients: dict[type, Any] = {}
 

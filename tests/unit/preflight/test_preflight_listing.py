@@ -65,3 +65,48 @@ def test_a_google_connection_without_credentials_fails_one_line_not_a_traceback(
     skipped = [line for line in lines if line.startswith("SKIPPED ")]
     assert len(skipped) == 6 and all("google credentials failed" in s for s in skipped)
     assert done.returncode == 1
+
+
+def test_credentials_that_get_no_token_fail_one_line_at_once(tmp_path):
+    """A service account key whose token endpoint cannot be reached (make demo-ui's newcomer
+    offline with a key): every Google check tried the token itself, urllib3 logged 36
+    'Retrying' lines between the check lines and the tool took 1 min 54 s; now the credentials'
+    one token is asked for first, and the checks that need it are SKIPPED."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    key = tmp_path / "key.json"
+    key.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "p",
+                "private_key_id": "k",
+                "private_key": pem.decode(),
+                "client_email": "rl@p.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": "http://127.0.0.1:9/token",  # a closed port on loopback
+            }
+        )
+    )
+    done = run_tool(
+        tmp_path,
+        GOOGLE_APPLICATION_CREDENTIALS=str(key),
+        AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT="google-cloud-platform://",
+        AIRFLOW_CONN_HUGGINGFACE_DEFAULT='{"conn_type": "generic", "password": "hf_x"}',
+        TPU_RL_API_ENDPOINTS='{"huggingface.co": "http://127.0.0.1:9"}',
+    )
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
+    assert "Retrying" not in done.stdout + done.stderr
+    lines = checks(done.stdout)
+    assert lines[0].startswith("FAIL google credentials: connection 'google_cloud_default': ")
+    skipped = [line for line in lines if line.startswith("SKIPPED ")]
+    assert len(skipped) == 6 and all("google credentials failed" in s for s in skipped), lines
+    assert done.returncode == 1
