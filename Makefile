@@ -9,8 +9,8 @@ PY := $(VENV)/bin/python
 # clock). On a machine that ran a fixed Python loop in 1.8-3.3 s, 2 workers kept the 2 cores about
 # 63% busy (21m24s), 3 filled them (14m49s) and 4 took longer (15m24s, 12% more CPU). On one that
 # ran it in 1.0 s, 3 took 11m05s-11m38s (5 runs) with the cores about 62% busy. The suite has
-# grown since (1,606 tests): on 2026-12-05 a clean clone's make test took 13m58s with 3 workers,
-# 12m19s with 4 and 12m49s with 5 (one run each; with 4 the cores were about 78% busy: one
+# grown since (1,607 tests): on 2026-12-05 a clean clone's make test took 13m58s with 3 workers,
+# 12m19s and 12m41s with 4, and 12m49s with 5 (with 4 the cores were about 78% busy: one
 # worker's waits on a simulated clock or a process scenario overlap the others' CPU). So 4.
 TEST_WORKERS ?= 4
 STAMP := $(VENV)/.installed
