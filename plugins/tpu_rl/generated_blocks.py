@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+WIDTH = 100  # the line length of the repository's Markdown and Python (pyproject.toml)
+
 
 @dataclass(frozen=True)
 class Block:

@@ -78,16 +78,26 @@ def newest_committed_step(checkpoints_uri: str, gcp_conn_id: str) -> tuple[int |
     return None, sorted(uncommitted)
 
 
-def read_text(uri: str, gcp_conn_id: str) -> str | None:
-    """A small text object (the run's report) as text, or None when it does not exist."""
+def _blob(uri: str, gcp_conn_id: str) -> Any:
+    """The object's blob, through the client of the provider's GCSHook."""
+    bucket, name = split_gcs_uri(uri)
+    return _hook(gcp_conn_id).get_conn().bucket(bucket).blob(name)
+
+
+def _download(blob: Any) -> bytes | None:
+    """The blob's bytes, or None when it does not exist."""
     from google.api_core.exceptions import NotFound
 
-    bucket, name = split_gcs_uri(uri)
-    blob = _hook(gcp_conn_id).get_conn().bucket(bucket).blob(name)
     try:
-        return blob.download_as_bytes().decode(errors="replace")
+        return blob.download_as_bytes()
     except NotFound:
         return None
+
+
+def read_text(uri: str, gcp_conn_id: str) -> str | None:
+    """A small text object (the run's report) as text, or None when it does not exist."""
+    data = _download(_blob(uri, gcp_conn_id))
+    return None if data is None else data.decode(errors="replace")
 
 
 def missing_export_files(export_uri: str, gcp_conn_id: str) -> list[str]:
@@ -119,21 +129,14 @@ class JsonObject:
         self.generation: int | None = 0
 
     def _blob(self) -> Any:
-        bucket, name = split_gcs_uri(self.uri)
-        return GCSHook(gcp_conn_id=self.gcp_conn_id).get_conn().bucket(bucket).blob(name)
+        return _blob(self.uri, self.gcp_conn_id)
 
     def read(self) -> Any:
         """The object's value, or None when it does not exist."""
-        from google.api_core.exceptions import NotFound
-
         blob = self._blob()
-        try:
-            data = blob.download_as_bytes()
-        except NotFound:
-            self.generation = 0
-            return None
-        self.generation = blob.generation
-        return json.loads(data)
+        data = _download(blob)
+        self.generation = 0 if data is None else blob.generation
+        return None if data is None else json.loads(data)
 
     def write(self, value: Any) -> None:
         """Replace the object's value, if nobody wrote it since this one read it."""

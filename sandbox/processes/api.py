@@ -32,8 +32,14 @@ class AirflowApi:
             timeout=30,
         )
 
-    def _json(self, method: str, path: str, **kw: Any) -> Any:
+    def _json(self, method: str, path: str, *, again_after_5xx: bool = False, **kw: Any) -> Any:
+        """The answer's JSON, or AssertionError with the status and body; `again_after_5xx`:
+        a server error is asked once more (saying so), as a person clicks again."""
         response = self.client.request(method, path, **kw)
+        if again_after_5xx and response.status_code >= 500:
+            print(f"{method} {path}: {response.status_code} {response.text[:200]}; once more")
+            time.sleep(POLL_S)
+            response = self.client.request(method, path, **kw)
         if response.is_error:
             raise AssertionError(f"{method} {path}: {response.status_code} {response.text}")
         return response.json()
@@ -60,14 +66,7 @@ class AirflowApi:
         api_fastapi/common/db/common.py, through utils/session.py create_session, lines 41-46),
         and marking a run failed twice is marking it once."""
         path = f"/dags/{DAG_ID}/dagRuns/{run_id}"
-        response = self.client.request("PATCH", path, json={"state": state})
-        if response.status_code >= 500:
-            print(f"PATCH {path}: {response.status_code} {response.text[:200]}; once more")
-            time.sleep(POLL_S)
-            response = self.client.request("PATCH", path, json={"state": state})
-        if response.is_error:
-            raise AssertionError(f"PATCH {path}: {response.status_code} {response.text}")
-        return response.json()
+        return self._json("PATCH", path, again_after_5xx=True, json={"state": state})
 
     def task_instances(self, run_id: str) -> dict[str, dict[str, Any]]:
         body = self._json("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")

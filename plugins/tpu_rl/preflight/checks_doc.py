@@ -15,12 +15,11 @@ from itertools import groupby
 from pathlib import Path
 
 from tpu_rl import generated_blocks
-from tpu_rl.generated_blocks import Block, html_comment
+from tpu_rl.generated_blocks import WIDTH, Block, html_comment
 from tpu_rl.preflight.checks import CHECKS, Check
 
 COMMAND = "python -m tpu_rl.preflight.checks_doc"
 DECLARED_IN = "`plugins/tpu_rl/preflight/checks.py`"
-WIDTH = 100  # the line length of the repository's Markdown and Python (pyproject.toml)
 NO_BREAK = "\u00a0"  # stands for a space textwrap must not break at, while it wraps
 # The files holding a block, from the repository's root.
 TARGETS = ("README.md", "docs/operations.md", "plugins/tpu_rl/operators/preflight.py")

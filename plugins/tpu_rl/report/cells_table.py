@@ -9,30 +9,27 @@ Usage (at the repository's root): python -m tpu_rl.report.cells_table
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from tpu_rl import generated_blocks
 from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, Cell
-from tpu_rl.generated_blocks import Block, html_comment
+from tpu_rl.generated_blocks import WIDTH, Block, html_comment
+from tpu_rl.include_files import include_file
 from tpu_rl.report import prices
-from tpu_rl.report.estimate import ModeEstimate, estimate_run, mode_in
+from tpu_rl.report.estimate import ASSUMED_STEP_SECONDS, ModeEstimate, estimate_run, mode_in
+from tpu_rl.settings.fields import RunSettings
 from tpu_rl.settings.run_settings import load_settings
 
 COMMAND = "python -m tpu_rl.report.cells_table"
 TARGET = Path("README.md")
-WIDTH = 100  # the line length of the repository's Markdown (pyproject.toml)
-# The tutorial's run (include/examples/tutorial.json, its place and capacity) choosing a cell by
-# model and TPU type: every other setting of the cell comes from the catalogue.
-TUTORIAL_RUN = {
-    "project": "my-tpu-project",
-    "region": "us-east5",
-    "zone": "us-east5-b",
-    "cluster_name": "gemma4-rl",
-    "gcs_bucket": "my-tpu-project-rl",
-    "reservation": "v6e-32-reservation",
-}
+# The tutorial's run (its place, capacity and bucket) choosing a cell by model and TPU type: the
+# example settings file minus the cell's own settings, which come from the catalogue.
+TUTORIAL_CONF = Path("examples") / "tutorial.json"
 COLUMNS = ("model", "TPU (topology)", "chips", "follows (date)", "time", "chip-hours")
 CAPACITIES = (("reservation", "reservation"), ("spot", "spot"), ("flex_start", "flex-start"))
 
@@ -52,13 +49,25 @@ def _cost(mode: ModeEstimate | None) -> str:
     return f"{bound}${mode.usd:,.0f}"
 
 
+@cache
+def tutorial_run() -> dict[str, Any]:
+    """include/examples/tutorial.json without the settings a catalogue cell gives."""
+    conf = json.loads(include_file(TUTORIAL_CONF).read_text())
+    return {k: v for k, v in conf.items() if k not in TUTORIAL_CELL.settings()}
+
+
+def cell_settings(cell: Cell) -> RunSettings:
+    """The tutorial's run on this cell."""
+    return load_settings(
+        {**tutorial_run(), "model_name": cell.model_name, "tpu_type": cell.tpu_type}
+    )
+
+
 def cell_row(cell: Cell) -> str:
     """One cell's row: what it is, what it follows, and the estimate of the tutorial's run."""
-    settings = load_settings(
-        {**TUTORIAL_RUN, "model_name": cell.model_name, "tpu_type": cell.tpu_type}
-    )
+    settings = cell_settings(cell)
     estimate = estimate_run(settings)
-    region = TUTORIAL_RUN["region"]
+    region = settings.region
     first = mode_in(estimate, "spot", region)
     name = f"{cell.model_name} (the tutorial's)" if cell is TUTORIAL_CELL else cell.model_name
     cells = [
@@ -77,6 +86,7 @@ def table_text() -> str:
     """The README's block: the table, with what its figures assume and where prices are missing."""
     header = (*COLUMNS, *(title for _, title in CAPACITIES))
     missing = "; ".join(f"{gen}: {why}" for gen, why in prices.NO_PUBLIC_PRICE.items())
+    tutorial = cell_settings(TUTORIAL_CELL)
     return "\n".join(
         [
             f"| {' | '.join(header)} |",
@@ -84,8 +94,9 @@ def table_text() -> str:
             *map(cell_row, CELLS),
             "",
             textwrap.fill(
-                f"Time and chip-hours: the tutorial's run ({TUTORIAL_RUN['region']}, its 50 "
-                "steps at an assumed 60 s a step, cluster creation to teardown; Spot's count). "
+                f"Time and chip-hours: the tutorial's run ({tutorial.region}, its "
+                f"{tutorial.num_batches} steps at an assumed {ASSUMED_STEP_SECONDS:g} s a step, "
+                "cluster creation to teardown; Spot's count). "
                 "Cost per capacity mode from tpu_rl/report/prices.py (read "
                 f"{prices.TABLE_DATE}): a reservation is paid by its commitment; flex-start is at "
                 f"most the on-demand price. No price yet: {missing}.",
