@@ -27,6 +27,7 @@ from sandbox.cloud import (
     sandbox_env,
 )
 from sandbox.controller import Controller, Scenario
+from sandbox.dag_test_pace import sandbox_paced_dag_test
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.kube_logs import rfc3339nano
 from sandbox.ledger import Ledger
@@ -423,6 +424,7 @@ class Sandbox:
                 preemption=preemption,  # also ends flex-start nodes: the client sees it
             ),
             recording_trigger_events(events),
+            sandbox_paced_dag_test(),
         ):
             # a manual run's id comes from run_after (DagRun.generate_run_id)
             dated = (
