@@ -219,7 +219,7 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 
     def window_opens(self, context: Context) -> datetime | None:
         """When the run's calendar reservation window opens, if it is still to come."""
-        from tpu_rl.preflight.calendar import calendar_window
+        from tpu_rl.preflight.calendar_reservation import calendar_window
         from tpu_rl.settings.choices import ClusterMode
         from tpu_rl.settings.run_settings import SettingsError, load_settings
 
@@ -241,7 +241,7 @@ static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
         reservation's pool in the reservation it delivered)."""
         from tpu_rl.cluster.climb import climb
         from tpu_rl.cluster.rung_record import write_tries
-        from tpu_rl.preflight.calendar import delivered_settings
+        from tpu_rl.preflight.calendar_reservation import delivered_settings
 
         def record(tries: list[dict[str, Any]]) -> None:  # with a ladder only
             write_tries(context["ti"], tries)

@@ -81,7 +81,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         """Set how the wait follows the run: its intervals, limits, capacity's end, spend and
         the watchdog's rules for this attempt."""
         from tpu_rl.dag.limits import DEADLINE_ATTR
-        from tpu_rl.preflight.calendar import calendar_window
+        from tpu_rl.preflight.calendar_reservation import calendar_window
         from tpu_rl.report.spend_limit import training_spend
 
         s = layout.settings

@@ -46,7 +46,7 @@ class TrainingResumes:
         save once the nodes whose time is up are gone (new capacity, a fresh run duration)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
-        from tpu_rl.preflight.calendar import window_closed
+        from tpu_rl.preflight.calendar_reservation import window_closed
         from tpu_rl.rewards import resume
         from tpu_rl.settings.choices import Capacity
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tpu_rl.cluster.ladder import at_rung, rungs
-from tpu_rl.preflight import calendar
+from tpu_rl.preflight import calendar_reservation
 from tpu_rl.preflight.google_api import GoogleApi, read, read_or_none
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.choices import Capacity, ClusterMode
@@ -163,10 +163,10 @@ def _check_calendar(api: GoogleApi, s: RunSettings) -> CheckResult:
     """The future reservation is in calendar mode, and its window not over nor too short for
     one save (the run waits for its start in create_cluster)."""
     try:
-        window = calendar.read_window(api, s)
-    except calendar.CalendarError as err:
+        window = calendar_reservation.read_window(api, s)
+    except calendar_reservation.CalendarError as err:
         return failed(RESERVATION, str(err), "name a calendar-mode future reservation of the zone")
-    if problem := calendar.window_problem(window, s, time.time()):
+    if problem := calendar_reservation.window_problem(window, s, time.time()):
         return failed(RESERVATION, problem, "request a new window, or another capacity mode")
     if window.reservation is None:
         pool = (

@@ -12,7 +12,7 @@ from google.api_core.exceptions import NotFound
 from google.cloud import resourcemanager_v3
 from google.iam.v1 import policy_pb2
 
-from tpu_rl.preflight import calendar, cluster, iam
+from tpu_rl.preflight import calendar_reservation, cluster, iam
 from tpu_rl.settings.run_settings import load_settings
 
 POOL_SA = "gke-np@proj.iam.gserviceaccount.com"
@@ -112,10 +112,14 @@ def test_an_undelivered_prefix_reservation_stops_the_deploy(tutorial_conf, monke
     """The pool consumes the delivered reservation; none delivered yet: refused, before
     gcluster runs."""
     s = _settings(tutorial_conf, capacity="calendar", reservation="v6e-calendar")
-    window = calendar.Window("v6e-calendar", 0.0, 1e12, None, "v6e-cal")
-    monkeypatch.setattr(calendar, "calendar_window", lambda s, conn: window)
-    with pytest.raises(calendar.CalendarError, match="has delivered no reservation yet"):
-        calendar.delivered_settings(s, "gcp")
-    delivered = calendar.Window("v6e-calendar", 0.0, 1e12, "v6e-cal-20261204-0001", "v6e-cal")
-    monkeypatch.setattr(calendar, "calendar_window", lambda s, conn: delivered)
-    assert calendar.delivered_settings(s, "gcp").reservation == "v6e-cal-20261204-0001"
+    window = calendar_reservation.Window("v6e-calendar", 0.0, 1e12, None, "v6e-cal")
+    monkeypatch.setattr(calendar_reservation, "calendar_window", lambda s, conn: window)
+    with pytest.raises(
+        calendar_reservation.CalendarError, match="has delivered no reservation yet"
+    ):
+        calendar_reservation.delivered_settings(s, "gcp")
+    delivered = calendar_reservation.Window(
+        "v6e-calendar", 0.0, 1e12, "v6e-cal-20261204-0001", "v6e-cal"
+    )
+    monkeypatch.setattr(calendar_reservation, "calendar_window", lambda s, conn: delivered)
+    assert calendar_reservation.delivered_settings(s, "gcp").reservation == "v6e-cal-20261204-0001"
