@@ -11,7 +11,9 @@ PY := $(VENV)/bin/python
 # ran it in 1.0 s, 3 took 11m05s-11m38s (5 runs) with the cores about 62% busy. The suite has
 # grown since (1,607 tests): on 2026-12-05 a clean clone's make test took 13m58s with 3 workers,
 # 12m19s and 12m41s with 4, and 12m49s with 5 (with 4 the cores were about 78% busy: one
-# worker's waits on a simulated clock or a process scenario overlap the others' CPU). So 4.
+# worker's waits on a simulated clock or a process scenario overlap the others' CPU). On
+# 2026-12-06 (1,610 tests) a clean clone took 12m44s with 4 and 12m18s with 5: one run each, less
+# apart than runs of one setting (12m11s-12m44s with 4), so no reason to change. So 4.
 TEST_WORKERS ?= 4
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
