@@ -13,7 +13,9 @@ PY := $(VENV)/bin/python
 # 12m19s and 12m41s with 4, and 12m49s with 5 (with 4 the cores were about 78% busy: one
 # worker's waits on a simulated clock or a process scenario overlap the others' CPU). On
 # 2026-12-06 (1,610 tests) a clean clone took 12m44s with 4 and 12m18s with 5: one run each, less
-# apart than runs of one setting (12m11s-12m44s with 4), so no reason to change. So 4.
+# apart than runs of one setting (12m11s-12m44s with 4), so no reason to change. Later that day,
+# in place: 11m54s with 4 (cores 86% busy, 1216 CPU-s) and 11m51s with 5 (96% busy, 1362 CPU-s):
+# the fifth worker filled the idle cores, and the same tests took 12% more CPU. So 4.
 TEST_WORKERS ?= 4
 STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/plugins:$(CURDIR)
