@@ -223,9 +223,11 @@ def finish(d: Deployment, run: Run, expected: str, e2e_report: list) -> dict:
     """Settle the run, report it (`make e2e`), assert state, nothing left and no token."""
     try:
         state, tasks = settle(d.api(), run)
-    except AssertionError:
-        e2e_report.append(report_entry(d, run, d.api().run(run.run_id)["state"], expected, {}))
-        raise
+    except AssertionError as timed_out:
+        api = d.api()
+        e2e_report.append(report_entry(d, run, api.run(run.run_id)["state"], expected, {}))
+        going = {t: s for t, s in api.task_states(run.run_id).items() if s in UNFINISHED}
+        raise AssertionError(f"{timed_out}; tasks still going: {going}; logs {d.log_dir}") from None
     entry = report_entry(d, run, state, expected, tasks)
     e2e_report.append(entry)
     unusual = {t: s for t, s in tasks.items() if s not in ("success", "skipped")}
