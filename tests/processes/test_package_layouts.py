@@ -55,14 +55,19 @@ def layout_env(layout: str, site: Path | None, empty_plugins: Path) -> dict[str,
 
 
 # each layout restarts the processes whose environment differs from the last test's; the
-# wheel is built once per session.
+# wheel is built once per session. In the group's order (conftest.relaunch_order): the installed
+# layout, the promotion's scenario (the scheduler's registry settings), then the triggerer alone
+# without the package, then three processes on the wheel: 6 restarts, against 8 in file order.
 # The compat tier (make test-compat: `defers`) runs the layouts that finish a run.
+RUN_ORDER = {"plugins_on_path": 1, "composer_plugins_folder": 3, "composer_wheel": 4}
+
+
 @pytest.mark.parametrize(
     "layout",
     [
         pytest.param(
             n,
-            marks=[pytest.mark.timeout(480)]
+            marks=[pytest.mark.timeout(480), pytest.mark.relaunches(order=RUN_ORDER[n])]
             + ([pytest.mark.defers] if n != "composer_plugins_folder" else []),
         )
         for n in LAYOUTS

@@ -178,8 +178,9 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     (in the DAG processor) removes the run's Kubernetes objects and has GKE delete the cluster
     the run created, its nodes with it. No janitor.
 
-    Runs last: it restarts the scheduler and DAG processor with a 0.5-minute timeout (the DAG
-    reads it when parsed; the run is older than that when they are back).
+    Runs last in its group (conftest.relaunch_order): it restarts the scheduler and DAG
+    processor with a 0.5-minute timeout (the DAG reads it when parsed; the run is older than
+    that when they are back), and no later scenario has to put them back.
     """
     api, box = deployment.api(), deployment.sandbox
     # the training's own limit (12 simulated hours: 43 s wall) must not end the wait first

@@ -22,11 +22,12 @@ from tpu_rl.names import DAG_ID
 
 MODEL_ID = "gemma-rl"
 IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64
-# In the package layouts' process group, after them (make test: --dist loadgroup).
+# In the package layouts' process group (make test: --dist loadgroup), after the installed
+# layout (test_package_layouts.RUN_ORDER): only the scheduler's environment differs.
 pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.xdist_group("processes-2"),
-    pytest.mark.relaunches,
+    pytest.mark.relaunches(order=2),
 ]
 
 
