@@ -16,11 +16,8 @@ from tests.conftest import REPO
 
 # The second of the two process groups (make test: --dist loadgroup), with the approval: each
 # worker that runs one starts its own deployment, so the groups run side by side.
-pytestmark = [
-    pytest.mark.timeout(300),
-    pytest.mark.xdist_group("processes-2"),
-    pytest.mark.relaunches,
-]
+# Every layout relaunches: its case carries `relaunches(order=...)` (RUN_ORDER).
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes-2")]
 
 
 # Where tpu_rl comes from, by process (COMMANDS' names); the API server always has plugins/.
