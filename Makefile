@@ -32,26 +32,34 @@ CONF ?= include/examples/tutorial.json
 LINTED := plugins dags sandbox tests tools
 OUT ?= plan-out
 
-.PHONY: help venv venv-compat demo demo-ui test test-fast test-compat e2e lint params plan preflight dist rewards clean
+.PHONY: help venv venv-compat venv-trainer demo demo-ui test test-fast test-compat test-trainer e2e lint params plan preflight dist corpus rewards clean
 
 help: ## list every target with what it does
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 # Exactly Python 3.11 (Composer 3's): the locks pin wheels built for it.
-$(STAMP): $(LOCK) $(LOCK:.lock=.txt)
+define CHECK_PYTHON
 	@command -v $(PYTHON) >/dev/null || { \
 	  echo "$(PYTHON) is not on PATH: this project needs exactly Python 3.11 (the version Cloud Composer 3 runs; the pinned wheels are built for it)."; \
 	  echo "Install it (Debian/Ubuntu: apt-get install python3.11 python3.11-venv; macOS: brew install python@3.11; or pyenv install 3.11),"; \
 	  echo "or name another 3.11 interpreter: make <target> PYTHON=/path/to/python3.11"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
 	  echo "$(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'), not 3.11: make <target> PYTHON=/path/to/python3.11"; exit 1; }
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "Installing Airflow $$(sed -n 's/^apache-airflow==//p' $(LOCK)), its providers and the test tools into $(VENV) from $(LOCK) ($$(grep -c '==' $(LOCK)) pinned packages): about 3-5 minutes the first time, once."
-	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check -r $(LOCK) | awk -v total=$$(grep -c '==' $(LOCK)) \
+endef
+# pip install -r <lock> into <venv>, one progress line: $(call PIP_INSTALL,<venv>,<lock>)
+define PIP_INSTALL
+	@set -o pipefail; $(1)/bin/python -m pip install --disable-pip-version-check -r $(2) | awk -v total=$$(grep -c '==' $(2)) \
 	  '/^Collecting /{n++; printf "\r  fetched %d/%d: %-60s", n, total, $$2; fflush()} \
 	   /^Installing collected/{printf "\n  installing them (the longest part, silent)...\n"; fflush()} \
 	   /^Successfully installed/{print "  installed"}'
-	@$(PY) -m pip check >/dev/null
+	@$(1)/bin/python -m pip check >/dev/null
+endef
+
+$(STAMP): $(LOCK) $(LOCK:.lock=.txt)
+	$(CHECK_PYTHON)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "Installing Airflow $$(sed -n 's/^apache-airflow==//p' $(LOCK)), its providers and the test tools into $(VENV) from $(LOCK) ($$(grep -c '==' $(LOCK)) pinned packages): about 3-5 minutes the first time, once."
+	$(call PIP_INSTALL,$(VENV),$(LOCK))
 	@touch $(STAMP)
 	@echo "$(VENV) is ready."
 
@@ -61,6 +69,22 @@ COMPAT := VENV=.venv-compat LOCK=requirements-compat.lock
 venv-compat: ## create .venv-compat from requirements-compat.lock: the oldest supported Airflow and providers (README "Supported versions")
 	@$(MAKE) --no-print-directory venv $(COMPAT)
 
+# The real trainer's own environment (issue 58): google-tunix and JAX on CPU, pinned apart from
+# Airflow's (numpy, protobuf and others differ). Only the sandbox's training pod runs it
+# (sandbox/real_trainer/process.py; TPU_RL_TRAINER_PYTHON names another python).
+TRAINER_VENV := .venv-trainer
+TRAINER_LOCK := requirements-trainer.lock
+TRAINER_STAMP := $(TRAINER_VENV)/.installed
+$(TRAINER_STAMP): $(TRAINER_LOCK)
+	$(CHECK_PYTHON)
+	@test -x $(TRAINER_VENV)/bin/python || $(PYTHON) -m venv $(TRAINER_VENV)
+	@echo "Installing google-tunix $$(sed -n 's/^google-tunix==//p' $(TRAINER_LOCK)) and JAX $$(sed -n 's/^jax==//p' $(TRAINER_LOCK)) (CPU) into $(TRAINER_VENV) from $(TRAINER_LOCK) ($$(grep -c '==' $(TRAINER_LOCK)) pinned packages, about 1.6 GB): about 4 minutes the first time, once."
+	$(call PIP_INSTALL,$(TRAINER_VENV),$(TRAINER_LOCK))
+	@touch $(TRAINER_STAMP)
+	@echo "$(TRAINER_VENV) is ready."
+
+venv-trainer: $(TRAINER_STAMP) ## create .venv-trainer from requirements-trainer.lock: Tunix's GRPO and JAX on CPU, the real trainer the trainer tier runs
+
 demo: $(STAMP) ## one whole DAG run on the local sandbox: a line per task, then the summary (full log: DEMO_LOG, default .airflow/demo.log)
 	@$(PY) -m tools.demo
 
@@ -68,11 +92,12 @@ PORT ?= 8080
 demo-ui: $(STAMP) ## Airflow's UI on the sandbox: trigger the DAG from its form on http://127.0.0.1:8080 (PORT=<n> for another), login admin/admin; Ctrl-C stops it
 	@DEMO_UI_PORT=$(PORT) $(PY) -m tools.demo_ui
 
-test: $(STAMP) chromium postgresql kubectl lint ## lint and every tier: unit, dag, e2e, processes, ui (what CI runs)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+# the real-trainer tier (tests/trainer) has a venv and a target of its own: test-trainer
+test: $(STAMP) chromium postgresql kubectl lint ## lint and every tier: unit, dag, e2e, processes, ui (what CI runs, with test-compat and test-trainer)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/trainer
 
 test-fast: $(STAMP) lint ## lint and the fast tiers (unit, integration, dag): about 2 minutes
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag"
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag" --ignore=tests/trainer
 
 # On the older Airflow, deprecations raised inside Airflow's and the providers' own modules are
 # shown, not errors (pyproject.toml makes them errors on the pinned versions): this project's
@@ -86,6 +111,11 @@ export COMPAT_WARNINGS
 test-compat: venv-compat postgresql ## the DAG tests, the seams driven against the sandbox (integration), make demo's test and the process scenarios that defer, on the oldest supported Airflow (.venv-compat)
 	$(COMPAT) .venv-compat/bin/python -m pytest -q -n 2 --dist loadgroup -o "filterwarnings=$$COMPAT_WARNINGS" \
 	  -m "dag or integration or e2e or defers" tests/dags tests/integration tests/e2e/test_make_demo.py tests/processes
+
+# One worker: each run's trainer is a process using the cores (JAX on CPU); the compile cache
+# (.airflow/jax-cache, TPU_RL_JAX_CACHE) makes a second make test-trainer faster.
+test-trainer: $(STAMP) $(TRAINER_STAMP) ## the real-trainer tier: whole DAG runs whose training pod runs Tunix's GRPO on CPU (.venv-trainer), and its process seam
+	$(PY) -m pytest -q -m trainer tests/trainer
 
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
 	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/e2e/test_deployments.py tests/processes
@@ -116,12 +146,15 @@ dist: $(STAMP) ## build the wheel dist/tpu_rl_airflow-<version>-py3-none-any.whl
 	$(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps -w dist .
 	rm -rf build plugins/*.egg-info
 
+corpus: $(STAMP) $(TRAINER_STAMP) ## record the corpus of real GRPO runs (sandbox/corpus/*.json) with the real trainer: make corpus [RUN=<name>] (about 5 minutes for all 17)
+	PYTHONPATH=plugins:. TPU_RL_TRAINER_PYTHON=$(CURDIR)/$(TRAINER_VENV)/bin/python $(PY) -m tools.trainer_corpus $(if $(RUN),--run $(RUN))
+
 rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
 	@test -n "$(LOG)" || { echo "usage: make rewards LOG=<file>"; exit 2; }
 	@$(PY) -m tpu_rl.rewards.lines $(LOG)
 
-clean: ## remove .venv, .venv-compat, .airflow (demo databases and logs), plan-out, test-artifacts and caches
-	rm -rf $(VENV) .venv-compat .airflow plan-out test-artifacts .pytest_cache .ruff_cache
+clean: ## remove .venv, .venv-compat, .venv-trainer, .airflow (demo databases and logs, the JAX cache), plan-out, test-artifacts and caches
+	rm -rf $(VENV) .venv-compat $(TRAINER_VENV) .airflow plan-out test-artifacts .pytest_cache .ruff_cache
 
 # --- delivery targets (airflow, deploy-composer) below this line ---
 .PHONY: airflow deploy-composer

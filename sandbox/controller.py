@@ -22,6 +22,7 @@ from sandbox.kueue import Kueue
 from sandbox.ledger import SimClock
 from sandbox.max_run_duration import DEFAULT_MAX_RUN_S
 from sandbox.pod_scripts import (
+    AttachedProcess,
     ContainerExit,
     PodInfo,
     PodScript,
@@ -105,9 +106,10 @@ class _Run:
     steps: list[Step] = field(default_factory=list)
     position: int = 0
     due: float = 0.0
-    state: str = "Pending"  # Pending, Running, Forever, Done
+    state: str = "Pending"  # Pending, Running, Forever, Attached, Done
     check: Callable[[PodInfo], None] | None = None  # a Forever container's periodic check
     every_s: float = 0.0
+    process: AttachedProcess | None = None  # an Attached container's real process
 
 
 class Controller:
@@ -177,6 +179,8 @@ class Controller:
         self._stop.set()
         if self._thread:
             self._thread.join(5)
+        for run in list(self._runs.values()):
+            _kill(run)  # nothing the scripts started outlives the controller
         if self.errors:
             raise RuntimeError("controller failed") from self.errors[0]
 
@@ -478,10 +482,11 @@ class Controller:
                 run = self._runs[uid] = self._new_run(pod, now)
             if run is not None and pod["status"].get("phase") in ("Succeeded", "Failed"):
                 run.state = "Done"  # ended by someone else (the node shut down)
+                _kill(run)
             if run is not None:
                 self._advance(run, now)
         for uid in set(self._runs) - alive:
-            del self._runs[uid]
+            _kill(self._runs.pop(uid))
         for uid in set(self._terminating) - alive:
             del self._terminating[uid]
 
@@ -495,6 +500,7 @@ class Controller:
         run = self._runs.get(meta["uid"])
         if run is not None:
             run.state = "Done"
+            _kill(run)  # the container's process gets SIGKILL at once (a stopped one too)
         if now >= due:
             self.emu.delete("pods", meta["namespace"], meta["name"], grace_period_seconds=0)
 
@@ -537,6 +543,8 @@ class Controller:
             except ContainerExit as ended:
                 self.emu.append_log(ns, pod, run.container, ended.output)
                 self._finish(run, ended.code, now)
+        if run.state == "Attached":
+            self._pump(run, now)
         while run.state == "Running" and now >= run.due:
             if run.position >= len(run.steps):
                 self._finish(run, 0, now)
@@ -559,6 +567,34 @@ class Controller:
             elif step.action == "forever":
                 run.state, run.check, run.every_s = "Forever", step.fn, step.seconds
                 run.due = now + self._wall(step.seconds)
+            elif step.action == "attach" and step.start:
+                try:
+                    run.process = step.start(run.info)
+                except ContainerExit as ended:
+                    self.emu.append_log(ns, pod, run.container, ended.output)
+                    self._finish(run, ended.code, now)
+                    return
+                run.state = "Attached"
+                self._pump(run, now)
+
+    def _pump(self, run: _Run, now: float) -> None:
+        """An Attached container: its process's new output to the log; once it ended, exit
+        code 0 goes on with the script (Running), another ends the container."""
+        assert run.process is not None
+        try:
+            text, code = run.process.pump()
+        except ContainerExit as ended:  # a side effect refused (its storage): the process dies
+            _kill(run)
+            text, code = ended.output, ended.code
+        if text:
+            self.emu.append_log(run.info.namespace, run.info.pod, run.container, text)
+        if code is None:
+            return
+        run.process = None
+        if code:
+            self._finish(run, code, now)
+        else:
+            run.state, run.due = "Running", now
 
     def _finish(self, run: _Run, code: int, now: float) -> None:
         ns, pod = run.info.namespace, run.info.pod
@@ -575,6 +611,13 @@ class Controller:
             return
         self.emu.set_pod_phase(ns, pod, "Succeeded" if code == 0 else "Failed", exit_code=code)
         run.state = "Done"
+
+
+def _kill(run: _Run) -> None:
+    """Kill and reap the run's attached process, if any."""
+    process, run.process = run.process, None
+    if process is not None:
+        process.kill()
 
 
 def _condition(obj: dict[str, Any], type_: str) -> bool:

@@ -32,8 +32,8 @@ from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.kube_logs import rfc3339nano
 from sandbox.ledger import Ledger
 from sandbox.max_run_duration import DEFAULT_MAX_RUN_S
-from sandbox.orbax_saves import complete_steps, orbax_step_uris
-from sandbox.pod_scripts import PodInfo, PodScript, call
+from sandbox.orbax_saves import complete_steps, join, orbax_step_uris
+from sandbox.pod_scripts import PodInfo, PodScript, attach, call, exit, log
 from sandbox.pod_storage import PodStorage
 from sandbox.preemption import (
     SPOT_NOTICE_S,
@@ -42,13 +42,26 @@ from sandbox.preemption import (
     worker_slice_check,
 )
 from sandbox.project import HF_TOKEN, SETTINGS
+from sandbox.real_trainer.process import (
+    KILLED,
+    STEP_LINE,
+    AttachedCommand,
+    RealTrainer,
+    local_workdir,
+    start_command,
+    trainer_command,
+    trainer_env,
+    trainer_python,
+)
 from sandbox.run_errors import error_lines, recording_trigger_events
 from sandbox.training_curve import NO_FAULTS, TrainingFaults
 from sandbox.workloads import (
     LOG_PERIOD,
     MAX_TO_KEEP,
+    STDERR_NOISE,
     EvalResult,
     Storage,
+    absl,
     grpo_client_script,
     pathways_server_script,
     to_huggingface_script,
@@ -120,6 +133,10 @@ class Workloads:
     # clock (UTC); its VMs are deleted at the end (preemption.py)
     calendar_window: tuple[datetime, datetime] | None = None
     champion: EvalResult = field(default_factory=lambda: EvalResult(corr=10, mean_reward=0.1))
+    # the training pod runs the real trainer (Tunix's GRPO on its toy model, on CPU: issue 58,
+    # sandbox.real_trainer) with these options instead of the simulated client; the options
+    # above about the client's steps, evaluations, saves and faults do not apply then
+    real_trainer: RealTrainer | None = None
 
 
 def build_scenario(
@@ -137,6 +154,7 @@ def build_scenario(
     """
     root = f"gs://{settings['gcs_bucket']}/gemma4-26b"
     ledger = emu.ledger if emu is not None else Ledger()
+    python = trainer_python() if w.real_trainer is not None else None  # missing: fail now
     faults = ClientFaults(ledger, preemption, w.preempt_at_steps)
     save_cuts = dict(w.train_save_cuts)  # once per run: the first attempt takes them
 
@@ -153,10 +171,83 @@ def build_scenario(
         found = re.search(rf"(?:^|\s){name}=(\S+)", command)
         return found.group(1).strip("'\"") if found else None
 
+    def real_train(info: PodInfo, run_name: str, base: str, num_batches: int) -> PodScript:
+        """The training pod as the real trainer's process (sandbox.real_trainer.process):
+        MaxText's first lines, the converted checkpoint read as the pod, then grpo_toy.py with
+        the pod's flags, its output folder mirrored to `<base>/<run_name>/` as the pod writes;
+        its steps, commits and deletions recorded in the ledger."""
+        options = w.real_trainer
+        assert options is not None and python is not None
+        pod_storage = storage("trainers/post_train/rl/train_rl.py")
+        load = flag(info, "load_parameters_path")
+        attempt = ledger.attempt(info.pod, run_name, None)  # it restores nothing (a new folder)
+        poisoned_from = options.poisoned_from()
+
+        def start(pod: PodInfo) -> AttachedCommand:
+            if load and isinstance(pod_storage, PodStorage):
+                pod_storage.read(pod, join(load, "_METADATA"))  # may end the container (403)
+
+            def write(uri: str, data: bytes) -> None:
+                if isinstance(pod_storage, PodStorage):
+                    pod_storage.write(pod, uri, data)
+                else:
+                    pod_storage(uri, data)
+
+            def delete(uri: str) -> None:
+                if isinstance(pod_storage, PodStorage):
+                    pod_storage.delete(pod, uri)
+                else:
+                    gcs.delete(uri)
+
+            def on_line(line: str) -> None:
+                if found := STEP_LINE.search(line):
+                    ledger.step_done(attempt, int(found.group(1)))
+
+            def on_commit(step: int) -> None:
+                poisoned = poisoned_from is not None and step >= poisoned_from
+                ledger.checkpoint_committed(run_name, step, poisoned)
+
+            def on_end(code: int) -> None:
+                outcome = {0: "completed", KILLED: "killed"}.get(code, "error")
+                ledger.end_attempt(attempt, outcome)
+
+            workdir = local_workdir()
+            command = trainer_command(
+                python,
+                workdir,
+                run_name,
+                steps=num_batches,
+                checkpoint_period=int(flag(pod, "checkpoint_period") or RL_CHECKPOINT_PERIOD),
+                eval_interval=int(flag(pod, "eval_interval") or RL_EVAL_INTERVAL),
+                log_period=int(flag(pod, "log_period") or LOG_PERIOD),
+                num_generations=int(flag(pod, "rl.num_generations") or 2),
+                options=options,
+            )
+            return start_command(
+                command,
+                local=workdir / run_name,
+                remote=join(base, run_name),
+                write=write,
+                delete=delete,
+                env=trainer_env(),
+                workdir=workdir,
+                on_line=on_line,
+                on_commit=on_commit,
+                on_delete=lambda step: ledger.checkpoint_deleted(run_name, step),
+                on_end=on_end,
+            )
+
+        loading = absl("I", "Loading checkpoint from load_parameters_path", "checkpointing.py:611")
+        steps = [log(STDERR_NOISE), log(loading), attach(start)]
+        shutdown = absl("I", "Shutting down Pathways client", "pathways.py:201")
+        return PodScript([*steps, log(shutdown), exit(0)])
+
     def train(info: PodInfo) -> PodScript:
         run_name = flag(info, "run_name") or info.labels[RUN_LABEL]
         base = flag(info, "base_output_directory") or f"{root}/trained/"
         num_batches = int(flag(info, "num_batches") or 50)
+        if w.real_trainer is not None:
+            return real_train(info, run_name, base, num_batches)
         checkpoints = f"{base.rstrip('/')}/{run_name}/checkpoints/actor/"
         bucket, _, prefix = checkpoints.removeprefix("gs://").partition("/")
         existing = complete_steps(gcs.names(bucket, prefix), prefix)

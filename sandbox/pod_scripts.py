@@ -1,11 +1,12 @@
 """A pod's script in the sandbox: the steps a simulated container runs (log, sleep, exit, run
-forever, call a side effect), the pod it runs as, and how a side effect ends the container.
-The controller runs them; the workloads and fault models write them."""
+forever, call a side effect, attach a real process), the pod it runs as, and how a side effect
+ends the container. The controller runs them; the workloads and fault models write them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Step:
     seconds: float = 0.0
     code: int = 0
     fn: Callable[[PodInfo], None] | None = None
+    start: Callable[[PodInfo], AttachedProcess] | None = None
 
 
 def log(text: str | Callable[[], str]) -> Step:
@@ -61,8 +63,30 @@ def call(fn: Callable[[PodInfo], None]) -> Step:
     return Step("call", fn=fn)
 
 
+class AttachedProcess(Protocol):
+    """A real process a container runs (sandbox.real_trainer.process): the controller pumps it
+    each pass and kills it when the pod goes."""
+
+    def pump(self) -> tuple[str, int | None]:
+        """The output since the last pump, and the exit code once the process ended and all
+        its output (and side effects) were delivered; may raise ContainerExit."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL the process (stopped or not) and reap it; idempotent."""
+        ...
+
+
+def attach(start: Callable[[PodInfo], AttachedProcess]) -> Step:
+    """Run a real process as the container's next steps: `start` launches it (and may raise
+    ContainerExit), its output goes to the pod log as it comes; exit code 0 goes on with the
+    script, another ends the container with that code. A deleted pod kills it."""
+    return Step("attach", start=start)
+
+
 class ContainerExit(Exception):
-    """Raised by a `call` step: the container prints `output` and exits with `code`."""
+    """Raised by a `call` step (or an attached process's start or pump): the container prints
+    `output` and exits with `code`."""
 
     def __init__(self, code: int, output: str) -> None:
         super().__init__(output)

@@ -73,7 +73,7 @@ def test_make_test_runs_the_format_check_and_the_layers_before_the_suite():
     assert workers, "the Makefile sets no TEST_WORKERS"
     assert lint_and_test_lines(done.stdout) == [
         *LINT,
-        f".venv/bin/python -m pytest -q -n {workers[1]} --dist loadgroup",
+        f".venv/bin/python -m pytest -q -n {workers[1]} --dist loadgroup --ignore=tests/trainer",
     ]
 
 
@@ -81,7 +81,8 @@ def test_make_test_fast_runs_the_format_check_and_the_layers_then_the_fast_tiers
     done = make("-n", "test-fast")
     assert lint_and_test_lines(done.stdout) == [
         *LINT,
-        '.venv/bin/python -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag"',
+        '.venv/bin/python -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag"'
+        " --ignore=tests/trainer",
     ]
 
 
@@ -119,6 +120,18 @@ def test_make_e2e_writes_its_report_where_asked():
     )
 
 
+def test_make_test_trainer_runs_the_trainer_tier_in_its_own_venv():
+    """The real-trainer tier: CI runs it after test-compat; make test and test-fast leave it."""
+    done = make("-n", "-o", ".venv-trainer/.installed", "test-trainer")
+    assert done.stdout.strip().splitlines()[-1] == (
+        ".venv/bin/python -m pytest -q -m trainer tests/trainer"
+    )
+    venv = make("-n", "-W", "requirements-trainer.lock", "venv-trainer").stdout
+    assert "-m venv .venv-trainer" in venv and "-r requirements-trainer.lock" in venv
+    ci = (REPO / ".ci" / "run").read_text().split()
+    assert ci.index("test-trainer") > ci.index("test-compat")
+
+
 def test_make_clean_removes_what_the_readme_says():
     done = make("-n", "clean")
     assert done.stdout.split() == [
@@ -126,6 +139,7 @@ def test_make_clean_removes_what_the_readme_says():
         "-rf",
         ".venv",
         ".venv-compat",
+        ".venv-trainer",
         ".airflow",
         "plan-out",
         "test-artifacts",
