@@ -50,7 +50,8 @@ endef
 define PIP_INSTALL
 	@set -o pipefail; $(1)/bin/python -m pip install --disable-pip-version-check -r $(2) | awk -v total=$$(grep -c '==' $(2)) \
 	  '/^Collecting /{n++; printf "\r  fetched %d/%d: %-60s", n, total, $$2; fflush()} \
-	   /^Installing collected/{printf "\n  installing them (the longest part, silent)...\n"; fflush()} \
+	   /Building wheel for /{printf "\r  building wheel %d: %-60s", ++w, $$4; fflush()} \
+	   /^Installing collected/{printf "\n  installing %d packages into the venv: pip shows nothing until all are in (a few minutes)...\n", split($$0, p, ", "); fflush()} \
 	   /^Successfully installed/{print "  installed"}'
 	@$(1)/bin/python -m pip check >/dev/null
 endef
@@ -85,6 +86,28 @@ $(TRAINER_STAMP): $(TRAINER_LOCK)
 
 venv-trainer: $(TRAINER_STAMP) ## create .venv-trainer from requirements-trainer.lock: Tunix's GRPO and JAX on CPU, the real trainer the trainer tier runs
 
+# MaxText as the judge of meshes (issue 59): MaxText 0.2.4 with JAX and libtpu (which describes
+# and compiles for a TPU topology on CPU), on Python 3.12 (MaxText needs it), pinned apart from
+# Airflow's. Only the MaxText tier runs it (tools/maxtext_judge/judge.py). pyenv's python3.12
+# shim on PATH may name no installed version: an installed pyenv 3.12 comes first.
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
+MAXTEXT_VENV := .venv-maxtext
+MAXTEXT_LOCK := requirements-maxtext.lock
+MAXTEXT_STAMP := $(MAXTEXT_VENV)/.installed
+.PHONY: venv-maxtext test-maxtext
+$(MAXTEXT_STAMP): $(MAXTEXT_LOCK)
+	@test -n "$(PYTHON312)" && $(PYTHON312) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null || { \
+	  echo "No working Python 3.12 ($(or $(PYTHON312),none found)): the MaxText tier needs one (MaxText 0.2.4 requires Python >= 3.12; $(MAXTEXT_LOCK) pins wheels for 3.12)."; \
+	  echo "Install it (Debian/Ubuntu: apt-get install python3.12 python3.12-venv; macOS: brew install python@3.12; or pyenv install 3.12),"; \
+	  echo "or name one: make test-maxtext PYTHON312=/path/to/python3.12"; exit 1; }
+	@test -x $(MAXTEXT_VENV)/bin/python || $(PYTHON312) -m venv $(MAXTEXT_VENV)
+	@echo "Installing MaxText $$(sed -n 's/^maxtext==//p' $(MAXTEXT_LOCK)), JAX $$(sed -n 's/^jax==//p' $(MAXTEXT_LOCK)) and libtpu $$(sed -n 's/^libtpu==//p' $(MAXTEXT_LOCK)) into $(MAXTEXT_VENV) from $(MAXTEXT_LOCK) ($$(grep -c '==' $(MAXTEXT_LOCK)) pinned packages, about 1.8 GB): about 4 minutes the first time, once."
+	$(call PIP_INSTALL,$(MAXTEXT_VENV),$(MAXTEXT_LOCK))
+	@touch $(MAXTEXT_STAMP)
+	@echo "$(MAXTEXT_VENV) is ready."
+
+venv-maxtext: $(MAXTEXT_STAMP) ## create .venv-maxtext from requirements-maxtext.lock: MaxText 0.2.4, JAX and libtpu on Python 3.12 (PYTHON312=<path> names it), the judge the MaxText tier runs
+
 demo: $(STAMP) ## one whole DAG run on the local sandbox: a line per task, then the summary (full log: DEMO_LOG, default .airflow/demo.log)
 	@$(PY) -m tools.demo
 
@@ -92,12 +115,13 @@ PORT ?= 8080
 demo-ui: $(STAMP) ## Airflow's UI on the sandbox: trigger the DAG from its form on http://127.0.0.1:8080 (PORT=<n> for another), login admin/admin; Ctrl-C stops it
 	@DEMO_UI_PORT=$(PORT) $(PY) -m tools.demo_ui
 
-# the real-trainer tier (tests/trainer) has a venv and a target of its own: test-trainer
+# the real-trainer tier (tests/trainer) and the MaxText tier (tests/maxtext) have venvs and
+# targets of their own: test-trainer, test-maxtext
 test: $(STAMP) chromium postgresql kubectl lint ## lint and every tier: unit, dag, e2e, processes, ui (what CI runs, with test-compat and test-trainer)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/trainer
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/trainer --ignore=tests/maxtext
 
 test-fast: $(STAMP) lint ## lint and the fast tiers (unit, integration, dag): about 2 minutes
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag" --ignore=tests/trainer
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "unit or integration or dag" --ignore=tests/trainer --ignore=tests/maxtext
 
 # On the older Airflow, deprecations raised inside Airflow's and the providers' own modules are
 # shown, not errors (pyproject.toml makes them errors on the pinned versions): this project's
@@ -114,8 +138,14 @@ test-compat: venv-compat postgresql ## the DAG tests, the seams driven against t
 
 # One worker: each run's trainer is a process using the cores (JAX on CPU); the compile cache
 # (.airflow/jax-cache, TPU_RL_JAX_CACHE) makes a second make test-trainer faster.
-test-trainer: $(STAMP) $(TRAINER_STAMP) ## the real-trainer tier: whole DAG runs whose training pod runs Tunix's GRPO on CPU (.venv-trainer), and its process seam
+test-trainer: $(STAMP) $(TRAINER_STAMP) chromium ## the real-trainer tier: whole DAG runs whose training pod runs Tunix's GRPO on CPU (.venv-trainer), and its process seam
 	$(PY) -m pytest -q -m trainer tests/trainer
+
+# One pytest process: the tier's session runs two judge processes side by side (the cells with
+# their compiles, the generated settings); JAX's compile cache (.airflow/maxtext-judge) makes a
+# second make test-maxtext faster.
+test-maxtext: $(STAMP) $(MAXTEXT_STAMP) ## the MaxText judge tier: MaxText 0.2.4's own config loading, meshes and ahead-of-time compile judge every catalogue cell (one and two slices) and 240 generated settings as validate does (.venv-maxtext)
+	$(PY) -m pytest -q -m maxtext tests/maxtext
 
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
 	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/e2e/test_deployments.py tests/processes
@@ -132,6 +162,10 @@ params: $(STAMP) ## regenerate every file made from a declaration: params.json a
 	PYTHONPATH=plugins $(PY) -m tpu_rl.kube.swept_doc docs/operations.md
 	PYTHONPATH=plugins $(PY) -m tpu_rl.preflight.checks_doc
 	PYTHONPATH=plugins $(PY) -m tpu_rl.report.cells_table
+
+.PHONY: prices
+prices: $(STAMP) ## refresh the price table's billing-catalogue rows from the Cloud Billing Catalog API and print what changed (key: TPU_RL_BILLING_API_KEY, else application-default credentials; CHECK=1: only say it, exit 1 when stale); then make params
+	PYTHONPATH=plugins $(PY) -m tools.prices $(if $(CHECK),--check)
 
 plan: $(STAMP) ## render a run offline: make plan CONF=<json> OUT=<dir>
 	$(PY) -m tpu_rl.plan $(CONF) $(OUT)
@@ -153,8 +187,8 @@ rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
 	@test -n "$(LOG)" || { echo "usage: make rewards LOG=<file>"; exit 2; }
 	@$(PY) -m tpu_rl.rewards.lines $(LOG)
 
-clean: ## remove .venv, .venv-compat, .venv-trainer, .airflow (demo databases and logs, the JAX cache), plan-out, test-artifacts and caches
-	rm -rf $(VENV) .venv-compat $(TRAINER_VENV) .airflow plan-out test-artifacts .pytest_cache .ruff_cache
+clean: ## remove .venv, .venv-compat, .venv-trainer, .venv-maxtext, .airflow (demo databases and logs, the JAX cache), plan-out, test-artifacts and caches
+	rm -rf $(VENV) .venv-compat $(TRAINER_VENV) $(MAXTEXT_VENV) .airflow plan-out test-artifacts .pytest_cache .ruff_cache
 
 # --- delivery targets (airflow, deploy-composer) below this line ---
 .PHONY: airflow deploy-composer

@@ -32,6 +32,8 @@ from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.kube_logs import rfc3339nano
 from sandbox.ledger import Ledger
 from sandbox.max_run_duration import DEFAULT_MAX_RUN_S
+from sandbox.maxtext_mesh import FLAGS as MESH_FLAGS
+from sandbox.maxtext_mesh import refused_script
 from sandbox.orbax_saves import complete_steps, join, orbax_step_uris
 from sandbox.pod_scripts import PodInfo, PodScript, attach, call, exit, log
 from sandbox.pod_storage import PodStorage
@@ -48,6 +50,7 @@ from sandbox.real_trainer.process import (
     AttachedCommand,
     RealTrainer,
     local_workdir,
+    restore_steps,
     start_command,
     trainer_command,
     trainer_env,
@@ -175,17 +178,25 @@ def build_scenario(
         """The training pod as the real trainer's process (sandbox.real_trainer.process):
         MaxText's first lines, the converted checkpoint read as the pod, then grpo_toy.py with
         the pod's flags, its output folder mirrored to `<base>/<run_name>/` as the pod writes;
-        its steps, commits and deletions recorded in the ledger."""
-        options = w.real_trainer
-        assert options is not None and python is not None
+        its steps, commits and deletions recorded in the ledger. The run's committed steps on
+        the bucket are put in its local folder first: Tunix restores the newest (a resume)."""
+        assert w.real_trainer is not None and python is not None
+        earlier = sum(a.run_name == run_name for a in ledger.attempts)
+        options = w.real_trainer.for_attempt(earlier)
         pod_storage = storage("trainers/post_train/rl/train_rl.py")
         load = flag(info, "load_parameters_path")
-        attempt = ledger.attempt(info.pod, run_name, None)  # it restores nothing (a new folder)
+        remote = join(base, run_name)
+        bucket, _, folder = remote.removeprefix("gs://").partition("/")
         poisoned_from = options.poisoned_from()
 
         def start(pod: PodInfo) -> AttachedCommand:
             if load and isinstance(pod_storage, PodStorage):
                 pod_storage.read(pod, join(load, "_METADATA"))  # may end the container (403)
+
+            def read(uri: str) -> bytes:
+                if isinstance(pod_storage, PodStorage):
+                    return pod_storage.read(pod, uri)
+                return gcs.read(uri)
 
             def write(uri: str, data: bytes) -> None:
                 if isinstance(pod_storage, PodStorage):
@@ -212,6 +223,10 @@ def build_scenario(
                 ledger.end_attempt(attempt, outcome)
 
             workdir = local_workdir()
+            names = [f"gs://{bucket}/{name}" for name in gcs.names(bucket, f"{folder}/")]
+            on_bucket = restore_steps(workdir / run_name, remote, names, read)
+            restored = max((step for role, step in on_bucket if role == "actor"), default=None)
+            attempt = ledger.attempt(pod.pod, run_name, restored)
             command = trainer_command(
                 python,
                 workdir,
@@ -226,9 +241,10 @@ def build_scenario(
             return start_command(
                 command,
                 local=workdir / run_name,
-                remote=join(base, run_name),
+                remote=remote,
                 write=write,
                 delete=delete,
+                restored=on_bucket,
                 env=trainer_env(),
                 workdir=workdir,
                 on_line=on_line,
@@ -243,6 +259,11 @@ def build_scenario(
         return PodScript([*steps, log(shutdown), exit(0)])
 
     def train(info: PodInfo) -> PodScript:
+        backend = f"{info.labels[RUN_LABEL]}-backend"
+        found = emu.get("jobsets", info.namespace, backend) if emu is not None else None
+        mesh = {name: value for name in MESH_FLAGS if (value := flag(info, name)) is not None}
+        if refused := refused_script(mesh, found):  # MaxText's multi-slice meshes
+            return refused
         run_name = flag(info, "run_name") or info.labels[RUN_LABEL]
         base = flag(info, "base_output_directory") or f"{root}/trained/"
         num_batches = int(flag(info, "num_batches") or 50)

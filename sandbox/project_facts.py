@@ -107,6 +107,8 @@ class ProjectFacts:
             # sandbox project, none on demand
             "PREEMPTIBLE-TPU-V5P-per-project-region": [({}, 64)],
             "TPU-V5P-per-project-region": [({}, 0)],
+            # TPU7x's preemptible quota (no public on-demand id): 64 chips granted here
+            "PREEMPTIBLE-TPU7X-per-project-region": [({}, 64)],
         }
     )
     # regions.get's quotas: Compute v1's Quota.metric is an enum whose TPU metrics are v4's and

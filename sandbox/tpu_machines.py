@@ -1,7 +1,8 @@
 """GKE's TPU machine types as the sandbox's cloud knows them: chips per VM, the accelerator label
-GKE puts on the nodes, the VM's allocatable CPU and memory, and the slice topologies a node pool
-of the machine type may have. GKE refuses a TPU pool of another topology; its nodes carry the
-machine type's own accelerator label and chips, whatever the blueprint's variables say.
+GKE puts on the nodes, the VM's allocatable CPU and memory, the boot disk types its VMs take and
+the slice topologies a node pool of the machine type may have. GKE refuses a TPU pool of another
+topology or boot disk type; its nodes carry the machine type's own accelerator label and chips,
+whatever the blueprint's variables say.
 
 Kept apart from the product's tpu_rl.tpu (the same public facts, read again here) so that the
 sandbox checks the product rather than agreeing with it. The fake gcluster loads this file
@@ -21,6 +22,14 @@ Sources:
   next, 0.5% of the next 2, 0.25% above 4; memory 25% of the first 4 GiB, 20% of the next 4,
   10% of the next 8, 6% of the next 112, 2% above 128 GiB, and a 100 MiB eviction threshold);
   ct6e keeps the figures the sandbox had (EMULATOR_API.md).
+- Boot disks: a GKE node boots from pd-balanced (GKE's default from 1.24), pd-standard, pd-ssd or
+  hyperdisk-balanced (https://cloud.google.com/kubernetes-engine/docs/how-to/custom-boot-disks,
+  "Specifying a node boot disk type"), of those the types the TPU generation supports: v6e
+  Hyperdisk Balanced (and Hyperdisk ML, no boot disk), v5p Balanced Persistent Disk
+  (https://cloud.google.com/tpu/docs/setup-persistent-disk, "TPU support for Hyperdisk and
+  Persistent Disk"), TPU7x Hyperdisk Balanced (and Hyperdisk ML;
+  https://docs.cloud.google.com/tpu/docs/storage-options-compute, "TPU generation and supported
+  disk types").
 - Ironwood's workload policy: https://docs.cloud.google.com/kubernetes-engine/docs/concepts/
   tpu-ironwood, "Workload policy for multi-host node pools" (read 2026-12-05): "Ironwood (TPU7x)
   uses a workload policy to configure the physical placement of the underlying infrastructure
@@ -45,6 +54,8 @@ SMALL_CUBES = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
 V6E_TOPOLOGIES = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 _TOPOLOGY = re.compile(r"[1-9]\d*(x[1-9]\d*){1,2}")
 MAX_DIM = 256  # generate_tpu_topologies' MAX
+HYPERDISK, PD_BALANCED = ("hyperdisk-balanced",), ("pd-balanced",)  # boot disk types (above)
+GKE_DEFAULT_BOOT_DISK = "pd-balanced"  # custom-boot-disks: "By default, GKE uses balanced PD"
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,7 @@ class TpuMachine:
     chips: int  # google.com/tpu allocatable on each node
     cpu: str  # allocatable
     memory: str  # allocatable
+    boot_disks: tuple[str, ...]  # the node boot disk types its VMs take
     max_cubes: int = 0  # 3D machine types: the largest slice in cubes of 4x4x4; 0: 2D
 
     def offers(self, topology: str) -> bool:
@@ -79,13 +91,15 @@ class TpuMachine:
 TPU_MACHINES = {
     m.machine_type: m
     for m in (
-        TpuMachine("ct6e-standard-4t", "tpu-v6e-slice", 4, "179500m", "683Gi"),
+        TpuMachine("ct6e-standard-4t", "tpu-v6e-slice", 4, "179500m", "683Gi", HYPERDISK),
         # 208 vCPUs: 208000 - (60 + 10 + 10 + 204 * 2.5) = 207410m; 448 GB = 417.2 GiB less
         # 1 + 0.8 + 0.8 + 6.72 + 2% of 289.2 (5.8) and 0.1: 401.9 GiB
-        TpuMachine("ct5p-hightpu-4t", "tpu-v5p-slice", 4, "207410m", "401Gi", max_cubes=140),
+        TpuMachine(
+            "ct5p-hightpu-4t", "tpu-v5p-slice", 4, "207410m", "401Gi", PD_BALANCED, max_cubes=140
+        ),
         # 224 vCPUs: 224000 - (60 + 10 + 10 + 220 * 2.5) = 223370m; 960 GB = 894.1 GiB less
         # 9.32 + 2% of 766.1 (15.3) and 0.1: 869.4 GiB
-        TpuMachine("tpu7x-standard-4t", "tpu7x", 4, "223370m", "869Gi", max_cubes=144),
+        TpuMachine("tpu7x-standard-4t", "tpu7x", 4, "223370m", "869Gi", HYPERDISK, max_cubes=144),
     )
 }
 
@@ -101,6 +115,20 @@ def topology_refusal(machine_type: str, topology: str) -> str | None:
     return (
         f"Invalid TPU topology {topology!r} for machine type {machine_type!r}: "
         "not a supported slice shape"
+    )
+
+
+def boot_disk_refusal(machine_type: str, disk_type: str | None) -> str | None:
+    """GKE's 400 for a TPU node pool whose boot disk type (GKE's default when unset) the machine
+    type's VMs do not take (wording approximated), or None."""
+    machine = TPU_MACHINES.get(machine_type)
+    disk = disk_type or GKE_DEFAULT_BOOT_DISK
+    if machine is None or disk in machine.boot_disks:
+        return None
+    return (
+        f"Invalid value for field 'nodePool.config.diskType': {disk!r}: machine type "
+        f"{machine_type!r} does not support this boot disk type (supported: "
+        f"{', '.join(machine.boot_disks)})"
     )
 
 

@@ -1,13 +1,32 @@
 """What the sandbox's GRPO client computes each step: how long the step takes, its loss and the
 TensorBoard scalars, deterministic given a seed, and the training faults a scenario injects
 (issue 46: NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up, a
-reward-spread collapse)."""
+reward-spread collapse).
+
+The curve's shape is calibrated to real GRPO runs (issue 58: sandbox/corpus, recorded from
+Tunix's trainer by `make corpus`; tests/sandbox/test_training_curve_calibration.py compares the
+two): the loss is beta times the KL plus a policy term that is zero on average (group-normalised
+advantages) and swings negative on some batches, so it sits near zero and changes sign; the KL
+starts near 0 and rises; the batch reward rises. The faults take their values from the
+corpus's real faults: a diverging loss is fault-lr-collapse's, and a KL blow-up or a collapsed
+policy scores every completion 0 (fault-kl-blowup, fault-lr-collapse)."""
 
 from __future__ import annotations
 
 import math
 import random
 from dataclasses import dataclass
+
+# fault-lr-collapse.json: the loss the real trainer logged at step 3, once a learning rate of
+# 3.0 had diverged the policy
+LR_COLLAPSE_LOSS = -75728.5
+# The policy term of the healthy real runs (sandbox/corpus, 13 runs): 39% of their losses are
+# negative, down to -0.35; the others sit within a few thousandths of beta * KL, more often
+# above it.
+NEGATIVE_SWING_P = 0.3
+NEGATIVE_SWING = (-0.2, -0.03)
+POLICY_NOISE = (-0.001, 0.003)
+BETA = 0.04  # MaxText rl.yml's grpo_beta, the corpus's base run
 
 
 @dataclass(frozen=True)
@@ -20,8 +39,8 @@ class TrainingFaults:
 
     nan_at_step: int | None = None  # loss and perplexity are non-finite from this step on
     nan_value: float = math.nan  # math.inf: the line prints `inf` (Tunix's `%f`)
-    loss_spike_at_step: int | None = None  # the loss is `loss_spike_factor` times the curve's
-    loss_spike_factor: float = 10.0
+    loss_spike_at_step: int | None = None  # the loss is `loss_spike_value`: it diverged
+    loss_spike_value: float = LR_COLLAPSE_LOSS
     loss_spike_steps: int = 1  # how many steps the spike lasts
     stall_at_step: int | None = None  # this update never ends: the pod runs on, silent
     slow_from_step: int | None = None  # steps from here on take `slow_factor` times as long
@@ -30,7 +49,8 @@ class TrainingFaults:
     # `reward_collapse_by` below the best one reported before it
     reward_collapse_at_eval: int | None = None
     reward_collapse_by: float = 0.1
-    kl_blowup_at_step: int | None = None  # actor/train/kl (TensorBoard only) grows from here
+    # actor/train/kl (TensorBoard only) grows from here, and every completion scores 0
+    kl_blowup_at_step: int | None = None
     kl_blowup_factor: float = 100.0
     # every completion of global step k's batch scores the same from this step on (TensorBoard
     # only: rewards/train/score/max == min): GRPO's advantages are all 0, nothing is learned
@@ -65,6 +85,11 @@ class TrainingFaults:
     def collapsed(self, step: int) -> bool:
         return self.reward_collapse_at_eval is not None and step >= self.reward_collapse_at_eval
 
+    def degenerate(self, step: int) -> bool:
+        """Every completion scores 0 from here: a KL blow-up's or a collapsed policy's batch."""
+        at = (self.kl_blowup_at_step, self.reward_spread_collapse_at_step)
+        return any(a is not None and step >= a for a in at)
+
 
 NO_FAULTS = TrainingFaults()
 VARIED_JITTER = 0.1  # +-10% per step
@@ -80,8 +105,8 @@ class TrainingCurve:
     `slow_every` (on average) takes `slow_step_factor` times as long (a long rollout); steady
     by default (the scenarios timed to the step), VARIED_JITTER and VARIED_SLOW_EVERY for a
     run as it looks (issue 46's ETA and slow-step rules).
-    Loss: from `initial_loss` down towards `final_loss` (time constant `decay_steps`), with a
-    relative noise of `loss_noise`.
+    Loss: `beta` times the KL plus the policy term (NEGATIVE_SWING_P of the steps swing
+    negative, the others add POLICY_NOISE), as the corpus's healthy runs log it.
     """
 
     step_seconds: float = 60.0
@@ -89,10 +114,8 @@ class TrainingCurve:
     jitter: float = 0.0
     slow_every: int = 0
     slow_step_factor: float = 1.6
-    initial_loss: float = 0.693147
-    final_loss: float = 0.05
+    beta: float = BETA
     decay_steps: float = 60.0
-    loss_noise: float = 0.05
     faults: TrainingFaults = NO_FAULTS
 
     def _draw(self, step: int, what: str) -> random.Random:
@@ -108,21 +131,20 @@ class TrainingCurve:
         slowed = slow_from is not None and step >= slow_from
         return base * (self.faults.slow_factor if slowed else 1.0)
 
-    def smooth_loss(self, step: int) -> float:
-        """The noiseless curve: the rolling median a watchdog compares against."""
-        span = self.initial_loss - self.final_loss
-        return self.final_loss + span * math.exp(-step / self.decay_steps)
-
     def loss(self, step: int) -> float:
-        """Tunix's training loss of `step` (positive; non-finite once NaN is injected)."""
+        """Tunix's training loss of `step`: near zero, either sign; non-finite once NaN is
+        injected, the diverged value during a spike."""
         if self.faults.non_finite(step):
             return self.faults.nan_value
-        noise = 1 + self._draw(step, "loss").uniform(-self.loss_noise, self.loss_noise)
-        loss = self.smooth_loss(step) * noise
         spike = self.faults.loss_spike_at_step
         if spike is not None and spike <= step < spike + self.faults.loss_spike_steps:
-            loss *= self.faults.loss_spike_factor
-        return loss
+            return self.faults.loss_spike_value
+        draw = self._draw(step, "loss")
+        if draw.random() < NEGATIVE_SWING_P:
+            policy = draw.uniform(*NEGATIVE_SWING)
+        else:
+            policy = draw.uniform(*POLICY_NOISE)
+        return self.beta * self.kl(step) + policy
 
     def kl(self, step: int) -> float:
         """actor/train/kl: small and slowly rising; `kl_blowup_factor` times that (and growing)
@@ -137,8 +159,9 @@ class TrainingCurve:
 
     def reward(self, step: int) -> float:
         """rewards/train/score/mean of global step `step`: rising from 0.1 towards 0.6; 0 once
-        the weights are NaN; down by the collapse's amount from the collapse on."""
-        if self.faults.non_finite(step):
+        the weights are NaN or the policy degenerate; down by the collapse's amount from the
+        collapse on."""
+        if self.faults.non_finite(step) or self.faults.degenerate(step):
             return 0.0
         rising = 0.6 - 0.5 * math.exp(-step / self.decay_steps)
         reward = rising + self._draw(step, "reward").uniform(-0.03, 0.03)

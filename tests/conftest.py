@@ -34,6 +34,7 @@ PIPELINE = [
 # Each folder's tier (pyproject.toml's markers), slowest first: `make test-fast` runs unit,
 # integration and dag.
 TIERS = {
+    "maxtext": "maxtext",
     "trainer": "trainer",
     "processes": "processes",
     "ui": "ui",

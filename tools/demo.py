@@ -1,4 +1,6 @@
-"""`make demo`: one whole tpu_rl_post_training run with the tutorial's settings, in the sandbox.
+"""`make demo`: one whole tpu_rl_post_training run with the tutorial's settings, in the sandbox;
+`make demo SCENARIO=<name>` trains with a fault the training health watchdog stops
+(tools.demo_scenarios: nan, nan-export, stall, collapse).
 
 Quiet and live: the terminal gets one line per task (when it starts, completed when it ends,
 with its state and seconds) and a summary; Airflow's and the emulators' own output goes to a
@@ -20,17 +22,21 @@ from typing import Any, TextIO
 from sandbox.airflow_env import AIRFLOW_ENV  # noqa: F401  (sets Airflow's environment before its import)
 from sandbox.paths import REPO, TUTORIAL_CONF
 from tools.demo_lines import (
+    clock_line,
     evaluation_lines,
     export_line,
     gate_line,
     promoted_line,
     removed_line,
     rewards_line,
+    watchdog_lines,
 )
+from tools.demo_scenarios import chosen
 from tpu_rl.names import DAG_ID, Step
 
 # The sandbox compresses time: poll every second, give up on pending pods after a minute.
 SANDBOX_OVERRIDES = {"poll_interval_seconds": 1, "pending_timeout_minutes": 1}
+TIME_SCALE = 0.001  # a sandbox second per 1000 of the run's (sandbox.harness.Sandbox.run)
 FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
 STARTED = {"running", "deferred", "up_for_retry", "up_for_reschedule"}
 POLL_S = 0.25
@@ -188,10 +194,14 @@ def summary(
     ]
     failed = [task for task, state in result.task_states.items() if state == "failed"]
     error = first_error(result, ended)
+    anomaly = result.xcoms.get("wait_for_rewards.anomaly")
+    if anomaly and error and error.startswith(f"{Step.WAIT_FOR_REWARDS}:"):
+        error = None  # the watchdog's lines below say it whole
     return [
         f"{DAG_ID}: {result.state.upper()} in {took:.0f} s"
         + (f" (failed: {', '.join(failed)})" if failed else ""),
         *([f"error:    {error}"] if error else []),
+        *watchdog_lines(anomaly),
         rewards_line(result.xcoms.get("wait_for_rewards.return_value") or {}),
         *evaluation_lines(
             result.xcoms.get("wait_for_rewards.return_value") or {},
@@ -205,6 +215,7 @@ def summary(
         ),
         export_line(result),
         f"report:   {report}",
+        clock_line(TIME_SCALE),
         f"promoted: {promoted_line(result.xcoms.get('promote.return_value'))}",
         "cleanup:  removed "
         + removed_line(result.xcoms.get("cleanup_kubernetes.return_value") or {})
@@ -215,8 +226,15 @@ def summary(
 
 def main() -> int:
     log_path = Path(os.environ.get("DEMO_LOG") or REPO / ".airflow" / "demo.log").resolve()
+    try:
+        scenario = chosen(os.environ.get("SCENARIO"))
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
     terminal = redirect_output(log_path)
     terminal.write(f"{DAG_ID} on the local sandbox (emulated GKE, GCS, gcluster)\n")
+    if scenario:
+        terminal.write(f"scenario {os.environ['SCENARIO']}: {scenario.what}\n")
     terminal.write(f"full log (Airflow, emulators): {log_path}\n")
     from airflow.utils import db
 
@@ -225,6 +243,10 @@ def main() -> int:
 
     db.resetdb()
     conf = {**json.loads(TUTORIAL_CONF.read_text()), **SANDBOX_OVERRIDES}
+    faults: dict[str, Any] = {}
+    if scenario:
+        conf.update(scenario.settings)
+        faults = {"train_faults": scenario.faults, **scenario.workloads}
     api_seconds = start_execution_api()
     terminal.write(f"Airflow's in-process Execution API started in {api_seconds:.0f} s\n\n")
     started, started_at = time.monotonic(), datetime.now(UTC)
@@ -233,7 +255,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tpu-rl-demo-") as tmp, Sandbox(Path(tmp)).up() as box:
         try:
             evals = {step: EvalResult(c, mean_reward=r) for step, (c, r) in DEMO_EVALS.items()}
-            result = box.run(conf, Workloads(train_evals=evals))
+            result = box.run(
+                conf, Workloads(**{"train_evals": evals, **faults}), time_scale=TIME_SCALE
+            )
         finally:
             progress.finish()
         report = run_report_summary(result)

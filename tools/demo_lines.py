@@ -68,3 +68,27 @@ def export_line(result: Any) -> str:
     choice = (result.xcoms.get("gate.return_value") or {}).get("checkpoint")
     why = f" (step {choice['step']}*: {choice['reason']})" if uri and choice else ""
     return f"export:   {uri or 'none'}{why}"
+
+
+def watchdog_lines(anomaly: dict[str, Any] | None) -> list[str]:
+    """The watchdog's stop (wait_for_rewards' XCom `anomaly`) and what to do next, if any."""
+    if not anomaly:
+        return []
+    from tpu_rl.rewards.health import next_step
+
+    kept = anomaly.get("healthy_checkpoint") or "none"
+    return [
+        f"watchdog: {anomaly['rule']} at step {anomaly['step']} "
+        f"(health_action={anomaly.get('action')}): {anomaly['why']}",
+        f"          no checkpoint from step {anomaly['anomaly_step']} on is used; healthy: {kept}",
+        f"          {next_step(anomaly)}",
+    ]
+
+
+def clock_line(time_scale: float) -> str:
+    """Why the report's TPU hours read about zero: the sandbox's clock runs `1 / time_scale`
+    times faster than a real run's (sandbox.harness.Sandbox.run's time_scale)."""
+    return (
+        f"sandbox:  time compressed about {1 / time_scale:.0f}x, so the report's TPU hours "
+        '("8 hosts x 0.00 h") and cost round to about 0; a real run\'s are its own'
+    )

@@ -110,7 +110,8 @@ def capacity_of(node_config: Any) -> str:
 
 
 def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
-    """Settings for GclusterDestroyOperator, from the GKE cluster (node pools) and the Params."""
+    """Settings for DestroyClusterOperator, from the GKE cluster (node pools) and the Params: a
+    cluster's, not a run's (checked by run_settings.load_cluster_settings)."""
     tpu_pools = [np for np in cluster.node_pools if np.placement_policy.tpu_topology]
     first = tpu_pools[0] if tpu_pools else None
     zones = list(first.locations) if first and first.locations else list(cluster.locations)

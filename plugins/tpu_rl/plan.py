@@ -312,8 +312,10 @@ def main(argv: list[str]) -> int:
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    estimate, warnings = estimate_run(settings), settings_warnings(settings)
+    print(verdict(settings, estimate, warnings))
     print(f"wrote {path} and {len(list(path.parent.iterdir())) - 1} rendered files")
-    for warning in settings_warnings(settings):
+    for warning in warnings:
         print(f"warning: {warning}")
     summary = capacity_summary(settings)
     print(f"TPU capacity: {summary['mode']}")
@@ -323,13 +325,23 @@ def main(argv: list[str]) -> int:
         print(f"blueprint, TPU7x slice: {edit}")
     for label, value in summary["node_selector"].items():
         print(f"  TPU pods select node label {label}={value}")
-    estimate = estimate_run(settings)
     if settings.capacity_ladder and settings.cluster_mode == "create":
         for i, row in enumerate(_ladder(layout)[0], 1):
             print(f"  capacity ladder, rung {i} {row['rung']}: {row['creates']}")
             print(f"    cost on this rung: {_rung_cost(estimate, row['rung'])}")
+            if row["cross_zone"]:
+                print(f"    across zones: {row['cross_zone']}")
     print("\n".join(format_estimate(estimate)))
     return 0
+
+
+def verdict(s: RunSettings, estimate: Any, warnings: list[str]) -> str:
+    """The plan's first line, above the price lists: the settings valid (and how many warnings
+    follow) and what the chosen capacity costs."""
+    chosen = mode_in(estimate, s.capacity, s.region)
+    cost = cost_words(chosen) if chosen else "no price for it in the table"
+    noted = f", {len(warnings)} warning(s) below" if warnings else ""
+    return f"Verdict: the settings are valid{noted}; {s.capacity} in {s.region}: {cost}"
 
 
 def _rung_cost(estimate: Any, rung: str) -> str:

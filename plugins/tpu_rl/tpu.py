@@ -1,5 +1,7 @@
-"""TPU slice facts per generation (v6e, v5p, tpu7x): machine type, chips and JAX devices per VM,
-GKE's and Pathways' names, which topologies a slice may have and how many hosts it needs.
+"""TPU slice facts per generation (v6e, v5p, tpu7x), in one table: machine type, chips and JAX
+devices per VM, GKE's and Pathways' names, the boot disk type its node pool takes, the largest
+slice, whether GKE places a multi-host slice by a workload policy, which topologies a slice may
+have and how many hosts it needs.
 
 Source: AI-Hypercomputer/xpk@367c838 (2026-06-25), src/xpk/core/system_characteristics.py:
 get_tpu_system_characteristics_map (234-282: a type's name counts TensorCores, `<prefix>-<chips x
@@ -9,6 +11,22 @@ multiples of 4, A <= B <= C), and the tpu7x, v6e and v5p entries (572-596, 706-7
 machine_type, tensorcores_per_chip, pathways_tpu_version). JAX devices per chip: MaxText
 maxtext-v0.2.4 src/maxtext/utils/accelerator_to_spec_map.py:36-42, 139-144, 168-172
 (devices_per_slice: v6e-32 32, v5p-64 32 "megacore", tpu7x-128 128 "two cores per chip").
+
+Boot disk (the TPU node pool's `disk_type`): Cloud TPU's disk table ("TPU support for Hyperdisk and
+Persistent Disk", https://cloud.google.com/tpu/docs/setup-persistent-disk; "TPU generation and
+supported disk types", https://docs.cloud.google.com/tpu/docs/storage-options-compute) gives v6e
+and TPU7x Hyperdisk Balanced and Hyperdisk ML, v5p Balanced Persistent Disk (and Hyperdisk ML);
+a GKE node boots from pd-balanced, pd-standard, pd-ssd or hyperdisk-balanced ("Configuring a
+custom boot disk", https://cloud.google.com/kubernetes-engine/docs/how-to/custom-boot-disks), so
+v6e and TPU7x boot from hyperdisk-balanced (as Cluster Toolkit's examples set, at 1047080:
+examples/gke-tpu-v6e/gke-tpu-v6e.yaml:170, examples/gke-tpu-7x/gke-tpu-7x.yaml:160) and v5p from
+pd-balanced.
+
+Workload policy: "Ironwood (TPU7x) uses a workload policy to configure the physical placement of
+the underlying infrastructure when you create multi-host TPU slice node pools. [...] This policy
+replaces the --tpu-topology flag used by other TPU versions."
+(https://docs.cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood, "Workload policy for
+multi-host node pools", read 2026-12-05; tpu_rl.cluster.blueprint renders it.)
 """
 
 from __future__ import annotations
@@ -30,6 +48,9 @@ class TpuGeneration:
     accelerator_label: str  # cloud.google.com/gke-tpu-accelerator
     pathways_instance_type: str  # the Pathways server's --instance_type=<this>:<topology>
     dimensions: int  # 2: AxB, 3: AxBxC
+    boot_disk_type: str  # the TPU node pool's disk_type (GKE boots its nodes from it)
+    max_slice_chips: int  # the most chips one slice holds
+    workload_policy: bool = False  # GKE places a multi-host slice by a workload policy
 
     @property
     def devices_per_vm(self) -> int:
@@ -59,15 +80,31 @@ class TpuGeneration:
 # xpk system_characteristics.py:25 (SUB_SLICING_TOPOLOGIES, with 2x2: the ct6e-standard-4t ones)
 V6E_TOPOLOGIES = ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 SMALL_3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")  # generate_tpu_topologies' fixed ones
+# Sources: the module docstring's (largest slice: MAX_SLICE_CHIPS's comment)
 GENERATIONS = {
     g.name: g
     for g in (
-        TpuGeneration("v6e", "ct6e-standard-4t", 4, 1, 1, "tpu-v6e-slice", "tpuv6e", 2),
-        TpuGeneration("v5p", "ct5p-hightpu-4t", 4, 2, 1, "tpu-v5p-slice", "tpuv5", 3),
-        TpuGeneration("tpu7x", "tpu7x-standard-4t", 4, 2, 2, "tpu7x", "tpu7x", 3),
+        TpuGeneration(
+            "v6e", "ct6e-standard-4t", 4, 1, 1, "tpu-v6e-slice", "tpuv6e", 2,
+            boot_disk_type="hyperdisk-balanced", max_slice_chips=256,
+        ),
+        TpuGeneration(
+            "v5p", "ct5p-hightpu-4t", 4, 2, 1, "tpu-v5p-slice", "tpuv5", 3,
+            boot_disk_type="pd-balanced", max_slice_chips=6144,
+        ),
+        TpuGeneration(
+            "tpu7x", "tpu7x-standard-4t", 4, 2, 2, "tpu7x", "tpu7x", 3,
+            boot_disk_type="hyperdisk-balanced", max_slice_chips=9216, workload_policy=True,
+        ),
     )
-}
+}  # fmt: skip
 CHIPS_PER_HOST = {g.machine_type: g.chips_per_vm for g in GENERATIONS.values()}
+# The most chips one slice of a generation holds: a v6e Pod's 256 (docs.cloud.google.com/tpu/docs/
+# tpu7x, "Number of chips per pod", read 2026-12-06; 16x16, the largest of V6E_TOPOLOGIES); v5p's
+# largest schedulable job, 96 cubes, 16x16x24 (docs.cloud.google.com/tpu/docs/v5p: "The largest
+# job that can be scheduled is a 96 cube (6144 chip) job", of an 8960-chip Pod, read 2026-12-06);
+# a TPU7x Pod's 9216 (the same tpu7x page; xpk's generate_tpu_topologies(max_cubes=144) for it)
+MAX_SLICE_CHIPS = {g.name: g.max_slice_chips for g in GENERATIONS.values()}
 TUTORIAL_GENERATION = GENERATIONS["v6e"]
 TOPOLOGY_SHAPE = re.compile(r"[1-9]\d*(x[1-9]\d*){1,2}")
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import os
 import queue
 import re
@@ -70,6 +71,9 @@ class RealTrainer:
 
     fault: str = "none"
     fault_step: int = 0
+    # the fault strikes the run's first trainer process only: a resumed one trains healthily
+    # (a transient fault, health_action=resume's case)
+    first_attempt_only: bool = False
     beta: float | None = None
     learning_rate: float | None = None
     num_generations: int | None = None
@@ -78,6 +82,12 @@ class RealTrainer:
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
             raise ValueError(f"fault {self.fault!r}: one of {FAULTS}")
+
+    def for_attempt(self, earlier_attempts: int) -> RealTrainer:
+        """The options of a trainer process after `earlier_attempts` others of the same run."""
+        if self.first_attempt_only and earlier_attempts:
+            return dataclasses.replace(self, fault="none", fault_step=0)
+        return self
 
     def poisoned_from(self) -> int | None:
         """The first step whose checkpoint holds the fault's weights (a stall poisons none)."""
@@ -242,12 +252,16 @@ class OutputMirror:
         delete: Delete,
         on_commit: Callable[[int], None] = lambda step: None,
         on_delete: Callable[[int], None] = lambda step: None,
+        restored: dict[tuple[str, int], list[str]] | None = None,
     ) -> None:
+        """`restored`: the steps already on the bucket and put in `local` before the start
+        ((role, step) -> their objects), not uploaded again, deleted when Orbax rotates them."""
         self.local, self.remote = local, remote
         self.write, self.delete = write, delete
         self.on_commit, self.on_delete = on_commit, on_delete
         self.events: dict[Path, int] = {}  # event file -> bytes uploaded
-        self.steps: dict[tuple[str, int], list[str]] = {}  # (role, step) -> objects uploaded
+        # (role, step) -> objects uploaded
+        self.steps: dict[tuple[str, int], list[str]] = dict(restored or {})
 
     def uri(self, path: Path) -> str:
         return join(self.remote, *path.relative_to(self.local).parts)
@@ -355,6 +369,33 @@ class AttachedCommand:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def restore_steps(
+    local: Path, remote: str, names: Sequence[str], read: Callable[[str], bytes]
+) -> dict[tuple[str, int], list[str]]:
+    """Put the run's committed steps on the bucket (`names`: its object URIs under `remote`,
+    `<remote>/checkpoints/<role>/<step>/...`) into its local folder, as the pod reads them, so
+    that Tunix's checkpoint manager restores the newest one at start ("Restored params from
+    step", tunix/sft/checkpoint_manager.py maybe_restore), as MaxText's train_rl does on gs://.
+    Steps without their commit file are left out: Orbax skips an unfinalized step."""
+    steps: dict[tuple[str, int], list[str]] = {}
+    prefix = join(remote, "checkpoints") + "/"
+    for uri in names:
+        role, step, *rest = uri.removeprefix(prefix).split("/")
+        if uri.startswith(prefix) and step.isdigit() and rest:
+            steps.setdefault((role, int(step)), []).append(uri)
+    committed = {
+        key: uris
+        for key, uris in steps.items()
+        if join(prefix, key[0], str(key[1]), COMMIT_FILE) in uris
+    }
+    for uris in committed.values():
+        for uri in uris:
+            path = local / uri.removeprefix(remote).lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(read(uri))
+    return committed
+
+
 def start_command(
     argv: Sequence[str],
     *,
@@ -362,6 +403,7 @@ def start_command(
     remote: str | None = None,
     write: Write | None = None,
     delete: Delete | None = None,
+    restored: dict[tuple[str, int], list[str]] | None = None,
     env: dict[str, str] | None = None,
     workdir: Path | None = None,
     on_line: Callable[[str], None] = lambda line: None,
@@ -372,7 +414,7 @@ def start_command(
     """Start `argv`; with `local`, `remote`, `write` and `delete`, mirror `local` to `remote`."""
     mirror = None
     if local is not None and remote is not None and write is not None and delete is not None:
-        mirror = OutputMirror(local, remote, write, delete, on_commit, on_delete)
+        mirror = OutputMirror(local, remote, write, delete, on_commit, on_delete, restored)
     return AttachedCommand(LocalProcess(argv, env), mirror, workdir, on_line, on_end)
 
 

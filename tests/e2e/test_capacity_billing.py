@@ -128,9 +128,10 @@ def test_spot_is_a_static_pool_from_deploy_to_destroy_and_bills_so(
     assert max(n.started for n in nodes) < first_tpu_pod  # made by the deploy, not by a pod
     assert all(n.ended is not None for n in nodes)  # destroyed with the cluster
     assert tpu["rule"] == "tpu_node_life" and tpu["nodes_seen"] == 8, tpu
-    # Spot's own price in the zone's region (the billing catalogue's), not the on-demand one
+    # Spot's own price in the zone's region (the billing catalogue's snapshots' highest), not
+    # the on-demand one
     assert (tpu["price"]["capacity"], tpu["price"]["basis"]) == ("spot", LIST_PRICE)
-    assert (tpu["price"]["region"], tpu["price"]["usd_per_chip_hour"]) == ("us-east5", 1.215)
+    assert (tpu["price"]["region"], tpu["price"]["usd_per_chip_hour"]) == ("us-east5", 1.35)
 
 
 def test_a_spot_stockout_is_a_failed_deploy(airflow_db, tmp_path, capfd, e2e_report):

@@ -4,17 +4,15 @@ node pool, the backend and the training run on it, and the export is verified.""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from sandbox.cluster_model import POOL_LABEL
-from sandbox.harness import SPOT, Sandbox, Workloads
+from sandbox.harness import SPOT, Sandbox
+from tpu_rl.catalogue.cells import CELLS as ALL_CELLS
+from tpu_rl.settings.run_settings import read_settings
 
 # v6e, v5p and tpu7x: the sandbox project offers all three in us-east5-a (project_facts.py)
 CELLS = [("llama3.1-8b", "v6e-8"), ("gpt-oss-20b", "v5p-64"), ("qwen3-30b-a3b-base", "tpu7x-128")]
 STEPS = 6
-WORKERS = "jobset.sigs.k8s.io/replicatedjob-name=worker"
 
 
 @pytest.mark.parametrize(("model", "tpu_type"), CELLS, ids=[f"{m}@{t}" for m, t in CELLS])
@@ -34,39 +32,22 @@ def test_a_catalogue_cell_runs_to_a_verified_export(model, tpu_type, airflow_db,
     assert result.leftovers == []
 
 
-def test_two_slices_run_one_trainer_and_one_sampler_slice(airflow_db, tmp_path):
-    """num_slices 2 (cluster_nodepool_count): two TPU node pools, a JobSet of two worker Jobs
-    each on a pool of its own, the Pathways resource manager told of two instances, and
-    MaxText's trainer and sampler slice flags; the run exports."""
+def test_two_slices_are_refused_before_any_cloud_call(airflow_db, tmp_path, capfd):
+    """MaxText 0.2.4 meshes no trainer and sampler slices: RLConfig keeps num_slices -1 for them,
+    so the trainer's mesh asserts after both slices are up, whatever its axes; the tutorial
+    cell's expert parallelism (4) would fail next (its training pod in the sandbox:
+    sandbox/maxtext_mesh.py, tests/sandbox/test_maxtext_mesh.py). A two-slice run of every cell
+    is refused by validate with the fix (one slice); the tutorial's before any cloud call."""
     slices = {"cluster_nodepool_count": 2, "num_trainer_slices": 1, "num_samplers_slices": 1}
-    conf = {**SPOT, "num_batches": STEPS, "checkpoint_period": STEPS // 2, **slices}
-    seen: dict[str, object] = {}
+    for cell in ALL_CELLS:
+        cell_choice = {"model_name": cell.model_name, "tpu_type": cell.tpu_type}
+        _, problems = read_settings({**SPOT, **slices, **cell_choice})
+        assert problems and all("cluster_nodepool_count 1" in p for p in problems), problems
     with Sandbox(tmp_path).up() as box:
-
-        def look() -> None:
-            """While training runs: the backend's JobSet, and each worker Job's node pools."""
-            [jobset] = box.emu.list("jobsets")
-            seen["jobset"] = jobset
-            seen["train"] = " ".join(
-                " ".join(c.get("command") or [])
-                for p in box.emu.list("pods")
-                if "-train-" in p["metadata"]["name"]
-                for c in p["spec"]["containers"]
-            )
-            pools: dict[str, set[str]] = {}
-            for pod in box.emu.list("pods", label_selector=WORKERS):
-                node = box.emu.get("nodes", "", pod["spec"]["nodeName"])
-                job = pod["metadata"]["labels"]["job-name"]
-                pools.setdefault(job, set()).add(node["metadata"]["labels"][POOL_LABEL])
-            seen["pools"] = pools
-
-        result = box.run(conf, Workloads(during_training=look))
-    assert result.state == "success", result.why()
-    assert result.xcoms["export.checkpoint_step"] == STEPS and result.leftovers == []
-    head, workers = seen["jobset"]["spec"]["replicatedJobs"]
-    assert workers["replicas"] == 2
-    assert "--instance_count=2" in json.dumps(head)
-    assert "num_trainer_slices=1" in seen["train"] and "num_samplers_slices=1" in seen["train"]
-    jobs = seen["pools"]
-    assert len(jobs) == 2 and all(len(pools) == 1 for pools in jobs.values()), jobs
-    assert len(set.union(*jobs.values())) == 2, jobs
+        result = box.run({**SPOT, **slices})
+    assert result.state == "failed"
+    assert result.task_states["validate"] == "failed", result.task_states
+    assert result.calls == [] and result.clusters == {} and result.leftovers == []
+    assert (
+        "num_trainer_slices: 1 with num_samplers_slices 1: MaxText 0.2.4" in capfd.readouterr().out
+    )

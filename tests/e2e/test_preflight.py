@@ -463,6 +463,28 @@ def test_a_flex_start_run_is_checked_against_preemptible_v6e_quota(box, facts, p
     assert "PREEMPTIBLE-TPU-V6E-per-project-region limit 16" in lines["tpu quota"], lines
 
 
+def test_flex_start_is_judged_by_the_preemptible_quota_while_the_project_has_one(
+    box, facts, preflight
+):
+    """Issue 59, item 3: flex-start consumes preemptible quota, and the on-demand quota only in
+    a project with none (Compute Engine's provisioning models page). The check passed when
+    either quota held the slice: 16 preemptible chips beside 1024 on-demand passed, and GKE
+    then found the preemptible quota short."""
+    facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 16)]
+    facts.quota_infos["TPUS-PER-TPU-FAMILY-per-project-region"] = [({"tpu_family": "CT6E"}, 1024)]
+    conf = {**SETTINGS, "capacity": "flex_start", "reservation": ""}
+    status, lines = preflight(conf)
+    assert status == 1 and set(failures(lines)) == {"tpu quota"}, lines
+    assert "flex_start consumes preemptible quota" in lines["tpu quota"], lines
+    assert "PREEMPTIBLE-TPU-V6E-per-project-region limit 16" in lines["tpu quota"], lines
+    # no preemptible quota at all: the on-demand family quota is the one consumed
+    facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 0)]
+    status, lines = preflight(conf)
+    assert status == 0, lines
+    assert "on-demand quota (no preemptible quota in the project)" in lines["tpu quota"], lines
+    assert "TPUS-PER-TPU-FAMILY-per-project-region limit 1024" in lines["tpu quota"], lines
+
+
 def test_every_rung_of_the_ladder_is_checked(box, facts, preflight):
     """Issue 42, finding 5: a later rung's quota and zone are checked, not the first's only."""
     facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 0)]
@@ -497,10 +519,19 @@ def test_a_v5p_spot_run_is_checked_against_v5p_quota(box, facts, preflight, mode
     assert "filter on PREEMPTIBLE-TPU-V5P-per-project-region" in lines["tpu quota"], lines
 
 
-def test_a_tpu7x_run_says_its_quota_is_left_to_gke(box, facts, preflight):
-    """No public Cloud Quotas id of TPU7x: the check passes and says GKE checks it."""
+def test_a_tpu7x_run_is_checked_against_its_preemptible_quota(box, facts, preflight):
+    """Issue 59, item 3: TPU7x's quota was left to GKE; Spot and flex-start read its
+    PREEMPTIBLE-TPU7X quota (the sandbox grants 64 chips: tpu7x-128 is 64), and a flex-start
+    slice in a project without it says the on-demand id is not public."""
     conf = {**SETTINGS, "capacity": "spot", "reservation": "", "zone": "us-east5-a",
             "model_name": "qwen3-30b-a3b-base", "tpu_type": "tpu7x-128"}  # fmt: skip
     status, lines = preflight(conf)
     assert status == 0, lines
-    assert "no public Cloud Quotas id of tpu7x is known to read" in lines["tpu quota"], lines
+    assert "PREEMPTIBLE-TPU7X-per-project-region limit 64; 64 chips" in lines["tpu quota"], lines
+    facts.quota_infos["PREEMPTIBLE-TPU7X-per-project-region"] = [({}, 32)]
+    status, lines = preflight(conf)
+    assert status == 1 and set(failures(lines)) == {"tpu quota"}, lines
+    facts.quota_infos["PREEMPTIBLE-TPU7X-per-project-region"] = [({}, 0)]
+    status, lines = preflight({**conf, "capacity": "flex_start"})
+    assert status == 0, lines
+    assert "Cloud Quotas id for tpu7x is not public" in lines["tpu quota"], lines

@@ -22,6 +22,7 @@ from tpu_rl.settings.run_settings import load_settings
 
 RUN_ID = "scheduled__2026-11-30T03:00:00+00:00"
 RUN_DEPLOYMENT = "test-deployment"  # the identity validate recorded for the run
+TEARDOWNS = ("cleanup_kubernetes", "cleanup_cluster")
 
 
 @pytest.fixture
@@ -51,19 +52,25 @@ def timed_out(box: Sandbox, monkeypatch, settings: dict, record: object = None) 
     (or `record`, what validate recorded); the run's note it sets is the outcome's `note`."""
     from airflow.sdk.execution_time.xcom import XCom
 
-    asked, notes = [], []
+    asked, notes, task_notes = [], [], {}
 
     def get_one(**kwargs):
         asked.append(kwargs)
         return record or run_record(load_settings(settings).to_dict(), RUN_DEPLOYMENT)
 
+    def set_task_note(conn_id, dag_id, run_id, task_id, text):
+        assert (conn_id, dag_id, run_id) == (airflow_api_conn_id(), "tpu_rl_post_training", RUN_ID)
+        task_notes[task_id] = text.split("\n\n")
+        return True
+
     monkeypatch.setattr(XCom, "get_one", get_one)
     monkeypatch.setattr(run_note, "set_run_note", lambda *args: notes.append(args) or True)
+    monkeypatch.setattr(run_note, "set_task_note", set_task_note, raising=False)
     outcome = callbacks.cleanup_after_timeout({"reason": "timed_out", "run_id": RUN_ID})
     assert asked[0]["task_id"] == "validate" and asked[0]["run_id"] == RUN_ID
     [(conn_id, dag_id, run_id, note)] = notes
     assert (conn_id, dag_id, run_id) == (airflow_api_conn_id(), "tpu_rl_post_training", RUN_ID)
-    return {**outcome, "note": note.split("\n\n")}
+    return {**outcome, "note": note.split("\n\n"), "task_notes": task_notes}
 
 
 def clusters(box: Sandbox) -> list[str]:
@@ -102,6 +109,10 @@ def test_a_run_timed_out_mid_training_leaves_no_cluster(tmp_path, monkeypatch):
     assert removed.startswith("Removed: ") and layout.backend_jobset in removed
     assert layout.job_names["train"] in removed
     assert outcome["note"][3] == "Cluster rl-created: deletion started (GKE completes it)"
+    # issue 60: each skipped teardown's own record says what the callback did in its place
+    skipped = "Skipped by dagrun_timeout; the timeout callback ran in its place."
+    kubernetes, cluster = (outcome["task_notes"].get(t) for t in TEARDOWNS)
+    assert kubernetes == [skipped, removed] and cluster == [skipped, outcome["note"][3]]
 
 
 @pytest.mark.parametrize(
@@ -162,4 +173,8 @@ def test_a_record_that_does_not_load_is_named_not_taken_for_nothing(box, monkeyp
         [error] = outcome["errors"]
         assert error.startswith("validate's record of the run is unreadable: ") and why in error
         assert "\n" not in error and f"Could not remove: {error}" in outcome["note"]
+        assert [f"Could not remove: {error}" in outcome["task_notes"][t] for t in TEARDOWNS] == [
+            True,
+            True,
+        ]
         assert len(names(box)) == 3  # nothing guessed

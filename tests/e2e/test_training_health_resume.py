@@ -1,7 +1,8 @@
 """health_action=resume end to end (issue 46): a NaN loss stops training, its poisoned save is
 moved to the run's quarantine folder, training resumes once from the newest healthy checkpoint
-and completes; a fault that comes back stops the run at the second anomaly, exporting nothing.
-Both end with nothing left. Before resume existed, validation refused health_action=resume."""
+(starting over from the converted checkpoint when none is healthy) and completes; a fault that
+comes back stops the run at the second anomaly, exporting nothing. Both end with nothing left.
+Before resume existed, validation refused health_action=resume."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ HEALTH = {**SETTINGS, "num_batches": 100, "checkpoint_period": 10, "health_actio
 # save 40 commits during update 40, before Tunix logs step 40's line (one update late): a
 # poisoned save on the bucket when the watchdog stops training
 NAN_AT = 40
+EARLY_NAN_AT = 5  # before the first save (checkpoint_period 10): no healthy checkpoint
 
 
 def _health_events(result) -> list[dict]:
@@ -28,7 +30,8 @@ def test_a_transient_nan_resumes_once_from_the_healthy_checkpoint_and_completes(
     result = sandbox.run(conf, Workloads(train_faults=faults))
     assert result.state == "success", result.why()
     events = _health_events(result)
-    assert len(events) == 1 and events[0]["anomaly"]["anomaly_step"] == NAN_AT
+    # the nan of step 40's line came from the weights of 39 updates: nothing from 39 on is trusted
+    assert len(events) == 1 and events[0]["anomaly"]["anomaly_step"] == NAN_AT - 1
     assert events[0]["action"] == "resume"
     anomaly = result.xcoms["wait_for_rewards.anomaly"]
     assert (anomaly["healthy_step"], anomaly["action"]) == (30, "resume")
@@ -52,6 +55,29 @@ def test_a_transient_nan_resumes_once_from_the_healthy_checkpoint_and_completes(
     step = result.xcoms["export.checkpoint_step"]
     newest = _committed(result, step)[-1]
     assert not newest.poisoned and newest.committed > _committed(result, NAN_AT)[0].committed
+    assert result.leftovers == []
+
+
+def test_a_nan_before_any_healthy_save_starts_over_from_the_converted_checkpoint(sandbox):
+    """Issue 58: with no healthy save yet, health_action=resume ended the run as stop does,
+    although it promises a resume. Training starts over on the same slice: the saves made since
+    are moved away, the new attempt loads the converted checkpoint and completes."""
+    faults = TrainingFaults(nan_at_step=EARLY_NAN_AT, first_attempt_only=True)
+    conf = {**HEALTH, "min_reward_gain": -100.0}
+    result = sandbox.run(conf, Workloads(train_faults=faults))
+    assert result.state == "success", result.why()
+    assert [e["action"] for e in _health_events(result)] == ["resume"]
+    anomaly = result.xcoms["wait_for_rewards.anomaly"]
+    assert (anomaly["healthy_step"], anomaly["action"]) == (None, "resume")
+    runs = [a for a in result.ledger.attempts if a.run_name == result.ledger.attempts[0].run_name]
+    assert [a.restored_step for a in runs] == [None, None]  # both from the converted checkpoint
+    attempts = result.xcoms["wait_for_rewards.attempts"]
+    assert attempts[-1]["resumed_from_step"] is None
+    assert attempts[-1]["health_resume"]["moved"] == sorted(
+        result.ledger.poisoned_steps(runs[0].run_name)
+    )
+    step = result.xcoms["export.checkpoint_step"]
+    assert step == HEALTH["num_batches"] and not _committed(result, step)[-1].poisoned
     assert result.leftovers == []
 
 

@@ -10,7 +10,9 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import structlog
@@ -18,13 +20,17 @@ from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
 from google.api_core.exceptions import NotFound
 from google.cloud.container_v1.types import Cluster
 
-from sandbox.cloud import SANDBOX_BIN, BundleServer, fake_bundle, make_bundle
+from sandbox.cloud import SANDBOX_BIN, BundleServer, GkeControlPlane, fake_bundle, make_bundle
 from sandbox.paths import REPO
+from tests.unit.catalogue.test_cells import cell_conf
+from tpu_rl.catalogue.cells import CELLS
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster import toolkit as cluster_toolkit
 from tpu_rl.cluster.toolkit import ClusterToolkitError
+from tpu_rl.janitor_params import JanitorParams
 from tpu_rl.operators.cluster import CreateClusterOperator, DestroyClusterOperator
-from tpu_rl.settings.run_settings import load_settings
+from tpu_rl.operators.janitor import Sweep
+from tpu_rl.settings.run_settings import load_settings, read_settings
 
 ROOT = REPO
 COMMANDS = {"deploy": CreateClusterOperator, "destroy": DestroyClusterOperator}
@@ -385,3 +391,62 @@ def test_the_staged_kueue_configuration_covers_the_pathways_backend(tmp_path):
         "memory",
     }
     assert "${tpu_quota}" in (work / "kueue-configuration.yaml.tftpl").read_text()
+
+
+# The janitor's destroy of a leftover cluster ---------------------------------------------
+
+SHAPES = [(cell, slices) for cell in CELLS for slices in (1, 2)]
+
+
+class NoActiveRuns:
+    """RunStates of a janitor that finds no queued or running run."""
+
+    def active_clusters(self) -> tuple[dict[str, str], str | None]:
+        return {}, None
+
+
+@pytest.mark.parametrize(
+    ("cell", "slices"), SHAPES, ids=[f"{c.model_name}@{c.tpu_type}x{n}" for c, n in SHAPES]
+)
+def test_the_janitor_destroys_a_leftover_cluster_of_every_catalogue_shape(cloud, cell, slices):
+    """The cluster of each cell with one or two slices, left 5 hours ago (recorded as the fake
+    gcluster's deploy records it; a two-slice one from before validate refused two slices): the
+    sandbox's GKE lists it, the janitor rebuilds its settings from the node pools and picks it,
+    and its destroy task removes it and its state."""
+    shape = {"cluster_name": "leftover", "cluster_nodepool_count": slices}
+    run, _ = read_settings({**cell_conf(cell), **shape})  # its shape: no run is validated here
+    state = {
+        "clusters": {
+            run.cluster_name: {
+                "status": "RUNNING",
+                "project": run.project,
+                "location": run.region,
+                "labels": blueprint.cluster_labels(run, "test-deployment"),
+                "vars": blueprint.deployment_vars(run),
+                "create_time": (datetime.now(UTC) - timedelta(hours=5)).isoformat(),
+            }
+        },
+        "tfstate": {f"{run.gcs_bucket}/{blueprint.default_state_prefix(run)}": ["leftover"]},
+    }
+    state_file = Path(os.environ["FAKE_CLOUD_STATE"])
+    state_file.write_text(json.dumps(state))
+    endpoint = SimpleNamespace(url="https://127.0.0.1:1", ca_b64="")
+    [cluster] = (
+        GkeControlPlane(endpoint, state_file)
+        .list_clusters(f"projects/{run.project}/locations/-")
+        .clusters
+    )
+    p = JanitorParams.from_params(
+        {
+            "project": run.project,
+            "region": run.region,
+            "gcs_bucket": run.gcs_bucket,
+            "dry_run": False,
+        }
+    )
+    sweep = Sweep(p, NoActiveRuns(), logging.getLogger("janitor"))
+    names, settings, kept = sweep.clusters([cluster])
+    assert (names, kept, sweep.failed) == (["leftover"], {}, {})
+    DestroyClusterOperator(task_id="destroy_cluster", settings=settings[0]).execute(context={})
+    assert cloud.clusters() == {} and cloud.state()["tfstate"] == {}
+    assert [c["argv"][0] for c in cloud.calls("gcluster")] == ["create", "destroy"]

@@ -40,6 +40,7 @@ def add_steps(events: EventFile, steps: range, kl: float = 0.01) -> None:
         events.add(scalar_event(2.0, step, KL_TAG, kl))
         events.add(scalar_event(2.0, step, "actor/train/loss", 0.5))  # not a tag asked for
         events.add(scalar_event(2.0, step - 1, "rewards/train/score/max", 1.0))
+        events.add(scalar_event(2.0, step - 1, "rewards/train/score/mean", 0.5))
         events.add(scalar_event(2.0, step - 1, "rewards/train/score/min", 0.0))
 
 

@@ -33,6 +33,7 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.kube.pods_trigger import PodsReadyTrigger
+from tpu_rl.rewards import health
 from tpu_rl.rewards.follower import FollowState
 from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.rewards.position import POSITION_ANNOTATION
@@ -661,6 +662,45 @@ async def test_rebuilt_trigger_continues_without_gaps_or_repeats(emu, creds, ste
     event = await first_event(rebuilt)
     assert event["status"] == "success" and event["pre"]["corr"] == 7
     assert steps() == [10, 20, 30, 40]
+
+
+def train_step(n: int) -> str:
+    """Tunix's step line (tpu_rl.rewards.train_step)."""
+    return (
+        f"I1129 10:00:00.123456 140213 peft_trainer.py:735] Train step {n} training loss: "
+        "0.500000  - training perplexity: 1.648721\n"
+    )
+
+
+@pytest.mark.parametrize(("logged", "stall"), [(120, None), (60, 60)], ids=["on", "stalled"])
+async def test_a_wait_rebuilt_after_the_stall_floor_reads_the_backlog_before_a_stall(
+    emu, creds, make_follower, logged, stall
+):
+    """Issue 58: a wait rebuilt two hours after its last step line (a triggerer restart) judged
+    the silence before its new stream had delivered the steps logged a minute apart meanwhile,
+    and stopped a healthy run as stalled (stream mode; a GET per poll read them first). The
+    backlog is judged first: no stall while the steps came (`on`), and one after the last
+    step the backlog shows when they stopped an hour ago (`stalled`)."""
+    make_job(emu)
+    make_pod(emu, "train-a")
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=120)
+    for n in range(1, logged + 1):
+        if n == 11:  # the wait is gone from here: its state saved, its position past step 10
+            first = make_follower(health_rules={"stall_factor": 0.0})
+            assert await first.poll() is None
+            assert first.state.health["last"][0] == 10
+        emu.append_log(NS, "train-a", C, train_step(n), at=start + dt.timedelta(minutes=n))
+    rebuilt = make_follower(state=FollowState.from_dict(first.state.as_dict()))  # the defaults
+    event = await rebuilt.poll()
+    if stall is None:
+        assert event is None, event["message"]
+        assert health.fatal(rebuilt.state.health) is None
+    else:
+        assert event is not None and event["reason"] == health.REASON, event
+        assert event["anomaly"]["rule"] == health.STALL
+        assert event["anomaly"]["step"] == stall, event["message"]
+        assert f"Train step {stall} training loss" in event["message"]
+    assert rebuilt.state.health["last"][0] == logged
 
 
 async def test_throttling_and_server_errors_back_off(emu, creds):

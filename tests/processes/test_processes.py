@@ -201,3 +201,14 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     api.wait("the timeout callback to remove the run's objects, nodes and cluster", left_none, 60)
     tasks = finish(deployment, run, "failed", e2e_report)
     assert tasks["cleanup_cluster"] == "skipped", tasks  # the callback, not the teardown
+    # issue 60: each skipped teardown's own record says the callback ran in its place
+    skipped = "Skipped by dagrun_timeout; the timeout callback ran in its place."
+
+    def notes() -> list[str]:
+        tis = api.task_instances(run.run_id)
+        return [tis[t].get("note") or "" for t in ("cleanup_kubernetes", "cleanup_cluster")]
+
+    api.wait("the teardowns' notes", lambda: all(n.startswith(skipped) for n in notes()), 30)
+    kubernetes, cluster_note = (n.split("\n\n") for n in notes())
+    assert kubernetes[1].startswith("Removed: jobs ") and "-train" in kubernetes[1], kubernetes
+    assert cluster_note[1] == f"Cluster {cluster}: deletion started (GKE completes it)"

@@ -1,7 +1,7 @@
 """The simulated controller: Jobs, JobSets and scripted pods on the emulator."""
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -16,6 +16,7 @@ from sandbox.workloads import (
     grpo_client_script,
     pathways_server_script,
 )
+from tests.waits import wait_for
 
 NS = "default"
 
@@ -24,15 +25,6 @@ NS = "default"
 def emu() -> Iterator[KubeEmulator]:
     with running_emulator() as emulator:
         yield emulator
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := predicate():
-            return result
-        time.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 def job(name: str, completions: int = 1, restart: str = "Never", **spec: Any) -> dict:

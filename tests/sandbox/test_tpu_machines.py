@@ -21,6 +21,7 @@ from sandbox.cluster_model import ClusterModel
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.scheduler import Scheduler
 from sandbox.toolkit_expansion import policy_name
+from sandbox.tpu_machines import TPU_MACHINES
 from tests.sandbox.test_capacity import NS, TPU_POOL, VARS, deploy_tutorial_blueprint
 from tests.unit.catalogue.test_cells import cell_conf
 from tpu_rl.catalogue.cells import CELLS, Cell
@@ -59,7 +60,12 @@ def test_gcluster_refuses_a_topology_the_machine_type_does_not_make(
     """xpk's system_characteristics (sandbox/tpu_machines.py): GKE's 400 before any VM. (A
     tpu7x pool is placed by its workload policy: test_a_multi_host_tpu7x_pool_...)"""
     placement = {"type": "COMPACT", "tpu_topology": topology}
-    edits: dict[str, Any] = {"machine_type": machine, "placement_policy": placement}
+    boot = TPU_MACHINES[machine].boot_disks[0]
+    edits: dict[str, Any] = {
+        "machine_type": machine,
+        "placement_policy": placement,
+        "disk_type": boot,
+    }
     used: tuple[dict[str, Any], ...] = ()
     if machine == "tpu7x-standard-4t":
         edits["placement_policy"], used = None, (workload_policy(topology),)
@@ -114,7 +120,7 @@ POLICY = policy_name("workload_policy", {"workload_policy": workload_policy("4x4
         (TPU7X, (workload_policy("4x4x4"),), None),
         # one VM (2x2x1) is no multi-host slice; v5p keeps its topology flag
         ({**TPU7X, "placement_policy": {"type": "COMPACT", "tpu_topology": "2x2x1"}}, (), None),
-        ({"machine_type": "ct5p-hightpu-4t",
+        ({"machine_type": "ct5p-hightpu-4t", "disk_type": "pd-balanced",
           "placement_policy": {"type": "COMPACT", "tpu_topology": "4x4x4"}}, (), None),
     ],
 )  # fmt: skip
@@ -139,17 +145,23 @@ def test_a_multi_host_tpu7x_pool_needs_a_workload_policy_of_its_topology(
     assert pool.nodes == math.prod(int(d) for d in topology.split("x")) // 4, (pool, topology)
 
 
-@pytest.mark.parametrize("cell", CELLS, ids=[f"{c.model_name}@{c.tpu_type}" for c in CELLS])
-def test_every_catalogue_cells_cluster_deploys_on_the_sandboxs_gke(
-    tmp_path: Path, cell: Cell
-) -> None:
-    """`make plan`'s blueprint and deployment file for each cell, deployed as its create_cluster
-    step runs gcluster: GKE takes every cell's TPU pool (a tpu7x pool with its workload policy),
-    with the slice's hosts as nodes."""
+def deploy_plan(tmp_path: Path, cell: Cell, disk_type: str | None = None) -> tuple[int, str]:
+    """`make plan`'s blueprint and deployment file for the cell, deployed as its create_cluster
+    step runs gcluster (with the TPU pool's disk_type replaced, if given): its exit code and
+    stderr."""
+    tmp_path.mkdir(exist_ok=True)
     conf = tmp_path / "cell.json"
     conf.write_text(json.dumps(cell_conf(cell)))
     out = tmp_path / "out"
     assert plan([str(conf), str(out)]) == 0
+    if disk_type is not None:
+        bp = yaml.safe_load((out / "blueprint.yaml").read_text())
+        [pool] = [
+            m for g in bp["deployment_groups"] for m in g["modules"]
+            if m["source"] == "modules/compute/gke-node-pool"
+        ]  # fmt: skip
+        pool["settings"]["disk_type"] = disk_type
+        (out / "blueprint.yaml").write_text(yaml.safe_dump(bp))
     steps = json.loads((out / "plan.json").read_text())["steps"]
     [argv] = [s["argv"] for s in steps if s["id"] == "create_cluster"]
     env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused")}
@@ -157,7 +169,18 @@ def test_every_catalogue_cells_cluster_deploys_on_the_sandboxs_gke(
         [sys.executable, str(SANDBOX_BIN / "gcluster"), *argv[1:]],
         cwd=out, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[f"{c.model_name}@{c.tpu_type}" for c in CELLS])
+def test_every_catalogue_cells_cluster_deploys_on_the_sandboxs_gke(
+    tmp_path: Path, cell: Cell
+) -> None:
+    """`make plan`'s blueprint and deployment file for each cell, deployed as its create_cluster
+    step runs gcluster: GKE takes every cell's TPU pool (a tpu7x pool with its workload policy,
+    a v5p pool booting from pd-balanced), with the slice's hosts as nodes."""
+    code, stderr = deploy_plan(tmp_path, cell)
+    assert code == 0, stderr
     [record] = json.loads((tmp_path / "cloud.json").read_text())["clusters"].values()
     assert record["status"] == "RUNNING"
     model = ClusterModel.from_blueprint(record["blueprint"], record["staged"])
@@ -165,6 +188,50 @@ def test_every_catalogue_cells_cluster_deploys_on_the_sandboxs_gke(
     chips = math.prod(int(d) for d in cell.topology.split("x"))
     assert (pool.machine_type, pool.nodes) == (cell.generation.machine_type, chips // 4)
     assert pool.labels["cloud.google.com/gke-tpu-topology"] == cell.topology
+
+
+@pytest.mark.parametrize(
+    ("machine", "disk_type", "taken"),
+    [
+        ("ct5p-hightpu-4t", "hyperdisk-balanced", False),  # the tutorial blueprint's, on v5p
+        ("ct5p-hightpu-4t", "pd-balanced", True),
+        ("ct6e-standard-4t", "hyperdisk-balanced", True),
+        ("ct6e-standard-4t", "pd-balanced", False),
+        ("ct6e-standard-4t", None, False),  # unset: GKE's default, pd-balanced
+    ],
+)
+def test_gke_refuses_a_tpu_pool_whose_boot_disk_its_machine_type_does_not_take(
+    tmp_path: Path, machine: str, disk_type: str | None, taken: bool
+) -> None:
+    """Cloud TPU's disk table (sandbox/tpu_machines.py): v5p boots from Balanced Persistent Disk,
+    v6e from Hyperdisk Balanced; another boot disk is GKE's 400 before any VM."""
+    topology = "2x2x1" if machine == "ct5p-hightpu-4t" else "2x4"
+    placement = {"type": "COMPACT", "tpu_topology": topology}
+    edits = {"machine_type": machine, "placement_policy": placement, "disk_type": disk_type}
+    done, status = deploy_tutorial_blueprint(tmp_path, edits)
+    if taken:
+        assert (done.returncode, status) == (0, "RUNNING"), done.stderr
+        return
+    assert (done.returncode, status) == (1, "PARTIAL")
+    assert (
+        "Error creating NodePool: googleapi: Error 400: Invalid value for field "
+        f"'nodePool.config.diskType': '{disk_type or 'pd-balanced'}': machine type '{machine}' "
+        "does not support this boot disk type" in done.stderr
+    ), done.stderr
+
+
+V5P_CELL = next(c for c in CELLS if c.generation.name == "v5p")
+
+
+def test_a_v5p_cells_blueprint_boots_its_pool_from_what_gke_takes(tmp_path: Path) -> None:
+    """The product's blueprint for a v5p cell deploys; the same blueprint with the TPU pool's
+    disk_type the tutorial's v6e blueprint gives every pool (what the product rendered for every
+    generation before) is GKE's 400 at node-pool creation."""
+    code, stderr = deploy_plan(tmp_path / "product", V5P_CELL)
+    assert code == 0, stderr
+    code, stderr = deploy_plan(tmp_path / "tutorial", V5P_CELL, "hyperdisk-balanced")
+    assert code == 1
+    assert "'hyperdisk-balanced': machine type 'ct5p-hightpu-4t' does not support" in stderr
 
 
 def worker(name: str, selector: dict[str, str], chips: str) -> dict[str, Any]:

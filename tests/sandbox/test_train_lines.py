@@ -17,7 +17,7 @@ SOURCES = json.loads(
 BASE = "gs://b/gemma4-26b/trained/"
 ABSL = r"^[IW]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ "
 STEP = re.compile(
-    ABSL + r"peft_trainer\.py:735\] Train step (\d+) training loss: \d+\.\d{6}  - "
+    ABSL + r"peft_trainer\.py:735\] Train step (\d+) training loss: -?\d+\.\d{6}  - "
     r"training perplexity: \d+\.\d{6}$"
 )
 SAVED = re.compile(

@@ -24,6 +24,7 @@ from sandbox.tensorboard_events import (
     scalar_event,
 )
 from sandbox.training_curve import (
+    LR_COLLAPSE_LOSS,
     VARIED_JITTER,
     VARIED_SLOW_EVERY,
     TrainingCurve,
@@ -150,11 +151,14 @@ def test_step_times_vary_deterministically_with_occasional_slow_steps():
     assert set(step_sleeps(client(num_batches=20), 20)) == {60.0}  # steady by default
 
 
-def test_the_loss_falls_with_noise_and_perplexity_is_its_exp():
+def test_the_loss_sits_near_zero_changes_sign_and_perplexity_is_its_exp():
+    """GRPO's loss as the real trainer logs it (sandbox/corpus): beta * KL plus a zero-mean
+    policy term, not a falling curve."""
     ran = client(num_batches=120, checkpoint_period=50)
     values = [float(loss) for loss, _ in losses(ran).values()]
     assert len(values) == 120
-    assert statistics.median(values[:10]) > 2 * statistics.median(values[-10:])
+    assert max(abs(v) for v in values) < 0.36  # the corpus's healthy runs' largest
+    assert any(v < 0 for v in values) and any(v > 0 for v in values)
     assert any(b > a for a, b in itertools.pairwise(values))  # noisy, not monotonic
     loss, ppl = losses(ran)[5]
     assert abs(float(ppl) - math.exp(float(loss))) < 1e-5
@@ -180,12 +184,11 @@ def test_an_infinite_loss_prints_inf():
     assert losses(ran)[3] == ("inf", "inf")
 
 
-def test_a_loss_spike_is_a_factor_above_the_rolling_median():
-    ran = client(faults=TrainingFaults(loss_spike_at_step=25, loss_spike_factor=10.0))
+def test_a_loss_spike_logs_the_real_diverged_loss_for_one_step():
+    ran = client(faults=TrainingFaults(loss_spike_at_step=25))
     values = {s: float(loss) for s, (loss, _) in losses(ran).items()}
-    median = statistics.median(values[s] for s in range(15, 25))
-    assert values[25] > 8 * median
-    assert values[26] < 2 * median  # one step (loss_spike_steps)
+    assert values[25] == LR_COLLAPSE_LOSS  # fault-lr-collapse.json's step 3
+    assert abs(values[26]) < 1.0  # one step (loss_spike_steps), back near zero
 
 
 def test_a_stall_leaves_the_pod_running_and_silent_after_the_step_before():
@@ -232,13 +235,16 @@ def test_a_reward_collapse_drops_mean_reward_from_the_best_at_its_evaluation():
     assert post_rewards(ran) == [evals[30]]
 
 
-def test_a_kl_blowup_shows_only_in_the_tensorboard_file():
+def test_a_kl_blowup_grows_the_kl_and_scores_every_completion_0():
+    """As the corpus's fault-kl-blowup: the policy leaves the reference and its reward."""
     bucket = MemoryBucket()
-    healthy = client(MemoryBucket())
-    ran = client(bucket, faults=TrainingFaults(kl_blowup_at_step=20, kl_blowup_factor=100.0))
-    assert losses(ran) == losses(healthy)  # the log does not show it
-    kl = scalars(only_file(bucket))["actor/train/kl"]
+    client(bucket, faults=TrainingFaults(kl_blowup_at_step=20, kl_blowup_factor=100.0))
+    board = scalars(only_file(bucket))
+    kl = board["actor/train/kl"]
     assert min(kl[s] for s in range(20, 41)) > 50 * max(kl[s] for s in range(1, 20))
+    # global step k's rewards are at TensorBoard step k - 1
+    assert {board["rewards/train/score/max"][s] for s in range(19, 40)} == {0.0}
+    assert max(board["rewards/train/score/mean"][s] for s in range(0, 19)) > 0
 
 
 # -- checkpoints: poisoned steps and Orbax's rotation --------------------------------------------

@@ -31,3 +31,8 @@ def sandbox(airflow_db, trainer: Path, tmp_path: Path) -> Iterator[Sandbox]:
     """A started sandbox for one whole run on the real trainer."""
     with Sandbox(tmp_path).up() as box:
         yield box
+
+
+# The RL page's fixtures (tests/ui/conftest.py): one api-server and one headless Chromium, for
+# the real fault shown on the page (test_real_fault_on_the_page.py)
+from tests.ui.conftest import _session_browsers, auth_token, browser, ui_server  # noqa: E402, F401

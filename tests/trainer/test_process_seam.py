@@ -31,6 +31,7 @@ from sandbox.real_trainer.process import (
     trainer_python,
 )
 from sandbox.tensorboard_events import file_version_event, scalar_event, tfrecord
+from tests.waits import wait_for
 
 NS = "default"
 REMOTE = "gs://bucket/trained/rl"
@@ -42,13 +43,9 @@ def emu() -> Iterator[KubeEmulator]:
         yield emulator
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := predicate():
-            return result
-        time.sleep(0.01)
-    raise AssertionError("condition not reached in time")
+def wait(predicate: Callable[[], Any]) -> Any:
+    """wait_for with time for a real process to start and end."""
+    return wait_for(predicate, timeout=20.0)
 
 
 def job(name: str) -> dict:
@@ -91,7 +88,7 @@ def run_script(emu: KubeEmulator, steps: list, name: str = "job-attach") -> dict
     """Run one pod with these steps to its end; the ended pod."""
     with Controller(emu, Scenario(default=PodScript(steps))):
         emu.create(job(name))
-        return wait_for(lambda: (p := pod_of(emu, name)) and _ended(p) and p)
+        return wait(lambda: (p := pod_of(emu, name)) and _ended(p) and p)
 
 
 def _ended(pod: dict) -> bool:
@@ -123,11 +120,11 @@ def test_a_deleted_pod_kills_its_stopped_process_and_reaps_it(emu):
 
     with Controller(emu, Scenario(default=PodScript([attach(start), exit(0)]))):
         emu.create(job("job-stall"))
-        pod = wait_for(lambda: (p := pod_of(emu, "job-stall")) and _running(p) and _logged(emu, p))
+        pod = wait(lambda: (p := pod_of(emu, "job-stall")) and _running(p) and _logged(emu, p))
         pid = int(pod_log(emu, pod))
-        wait_for(lambda: _state(pid) == "T")  # stopped, and still there
+        wait(lambda: _state(pid) == "T")  # stopped, and still there
         emu.delete("pods", NS, pod["metadata"]["name"])
-        wait_for(lambda: not Path(f"/proc/{pid}").exists())  # killed and reaped: no zombie
+        wait(lambda: not Path(f"/proc/{pid}").exists())  # killed and reaped: no zombie
     assert ends == [KILLED]
 
 

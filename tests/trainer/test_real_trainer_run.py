@@ -146,3 +146,34 @@ def test_a_real_non_finite_loss_is_stopped_and_nothing_after_it_exported(sandbox
     assert exported is None or exported < 12, exported
     assert not (result.ledger.poisoned_steps(result.ledger.attempts[0].run_name) & {exported})
     assert result.leftovers == [] and trainers_left() == []
+
+
+def test_a_real_nan_is_quarantined_and_training_resumes_from_the_healthy_save(sandbox):
+    """health_action=resume on the real trainer: the saves the nan poisoned are moved to the
+    run's quarantine folder, and the second trainer process restores the newest healthy save
+    from the bucket (Tunix's `Restored params from step`) and trains on to the end."""
+    # a save every 2 steps (and step 1): 11 saves, so Orbax's rotation (10 kept) leaves the
+    # healthy ones even when the toy, faster than a poll, trained on to its end before the stop
+    conf = {**CONF, "checkpoint_period": 2, "health_action": "resume"}
+    trainer = RealTrainer(fault="overflow", fault_step=12, first_attempt_only=True)
+    result = sandbox.run(conf, Workloads(real_trainer=trainer))
+    assert result.state == "success", result.why()
+    (event,) = unhealthy(result)
+    anomaly = event["anomaly"]
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == ("nonfinite_loss", 12, 11)
+    first, second = result.ledger.attempts
+    assert first.steps[-1] >= 12 and first.outcome in ("killed", "completed")
+    assert second.restored_step == 10  # the newest save before the anomaly step
+    assert second.steps == list(range(11, STEPS + 1)) and second.outcome == "completed"
+    # the poisoned saves live in the quarantine folder only; the export is the resumed run's
+    quarantine = f"gemma4-26b/trained/{first.run_name}/quarantine/"
+    names = result.gcs.names(SETTINGS["gcs_bucket"], quarantine)
+    moved = {name.removeprefix(quarantine).split("/")[0] for name in names}
+    assert "12" in moved and not {"2", "4", "6", "8", "10"} & moved, moved
+    assert result.xcoms["export.checkpoint_step"] == STEPS
+    # the report says why it resumed and what it computed again: steps 11 and 12
+    report = result.gcs.read(f"{result.xcoms['verify.return_value']}run-report.md").decode()
+    assert (
+        "resumed 1 time(s) after a training health anomaly and computed 2 step(s) again" in report
+    ), report
+    assert result.leftovers == [] and trainers_left() == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
 
@@ -35,12 +35,9 @@ pytestmark = [
 # Non-default settings, as a person types them into the form (per section; None: the open one)
 FILLED = {
     None: {**REQUIRED, "reservation": "my-reservation", "num_batches": "200"},
-    # two slices name their roles: one trainer, one sampler (MaxText's slice split, cell_rules)
-    "Google Cloud": {
-        "cluster_nodepool_count": "2",
-        "num_trainer_slices": "1",
-        "num_samplers_slices": "1",
-    },
+    # a setting of another section (one slice: MaxText 0.2.4 meshes no trainer and sampler
+    # slices, cell_rules)
+    "Google Cloud": {"namespace": "rl-team"},
 }
 # Settings with problems, in the page's address (?conf=): the figures' own settings among them
 BROKEN = {
@@ -124,7 +121,8 @@ def test_the_forms_settings_estimated_on_the_estimate_page(
         ".find(a => a.textContent === 'Estimate these settings')"
     )
     href, target = browser.evaluate(f"[{link}.href, {link}.target]")
-    assert (href, target) == (f"{ui_server}/tpu-rl/estimate", "_blank")
+    assert href.startswith(f"{ui_server}/tpu-rl/estimate?conf=") and target == "_blank"
+    href = href.split("?")[0]  # the page as a person pastes into it (the defaults: below)
     browser.evaluate(f"{link}.scrollIntoView({{block: 'center'}})")
     # the window as it is (a whole-page capture would lay the dialog out again, scrolled back)
     shot = browser.call("Page.captureScreenshot", format="png")
@@ -147,15 +145,15 @@ def test_the_forms_settings_estimated_on_the_estimate_page(
     click(browser, "document.getElementById('conf')")
     key(browser, "v", "paste")
     pasted = json.loads(browser.wait_for("document.getElementById('conf').value"))
-    assert (pasted["num_batches"], pasted["cluster_nodepool_count"]) == (200, 2)
+    assert (pasted["num_batches"], pasted["namespace"]) == (200, "rl-team")
     click(browser, "document.getElementById('run')")
     page = shown(browser)
     browser.screenshot(SCREENSHOTS / "estimate-page.png")
     assert page["errors"] == [] and page["status"] == "Valid settings."
-    # 2 slices of v6e-32: 64 chips; 30 + 30 + 5 + 200 + 20 + 10 = 295 min (as the API test)
-    assert page["summary"] == "2 x v6e-32, 64 chips in all; 200 steps; us-east5; about 4.9 h:"
+    # a v6e-32 slice: 32 chips; 30 + 30 + 5 + 200 + 20 + 10 = 295 min (as the API test)
+    assert page["summary"] == "1 x v6e-32, 32 chips in all; 200 steps; us-east5; about 4.9 h:"
     assert [row[0] for row in page["rows"]] == ["reservation", "calendar", "flex_start", "spot"]
-    assert page["rows"][3] == ["spot", "4.9 h", "314.7", "$382.32"]
+    assert page["rows"][3] == ["spot", "4.9 h", "157.3", "$212.40"]
     assert page["address"].startswith("?conf=")  # the settings' own address, to share
 
     # settings with many problems, from the address: every one at once, no figures
@@ -167,3 +165,34 @@ def test_the_forms_settings_estimated_on_the_estimate_page(
     assert len(page["errors"]) >= 8, page["errors"]
     assert page["status"].startswith("No estimate until num_batches, topology are valid")
     assert page["rows"] == [] and page["summary"] is None
+
+
+def test_one_click_from_the_form_estimates_its_defaults_and_a_visitor_is_told_to_log_in(
+    airflow_db, auth_token, ui_server, browser
+):
+    """The form's link opens the estimate of the form's defaults (?conf=), ready to edit; the
+    same address without a session says what to do: log in, as whom, and come back."""
+    serialize_dags()
+    open_trigger_form(browser, ui_server, auth_token, DAG_ID)
+    link = (
+        "[...document.querySelectorAll('[role=dialog] a')]"
+        ".find(a => a.textContent === 'Estimate these settings').href"
+    )
+    href = browser.wait_for(link)
+    browser.call("Page.navigate", url=href)
+    page = shown(browser)
+    browser.screenshot(SCREENSHOTS / "estimate-page-defaults.png")
+    typed = json.loads(browser.evaluate("document.getElementById('conf').value"))
+    assert typed["model_name"] == "gemma4-26b" and "project" in typed
+    assert page["summary"] is not None and len(page["rows"]) == 4, page
+
+    browser.reset(ui_server)  # no session
+    browser.call("Page.navigate", url=href)
+    assert browser.wait_for("document.body.dataset.state") == "login"
+    browser.screenshot(SCREENSHOTS / "estimate-page-logged-out.png")
+    status = browser.evaluate("document.getElementById('status').textContent")
+    assert status.startswith("You are not logged in to Airflow"), status
+    assert "Viewer" in status and "reload this page" in status
+    login = browser.evaluate("document.querySelector('#status a').href")
+    assert urlparse(login).path == "/api/v2/auth/login"
+    assert parse_qs(urlparse(login).query)["next"][0].startswith(f"{ui_server}/tpu-rl/estimate?")

@@ -208,3 +208,55 @@ def test_the_trigger_forms_take_only_the_required_fields(
     assert [b for b in swept["sections"] if b in sections] == sections
     [sweep] = swept["runs"]
     assert sweep["conf"]["dry_run"] is True and sweep["conf"]["gcs_bucket"] == ""
+
+
+def trigger(base: str, token: str, conf: dict) -> httpx.Response:
+    """POST a run of the run DAG with `conf`, as the form does."""
+    return httpx.post(
+        f"{base}/api/v2/dags/{DAG_ID}/dagRuns",
+        json={"logical_date": None, "conf": conf},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(
+    chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
+)
+def test_a_mistake_is_refused_before_the_run_exists(airflow_db, auth_token, ui_server, browser):
+    """Issue 60: 0 training steps typed in the form stays 0 (no clamping) and Trigger shows
+    Airflow's refusal, no run made; an unknown setting is refused by the API with the closest
+    setting named; the TPU type field offers the catalogue's types."""
+    serialize_dags()
+    before = {r["dag_run_id"] for r in runs(ui_server, auth_token)}
+    typo = trigger(ui_server, auth_token, {**REQUIRED, "num_batchs": 5})
+    assert typo.status_code == 400, typo.text
+    assert "num_batchs: unknown setting (did you mean num_batches?)" in typo.json()["detail"]
+    too_big = trigger(ui_server, auth_token, {**REQUIRED, "cluster_nodepool_count": 65})
+    assert too_big.status_code == 400 and "65 is greater than the maximum of 64" in too_big.text
+    open_trigger_form(browser, ui_server, auth_token, DAG_ID)
+    for name, value in REQUIRED.items():
+        set_field(browser, name, value)
+    steps = "document.getElementById('number-input:element_num_batches').querySelector('input')"
+    click(browser, steps)
+    browser.evaluate(f"{steps}.select()")
+    browser.call("Input.insertText", text="0")  # typed, as a user does
+    click(browser, "document.getElementById('element_project')")  # num_batches loses focus
+    time.sleep(0.5)
+    typed = browser.evaluate(f"{steps}.value")
+    click(browser, "document.querySelector('[data-testid=trigger-dag-submit]')")
+    browser.wait_for("document.body.innerText.includes('0 is less than the minimum of 1')")
+    browser.evaluate(  # the refusal in view, where the form shows it
+        "[...document.querySelectorAll('[role=dialog] *')].filter(e => e.children.length === 0"
+        " && e.textContent.includes('less than the minimum')).pop()"
+        ".scrollIntoView({block: 'center'})"
+    )
+    browser.screenshot(SCREENSHOTS / "trigger-form-refused.png")
+    assert typed == "0"
+    assert {r["dag_run_id"] for r in runs(ui_server, auth_token)} == before
+    click(browser, section_button("Google Cloud"))
+    browser.wait_for("!!document.getElementById('element_tpu_type')")
+    offered = browser.evaluate(
+        "[...document.getElementById('element_tpu_type').list.options].map(o => o.value)"
+    )
+    assert {"v6e-32", "v5p-8", "tpu7x-128"} <= set(offered)

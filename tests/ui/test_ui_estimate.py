@@ -71,26 +71,19 @@ def test_the_forms_defaults_get_the_forms_own_table(client, auth_token):
 
 
 def test_the_settings_as_filled_in(client, auth_token):
-    """200 steps on 2 Spot slices: 64 chips; create 30 + convert 30 + start_backend 5 + train 200
-    + export 20 + destroy 10 = 295 min billed; 64 x 295 / 60 = 314.7 chip-hours at us-east5's
-    Spot $1.215 (tpu_rl/report/prices.py) = $382.32."""
-    # two slices name their roles: one trainer, one sampler (MaxText's slice split, cell_rules)
-    conf = form_conf(
-        num_batches=200,
-        cluster_nodepool_count=2,
-        num_trainer_slices=1,
-        num_samplers_slices=1,
-        capacity="spot",
-        reservation="",
-    )
+    """200 steps on a Spot slice (one: MaxText 0.2.4 meshes no trainer and sampler slices,
+    cell_rules): 32 chips; create 30 + convert 30 + start_backend 5 + train 200 + export 20 +
+    destroy 10 = 295 min billed; 32 x 295 / 60 = 157.3 chip-hours at us-east5's Spot $1.35
+    (tpu_rl/report/prices.py: the highest of its snapshots) = $212.40."""
+    conf = form_conf(num_batches=200, capacity="spot", reservation="")
     answer = post(client, auth_token, conf)
     assert answer["errors"] == []
     estimate = answer["estimate"]
-    assert estimate["summary"] == "2 x v6e-32, 64 chips in all; 200 steps; us-east5; about 4.9 h"
+    assert estimate["summary"] == "1 x v6e-32, 32 chips in all; 200 steps; us-east5; about 4.9 h"
     rows = {row[0]: row for row in estimate["rows"]}
-    assert rows["spot"] == ["spot", "4.9 h", "314.7", "$382.32"]
+    assert rows["spot"] == ["spot", "4.9 h", "157.3", "$212.40"]
     assert list(rows) == ["reservation", "calendar", "flex_start", "spot"]
-    assert "+10.7 chip-hours" in estimate["note"]  # 10 more steps on 64 chips
+    assert "+5.3 chip-hours" in estimate["note"]  # 10 more steps on 32 chips
 
 
 def test_every_problem_at_once_and_no_figures_from_an_invalid_one(client, auth_token):
@@ -133,7 +126,7 @@ def test_the_spend_limit_is_checked_as_validate_checks_it(client, auth_token):
     conf = form_conf(capacity="spot", reservation="", max_spend_usd=50.0)
     answer = post(client, auth_token, conf)
     [problem] = answer["errors"]
-    assert problem.startswith("max_spend_usd: the run's estimate is $93.96, over the limit")
+    assert problem.startswith("max_spend_usd: the run's estimate is $104.40, over the limit")
     assert answer["estimate"] is not None
 
 

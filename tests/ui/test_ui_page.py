@@ -144,6 +144,7 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(
         "run",
         "state",
         "started",
+        "setup",
         "duration",
         "pre",
         "post",

@@ -49,6 +49,19 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
     )
 
 
+def test_the_verdict_comes_before_the_price_lists(tmp_path, capsys):
+    """Issue 60: the verdict was under an 18-line price list; it is the first line."""
+    render(tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "Verdict: the settings are valid; reservation in us-east5: no spend of the run's own: "
+        "the reservation's commitment, paid whether or not the pool exists (per committed "
+        "chip-hour: 1y $1.89 (list price), 3y $1.22 (list price); 32 chips at 1-year: $1,451.52 "
+        "a day)"
+    )
+    assert lines.index(next(x for x in lines if x.startswith("Estimate for"))) > 0
+
+
 def test_every_rendered_object_is_written_and_valid(tmp_path):
     plan = render(tmp_path)
     files = [step["object"] for step in plan["steps"] if "object" in step]

@@ -23,6 +23,7 @@ from tools.bench import (
     dag_runs,
     log_reads,
     parse,
+    real_runs,
     restart,
     training_health,
     trigger_memory,
@@ -33,6 +34,7 @@ from tools.bench import (
 def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) -> None:
     """Measure everything; `done` gets each phase's metrics as soon as they are in."""
     done(parse.measure())
+    done(real_runs.measure())  # the watchdog on the corpus of real GRPO runs
     spot = capacity.start_spot(tmp)  # counts steps: beside the phases that count bytes
     box = Sandbox(tmp / "waits")
     box.tmp.mkdir()

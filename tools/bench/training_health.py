@@ -77,7 +77,7 @@ REWARDING = {
 FAULTS = {
     "nan": TrainingFaults(nan_at_step=FAULT_AT),
     "inf": TrainingFaults(nan_at_step=FAULT_AT, nan_value=float("inf")),
-    "loss_spike": TrainingFaults(loss_spike_at_step=FAULT_AT, loss_spike_factor=50.0),
+    "loss_spike": TrainingFaults(loss_spike_at_step=FAULT_AT),
     "stall": TrainingFaults(stall_at_step=FAULT_AT),
     "reward_collapse": TrainingFaults(reward_collapse_at_eval=COLLAPSE_AT, reward_collapse_by=1.5),
     "kl_blowup": TrainingFaults(kl_blowup_at_step=FAULT_AT),

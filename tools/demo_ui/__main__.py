@@ -1,4 +1,6 @@
 """`make demo-ui`: Airflow's real processes and UI wired to the sandbox; Ctrl-C stops it all.
+`make demo-ui SCENARIO=<name>`: every run trains with a fault the training health watchdog
+stops (tools.demo_scenarios: nan, nan-export, stall, collapse).
 
 A person triggers tpu_rl_post_training from the form, watches the grid and graph, reads the
 task logs, and sees the RL post-training page and each run's report fill in. The deployment is
@@ -27,6 +29,8 @@ from sandbox.paths import REPO
 from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment, running_deployment
 from tools.demo import REPORTS, keep_report, redirect_output
+from tools.demo_lines import clock_line, watchdog_lines
+from tools.demo_scenarios import Scenario, chosen
 from tools.demo_ui import PASSWORD
 from tpu_rl.names import DAG_ID, Step
 
@@ -90,9 +94,9 @@ class RunWatcher:
             page = f"{self.api.base_url}/dags/{DAG_ID}/runs/{run_id}/tasks/{Step.APPROVE}"
             say(f"run {run_id}: awaiting your approval: {page}/required_actions")
 
-    def xcom(self, run_id: str, task_id: str) -> Any:
+    def xcom(self, run_id: str, task_id: str, key: str = "return_value") -> Any:
         path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries"
-        done = self.get(f"{path}/return_value", deserialize=True)
+        done = self.get(f"{path}/{key}", deserialize=True)
         return done.json().get("value") if done.status_code == 200 else None
 
     def failed_tasks(self, run_id: str) -> list[str]:
@@ -123,17 +127,24 @@ class RunWatcher:
             f"run {run_id}: {state.upper()}, {shown}"
             + (f"; failed: {', '.join(failed)}" if failed else "")
         )
-        if failed and (error := self.first_error(run_id, failed)):
-            say(f"  error: {error}")
+        watchdog = watchdog_lines(self.xcom(run_id, Step.WAIT_FOR_REWARDS, "anomaly"))
+        error = self.first_error(run_id, failed) if failed else None
+        if error and not (watchdog and error.startswith(f"{Step.WAIT_FOR_REWARDS}:")):
+            say(f"  error: {error}")  # the watchdog's lines say its own whole
+        for line in watchdog:
+            say(f"  {line}")
         export = self.xcom(run_id, Step.VERIFY)
         if export:
             summary, url = report_link(self.gcs, export)
-            say(f"  run report: {url}\n  {summary}")
+            say(f"  run report: {url}\n  {summary}\n  {clock_line(TIME_SCALE)}")
         say(f"  RL post-training page: {self.api.base_url}/tpu-rl/")
 
 
-def watch(d: Deployment) -> int:
+def watch(d: Deployment, scenario: str | None = None) -> int:
     """Prints where to look, then each run's start and end, until Ctrl-C or a process dies."""
+    if scenario:
+        say(f"scenario {scenario}: {chosen(scenario).what}")
+        say("  every run triggered here trains with it; the form holds its settings")
     say(f"Airflow UI: {d.url}/dags/{DAG_ID}")
     say(f"login: {d.username} / {d.password} (simple auth manager, demo only)")
     say(f"RL post-training page: {d.url}/tpu-rl/")
@@ -196,9 +207,13 @@ def janitor_in_the_sandbox() -> dict[str, str]:
     }
 
 
-def serve(home: Path, port: int) -> int:
+def serve(home: Path, port: int, name: str | None = None) -> int:
+    """Airflow and the sandbox until Ctrl-C, its runs training with scenario `name`, if any."""
     from sandbox.harness import SETTINGS, Workloads, build_scenario
 
+    scenario: Scenario | None = chosen(name)
+    settings = {**SETTINGS, **scenario.settings} if scenario else SETTINGS
+    faults = {"train_faults": scenario.faults, **scenario.workloads} if scenario else {}
     try:
         with running_deployment(
             home,
@@ -207,12 +222,12 @@ def serve(home: Path, port: int) -> int:
             password=PASSWORD,
             sqlite=True,
             time_scale=TIME_SCALE,
-            form_defaults=SETTINGS,
+            form_defaults=settings,
         ) as d:
             d.api().client.patch(f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
             box = d.sandbox
-            box.use(build_scenario(SETTINGS, box.gcs, Workloads(), box.emu))
-            return watch(d)
+            box.use(build_scenario(settings, box.gcs, Workloads(**faults), box.emu))
+            return watch(d, name)
     except KeyboardInterrupt:  # while starting
         say("stopping Airflow and the sandbox")
         return 0
@@ -220,6 +235,12 @@ def serve(home: Path, port: int) -> int:
 
 def main() -> int:
     port = int(os.environ.get("DEMO_UI_PORT") or 8080)
+    scenario = os.environ.get("SCENARIO") or None
+    try:
+        chosen(scenario)
+    except ValueError as err:
+        say(err)
+        return 2
     home = Path(os.environ.get("DEMO_UI_HOME") or REPO / ".airflow" / "demo-ui").resolve()
     if not port_is_free(port):
         say(f"port {port} is in use: stop what uses it, or make demo-ui PORT=<port>")
@@ -236,7 +257,7 @@ def main() -> int:
     # the terminal gets this module's lines; the sandbox's and Airflow's own output a file
     TERMINAL[0] = redirect_output(home / "sandbox.log")
     try:
-        return serve(home, port)
+        return serve(home, port, scenario)
     except (RuntimeError, TimeoutError) as err:
         say(err)
         return 1

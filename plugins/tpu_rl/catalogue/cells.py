@@ -8,6 +8,15 @@ is the cited file's last commit at that tag. A cell whose source gives no TPU sh
 rl.yml's defaults (src/maxtext/configs/post_train/rl.yml:19-27, 166: fractions 0.5/0.5,
 rollout_tensor_parallelism 1, hbm_utilization_vllm 0.72) and the trainer's default mesh (FSDP
 over all its chips); those defaults are named in the cell's `follows`.
+
+A cell also takes its source's rollout engine path (vllm_hf_overrides, and tpu-inference's
+MODEL_IMPL_TYPE as rollout_model_impl), optimizer (train_rl builds optax.adamw,
+src/maxtext/trainers/post_train/rl/utils_rl.py:587-645; only the tutorial patches it to
+adafactor), async_scheduling and enable_dp_attention (rl.yml:175 and 180 where the source sets
+neither). What no setting carries, `follows` says: where the cell departs from its source, and
+why. Every script's proxy XLA flags (xpk's --custom-pathways-proxy-server-args) are one such
+departure: the backend's proxy runs the tutorial's arguments (tpu_rl.backend.jobset), the
+flags tune collectives and memory on the scripts' TPUs and change no result.
 """
 
 from __future__ import annotations
@@ -24,6 +33,11 @@ from tpu_rl.tpu import TpuGeneration, generation_for
 # tutorial does. The RL scripts run an image the user builds (`DOCKER_IMAGE`, "the Docker image
 # you pushed"), so none of them publishes a MaxText digest.
 MAXTEXT_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/tpu_post_training:0.2.4"
+# vLLM runs MaxText's own model through MaxText's adapter (the tutorial's vllm_hf_overrides);
+# "{}" is MaxText's default (src/maxtext/configs/base.yml:1338): vLLM's model of the checkpoint's
+# Hugging Face architecture, through tpu-inference
+MAXTEXT_ADAPTER = '{"architectures": ["MaxTextForCausalLM"]}'
+VLLM_OWN_MODEL = "{}"
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,12 @@ class Cell:
     trainer_devices_fraction: float = 0.5
     sampler_devices_fraction: float = 0.5
     scan_layers: bool = False
+    # the source's optimizer, scheduling, attention and rollout engine path (module docstring)
+    optimizer: str = "adamw"
+    async_scheduling: bool = True  # rl.yml:180
+    enable_dp_attention: bool = False  # rl.yml:175
+    vllm_hf_overrides: str = MAXTEXT_ADAPTER
+    rollout_model_impl: str = "auto"  # tpu-inference's default MODEL_IMPL_TYPE
     # the source ran it as a Pathways workload (every run here runs a Pathways backend)
     pathways: bool = True
     image: str = MAXTEXT_IMAGE
@@ -80,10 +100,27 @@ class Cell:
             "hbm_utilization_vllm": self.hbm_utilization_vllm,
             "trainer_devices_fraction": self.trainer_devices_fraction,
             "sampler_devices_fraction": self.sampler_devices_fraction,
+            "optimizer": self.optimizer,
+            "async_scheduling": self.async_scheduling,
+            "enable_dp_attention": self.enable_dp_attention,
+            "vllm_hf_overrides": self.vllm_hf_overrides,
+            "rollout_model_impl": self.rollout_model_impl,
         }
 
 
 SCRIPTS = "src/maxtext/trainers/post_train/rl/scripts"
+NO_XLA_FLAGS = (
+    "its proxy XLA flags are not passed (the backend's proxy runs the tutorial's arguments; "
+    "they tune, they change no result)"
+)
+ADAPTER_CONFIG = (
+    "vllm_additional_config's maxtext_config has the tutorial's keys "
+    "(tpu_rl.jobs.maxtext_flags.vllm_additional_config)"
+)
+AS_PATHWAYS = (
+    "train_rl runs as a Pathways client (rl.md:106-117 runs it on the TPU VM): the product's "
+    "one way to reach the TPUs"
+)
 CELLS: tuple[Cell, ...] = (
     # The tutorial's cell, first: the settings' defaults (tpu_rl.settings.fields). Its mesh is the
     # tutorial's train_rl command (the copy in tests/fixtures/vendor/seed/, lines 244-252); the
@@ -101,6 +138,9 @@ CELLS: tuple[Cell, ...] = (
         ici_expert_parallelism=4,
         rollout_tensor_parallelism=4,
         hbm_utilization_vllm=0.7,
+        # the tutorial's command (seed lines 227, 254, 257, 266)
+        optimizer="adafactor",
+        async_scheduling=False,
     ),
     # TPU_TYPE v6e-32, chips_per_vm=4, ici_tensor_parallelism=2, rollout_data_parallelism=8 x
     # rollout_tensor_parallelism=2 (16 sampler chips), hbm_utilization_vllm=0.5, scan_layers=False
@@ -108,11 +148,15 @@ CELLS: tuple[Cell, ...] = (
         "gemma4-e4b",
         "v6e-32",
         "4x8",
-        f"{SCRIPTS}/run_gemma4_e4b_rl.sh (xpk create-pathways, --num-slices=1)",
+        f"{SCRIPTS}/run_gemma4_e4b_rl.sh (xpk create-pathways, --num-slices=1): AdamW, "
+        "async_scheduling (:99), enable_dp_attention (:151), MaxTextForCausalLM (:163); departs: "
+        f"{NO_XLA_FLAGS} (:59-77, 179); {ADAPTER_CONFIG}, the script's also log_config false "
+        "(:164)",
         "2026-07-17",
         ici_tensor_parallelism=2,
         rollout_tensor_parallelism=2,
         hbm_utilization_vllm=0.5,
+        enable_dp_attention=True,
         known_good_images=(
             "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server"
             "@sha256:d03068b39a8a2fab0621086ccb7c9445ce17ad34f1520159ca4ecd395346a162",
@@ -129,8 +173,10 @@ CELLS: tuple[Cell, ...] = (
         "llama3.1-8b",
         "v6e-8",
         "2x4",
-        "docs/tutorials/posttraining/rl.md:21 with rl.yml's defaults",
+        "docs/tutorials/posttraining/rl.md:21 with rl.yml's defaults: AdamW, vLLM's own Llama "
+        f"(no vllm_hf_overrides, rl.md:111-117); departs: {AS_PATHWAYS}",
         "2026-06-21",
+        vllm_hf_overrides=VLLM_OWN_MODEL,
         pathways=False,  # train_rl on the TPU VM itself (rl.md:112-117)
     ),
     # the same on v5p-8: one VM of 4 chips, so trainer and sampler share them (model_creation_
@@ -139,8 +185,10 @@ CELLS: tuple[Cell, ...] = (
         "llama3.1-8b",
         "v5p-8",
         "2x2x1",
-        "docs/tutorials/posttraining/rl.md:21 with rl.yml's defaults",
+        "docs/tutorials/posttraining/rl.md:21 with rl.yml's defaults: AdamW, vLLM's own Llama "
+        f"(no vllm_hf_overrides, rl.md:111-117); departs: {AS_PATHWAYS}",
         "2026-06-21",
+        vllm_hf_overrides=VLLM_OWN_MODEL,
         pathways=False,  # train_rl on the TPU VM itself (rl.md:112-117)
     ),
     # TPU_TYPE v5p-64, chips_per_vm=4, rollout_data_parallelism=2 x rollout_tensor_parallelism=8
@@ -150,11 +198,16 @@ CELLS: tuple[Cell, ...] = (
         "gpt-oss-20b",
         "v5p-64",
         "2x4x4",
-        f"{SCRIPTS}/run_gptoss_20b_rl.sh (xpk create-pathways, --num-slices=1)",
+        f"{SCRIPTS}/run_gptoss_20b_rl.sh (xpk create-pathways, --num-slices=1): AdamW, "
+        "tpu-inference's own gpt-oss (MODEL_IMPL_TYPE=flax_nnx :82, no vllm_hf_overrides "
+        "or vllm_additional_config :94-117), enable_dp_attention false (:113), async_scheduling "
+        f"(:114); departs: {NO_XLA_FLAGS} (:52-80, 131)",
         "2026-07-15",
         rollout_tensor_parallelism=8,
         hbm_utilization_vllm=0.8,
         scan_layers=True,
+        vllm_hf_overrides=VLLM_OWN_MODEL,
+        rollout_model_impl="flax_nnx",
     ),
     # docs/tutorials/posttraining/rl_on_multi_host.md:22, 184 (v5p-128, rollout_tensor_parallelism
     # =8); scan_layers=true and remat full: tests/end_to_end/tpu/llama3.1/70b/
@@ -163,10 +216,12 @@ CELLS: tuple[Cell, ...] = (
         "llama3.1-70b",
         "v5p-128",
         "4x4x4",
-        "docs/tutorials/posttraining/rl_on_multi_host.md:22,184 with rl.yml's defaults",
+        "docs/tutorials/posttraining/rl_on_multi_host.md:22,184 with rl.yml's defaults: AdamW, "
+        "vLLM's own Llama (no vllm_hf_overrides, :179-185)",
         "2026-07-07",
         rollout_tensor_parallelism=8,
         scan_layers=True,
+        vllm_hf_overrides=VLLM_OWN_MODEL,
     ),
     # rollout_tensor_parallelism=4, hbm_utilization_vllm=0.55, chips_per_vm=4, scan_layers=True;
     # its vllm_decode steps use ici 4 x 2 x 2 = 16 devices: a v5p-32 (accelerator_to_spec_map.py
@@ -175,7 +230,10 @@ CELLS: tuple[Cell, ...] = (
         "qwen3-30b-a3b-base",
         "v5p-32",
         "2x2x4",
-        "tests/end_to_end/tpu/qwen3/30b/test_qwen3_rl.sh",
+        "tests/end_to_end/tpu/qwen3/30b/test_qwen3_rl.sh: MaxTextForCausalLM (:80), rl.yml's "
+        "async_scheduling and enable_dp_attention; AdamW: its opt_type=sgd (:89) is not read by "
+        "train_rl (utils_rl.py:587-645 builds optax.adamw); departs: "
+        f"{ADAPTER_CONFIG}, the script's log_config false (:81)",
         "2026-08-18",
         rollout_tensor_parallelism=4,
         hbm_utilization_vllm=0.55,
@@ -188,11 +246,16 @@ CELLS: tuple[Cell, ...] = (
         "qwen3-30b-a3b-base",
         "tpu7x-128",
         "4x4x4",
-        f"{SCRIPTS}/run_qwen3_30b_rl.sh (xpk create-pathways, --num-slices=1)",
+        f"{SCRIPTS}/run_qwen3_30b_rl.sh (xpk create-pathways, --num-slices=1): AdamW, "
+        "async_scheduling (:97), enable_dp_attention (:123), MaxTextForCausalLM (:137); departs: "
+        f"{NO_XLA_FLAGS} (:52-80, 151); {ADAPTER_CONFIG}: its enable_dp_attention follows the "
+        "flag (true) where the script's maxtext_config says false (:138), one setting rendering "
+        "both",
         "2026-07-15",
         rollout_tensor_parallelism=4,
         hbm_utilization_vllm=0.75,
         scan_layers=True,
+        enable_dp_attention=True,
     ),
 )
 TUTORIAL_CELL = CELLS[0]

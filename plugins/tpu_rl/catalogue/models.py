@@ -10,6 +10,10 @@ Sources (AI-Hypercomputer/maxtext, tag maxtext-v0.2.4, commit 538fe7a, 2026-08-2
 - Hugging Face defaults: src/maxtext/utils/globals.py:53-82 (HF_IDS); a model here may name
   another repository of the same architecture (an instruction-tuned one), as the RL scripts do.
 - Tokenizers and chat templates: the RL scripts that each model's cells cite (cells.py).
+- Parameters: billions, as the Hugging Face repository's name states them (gemma-4-26b-a4b: 26,
+  gemma-4-E4B: 4 "effective", Llama-3.1-8B: 8, Llama-3.1-70B: 70, Qwen3-30B-A3B: 30,
+  gpt-oss-20b: 20); the estimate's assumed step time scales with them
+  (tpu_rl.report.estimate.STEP_RULE).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class Model:
     hf_id: str  # the Hugging Face repository converted (hf_model_path)
     tokenizer: str  # tokenizer_path
     gated: bool  # a licence to accept on Hugging Face before the token can read it
+    params_b: float  # parameters, billions, as the repository's name states them
     # chat_template_path for a tokenizer that has no chat template (a base model); "": its own
     chat_template: str = ""
     source: str = ""
@@ -42,6 +47,7 @@ MODELS: dict[str, Model] = {
             "google/gemma-4-26b-a4b-it",
             "google/gemma-4-26b-a4b-it",
             gated=True,
+            params_b=26,
             source="globals.py:53; tests/end_to_end/tpu/gemma4/26b/test_gemma4_rl.sh",
         ),
         # the base model with Gemma 3's chat template: docs/tutorials/posttraining/
@@ -53,6 +59,7 @@ MODELS: dict[str, Model] = {
             "google/gemma-4-E4B",
             "google/gemma-4-E4B",
             gated=True,
+            params_b=4,
             chat_template=GEMMA4_CHAT,
             source="docs/tutorials/posttraining/rl_gemma4_e4b.md:84; run_gemma4_e4b_rl.sh",
         ),
@@ -62,6 +69,7 @@ MODELS: dict[str, Model] = {
             "meta-llama/Llama-3.1-8B-Instruct",
             "meta-llama/Llama-3.1-8B-Instruct",
             gated=True,
+            params_b=8,
             source="docs/tutorials/posttraining/rl.md:67; globals.py:69",
         ),
         # tests/end_to_end/tpu/llama3.1/70b/test_llama3.1_70b_rl.sh (tokenizer_path)
@@ -70,6 +78,7 @@ MODELS: dict[str, Model] = {
             "meta-llama/Llama-3.1-70B-Instruct",
             "meta-llama/Llama-3.1-70B-Instruct",
             gated=True,
+            params_b=70,
             source="tests/end_to_end/tpu/llama3.1/70b/test_llama3.1_70b_rl.sh; globals.py:72",
         ),
         # run_qwen3_30b_rl.sh and tests/end_to_end/tpu/qwen3/30b/test_qwen3_rl.sh
@@ -78,6 +87,7 @@ MODELS: dict[str, Model] = {
             "Qwen/Qwen3-30B-A3B-Base",
             "Qwen/Qwen3-30B-A3B-Base",
             gated=False,
+            params_b=30,
             source="run_qwen3_30b_rl.sh; globals.py:75",
         ),
         # run_gptoss_20b_rl.sh and tests/end_to_end/tpu/gpt_oss/20b/test_gpt_oss_rl.sh
@@ -87,6 +97,7 @@ MODELS: dict[str, Model] = {
             "unsloth/gpt-oss-20b-BF16",
             "unsloth/gpt-oss-20b-BF16",
             gated=False,
+            params_b=20,
             chat_template=GPT_OSS_CHAT,
             source="run_gptoss_20b_rl.sh; globals.py:82",
         ),

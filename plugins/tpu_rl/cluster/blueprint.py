@@ -37,13 +37,11 @@ SYSTEM_POOL_ZONES = ["$(vars.zone)"]
 CLUSTER_ZONE_VAR = "cluster_zone"
 LADDER_SYSTEM_POOL_ZONES = [f"$(vars.{CLUSTER_ZONE_VAR})"]
 TIMEOUT_CREATE = "timeout_create"  # gke-node-pool's terraform create timeout (variables.tf)
-# A multi-host Ironwood (TPU7x) slice is placed by a workload policy, not by a TPU topology
-# alone: "Ironwood (TPU7x) uses a workload policy to configure the physical placement of the
-# underlying infrastructure when you create multi-host TPU slice node pools. You create a
-# workload policy and then apply it by using the --placement-policy flag. This policy replaces
-# the --tpu-topology flag used by other TPU versions." and "Ironwood (TPU7x) supports the High
-# throughput workload policy." (https://docs.cloud.google.com/kubernetes-engine/docs/concepts/
-# tpu-ironwood, "Workload policy for multi-host node pools", read 2026-12-05). The module and
+# A multi-host slice of a generation GKE places by a workload policy (tpu_rl.tpu's table: TPU7x)
+# gets one, not a TPU topology alone: "You create a workload policy and then apply it by using
+# the --placement-policy flag." and "Ironwood (TPU7x) supports the High throughput workload
+# policy." (https://docs.cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood,
+# "Workload policy for multi-host node pools", read 2026-12-05). The module and
 # the pool's `use` of it are Cluster Toolkit's own gke-tpu-7x example's
 # (examples/gke-tpu-7x/gke-tpu-7x.yaml at 1047080, lines 144-156): its resource-policy module
 # outputs the pool's placement_policy (COMPACT, the policy's name, the topology;
@@ -51,7 +49,6 @@ TIMEOUT_CREATE = "timeout_create"  # gke-node-pool's terraform create timeout (v
 # placement_policy setting of its own (modules/README.md, "Use": an explicit setting comes
 # first), and gcluster counts the pool's hosts from the policy's accelerator_topology
 # (pkg/config/hardware.go extractTopologyFromWorkloadPolicy, from v1.91.0).
-WORKLOAD_POLICY_GENERATIONS = ("tpu7x",)
 WORKLOAD_POLICY_ID = "workload_policy"
 WORKLOAD_POLICY_MODULE = {
     "id": WORKLOAD_POLICY_ID,
@@ -181,10 +178,10 @@ def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
 
 def needs_workload_policy(settings: RunSettings) -> bool:
     """Whether the TPU pool is a multi-host slice of a generation GKE places by a workload
-    policy (WORKLOAD_POLICY_GENERATIONS)."""
+    policy (tpu_rl.tpu: TpuGeneration.workload_policy)."""
     generation = generation_for(settings.tpu_type)
     return (
-        generation.name in WORKLOAD_POLICY_GENERATIONS
+        generation.workload_policy
         and hosts_per_slice(settings.topology, generation.machine_type) > 1
     )
 
@@ -214,6 +211,13 @@ def edit_workload_policy(groups: list[dict], settings: RunSettings) -> None:
     _settings_of(pool, "machine_type").pop("placement_policy", None)
 
 
+def edit_disk_type(groups: list[dict], settings: RunSettings) -> None:
+    """The TPU pool's boot disk: its generation's (tpu_rl.tpu: TpuGeneration.boot_disk_type); the
+    tutorial's v6e blueprint gives every pool hyperdisk-balanced, which GKE refuses for v5p."""
+    pool = _settings_of(_module(groups, "source", NODE_POOL_SOURCE), "machine_type")
+    pool["disk_type"] = generation_for(settings.tpu_type).boot_disk_type
+
+
 def rung_pool_name(name: str, settings: RunSettings) -> str:
     """The TPU pool's name on the settings' rung: the blueprint's on the first, `<name>-rungN`
     after it (a new name forces a new pool: tpu_rl.cluster.ladder)."""
@@ -238,8 +242,8 @@ def edit_ladder(bp: dict, groups: list[dict], settings: RunSettings) -> None:
 
 def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) -> str:
     """The tutorial's three sed edits, made on the YAML structure, a ladder's edits, a TPU7x
-    slice's workload policy, the capacity mode's edits, and the cluster's labels (with the
-    deployment identity `deployment`)."""
+    slice's workload policy, the generation's boot disk, the capacity mode's edits, and the
+    cluster's labels (with the deployment identity `deployment`)."""
     bp = yaml.safe_load(blueprint_yaml)
     if not isinstance(bp, dict) or not isinstance(bp.get("vars"), dict):
         raise BlueprintError("blueprint: no top-level `vars` mapping")
@@ -255,6 +259,7 @@ def edit_blueprint(blueprint_yaml: str, settings: RunSettings, deployment: str) 
     _edit_node_pool_roles(_module(groups, "id", NODE_POOL_SA_ID))
     edit_ladder(bp, groups, settings)
     edit_workload_policy(groups, settings)
+    edit_disk_type(groups, settings)
     labels = bp["vars"].get("labels") or {}
     if not isinstance(labels, dict):
         raise BlueprintError("blueprint: vars.labels must be a mapping")

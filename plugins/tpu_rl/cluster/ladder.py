@@ -18,7 +18,10 @@ checkpoints stay. The shape on a ladder (tpu_rl.cluster.blueprint.edit_ladder):
   result in nodes being added and/or removed", container.v1 discovery document revision
   20261027, as google-api-python-client ships it). So the Pathways head and client pool (`cpu-np`)
   and the system pool stay where the run started; only the TPU pool follows the rung's zone
-  (gke-node-pool `zones`: "Zones must be in region of cluster", variables.tf lines 27-31);
+  (gke-node-pool `zones`: "Zones must be in region of cluster", variables.tf lines 27-31).
+  On a rung in another zone the Pathways head (cpu-np) and its TPU workers are in different
+  zones: their traffic is inter-zone data transfer, billed (INTER_ZONE_USD_PER_GIB) and slower
+  than within a zone; `make plan` and the estimate say so for each such rung (cross_zone_text);
 - the TPU pool's terraform create timeout is above GKE's own wait for a static pool's VMs
   (tpu_rl.cluster.capacity.POOL_CREATE_TIMEOUT), so a stockout is GKE's answer, not a timeout.
 A move takes the old TPU pool's deletion plus the new pool's creation: minutes for a
@@ -48,6 +51,12 @@ from tpu_rl.settings.rungs import Rung, parse_ladder
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
+# Inter-zone VM-to-VM data transfer within a region: USD 0.01 per GiB
+# (https://cloud.google.com/vpc/network-pricing, "Inter-zone VM-to-VM data transfer (same
+# region)", as transcribed 2026-09-20 in api-evangelist/google-cloud-vpc,
+# plans/google-cloud-vpc-plans-pricing.yml).
+INTER_ZONE_USD_PER_GIB = 0.01
+
 
 def rungs(settings: RunSettings) -> list[Rung]:
     """The run's rungs: its ladder, or its one `capacity`@`zone` when the ladder is empty."""
@@ -60,6 +69,16 @@ def at_rung(settings: RunSettings, rung: Rung) -> RunSettings:
     reservation = settings.reservation if Capacity(rung.mode).takes_reservation else ""
     return dataclasses.replace(
         settings, capacity=rung.mode, zone=rung.zone, reservation=reservation
+    )
+
+
+def cross_zone_text(cluster_zone: str, rung_zone: str) -> str:
+    """What a rung in another zone than the cluster's costs beyond its TPUs, in words."""
+    return (
+        f"the Pathways head (cpu-np, {cluster_zone}) and its TPU workers ({rung_zone}) are in "
+        "different zones: every byte between them is inter-zone transfer at "
+        f"${INTER_ZONE_USD_PER_GIB:g} per GiB (https://cloud.google.com/vpc/network-pricing), "
+        "not counted (its volume is not known), and each call between them crosses zones"
     )
 
 

@@ -52,6 +52,11 @@ def ladder_plan(
                     f"the cluster's zone {ladder.cluster_zone(on)}: its node_locations, the "
                     "system pool and cpu-np (the Pathways head and client) are not moved"
                 ),
+                "cross_zone": (
+                    ladder.cross_zone_text(ladder.cluster_zone(on), rung.zone)
+                    if rung.zone != ladder.cluster_zone(on)
+                    else None
+                ),
                 "waits_s": ladder.wait_s(on),  # for the slice, before the next rung
                 "blueprint_edits": capacity.describe_edits(on),
                 "node_selector": capacity.node_selector(on),

@@ -16,9 +16,10 @@ kinds of tpu_rl.kube.swept, the table cleanup_kubernetes and the janitor walk to
 to delete a cluster the run created: one request, which GKE carries out on its own with the
 cluster's node pools (the TPUs). What terraform made beside the cluster (network,
 service account) is left to the next `gcluster destroy` of that cluster. The graph still shows
-the cleanups skipped, so the run's note says what the callback removed instead (the
-dag-processor serves the Airflow API connection it is set through, as it serves the
-notifier's: airflow/dag_processing/processor.py, GetConnection).
+the cleanups skipped (the scheduler's word: their code did not run), so the run's note and each
+cleanup's own note say what the callback removed in their place (the dag-processor serves the
+Airflow API connection they are set through, as it serves the notifier's:
+airflow/dag_processing/processor.py, GetConnection).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def cleanup_after_timeout(context: Any) -> dict[str, Any] | None:
     )
     outcome = {"removed": removed, "errors": errors, "cluster": cluster}
     note_run(run_id, timeout_note(removed, f"{settings.cluster_name}: {cluster}", errors))
+    note_teardowns(run_id, removed, f"{settings.cluster_name}: {cluster}", errors)
     return outcome
 
 
@@ -112,7 +114,38 @@ def removed_nothing(run_id: str, why: str) -> dict[str, Any]:
     """A timed-out run whose objects cannot be named here: the error, in the log and the note."""
     log.error("Run %s timed out and removed nothing: %s", run_id, why)
     note_run(run_id, timeout_note({}, None, [why]))
+    note_teardowns(run_id, {}, None, [why])
     return {"removed": {}, "errors": [why], "cluster": None}
+
+
+def teardown_notes(
+    removed: Mapping[str, list[str]], cluster: str | None, errors: list[str]
+) -> dict[str, str]:
+    """Each teardown's note: skipped by the timeout, and what the callback did in its place."""
+    from tpu_rl.names import Step
+    from tpu_rl.report.run_note import NOTE_LIMIT
+
+    objects = "; ".join(f"{kind} {', '.join(names)}" for kind, names in removed.items() if names)
+    head = "Skipped by dagrun_timeout; the timeout callback ran in its place."
+    failed = [f"Could not remove: {'; '.join(errors)}"] if errors else []
+    work = {
+        Step.CLEANUP_KUBERNETES: f"Removed: {objects or 'no Kubernetes object'}",
+        Step.CLEANUP_CLUSTER: f"Cluster {cluster}" if cluster else "Cluster: not reached",
+    }
+    return {task: "\n\n".join([head, done, *failed])[:NOTE_LIMIT] for task, done in work.items()}
+
+
+def note_teardowns(
+    run_id: str, removed: Mapping[str, list[str]], cluster: str | None, errors: list[str]
+) -> None:
+    """Note on each skipped teardown (its task instance) what the callback did in its place."""
+    from tpu_rl import deployment
+    from tpu_rl.names import DAG_ID
+    from tpu_rl.report import run_note
+
+    conn_id = deployment.airflow_api_conn_id()
+    for task_id, text in teardown_notes(removed, cluster, errors).items():
+        run_note.set_task_note(conn_id, DAG_ID, run_id, task_id, text)
 
 
 def timeout_note(removed: Mapping[str, list[str]], cluster: str | None, errors: list[str]) -> str:

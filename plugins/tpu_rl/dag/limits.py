@@ -97,6 +97,28 @@ def _ladder_wait_minutes(s: RunSettings) -> float:
 LADDER_SETTINGS = ("pending_timeout_minutes", "rung_wait_seconds", "cluster_timeout_minutes")
 
 
+def _rungs(s: RunSettings) -> int:
+    """The capacity ladder's rungs: 1 without a ladder (or one validate refuses)."""
+    if not s.capacity_ladder:  # parsed only then: the DAG file's parse has the default, none
+        return 1
+    from tpu_rl.settings.rungs import LadderError, parse_ladder
+
+    try:
+        return max(1, len(parse_ladder(s.capacity_ladder)))
+    except LadderError:  # validate names it
+        return 1
+
+
+def per_rung(name: str, tries: int) -> Limit:
+    """The setting `name` (minutes) for each rung of the capacity ladder, in one try: the
+    deploy that climbs the ladder (tpu_rl.cluster.climb) gives every rung a whole gcluster
+    deploy, and a static rung (Spot, a reservation) may use most of it before GKE answers a
+    stockout: GKE waits about 35 minutes for a static pool's VMs (capacity.GKE_IGM_WAIT_MINUTES),
+    after the cluster's own creation on the first rung, so two such rungs pass one 90-minute
+    limit and the try would be killed before the next rung."""
+    return Limit(lambda s: getattr(s, name) * _rungs(s), tries, (name, "capacity_ladder"))
+
+
 def rung_waits_plus(name: str, tries: int) -> Limit:
     """The first workload to ask for the slice (tpu_rl.operators.rung_move.RungMove): the
     ladder's waits, then the setting `name` (minutes)."""

@@ -9,8 +9,10 @@ parse (`make bench`, parse_overhead_ms: imports_in_each_parse_ms).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from airflow.sdk import Param
 
@@ -19,17 +21,28 @@ from tpu_rl.settings.params import default_settings, specs
 
 ESTIMATE_FIELD = "capacity"  # the form field whose description shows the cost estimate
 ESTIMATE_FILE = Path(__file__).with_name("defaults_estimate.md")
+
+
 # Under the defaults' table: the estimate page (tpu_rl.ui.app) for the settings as filled in.
 # Airflow 3.3.2's form renders a description_md link with target="_blank" (airflow/ui's Markdown
 # components, installed bundle airflow/ui/dist/assets/index-*.js: `CPt=e=>{...(QO,{color:
 # `fg.info`,fontWeight:`bold`,href:r,rel:`noopener noreferrer`,target:`_blank`...})}`), so the
 # form stays filled in; its Advanced Options section holds the "Configuration JSON" the fields
-# keep in step (the same bundle: configForm.advancedOptions, configForm.configJson).
-ESTIMATE_LINK = (
-    f"**Your settings:** [Estimate these settings]({ESTIMATE_PAGE}) (a new tab): paste there "
-    "the text of Advanced Options > Configuration JSON, at the bottom of this form, for the "
-    "same table and every invalid setting at once."
-)
+# keep in step (the same bundle: configForm.advancedOptions, configForm.configJson). What is
+# typed stays in the dialog's memory: its store is a plain zustand one (`fEt=()=>E$(e=>({conf:
+# `{}`,...setConf...`), kept in no storage and no address, and the dialog prefills only from a
+# past run (`prefillConfig`, its "Trigger with config"), so the link carries the defaults.
+def estimate_link() -> str:
+    """The link to the estimate page, its address holding the form's defaults (?conf=, which
+    the page reads and estimates at once), and how to carry over what was changed in the form:
+    the form keeps what is typed in memory only (no storage, no address), so no link can."""
+    conf = quote(json.dumps(vars(default_settings()), separators=(",", ":")))
+    return (
+        f"**Your settings:** [Estimate these settings]({ESTIMATE_PAGE}?conf={conf}) (a new "
+        "tab) opens with this form's defaults, estimated: change there what you changed here, "
+        "or paste there the text of Advanced Options > Configuration JSON, at the bottom of "
+        "this form, for the same table and every invalid setting at once."
+    )
 
 
 def defaults_estimate() -> str:
@@ -48,7 +61,7 @@ def defaults_estimate() -> str:
 
 def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
     """A Param's spec with its text and, after it, the estimate of the form's defaults as a
-    Markdown table and the link to the estimate of the settings as filled in (ESTIMATE_LINK).
+    Markdown table and the link to the estimate of the settings as filled in (estimate_link).
 
     Airflow 3.3.2's trigger form shows a Param's `description` as plain text or, when that is
     null, its schema's `description_md` as Markdown (airflow/ui's FieldRow: `l.description===
@@ -56,7 +69,7 @@ def with_estimate(spec: dict[str, Any]) -> dict[str, Any]:
     DAG's doc_md (only the DAG page's "Dag Docs" does)."""
     table = ESTIMATE_FILE.read_text().strip()
     text = spec.get("description") or spec.get("description_md") or ""
-    shown = f"{text}\n\n{table}\n\n{ESTIMATE_LINK}".strip()
+    shown = f"{text}\n\n{table}\n\n{estimate_link()}".strip()
     return {**spec, "description": None, "description_md": shown}
 
 

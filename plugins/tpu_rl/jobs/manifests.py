@@ -226,6 +226,13 @@ def champion_evaluation_job(layout: RunLayout, parameters_uri: str) -> Manifest:
     return _client_job(layout, layout.job_names["champion"], train_script(layout, flags), deadline)
 
 
+def model_impl_env(layout: RunLayout) -> list[dict[str, Any]]:
+    """tpu-inference's MODEL_IMPL_TYPE for the rollout's vLLM when the run chooses one (its
+    default is auto: tpu_inference/envs.py), as run_gptoss_20b_rl.sh:82 sets flax_nnx."""
+    impl = str(layout.settings.rollout_model_impl)
+    return [] if impl == "auto" else env_vars({"MODEL_IMPL_TYPE": impl})
+
+
 def _client_job(layout: RunLayout, name: str, script: str, deadline_seconds: int) -> Manifest:
     """A Pathways client Job: one CPU pod on cpu-np running `script` against the run's backend."""
     env = env_vars(
@@ -238,6 +245,7 @@ def _client_job(layout: RunLayout, name: str, script: str, deadline_seconds: int
         }
     )
     env.append({"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    env += model_impl_env(layout)
     env.append(_token_env(layout))
     container = {
         "name": CONTAINER,

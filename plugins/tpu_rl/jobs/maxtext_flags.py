@@ -67,6 +67,21 @@ def export_flags(layout: RunLayout, step: int) -> list[str]:
     ]
 
 
+def uses_maxtext_adapter(overrides: str) -> bool:
+    """Whether vLLM runs MaxText's own model (vllm_hf_overrides names MaxTextForCausalLM), as
+    MaxText tells it (src/maxtext/integration/vllm/maxtext_vllm_rollout.py:131-141 at
+    maxtext-v0.2.4, uses_maxtext_vllm_adapter)."""
+    import json
+
+    try:
+        architectures = json.loads(overrides).get("architectures", ())
+    except (ValueError, AttributeError):  # validate refuses it
+        return False
+    return "MaxTextForCausalLM" in (
+        [architectures] if isinstance(architectures, str) else architectures
+    )
+
+
 def vllm_additional_config(layout: RunLayout) -> str:
     s = layout.settings
     return (
@@ -133,9 +148,20 @@ def train_flags(layout: RunLayout) -> list[str]:
         TOKEN_FLAG,
         *(flag(maxtext_flag(f), getattr(s, f.name)) for f in TRAIN_SETTING_FIELDS),
         *shape_flags(layout),
-        flag("vllm_additional_config", vllm_additional_config(layout)),
+        *adapter_flags(layout),
         *s.extra_train_args,
     ]
+
+
+def adapter_flags(layout: RunLayout) -> list[str]:
+    """vllm_additional_config with MaxText's model in vLLM only: a `maxtext_config` there is what
+    makes MaxText sync the trainer's weights to the sampler directly, MaxText to MaxText
+    (maxtext_vllm_rollout.py:531-537, model_creation_utils.py:777), wrong for vLLM's own model of
+    the checkpoint's architecture, which the scripts without the adapter run with none
+    (run_gptoss_20b_rl.sh:94-117)."""
+    if not uses_maxtext_adapter(layout.settings.vllm_hf_overrides):
+        return []
+    return [flag("vllm_additional_config", vllm_additional_config(layout))]
 
 
 # train_rl scoring a checkpoint without training it, on MaxText 0.2.4. Google's accelerated-

@@ -138,7 +138,7 @@ is marked failed and the notification says why, with the numbers.
 
         from tpu_rl import deployment
         from tpu_rl.rewards.checkpoint_choice import choose_for_run
-        from tpu_rl.rewards.gate import reward_gate
+        from tpu_rl.rewards.gate import candidate, reward_gate
         from tpu_rl.run_summary import write_summary
 
         layout = self.run_layout(context)
@@ -154,14 +154,15 @@ is marked failed and the notification says why, with the numbers.
         except ValueError as err:
             raise AirflowFailException(f"{err}: nothing to export") from None
         self.log.info("Checkpoint to export: step %d, %s.", choice.step, choice.reason)
-        candidate = None  # the Post line: the final step's, or standing in for a step without
+        post = (self.rewards or {}).get("post")
+        judged = candidate(choice.step, choice.metrics, post)
         if choice.metrics is None:
             self.log.warning(
-                "Step %d has no evaluation of its own: judging the Post line.", choice.step
+                "Step %d has no evaluation of its own: judging %s.",
+                choice.step,
+                judged[0] if judged else "the Post line",
             )
-        elif choice.step != choice.final_step:
-            candidate = (f"step-{choice.step}", choice.metrics)
-        gate = reward_gate(self.rewards, s.min_reward_gain, s.gate_metrics, candidate)
+        gate = reward_gate(self.rewards, s.min_reward_gain, s.gate_metrics, judged)
         result = {**gate, "checkpoint": choice.as_dict()}
         write_summary(context["ti"], self.task_id, gate=result)
         return result

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.google.cloud.operators.gcs import GCSCreateBucketOperator
 
-from tpu_rl.dag.limits import CLEANUP, setting_minutes, short_step
+from tpu_rl.dag.limits import CLEANUP, per_rung, setting_minutes, short_step
 from tpu_rl.dag.links import GkeClusterLink
 from tpu_rl.names import Step
 from tpu_rl.operators import RUN_CLUSTER
@@ -83,8 +83,9 @@ class ClusterToolkitOperator(RunStep):
     """A `gcluster` command on a cluster; re-running it is safe.
 
     `settings`: the cluster's settings, labelled with this deployment's identity (the janitor's
-    destroy); None: the run's (its Params), with the identity the run started with. Nothing is
-    done to a cluster the settings do not own (`cluster_mode=existing`).
+    destroy), checked only for what gcluster reads of them (validation.CLUSTER_RULES); None: the
+    run's (its Params), with the identity the run started with. Nothing is done to a cluster the
+    settings do not own (`cluster_mode=existing`).
     """
 
     template_fields: Sequence[str] = ("settings", "gcp_conn_id", "state_prefix")
@@ -124,11 +125,20 @@ class ClusterToolkitOperator(RunStep):
         from tpu_rl.cluster.ownership import foreign_cluster
         from tpu_rl.cluster.session import toolkit_bundle, toolkit_session
         from tpu_rl.dag.run_limits import time_left
-        from tpu_rl.settings.run_settings import SettingsError, load_settings
+        from tpu_rl.settings.run_settings import (
+            SettingsError,
+            load_cluster_settings,
+            load_settings,
+        )
 
-        raw = self.settings if self.settings is not None else context["params"]
+        # a cluster's own settings are checked for what gcluster reads; a run's, as a run
+        raw, load = (
+            (self.settings, load_cluster_settings)
+            if self.settings is not None
+            else (context["params"], load_settings)
+        )
         try:
-            settings = load_settings(dict(raw))
+            settings = load(dict(raw))
             identity = self.identity(context)
         except SettingsError as err:
             raise AirflowSkipException(f"settings invalid, so no cluster was made: {err}") from err
@@ -192,13 +202,14 @@ in `capacity` (the reservation in `reservation`, flex-start or Spot; with `calen
 waits, deferred, for the calendar reservation's window to open); does nothing with
 `cluster_mode=existing`. Safe to re-run. With a `capacity_ladder`, a rung GKE refuses for lack
 of capacity (a stockout, an exhausted pool) is released and the next rung deployed; the log
-says each change with GKE's own error text.
+says each change with GKE's own error text. Its time limit is `cluster_timeout_minutes` for
+each rung, every rung's deploy within `cluster_timeout_minutes` of its own start.
 
 **Failed?** The log holds gcluster's and terraform's output: quota, reservation name or zone,
 or missing IAM roles are the usual causes; with `capacity=spot`, a stockout (the Spot pool is
 static: no VMs, no cluster). `cleanup_cluster` still removes what was created.
 """
-    limit = setting_minutes("cluster_timeout_minutes", 2)
+    limit = per_rung("cluster_timeout_minutes", 2)
     operator_extra_links = (GkeClusterLink(),)
 
     def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:

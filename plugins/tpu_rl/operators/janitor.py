@@ -142,7 +142,7 @@ class Sweep:
 
     def clusters(self, inspected: list[Cluster]) -> tuple[list[str], list[dict], dict[str, str]]:
         """Clusters to destroy, their destroy settings, and why the others stay."""
-        from tpu_rl.settings.run_settings import SettingsError, load_settings
+        from tpu_rl.settings.run_settings import SettingsError, load_cluster_settings
 
         active, unknown = self.runs.active_clusters()
         names, settings, kept = [], [], {}
@@ -151,8 +151,8 @@ class Sweep:
                 kept[cluster.name] = reason
                 continue
             values = janitor.destroy_settings(cluster, self.p)
-            try:
-                load_settings(values)
+            try:  # as DestroyClusterOperator checks them: what gcluster reads
+                load_cluster_settings(values)
             except SettingsError as err:
                 self.failed[cluster.name] = f"cannot destroy: {err}"
                 continue

@@ -141,6 +141,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         from tpu_rl.rewards import (
             capacity_end,
             capacity_loss,
+            curves,
             evaluations,
             health,
             progress,
@@ -152,6 +153,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         layout = self.set_run_objects(context)
         self.mask_token()
         history = resume.History.load(self.attempts_record)
+        if event.get("curves"):  # the training's curves so far, for the RL page
+            context["ti"].xcom_push(key=curves.XCOM_KEY, value=event["curves"])
         if event.get("reason") == progress.PROGRESS_EVENT:
             return self.report_progress(context, layout, history, event)
         if event.get("reason") == capacity_loss.REASON:
@@ -190,17 +193,21 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     def report_progress(
         self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
     ) -> None:
-        """Training runs on (tpu_rl.rewards.progress.PROGRESS_EVENT): put its progress on the
-        run's page (the summary's `progress`) and in its note, then wait on from the trigger's
-        state, with the watchdog's memory and the log position it had."""
+        """Training runs on (tpu_rl.rewards.progress.PROGRESS_EVENT): put its progress and the
+        evaluations the log has so far on the run's page (the summary's `progress` and
+        `rewards`) and in its note, then wait on from the trigger's state, with the watchdog's
+        memory and the log position it had."""
         from tpu_rl import deployment
         from tpu_rl.report.run_note import set_run_note
+        from tpu_rl.rewards.evaluations import so_far
         from tpu_rl.rewards.progress import reported_text
         from tpu_rl.run_summary import write_summary
 
         figures = dict(event.get("progress") or {})
         ti = context["ti"]
-        write_summary(ti, self.task_id, progress=figures)
+        state = event.get("state") or {}
+        rewards = so_far(history.first_pre, history.evaluations, history.attempts, state)
+        write_summary(ti, self.task_id, progress=figures, rewards=rewards)
         text = f"Training: {reported_text(figures)}. Running: the RL post-training page has it."
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)
         self.follow_settings(layout, history)
@@ -244,10 +251,11 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     ) -> dict[str, Any]:
         """A fatal training health rule stopped training (tpu_rl.rewards.health; the trigger
         deleted the Job and the backend). Records the anomaly and the newest healthy checkpoint
-        (XCom `anomaly`), then fails (health_action=stop), hands the newest evaluation before
-        the anomaly to the gate, whose checkpoint choice skips every step at or after it
-        (export_healthy), or resumes training once from the healthy checkpoint (resume; a
-        resumed attempt's rules say stop, and so does a resume with no healthy checkpoint)."""
+        (XCom `anomaly`), then fails (health_action=stop), hands the evaluation of the healthy
+        checkpoint's step, or the newest one before it, to the gate, whose checkpoint choice
+        skips every step at or after the anomaly (export_healthy), or resumes training once
+        from the healthy checkpoint, or from the converted checkpoint when there is none: it
+        starts over (resume; a resumed attempt's rules say stop)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
@@ -257,7 +265,9 @@ or the ladder's next rung. Fails when the Job fails for another reason or
 
         anomaly = dict(event.get("anomaly") or {})
         exporting = event.get("action") == health.EXPORT_HEALTHY
-        history.end(event, resume.FAILED, layout.pool_hosts, rung=layout.rung)
+        # the attempt's own end, not the run's: an export of its healthy checkpoint, or the
+        # resume after it, can still succeed
+        history.end(event, resume.STOPPED_UNHEALTHY, layout.pool_hosts, rung=layout.rung)
         self.record_attempts(context, history)
         self.release_tpus()
         self.stop_training_job()
@@ -267,8 +277,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         context["ti"].xcom_push(key="anomaly", value=anomaly)
         write_summary(context["ti"], self.task_id, anomaly=anomaly)  # the page, note and report
         kept = f"the healthy checkpoint is step {step}: {uri}" if uri else "no healthy checkpoint"
-        message = f"{event.get('message') or ''}; {kept} (health_action={event.get('action')})"
-        resuming = event.get("action") == health.RESUME and step is not None
+        message = health.failure_text(anomaly, kept)
+        resuming = event.get("action") == health.RESUME
         if resuming and not resume.health_resumed(history):  # once: then the rules say stop
             self.log.warning("%s", message)
             return self.resume_unhealthy(context, layout, history, anomaly)
@@ -280,11 +290,20 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         if not exporting or step is None:
             write_summary(context["ti"], self.task_id, rewards=rewards)
             raise AirflowFailException(message)
-        scored = [e for e in rewards["intermediate"] if e["step"] < below]
+        # the exported step's own evaluation, or the newest before it: never a later step's,
+        # whose weights are not exported (the gate names it: tpu_rl.rewards.gate.candidate)
+        scored = [e for e in rewards["intermediate"] if e["step"] <= step]
         if not scored:
             write_summary(context["ti"], self.task_id, rewards=rewards)
-            raise AirflowFailException(f"{message}; but no evaluation before step {below} to gate")
-        self.log.warning("%s; gated on the evaluation of step %s", message, scored[-1]["step"])
+            raise AirflowFailException(
+                f"{message}\nNo evaluation at or before the healthy step {step} to gate."
+            )
+        self.log.warning(
+            "%s\nGated on the evaluation of step %s, the newest at or before the healthy step %s.",
+            message,
+            scored[-1]["step"],
+            step,
+        )
         post = {k: v for k, v in scored[-1].items() if k not in ("kind", "attempt")}
         rewards = {**rewards, "post": post}
         write_summary(context["ti"], self.task_id, rewards=rewards)

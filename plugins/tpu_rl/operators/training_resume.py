@@ -72,7 +72,9 @@ class TrainingResumes:
         """A fatal health rule stopped training (health_action=resume, the first time): open the
         health resume, drop the poisoned model's evaluations, and restart once the Job and
         backend are gone; resubmit_backend then quarantines the saves at or after the anomaly
-        step, so MaxText restores the newest healthy one (tpu_rl.rewards.quarantine)."""
+        step, so MaxText restores the newest healthy one (tpu_rl.rewards.quarantine), or, with
+        none, loads the converted checkpoint (load_parameters_path) as the first attempt did:
+        training starts over."""
         from tpu_rl.rewards import resume
 
         below = int(anomaly["anomaly_step"])
@@ -87,10 +89,16 @@ class TrainingResumes:
             "quarantine": None,
         }
         history.resuming = True
+        healthy = anomaly.get("healthy_step")
+        start = (
+            f"the newest checkpoint before step {below} (step {healthy})"
+            if healthy is not None
+            else f"the converted checkpoint (no save before step {below}: training starts over)"
+        )
         self.log.warning(
-            "health_action=resume: training resumes once from the newest checkpoint before "
-            "step %s, once the training Job and backend are gone.",
-            below,
+            "health_action=resume: training resumes once from %s, once the training Job and "
+            "backend are gone.",
+            start,
         )
         self.record_attempts(context, history)
         return self.restart(context, layout, history)

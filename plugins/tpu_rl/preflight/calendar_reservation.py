@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tpu_rl.preflight.google_api import GoogleApi, read_or_none
-from tpu_rl.report.estimate import ASSUMED_STEP_SECONDS
+from tpu_rl.report.estimate import run_step_seconds
 from tpu_rl.rewards.capacity_end import epoch
 from tpu_rl.settings.run_settings import RunSettings
 
@@ -153,7 +153,7 @@ def delivered_settings(s: RunSettings, gcp_conn_id: str | None) -> RunSettings:
 def first_save_seconds(s: RunSettings) -> float:
     """Assumed training time to the first save: `checkpoint_period` steps at the assumed step
     time (tpu_rl.report.estimate; a lower bound: loading the model and the backend come first)."""
-    return s.checkpoint_period * ASSUMED_STEP_SECONDS
+    return s.checkpoint_period * run_step_seconds(s)
 
 
 def window_problem(window: Window, s: RunSettings, now: float) -> str | None:
@@ -166,7 +166,7 @@ def window_problem(window: Window, s: RunSettings, now: float) -> str | None:
         return (
             f"{window.describe()} leaves {usable / 60:.0f} min, less than the "
             f"{needed / 60:.0f} min to the first save (checkpoint_period="
-            f"{s.checkpoint_period} steps at an assumed {ASSUMED_STEP_SECONDS:g} s each): lower "
+            f"{s.checkpoint_period} steps at an assumed {run_step_seconds(s):.0f} s each): lower "
             "checkpoint_period or use a longer reservation"
         )
     return None

@@ -23,17 +23,26 @@ values except for those that have another DimensionsInfo instance configured for
 value", .../rest/v1/projects.locations.services.quotaInfos#DimensionsInfo). A QuotaInfo has no
 usage: the check compares the limit with the chips the slice needs.
 Flex-start and Spot TPUs consume preemptible quota (Cloud TPU, "Request Cloud TPUs using
-Flex-start": "ensure you have sufficient preemptible quota to use Flex-start"); v6e's
-preemptible quota id is PREEMPTIBLE-TPU-V6E-per-project-region and its on-demand one the
-family quota TPUS-PER-TPU-FAMILY-per-project-region (dimension tpu_family CT6E), which
-flex-start falls back to (observed in a project and noted in a public TPU rig, searchable as
-`GCE_SPOT_QUOTA_ID = os.getenv("GCE_SPOT_QUOTA_ID", "PREEMPTIBLE-TPU-V6E-per-project-region")`;
-DESIGN section 8). v5p has its own pair, PREEMPTIBLE-TPU-V5P-per-project-region and the
-on-demand TPU-V5P-per-project-region, with no tpu_family dimension ("v5p publishes both halves
-itself and is not in the family quota at all", a public TPU rig's request-quota.sh, "All read
-off `gcloud quotas info` on 2026-08-11", searchable as `STD_QUOTA="TPU-V5P-per-project-region"`;
-read 2026-12-05). No public quota id of TPU7x was found (its page sends to an account team:
-https://docs.cloud.google.com/tpu/docs/tpu7x): its quota is left to GKE, and the check says so.
+Flex-start": "ensure you have sufficient preemptible quota to use Flex-start"; DESIGN section
+8). Flex-start falls back to the on-demand quota only where the project has no preemptible
+quota: Compute Engine's provisioning-models page, "When you create a Flex-start VM, preemptible
+quota is consumed. If your project lacks preemptible quota, then standard quota is consumed"
+(https://docs.cloud.google.com/compute/docs/instances/provisioning-models, as quoted in a public
+TPU rig's request-quota.sh, searchable as `STD_QUOTA="TPU-V5P-per-project-region"`, read
+2026-12-06). So a flex-start slice is judged by the preemptible quota whenever the project has
+one (a limit above 0), and by the on-demand quota only when it has none; Spot by the
+preemptible quota alone. v6e's preemptible quota id is PREEMPTIBLE-TPU-V6E-per-project-region
+and its on-demand one the family quota TPUS-PER-TPU-FAMILY-per-project-region (dimension
+tpu_family CT6E) (a public TPU rig, searchable as `GCE_SPOT_QUOTA_ID =
+os.getenv("GCE_SPOT_QUOTA_ID", "PREEMPTIBLE-TPU-V6E-per-project-region")`). v5p has its own
+pair, PREEMPTIBLE-TPU-V5P-per-project-region and the on-demand TPU-V5P-per-project-region, with
+no tpu_family dimension ("v5p publishes both halves itself and is not in the family quota at
+all", the same request-quota.sh, "All read off `gcloud quotas info` on 2026-08-11"). TPU7x's
+preemptible quota is PREEMPTIBLE-TPU7X-per-project-region (a public MaxText TPU v7 quick start,
+read off a project on 2026-07-30, searchable as `PREEMPTIBLE-TPU7X-per-project-region`; read
+2026-12-06); no public id of its on-demand quota was found (its page sends to an account team:
+https://docs.cloud.google.com/tpu/docs/tpu7x), so a TPU7x flex-start slice in a project without
+preemptible quota is left to GKE, and the check says so.
 Reserved capacity (reservation, calendar) needs no more quota.
 """
 
@@ -62,9 +71,9 @@ FAMILY_DIMENSION = "tpu_family"
 
 @dataclass(frozen=True)
 class TpuQuota:
-    """A TPU generation's Cloud Quotas ids: the preemptible one (Spot, and flex-start first) and
-    the on-demand one flex-start falls back to, with its tpu_family dimension when it is the
-    family quota."""
+    """A TPU generation's Cloud Quotas ids: the preemptible one (Spot, and flex-start) and the
+    on-demand one flex-start falls back to where the project has no preemptible quota ("": no
+    public id), with its tpu_family dimension when it is the family quota."""
 
     preemptible: str
     on_demand: str
@@ -75,6 +84,7 @@ class TpuQuota:
 TPU_QUOTAS = {
     "v6e": TpuQuota(PREEMPTIBLE_V6E, TPU_FAMILY, "CT6E"),
     "v5p": TpuQuota("PREEMPTIBLE-TPU-V5P-per-project-region", "TPU-V5P-per-project-region"),
+    "tpu7x": TpuQuota("PREEMPTIBLE-TPU7X-per-project-region", ""),
 }
 
 
@@ -267,9 +277,18 @@ def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str, family: str) -> 
     return float((best.get("details") or {}).get("value") or 0)
 
 
+def _shown(quota_id: str, limit: float | None) -> str:
+    return f"{quota_id} {'not listed' if limit is None else f'limit {limit:g}'}"
+
+
+def _fits(limit: float | None, chips: int) -> bool:
+    """A limit in effect holds `chips` (a negative value is Cloud Quotas' unlimited)."""
+    return limit is not None and (limit < 0 or limit >= chips)
+
+
 def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
-    """The quota of its TPU generation the rung's VMs consume: preemptible for Spot; preemptible
-    or, failing it, the on-demand one for flex-start."""
+    """The quota of its TPU generation the rung's VMs consume: the preemptible one (Spot; and
+    flex-start), or for flex-start in a project with no preemptible quota, the on-demand one."""
     chips = s.chips * s.cluster_nodepool_count
     generation = generation_for(s.tpu_type).name
     quota = TPU_QUOTAS.get(generation)
@@ -279,37 +298,35 @@ def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
             f"{s.region}: no public Cloud Quotas id of {generation} is known to read; GKE checks "
             f"quota when the {chips}-chip {s.capacity} slice is requested",
         )
-    ids = (
-        (quota.preemptible,)
-        if s.capacity == Capacity.SPOT
-        else (quota.preemptible, quota.on_demand)
-    )
-    limits = {
-        quota_id: _quota_limit(
-            api, s, quota_id, "" if quota_id == quota.preemptible else quota.family
-        )
-        for quota_id in ids
-    }
-    shown = ", ".join(
-        f"{quota_id} {'not listed' if limit is None else f'limit {limit:g}'}"
-        for quota_id, limit in limits.items()
-    )
-    # a negative value is Cloud Quotas' unlimited
-    if any(limit is not None and (limit < 0 or limit >= chips) for limit in limits.values()):
+    preemptible = _quota_limit(api, s, quota.preemptible, "")
+    consumed, limit, why = quota.preemptible, preemptible, "preemptible quota"
+    if s.capacity == Capacity.FLEX_START and not preemptible:  # none, or a limit of 0
+        if not quota.on_demand:
+            return passed(
+                QUOTA,
+                f"{s.region}: {_shown(quota.preemptible, preemptible)}: flex-start then consumes "
+                f"the on-demand quota, whose Cloud Quotas id for {generation} is not public; GKE "
+                f"checks it when the {chips}-chip slice is requested",
+            )
+        consumed, why = quota.on_demand, "on-demand quota (no preemptible quota in the project)"
+        limit = _quota_limit(api, s, quota.on_demand, quota.family)
+    shown = _shown(consumed, limit)
+    if _fits(limit, chips):
         return passed(
             QUOTA,
-            f"{s.region}: {shown}; {chips} chips needed (quota usage is not read: other VMs "
-            f"may hold some; {s.capacity} capacity is not promised)",
+            f"{s.region}: {s.capacity} consumes {why}: {shown}; {chips} chips needed (quota "
+            f"usage is not read: other VMs may hold some; {s.capacity} capacity is not promised)",
         )
-    if all(limit is None for limit in limits.values()):
+    if limit is None:
         return passed(
             QUOTA,
-            f"{s.region}: Cloud Quotas lists no {shown}; GKE checks quota when {s.capacity} "
-            "nodes are requested",
+            f"{s.region}: Cloud Quotas lists no {consumed} ({s.capacity} consumes {why}); GKE "
+            f"checks quota when {s.capacity} nodes are requested",
         )
     return failed(
         QUOTA,
-        f"{s.region}: {shown}; the {s.capacity} slice needs {chips} chips",
-        "request more in the console: IAM & Admin > Quotas, filter on "
-        f"{quota.preemptible} in {s.region} (or use capacity=reservation)",
+        f"{s.region}: {s.capacity} consumes {why}: {shown}; the {s.capacity} slice needs "
+        f"{chips} chips",
+        f"request more in the console: IAM & Admin > Quotas, filter on {consumed} in "
+        f"{s.region} (or use capacity=reservation)",
     )

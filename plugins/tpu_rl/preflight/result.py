@@ -116,12 +116,12 @@ def guarded(name: str, fix: str, check: Callable[[], Iterable[CheckResult]]) -> 
 
 
 def report_lines(results: Iterable[CheckResult], notes: Iterable[str] = ()) -> list[str]:
-    """One line per check, then `notes` (lines other parts add: the cost estimate's), then the
-    count."""
+    """The verdict (the count) first, then one line per check, then `notes` (lines other parts
+    add: the cost estimate's, whose price lists would bury a verdict after them)."""
     results = list(results)
     passes = sum(r.passed for r in results)
     failures = sum(r.failed for r in results)
-    tail = f"{passes} of {len(results)} checks passed"
+    verdict = f"{passes} of {len(results)} checks passed"
     if passes < len(results):
-        tail += f", {failures} failed, {len(results) - passes - failures} skipped"
-    return [r.line() for r in results] + list(notes) + [tail]
+        verdict += f", {failures} failed, {len(results) - passes - failures} skipped"
+    return [verdict, *(r.line() for r in results), *notes]

@@ -9,7 +9,8 @@ from before the looks, or whose looks all failed) is estimated from its task tim
 for its settings: a static pool (a reservation, or Spot: gcluster makes it static,
 tpu_rl.cluster.capacity) for its whole life; a flex-start pool while its TPU steps ran. The cost
 of Spot and flex-start is chip-hours x the mode's price in the run's region
-(tpu_rl.report.prices); a reservation is paid by its commitment and a calendar window for its
+(tpu_rl.report.prices; the run's negotiated_usd_per_chip_hour instead, when it sets one); a
+reservation is paid by its commitment and a calendar window for its
 whole length, whatever the run used: no spend of the run's own (`estimated_cost_usd` None), the
 commitment or the window's price shown instead (`billed_as`, billed_text). The cluster's CPU
 nodes, disks and network are not counted.
@@ -78,7 +79,9 @@ def tpu_billing(
     host_hours = host_seconds / 3600
     chips_per_host = CHIPS_PER_HOST[settings.compute_type]
     region = settings.zone or settings.region
-    price = prices.capacity_price(settings.tpu_type, region, settings.capacity)
+    price = prices.capacity_price(
+        settings.tpu_type, region, settings.capacity, settings.negotiated_usd_per_chip_hour
+    )
     chip_hours = host_hours * chips_per_host
     billed_as = prices.BILLED_AS[settings.capacity]
     spends = price is not None and billed_as == prices.USAGE

@@ -1,8 +1,8 @@
 """The README's table of the catalogue's cells (issue 47): one row per cell, with `make plan`'s
-estimate of the tutorial's run on it (its time, chip-hours and cost per capacity mode in
-us-east5), generated from the catalogue (tpu_rl.catalogue.cells), the estimate
-(tpu_rl.report.estimate) and the price table (tpu_rl.report.prices). A test fails when the
-README's copy is stale.
+estimate of the tutorial's run on it (its assumed step time, time, chip-hours and cost per
+capacity mode in us-east5), generated from the catalogue (tpu_rl.catalogue.cells), the estimate
+(tpu_rl.report.estimate) and the price table (tpu_rl.report.prices), whose prices it names
+with their sources and dates. A test fails when the README's copy is stale.
 
 Usage (at the repository's root): python -m tpu_rl.report.cells_table
 """
@@ -21,7 +21,7 @@ from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, Cell
 from tpu_rl.generated_blocks import WIDTH, Block, html_comment
 from tpu_rl.include_files import include_file
 from tpu_rl.report import prices
-from tpu_rl.report.estimate import ASSUMED_STEP_SECONDS, ModeEstimate, estimate_run, mode_in
+from tpu_rl.report.estimate import STEP_RULE, ModeEstimate, estimate_run, mode_in
 from tpu_rl.settings.fields import RunSettings
 from tpu_rl.settings.run_settings import load_settings
 
@@ -30,7 +30,7 @@ TARGET = Path("README.md")
 # The tutorial's run (its place, capacity and bucket) choosing a cell by model and TPU type: the
 # example settings file minus the cell's own settings, which come from the catalogue.
 TUTORIAL_CONF = Path("examples") / "tutorial.json"
-COLUMNS = ("model", "TPU (topology)", "chips", "follows (date)", "time", "chip-hours")
+COLUMNS = ("model", "TPU (topology)", "chips", "follows (date)", "step", "time", "chip-hours")
 CAPACITIES = (("reservation", "reservation"), ("spot", "spot"), ("flex_start", "flex-start"))
 
 
@@ -75,6 +75,7 @@ def cell_row(cell: Cell) -> str:
         f"{cell.tpu_type} ({cell.topology})",
         str(estimate.chips),
         f"{_source(cell)} ({cell.date})",
+        f"{estimate.step_seconds:.0f} s",
         f"{estimate.wall_minutes / 60:.1f} h",
         f"{first.chip_hours:.0f}" if first else "n/a",
         *(_cost(mode_in(estimate, capacity, region)) for capacity, _ in CAPACITIES),
@@ -82,28 +83,59 @@ def cell_row(cell: Cell) -> str:
     return f"| {' | '.join(cells)} |"
 
 
+def price_lines(region: str) -> list[str]:
+    """Each priced generation's prices in `region` the table's costs use, with their sources
+    and the date they were read; and why a generation has none."""
+    lines = []
+    for gen in dict.fromkeys(prices.generation(c.tpu_type) for c in CELLS):
+        if why := prices.no_price_why(gen):
+            lines.append(f"{gen}: no price: {why}.")
+            continue
+        found = [
+            (title, prices.listed(gen, region, mode))
+            for title, mode in (
+                ("Spot", prices.SPOT),
+                ("on-demand (flex-start's upper bound)", prices.ON_DEMAND),
+                ("1-year commitment", prices.COMMIT_1Y),
+            )
+        ]
+        shown = "; ".join(
+            f"{title} ${p.usd_per_chip_hour:g}"
+            + (f" (${p.low:g}-${p.usd_per_chip_hour:g}: the sources disagree)" if p.low else "")
+            + f", {p.source}, read {p.read}"
+            for title, p in found
+            if p is not None
+        )
+        missing = [title for title, p in found if p is None]
+        lines.append(
+            f"{gen} in {region}: {shown}"
+            + (f"; no public {', '.join(missing)} price." if missing else ".")
+        )
+    return lines
+
+
 def table_text() -> str:
-    """The README's block: the table, with what its figures assume and where prices are missing."""
+    """The README's block: the table, with what its figures assume and the prices it used."""
     header = (*COLUMNS, *(title for _, title in CAPACITIES))
-    missing = "; ".join(f"{gen}: {why}" for gen, why in prices.NO_PUBLIC_PRICE.items())
     tutorial = cell_settings(TUTORIAL_CELL)
+    notes = [
+        f"Time and chip-hours: the tutorial's run ({tutorial.region}, its "
+        f"{tutorial.num_batches} steps, cluster creation to teardown; Spot's count). Step: "
+        f"{STEP_RULE}. Cost per capacity mode from tpu_rl/report/prices.py: a reservation is "
+        "paid by its commitment; flex-start is at most the on-demand price; where sources "
+        "disagree the higher price is quoted.",
+        *price_lines(tutorial.region),
+    ]
+    wrapped = [
+        textwrap.fill(note, WIDTH, break_long_words=False, break_on_hyphens=False) for note in notes
+    ]
     return "\n".join(
         [
             f"| {' | '.join(header)} |",
             f"|{'---|' * len(header)}",
             *map(cell_row, CELLS),
             "",
-            textwrap.fill(
-                f"Time and chip-hours: the tutorial's run ({tutorial.region}, its "
-                f"{tutorial.num_batches} steps at an assumed {ASSUMED_STEP_SECONDS:g} s a step, "
-                "cluster creation to teardown; Spot's count). "
-                "Cost per capacity mode from tpu_rl/report/prices.py (read "
-                f"{prices.TABLE_DATE}): a reservation is paid by its commitment; flex-start is at "
-                f"most the on-demand price. No price yet: {missing}.",
-                WIDTH,
-                break_long_words=False,
-                break_on_hyphens=False,
-            ),
+            "\n\n".join(wrapped),
         ]
     )
 

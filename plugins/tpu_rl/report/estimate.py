@@ -1,8 +1,10 @@
 """A run's cost and time before it runs: chip-hours, host-hours and dollars per region and
 capacity mode.
 
-The time is the run's steps at assumed durations (ASSUMED_MINUTES, ASSUMED_STEP_SECONDS: not
-measured; a real run's step durations are in its report). What bills follows the rules of
+The time is the run's steps at assumed durations (ASSUMED_MINUTES, and a GRPO step's time from
+step_seconds: no public step time of any cell was found, so it is the tutorial's assumed 60 s
+scaled by the model's parameters per chip-TFLOP of a slice; not measured, a real run's
+step durations are in its report). What bills follows the rules of
 tpu_rl.report.billing: a static pool (reservation, calendar or Spot; gcluster makes a Spot pool
 static) exists from the cluster's creation to its destruction, or for the run's span on an
 existing cluster; a flex-start pool only while the TPU steps hold it, plus the autoscaler's
@@ -21,6 +23,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpu_rl.catalogue.cells import TUTORIAL_CELL
+from tpu_rl.catalogue.models import MODELS
+from tpu_rl.cluster.ladder import cross_zone_text
 from tpu_rl.report import prices
 from tpu_rl.settings.rungs import LadderError, parse_ladder
 from tpu_rl.tpu import CHIPS_PER_HOST, chips_in
@@ -39,7 +44,16 @@ ASSUMED_MINUTES = {
     "export": 20.0,  # MaxText -> Hugging Face export
     "destroy_cluster": 10.0,  # gcluster destroy
 }
-ASSUMED_STEP_SECONDS = 60.0  # one GRPO training step (num_batches steps)
+ASSUMED_STEP_SECONDS = 60.0  # one GRPO training step of the tutorial's cell (num_batches steps)
+# Peak BF16 TFLOPs per chip, Google's table of v5p, v6e and TPU7x
+# (https://docs.cloud.google.com/tpu/docs/tpu7x, "System architecture", read 2026-12-06).
+PEAK_BF16_TFLOPS = {"v5p": 459.0, "v6e": 918.0, "tpu7x": 2307.0}
+STEP_RULE = (
+    "assumed: no public step time was found (MaxText's RL tutorials at maxtext-v0.2.4 name the "
+    "step_time_sec metric, no figure); the tutorial's assumed 60 s a step scaled by the model's "
+    "parameters (billions, as its Hugging Face name states) per chip-TFLOP of a slice (peak "
+    "BF16: v5p 459, v6e 918, TPU7x 2307, docs.cloud.google.com/tpu/docs/tpu7x)"
+)
 # GKE's autoscaler removes an idle flex-start node 1-10 minutes after its pods end (DESIGN 7,
 # "Billing"): the upper bound, after each of the three steps that hold the slice.
 SCALE_DOWN_TAIL_MINUTES = 10.0
@@ -59,6 +73,8 @@ FIGURE_SETTINGS = frozenset(
         "cluster_mode",
         "keep_cluster",
         "capacity",
+        "model_name",
+        "negotiated_usd_per_chip_hour",
     }
 )
 PLACE_SETTINGS = frozenset({"region", "zone", "capacity_ladder"})
@@ -96,6 +112,7 @@ class Estimate:
     assumptions: tuple[str, ...]
     region: str = ""  # the run's zone's region
     run_regions: tuple[str, ...] = ()  # the run's and its ladder's; the others: comparison
+    step_seconds: float = ASSUMED_STEP_SECONDS  # a GRPO step's, assumed (step_seconds)
 
     @property
     def wall_minutes(self) -> float:
@@ -103,11 +120,31 @@ class Estimate:
         return sum(minutes for _, minutes in self.phases)
 
 
+def step_seconds(model_name: str, tpu_type: str, chips: int) -> float:
+    """A GRPO step's assumed seconds for `model_name` on `chips` chips of `tpu_type` (STEP_RULE);
+    ASSUMED_STEP_SECONDS for a model or generation the rule has no figure of."""
+    model = MODELS.get(model_name)
+    peak = PEAK_BF16_TFLOPS.get(prices.generation(tpu_type))
+    if model is None or peak is None or chips <= 0:
+        return ASSUMED_STEP_SECONDS
+    tutorial = TUTORIAL_CELL.model.params_b / (
+        chips_in(TUTORIAL_CELL.topology)
+        * PEAK_BF16_TFLOPS[prices.generation(TUTORIAL_CELL.tpu_type)]
+    )
+    return ASSUMED_STEP_SECONDS * model.params_b / (chips * peak) / tutorial
+
+
+def run_step_seconds(settings: RunSettings) -> float:
+    """The run's assumed seconds a GRPO step: its model on one slice's chips (its cell's; more
+    slices are not assumed faster)."""
+    return step_seconds(settings.model_name, settings.tpu_type, chips_in(settings.topology))
+
+
 def _phases(settings: RunSettings) -> tuple[tuple[str, float], ...]:
     """The run's steps with their assumed minutes: training is num_batches x the step time."""
     created = settings.cluster_mode == "create"
     destroyed = created and not settings.keep_cluster
-    training = settings.num_batches * ASSUMED_STEP_SECONDS / 60
+    training = settings.num_batches * run_step_seconds(settings) / 60
     phases = [
         ("create_cluster", ASSUMED_MINUTES["create_cluster"] if created else 0.0),
         ("convert", ASSUMED_MINUTES["convert"]),
@@ -151,9 +188,12 @@ def mode_estimate(
     chips: int,
     hosts: int,
 ) -> ModeEstimate:
-    """What `capacity` in `region` bills for the run."""
+    """What `capacity` in `region` bills for the run: the run's own mode at its negotiated
+    price when it has one (negotiated_usd_per_chip_hour), the others at the table's."""
     hours = billed_minutes(phases, capacity) / 60
-    price = prices.capacity_price(settings.tpu_type, region, capacity)
+    own = capacity == settings.capacity
+    negotiated = settings.negotiated_usd_per_chip_hour if own else 0.0
+    price = prices.capacity_price(settings.tpu_type, region, capacity, negotiated)
     billed_as = prices.BILLED_AS[capacity]
     if price is None or billed_as == prices.COMMITMENT:
         usd = None
@@ -161,11 +201,12 @@ def mode_estimate(
         usd = chips * window_hours(hours) * price.usd_per_chip_hour
     else:
         usd = chips * hours * price.usd_per_chip_hour
-    commitment = (
-        tuple(prices.commitment_prices(settings.tpu_type, region).values())
-        if billed_as == prices.COMMITMENT
-        else ()
-    )
+    if billed_as != prices.COMMITMENT:
+        commitment: tuple[prices.Price | None, ...] = ()
+    elif negotiated > 0:
+        commitment = (price,)
+    else:
+        commitment = tuple(prices.commitment_prices(settings.tpu_type, region).values())
     return ModeEstimate(
         capacity=capacity,
         billed_hours=hours,
@@ -208,13 +249,25 @@ def estimate_run(settings: RunSettings) -> Estimate:
         assumptions=_assumptions(settings),
         region=regions[0],
         run_regions=tuple(run_regions(settings)),
+        step_seconds=run_step_seconds(settings),
     )
+
+
+def cross_zone_rungs(settings: RunSettings) -> list[tuple[str, str, str]]:
+    """The ladder's rungs in another zone than the first (the cluster's, where the Pathways head
+    runs on cpu-np), as (rung, the cluster's zone, the rung's zone): their TPU workers and the
+    head talk across zones."""
+    try:
+        ladder = parse_ladder(settings.capacity_ladder)
+    except LadderError:  # validate names it
+        return []
+    return [(str(r), ladder[0].zone, r.zone) for r in ladder[1:] if r.zone != ladder[0].zone]
 
 
 def _assumptions(settings: RunSettings) -> tuple[str, ...]:
     lines = [
         f"step times are assumed, not measured: {_minutes_text()}, a GRPO step "
-        f"{ASSUMED_STEP_SECONDS:g} s; a real run's are in its report",
+        f"{run_step_seconds(settings):.0f} s ({STEP_RULE}); a real run's are in its report",
         "waits for TPU capacity (flex-start, Kueue) and training resumes after lost capacity "
         "add time, not shown",
         "reservation, calendar and Spot: a static pool exists from the cluster's creation to "
@@ -231,6 +284,15 @@ def _assumptions(settings: RunSettings) -> tuple[str, ...]:
         lines.append("keep_cluster: the pool keeps billing after the run, not counted here")
     if why := prices.no_price_why(settings.tpu_type):
         lines.append(f"no price known: {why}")
+    if settings.negotiated_usd_per_chip_hour > 0:
+        lines.append(
+            f"{settings.capacity}: the run's negotiated price, "
+            f"${settings.negotiated_usd_per_chip_hour:g} per chip-hour, instead of the table's"
+        )
+    lines += [
+        f"capacity ladder rung {rung}: {cross_zone_text(cluster_zone, rung_zone)}"
+        for rung, cluster_zone, rung_zone in cross_zone_rungs(settings)
+    ]
     return tuple(lines)
 
 
@@ -295,7 +357,8 @@ def format_estimate(estimate: Estimate) -> list[str]:
     if used:
         lines.append("  prices (tpu_rl/report/prices.py), USD per chip-hour:")
         lines += [
-            f"  - {region} {mode}: {p.usd_per_chip_hour:g} ({p.basis}; {p.source}; read {p.read})"
+            f"  - {region} {mode}: {p.usd_per_chip_hour:g} ({p.basis}{p.range_text}; {p.source}"
+            + (f"; read {p.read})" if p.read else ")")
             for (region, mode), p in sorted(used.items())
         ]
     lines += ["  assumptions:", *(f"  - {line}" for line in e.assumptions)]
@@ -347,7 +410,7 @@ class ShortTable:
 def short_table(estimate: Estimate) -> ShortTable:
     """The estimate's short table (ShortTable), its figures as text."""
     e = estimate
-    more_minutes = 10 * ASSUMED_STEP_SECONDS / 60
+    more_minutes = 10 * e.step_seconds / 60
     more_chip_hours = e.chips * more_minutes / 60
     return ShortTable(
         summary=f"{e.slices} x {e.tpu_type}, {e.chips} chips in all; {e.steps} steps; "
@@ -357,8 +420,8 @@ def short_table(estimate: Estimate) -> ShortTable:
             for m in e.modes
             if m.region == e.region
         ),
-        note=f"Each 10 more steps: +{more_minutes:g} min, +{more_chip_hours:.1f} chip-hours. "
-        f"Step times assumed (a GRPO step {ASSUMED_STEP_SECONDS:g} s), TPUs only, no waits for "
+        note=f"Each 10 more steps: +{more_minutes:.0f} min, +{more_chip_hours:.1f} chip-hours. "
+        f"Step times assumed (a GRPO step {e.step_seconds:.0f} s), TPUs only, no waits for "
         f"capacity; prices read {prices.TABLE_DATE} (tpu_rl/report/prices.py).",
     )
 

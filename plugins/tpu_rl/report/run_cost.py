@@ -12,7 +12,7 @@ all show that one figure, in chip-hours and host-hours.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,20 +45,27 @@ def reads_step_durations(ti: Any) -> bool:
     return hasattr(ti, "get_task_breadcrumbs")
 
 
-def finished_step_durations(ti: Any) -> dict[str, float] | None:
-    """Seconds per finished step of this task's run; None when this Airflow cannot tell."""
+def finished_step_durations(ti: Any, order: Sequence[str]) -> dict[str, float] | None:
+    """Seconds per finished step of this task's run, in the DAG's `order` (its task ids); None
+    when this Airflow cannot tell."""
     if not reads_step_durations(ti):
         return None
-    return step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id))
+    return step_durations(ti.get_task_breadcrumbs(ti.dag_id, ti.run_id), order)
 
 
-def step_durations(breadcrumbs: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """Seconds per finished step from Airflow's task breadcrumbs (task_id, duration, ...)."""
-    return {
+def step_durations(
+    breadcrumbs: Iterable[Mapping[str, Any]], order: Sequence[str]
+) -> dict[str, float]:
+    """Seconds per finished step from Airflow's task breadcrumbs (task_id, duration, ...), in
+    the DAG's `order`, steps it does not name last: Airflow sends them sorted by task id
+    (airflow/api_fastapi/execution_api/routes/task_instances.py, get_task_instance_breadcrumbs)."""
+    durations = {
         str(b["task_id"]): float(b["duration"])
         for b in breadcrumbs
         if b.get("duration") is not None and b.get("map_index", -1) == -1
     }
+    rank = {task_id: i for i, task_id in enumerate(order)}
+    return dict(sorted(durations.items(), key=lambda item: rank.get(item[0], len(rank))))
 
 
 def run_started_at(context: Any) -> float:
@@ -121,7 +128,7 @@ def count_run_cost(layout: RunLayout, context: Any) -> dict[str, Any]:
     until = now if released is None else min(released, now)
     return count_tpu_cost(
         layout,
-        finished_step_durations(ti),
+        finished_step_durations(ti, context["dag"].task_ids),
         max(0.0, until - run_started_at(context)),
         run_looks(ti, list(context["dag"].task_ids)),
         until,

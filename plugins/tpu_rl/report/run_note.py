@@ -12,6 +12,7 @@ or when the API refuses, the note is only logged: the run's result never depends
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,43 +53,61 @@ def note_text(
     promotion: str | None = None,
     run_id: str | None = None,
 ) -> str:
-    """The note: the verdict, the promotion (if the export was verified), mean_reward pre ->
-    post, the cost and the report's place: its page in Airflow (with `run_id`), then the
-    object's own (as many of those links as fit the note)."""
+    """The note: the verdict, the promotion (if the export was verified), why training stopped
+    early (if it did), mean_reward pre -> post, the cost and the report's place: its page in
+    Airflow (with `run_id`), then the object's own. What does not fit gives way in that order:
+    the early stop's evidence, then its details, then the report's longer links; its sentences
+    are never cut while the shortest fits."""
     pre, post = ((rewards or {}).get(k) or {} for k in ("pre", "post"))
     before, after = pre.get("mean_reward"), post.get("mean_reward")
     if before is None or after is None:
         reward = f"mean_reward {_reward(before)} -> {_reward(after)}"
     else:
         reward = f"mean_reward {before:.3f} -> {after:.3f} ({after - before:+.3f})"
-    head = [f"**{verdict}**", *([f"Promotion: {promotion}"] if promotion else [])]
+    head = [
+        f"**{verdict}** {next_step(verdict)}",
+        *([f"Promotion: {promotion}"] if promotion else []),
+    ]
     tail = [reward, f"TPU cost: {_cost(tpu)}"]
-    if report_uri:
-        fixed = len("\n\n".join([*head, *tail, "", RL_PAGE_LINE]))
-        lines = [*_report_lines(report_uri, run_id), REPORT_ELSEWHERE]
-        tail.append(next((line for line in lines if fixed + len(line) <= NOTE_LIMIT), lines[-1]))
-    tail.append(RL_PAGE_LINE)
-    if stopped := training_stopped(rewards):  # its evidence may be long: it gets what is left
-        room = NOTE_LIMIT - len("\n\n".join([*head, *tail])) - 2
-        if room > len(STOPPED_CUT):
-            cut = len(stopped) > room
-            head.append(stopped[: room - len(STOPPED_CUT)] + STOPPED_CUT if cut else stopped)
-    return "\n\n".join([*head, *tail])[:NOTE_LIMIT]
+    reports = [*_report_lines(report_uri, run_id), REPORT_ELSEWHERE] if report_uri else [""]
+    stops = training_stopped(rewards) or [""]
+
+    def note(stop: str, report: str) -> str:
+        return "\n\n".join(p for p in [*head, stop, *tail, report, RL_PAGE_LINE] if p)
+
+    for stop, report in itertools.product(stops, reports):
+        if len(text := note(stop, report)) <= NOTE_LIMIT:
+            return text
+    # nothing fits whole: the shortest early stop line cut to the room left
+    room = NOTE_LIMIT - len(note("", reports[-1])) - 2
+    cut = stops[-1][: room - len(STOPPED_CUT)] + STOPPED_CUT if room > len(STOPPED_CUT) else ""
+    return note(cut if stops[-1] else "", reports[-1])[:NOTE_LIMIT]
 
 
-def training_stopped(rewards: Mapping[str, Any] | None) -> str | None:
-    """Why training stopped before its last step in a run that still exported: a health rule
-    (health_action=export_healthy: the rule, step, evidence and the checkpoint kept) or the
-    spend limit; None when it ran to its end. A failed run's verdict says it already."""
-    from tpu_rl.rewards.health import describe
+def next_step(verdict: str) -> str:
+    """What to do after the run, on the note's first line (all that Airflow shows of a note
+    until its pencil icon is pressed)."""
+    if verdict.startswith("failed"):
+        return "Next: fix what it names (the failed task's log has the whole error), trigger again."
+    return "Next: the report below has the rewards, the cost and where the model is."
+
+
+def training_stopped(rewards: Mapping[str, Any] | None) -> list[str]:
+    """Why an exported run's training stopped early, longest wording first; none if it did not."""
+    from tpu_rl.rewards.health import describe, next_step
 
     found = rewards or {}
     if anomaly := found.get("anomaly"):
-        kept = anomaly.get("healthy_checkpoint") or "none"
-        return f"Training stopped early; kept and exported: {kept}. {describe(anomaly)}"
+        kept = f"Training stopped early; kept and exported: {anomaly.get('healthy_checkpoint')}."
+        advice = next_step(anomaly)
+        rule = f"Training health: {anomaly['rule']} at step {anomaly['step']} (the report has why)"
+        return [
+            *(f"{kept} {describe(anomaly, evidence=e)}. {advice}" for e in (True, False)),
+            f"{kept} {rule}. {advice}",
+        ]
     if stop := found.get("spend_stop"):
-        return f"Training stopped early. {stop.get('message') or 'spend limit'}"
-    return None
+        return [f"Training stopped early. {stop.get('message') or 'spend limit'}"]
+    return []
 
 
 def report_page(run_id: str) -> str:
@@ -136,13 +155,26 @@ def set_run_note(conn_id: str, dag_id: str, run_id: str, text: str) -> bool:
     """Set the run's note through the api-server's REST API as connection `conn_id` (its host:
     the API's base URL; login and password: a user's, or no login and a bearer token as the
     password). False, with the reason logged, when it could not."""
+    path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
+    return _patch_note(conn_id, path, "The run's note", text)
+
+
+def set_task_note(conn_id: str, dag_id: str, run_id: str, task_id: str, text: str) -> bool:
+    """Set a task instance's note (PATCH .../taskInstances/{task_id}, update_mask=note)."""
+    run = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
+    path = f"{run}/taskInstances/{quote(task_id, safe='')}"
+    return _patch_note(conn_id, path, f"{task_id}'s note", text)
+
+
+def _patch_note(conn_id: str, path: str, what: str, text: str) -> bool:
+    """PATCH the note of the run or task instance at `path`; False, the reason logged, if not."""
     import httpx
     from airflow.sdk import BaseHook
 
     try:
         conn = BaseHook.get_connection(conn_id)
     except Exception as err:  # AirflowNotFoundException, or the secrets backend's own
-        log.info("The run's note is not set (connection %r: %s). It reads:\n%s", conn_id, err, text)
+        log.info("%s is not set (connection %r: %s). It reads:\n%s", what, conn_id, err, text)
         return False
     base = (conn.host or "").rstrip("/")
     base = base if "://" in base else f"http://{base}"
@@ -156,7 +188,6 @@ def set_run_note(conn_id: str, dag_id: str, run_id: str, text: str) -> bool:
                 )
                 answer.raise_for_status()
                 token = answer.json()["access_token"]
-            path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
             client.patch(
                 path,
                 params={"update_mask": "note"},
@@ -164,7 +195,7 @@ def set_run_note(conn_id: str, dag_id: str, run_id: str, text: str) -> bool:
                 headers={"Authorization": f"Bearer {token}"},
             ).raise_for_status()
     except (httpx.HTTPError, KeyError, ValueError) as err:
-        log.warning("The run's note is not set (%s %s): %s", conn_id, base, err)
+        log.warning("%s is not set (%s %s): %s", what, conn_id, base, err)
         return False
-    log.info("The run's note:\n%s", text)
+    log.info("%s:\n%s", what, text)
     return True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.billing import billed_text
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
+from tpu_rl.rewards import resume
 from tpu_rl.rewards.evaluations import step_table
 from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.settings.choices import EVAL_METRICS
@@ -95,8 +97,17 @@ def summary(report: Mapping[str, Any]) -> str:
     choice = report.get("checkpoint_choice") or {}
     why = f" ({choice['reason']})" if choice.get("reason") else ""
     resumes = max(0, len(report["attempts"]) - 1)
+    unhealthy = sum(resume.HEALTH_RESUME in a for a in report["attempts"])
+    causes = " and ".join(
+        what
+        for count, what in (
+            (resumes - unhealthy, "losing TPU capacity"),
+            (unhealthy, "a training health anomaly"),
+        )
+        if count
+    )
     resumed = (
-        f" Training resumed {resumes} time(s) after losing TPU capacity and computed "
+        f" Training resumed {resumes} time(s) after {causes} and computed "
         f"{report['steps_recomputed']} step(s) again."
         if resumes
         else ""
@@ -117,14 +128,14 @@ def cost_text(tpu: Mapping[str, Any], capacity: str) -> str:
         f"({tpu['hosts']} hosts x {tpu['pool_seconds'] / 3600:.2f} h)"
     )
     cost, price = tpu["estimated_cost_usd"], tpu["price"]
+    read = f", read {price['read']}" if price and price.get("read") else ""
     if billed := billed_text(tpu):
-        return f"{hours}, {billed}, read {price['read']}"
+        return f"{hours}, {billed}{read}"
     if cost is None or not price:
         return f"{hours}, no price known for {tpu['tpu_type']}"
     return (
         f"{hours}, about ${cost:,.2f} at {price['usd_per_chip_hour']:g} USD per chip-hour, "
-        f"the {capacity} price in {price['region']}, {price['basis']} ({price['source']}, "
-        f"read {price['read']})"
+        f"the {capacity} price in {price['region']}, {price['basis']} ({price['source']}{read})"
     )
 
 
@@ -175,7 +186,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += ["| step | seconds |", "|---|---|"]
         lines += [f"| {k} | {v:.1f} |" for k, v in durations.items()]
     lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
-    lines += [f"| {k} | `{json.dumps(v)}` |" for k, v in report["settings"].items()]
+    lines += [f"| {k} | {code_cell(json.dumps(v))} |" for k, v in report["settings"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -227,6 +238,13 @@ def _rung_lines(rungs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def code_cell(text: str) -> str:
+    """Text as a table cell's code span whatever it holds: a longer fence, pipes escaped."""
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
+
+
 def _cell(value: Any) -> str:
     """A table cell: the value, or n/a when unknown."""
     return UNKNOWN if value is None or value == "" else str(value)
@@ -261,7 +279,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         rewards=ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS),
         gate=ti.xcom_pull(task_ids=Step.GATE),
         checkpoint_step=ti.xcom_pull(task_ids=Step.EXPORT, key="checkpoint_step"),
-        durations=finished_step_durations(ti),
+        durations=finished_step_durations(ti, context["dag"].task_ids),
         tpu=tpu,
         champion=ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION),
         rungs=recorded_tries(ti) if layout.settings.capacity_ladder else None,

@@ -32,7 +32,9 @@ the previous save's finalize (checkpoint_manager.py:1441), and the steps to remo
 `_finalize` only after the new step's commit (2152-2167). Tunix logs step N's line during update
 N+1, before save N+1 (tunix/sft/peft_trainer.py:1016-1027), so between a NaN line and the Job's
 deletion at most one more save commits, which deletes the oldest of the n kept, never the newest
-healthy one (n = 10 in MaxText's rl.yml:187; n >= 2 keeps it).
+healthy one: a NaN at step N distrusts the saves from N-1 on (tpu_rl.rewards.health), at most
+three of them on disk with a save every step (N-1, N, N+1), so n = 10 in MaxText's rl.yml:187
+keeps it (n >= 4 does).
 
 A run resumed after its anomaly (health_action=resume) carries none in the wait's result: the
 saves at or after the anomaly step were moved out of the checkpoints folder before the resumed

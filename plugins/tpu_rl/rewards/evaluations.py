@@ -79,3 +79,17 @@ def step_table(rewards: Mapping[str, Any] | None, export: Mapping[str, Any] | No
 
 def _metrics(line: Mapping[str, Any]) -> dict[str, Any]:
     return {name: metric(line, name) for name in EVAL_METRICS}
+
+
+def so_far(
+    first_pre: dict | None, ended: list[dict], attempts: list[dict], state: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The rewards while training runs, for the RL page: the first Pre line and each step's
+    evaluation, of the ended attempts' lines (`ended`) and of the open attempt's so far
+    (`state`: its FollowState as a dict)."""
+    current = attempts[-1] if attempts and attempts[-1].get("ended") is None else None
+    number = current["attempt"] if current else len(attempts) + 1
+    resumed = current.get("resumed_from_step") if current else None
+    lines = [*ended, *attempt_lines(number, resumed, state)]
+    pre = first_pre or state.get("pre")
+    return {**({"pre": pre} if isinstance(pre, dict) else {}), "intermediate": by_step(lines)}

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tpu_rl.rewards import capacity_end, health
+from tpu_rl.rewards import capacity_end, curves, health
 from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.lines import is_reward_line, parse_line, split_timestamp
 from tpu_rl.rewards.train_step import parse_step_line
@@ -66,6 +66,8 @@ class FollowState:
     # the TensorBoard event files read (tpu_rl.rewards.event_files): each one's name and the
     # bytes of it consumed, in whole records (one file per pod start)
     event_offsets: dict[str, int] = field(default_factory=dict)
+    # the training's curves for the RL page and the saves the log showed (tpu_rl.rewards.curves)
+    curves: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> FollowState:
@@ -256,13 +258,16 @@ def _mark_step(state: FollowState, text: str, at: float, log: logging.Logger | H
         _reach(state, line.step)
         state.step_marks = [*state.step_marks, [line.step, at]][-capacity_end.MARKS_KEPT :]
         if state.health is not None:
-            state.health, warnings = health.on_step(state.health, line.step, line.loss, at, text)
+            state.health, warnings = health.on_step(
+                state.health, line.step, line.loss, at, text, line.perplexity
+            )
             for warning in warnings:
                 log.warning("%s", warning)
     elif evaluated := _EVAL_STEP.search(text):
         _reach(state, int(evaluated.group(1)))
     elif saved := capacity_end.SAVED.search(text):
         state.saved = [int(saved.group(1)), at]
+        state.curves = curves.with_save(state.curves, int(saved.group(1)))
         _reach(state, int(saved.group(1)))
 
 
@@ -291,7 +296,9 @@ def _on_line(
         state.intermediate = [*state.intermediate, {**parsed.as_dict(), "time": stamp}]
         if state.health is not None:
             step = parsed.step or 0  # an intermediate line always has its step
-            state.health = health.on_eval(state.health, step, metrics["mean_reward"], text)
+            # as logged: the metrics hold a nan as None, which the watchdog must not skip
+            reward = parsed.metrics.mean_reward
+            state.health = health.on_eval(state.health, step, reward, text)
         return None
     if parsed.kind == "pre":
         log.info("Pre RL Training: %s", metrics)

@@ -66,6 +66,24 @@ def reward_gate(
     }
 
 
+def candidate(
+    step: int, metrics: Mapping[str, Any] | None, post: Any
+) -> tuple[str, Mapping[str, Any]] | None:
+    """What the gate judges for the step export takes (`metrics`: its evaluation, if any,
+    tpu_rl.rewards.checkpoint_choice.Choice), as reward_gate's `candidate`, named by the step
+    evaluated; None: the Post line (the final step's, or standing in for a step without one).
+    An Intermediate Eval carries its `step`, and so does the wait's `post` of a run stopped
+    early (WaitForRewardsSensor: end_unhealthy, end_at_spend_limit), the newest evaluation at or
+    before the step it stopped at: a step without one of its own is judged on that one."""
+    line = metrics if metrics is not None else post
+    evaluated = line.get("step") if isinstance(line, Mapping) else None
+    if not isinstance(evaluated, int):
+        return None
+    if evaluated == step:
+        return f"step-{step}", line
+    return f"step-{evaluated} (the newest evaluation at or before step {step})", line
+
+
 def _row(
     name: str, pre: Mapping[str, Any], judged: Mapping[str, Any], minimum: float | None
 ) -> dict[str, Any]:

@@ -13,6 +13,11 @@ from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.rewards.follower import Line, LineCutter, Result
 
 Consumer = Callable[[list[Line]], "Result | None"]
+# Log read since the last news this long is a burst worth saving the position past at once (a
+# poll within MIN_POLL_GAP_S, one PATCH): a triggerer killed right after a burst of lines with
+# no reward line among them has its successor read again at most this much of it, not the
+# whole burst. At the sandbox's 2 lines a second that is about a save a minute.
+SAVE_EVERY_BYTES = 16 * 1024
 
 
 class LogStream:
@@ -21,7 +26,7 @@ class LogStream:
     Each chunk is cut into lines and handed to `consume` right away: nothing piles up between
     polls, however long they are apart. `news` is set when the result is found, the stream
     ends, or a chunk made progress worth saving (`consume` returns nothing then, but the
-    caller's `progressed()` says so).
+    caller's `progressed()` says so, or SAVE_EVERY_BYTES were read since the last news).
     """
 
     def __init__(
@@ -67,11 +72,14 @@ class LogStream:
         return cls(connection=connection, response=response, **kwargs)
 
     async def _pump(self) -> None:
+        unsaid = 0  # bytes read since the last news
         try:
             async for chunk in self._response.content.iter_any():
                 self.bytes_read += len(chunk)
+                unsaid += len(chunk)
                 self.result = self._consume(self._cutter.feed(chunk))
-                if self.result is not None or self._progressed():
+                if self.result is not None or self._progressed() or unsaid >= SAVE_EVERY_BYTES:
+                    unsaid = 0
                     self._news.set()
                 if self.result is not None:
                     return

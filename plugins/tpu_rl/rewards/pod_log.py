@@ -76,7 +76,19 @@ class PodLogReader:
             result = await self._read_pod(api, newest, final)
         return result
 
-    async def _read_pod(self, api: AsyncKube, pod: dict[str, Any], final: bool) -> Result | None:
+    async def catch_up(self, api: AsyncKube, pod: dict[str, Any]) -> Result | None:
+        """Read the followed pod's log to its end now, with one GET: the lines an open stream
+        has not delivered yet (a rebuilt trigger's backlog, logged while no trigger ran) are
+        consumed before this returns; the next read opens a new stream from there. The result
+        the stream found is kept: its position is past that line."""
+        if (result := self.found()) is not None:
+            return result
+        await self.close()
+        return await self._read_pod(api, pod, final=False, get=True)
+
+    async def _read_pod(
+        self, api: AsyncKube, pod: dict[str, Any], final: bool, get: bool = False
+    ) -> Result | None:
         meta, state = pod["metadata"], self.state
         container = self.container(pod)
         status = next(
@@ -117,7 +129,8 @@ class PodLogReader:
         phase_state = status.get("state") or {}
         if "waiting" in phase_state or (not phase_state and verdicts.phase(pod) == "Pending"):
             return None
-        return await self._read_log(api, pod, container, final=final or "terminated" in phase_state)
+        final = final or "terminated" in phase_state
+        return await self._read_log(api, pod, container, final=final, get=get)
 
     def _restarted(self, restarts: int | None, container_id: str | None) -> bool:
         known = self.state.restart_count
@@ -145,12 +158,14 @@ class PodLogReader:
         *,
         previous: bool = False,
         final: bool = False,
+        get: bool = False,
     ) -> Result | None:
         """Consume the lines from the last position's second on (a stream kept open, or one
-        GET); a trailing partial line is left for the next read unless the container ended."""
+        GET: `get` even when streaming); a trailing partial line is left for the next read
+        unless the container ended."""
         state = self.state
         instance = (state.pod_uid, container, state.restart_count, state.container_id, previous)
-        follow = self.stream_log and not previous
+        follow = self.stream_log and not previous and not get
         if self._stream is None or self._stream.instance != instance:
             await self.close()
             query = [("container", container), ("timestamps", "true")]

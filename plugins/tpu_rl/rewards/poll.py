@@ -21,10 +21,10 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
-from tpu_rl.rewards import capacity_loss, health, progress, save_stop
+from tpu_rl.rewards import capacity_loss, curves, health, progress, save_stop
 from tpu_rl.rewards.capacity_end import epoch
 from tpu_rl.rewards.cluster_view import ClusterView
-from tpu_rl.rewards.event_files import EventFiles
+from tpu_rl.rewards.event_files import EventFiles, file_epoch
 from tpu_rl.rewards.follower import FollowState, Result, error_event, unhealthy_event
 from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.pod_log import PodLogReader
@@ -32,6 +32,8 @@ from tpu_rl.rewards.position import SavedPosition
 from tpu_rl.rewards.release import delete_now
 
 TAIL_LINES = 20
+# the TensorBoard tags read: the watchdog's, then the RL page's curves (tpu_rl.rewards.curves)
+BOARD_READ = (*health.BOARD_TAGS, *(t for t in curves.CURVE_TAGS if t not in health.BOARD_TAGS))
 TAIL_CHARS = 4000
 # How long a stopping trigger may take to save its position: within the 10 s a stopping
 # triggerer gives its runner before escalating to SIGTERM/SIGKILL (Airflow's
@@ -209,7 +211,26 @@ class LogFollower:
         result = await self._poll_once()
         if result is not None:  # the wait ends: no trigger reads these lines again
             self.held.tell()
+            await self._read_last_scalars()
+            if self.state.curves:  # the page's curves, for the wait's XCom
+                result = {**result, "curves": self.state.curves}
         return result
+
+    async def _read_last_scalars(self) -> None:
+        """The curves' last steps when the wait ends (Tunix flushes its event file at close,
+        before the Post line): read once more, past the read interval, for the curves only, the
+        files of this attempt that were read before (named by their writer's start)."""
+        started = [file_epoch(name) or 0 for name in self.state.event_offsets]
+        if self.event_files is None or not started:
+            return
+        read = sync_to_async(self.event_files.read, thread_sensitive=False)
+        try:
+            offsets, scalars = await read(self.state.event_offsets, min(started), BOARD_READ)
+        except Exception as error:  # the bucket unreadable: the curves stop where they were
+            self.log.warning("TensorBoard event files not read: %s", error)
+            return
+        self.state.event_offsets = offsets
+        self.state.curves = curves.record(self.state.curves, scalars)
 
     async def _poll_once(self) -> Result | None:
         if (result := self.found()) is not None:
@@ -273,7 +294,7 @@ class LogFollower:
         if failure is not None:
             lost = await self._capacity_lost(api, failure, pods, pod)
             return lost or await self._fail(api, *failure, pod=pod)
-        if not succeeded and (stalled := self._check_stall(pod)) is not None:
+        if not succeeded and (stalled := await self._check_stall(api, pod)) is not None:
             return stalled  # the pod runs on, silent: training is stopped
         if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
             await self._save_and_tell(api)  # after this poll's every change: one PATCH
@@ -292,18 +313,19 @@ class LogFollower:
 
     async def _read_event_files(self, job: dict[str, Any]) -> Result | None:
         """Judge the TensorBoard scalars written since the last read (tpu_rl.rewards.health.
-        on_scalar): the watchdog's event when a fatal rule fires. Only the event files this
+        on_scalar) and keep the page's curves of them (tpu_rl.rewards.curves, the watchdog on or
+        off): the watchdog's event when a fatal rule fires. Only the event files this
         Job's pods started (named by their writer's start, event_files.file_epoch): an earlier
         attempt's, under the same run_name, are not this one's. Best effort: the log's rules
         go on when the files cannot be read."""
         now = time.monotonic()
-        if self.event_files is None or self.state.health is None or health.fatal(self.state.health):
+        if self.event_files is None or health.fatal(self.state.health):
             return None
         if self._board_read_at is not None and now - self._board_read_at < self.tensorboard_every_s:
             return None
         self._board_read_at = now
         since = _created_epoch(job)
-        tags = health.BOARD_TAGS
+        tags = BOARD_READ
         # blocking GCS calls off the event loop, as the google provider's async hooks run their
         # sync hook (common/hooks/base_google.py, GoogleBaseAsyncHook.get_sync_hook)
         try:
@@ -313,20 +335,33 @@ class LogFollower:
             self.log.warning("TensorBoard event files not read: %s", error)
             return None
         self.state.event_offsets = offsets
-        memory = self.state.health
+        self.state.curves = curves.record(self.state.curves, scalars)
+        if (memory := self.state.health) is None:  # the watchdog is off: the curves only
+            return None
         for scalar in scalars:
-            memory = health.on_scalar(memory, scalar.tag, scalar.step, scalar.value, scalar.source)
+            if scalar.tag in health.BOARD_TAGS:
+                memory = health.on_scalar(
+                    memory, scalar.tag, scalar.step, scalar.value, scalar.source
+                )
         self.state.health = memory
         event = unhealthy_event(self.state)
         if event is not None:
             self.log.warning("%s", event["message"])
         return event
 
-    def _check_stall(self, pod: dict[str, Any] | None) -> Result | None:
+    async def _check_stall(self, api: AsyncKube, pod: dict[str, Any] | None) -> Result | None:
         """The watchdog's stall event when the training pod runs but has logged no step line
-        for longer than the stall rule allows (tpu_rl.rewards.health.on_quiet)."""
+        for longer than the stall rule allows (tpu_rl.rewards.health.on_quiet), judged on the
+        whole log: a silence an open stream has not caught up on (a rebuilt trigger's first
+        polls, the lines logged while no trigger ran still on their way) is read to its end
+        first, with a GET (a GET per poll has read it already), and its step lines judged; the
+        event of a line read then (the Post line, a fatal rule's) comes first."""
         if pod is None or verdicts.phase(pod) != "Running":
             return None
+        if health.on_quiet(self.state.health, time.time()) is None:
+            return None
+        if self.stream_log and (result := await self.reader.catch_up(api, pod)) is not None:
+            return result
         if (memory := health.on_quiet(self.state.health, time.time())) is None:
             return None
         self.state.health = memory

@@ -4,7 +4,13 @@ ETA, the spend so far and projected, and whether the projection passes the run's
 No I/O and no second read of the log: it reads the follower's step marks (`FollowState.
 step_marks`, [step, epoch] of each Tunix `Train step N` line, tpu_rl.rewards.train_step) and
 keeps its own state in `FollowState.progress`, which the saved position carries, so a rebuilt
-trigger goes on with the same first mark, the same cadence and the same verdict on the limit.
+trigger goes on with the same first mark, the same cadence and the same saves judged.
+
+The spend limit is judged at each committed save, once, on the projection at that time
+(tpu_rl.rewards.save_stop.spend_stop), never on a verdict an earlier step left: the mean pace is
+slow after one slow early step (a recompile), so the first projections run high and come down
+as the steps go on. A projection passing the limit between saves is a warning; one back under
+it, a line saying no stop is due.
 
 The pace is the mean since the first step line of this attempt: (last step - first step) over
 the time between their lines. A mean over every step so far follows variable step times better
@@ -31,9 +37,12 @@ EXPORT, FAIL = "export", "fail"  # spend_limit_action
 REASON = "spend_limit"  # the reward trigger's event when training stops for the spend limit
 # The reward trigger's event that reports progress while training runs on: the wait resumes in a
 # worker to write it to the run's page and note, then defers again. Each resume takes a worker
-# slot for a few seconds, so it comes every `progress_report_minutes` of training (15 by
-# default: about ten for the tutorial's 2.4 h), the first once the pace is known.
+# slot for a few seconds, so it comes every REPORT_EVERY_FRACTION of the steps or every
+# `progress_report_minutes` of training (15 by default), whichever comes first: about ten
+# reports for a run of any length (the tutorial's 2.4 h, the sandbox's 50 steps in compressed
+# time), more for a run over 2.5 h. The first once the pace is known.
 PROGRESS_EVENT = "training_progress"
+REPORT_EVERY_FRACTION = 0.1
 TELL_EVERY_S = 600.0  # a progress line at least every 10 minutes of training...
 TELL_EVERY_FRACTION = 0.05  # ...or every 5% of the steps, whichever comes first
 
@@ -113,8 +122,8 @@ def observe(
 ) -> tuple[Progress | None, list[str], bool]:
     """Update `state.progress` (a FollowState's) from its step marks: the progress (None
     before any step line), the lines due to the task log now, and whether the projected spend
-    has just passed the limit (said once per attempt). The dict is replaced, never changed in
-    place (the saved position compares the old value with the new)."""
+    has just passed the limit (said each time it passes; its line last). The dict is replaced,
+    never changed in place (the saved position compares the old value with the new)."""
     if not state.step_marks:
         return None, [], False
     kept = dict(state.progress or {})
@@ -128,10 +137,14 @@ def observe(
     if _due(kept.get("told"), newest, total):
         lines.append(progress_line(now, spend))
         kept["told"] = list(newest)
-    passed = over_limit(now, spend) and not kept.get("over")
-    if passed:
+    over = over_limit(now, spend)
+    passed = over and not kept.get("over")
+    if passed:  # [step, time] it passed at, until it is back under
         kept["over"] = [now.step, now.at]
         lines.append(limit_line(now, spend))
+    elif kept.get("over") and not over:
+        kept["over"] = None
+        lines.append(under_line(now, spend))
     # the line for the newest step, said or not: what a progress report shows (report_due)
     line = progress_line(now, spend)
     state.progress = {
@@ -166,14 +179,15 @@ def _due(told: list[float] | None, newest: list[float], total: int | None) -> bo
 
 def report_due(state: Any, every_s: float) -> dict[str, Any] | None:
     """The progress event due now (PROGRESS_EVENT), recorded as reported in `state.progress`;
-    None before the pace is known, or within `every_s` of the last report (the lines' time).
-    Its `progress`: the figures (Progress.as_dict) and the task log's line of the newest step."""
+    None before the pace is known, or within `every_s` of the last report (the lines' time) and
+    REPORT_EVERY_FRACTION of the steps. Its `progress`: the figures (Progress.as_dict) and the
+    task log's line of the newest step."""
     kept = dict(state.progress or {})
     last = kept.get("last")
     if not last or not kept.get("steps_per_hour"):
         return None
     reported = kept.get("reported")
-    if reported is not None and last[1] - reported[1] < every_s:
+    if reported is not None and not _report_due(reported, last, kept.get("total_steps"), every_s):
         return None
     state.progress = {**kept, "reported": list(last)}
     return {
@@ -182,6 +196,17 @@ def report_due(state: Any, every_s: float) -> dict[str, Any] | None:
         "progress": {k: kept.get(k) for k in REPORTED},
         "message": f"Training progress: step {last[0]}",
     }
+
+
+def _report_due(
+    reported: list[float], last: list[float], total: int | None, every_s: float
+) -> bool:
+    """A report is due at `last` ([step, time]): `every_s` since the last one, or a new
+    REPORT_EVERY_FRACTION of the steps."""
+    if last[1] - reported[1] >= every_s:
+        return True
+    share = max(1, math.ceil(total * REPORT_EVERY_FRACTION)) if total else 0
+    return bool(share) and last[0] // share > reported[0] // share
 
 
 # what a progress report carries: Progress.as_dict's figures and the line
@@ -205,8 +230,12 @@ def reported_text(figures: dict[str, Any]) -> str | None:
 
 def over_limit(now: Progress, spend: Spend) -> bool:
     """The projected spend passes the limit (a limit set, a projection known)."""
-    projected = now.projected_usd
-    return bool(spend.max_usd) and projected is not None and projected > spend.max_usd
+    return passes(now.projected_usd, spend)
+
+
+def passes(projected: Any, spend: Spend) -> bool:
+    """A projected spend (None: not known) passes the limit, when one is set."""
+    return bool(spend.max_usd) and isinstance(projected, int | float) and projected > spend.max_usd
 
 
 def progress_line(now: Progress, spend: Spend) -> str:
@@ -235,24 +264,33 @@ def spend_words(now: Progress, spend: Spend) -> str:
 
 
 def limit_line(now: Progress, spend: Spend) -> str:
-    """The warning when the projected spend first passes max_spend_usd."""
+    """The warning when the projected spend passes max_spend_usd."""
     then = "export it" if spend.action == EXPORT else "fail the run"
     return (
         f"Projected spend ${now.projected_usd:,.2f} passes max_spend_usd ${spend.max_usd:,.2f} "
-        f"at step {now.step}: training stops right after the next committed save, and the run "
-        f"will {then} (spend_limit_action={spend.action})"
+        f"at step {now.step}: training stops right after the next committed save if the "
+        f"projection then still passes it, and the run will {then} "
+        f"(spend_limit_action={spend.action})"
     )
 
 
-def stop_line(step: int, state: Any, spend: Spend) -> str:
-    """The stop's line, for the log, the event and the note."""
-    seen = (state.progress or {}).get("projected_usd")
-    projected = f"${seen:,.2f}" if isinstance(seen, int | float) else "the projection"
+def under_line(now: Progress, spend: Spend) -> str:
+    """The line when the projected spend is back under max_spend_usd."""
+    projected = "not known" if now.projected_usd is None else f"${now.projected_usd:,.2f}"
+    return (
+        f"Projected spend {projected} is back under max_spend_usd ${spend.max_usd:,.2f} at "
+        f"step {now.step}: no stop at the next save unless it passes again"
+    )
+
+
+def stop_line(step: int, judged: dict[str, Any], spend: Spend) -> str:
+    """The stop's line, for the log, the event and the note: the projection judged at the save
+    (`judged`: the progress figures, its step and projected_usd)."""
     then = "exported" if spend.action == EXPORT else "not exported: the run fails"
     return (
-        f"Spend limit: {projected} projected passes max_spend_usd ${spend.max_usd:,.2f}; "
-        f"training stopped right after the committed save of step {step}, which is {then} "
-        f"(spend_limit_action={spend.action})"
+        f"Spend limit: ${judged['projected_usd']:,.2f} projected at step {judged['step']} passes "
+        f"max_spend_usd ${spend.max_usd:,.2f}; training stopped right after the committed save "
+        f"of step {step}, which is {then} (spend_limit_action={spend.action})"
     )
 
 

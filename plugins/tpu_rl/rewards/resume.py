@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 XCOM_KEY = "attempts"
 COMPLETED, CAPACITY_LOST, FAILED = "completed", "capacity_lost", "failed"
 STOPPED_AT_SAVE = "stopped_at_save"  # stopped right after a save, before its capacity ended
+STOPPED_UNHEALTHY = "stopped_by_watchdog"  # a fatal training health rule stopped it
 # an attempt's key once it resumes after a fatal training health rule (health_action=resume):
 # {rule, step, anomaly_step, moved: the steps quarantined (None: not yet), quarantine: where}
 HEALTH_RESUME = "health_resume"
@@ -156,7 +157,11 @@ def without_poisoned(evaluations: list[dict[str, Any]], attempt: int, anomaly_st
 def health_resume_line(step: int | None, healthy: str | None, moved: list[int], where: str) -> str:
     """The task log's line for the resume after a fatal health rule: from which checkpoint,
     where the poisoned saves went, and what changes for the new attempt."""
-    start = f"healthy checkpoint step {step} ({healthy})" if step is not None else "the start"
+    start = (
+        f"healthy checkpoint step {step} ({healthy})"
+        if step is not None
+        else "the converted checkpoint (no healthy save: training starts over)"
+    )
     saves = (
         f"the {'save' if len(moved) == 1 else 'saves'} of step{'s'[: len(moved) - 1]} "
         f"{', '.join(map(str, moved))} moved to {where}"

@@ -1,6 +1,6 @@
 """Stopping training right after the last save that can finish before its capacity ends:
 the judgment of each finished save, on the follower's state and the backend's nodes; and right
-after the first save once the projected spend passes the run's limit (spend_stop)."""
+after a save committed while the projected spend passes the run's limit (spend_stop)."""
 
 from __future__ import annotations
 
@@ -69,16 +69,19 @@ async def slice_end(
 def spend_stop(
     state: FollowState, spend: progress.Spend, total_steps: int | None, log: logging.Logger
 ) -> Result | None:
-    """The `spend_limit` event at the first save committed after the projected spend passed
-    max_spend_usd (tpu_rl.rewards.progress); None to go on. The last step's save ends training
-    anyway: never a stop."""
-    over = (state.progress or {}).get("over")
-    if not over or state.saved is None or state.saved[1] < over[1]:
+    """The `spend_limit` event at a committed save when the projected spend passes
+    max_spend_usd then (tpu_rl.rewards.progress: the projection of the newest step line read);
+    None to go on. Each save is judged once (`judged_save` in the progress state, which the
+    saved position carries). The last step's save ends training anyway: never a stop."""
+    figures = state.progress or {}
+    if state.saved is None or figures.get("judged_save") == state.saved[0]:
         return None
     step = int(state.saved[0])
-    if total_steps is not None and step >= total_steps:
+    state.progress = {**figures, "judged_save": step}
+    projected = figures.get("projected_usd")
+    if not progress.passes(projected, spend) or (total_steps is not None and step >= total_steps):
         return None
-    line = progress.stop_line(step, state, spend)
+    line = progress.stop_line(step, figures, spend)
     log.warning(line)
     return {
         **error_event(progress.REASON, line),

@@ -115,7 +115,7 @@ class RewardTrigger(BaseTrigger):
             await follower.close()
         if payload.get("reason") == progress.PROGRESS_EVENT and found is not None:
             follower.held.tell()  # what the lines read since said, as a poll's end does
-            payload = found
+            payload = {**found, "curves": follower.state.curves} if follower.state.curves else found
         if payload.get("reason") == progress.PROGRESS_EVENT:
             # training runs on: the task writes the progress and defers again from this state
             payload = {**payload, "state": follower.state.as_dict()}

@@ -12,6 +12,8 @@
 - text_rules.py: each free-text setting's length limit and character class (its field's `text`),
   for the Params' JSON schema and for validation.
 - validation.py, grpo_rules.py, capacity_rules.py, references.py: the rules a run's settings meet.
+- device_mesh.py: JAX's device mesh on a role's share of a TPU slice, as MaxText builds it (the
+  physical rules of grpo_rules.physical_meshes).
 - param_specs.py: generates params.json (`make params`); params.py reads it for the DAG files'
   parse (each Param as data, and the defaults), which imports nothing else from here (the run
   DAG's Params, with the cost estimate: tpu_rl.dag.params).

@@ -35,6 +35,15 @@ class Optimizer(StrEnum):
     ADAMW = "adamw"
 
 
+class ModelImpl(StrEnum):
+    """Which model the rollout's vLLM runs on TPU (tpu-inference's MODEL_IMPL_TYPE, envs.py):
+    `auto` resolves per architecture, `flax_nnx` its JAX models, `vllm` vLLM's own."""
+
+    AUTO = "auto"
+    FLAX_NNX = "flax_nnx"
+    VLLM = "vllm"
+
+
 class DType(StrEnum):
     """The dtypes MaxText takes for weights, optimizer state and gradients."""
 

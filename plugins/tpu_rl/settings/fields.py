@@ -23,6 +23,7 @@ from tpu_rl.settings.choices import (
     EvalMetric,
     ExportCheckpoint,
     HealthAction,
+    ModelImpl,
     Optimizer,
     RematPolicy,
     SpendLimitAction,
@@ -66,7 +67,7 @@ class RunSettings:
     )
     cluster_name: str = ESSENTIALS.name(
         "Cluster name",
-        rule.GCE,
+        rule.CLUSTER_NAME,
         description="Name of the GKE cluster the run creates or uses: lower-case letters, digits "
         "and hyphens, at most 20 characters (tutorial: CLUSTER_NAME).",
     )
@@ -454,6 +455,14 @@ class RunSettings:
         description="JSON object that overrides the model's Hugging Face configuration in vLLM.",
         text=rule.JSON_TEXT,
     )
+    rollout_model_impl: ModelImpl = GRPO.choice(
+        ModelImpl,
+        "Rollout model code",
+        description="Which model code the rollout's vLLM runs (tpu-inference's MODEL_IMPL_TYPE, "
+        "set in the training pod): auto chooses by architecture; flax_nnx its JAX models "
+        "(run_gptoss_20b_rl.sh's for gpt-oss); vllm vLLM's own. With vllm_hf_overrides naming "
+        "MaxTextForCausalLM, MaxText's model runs whatever this says.",
+    )
     extra_train_args: list[str] = GRPO.setting(
         [],
         "Extra training flags",
@@ -481,11 +490,12 @@ class RunSettings:
         0.0,
         "Spend limit (USD)",
         description="Most the training's TPUs may cost, in US dollars; 0: no limit. Validate "
-        "refuses a run whose estimate passes it; while training, once the spend projected at the "
-        "end passes it, training stops right after the next committed checkpoint, and "
-        "spend_limit_action says what follows. Spot and flex-start count the slice's hours at "
-        "the price table's price; a calendar window counts its whole length; a reservation has "
-        "no spend of its own (its commitment pays).",
+        "refuses a run whose estimate passes it; while training, each committed checkpoint is "
+        "judged on the spend projected at the end then: when it passes the limit, training "
+        "stops right after that checkpoint, and spend_limit_action says what follows. Spot and "
+        "flex-start count the slice's hours at the price table's price; a calendar window "
+        "counts its whole length; a reservation has no spend of its own (its commitment pays).",
+        at_least=0,
     )
     spend_limit_action: SpendLimitAction = RUN.choice(
         SpendLimitAction,
@@ -493,18 +503,38 @@ class RunSettings:
         description="What a run stopped by max_spend_usd does with the checkpoint it stopped at: "
         "export (export and gate it) or fail (the run fails, nothing exported).",
     )
+    negotiated_usd_per_chip_hour: float = RUN.setting(
+        0.0,
+        "Negotiated price (USD)",
+        description="Your contract's price of a TPU chip-hour in the run's capacity mode (a "
+        "commitment's, or TPU7x's, which has no public price), in US dollars; 0: the price "
+        "table's (tpu_rl/report/prices.py). The estimate, the spend limit and the run report "
+        "count the run's TPUs at it.",
+        at_least=0,
+    )
     health_nonfinite_loss: bool = RUN.setting(
         True,
         "Stop on a NaN loss",
         description="Training health watchdog: stop training at the first Train step line whose "
-        "loss is nan or inf (then health_action).",
+        "loss or perplexity is nan or inf, or Intermediate Eval line whose mean_reward is (then "
+        "health_action). A step line's anomaly step is the step before it: Tunix logs a step's "
+        "loss an update late, computed with the weights the step before saved.",
     )
     health_spike_factor: float = RUN.setting(
         10.0,
         "Loss spike factor",
         description="Training health watchdog: stop training when a step's loss magnitude passes "
-        "this many times the median of the last health_spike_window finite losses (then "
-        "health_action); 0: off.",
+        "this many times the median of the last health_spike_window finite losses and "
+        "health_spike_floor (then health_action); 0: off.",
+        at_least=0,
+    )
+    health_spike_floor: float = RUN.setting(
+        10.0,
+        "Loss spike floor",
+        description="The smallest loss magnitude the loss spike rule calls a spike: GRPO's loss "
+        "is beta times the KL plus a term that averages to zero, so it sits near zero and "
+        "changes sign (real runs stay within 0.36); a diverged policy logs thousands.",
+        at_least=0,
     )
     health_spike_window: int = RUN.setting(
         20,
@@ -519,12 +549,14 @@ class RunSettings:
         description="Training health watchdog: stop training when no new Train step line comes "
         "for this many times the median step interval (at least health_stall_floor_minutes) "
         "while the training pod runs (then health_action); 0: off.",
+        at_least=0,
     )
     health_stall_floor_minutes: float = RUN.setting(
         30.0,
         "Stall floor (min)",
         description="The shortest silence the stall rule calls a stall, in minutes: a checkpoint "
         "save or an evaluation may take this long between two step lines.",
+        at_least=0,
     )
     health_reward_drop: float = RUN.setting(
         1.0,
@@ -532,33 +564,41 @@ class RunSettings:
         description="Training health watchdog: stop training when an Intermediate Eval's "
         "mean_reward falls below the best one so far by more than this, in reward units (then "
         "health_action); 0: off.",
+        at_least=0,
     )
     health_slow_factor: float = RUN.setting(
         3.0,
         "Slow step factor",
         description="Training health watchdog: warn in the task log when a step takes more than "
         "this many times the median step interval (a warning only); 0: off.",
+        at_least=0,
     )
     health_kl_factor: float = RUN.setting(
         10.0,
         "KL blow-up factor",
-        description="Training health watchdog, from the run's TensorBoard event files: stop "
+        description="Training health watchdog, from the run's TensorBoard event files (read up "
+        "to log_period steps late: Tunix flushes them every log_period steps, MaxText's 20): stop "
         "training when actor/train/kl passes this many times the median of its last 20 values "
-        "and health_kl_floor (then health_action); 0: off.",
+        "and health_kl_floor while the batch's mean reward is below the recent median (a policy "
+        "that learns moves away from the reference too; then health_action); 0: off.",
+        at_least=0,
     )
     health_kl_floor: float = RUN.setting(
         0.1,
         "KL blow-up floor",
         description="The smallest actor/train/kl the KL blow-up rule calls a blow-up: early in "
         "training the KL is near 0, so any value is many times its median.",
+        at_least=0,
     )
     health_reward_spread_steps: int = RUN.setting(
         20,
         "Reward std collapse (steps)",
-        description="Training health watchdog, from the run's TensorBoard event files: stop "
-        "training when this many steps in a row give every completion of the batch the same "
-        "reward (rewards/train/score max = min: GRPO's advantages are all 0, nothing is "
-        "learned; then health_action); 0: off.",
+        description="Training health watchdog, from the run's TensorBoard event files (read up "
+        "to log_period steps late): stop training when this many steps in a row give every "
+        "completion of the batch the same reward, below the best batch reward before them "
+        "(rewards/train/score max = min: GRPO's advantages are all 0, the policy collapsed; the "
+        "same reward at or above the best is a learned task, not a fault; then health_action); "
+        "0: off.",
         bounds=(0, 100000),
     )
     health_action: HealthAction = RUN.choice(
@@ -568,10 +608,11 @@ class RunSettings:
         "deleted at once; a checkpoint saved at or after the anomaly step is never gated, "
         "exported or promoted): stop (the run fails, naming the rule, the step, the evidence "
         "and the newest healthy checkpoint), export_healthy (gate and export the newest "
-        "checkpoint committed before the anomaly) or resume (once: the saves at or after the "
-        "anomaly step are moved to the run's quarantine/ folder and training resumes on the "
-        "same slice from the newest healthy checkpoint, the watchdog afresh; a second anomaly "
-        "ends the run as stop does).",
+        "checkpoint committed before the anomaly, gated on its evaluation or the newest one "
+        "before it) or resume (once: the saves at or after the anomaly step are moved to the "
+        "run's quarantine/ folder and training resumes on the same slice from the newest "
+        "healthy checkpoint, or starts over from the converted checkpoint when none is healthy, "
+        "the watchdog afresh; a second anomaly ends the run as stop does).",
     )
     min_reward_gain: float = RUN.setting(
         0.0,
@@ -623,6 +664,7 @@ class RunSettings:
         description="How often, in minutes of training, the run's page and note show its step, "
         "ETA and spend while it trains (the first once the pace is known); each report resumes "
         "the waiting task in a worker for a few seconds. The task log says it more often.",
+        at_least=0,
     )
     pending_timeout_minutes: int = RUN.setting(
         60,

@@ -6,8 +6,27 @@ import functools
 import math
 from collections.abc import Callable, Iterator
 
+from tpu_rl.settings.device_mesh import HOLE, mesh_problem, slice_devices
 from tpu_rl.settings.fields import RunSettings
-from tpu_rl.tpu import generation_of
+from tpu_rl.tpu import dims_of, generation_of
+
+# maxtext-v0.2.4 src/maxtext/configs/types.py:1100-1116: RLConfig's mesh_axes, the order
+# create_device_mesh lays the ICI axes in (utils/maxtext_utils.py:2186-2209); the run sets fsdp,
+# tensor and expert, the others are 1 (configs/base.yml:672-684)
+MESH_AXES = (
+    "data",
+    "stage",
+    "fsdp",
+    "fsdp_transpose",
+    "sequence",
+    "context",
+    "context_usp_ulysses",
+    "context_autoregressive",
+    "tensor",
+    "tensor_sequence",
+    "expert",
+    "autoregressive",
+)
 
 
 def batch_division(s: RunSettings) -> Iterator[str]:
@@ -99,28 +118,132 @@ def _on_whole_devices(fraction_name: str) -> Callable[[MeshCheck], Rule]:
     return wrap
 
 
-@_on_whole_devices("trainer_devices_fraction")
-def trainer_mesh(s: RunSettings, devices: int) -> Iterator[str]:
-    """MaxText's fill_unspecified_mesh_axes (maxtext-v0.2.4 src/maxtext/utils/max_utils.py:
-    461-482): at most one axis -1, the others' product dividing the devices of a slice, the whole
-    product equal to them."""
-    axes = {
+def _ici_axes(s: RunSettings) -> dict[str, int]:
+    return {
         "ici_tensor_parallelism": s.ici_tensor_parallelism,
         "ici_expert_parallelism": s.ici_expert_parallelism,
         "ici_fsdp_parallelism": s.ici_fsdp_parallelism,
     }
-    auto = [name for name, v in axes.items() if v == -1]
-    if any(v == 0 or v < -1 for v in axes.values()) or len(auto) > 1:
-        yield "ici_*_parallelism: each must be positive, and at most one may be -1 (auto)"
-        return
+
+
+def _malformed(axes: dict[str, int]) -> bool:
+    return any(v == 0 or v < -1 for v in axes.values()) or list(axes.values()).count(-1) > 1
+
+
+def _fixed(axes: dict[str, int]) -> str:
+    """The product of the axes given, 'x auto' when one is -1."""
     fixed = math.prod(v for v in axes.values() if v != -1)
-    if (auto and devices % fixed) or (not auto and devices != fixed):
+    return f"{fixed}{' x auto' if -1 in axes.values() else ''}"
+
+
+def _filled_axes(s: RunSettings, devices: int) -> dict[str, int] | None:
+    """MaxText's fill_unspecified_mesh_axes (maxtext-v0.2.4 src/maxtext/utils/max_utils.py:
+    461-482) on the run's ICI axes for `devices`: each axis's size, None when they do not fill
+    them (at most one axis -1, the others' product dividing the devices, the whole product equal
+    to them)."""
+    axes = _ici_axes(s)
+    if _malformed(axes):
+        return None
+    fixed = math.prod(v for v in axes.values() if v != -1)
+    if (-1 in axes.values() and devices % fixed) or (-1 not in axes.values() and devices != fixed):
+        return None
+    return {name: devices // fixed if v == -1 else v for name, v in axes.items()}
+
+
+@_on_whole_devices("trainer_devices_fraction")
+def trainer_mesh(s: RunSettings, devices: int) -> Iterator[str]:
+    """The trainer's ICI axes fill its devices (max_utils.py:461-482)."""
+    if _malformed(_ici_axes(s)):
+        yield "ici_*_parallelism: each must be positive, and at most one may be -1 (auto)"
+    elif _filled_axes(s, devices) is None:
         yield (
-            f"ici_*_parallelism: tensor x expert x fsdp = {fixed}"
-            f"{' x auto' if auto else ''} does not fit the trainer's {devices} devices on "
-            f"{s.tpu_type} (MaxText: the mesh's product must equal the devices per slice); "
-            f"make the product {devices}, or one axis -1 and the others' product divide {devices}"
+            f"ici_*_parallelism: tensor x expert x fsdp = {_fixed(_ici_axes(s))} does not fit "
+            f"the trainer's {devices} devices on {s.tpu_type} (MaxText: the mesh's product must "
+            f"equal the devices per slice); make the product {devices}, or one axis -1 and the "
+            f"others' product divide {devices}"
         )
+
+
+def _one_slice(s: RunSettings) -> bool:
+    """One slice split by the fractions (model_creation_utils.py:671-690): the sampler's config
+    is the trainer's (689-690), and both meshes lie on the one slice."""
+    return s.cluster_nodepool_count == 1 and s.num_trainer_slices == s.num_samplers_slices == -1
+
+
+def sampler_ici_mesh(s: RunSettings) -> Iterator[str]:
+    """On one slice MaxText builds the rollout mesh from the trainer's config (model_creation_
+    utils.py:689-690, 770: create_device_mesh(sampler_config, sampler_devices)): the trainer's
+    ICI axes must fill the sampler's devices too (max_utils.py:479). Fractions of no whole
+    devices: trainer_mesh and sampler_mesh report them."""
+    trainer = _role_devices(s, "trainer_devices_fraction")
+    devices = _role_devices(s, "sampler_devices_fraction")
+    if not (_one_slice(s) and isinstance(trainer, int) and isinstance(devices, int)):
+        return
+    if _filled_axes(s, trainer) and _filled_axes(s, devices) is None:
+        yield (
+            f"ici_*_parallelism: tensor x expert x fsdp = {_fixed(_ici_axes(s))} fits the "
+            f"trainer's {trainer} devices but not the sampler's {devices} on {s.tpu_type}: on one "
+            "slice MaxText builds the rollout mesh with the trainer's ICI axes (model_creation_"
+            "utils.py:689-690, 770) and fill_unspecified_mesh_axes asserts (max_utils.py:479); "
+            "give both roles the same share (trainer_devices_fraction = sampler_devices_fraction), "
+            f"or set one axis -1 and the others' product divide both {trainer} and {devices}"
+        )
+
+
+def physical_meshes(s: RunSettings) -> Iterator[str]:
+    """JAX lays each role's mesh on its devices of the slice (maxtext_utils.py:2248-2272 ->
+    jax mesh_utils.create_device_mesh, tpu_rl.settings.device_mesh): the devices must fill a box
+    of chips and, without allow_split_physical_axes, each axis be a product of whole physical
+    axes of that box."""
+    generation = generation_of(s.tpu_type)
+    dims = dims_of(s.topology)
+    if not (_one_slice(s) and generation and len(dims) == generation.dimensions):
+        return
+    every = slice_devices(dims, generation.devices_per_chip)
+    if len(every) != s.chips * generation.devices_per_chip:
+        return  # a topology of no whole hosts: tpu_shape reports it
+    cited = (
+        "MaxText's create_device_mesh (maxtext_utils.py:2248-2272) through jax "
+        "mesh_utils.create_device_mesh"
+    )
+    for fraction_name, role in (
+        ("trainer_devices_fraction", "trainer"),
+        ("sampler_devices_fraction", "sampler"),
+    ):
+        count = _role_devices(s, fraction_name)
+        filled = _filled_axes(s, count) if isinstance(count, int) else None
+        if not filled:
+            continue  # the ICI rules above report it
+        devices = every[:count] if role == "trainer" else every[len(every) - count :]
+        sizes = {
+            "fsdp": filled["ici_fsdp_parallelism"],
+            "tensor": filled["ici_tensor_parallelism"],
+            "expert": filled["ici_expert_parallelism"],
+        }
+        axes = [(name, sizes.get(name, 1)) for name in MESH_AXES]
+        problem = mesh_problem(generation.name, devices, axes, s.allow_split_physical_axes)
+        where = (
+            f"the {role}'s {count} devices of {s.tpu_type} ({s.topology}, the "
+            f"{'first' if role == 'trainer' else 'last'} {count} of {len(every)})"
+        )
+        if problem is None:
+            continue
+        if problem == HOLE:
+            yield (
+                f"{fraction_name}: {where}: {problem}, so {cited} refuses them; choose fractions "
+                "whose devices fill a box of whole hosts (2x2 chips each), e.g. 0.5 and 0.5"
+            )
+        elif not s.allow_split_physical_axes:
+            yield (
+                f"allow_split_physical_axes: false, and on {where} {problem}, so "
+                f"{cited} refuses it; set allow_split_physical_axes true, or axes that are "
+                "products of whole physical axes of that box"
+            )
+        else:
+            yield (
+                f"ici_*_parallelism: on {where} {problem} ({cited}); choose axes whose sizes "
+                "divide that box's sides"
+            )
 
 
 @_on_whole_devices("sampler_devices_fraction")
@@ -145,4 +268,6 @@ GRPO_RULES = (
     device_fractions,
     trainer_mesh,
     sampler_mesh,
+    sampler_ici_mesh,
+    physical_meshes,
 )

@@ -2,11 +2,12 @@
 
 The keys: `title` (the form's label), `description` (what the setting does, in a user's words:
 the trigger form's and docs/settings.md's text), `section` (the form's section), `bounds` (an
-integer's (minimum, maximum)), `required` (no default: the form marks it, and a run needs it
-filled), `may_be_empty` (an emptied field, which the form sends as null, reads as empty rather
-than as the default), `maxtext` (the train_rl key=value flag the setting becomes: True for the
-flag of its own name), `choices` (the StrEnum of its values) and `text` (a free-text setting's
-length limit and character class, tpu_rl.settings.text_rules; a list's: of each item).
+integer's (minimum, maximum)), `at_least` (a number's floor: validate refuses a smaller value,
+nan, which no comparison catches, and inf), `required` (no default: the form marks it, and a run
+needs it filled), `may_be_empty` (an emptied field, which the form sends as null, reads as empty
+rather than as the default), `maxtext` (the train_rl key=value flag the setting becomes: True
+for the flag of its own name), `choices` (the StrEnum of its values) and `text` (a free-text
+setting's length limit and character class, tpu_rl.settings.text_rules; a list's: of each item).
 
 A description is plain text: Airflow's form shows a Param's `description` as text, not Markdown
 (so no backticks). A setting that becomes a MaxText flag gets the flag's name after its text
@@ -57,6 +58,7 @@ class Section(StrEnum):
         *,
         description: str,
         bounds: tuple[int, int] | None = None,
+        at_least: float | None = None,
         required: bool = False,
         may_be_empty: bool = False,
         maxtext: str | bool = False,
@@ -69,6 +71,7 @@ class Section(StrEnum):
             "description": description,
             "section": self,
             "bounds": bounds,
+            "at_least": at_least,
             "required": required,
             "may_be_empty": may_be_empty,
             "maxtext": maxtext,

@@ -11,28 +11,48 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tpu_rl.catalogue.cells import CELL_SETTINGS
+from tpu_rl.catalogue.cells import CELL_SETTINGS, CELLS
 from tpu_rl.settings.choices import EVAL_METRICS
 from tpu_rl.settings.fields import SETTING_FIELDS
 from tpu_rl.settings.metadata import default_of, describe, json_type, plain
 from tpu_rl.settings.params import SCHEMA_DIALECT, SPECS_FILE
 from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, text_keywords
 
+# The catalogue's models and TPU types: the form offers them as it is typed in (`examples`).
+CATALOGUE_EXAMPLES = {
+    "model_name": list(dict.fromkeys(c.model_name for c in CELLS)),
+    "tpu_type": list(dict.fromkeys(c.tpu_type for c in CELLS)),
+}
+
 
 def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
-    """A setting's choices, text rule and item type as JSON-schema keywords (a list's text rule
-    applies to each item).
+    """A setting's choices, catalogue examples, bounds, text rule and item type as JSON-schema
+    keywords (a list's text rule applies to each item).
 
-    No `minimum`/`maximum`: Airflow's form gives them to its number input as `min`/`max`
-    (the installed bundle airflow/ui/dist/assets/index-*.js, the number field:
-    `max:o.schema.maximum??void 0,min:o.schema.minimum??void 0`), and Chakra's NumberInput
-    clamps a value outside them when the field loses focus, so a 0 typed for training steps
-    became 1 without a word. `validate` checks the bounds and names the value; the description
-    states them.
+    The bounds sit inside `allOf`, never at the schema's top: Airflow's form gives a top-level
+    `minimum`/`maximum` to its number input as `min`/`max` (the installed bundle
+    airflow/ui/dist/assets/index-*.js, the number field: `max:o.schema.maximum??void 0,
+    min:o.schema.minimum??void 0`), and Chakra's NumberInput clamps a value outside them when
+    the field loses focus, so a 0 typed for training steps became 1 without a word. Inside
+    `allOf` the form leaves the value as typed, and Airflow's trigger refuses the run before it
+    exists: create_dagrun validates every Param's value against its schema with jsonschema
+    (airflow/serialization/definitions/dag.py:664-665, definitions/param.py:59-67), and the
+    API answers the ParamValidationError with a 400 (api_fastapi/core_api/routes/public/
+    dag_run.py:800-801), which the form shows. `examples` gives a text field a datalist of
+    suggestions (the bundle's text field: `list:s.schema.examples?`list_${e}`:void 0`), so a
+    model or TPU outside the catalogue stays allowed, as validate allows it.
     """
     keywords: dict[str, Any] = {}
+    if examples := CATALOGUE_EXAMPLES.get(f.name):
+        keywords["examples"] = examples
+    if (floor := f.metadata["at_least"]) is not None:
+        keywords["allOf"] = [{"minimum": floor}]
+    elif bounds := f.metadata["bounds"]:
+        keywords["allOf"] = [{"minimum": bounds[0], "maximum": bounds[1]}]
     if choices := f.metadata["choices"]:
-        keywords["enum"] = [member.value for member in choices]
+        # a setting the catalogue's cell gives starts empty (param_spec): null is one of its values
+        empty = [None] if f.name in CELL_SETTINGS else []
+        keywords["enum"] = [member.value for member in choices] + empty
     text = text_keywords(f.metadata["text"]) if f.metadata["text"] else {}
     if json_type(f) == "array":
         keywords["maxItems"] = MAX_LIST_ITEMS
@@ -46,7 +66,10 @@ def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
 
 
 def bounds_text(f: dataclasses.Field) -> str:
-    """` From 1 to 10,000,000.` for a bounded integer setting; empty otherwise."""
+    """` From 1 to 10,000,000.` for a bounded integer setting, ` 0 or more.` for a number with a
+    floor; empty otherwise."""
+    if (floor := f.metadata["at_least"]) is not None:
+        return f" {floor:g} or more."
     if not (bounds := f.metadata["bounds"]):
         return ""
     low, high = bounds

@@ -18,7 +18,7 @@ from tpu_rl.settings.fields import (
 )
 from tpu_rl.settings.metadata import json_type
 from tpu_rl.settings.text_rules import short_repr
-from tpu_rl.settings.validation import validate
+from tpu_rl.settings.validation import CLUSTER_RULES, Rule, validate
 
 # Former Params that choose credentials: deployment configuration now (tpu_rl.deployment).
 DEPLOYMENT_KEYS = {"hf_conn_id": "TPU_RL_HF_CONN_ID", "gcp_conn_id": "TPU_RL_GCP_CONN_ID"}
@@ -75,10 +75,23 @@ def load_settings(raw: Mapping[str, Any]) -> RunSettings:
     return settings
 
 
-def read_settings(raw: Mapping[str, Any]) -> tuple[RunSettings, list[str]]:
+def load_cluster_settings(raw: Mapping[str, Any]) -> RunSettings:
+    """A cluster's settings for a Cluster Toolkit step given them (the janitor's destroy),
+    checked by the rules of what the step reads (validation.CLUSTER_RULES); raises
+    SettingsError listing every problem."""
+    settings, errors = read_settings(raw, CLUSTER_RULES)
+    if errors:
+        raise SettingsError(errors)
+    return settings
+
+
+def read_settings(
+    raw: Mapping[str, Any], rules: tuple[Rule, ...] | None = None
+) -> tuple[RunSettings, list[str]]:
     """The settings `raw` gives (those left unset from the catalogue's cell) and every problem
     of them: unknown keys, values of the wrong JSON type (such a value stays at its default in
-    the settings returned), then validate's. The estimate page reads both (tpu_rl.ui.estimate)."""
+    the settings returned), then validate's (by `rules`, all by default). The estimate page
+    reads both (tpu_rl.ui.estimate)."""
     errors = [
         f"{key}: set by the deployer ({DEPLOYMENT_KEYS[key]}), not by a run"
         if key in DEPLOYMENT_KEYS
@@ -102,7 +115,7 @@ def read_settings(raw: Mapping[str, Any]) -> tuple[RunSettings, list[str]]:
             value = {name: float(v) for name, v in value.items()}
         values[key] = float(value) if kind == "number" else value
     settings = RunSettings(**values)
-    return settings, errors + validate(settings)
+    return settings, errors + validate(settings, rules)
 
 
 def load_settings_file(path: str | Path) -> RunSettings:

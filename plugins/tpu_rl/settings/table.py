@@ -36,6 +36,8 @@ def value_type(f: dataclasses.Field) -> str:
         return "one of " + ", ".join(f"`{member.value}`" for member in choices)
     if bounds := f.metadata["bounds"]:
         return f"integer, {bounds[0]} to {bounds[1]}"
+    if (floor := f.metadata["at_least"]) is not None:
+        return f"number, {floor:g} or more"
     if text := f.metadata["text"]:
         limit = f"at most {text.max_length} characters of {text.what}"
         if json_type(f) == "array":

@@ -85,6 +85,9 @@ PROJECT_ID = TextRule("[a-z0-9-]", 30, LOWER)
 # Compute Engine names (regions, zones, machine and TPU types, GKE clusters, reservations): RFC
 # 1035 labels of at most 63 characters (cloud.google.com/compute/docs/naming-resources).
 GCE = TextRule("[a-z0-9-]", 63, LOWER)
+# The run's cluster: a Compute Engine name, held to 20 characters by validate (NAME_PATTERNS),
+# the one limit the form, the docs and validate state.
+CLUSTER_NAME = TextRule("[a-z0-9-]", 20, LOWER)
 # A shared reservation is `projects/<project>/reservations/<name>` (capacity_rules).
 RESERVATION = TextRule(
     "[a-z0-9/-]",

@@ -6,11 +6,11 @@ import ipaddress
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
-from tpu_rl.settings.capacity_rules import CAPACITY_RULES, short_run_warnings
-from tpu_rl.settings.cell_rules import CELL_RULES, catalogue_warnings
+from tpu_rl.settings.capacity_rules import CAPACITY_RULES, ladder, reservation, short_run_warnings
+from tpu_rl.settings.cell_rules import CELL_RULES, catalogue_warnings, tpu_shape
 from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.eval_rules import (
     best_checkpoint_warnings,
@@ -22,7 +22,7 @@ from tpu_rl.settings.grpo_rules import GRPO_RULES
 from tpu_rl.settings.images import IMAGE_SETTINGS, is_unpinned
 from tpu_rl.settings.metadata import default_of
 from tpu_rl.settings.references import hf_repo_id_problem, image_reference_problem
-from tpu_rl.settings.text_rules import MAX_LIST_ITEMS, TextRule, short_repr
+from tpu_rl.settings.text_rules import CLUSTER_NAME, MAX_LIST_ITEMS, TextRule, short_repr
 
 Rule = Callable[[RunSettings], Iterator[str]]
 RULES: list[Rule] = []
@@ -39,6 +39,7 @@ MANAGED_TRAIN_FLAGS = {
     "chips_per_vm",  # from the TPU generation (tpu_rl.jobs.maxtext_flags.shape_flags)
 }
 BOUNDED_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["bounds"])
+FLOORED_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["at_least"] is not None)
 TEXT_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["text"])
 
 
@@ -47,8 +48,8 @@ def rule(fn: Rule) -> Rule:
     return fn
 
 
-def validate(s: RunSettings) -> list[str]:
-    """Every problem the rules find, in one pass, in rule order.
+def validate(s: RunSettings, rules: Sequence[Rule] | None = None) -> list[str]:
+    """Every problem the rules find (`rules`, RULES by default), in one pass, in rule order.
 
     Integers out of their bounds, text over its length limit and control characters are
     reported first, and the other rules run on the settings with those values at their
@@ -62,7 +63,7 @@ def validate(s: RunSettings) -> list[str]:
     about_held = re.compile(rf"\b({'|'.join(map(re.escape, sorted(held)))})\b") if held else None
     problems = [
         problem
-        for check in RULES
+        for check in (RULES if rules is None else rules)
         for problem in check(checked)
         if not (about_held and about_held.search(problem))
     ]
@@ -98,9 +99,9 @@ NAME_PATTERNS = {
         "digits, hyphens; starts with a letter, does not end with a hyphen)",
     ),
     "cluster_name": (
-        r"[a-z][a-z0-9-]{0,19}",
-        "must start with a lower-case letter, hold only "
-        "lower-case letters, digits and hyphens, and be at most 20 characters",
+        rf"[a-z][a-z0-9-]{{0,{CLUSTER_NAME.max_length - 1}}}",
+        "must start with a lower-case letter, hold only lower-case letters, digits and "
+        f"hyphens, and be at most {CLUSTER_NAME.max_length} characters",
     ),
 }
 
@@ -155,7 +156,9 @@ def region_and_zone(s: RunSettings) -> Iterator[str]:
 
 @rule
 def out_of_bounds(s: RunSettings) -> Iterator[str]:
-    """Every integer setting within the bounds its field declares."""
+    """Every integer setting within the bounds its field declares, and every number with a floor
+    a finite one at or above it (a negative watchdog factor fires at every step; a nan one, which
+    every comparison answers False, turns its rule off without a word)."""
     for f in BOUNDED_FIELDS:
         low, high = f.metadata["bounds"]
         value = getattr(s, f.name)
@@ -166,6 +169,10 @@ def out_of_bounds(s: RunSettings) -> Iterator[str]:
             yield f"{f.name}: must be {'0 or more' if low == 0 else f'at least {low}'}, got {shown}"
         elif value > high:
             yield f"{f.name}: must be at most {high}, got {shown}"
+    for f in FLOORED_FIELDS:
+        value, floor = getattr(s, f.name), f.metadata["at_least"]
+        if not (math.isfinite(value) and value >= floor):
+            yield f"{f.name}: must be {floor:g} or more and finite, got {value}"
 
 
 def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) -> Iterator[str]:
@@ -198,8 +205,6 @@ def ranges(s: RunSettings) -> Iterator[str]:
         yield f"hbm_utilization_vllm: must be in (0, 1), got {s.hbm_utilization_vllm}"
     if not math.isfinite(s.min_reward_gain):
         yield f"min_reward_gain: must be a finite number, got {s.min_reward_gain}"
-    if not (math.isfinite(s.max_spend_usd) and s.max_spend_usd >= 0):
-        yield f"max_spend_usd: must be 0 (no limit) or a positive number, got {s.max_spend_usd}"
 
 
 @rule
@@ -308,3 +313,24 @@ def extra_train_args(s: RunSettings) -> Iterator[str]:
         elif key in seen:
             yield f"extra_train_args: {key} given twice"
         seen.add(key)
+
+
+# What a Cluster Toolkit step reads of a cluster's settings (tpu_rl.cluster: the bundle's
+# version, the blueprint's edits for the TPU shape and capacity, the deployment file, the state
+# prefix and labels). A step given a cluster's own settings, the janitor's destroy of a leftover
+# cluster (tpu_rl.janitor.destroy_settings), is checked by these alone: settings rebuilt from a
+# cluster's node pools hold no run, so the run's rules (slice roles, meshes: the defaults') would
+# refuse every shape but the tutorial's, and the cluster would keep billing.
+CLUSTER_RULES: tuple[Rule, ...] = (
+    required_names,
+    names,
+    bucket_name,
+    region_and_zone,
+    tpu_shape,
+    ladder,
+    reservation,
+    choices,
+    authorized_cidr,
+    kubernetes_names,
+    toolkit_version,
+)

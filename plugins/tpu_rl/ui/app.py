@@ -9,6 +9,9 @@ a run's settings (the form's Configuration JSON) and answers with every problem 
 their cost estimate (tpu_rl.ui.estimate). It reads nothing of any run, so it needs a user
 allowed to read this DAG (whose Params the form shows), authenticated the same way.
 
+/api/curves?run_id=... holds the training curves of a few runs (tpu_rl.ui.curves), read when
+the page draws them; it needs what /api/runs needs.
+
 /report/{run_id} is the run's report (run-report.md beside its verified export) as an HTML page
 (tpu_rl.ui.report_page), read from GCS with the deployment's Google connection as the tasks
 read (tpu_rl.storage): the note and the page link it. It needs what /api/runs needs.
@@ -31,6 +34,8 @@ from tpu_rl import deployment
 from tpu_rl.names import DAG_ID, UI_PREFIX
 from tpu_rl.storage import read_text
 from tpu_rl.token_masking import redact_secrets
+from tpu_rl.ui.curves import MAX_RUNS as CURVES_MAX_RUNS
+from tpu_rl.ui.curves import fetch_curves
 from tpu_rl.ui.estimate import settings_estimate
 from tpu_rl.ui.report_page import HEADERS, report_html
 from tpu_rl.ui.runs import fetch_runs, report_uri
@@ -82,6 +87,11 @@ def evaluations_script() -> FileResponse:
     return static_file("evals.js")
 
 
+@app.get("/curves.js", include_in_schema=False)
+def curves_script() -> FileResponse:
+    return static_file("curves.js")
+
+
 @app.get("/estimate", include_in_schema=False)
 def estimate_page() -> FileResponse:
     return static_file("estimate.html")
@@ -105,6 +115,14 @@ def runs(
 ) -> dict[str, Any]:
     """The newest runs of the DAG, newest first: metrics, verdict, chip-hours, host-hours, links."""
     return {"dag_id": DAG_ID, "runs": fetch_runs(session, limit)}
+
+
+@app.get("/api/curves", dependencies=[can_read_runs, can_read_xcoms])
+def run_curves(
+    session: SessionDep, run_id: Annotated[list[str], Query(max_length=CURVES_MAX_RUNS)]
+) -> dict[str, Any]:
+    """The training curves of the runs named (at most CURVES_MAX_RUNS), by run id."""
+    return {"dag_id": DAG_ID, "runs": fetch_curves(session, run_id)}
 
 
 @app.get("/report/{run_id:path}", dependencies=[can_read_runs, can_read_xcoms])

@@ -174,6 +174,20 @@ def training_progress(value: Any) -> dict[str, Any]:
     return found
 
 
+def curves(value: Any) -> dict[str, Any]:
+    """The training's curves (tpu_rl.rewards.curves): [step, value] pairs per tag, the saves."""
+    found = _object(value, "the curves")
+    for key in ("series", "last"):
+        for tag, points in _object(found.get(key) or {}, f"the curves' {key}").items():
+            pairs = _list(points, tag) if key == "series" else [points]
+            for pair in pairs:
+                fits = isinstance(pair, list) and len(pair) == 2 and all(map(_is_number, pair))
+                _expect(pair, f"a point of {tag} should be [step, value] but", fits)
+    for step in _list(found.get("saves") or [], "the saves"):
+        _expect(step, "a save should be a step but", isinstance(step, int))
+    return found
+
+
 def anomaly(value: Any) -> dict[str, Any]:
     """A fatal training health rule's record (tpu_rl.rewards.health, WaitForRewardsSensor)."""
     found = _object(value, "the anomaly")

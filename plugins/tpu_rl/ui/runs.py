@@ -40,10 +40,12 @@ from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.rewards.evaluations import step_table
 from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.run_summary import FIELDS, PER_TASK, SUMMARY_KEY
+from tpu_rl.settings.cell_defaults import cell_defaults
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
 from tpu_rl.ui import checks
 from tpu_rl.ui.checks import Malformed
 
+DEFAULTS = RunSettings()
 VERDICTS = {"success": "passed", "failed": "stopped", "upstream_failed": "not reached"}
 RAN = ("success", "failed")  # task states of a step that ran (not upstream_failed or skipped)
 # Steps that delete the backend, first to last: the pool ended at the first of them that ran.
@@ -229,7 +231,7 @@ def _gain(pre: Mapping[str, Any], post: Mapping[str, Any]) -> float | None:
     return float(post["mean_reward"]) - float(pre["mean_reward"])
 
 
-def _reason(error: Exception) -> str:
+def row_reason(error: Exception) -> str:
     """An exception as one line for the row's `error` (never a traceback)."""
     return str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
 
@@ -273,6 +275,50 @@ def _health(found: Mapping[str, Any] | None) -> str | None:
     return describe(found) + kept + f" (health_action={found.get('action')})"
 
 
+def _setup(run: Any) -> dict[str, Any]:
+    """What the run trains on, for its columns and the compare view: model, TPU, slices,
+    capacity, and its settings that differ from the defaults (as its conf gave them)."""
+    given = _given(run.conf)
+    settings = filled_settings(given)
+    return {
+        "model": settings.model_name,
+        "tpu_type": settings.tpu_type,
+        "slices": _slices(settings),
+        "capacity": str(settings.capacity),
+        "settings": {k: v for k, v in given.items() if v != getattr(DEFAULTS, k)},
+    }
+
+
+def _given(conf_json: str | None) -> dict[str, Any]:
+    """The settings the run's conf gives (null: not given, as the form's emptied fields)."""
+    conf = checks.conf(checks.parsed(conf_json))
+    return {k: v for k, v in conf.items() if k in SETTING_FIELDS and v is not None}
+
+
+def filled_settings(given: Mapping[str, Any]) -> RunSettings:
+    """The run's settings as validate reads them, unvalidated: those it does not give from its
+    catalogue cell (tpu_rl.settings.cell_defaults), else the defaults."""
+    filled = {k: v for k, v in cell_defaults(given).items() if k in SETTING_FIELDS}
+    return RunSettings(**given, **filled)
+
+
+def run_settings(conf_json: str | None) -> RunSettings:
+    """The settings of a run's conf (filled_settings)."""
+    return filled_settings(_given(conf_json))
+
+
+def _slices(settings: RunSettings) -> str:
+    """The slices and how they split: "1", or "4 (2 train + 2 sample)"."""
+    count, trainer = settings.cluster_nodepool_count, settings.num_trainer_slices
+    split = f" ({trainer} train + {settings.num_samplers_slices} sample)" if trainer != -1 else ""
+    return f"{count}{split}"
+
+
+def _anomaly_mark(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Where the page's curves mark the watchdog's anomaly: its rule and steps."""
+    return {k: found.get(k) for k in ("rule", "step", "anomaly_step")} if found else None
+
+
 def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
     x = summary or {}
     errors = list(x.get("errors", []))
@@ -286,11 +332,17 @@ def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
         try:
             tpu = _tpu(run, x)
         except ROW_ERRORS as error:  # a conf validation refuses, or the conf is no object
-            errors.append(f"cost not counted: {_reason(error)}")
+            errors.append(f"cost not counted: {row_reason(error)}")
+    try:
+        setup = _setup(run)
+    except ROW_ERRORS as error:  # a conf of the wrong shape: its row says so, once
+        if not any(row_reason(error) in said for said in errors):
+            errors.append(f"settings not shown: {row_reason(error)}")
+        setup = {"model": None, "tpu_type": None, "slices": None, "capacity": None, "settings": {}}
     try:
         attempts = costed(rewards.get("attempts") or x.get("attempts") or [])
     except ROW_ERRORS as error:
-        errors.append(f"attempts not shown: {_reason(error)}")
+        errors.append(f"attempts not shown: {row_reason(error)}")
         attempts = []
     export_uri = x.get("export_uri")
     run_path = f"dags/{DAG_ID}/runs/{quote(run.run_id, safe='')}"
@@ -332,6 +384,8 @@ def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
         "progress": _progress(run, x, rewards),
         # a fatal training health rule: the rule, the step, the evidence, the checkpoint kept
         "health": _health(x.get("anomaly")),
+        "anomaly": _anomaly_mark(x.get("anomaly")),  # marked on the curves (tpu_rl.ui.curves)
+        **setup,
         "error": "; ".join(errors) or None,  # what of the run could not be read, or None
         # False: the run ended without a summary (made before its tasks kept one)
         "summary": summary is not None or run.end_date is None,

@@ -12,6 +12,7 @@ import yaml
 from tests.conftest import TUTORIAL_CONF
 from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, cells_of
 from tpu_rl.plan import main as plan
+from tpu_rl.settings.cell_rules import ONE_SLICE
 from tpu_rl.settings.fields import RunSettings
 from tpu_rl.settings.images import PATHWAYS_PROXY_SERVER_IMAGE, PATHWAYS_SERVER_IMAGE
 from tpu_rl.settings.params import specs
@@ -169,14 +170,20 @@ def test_a_v5p_topology_gke_has_not_and_a_type_that_does_not_match_are_refused()
     )
 
 
-def test_multi_slice_counts_are_checked_and_each_trainer_slice_is_a_mesh():
-    conf = cell_conf(TUTORIAL_CELL)
-    two = {**conf, "cluster_nodepool_count": 2}
-    assert any("give each role whole slices" in e for e in errors(two))
-    s = load_settings({**two, "num_trainer_slices": 1, "num_samplers_slices": 1})
-    assert (s.num_trainer_slices, s.num_samplers_slices) == (1, 1)
-    # one trainer slice: its mesh is the slice's 32 devices, not half of them
-    bad = {**two, "num_trainer_slices": 1, "num_samplers_slices": 1, "ici_fsdp_parallelism": 2}
+def test_multi_slice_counts_are_refused_with_the_one_slice_fix():
+    """MaxText 0.2.4 builds no mesh on trainer and sampler slices (cell_rules.slice_counts; the
+    MaxText tier, tests/maxtext, runs its assertion), and one device list is not cut across
+    slices: every count but one slice's is refused, saying to run on one slice."""
+    two = {**cell_conf(TUTORIAL_CELL), "cluster_nodepool_count": 2}
+    roles = {**two, "num_trainer_slices": 1, "num_samplers_slices": 1}
+    for conf in (two, roles, {**roles, "ici_expert_parallelism": 1}):
+        problems = errors(conf)
+        assert problems and all(p.endswith(ONE_SLICE) for p in problems), problems
+    [refused] = errors(roles)
+    assert "builds no mesh on trainer and sampler slices" in refused
+    assert "ici_expert_parallelism 4 would fail next" in refused
+    # one trainer slice's mesh is the slice's 32 devices, not half of them
+    bad = {**roles, "ici_expert_parallelism": 1, "ici_fsdp_parallelism": 2}
     assert any("does not fit the trainer's 32 devices" in e for e in errors(bad))
     assert any(
         "Not enough slices" in e

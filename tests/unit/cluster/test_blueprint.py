@@ -217,12 +217,12 @@ def test_missing_anchor_fails_naming_it(settings, broken, message):
         (_without(("gke-tpu-v6e-pool", "machine_type")), "'machine_type'"),
     ],
 )
-def test_a_capacity_edit_without_its_tpu_pool_fails_naming_it(settings, broken, message):
-    """flex_start/spot edit the TPU pool; a reservation leaves the blueprint's pool alone."""
+def test_a_tpu_pool_edit_without_its_tpu_pool_fails_naming_it(settings, broken, message):
+    """Every run edits the TPU pool (its generation's boot disk); flex_start/spot more of it."""
     spot = dataclasses.replace(settings, capacity="spot", reservation="")
-    with pytest.raises(BlueprintError, match=re.escape(message)):
-        blueprint.edit_blueprint(broken, spot, "test-deployment")
-    blueprint.edit_blueprint(broken, settings, "test-deployment")
+    for edited in (spot, settings):
+        with pytest.raises(BlueprintError, match=re.escape(message)):
+            blueprint.edit_blueprint(broken, edited, "test-deployment")
 
 
 def test_two_gke_cluster_modules_are_ambiguous(settings):
@@ -404,6 +404,21 @@ def test_a_multi_host_tpu7x_pool_is_placed_by_a_workload_policy(
     assert pool["use"][-1] == "workload_policy" and "placement_policy" not in pool["settings"]
     ids = list(edited)
     assert ids.index("workload_policy") == ids.index("gke-tpu-v6e-pool") - 1
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[f"{c.model_name}@{c.tpu_type}" for c in CELLS])
+def test_the_tpu_pool_boots_from_its_generations_disk_type(settings, cell):
+    """Cloud TPU's disk table (tpu_rl.tpu): v6e and TPU7x pools on hyperdisk-balanced, as the
+    tutorial's blueprint has it, v5p pools on pd-balanced."""
+    on = dataclasses.replace(
+        settings,
+        tpu_type=cell.tpu_type,
+        topology=cell.topology,
+        compute_type=cell.generation.machine_type,
+    )
+    pool = modules(yaml.safe_load(blueprint.edit_blueprint(BLUEPRINT, on, "d")))["gke-tpu-v6e-pool"]
+    expected = "pd-balanced" if cell.generation.name == "v5p" else "hyperdisk-balanced"
+    assert pool["settings"]["disk_type"] == cell.generation.boot_disk_type == expected
 
 
 def test_make_plan_says_a_tpu7x_slice_gets_its_workload_policy(tmp_path, capsys):

@@ -128,3 +128,21 @@ def test_a_limit_and_a_step_budget_are_frozen_records():
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(record, field, 99)
     assert dataclasses.replace(limit, tries=limit.tries) == limit  # compared by value
+
+
+def test_each_rung_of_a_capacity_ladder_gets_its_own_cluster_limit(tutorial_conf):
+    """Issue 59, item 3: create_cluster deploys the ladder's rungs one after the other in one
+    try (tpu_rl.cluster.climb); a static rung (Spot, a reservation) may wait GKE's ~35 minutes
+    for its VMs before the stockout, the first after the cluster's own creation, so two static
+    rungs passed the one 90-minute limit and the try was killed instead of moving on. The
+    limit is cluster_timeout_minutes for each rung; the budget counts it so."""
+    from tpu_rl.operators.cluster import CreateClusterOperator
+
+    ladder = "reservation@us-east5-b, spot@us-east5-a, flex_start@us-east5-a"
+    one = load_settings(tutorial_conf)
+    three = load_settings({**tutorial_conf, "capacity_ladder": ladder})
+    limit = CreateClusterOperator.limit
+    assert (limit.minutes(one), limit.minutes(three)) == (90, 3 * 90)
+    assert set(limit.settings) == {"cluster_timeout_minutes", "capacity_ladder"}
+    grown = run_limits.work_minutes(three, BUDGETS) - run_limits.work_minutes(one, BUDGETS)
+    assert grown >= 2 * 2 * 90  # two more rungs' limits, for each of create_cluster's 2 tries

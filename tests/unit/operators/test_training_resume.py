@@ -1,6 +1,7 @@
 """health_action=resume in the reward wait: the first fatal health rule opens one resume (its
-poisoned model's evaluations dropped, its saves quarantined once the old pods are gone), the
-resumed attempt's watchdog says stop, and a second anomaly fails the run."""
+poisoned model's evaluations dropped, its saves quarantined once the old pods are gone), from
+the converted checkpoint when no save is healthy, the resumed attempt's watchdog says stop, and
+a second anomaly fails the run."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from tests.unit.rewards.test_resume import BASE_PRE, Ti
 from tpu_rl import storage
 from tpu_rl.dag import runtime
+from tpu_rl.jobs.maxtext_flags import train_flags
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
 from tpu_rl.rewards import checkpoint_choice, quarantine, resume
@@ -76,7 +78,8 @@ def test_the_first_anomaly_opens_one_health_resume_without_the_poisoned_evaluati
     sensor.execute_complete(context, unhealthy())
     assert RESTARTS == [1]
     history = resume.History.load(sensor.attempts_record)
-    assert history.resuming and [a["outcome"] for a in history.attempts] == ["failed", None]
+    outcomes = [a["outcome"] for a in history.attempts]
+    assert history.resuming and outcomes == [resume.STOPPED_UNHEALTHY, None]
     assert history.attempts[-1][resume.HEALTH_RESUME] == {
         "rule": "nonfinite_loss",
         "step": 40,
@@ -128,3 +131,28 @@ def test_the_poisoned_saves_are_quarantined_once_and_the_resume_says_what_change
     assert f"Resuming training from healthy checkpoint step 30 ({healthy})" in said
     assert f"the saves of steps 40, 50 moved to {where}" in said
     assert "health_action is stop for this attempt" in said
+
+
+def test_a_resume_with_no_healthy_save_starts_over_from_the_converted_checkpoint(
+    sensor, layout, monkeypatch, capsys
+):
+    """Issue 58: health_action=resume promises a resume, but with no save before the anomaly
+    the run ended as stop does. It starts over on the same slice: every save moved away, the
+    new Job loads the converted checkpoint (load_parameters_path) as the first attempt did."""
+    monkeypatch.setattr(checkpoint_choice, "healthy_checkpoint", lambda *_: (None, None))
+    context = {"ti": Ti()}
+    sensor.execute_complete(context, unhealthy())
+    assert RESTARTS == [1]
+    assert context["ti"].pushed["anomaly"]["healthy_step"] is None
+    said = capsys.readouterr().out
+    assert "training resumes once from the converted checkpoint (no save before step 40" in said
+    # the old attempt's pods gone: its saves moved, none left for MaxText to restore
+    monkeypatch.setattr(quarantine, "steps_from", lambda uri, conn, below: [40])
+    monkeypatch.setattr(quarantine, "quarantine_steps", lambda uri, conn, steps: "gs://q/")
+    monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (None, []))
+    sensor.quarantine_poisoned(layout, resume.History.load(sensor.attempts_record))
+    attempt = resume.History.load(sensor.attempts_record).attempts[-1]
+    assert attempt["resumed_from_step"] is None and attempt[resume.HEALTH_RESUME]["moved"] == [40]
+    said = capsys.readouterr().out
+    assert "Resuming training from the converted checkpoint (no healthy save" in said
+    assert f"load_parameters_path={layout.maxtext_items}" in train_flags(layout)

@@ -27,14 +27,14 @@ def test_a_line_says_pass_or_fail_the_evidence_and_on_fail_the_fix():
     failed = CheckResult("b", False, "read y", "do z")
     assert failed.line() == "FAIL b: read y -> fix: do z"
     lines = report_lines([failed], notes=["estimate: 1 chip-hour"])
-    assert lines == [
+    assert lines == [  # issue 60: the verdict first, the estimate's price lists last
+        "0 of 1 checks passed, 1 failed, 0 skipped",
         "FAIL b: read y -> fix: do z",
         "estimate: 1 chip-hour",
-        "0 of 1 checks passed, 1 failed, 0 skipped",
     ]
     moot = CheckResult("c", False, "needs b", skipped=True)
     assert moot.line() == "SKIPPED c: needs b" and not moot.failed
-    assert report_lines([failed, moot])[-1] == "0 of 2 checks passed, 1 failed, 1 skipped"
+    assert report_lines([failed, moot])[0] == "0 of 2 checks passed, 1 failed, 1 skipped"
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tpu_rl.report.run_note import NOTE_LIMIT, note_text, training_stopped
+from tpu_rl.rewards.health import next_step
 
 REWARDS = {"pre": {"mean_reward": 0.08214}, "post": {"mean_reward": 0.12346}}
 COST = {
@@ -17,7 +18,8 @@ REPORT = "gs://b/gemma4-26b/hf-trained/rl-1/run-report.md"
 def test_a_successful_runs_note_has_verdict_rewards_cost_and_report():
     text = note_text("succeeded: model exported and verified", REWARDS, COST, REPORT)
     assert text.split("\n\n") == [
-        "**succeeded: model exported and verified**",
+        "**succeeded: model exported and verified** Next: the report below has the rewards, "
+        "the cost and where the model is.",
         "mean_reward 0.082 -> 0.123 (+0.041)",
         "TPU cost: $345.60 (128.00 chip-hours, 32.00 host-hours; reservation at 2.7 USD per "
         "chip-hour, on-demand equivalent)",
@@ -37,6 +39,12 @@ def test_a_local_report_is_a_file_link(tmp_path):
 def test_a_run_stopped_before_its_rewards_says_what_it_does_not_know():
     text = note_text("failed: the run did not succeed: verify is upstream_failed", None, None, None)
     assert "mean_reward n/a -> n/a" in text and "TPU cost: not counted" in text
+    # issue 60: the first line, all Airflow shows of a note until its pencil icon is pressed,
+    # says the outcome and what to do
+    assert text.splitlines()[0] == (
+        "**failed: the run did not succeed: verify is upstream_failed** Next: fix what it names "
+        "(the failed task's log has the whole error), trigger again."
+    )
     assert "Report" not in text and "None" not in text
 
 
@@ -56,19 +64,37 @@ def test_a_run_stopped_for_its_spend_limit_says_so_though_it_exported():
 
 
 def test_a_run_trained_to_its_end_has_no_early_stop_line():
-    assert training_stopped({"pre": {}, "post": {}}) is None
+    assert training_stopped({"pre": {}, "post": {}}) == []
     assert "stopped early" not in note_text("succeeded", {"pre": {}, "post": {}}, None, None)
 
 
-def test_a_long_early_stop_line_is_cut_so_the_links_stay_whole():
+def test_a_long_early_stop_line_leaves_its_evidence_out_not_its_end():
+    """Issue 60: the export_healthy note was cut mid-sentence ("Eviden (cut: ...)"); the
+    evidence, whole in the task log and the report, gives way first, never the next step."""
     anomaly = {"rule": "nonfinite_loss", "step": 35, "anomaly_step": 35, "why": "loss nan"}
     anomaly |= {"evidence": ["x" * 900], "healthy_checkpoint": "gs://b/run/30/"}
     uri = "gs://b/" + "r" * 150 + "/run-report.md"
     text = note_text("succeeded: model exported and verified", {"anomaly": anomaly}, None, uri)
     assert len(text) <= NOTE_LIMIT
-    assert "Training stopped early; kept and exported: gs://b/run/30/. Training health: " in text
-    assert "(cut: the report has it whole)" in text
+    [stopped] = [part for part in text.split("\n\n") if part.startswith("Training stopped")]
+    assert stopped == (
+        "Training stopped early; kept and exported: gs://b/run/30/. Training health: "
+        "nonfinite_loss at step 35: loss nan; no checkpoint from step 35 on is used. Evidence: "
+        f"in the task log and the run report. {next_step(anomaly)}"
+    )
+    assert stopped.endswith("retries once from the healthy checkpoint on its own).")
+    assert "(cut: the report has it whole)" not in text
     assert text.endswith("All runs: [RL post-training page](/plugin/rl-post-training)")
+
+
+def test_an_early_stop_line_that_fits_keeps_its_evidence_and_ends_with_the_next_step():
+    anomaly = {"rule": "stall", "step": 44, "anomaly_step": 45, "why": "no step for 6 s"}
+    anomaly |= {
+        "evidence": ["Train step 44 training loss: 0.01"],
+        "healthy_checkpoint": "gs://b/40/",
+    }
+    text = note_text("succeeded: model exported and verified", {"anomaly": anomaly}, None, None)
+    assert "Evidence: Train step 44 training loss: 0.01. Next: read the last lines" in text
 
 
 RUN_ID = "manual__2026-03-01T08:00:00+00:00"
@@ -94,7 +120,7 @@ def test_the_report_line_opens_its_page_in_airflow_then_the_object():
 def test_a_long_run_id_keeps_the_note_within_airflows_limit_with_whole_links():
     """Airflow takes run ids up to 250 characters; quoted, one of ':' is 750: the line keeps
     what fits whole (the page and the object, one of them, or where to look)."""
-    verdict = "failed: " + "e" * 300
+    verdict = "failed: " + "e" * 200  # with the first line's next step (issue 60)
     plain = note_text(verdict, REWARDS, COST, REPORT, "promoted", "m" * 250)
     assert len(plain) <= NOTE_LIMIT and plain.endswith(RL_LINE)
     assert report_line(plain) == f"Report: [open](/tpu-rl/report/{'m' * 250}) · [{REPORT}]" + (
@@ -103,6 +129,6 @@ def test_a_long_run_id_keeps_the_note_within_airflows_limit_with_whole_links():
     colons = note_text(verdict, REWARDS, COST, REPORT, "promoted", ":" * 250)
     assert len(colons) <= NOTE_LIMIT and colons.endswith(RL_LINE)
     assert report_line(colons) == f"Report: [{REPORT}]({CONSOLE}run-report.md)"
-    longer = note_text("failed: " + "e" * 600, REWARDS, COST, REPORT, "promoted", ":" * 250)
+    longer = note_text("failed: " + "e" * 520, REWARDS, COST, REPORT, "promoted", ":" * 250)
     assert len(longer) <= NOTE_LIMIT and longer.endswith(RL_LINE)
     assert report_line(longer) == "Report: on the RL post-training page"

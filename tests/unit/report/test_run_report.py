@@ -73,17 +73,21 @@ def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
         one, "reservation"
     )
     spot = build(tutorial_conf, capacity="spot", reservation="")["tpu"]
-    # Spot in us-east5 at the billing catalogue's 1.215 per chip-hour
-    assert spot["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 1.215)
+    # Spot in us-east5 at the billing catalogue's 1.35 per chip-hour (its snapshots' highest)
+    assert spot["estimated_cost_usd"] == pytest.approx(32.0 * 4 * 1.35)
     # the price as the table and the estimate give it: make demo-ui's report, approval and note
     # said "1.22 USD per chip-hour", the estimate "$1.215" (and 1.22 is the 3-year commitment's)
-    assert "about $155.52 at 1.215 USD per chip-hour, the spot price" in report.cost_text(
+    assert "about $172.80 at 1.35 USD per chip-hour, the spot price" in report.cost_text(
         spot, "spot"
     )
-    assert "spot at 1.215 USD per chip-hour" in note_text("succeeded", None, spot, None)
-    two = build(
-        tutorial_conf, cluster_nodepool_count=2, num_trainer_slices=1, num_samplers_slices=1
-    )["tpu"]
+    assert "spot at 1.35 USD per chip-hour" in note_text("succeeded", None, spot, None)
+    # two slices as the pools count them (validate refuses a two-slice run: MaxText 0.2.4 cannot
+    # mesh it, tpu_rl.settings.cell_rules)
+    one = layout(tutorial_conf)
+    two_slices = dataclasses.replace(
+        one, settings=dataclasses.replace(one.settings, cluster_nodepool_count=2)
+    )
+    two = build_report(two_slices, REWARDS, GATE, 50, DURATIONS)["tpu"]
     assert two["hosts"] == 16 and two["host_hours"] == pytest.approx(64.0)
 
 
@@ -123,7 +127,7 @@ def test_without_node_records_a_spot_pool_bills_as_the_static_pool_it_is(
     assert tpu["rule"] == rule and "Spot" in tpu["rule_text"]
     assert tpu["pool_seconds"] == RUN_SECONDS
     assert tpu["price"]["basis"] == "list price" and tpu["price"]["capacity"] == "spot"
-    assert tpu["price"]["region"] == "us-east5" and tpu["price"]["usd_per_chip_hour"] == 1.215
+    assert tpu["price"]["region"] == "us-east5" and tpu["price"]["usd_per_chip_hour"] == 1.35
 
 
 def test_node_records_bill_each_nodes_life_tail_included_waits_excluded(tutorial_conf):
@@ -249,12 +253,26 @@ def test_durations_from_breadcrumbs_skip_unfinished_and_mapped():
         {"task_id": "export", "map_index": -1, "state": "failed", "duration": None},
         {"task_id": "mapped", "map_index": 0, "state": "success", "duration": 3.0},
     ]
-    assert run_cost.step_durations(crumbs) == {"train": 12.5}
+    assert run_cost.step_durations(crumbs, ["train", "export"]) == {"train": 12.5}
+
+
+def test_step_durations_follow_the_dags_order_not_the_alphabet(tutorial_conf):
+    """Airflow sends the breadcrumbs sorted by task id; the report lists the steps as they ran,
+    a step the DAG does not name last."""
+    crumbs = [
+        {"task_id": name, "map_index": -1, "duration": 1.0}
+        for name in ("cleanup_cluster", "convert", "extra", "train", "validate")
+    ]
+    order = ["validate", "convert", "train", "cleanup_cluster", "extra"]
+    durations = run_cost.step_durations(crumbs, order[:-1])
+    markdown = report.render_markdown(build(tutorial_conf, durations))
+    rows = markdown.split("## Step durations")[1].splitlines()
+    assert [row.split(" | ")[0][2:] for row in rows if row.endswith(" 1.0 |")] == order
 
 
 def test_without_breadcrumbs_the_report_says_it_has_no_step_durations(tutorial_conf):
     """Airflow 3.1's task instance cannot read the run's durations: said, and counted by age."""
-    assert run_cost.finished_step_durations(object()) is None
+    assert run_cost.finished_step_durations(object(), []) is None
     assert not run_cost.reads_step_durations(object())
     run = layout(tutorial_conf, capacity="flex_start", reservation="")
     built = build_report(run, REWARDS, GATE, 50, None)

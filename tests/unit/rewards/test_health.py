@@ -25,12 +25,61 @@ def _steps(memory: dict, losses: list[float], start: int = 1, every: float = 60.
     return memory
 
 
-def test_a_nan_loss_is_fatal_at_its_step() -> None:
+def test_a_nan_loss_is_fatal_at_its_step_and_distrusts_the_save_before_it() -> None:
+    """Issue 58: Tunix logs step N's loss one update late, computed with the weights of N-1
+    updates: the save of N-1 is not trusted either (it was before)."""
     memory = _steps(_memory(), [0.6, 0.5, float("nan")])
     anomaly = health.fatal(memory)
     assert anomaly is not None
-    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.NONFINITE, 3, 3)
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.NONFINITE, 3, 2)
     assert "training loss: nan" in anomaly["evidence"][-1]
+    assert "no checkpoint from step 2 on is used" in health.describe(anomaly)
+    first = health.fatal(_steps(_memory(), [float("nan")]))
+    assert (first["step"], first["anomaly_step"]) == (1, 0)  # the first step's: no save trusted
+
+
+def test_an_inf_perplexity_beside_a_finite_loss_is_fatal_with_its_line() -> None:
+    """Issue 58: Tunix logs exp(loss) as the perplexity, inf past a float32 loss of ~88.7; the
+    line's finite loss hid it."""
+    state = FollowState(health=_memory())
+    text = (
+        "I1204 12:00:05.123456 1 peft_trainer.py:735] Train step {step} training loss: "
+        "{loss}  - training perplexity: {perplexity}"
+    )
+    lines = [
+        Line("2026-12-04T12:00:01Z " + text.format(step=1, loss="0.500000", perplexity="1.6")),
+        Line("2026-12-04T12:00:02Z " + text.format(step=2, loss="95.000000", perplexity="inf")),
+    ]
+    event = consume(state, lines, Resent(), logging.getLogger("t"))
+    assert event is not None and event["reason"] == health.REASON
+    anomaly = event["anomaly"]
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.NONFINITE, 2, 1)
+    assert "perplexity inf (loss 95) at step 2" in anomaly["why"]
+    assert anomaly["evidence"] == [text.format(step=2, loss="95.000000", perplexity="inf")]
+    off = _memory(nonfinite_loss=False, spike_factor=0.0)  # 95 is past the spike floor too
+    assert health.fatal(health.on_step(off, 2, 95.0, 1.0, "x", float("inf"))[0]) is None
+
+
+def test_a_nan_mean_reward_in_an_intermediate_eval_is_fatal_with_its_line() -> None:
+    """Issue 58: the line's metrics hold a nan mean_reward as None, which the watchdog skipped."""
+    state = FollowState(health=_memory())
+    metrics = "corr=3, total=64, accuracy=4.6875%, partial_accuracy=4.6875%, format_accuracy=50%"
+    text = "W1204 12:00:05.123456 1 hooks.py:102] Intermediate Eval (step={step}): {metrics}, "
+    text += "mean_reward={reward}"
+    lines = [
+        Line("2026-12-04T12:00:01Z " + text.format(step=10, metrics=metrics, reward="0.5000")),
+        Line("2026-12-04T12:00:02Z " + text.format(step=20, metrics=metrics, reward="nan")),
+    ]
+    event = consume(state, lines, Resent(), logging.getLogger("t"))
+    assert event is not None and event["reason"] == health.REASON
+    anomaly = event["anomaly"]
+    # an evaluation scores the weights its own step's checkpoint holds
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.NONFINITE, 20, 20)
+    assert anomaly["why"] == "mean_reward nan at step 20"
+    assert anomaly["evidence"] == [text.format(step=20, metrics=metrics, reward="nan")]
+    assert state.intermediate[-1]["mean_reward"] is None  # the record stays JSON
+    off = health.on_eval(_memory(nonfinite_loss=False), 20, float("nan"), "x")
+    assert health.fatal(off) is None
 
 
 def test_inf_is_fatal_and_the_rule_can_be_turned_off() -> None:
@@ -44,17 +93,34 @@ def test_the_memory_holds_no_nan_so_the_saved_position_stays_readable() -> None:
 
 
 def test_a_loss_spike_over_the_factor_of_the_rolling_median_is_fatal() -> None:
-    memory = _steps(_memory(spike_factor=10, spike_window=6), [0.5, 0.4, 0.45, 0.42, 0.4])
+    rules = {"spike_factor": 10, "spike_window": 6, "spike_floor": 0.0}
+    memory = _steps(_memory(**rules), [0.5, 0.4, 0.45, 0.42, 0.4])
     assert health.fatal(memory) is None
     spiked = _steps(memory, [5.0], start=6)
     anomaly = health.fatal(spiked)
-    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.SPIKE, 6, 6)
+    # update 6's loss is the weights of 5 updates': checkpoint 5 is not trusted either
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.SPIKE, 6, 5)
     assert len(anomaly["evidence"]) == health.EVIDENCE_KEPT
     assert health.fatal(_steps(memory, [3.0], start=6)) is None  # under 10x the median
 
 
 def test_no_spike_before_half_the_window_is_known() -> None:
-    assert health.fatal(_steps(_memory(spike_window=20), [0.01, 5.0])) is None
+    assert health.fatal(_steps(_memory(spike_window=20, spike_floor=0.0), [0.01, 5.0])) is None
+
+
+def test_grpo_s_sign_changing_loss_under_the_floor_is_no_spike() -> None:
+    """Issue 58: the corpus's g2-b2-lr1e-3 run, healthy: losses of ~0.0004 then -0.236 (a batch
+    with an empty completion), 600x the median, which the relative rule alone called a spike."""
+    losses = [-0.0, 0.0004, -0.0003, 0.0002, 0.0005, -0.0004, 0.0003, 0.0001, 0.0004, 0.0002]
+    memory = _steps(_memory(), [*losses, -0.236388])
+    assert health.fatal(memory) is None
+
+
+def test_a_diverged_loss_past_the_floor_is_fatal_even_before_the_window_is_known() -> None:
+    """The corpus's fault-lr-collapse logs -75728.5 at its third step."""
+    anomaly = health.fatal(_steps(_memory(), [-0.058, 0.137, -75728.5]))
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.SPIKE, 3, 2)
+    assert "health_spike_floor 10" in anomaly["why"]
 
 
 def test_a_stall_is_fatal_past_the_factor_and_the_floor_while_the_pod_runs() -> None:
@@ -125,7 +191,9 @@ def _batches(memory: dict, spreads: list[tuple[float, float]], start: int = 0) -
 
 
 def test_a_kl_over_the_factor_of_its_median_and_the_floor_is_a_fatal_blow_up() -> None:
-    memory = _scalars(_memory(), health.KL_TAG, [0.01] * 10)
+    """While the same rollout's batch reward (TensorBoard step 10 for update 11) fell."""
+    memory = _scalars(_memory(), health.SCORE_MEAN, [0.5] * 10 + [0.1], start=0)
+    memory = _scalars(memory, health.KL_TAG, [0.01] * 10)
     assert health.fatal(memory) is None
     anomaly = health.fatal(_scalars(memory, health.KL_TAG, [0.5], start=11))
     assert anomaly is not None
@@ -133,6 +201,24 @@ def test_a_kl_over_the_factor_of_its_median_and_the_floor_is_a_fatal_blow_up() -
     assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.KL_BLOWUP, 11, 10)
     assert anomaly["evidence"] == ["events.out.tfevents.1.h: actor/train/kl=0.5 at step 11"]
     assert "health_kl_factor" in anomaly["why"]
+
+
+def test_a_kl_jump_while_the_reward_rises_is_a_policy_that_learns() -> None:
+    """Issue 58: the corpus's lr1e-2 run, healthy, took its KL from 0.03 to 1.26 in a step as
+    its batch reward reached 1.0; the KL rule alone stopped it."""
+    memory = _scalars(_memory(), health.SCORE_MEAN, [0.2] * 10 + [0.95], start=0)
+    memory = _scalars(memory, health.KL_TAG, [0.03] * 10)
+    assert health.fatal(_scalars(memory, health.KL_TAG, [1.26], start=11)) is None
+    unknown = _scalars(_memory(), health.KL_TAG, [0.03] * 10 + [1.26])  # no reward read yet
+    assert health.fatal(unknown) is None
+
+
+def test_a_negative_kl_estimate_does_not_lower_the_bar() -> None:
+    """Tunix's `kl` is a log-ratio estimate: the corpus's layers2 run logs -9.1. The median is of
+    magnitudes, so a window of negative values does not make every positive KL a blow-up."""
+    memory = _scalars(_memory(), health.SCORE_MEAN, [0.5] * 10 + [0.4], start=0)
+    memory = _scalars(memory, health.KL_TAG, [-1.4] * 10)
+    assert health.fatal(_scalars(memory, health.KL_TAG, [2.4], start=11)) is None
 
 
 def test_a_kl_under_the_floor_a_kl_of_zero_and_a_rule_turned_off_never_fire() -> None:
@@ -168,6 +254,26 @@ def test_rewards_all_equal_for_the_rule_s_steps_in_a_row_are_a_fatal_std_collaps
         3,
     )
     assert "score/max=2 rewards/train/score/min=2 at step 7" in anomaly["evidence"][0]
+
+
+def _means(memory: dict, means: list[float], start: int = 0) -> dict:
+    return _scalars(memory, health.SCORE_MEAN, means, start=start)
+
+
+def test_a_flat_reward_at_or_above_the_best_batch_is_saturated_not_collapsed() -> None:
+    """Issue 58: the corpus's layers4 run scored every completion 1.0 for 35 batches: the task
+    was learned; the rule stopped it. Flat below the best batch before it is a collapse."""
+    memory = _means(_batches(_memory(reward_spread_steps=5), [(1.0, 0.0)] * 3), [0.5] * 3)
+    saturated = _batches(_means(memory, [1.0] * 10, start=3), [(1.0, 1.0)] * 10, start=3)
+    assert health.fatal(saturated) is None
+    collapsed = _batches(_means(memory, [0.0] * 5, start=3), [(0.0, 0.0)] * 5, start=3)
+    anomaly = health.fatal(collapsed)
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (
+        health.STD_COLLAPSE,
+        7,
+        3,
+    )
+    assert "below the best batch reward 0.5" in anomaly["why"]
 
 
 def test_one_batch_with_a_spread_starts_the_count_again() -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from tpu_rl.rewards import health
 from tpu_rl.rewards.event_files import Scalar
-from tpu_rl.rewards.poll import LogFollower
+from tpu_rl.rewards.poll import BOARD_READ, LogFollower
 
 NAME = "events.out.tfevents.1764410400.rl-train-0-0"
 JOB = {"metadata": {"name": "job", "creationTimestamp": "2025-11-29T10:00:00Z"}}
@@ -52,8 +52,13 @@ def kl(step: int, value: float) -> Scalar:
     return Scalar(health.KL_TAG, step, value, NAME)
 
 
+def reward(step: int, value: float) -> Scalar:
+    return Scalar(health.SCORE_MEAN, step, value, NAME)
+
+
 async def test_a_kl_blow_up_in_the_new_scalars_ends_the_wait_with_the_watchdog_s_event():
-    files = Files([kl(n, 0.01) for n in range(1, 11)], [kl(11, 0.5)])
+    before = [reward(n - 1, 0.5) for n in range(1, 11)] + [kl(n, 0.01) for n in range(1, 11)]
+    files = Files(before, [reward(10, 0.1), kl(11, 0.5)])
     f = follower(files)
     assert await f._read_event_files(JOB) is None
     event = await f._read_event_files(JOB)
@@ -63,7 +68,7 @@ async def test_a_kl_blow_up_in_the_new_scalars_ends_the_wait_with_the_watchdog_s
     assert f.state.event_offsets == {NAME: 200}  # saved with the position
     # the offsets of the last read, and the Job's creation: an earlier attempt's files are older
     created = datetime(2025, 11, 29, 10, tzinfo=UTC).timestamp()
-    assert files.asked[1] == ({NAME: 100}, created, health.BOARD_TAGS)
+    assert files.asked[1] == ({NAME: 100}, created, BOARD_READ)
 
 
 async def test_reads_come_at_most_every_interval_and_a_failed_read_is_a_warning(caplog):

@@ -150,3 +150,52 @@ def test_no_stop_without_a_limit_or_at_the_last_steps_save():
         assert save_stop.spend_stop(state, SPOT, 50, LOG) is None
     state.progress = {**state.progress, "over": [1, T0]}
     assert state.saved[0] == 50 and save_stop.spend_stop(state, SPOT, 50, LOG) is None
+
+
+def recompiled_run(total: int = 200, period: int = 25) -> list[Line]:
+    """A run whose second step takes 10 minutes (XLA compiles again), the rest 60 s each: its
+    first projections are many times its real spend, the mean pace then catches up."""
+    lines, at = [], T0
+    for step in range(1, total + 1):
+        at += 600 if step == 2 else 60
+        if step % period == 0:
+            lines.append(saved_line(step, at))
+        lines.append(step_line(step, at))
+    return lines
+
+
+def spend_limited(limit: float) -> tuple[FollowState, list[str], list[dict]]:
+    """The recompiled run read a line a poll, as the follower does: its state, the lines said
+    and the spend_limit events."""
+    spend = progress.Spend("spot", progress.USAGE, 100.0, max_usd=limit, action="export")
+    state, said, events = FollowState(), [], []
+    for line in recompiled_run():
+        consume(state, [line], Resent(), LOG)
+        said += progress.observe(state, 200, spend)[1]
+        if event := save_stop.spend_stop(state, spend, 200, LOG):
+            events.append(event)
+            break
+    return state, said, events
+
+
+def test_one_slow_early_step_is_no_stop_when_the_projection_at_each_save_is_under_the_limit():
+    """Issue 58: the verdict latched on the projection of one slow early step ($3,316 at step 2)
+    stopped a run that ends at $347 against a $500 limit at its next save, quoting a projection
+    under the limit ($461) as the one that passed it. Each save is judged on its own."""
+    state, said, events = spend_limited(500.0)
+    assert events == [], events[0]["message"]
+    passed = [line for line in said if "passes max_spend_usd" in line]
+    assert len(passed) == 1 and passed[0].startswith("Projected spend $3,316.67 passes")
+    assert any("is back under max_spend_usd $500.00" in line for line in said), said
+    assert state.progress["step"] == 200 and 345 < state.progress["spent_usd"] < 350
+
+
+def test_the_stop_at_a_save_quotes_the_projection_it_judged():
+    _, _, events = spend_limited(450.0)
+    (event,) = events
+    judged = event["progress"]
+    assert event["save_step"] == 25 and judged["projected_usd"] > 450  # $461, at step 24
+    assert event["message"].startswith(
+        f"Spend limit: ${judged['projected_usd']:,.2f} projected at step {judged['step']} "
+        "passes max_spend_usd $450.00; training stopped right after the committed save of step 25"
+    )

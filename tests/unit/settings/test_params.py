@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from airflow.sdk import Param
 from airflow.sdk.definitions.param import ParamsDict
+from airflow.sdk.exceptions import ParamValidationError
 
 from tests.conftest import REPO
 from tpu_rl.dag.params import dag_params
@@ -145,18 +146,34 @@ def test_the_capacity_settings_in_the_form():
     assert params.get_param("checkpoint_period").schema["section"] == "GRPO"
 
 
-def test_the_form_gets_no_bounds_to_clamp_and_validate_names_the_value(tutorial_conf):
-    """Issue 44: Airflow's form clamps a number to its schema's minimum on blur, so 0 training
-    steps silently became 1; the Params carry no minimum/maximum (the description says them)
-    and validate refuses the value the user typed."""
+def test_the_form_gets_no_bounds_to_clamp_and_the_params_refuse_the_value_typed(tutorial_conf):
+    """Issue 44: Airflow's form clamps a number to its schema's top-level minimum on blur, so 0
+    training steps silently became 1: no top-level minimum/maximum. Issue 60: the bounds sit
+    in allOf, which the form does not read and Airflow's trigger checks, so 0 is refused as
+    typed; validate names it too."""
     params = ParamsDict(dag_params())
-    for name in ("num_batches", "checkpoint_period", "max_training_restarts"):
+    for name in ("num_batches", "checkpoint_period", "max_training_restarts", "max_spend_usd"):
         schema = params.get_param(name).schema
         assert "minimum" not in schema and "maximum" not in schema, name
     assert params.get_param("num_batches").description.endswith(" From 1 to 10,000,000.")
-    params["num_batches"] = 0
+    with pytest.raises(ParamValidationError, match="0 is less than the minimum of 1"):
+        params["num_batches"] = 0
+    with pytest.raises(ParamValidationError, match="10000001 is greater than the maximum"):
+        params["num_batches"] = 10_000_001
+    with pytest.raises(ParamValidationError, match="-1 is less than the minimum of 0"):
+        params["max_spend_usd"] = -1
+    params["max_spend_usd"], params["num_batches"] = 0, None  # a floor's own value; emptied
     with pytest.raises(SettingsError, match="num_batches: must be at least 1, got 0"):
-        load_settings({**tutorial_conf, "num_batches": params["num_batches"]})
+        load_settings({**tutorial_conf, "num_batches": 0})
+
+
+def test_model_and_tpu_offer_the_catalogue_and_allow_others():
+    """Issue 60: the form suggests the catalogue's models and TPU types as they are typed in
+    (`examples`: a datalist), and a type outside the catalogue is still a value it takes."""
+    params = ParamsDict(dag_params())
+    assert "gemma4-26b" in params.get_param("model_name").schema["examples"]
+    assert {"v6e-32", "v5p-8"} <= set(params.get_param("tpu_type").schema["examples"])
+    params["tpu_type"], params["model_name"] = "v5p-1024", "my-model"
 
 
 @pytest.mark.parametrize("params", [dag_params(), janitor_params()], ids=["run", "janitor"])
@@ -201,3 +218,12 @@ def test_the_settings_reference_is_what_the_settings_declare():
     assert text == settings_document(), "docs/settings.md is stale: regenerate it"
     for name in SETTING_FIELDS:
         assert f"| `{name}` |" in text, name
+
+
+def test_cluster_names_limit_is_one_from_the_rule():
+    """Issue 60: docs/settings.md gave cluster_name 63 characters in its type and 20 in its
+    text; the form's field takes, and the reference states, validate's 20."""
+    assert ParamsDict(dag_params()).get_param("cluster_name").schema["maxLength"] == 20
+    rows = (REPO / "docs" / "settings.md").read_text().splitlines()
+    row = next(x for x in rows if x.startswith("| `cluster_name`"))
+    assert "at most 20 characters of" in row and "63" not in row

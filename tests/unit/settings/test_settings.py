@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tpu_rl.settings.metadata import describe, json_type, maxtext_flag
+from tpu_rl.settings.param_specs import param_spec
 from tpu_rl.settings.run_settings import (
     SETTING_FIELDS,
     RunSettings,
@@ -15,6 +16,7 @@ from tpu_rl.settings.run_settings import (
     load_settings,
     load_settings_file,
 )
+from tpu_rl.settings.table import settings_document
 from tpu_rl.settings.validation import RULES
 
 
@@ -52,6 +54,29 @@ def test_every_setting_has_a_title_a_description_and_a_json_type():
 def test_every_integer_setting_declares_its_bounds_and_only_integers_do():
     for name, f in SETTING_FIELDS.items():
         assert (f.metadata["bounds"] is not None) == (str(f.type) == "int"), name
+
+
+WATCHDOG_AND_SPEND = [
+    *(n for n, f in SETTING_FIELDS.items() if n.startswith("health_") and str(f.type) == "float"),
+    "max_spend_usd",
+    "progress_report_minutes",
+]
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("name", WATCHDOG_AND_SPEND)
+def test_a_negative_nan_or_infinite_watchdog_or_spend_number_is_refused_by_name(
+    tutorial_conf, name, value
+):
+    """Issue 58: a negative watchdog factor fires at every step, and a nan one turns its rule off
+    (every comparison with nan is False); both passed validation, as a nan spend setting did.
+    The form's text and the reference say the floor."""
+    assert errors_for(tutorial_conf, **{name: value}) == [
+        f"{name}: must be 0 or more and finite, got {value}"
+    ]
+    assert errors_for(tutorial_conf, **{name: 0.0}) == []
+    assert param_spec(SETTING_FIELDS[name])["description"].endswith(" 0 or more.")
+    assert f"| `{name}` | number, 0 or more |" in settings_document()
 
 
 def test_choices_are_enum_members_that_compare_as_their_values(tutorial_conf):
@@ -125,7 +150,7 @@ RULE_CASES = [
     ("required_names", {"project": ""}, "project: required"),
     ("required_names", {"gcs_bucket": " "}, "gcs_bucket: required"),
     ("names", {"project": "My_Project"}, "project: 'My_Project' is not a project ID"),
-    ("names", {"cluster_name": "gemma4-rl-cluster-toolong"}, "at most 20 characters"),
+    ("names", {"cluster_name": "a" * 21}, "is 21 characters long; at most 20"),
     ("names", {"cluster_name": "4gemma"}, "start with a lower-case letter"),
     ("names", {"cluster_name": "gemma-"}, "must not end with a hyphen"),
     ("bucket_name", {"gcs_bucket": "gs://my-bucket"}, "not a URL"),
@@ -161,7 +186,9 @@ RULE_CASES = [
     (
         "slice_counts",
         {"num_trainer_slices": 1},
-        "num_trainer_slices: 1 with num_samplers_slices -1: MaxText takes both -1 or both positive",
+        "num_trainer_slices: 1 with num_samplers_slices -1: MaxText takes both -1 or both "
+        "positive, and builds no mesh on positive ones; run on one slice: set "
+        "cluster_nodepool_count 1",
     ),
     (
         "slice_counts",
@@ -211,6 +238,29 @@ RULE_CASES = [
         "sampler_mesh",
         {"rollout_tensor_parallelism": 3},
         "does not divide the sampler's 16 devices on v6e-32",
+    ),
+    (
+        "sampler_ici_mesh",
+        {"ici_fsdp_parallelism": 2, "sampler_devices_fraction": 0.25},
+        "tensor x expert x fsdp = 16 fits the trainer's 16 devices but not the sampler's 8 on "
+        "v6e-32: on one slice MaxText builds the rollout mesh with the trainer's ICI axes",
+    ),
+    (
+        "physical_meshes",
+        {"allow_split_physical_axes": False},
+        "allow_split_physical_axes: false, and on the trainer's 16 devices of v6e-32 (4x8, the "
+        "first 16 of 32) the tensor axis (2) is no product of whole physical axes",
+    ),
+    (
+        "physical_meshes",
+        {
+            "trainer_devices_fraction": 0.125,
+            "sampler_devices_fraction": 0.875,
+            "ici_expert_parallelism": 1,
+            "ici_tensor_parallelism": 1,
+        },
+        "sampler_devices_fraction: the sampler's 28 devices of v6e-32 (4x8, the last 28 of 32): "
+        "they do not fill a box of chips (JAX's _get_physical_tpu_mesh asserts",
     ),
     ("ranges", {"learning_rate": 2.0}, "learning_rate: must be in (0, 1)"),
     ("ranges", {"decode_sampling_nucleus_p": 1.5}, "decode_sampling_nucleus_p"),

@@ -29,3 +29,11 @@ def test_a_failed_run_shows_its_first_error_line():
     assert lines[1] == f"error:    validate: {REASON}"
     assert lines[2] == "rewards:  none (the run stopped before training reported them)"
     assert not any("None" in line for line in lines), lines
+
+
+def test_the_sandboxs_compressed_clock_is_said_under_the_report():
+    """The report's "8 hosts x 0.00 h" comes with why: the sandbox's clock runs 1000x fast."""
+    lines = summary(failed_validate(), {}, 12.0, "none (no export)", ["validate", "outcome"])
+    report = next(i for i, line in enumerate(lines) if line.startswith("report:"))
+    assert lines[report + 1].startswith("sandbox:  time compressed about 1000x")
+    assert '"8 hosts x 0.00 h"' in lines[report + 1]

@@ -46,7 +46,8 @@ function fillTable(section, estimate) {
   section.querySelector(".note").textContent = estimate.note;
 }
 
-// Logged out (or not allowed): say so, with a way to log in that comes back here.
+// Logged out (or not allowed): what to do, with a way to log in that comes back here, the
+// settings kept in this page's address (?conf=).
 function showLogin(status, code) {
   const login = new URL("api/v2/auth/login", AIRFLOW_ROOT);
   login.searchParams.set("next", window.location.href);
@@ -54,8 +55,17 @@ function showLogin(status, code) {
   a.href = login.href;
   a.textContent = "Log in to Airflow";
   status.replaceChildren(
-    code === 401 ? "You are not logged in. " : "Your user may not read this DAG. ",
+    code === 401
+      ? "You are not logged in to Airflow (or your session ended), and the estimate needs a " +
+        "user who may read the DAG tpu_rl_post_training (any role that can view it, e.g. " +
+        "Viewer). "
+      : "Your Airflow user may not read the DAG tpu_rl_post_training: ask an Airflow admin " +
+        "for a role that can view it (e.g. Viewer), or log in as another user. ",
     a,
+    code === 401
+      ? ": Airflow brings you back here, with these settings; or log in in another tab, " +
+        "then reload this page."
+      : ".",
   );
   document.body.dataset.state = "login";
 }
@@ -110,6 +120,13 @@ async function estimate() {
 document.getElementById("run").addEventListener("click", estimate);
 const given = new URLSearchParams(window.location.search).get("conf");
 if (given !== null) {
-  document.getElementById("conf").value = given;
+  // pretty-printed to edit (the form's link holds its defaults on one line)
+  let text = given;
+  try {
+    text = JSON.stringify(JSON.parse(given), null, 2);
+  } catch {
+    // not JSON: shown as given, and its problem named
+  }
+  document.getElementById("conf").value = text;
   estimate();
 }

@@ -14,12 +14,14 @@ function drawEvaluations(runs) {
     box.textContent = "No evaluations yet.";
     return;
   }
+  const picked = select.value;
   select.replaceChildren(...shown.map((r) => {
     const option = document.createElement("option");
     option.value = r.run_id;
     option.textContent = r.run_id;
     return option;
   }));
+  if (shown.some((r) => r.run_id === picked)) select.value = picked; // kept across refreshes
   const draw = () => drawRunEvaluations(box, shown.find((r) => r.run_id === select.value));
   select.onchange = draw;
   draw();

@@ -1,4 +1,5 @@
-// The "RL post-training" page: reads api/runs, draws the table and an SVG chart. No libraries.
+// The "RL post-training" page: reads api/runs, draws the table and an SVG chart; again every
+// REFRESH_MS while a run goes on. Runs filtered by model; the ticked ones compared. No libraries.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -10,7 +11,11 @@ const DAY_TIME = new Intl.DateTimeFormat(undefined, {
   month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
 });
 const MONTH = new Intl.DateTimeFormat(undefined, { month: "short", year: "numeric" });
-const COLUMNS = 17;
+const COLUMNS = 18;
+// While a run is queued or running the page reads its runs again this often.
+const REFRESH_MS = 5000;
+// The runs ticked for the compare view, kept across refreshes.
+const ticked = new Set();
 // Under a run that ended without a summary (tpu_rl.run_summary): made before its tasks kept one.
 const NO_SUMMARY = "no run summary: this run was made before its tasks kept one; its rewards " +
   "and results are in its XComs and its note";
@@ -66,9 +71,12 @@ function drawTable(runs) {
     const tr = document.createElement("tr");
     tr.className = "run";
     const runUrl = new URL(r.run_url, AIRFLOW_ROOT).href;
-    cell(tr, link(runUrl, r.run_id, true), "text run");
+    const name = document.createElement("span");
+    name.append(tickBox(r.run_id), link(runUrl, r.run_id, true));
+    cell(tr, name, "text run");
     cell(tr, r.state || "", `text ${r.state || ""}`);
     cell(tr, r.run_after ? DATE.format(new Date(r.run_after)) : "", "text date");
+    cell(tr, setupCell(r), "text setup");
     cell(tr, duration(r.duration_seconds));
     cell(tr, num(r.pre_mean_reward, 4));
     cell(tr, num(r.post_mean_reward, 4));
@@ -112,6 +120,56 @@ function drawTable(runs) {
     if (r.error) rows.appendChild(noteRow("error", "data error: ", r.error));
   }
   document.querySelector("#runs tbody").replaceChildren(rows);
+}
+
+// What the run trained on, a line each: model, TPU type x slices, capacity mode.
+function setupCell(r) {
+  const box = document.createElement("span");
+  const slices = r.slices ? ` \u00d7 ${r.slices}` : "";
+  for (const [cls, text] of [["model", r.model], ["tpu", `${r.tpu_type || ""}${slices}`],
+    ["capacity", r.capacity]]) {
+    const line = document.createElement("span");
+    line.className = cls;
+    line.textContent = text || "";
+    box.append(line);
+  }
+  return box;
+}
+
+// The run's box for the compare view.
+function tickBox(runId) {
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  box.checked = ticked.has(runId);
+  box.title = "compare this run";
+  box.setAttribute("aria-label", `compare ${runId}`);
+  box.onchange = () => {
+    if (box.checked) ticked.add(runId); else ticked.delete(runId);
+    updateCompareButton();
+  };
+  return box;
+}
+
+function updateCompareButton() {
+  const button = document.getElementById("compare");
+  button.disabled = ticked.size < 2;
+  button.textContent = `Compare ${ticked.size} runs`;
+}
+
+// The models of the runs in the filter (the choice kept), and the runs it lets through.
+function filtered(runs) {
+  const select = document.getElementById("model-filter");
+  const picked = select.value;
+  const models = [...new Set(runs.map((r) => r.model).filter(Boolean))].sort();
+  const options = [["", "all models"], ...models.map((m) => [m, m])].map(([value, text]) => {
+    const option = document.createElement("option");
+    option.value = value;
+    option.textContent = text;
+    return option;
+  });
+  select.replaceChildren(...options);
+  select.value = models.includes(picked) ? picked : "";
+  return select.value ? runs.filter((r) => r.model === select.value) : runs;
 }
 
 // Training attempts (a resume after capacity loss adds one): their count and the steps computed
@@ -259,6 +317,21 @@ function showLogin(status, code) {
   document.body.dataset.state = "login";
 }
 
+let allRuns = [];
+
+// Draw the runs the model filter lets through; the curves of the picked one come after.
+function show() {
+  const runs = filtered(allRuns);
+  drawChart(runs); // first: it measures the page, cheaper before the table is in
+  drawTable(runs);
+  drawEvaluations(runs);
+  updateCompareButton();
+  const shown = allRuns.length === runs.length ? "" : ` (${runs.length} of the model shown)`;
+  document.getElementById("status").textContent =
+    `${plural(allRuns.length, "run")}${shown}, newest first.`;
+  return drawRunCurves(runs);
+}
+
 async function load() {
   const status = document.getElementById("status");
   try {
@@ -268,17 +341,21 @@ async function load() {
       return;
     }
     if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
-    const data = await response.json();
-    drawChart(data.runs); // first: it measures the page, cheaper before the table is in
-    drawTable(data.runs);
-    drawEvaluations(data.runs);
-    status.textContent = `${plural(data.runs.length, "run")}, newest first.`;
+    allRuns = (await response.json()).runs;
+    await show();
     document.body.dataset.loadMs = Math.round(performance.now());
     document.body.dataset.state = "ready";
+    document.body.dataset.loads = String(Number(document.body.dataset.loads || 0) + 1);
+    // a run goes on: its progress, evaluations and curves move
+    if (allRuns.some((r) => r.state === "running" || r.state === "queued")) setTimeout(load, REFRESH_MS);
   } catch (error) {
     status.textContent = `Could not load the runs: ${error.message}`;
     document.body.dataset.state = "error";
   }
 }
+
+document.getElementById("model-filter").onchange = show;
+document.getElementById("compare").onclick = () =>
+  drawCompare(allRuns.filter((r) => ticked.has(r.run_id)));
 
 load();
