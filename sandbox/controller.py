@@ -613,8 +613,10 @@ class Controller:
         run.state = "Done"
 
 
-def _kill(run: _Run) -> None:
-    """Kill and reap the run's attached process, if any."""
+def _kill(run: _Run | None) -> None:
+    """Kill and reap the run's attached process, if any (None: a pod no Job made, never run)."""
+    if run is None:
+        return
     process, run.process = run.process, None
     if process is not None:
         process.kill()

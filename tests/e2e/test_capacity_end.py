@@ -33,6 +33,9 @@ CALENDAR = {
     "num_batches": 30,
     "checkpoint_period": 1,
     "training_timeout_minutes": 2400,
+    # each rung of the ladder gets its own cluster limit (2 x 45 min): the run's worst case
+    # stays within the DAG's time limit beside the long training limit
+    "cluster_timeout_minutes": 45,
 }
 
 

@@ -15,6 +15,7 @@ from tests.ui import synthetic
 from tests.ui.chromium import chromium_path
 from tests.ui.test_ui_health import health_rows
 from tests.ui.test_ui_page import read_page
+from tpu_rl.rewards import health
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
@@ -37,7 +38,11 @@ def test_a_real_nan_on_the_page_names_the_rule_the_line_and_the_checkpoint_kept(
     browser.screenshot(ARTIFACTS / "ui-health-real.png")
     assert len(rows) == 1
     healthy = result.xcoms["wait_for_rewards.anomaly"]["healthy_step"]
-    (row,) = [r for r in health_rows(browser) if r.startswith(("training health:", "failed at"))]
+    rows = health_rows(browser)
+    (row,) = [r for r in rows if r.startswith("training health:")]
     assert f"nonfinite_loss at step {NAN_AT}" in row, row
     assert f"Train step {NAN_AT} training loss: nan" in row, row  # the real trainer's own line
     assert f"/checkpoints/actor/{healthy}/" in row, row
+    assert row.endswith(health.next_step({"rule": health.NONFINITE})), row  # what to do next
+    (failed,) = [r for r in rows if r.startswith("failed at")]
+    assert "Next: " in failed, failed

@@ -6,6 +6,7 @@ run's report is written beside it (test-artifacts/ui-health-report.md)."""
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 
@@ -52,17 +53,21 @@ def test_a_nan_run_on_the_page_names_the_rule_the_step_and_the_checkpoint_kept(
     rows, _ = read_page(browser, ui_server, auth_token)
     browser.screenshot(ARTIFACTS / "ui-health.png")
     assert len(rows) == 2
-    # the stopped run's failure row names the rule; the exported one's health row, what it kept
+    # each run's health row names the rule, the evidence, what it kept and what to do next;
+    # the stopped run's failure row, the rule and what to do next
     reasons = health_rows(browser)
-    health = [row for row in reasons if row.startswith(("training health:", "failed at"))]
-    assert len(health) == 2, reasons
+    health = [row for row in reasons if row.startswith("training health:")]
+    failed = [row for row in reasons if row.startswith("failed at")]
+    assert len(health) == 2 and len(failed) == 1, reasons
     for row in health:
         assert f"nonfinite_loss at step {NAN_AT}" in row, row
         assert f"Train step {NAN_AT} training loss: nan" in row, row  # the evidence line
         assert "/checkpoints/actor/30/" in row, row
-    assert {"health_action=stop", "health_action=export_healthy"} == {
-        row.rsplit("(", 1)[-1].rstrip(")") for row in health
+        assert row.endswith(health.next_step({"rule": "nonfinite_loss"})), row
+    assert {"(health_action=stop)", "(health_action=export_healthy)"} == {
+        re.search(r"\(health_action=\w+\)", row).group(0) for row in health
     }
+    assert f"nonfinite_loss at step {NAN_AT}" in failed[0] and "Next: " in failed[0], failed
     note = (ARTIFACTS / "ui-health-note.md").read_text()
     assert note.endswith("All runs: [RL post-training page](/plugin/rl-post-training)"), note
     assert f"nonfinite_loss at step {NAN_AT}" in report, report  # the first attempt's end

@@ -161,17 +161,17 @@ class RunSettings:
     num_trainer_slices: int = CLOUD.setting(
         -1,
         "Trainer slices",
-        description="With several slices: how many of them train (the first ones); -1: one "
-        "slice, its chips split by the trainer and sampler fractions. Set with sampler slices. "
-        "MaxText flag num_trainer_slices (given when not -1).",
+        description="-1: one slice, its chips split by the trainer and sampler fractions. "
+        "Trainer and sampler slices are refused: MaxText 0.2.4 builds no mesh on them (its "
+        "RLConfig sets num_slices -1 whenever they are given, configs/types.py:4653). MaxText "
+        "flag num_trainer_slices (given when not -1).",
         bounds=(-1, 64),
     )
     num_samplers_slices: int = CLOUD.setting(
         -1,
         "Sampler slices",
-        description="With several slices: how many of them generate answers (the ones after the "
-        "trainer's); -1: one slice. Set with trainer slices. MaxText flag num_samplers_slices "
-        "(given when not -1).",
+        description="-1: one slice. Sampler slices are refused with MaxText 0.2.4 (see "
+        "num_trainer_slices). MaxText flag num_samplers_slices (given when not -1).",
         bounds=(-1, 64),
     )
     namespace: str = CLOUD.setting(
@@ -662,8 +662,9 @@ class RunSettings:
         15.0,
         "Progress report (min)",
         description="How often, in minutes of training, the run's page and note show its step, "
-        "ETA and spend while it trains (the first once the pace is known); each report resumes "
-        "the waiting task in a worker for a few seconds. The task log says it more often.",
+        "ETA and spend while it trains, or every 10% of the steps, whichever comes first (the "
+        "first once the pace is known); each report resumes the waiting task in a worker for a "
+        "few seconds. The task log says it more often.",
         at_least=0,
     )
     pending_timeout_minutes: int = RUN.setting(

@@ -265,14 +265,16 @@ def _progress(run: Any, x: Mapping[str, Any], rewards: Mapping[str, Any]) -> str
 
 
 def _health(found: Mapping[str, Any] | None) -> str | None:
-    """What the training watchdog found, and the checkpoint it kept, in a line."""
-    from tpu_rl.rewards.health import describe
+    """What the training watchdog found, the checkpoint it kept and what to do next, in a
+    line."""
+    from tpu_rl.rewards.health import describe, next_step
 
     if not found:
         return None
     uri = found.get("healthy_checkpoint")
     kept = f"; kept step {found.get('healthy_step')}: {uri}" if uri else "; no healthy checkpoint"
-    return describe(found) + kept + f" (health_action={found.get('action')})"
+    action = f" (health_action={found.get('action')})"
+    return f"{describe(found)}{kept}{action}. {next_step(found)}"
 
 
 def _setup(run: Any) -> dict[str, Any]:

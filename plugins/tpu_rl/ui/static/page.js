@@ -114,7 +114,7 @@ function drawTable(runs) {
     if (ended.length) rows.appendChild(noteRow("rungs", "training attempts: ", endedText(ended)));
     if (r.progress) rows.appendChild(noteRow("progress", "training: ", r.progress));
     // a run the watchdog failed says it in its failure; one that exported, here
-    if (r.health && !r.failure) rows.appendChild(noteRow("reason", "training health: ", r.health));
+    if (r.health) rows.appendChild(noteRow("reason", "training health: ", r.health));
     if (r.failure) rows.appendChild(reasonRow(r.failure));
     if (r.summary === false) rows.appendChild(noteRow("no-summary", NO_SUMMARY));
     if (r.error) rows.appendChild(noteRow("error", "data error: ", r.error));
