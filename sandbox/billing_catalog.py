@@ -18,7 +18,7 @@ import zlib
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sandbox.loopback import serve_on_loopback
+from sandbox.loopback import send_json, serve_on_loopback
 from sandbox.project_facts import google_error
 
 HOST = "cloudbilling.googleapis.com"
@@ -89,12 +89,7 @@ class BillingCatalogEmulator:
                 emulator.requests.append((split.path, query))
                 key = (query.get("key") or [""])[0] or self.headers.get("x-goog-api-key", "")
                 status, _, payload = emulator.answer(split.path, query, key)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from sandbox import discovery
-from sandbox.loopback import serve_on_loopback
+from sandbox.loopback import send_json, serve_on_loopback
 
 _LOCATION = r"/v1/projects/([^/]+)/locations/([^/]+)"
 # https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/upload
@@ -90,12 +90,7 @@ class VertexRegistryFake:
                     status, _, payload = discovery.checked(
                         API_HOST, self.command, self.path, raw, answered
                     )
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def log_message(self, *args: object) -> None:
                 pass
