@@ -16,6 +16,7 @@ from tests.conftest import REPO
 from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
 from tests.ui.test_ui_page import read_page
+from tpu_rl.rewards import health
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
@@ -56,16 +57,16 @@ def test_a_nan_run_on_the_page_names_the_rule_the_step_and_the_checkpoint_kept(
     # each run's health row names the rule, the evidence, what it kept and what to do next;
     # the stopped run's failure row, the rule and what to do next
     reasons = health_rows(browser)
-    health = [row for row in reasons if row.startswith("training health:")]
+    watched = [row for row in reasons if row.startswith("training health:")]
     failed = [row for row in reasons if row.startswith("failed at")]
-    assert len(health) == 2 and len(failed) == 1, reasons
-    for row in health:
+    assert len(watched) == 2 and len(failed) == 1, reasons
+    for row in watched:
         assert f"nonfinite_loss at step {NAN_AT}" in row, row
         assert f"Train step {NAN_AT} training loss: nan" in row, row  # the evidence line
         assert "/checkpoints/actor/30/" in row, row
         assert row.endswith(health.next_step({"rule": "nonfinite_loss"})), row
     assert {"(health_action=stop)", "(health_action=export_healthy)"} == {
-        re.search(r"\(health_action=\w+\)", row).group(0) for row in health
+        re.search(r"\(health_action=\w+\)", row).group(0) for row in watched
     }
     assert f"nonfinite_loss at step {NAN_AT}" in failed[0] and "Next: " in failed[0], failed
     note = (ARTIFACTS / "ui-health-note.md").read_text()
