@@ -28,6 +28,7 @@ from tpu_rl.rewards import health
 from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
 from tpu_rl.rewards.held_log import HeldLog
 from tpu_rl.rewards.train_step import parse_step_line
+from tpu_rl.settings.params import default_settings
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 _ABSL = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d{6}) ")
@@ -94,6 +95,11 @@ class Verdict:
         return None if self.anomaly is None else self.anomaly["rule"]
 
 
+def default_rules() -> health.Rules:
+    """The watchdog's rules at the run settings' defaults (what the form starts with)."""
+    return health.Rules.from_settings(default_settings())
+
+
 def runs() -> list[CorpusRun]:
     return [CorpusRun.load(path) for path in sorted(CORPUS.glob("*.json"))]
 
@@ -148,11 +154,6 @@ def _feed_scalars(
 
 def _fatal(state: FollowState) -> bool:
     return health.fatal(state.health) is not None
-
-
-def loss_range(run: CorpusRun) -> tuple[float, float]:
-    finite = [x for x in run.losses() if math.isfinite(x)]
-    return (min(finite), max(finite)) if finite else (math.nan, math.nan)
 
 
 def shows_at(run: CorpusRun) -> int:

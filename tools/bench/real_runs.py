@@ -17,21 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from types import SimpleNamespace
 from typing import Any
 
-from sandbox.trainer_corpus import CorpusRun, line_time, runs, shows_at, watch
+from sandbox.trainer_corpus import CorpusRun, default_rules, line_time, runs, shows_at, watch
 from tools.bench.metric import metric
 from tpu_rl.rewards import health
-from tpu_rl.settings.fields import RunSettings
-
-
-def default_rules() -> health.Rules:
-    """The rules at the run settings' defaults."""
-    defaults = {
-        f.name: f.default for f in dataclasses.fields(RunSettings) if f.name.startswith("health_")
-    }
-    return health.Rules.from_settings(SimpleNamespace(**defaults))
 
 
 def _false_stops(healthy: list[CorpusRun], rules: health.Rules) -> dict[str, str]:

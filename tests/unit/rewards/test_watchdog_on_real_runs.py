@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from types import SimpleNamespace
 
 import pytest
 
-from sandbox.trainer_corpus import CorpusRun, runs, shows_at, watch
+from sandbox.trainer_corpus import CorpusRun, default_rules, runs, shows_at, watch
 from tpu_rl.rewards import health
-from tpu_rl.settings.fields import RunSettings
 
 pytestmark = pytest.mark.unit
 
@@ -31,14 +29,6 @@ CAUGHT_BY = {
     "stall": health.STALL,
     "kl_blowup": health.KL_BLOWUP,
 }
-
-
-def default_rules() -> health.Rules:
-    """The watchdog's rules at the run settings' defaults (what the form starts with)."""
-    defaults = {
-        f.name: f.default for f in dataclasses.fields(RunSettings) if f.name.startswith("health_")
-    }
-    return health.Rules.from_settings(SimpleNamespace(**defaults))
 
 
 def test_the_corpus_spans_the_shapes_and_faults_the_issue_names():
