@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -41,7 +42,9 @@ async def test_a_triggerer_killed_right_after_a_burst_reads_little_of_it_again(
     make_job(emu)
     make_pod(emu, "train-a")
     clock = Clock(gap=1.0)
-    deferred_with = trigger_kwargs(emu, poll_interval=30.0)  # no poll on the timer meanwhile
+    # no poll on the timer meanwhile; a deadline no loaded CI machine reaches (the default 20 s
+    # ended the first trigger with a timeout event before the cancel below)
+    deferred_with = trigger_kwargs(emu, poll_interval=30.0, deadline=time.time() + 300)
     emu.append_log(NS, "train-a", C, pre(), at=clock())
     first = RewardTrigger(**deferred_with)
     task = asyncio.create_task(first_event(first, timeout=20))
@@ -53,6 +56,7 @@ async def test_a_triggerer_killed_right_after_a_burst_reads_little_of_it_again(
         emu.append_log(NS, "train-a", C, "".join(lines[second : second + PER_SECOND]), at=clock())
     await wait_for(lambda: first.follower.state.reached_step == STEPS)
     await asyncio.sleep(1.0)  # a poll on news comes within MIN_POLL_GAP_S
+    assert not task.done(), task.result()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -211,7 +211,8 @@ class LogFollower:
         result = await self._poll_once()
         if result is not None:  # the wait ends: no trigger reads these lines again
             self.held.tell()
-            await self._read_last_scalars()
+            if result.get("status") != "running":  # a progress report: the wait goes on
+                await self._read_last_scalars()
             if self.state.curves:  # the page's curves, for the wait's XCom
                 result = {**result, "curves": self.state.curves}
         return result
