@@ -34,14 +34,15 @@ ESTIMATE_FILE = Path(__file__).with_name("defaults_estimate.md")
 # past run (`prefillConfig`, its "Trigger with config"), so the link carries the defaults.
 def estimate_link() -> str:
     """The link to the estimate page, its address holding the form's defaults (?conf=, which
-    the page reads and estimates at once), and how to carry over what was changed in the form:
-    the form keeps what is typed in memory only (no storage, no address), so no link can."""
+    the page reads and estimates at once), where the settings are estimated as they are typed
+    and the run triggered; and how to carry over what was changed in the form: the form keeps
+    what is typed in memory only (no storage, no address), so no link can."""
     conf = quote(json.dumps(vars(default_settings()), separators=(",", ":")))
     return (
         f"**Your settings:** [Estimate these settings]({ESTIMATE_PAGE}?conf={conf}) (a new "
-        "tab) opens with this form's defaults, estimated: change there what you changed here, "
-        "or paste there the text of Advanced Options > Configuration JSON, at the bottom of "
-        "this form, for the same table and every invalid setting at once."
+        "tab) opens this form's defaults: edit them there, see the table and every invalid "
+        "setting as you type, and trigger the run from there. To bring what you changed "
+        "here, paste there Advanced Options > Configuration JSON (bottom of this form)."
     )
 
 

@@ -7,7 +7,9 @@ XCom endpoints require), authenticated like Airflow's API (the UI's session cook
 The estimate page (/estimate, linked from the trigger form) is static too; /api/estimate takes
 a run's settings (the form's Configuration JSON) and answers with every problem of them and
 their cost estimate (tpu_rl.ui.estimate). It reads nothing of any run, so it needs a user
-allowed to read this DAG (whose Params the form shows), authenticated the same way.
+allowed to read this DAG (whose Params the form shows), authenticated the same way. The page
+triggers a run through Airflow's own REST API (POST /api/v2/dags/{dag_id}/dagRuns, with the
+same session cookie), which checks that the user may create this DAG's runs: nothing here does.
 
 /api/curves?run_id=... holds the training curves of a few runs (tpu_rl.ui.curves), read when
 the page draws them; it needs what /api/runs needs.
@@ -105,8 +107,9 @@ def estimate_script() -> FileResponse:
 @app.post("/api/estimate", dependencies=[can_read_dag])
 async def estimate(request: Request) -> dict[str, Any]:
     """The problems, all at once, and the estimate of the settings the body holds as JSON text
-    (tpu_rl.ui.estimate): read as text, so that text which is not JSON gets its message too."""
-    return settings_estimate((await request.body()).decode(errors="replace"))
+    (tpu_rl.ui.estimate): read as text, so that text which is not JSON gets its message too;
+    and the DAG whose run the page triggers with them."""
+    return {"dag_id": DAG_ID, **settings_estimate((await request.body()).decode(errors="replace"))}
 
 
 @app.get("/api/runs", dependencies=[can_read_runs, can_read_xcoms])

@@ -305,14 +305,21 @@ function drawChart(runs) {
   }
 }
 
-// Logged out (or not allowed): say so, with a way to log in that comes back here.
+// Logged out (or not allowed): what to do, with a way to log in that comes back here.
 function showLogin(status, code) {
   const login = new URL("api/v2/auth/login", AIRFLOW_ROOT);
   login.searchParams.set("next", window.location.href);
   const a = link(login.href, "Log in to Airflow", true);
   status.replaceChildren(
-    code === 401 ? "You are not logged in. " : "Your user may not read this DAG's runs. ",
+    code === 401
+      ? "You are not logged in to Airflow (or your session ended), and this page needs a user " +
+        "who may read the runs of tpu_rl_post_training and their XComs (e.g. Viewer). "
+      : "Your Airflow user may not read the runs of tpu_rl_post_training or their XComs: ask " +
+        "an Airflow admin for a role that can (e.g. Viewer), or log in as another user. ",
     a,
+    code === 401
+      ? ": Airflow brings you back here; or log in in another tab, then reload this page."
+      : ".",
   );
   document.body.dataset.state = "login";
 }
