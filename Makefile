@@ -150,10 +150,11 @@ test-maxtext: $(STAMP) $(MAXTEXT_STAMP) ## the MaxText judge tier: MaxText 0.2.4
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
 	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/e2e/test_deployments.py tests/processes
 
-lint: $(STAMP) ## ruff check and format check, then the package's layers (import-linter, pyproject.toml)
+lint: $(STAMP) ## ruff check and format check, the package's layers (import-linter) and types (mypy: strict on the watch core), both configured in pyproject.toml
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	PYTHONPATH=plugins $(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 params: $(STAMP) ## regenerate every file made from a declaration: params.json and docs/settings.md (the settings), the form's cost estimate of the defaults, the swept kinds' table in docs/operations.md, the preflight checks' lists (README, docs/operations.md, the preflight step's doc), the README's table of the catalogue's cells
 	PYTHONPATH=plugins $(PY) -m tpu_rl.settings.param_specs
@@ -185,7 +186,7 @@ corpus: $(STAMP) $(TRAINER_STAMP) ## record the corpus of real GRPO runs (sandbo
 
 rewards: $(STAMP) ## parse a saved training log: make rewards LOG=<file>
 	@test -n "$(LOG)" || { echo "usage: make rewards LOG=<file>"; exit 2; }
-	@$(PY) -m tpu_rl.rewards.lines $(LOG)
+	@$(PY) -m tpu_rl.training_log.lines $(LOG)
 
 clean: ## remove .venv, .venv-compat, .venv-trainer, .venv-maxtext, .airflow (demo databases and logs, the JAX cache), plan-out, test-artifacts and caches
 	rm -rf $(VENV) .venv-compat $(TRAINER_VENV) $(MAXTEXT_VENV) .airflow plan-out test-artifacts .pytest_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""A TPU node taken away mid-training, as GKE shows a Spot preemption (COORD.md item 3).
+"""A TPU node taken away mid-training, as GKE shows a Spot preemption.
 
 The node gets the `cloud.google.com/impending-node-termination:NoSchedule` taint (the notice,
 30 s for Spot VMs); when the notice runs out the kubelet's graceful node shutdown ends its pods

@@ -3,7 +3,7 @@ tools/trainer_corpus.py) and its replay through the product's training watch.
 
 Each file is one run of the real trainer (Tunix's GRPOLearner on its toy model): the lines the
 product reads with their absl timestamps, every TensorBoard scalar, and how it ended. `watch`
-feeds a run to the follower's own pure step (`tpu_rl.rewards.follower.consume`, which judges
+feeds a run to the follower's own pure step (`tpu_rl.rewards.line_reader.consume`, which judges
 each step and evaluation line with the watchdog) and the event-file rule (`health.on_scalar`)
 in the order the product would see them, and says whether and where the watchdog stopped it.
 
@@ -24,11 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tpu_rl.rewards import health
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
 from tpu_rl.rewards.held_log import HeldLog
-from tpu_rl.rewards.train_step import parse_step_line
+from tpu_rl.rewards.line_reader import Line, Resent, consume
 from tpu_rl.settings.params import default_settings
+from tpu_rl.training_log.train_step import parse_step_line
+from tpu_rl.watch import health
+from tpu_rl.watch.state import FollowState
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 _ABSL = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d{6}) ")

@@ -48,8 +48,8 @@ def promoted_line(promoted: Any) -> str:
 
 def evaluation_lines(rewards: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
     """Each metric per evaluated step (pre = step 0, post = the final step), exported: *."""
-    from tpu_rl.rewards.evaluations import step_table
     from tpu_rl.settings.choices import EVAL_METRICS
+    from tpu_rl.training_log.evaluations import step_table
 
     rows = step_table(rewards, (gate or {}).get("checkpoint"))
     heads = "".join(
@@ -74,7 +74,7 @@ def watchdog_lines(anomaly: dict[str, Any] | None) -> list[str]:
     """The watchdog's stop (wait_for_rewards' XCom `anomaly`) and what to do next, if any."""
     if not anomaly:
         return []
-    from tpu_rl.rewards.health import next_step
+    from tpu_rl.watch.health import next_step
 
     kept = anomaly.get("healthy_checkpoint") or "none"
     return [

@@ -1,6 +1,6 @@
 """The training health watchdog in the demos: `make demo SCENARIO=<name>` and `make demo-ui
 SCENARIO=<name>` train in the sandbox with one fault (sandbox.training_curve.TrainingFaults) that
-the watchdog (tpu_rl.rewards.health) stops end to end: the training Job and the backend deleted
+the watchdog (tpu_rl.watch.health) stops end to end: the training Job and the backend deleted
 within a poll, the run's failure (or its export of the newest healthy checkpoint) naming the
 rule, the step, the evidence and what to do next. Faults and settings as tests/e2e/
 test_training_health.py proves them; the stall's floor is scaled to the sandbox's compressed time.

@@ -28,9 +28,9 @@ from tpu_rl.report.estimate import (
     format_estimate,
     mode_in,
 )
-from tpu_rl.rewards.evaluations import gate_thresholds
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
 from tpu_rl.settings.validation import settings_warnings
+from tpu_rl.training_log.evaluations import gate_thresholds
 
 PLAN_RUN_ID = "manual__plan"
 # The identity a plan shows when none is configured: the stored one lives in a deployment's
@@ -317,6 +317,14 @@ def main(argv: list[str]) -> int:
     print(f"wrote {path} and {len(list(path.parent.iterdir())) - 1} rendered files")
     for warning in warnings:
         print(f"warning: {warning}")
+    print_capacity(settings, layout, estimate)
+    print("\n".join(format_estimate(estimate)))
+    return 0
+
+
+def print_capacity(settings: RunSettings, layout: RunLayout, estimate: Any) -> None:
+    """The plan's capacity lines: the mode, the blueprint's edits, the node labels the TPU pods
+    select and, for a ladder the plan creates, each rung's cluster and cost."""
     summary = capacity_summary(settings)
     print(f"TPU capacity: {summary['mode']}")
     for edit in summary["blueprint_edits"]:
@@ -331,8 +339,6 @@ def main(argv: list[str]) -> int:
             print(f"    cost on this rung: {_rung_cost(estimate, row['rung'])}")
             if row["cross_zone"]:
                 print(f"    across zones: {row['cross_zone']}")
-    print("\n".join(format_estimate(estimate)))
-    return 0
 
 
 def verdict(s: RunSettings, estimate: Any, warnings: list[str]) -> str:

@@ -73,7 +73,7 @@ from datetime import datetime
 from airflow.sdk import DAG, BaseOperator
 
 from tpu_rl.report.notify import RunFailureNotifier
-from tpu_rl.rewards.gate import reward_gate
+from tpu_rl.promotion.gate import reward_gate
 
 
 class Rewards(BaseOperator):

@@ -14,7 +14,7 @@ import re
 from sandbox.harness import SETTINGS, Workloads, logged_note
 from sandbox.training_curve import TrainingFaults
 from sandbox.workloads import EvalResult
-from tpu_rl.rewards.health import next_step
+from tpu_rl.watch.health import next_step
 
 HEALTH = {**SETTINGS, "num_batches": 100, "checkpoint_period": 10}
 NAN_AT = 35
@@ -23,7 +23,7 @@ SPIKE_AT = 45
 COLLAPSE_AT = 30  # an Intermediate Eval's step (eval_interval 10)
 SLOW_FROM = 90
 # GSM8K's mean_reward adds several rewards of up to 3 each: a collapse of 1.5 passes the
-# default health_reward_drop of 1.0 (tpu_rl.rewards.health)
+# default health_reward_drop of 1.0 (tpu_rl.watch.health)
 REWARDING = {
     "pre": EvalResult(corr=8, mean_reward=0.5),
     "post": EvalResult(corr=12, mean_reward=2.5),

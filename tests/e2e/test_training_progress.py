@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from sandbox.harness import SETTINGS, Workloads, logged_note
-from tpu_rl.rewards.progress import PROGRESS_EVENT
+from tpu_rl.watch.progress import PROGRESS_EVENT
 
 # 100 steps of 60 simulated s (0.06 wall s here, line times are wall-clock): a report about
 # every 1.2 s of the lines' time, several in a run

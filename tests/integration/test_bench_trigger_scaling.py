@@ -22,8 +22,8 @@ from tools.bench.trigger_scaling import (
     too_loaded,
     training_logs,
 )
-from tpu_rl.rewards.train_step import parse_step_line
 from tpu_rl.rewards.trigger import RewardTrigger
+from tpu_rl.training_log.train_step import parse_step_line
 
 NS, JOB, POD, C = "default", "job-rl-x-train", "job-rl-x-train-0", "maxtext"
 PRE = "W1129 10:00:00.1 1 train_rl.py:785] Pre RL Training: corr=8, total=64, accuracy=12.5%, "

@@ -9,7 +9,7 @@ from airflow.providers.google.cloud.hooks import gcs as gcs_hooks
 
 from sandbox.tensorboard_events import EventFile, file_version_event, scalar_event
 from tpu_rl.rewards.event_files import EventFiles, file_epoch
-from tpu_rl.rewards.health import BOARD_TAGS, KL_TAG
+from tpu_rl.watch.health import BOARD_TAGS, KL_TAG
 
 BOARD = "gs://bucket/gemma4-26b/trained/run/tensorboard/"
 NAME = "events.out.tfevents.1764410400.rl-train-0-0"

@@ -9,7 +9,7 @@ from airflow.providers.google.cloud.hooks import gcs as gcs_hooks
 
 from sandbox.orbax_saves import checkpoint_uris
 from tpu_rl import storage
-from tpu_rl.rewards import quarantine
+from tpu_rl.checkpoints import quarantine
 
 BASE = "gs://bucket/gemma4-26b/trained/"
 ACTOR = f"{BASE}run/checkpoints/actor/"

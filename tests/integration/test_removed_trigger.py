@@ -17,7 +17,7 @@ from sandbox.cloud import SandboxCredentials
 from sandbox.kube_emulator import KubeEmulator
 from tests.integration.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
 from tests.integration.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401
-from tests.unit.rewards.test_resume import BASE_PRE, Ti, lost
+from tests.unit.checkpoints.test_resume import BASE_PRE, Ti, lost
 from tpu_rl import storage
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.dag import runtime

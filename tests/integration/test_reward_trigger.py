@@ -33,12 +33,13 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.kube.pods_trigger import PodsReadyTrigger
-from tpu_rl.rewards import health
-from tpu_rl.rewards.follower import FollowState
 from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.rewards.position import POSITION_ANNOTATION
-from tpu_rl.rewards.progress import PROGRESS_EVENT
 from tpu_rl.rewards.trigger import RewardTrigger
+from tpu_rl.watch import health
+from tpu_rl.watch.ends import WaitEnd
+from tpu_rl.watch.progress import PROGRESS_EVENT
+from tpu_rl.watch.state import FollowState
 
 pytestmark = pytest.mark.asyncio
 
@@ -665,7 +666,7 @@ async def test_rebuilt_trigger_continues_without_gaps_or_repeats(emu, creds, ste
 
 
 def train_step(n: int) -> str:
-    """Tunix's step line (tpu_rl.rewards.train_step)."""
+    """Tunix's step line (tpu_rl.training_log.train_step)."""
     return (
         f"I1129 10:00:00.123456 140213 peft_trainer.py:735] Train step {n} training loss: "
         "0.500000  - training perplexity: 1.648721\n"
@@ -696,7 +697,7 @@ async def test_a_wait_rebuilt_after_the_stall_floor_reads_the_backlog_before_a_s
         assert event is None, event["message"]
         assert health.fatal(rebuilt.state.health) is None
     else:
-        assert event is not None and event["reason"] == health.REASON, event
+        assert event is not None and event["reason"] == WaitEnd.TRAINING_UNHEALTHY, event
         assert event["anomaly"]["rule"] == health.STALL
         assert event["anomaly"]["step"] == stall, event["message"]
         assert f"Train step {stall} training loss" in event["message"]

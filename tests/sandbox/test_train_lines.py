@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 from sandbox.workloads import STEP_FORMAT, grpo_client_script
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+from tpu_rl.rewards.line_reader import Line, Resent, consume
+from tpu_rl.watch.state import FollowState
 
 SOURCES = json.loads(
     (Path(__file__).parents[1] / "fixtures/vendor/tunix/log_lines.json").read_text()

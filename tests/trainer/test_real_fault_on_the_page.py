@@ -15,7 +15,7 @@ from tests.ui import synthetic
 from tests.ui.chromium import chromium_path
 from tests.ui.test_ui_health import health_rows
 from tests.ui.test_ui_page import read_page
-from tpu_rl.rewards import health
+from tpu_rl.watch import health
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 

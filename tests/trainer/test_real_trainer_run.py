@@ -15,8 +15,9 @@ import pytest
 from sandbox.harness import SETTINGS, Workloads
 from sandbox.orbax_saves import complete_steps
 from sandbox.real_trainer.process import GRPO_TOY, RealTrainer
-from tpu_rl.rewards import health
-from tpu_rl.rewards.progress import PROGRESS_EVENT
+from tpu_rl.watch import health
+from tpu_rl.watch.ends import WaitEnd
+from tpu_rl.watch.progress import PROGRESS_EVENT
 
 STEPS = 20
 # 20 steps, a save every 5 (Tunix also saves step 1), an Intermediate Eval every 5 (the toy's
@@ -52,7 +53,7 @@ def judged_steps(monkeypatch) -> list[int]:
 
 
 def unhealthy(result) -> list[dict]:
-    return [e for e in result.trigger_events if e.get("reason") == health.REASON]
+    return [e for e in result.trigger_events if e.get("reason") == WaitEnd.TRAINING_UNHEALTHY]
 
 
 def trainers_left() -> list[str]:

@@ -24,10 +24,11 @@ from tests.ui.test_ui_evaluations import REWARDS
 from tests.ui.test_ui_malformed import run_id
 from tests.unit.rewards.test_poll import JOB, NAME, Files, follower, kl
 from tpu_rl.names import DAG_ID
-from tpu_rl.rewards import curves, evaluations, progress
 from tpu_rl.rewards.event_files import Scalar, file_epoch
-from tpu_rl.rewards.follower import FollowState
 from tpu_rl.rewards.position import parse_position
+from tpu_rl.training_log import evaluations
+from tpu_rl.watch import curves, progress
+from tpu_rl.watch.state import FollowState
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
@@ -99,7 +100,7 @@ def test_the_evaluations_so_far_while_training_runs():
 
 
 def add_curves(session: Any, run: str, steps: int, slope: float) -> None:
-    """The wait's curves XCom of a run (tpu_rl.rewards.curves), as its progress reports write."""
+    """The wait's curves XCom of a run (tpu_rl.watch.curves), as its progress reports write."""
     from airflow.models.dagrun import DagRun
     from airflow.models.xcom import XComModel
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from sandbox.trainer_corpus import CorpusRun, default_rules, line_time, runs, shows_at, watch
 from tools.bench.metric import metric
-from tpu_rl.rewards import health
+from tpu_rl.watch import health
 
 
 def _false_stops(healthy: list[CorpusRun], rules: health.Rules) -> dict[str, str]:

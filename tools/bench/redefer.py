@@ -1,5 +1,5 @@
 """A deferred wait to its end, as Airflow runs it: a trigger fires once; after the reward
-trigger's progress report (`tpu_rl.rewards.progress.PROGRESS_EVENT`) the sensor writes the
+trigger's progress report (`tpu_rl.watch.progress.PROGRESS_EVENT`) the sensor writes the
 progress and defers again with a new trigger from the report's state
 (`WaitForRewardsSensor.report_progress`), so the bench does the same, in the same process."""
 
@@ -11,7 +11,7 @@ from typing import Any
 async def until_end(trigger: Any, deferred: list[Any] | None = None) -> dict[str, Any]:
     """The first event of `trigger` that is not a progress report (the wait's end);
     `deferred` gets each trigger the wait defers on, the last one what a triggerer holds."""
-    from tpu_rl.rewards.progress import PROGRESS_EVENT
+    from tpu_rl.watch.progress import PROGRESS_EVENT
 
     while True:
         if deferred is not None:

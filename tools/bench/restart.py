@@ -74,7 +74,7 @@ async def restarted(box: Sandbox, layout: Any, consumed: list[tuple[str, str]]) 
 
 
 def measure(box: Sandbox, conf: dict[str, Any]) -> dict[str, Any]:
-    import tpu_rl.rewards.follower as follower
+    import tpu_rl.rewards.line_reader as follower
 
     layout = new_run(box, conf, backend=False)
     consumed: list[tuple[str, str]] = []

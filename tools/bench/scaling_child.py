@@ -29,7 +29,7 @@ SAMPLE_S = 0.5
 
 
 class LineCount:
-    """The log lines the reward triggers hand to `consume` (tpu_rl/rewards/follower.py), the
+    """The log lines the reward triggers hand to `consume` (tpu_rl/rewards/line_reader.py), the
     one step every line a follower reads goes through (pod_log.PodLogReader._read_log calls it
     by its module-level name at each chunk, so patching `pod_log.consume` sees them all)."""
 

@@ -13,7 +13,7 @@ and same fault otherwise; and the ETA of runs with varying step times.
   last line before a stall), summed over the matrix (simulated hours). Baseline: the same
   runs with the rules off.
 - poisoned_exports: runs of the matrix that exported a checkpoint saved at or after the fault.
-- eta_error_at_10pct: the product's ETA (tpu_rl.rewards.progress.measure, what the reward wait
+- eta_error_at_10pct: the product's ETA (tpu_rl.watch.progress.measure, what the reward wait
   reports) from the step lines up to 10% of the steps, against when the last step's line came,
   as a share of the time still to go; the worst of ETA_SEEDS runs. Baseline: the estimate a
   person makes from `kubectl logs` (time since the training pod started / steps done).
@@ -41,7 +41,7 @@ from sandbox.training_curve import VARIED_JITTER, VARIED_SLOW_EVERY, TrainingFau
 from sandbox.workloads import EvalResult
 from tools.bench.metric import metric
 from tpu_rl.names import Step
-from tpu_rl.rewards.progress import PROGRESS_EVENT, Spend, measure
+from tpu_rl.watch.progress import PROGRESS_EVENT, Spend, measure
 
 TIME_SCALE = 0.004
 POLL_S = int(SETTINGS["poll_interval_seconds"])

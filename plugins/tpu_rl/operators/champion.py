@@ -104,7 +104,7 @@ run's export becomes the first candidate.
         from airflow.providers.common.compat.sdk import AirflowException
 
         from tpu_rl.jobs.failed_pods import pod_log_text
-        from tpu_rl.rewards.lines import parse_lines
+        from tpu_rl.training_log.lines import parse_lines
 
         super().execute_complete(context, event, **kwargs)
         namespace = event.get("pod_namespace") or event.get("namespace") or self.namespace

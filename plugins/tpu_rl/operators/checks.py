@@ -113,7 +113,7 @@ class RewardGateOperator(RunStep):
     """Fails the run before export unless the checkpoint export will take (tpu_rl.rewards.
     checkpoint_choice) gained enough over the base model on each of `gate_metrics` (by default
     mean_reward by min_reward_gain). `rewards`: the reward sensor's result (templated: an
-    XComArg is pulled). Returns the gate's figures (tpu_rl.rewards.gate) and, as `checkpoint`,
+    XComArg is pulled). Returns the gate's figures (tpu_rl.promotion.gate) and, as `checkpoint`,
     the choice it judged."""
 
     step_id = Step.GATE
@@ -137,8 +137,8 @@ is marked failed and the notification says why, with the numbers.
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
-        from tpu_rl.rewards.checkpoint_choice import choose_for_run
-        from tpu_rl.rewards.gate import candidate, reward_gate
+        from tpu_rl.checkpoints.checkpoint_choice import choose_for_run
+        from tpu_rl.promotion.gate import candidate, reward_gate
         from tpu_rl.run_summary import write_summary
 
         layout = self.run_layout(context)

@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from kubernetes.client import CoreV1Api
 
+    from tpu_rl.checkpoints.checkpoint_choice import Choice
     from tpu_rl.conversion_lock import ConversionLock, LockOwner
     from tpu_rl.jobs.manifests import Manifest
     from tpu_rl.layout import RunLayout
-    from tpu_rl.rewards.checkpoint_choice import Choice
 
 
 LOCK_XCOM = "conversion_lock"  # the lock object this task holds
@@ -209,7 +209,7 @@ Submits the GRPO client Job (`train_rl`) against the backend and returns at once
 
 class ExportCheckpointOperator(RunJobStep):
     """Exports the checkpoint step the run's `export_checkpoint` chooses among the steps Orbax
-    committed (tpu_rl.rewards.checkpoint_choice). `rewards`: the reward wait's result
+    committed (tpu_rl.checkpoints.checkpoint_choice). `rewards`: the reward wait's result
     (templated: an XComArg is pulled).
 
     Returns (XCom) {"step", "checkpoint_uri", "export_uri", "metrics" (the step's evaluation,
@@ -269,10 +269,11 @@ removed them): it waits for them to run again instead of racing the redeploy.
         context["ti"].xcom_push(key=XCOM_RETURN_KEY, value=exported)
 
     def choose(self, layout: RunLayout) -> Choice:
-        """The step to export (tpu_rl.rewards.checkpoint_choice); fails when none is committed."""
+        """The step to export (tpu_rl.checkpoints.checkpoint_choice); fails when none is
+        committed."""
         from airflow.providers.common.compat.sdk import AirflowException
 
-        from tpu_rl.rewards.checkpoint_choice import choose_for_run
+        from tpu_rl.checkpoints.checkpoint_choice import choose_for_run
 
         s = layout.settings
         try:

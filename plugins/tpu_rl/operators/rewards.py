@@ -64,7 +64,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
 
     def execute(self, context: Context) -> Any:
         """Follow the run with its settings' intervals and limits; finish a resume a retry cut."""
-        from tpu_rl.rewards import resume
+        from tpu_rl.checkpoints import resume
 
         layout = self.set_run_objects(context)
         self.mask_token()
@@ -138,17 +138,12 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The wait's end: the rewards with every attempt, a resume, or a failure; the backend
         goes."""
-        from tpu_rl.rewards import (
-            capacity_end,
-            capacity_loss,
-            curves,
-            evaluations,
-            health,
-            progress,
-            resume,
-        )
+        from tpu_rl.checkpoints import resume
         from tpu_rl.rewards.trigger import BACKEND_KEPT
         from tpu_rl.run_summary import write_summary
+        from tpu_rl.training_log import evaluations
+        from tpu_rl.watch import curves, progress
+        from tpu_rl.watch.ends import WaitEnd
 
         layout = self.set_run_objects(context)
         self.mask_token()
@@ -157,13 +152,13 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             context["ti"].xcom_push(key=curves.XCOM_KEY, value=event["curves"])
         if event.get("reason") == progress.PROGRESS_EVENT:
             return self.report_progress(context, layout, history, event)
-        if event.get("reason") == capacity_loss.REASON:
+        if event.get("reason") == WaitEnd.CAPACITY_LOST:
             return self.resume_after_loss(context, layout, history, event)
-        if event.get("reason") == capacity_end.REASON:
+        if event.get("reason") == WaitEnd.CAPACITY_ENDING:
             return self.resume_after_stop(context, layout, history, event)
-        if event.get("reason") == progress.REASON:
+        if event.get("reason") == WaitEnd.SPEND_LIMIT:
             return self.end_at_spend_limit(context, layout, history, event)
-        if event.get("reason") == health.REASON:
+        if event.get("reason") == WaitEnd.TRAINING_UNHEALTHY:
             return self.end_unhealthy(context, layout, history, event)
         succeeded = event.get("status") == "success"
         history.end(
@@ -180,7 +175,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             if not event.get(BACKEND_KEPT):
                 self.release_tpus()
         # the gate compares with the base model: the first attempt's Pre line; each step's
-        # evaluation is its latest attempt's (tpu_rl.rewards.evaluations)
+        # evaluation is its latest attempt's (tpu_rl.training_log.evaluations)
         rewards = {
             "pre": history.first_pre,
             "post": result.get("post"),
@@ -193,15 +188,15 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     def report_progress(
         self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
     ) -> None:
-        """Training runs on (tpu_rl.rewards.progress.PROGRESS_EVENT): put its progress and the
+        """Training runs on (tpu_rl.watch.progress.PROGRESS_EVENT): put its progress and the
         evaluations the log has so far on the run's page (the summary's `progress` and
         `rewards`) and in its note, then wait on from the trigger's state, with the watchdog's
         memory and the log position it had."""
         from tpu_rl import deployment
         from tpu_rl.report.run_note import set_run_note
-        from tpu_rl.rewards.evaluations import so_far
-        from tpu_rl.rewards.progress import reported_text
         from tpu_rl.run_summary import write_summary
+        from tpu_rl.training_log.evaluations import so_far
+        from tpu_rl.watch.progress import reported_text
 
         figures = dict(event.get("progress") or {})
         ti = context["ti"]
@@ -216,13 +211,15 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     def end_at_spend_limit(
         self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
     ) -> dict[str, Any]:
-        """Training stopped right after a save for the spend limit (tpu_rl.rewards.progress):
+        """Training stopped right after a save for the spend limit (tpu_rl.watch.progress):
         fail, or hand the newest evaluation up to that save to the gate as the run's result (the
         gate and export then take the newest committed step, the one it stopped at)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
-        from tpu_rl.rewards import evaluations, progress, resume
+        from tpu_rl.checkpoints import resume
         from tpu_rl.run_summary import write_summary
+        from tpu_rl.training_log import evaluations
+        from tpu_rl.watch import progress
 
         exporting = event.get("action") == progress.EXPORT
         outcome = resume.COMPLETED if exporting else resume.FAILED
@@ -249,7 +246,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
     def end_unhealthy(
         self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
     ) -> dict[str, Any]:
-        """A fatal training health rule stopped training (tpu_rl.rewards.health; the trigger
+        """A fatal training health rule stopped training (tpu_rl.watch.health; the trigger
         deleted the Job and the backend). Records the anomaly and the newest healthy checkpoint
         (XCom `anomaly`), then fails (health_action=stop), hands the evaluation of the healthy
         checkpoint's step, or the newest one before it, to the gate, whose checkpoint choice
@@ -259,9 +256,11 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
-        from tpu_rl.rewards import evaluations, health, resume
-        from tpu_rl.rewards.checkpoint_choice import healthy_checkpoint
+        from tpu_rl.checkpoints import resume
+        from tpu_rl.checkpoints.checkpoint_choice import healthy_checkpoint
         from tpu_rl.run_summary import write_summary
+        from tpu_rl.training_log import evaluations
+        from tpu_rl.watch import health
 
         anomaly = dict(event.get("anomaly") or {})
         exporting = event.get("action") == health.EXPORT_HEALTHY
@@ -291,7 +290,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             write_summary(context["ti"], self.task_id, rewards=rewards)
             raise AirflowFailException(message)
         # the exported step's own evaluation, or the newest before it: never a later step's,
-        # whose weights are not exported (the gate names it: tpu_rl.rewards.gate.candidate)
+        # whose weights are not exported (the gate names it: tpu_rl.promotion.gate.candidate)
         scored = [e for e in rewards["intermediate"] if e["step"] <= step]
         if not scored:
             write_summary(context["ti"], self.task_id, rewards=rewards)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tpu_rl.checkpoints.resume import History
     from tpu_rl.layout import RunLayout
-    from tpu_rl.rewards.resume import History
 
 
 class TrainingResumes:
@@ -26,7 +26,7 @@ class TrainingResumes:
         """Resume training from its newest complete checkpoint, or fail past the limit."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
-        from tpu_rl.rewards import resume
+        from tpu_rl.checkpoints import resume
 
         limit, why = layout.settings.max_training_restarts, event.get("message", "")
         why = why.split("\n", 1)[0]  # the evidence; the log lines follow it
@@ -46,8 +46,8 @@ class TrainingResumes:
         save once the nodes whose time is up are gone (new capacity, a fresh run duration)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
+        from tpu_rl.checkpoints import resume
         from tpu_rl.preflight.calendar_reservation import window_closed
-        from tpu_rl.rewards import resume
         from tpu_rl.settings.choices import Capacity
 
         history.end(event, resume.STOPPED_AT_SAVE, layout.pool_hosts, rung=layout.rung)
@@ -72,10 +72,10 @@ class TrainingResumes:
         """A fatal health rule stopped training (health_action=resume, the first time): open the
         health resume, drop the poisoned model's evaluations, and restart once the Job and
         backend are gone; resubmit_backend then quarantines the saves at or after the anomaly
-        step, so MaxText restores the newest healthy one (tpu_rl.rewards.quarantine), or, with
+        step, so MaxText restores the newest healthy one (tpu_rl.checkpoints.quarantine), or, with
         none, loads the converted checkpoint (load_parameters_path) as the first attempt did:
         training starts over."""
-        from tpu_rl.rewards import resume
+        from tpu_rl.checkpoints import resume
 
         below = int(anomaly["anomaly_step"])
         ended = history.attempts[-1]["attempt"]
@@ -108,7 +108,7 @@ class TrainingResumes:
         to the run's quarantine folder (the last attempt's pods are gone: none can commit
         another), note the step MaxText will restore, and say what changes."""
         from tpu_rl import storage
-        from tpu_rl.rewards import quarantine, resume
+        from tpu_rl.checkpoints import quarantine, resume
 
         attempt = history.attempts[-1] if history.attempts else {}
         resumed = attempt.get(resume.HEALTH_RESUME)
@@ -129,7 +129,8 @@ class TrainingResumes:
         health_action=stop once training was resumed after an anomaly (never a resume loop)."""
         from dataclasses import replace
 
-        from tpu_rl.rewards import health, resume
+        from tpu_rl.checkpoints import resume
+        from tpu_rl.watch import health
 
         rules = health.Rules.from_settings(settings)
         if resume.health_resumed(history):
@@ -218,8 +219,8 @@ class TrainingResumes:
         from kubernetes.client import CustomObjectsApi
 
         from tpu_rl.backend.lifecycle import backend_running_trigger, submit_backend
+        from tpu_rl.checkpoints import resume
         from tpu_rl.cluster.ladder import wait_s
-        from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
         if event.get("status") != "success":
@@ -240,11 +241,11 @@ class TrainingResumes:
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.backend.lifecycle import backend_failure
+        from tpu_rl.checkpoints import resume
         from tpu_rl.cluster import climb
         from tpu_rl.jobs import manifests
         from tpu_rl.kube import objects as kube
         from tpu_rl.operators.rung_move import PENDING_TIMEOUT
-        from tpu_rl.rewards import resume
 
         layout = self.set_run_objects(context)
         history = resume.History.load(self.attempts_record)
@@ -269,7 +270,7 @@ class TrainingResumes:
     def record_attempts(self, context: Context, history: History) -> None:
         """Save the history in the run's record and push its attempts as an XCom (a failed run
         still tells them)."""
-        from tpu_rl.rewards import resume
+        from tpu_rl.checkpoints import resume
         from tpu_rl.run_summary import write_summary
 
         history.save(self.attempts_record)

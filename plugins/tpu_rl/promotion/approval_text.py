@@ -37,7 +37,7 @@ def timeout_option(answer: str) -> str:
 
 @dataclass(frozen=True)
 class ApprovalCase:
-    """What a person decides on: the export, the gate's result (tpu_rl.rewards.gate), the
+    """What a person decides on: the export, the gate's result (tpu_rl.promotion.gate), the
     champion comparison (tpu_rl.promotion.comparison), the TPU cost so far, and what no answer
     by `deadline` answers (`timeout_option`)."""
 

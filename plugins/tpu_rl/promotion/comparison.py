@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tpu_rl.rewards.evaluations import metric
+from tpu_rl.training_log.evaluations import metric
 
 NO_CHAMPION = "no champion yet: this run's export becomes the first candidate"
 

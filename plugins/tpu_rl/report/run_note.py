@@ -94,7 +94,7 @@ def next_step(verdict: str) -> str:
 
 def training_stopped(rewards: Mapping[str, Any] | None) -> list[str]:
     """Why an exported run's training stopped early, longest wording first; none if it did not."""
-    from tpu_rl.rewards.health import describe, next_step
+    from tpu_rl.watch.health import describe, next_step
 
     found = rewards or {}
     if anomaly := found.get("anomaly"):

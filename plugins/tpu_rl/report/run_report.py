@@ -22,15 +22,15 @@ from typing import Any
 from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl import deployment
+from tpu_rl.checkpoints import resume
+from tpu_rl.checkpoints.resume import costed, steps_recomputed
 from tpu_rl.cluster.rung_record import recorded_tries
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.billing import billed_text
 from tpu_rl.report.run_cost import NO_DURATIONS, finished_step_durations
-from tpu_rl.rewards import resume
-from tpu_rl.rewards.evaluations import step_table
-from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.settings.choices import EVAL_METRICS
+from tpu_rl.training_log.evaluations import step_table
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The run's spend limit against its estimate (validate), and how its training TPUs bill (the
-reward wait's progress and spend lines, tpu_rl.rewards.progress), from the price table."""
+reward wait's progress and spend lines, tpu_rl.watch.progress), from the price table."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def estimate_problem(settings: RunSettings) -> str | None:
 
 
 def training_spend(settings: RunSettings) -> dict[str, Any]:
-    """How the training's TPUs bill, as tpu_rl.rewards.progress.Spend takes it: the slice's
+    """How the training's TPUs bill, as tpu_rl.watch.progress.Spend takes it: the slice's
     price an hour (Spot, flex-start), a calendar window's estimated whole price, or a
     reservation's commitment; the limit and what follows it."""
     estimate = estimate_run(settings)

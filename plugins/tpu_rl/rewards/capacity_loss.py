@@ -1,7 +1,8 @@
 """Was a failed training attempt's capacity taken away? The evidence, read from the cluster.
 
 A Spot or flex-start preemption, a node removed or shut down, an eviction: the resume after
-capacity loss (tpu_rl.rewards.resume) acts only on this evidence, never on a bare client failure.
+capacity loss (tpu_rl.checkpoints.resume) acts only on this evidence, never on a bare client
+failure.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 
-REASON = "capacity_lost"  # the trigger event's reason (COORD.md item 4)
 # Failures that may be lost capacity (the client or backend died): judged on the evidence.
-SUSPECTS = ("job_failed", "pod_failed", "backend_failed")
 
 
 async def evidence(

@@ -1,7 +1,7 @@
 """The training's TensorBoard event files in GCS, followed incrementally: the new scalars of each
 read, with tensorboard's own reader (no hand-written TFRecord parser).
 
-Where they are and how they grow (facts with their sources: /work/notes/facts_tunix.md B2):
+Where they are and how they grow:
 MaxText's train_rl writes `<base_output_directory>/<run_name>/tensorboard/` (maxtext-v0.2.4
 configs/types.py:4640-4645) through metrax's TensorboardBackend on tensorboardX's SummaryWriter
 (metrax v0.2.4 src/metrax/logging/tensorboard_backend.py:49-64), one file per process start,
@@ -30,10 +30,10 @@ import os
 import re
 import tempfile
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import Any
 
 from tpu_rl.layout import split_gcs_uri
+from tpu_rl.watch.core import Scalar
 
 EVENTS_MARK = "events.out.tfevents."
 _EPOCH = re.compile(r"events\.out\.tfevents\.(\d+)\.")
@@ -41,17 +41,6 @@ _EPOCH = re.compile(r"events\.out\.tfevents\.(\d+)\.")
 # before, the data's crc (4) after (tensorboard 2.21.0 compat/tensorflow_stub/
 # pywrap_tensorflow.py, PyRecordReader_New.GetNext).
 FRAME_BYTES = 16
-
-
-@dataclass(frozen=True)
-class Scalar:
-    """One scalar value of an event file (tensorboardX writes `Summary.Value(tag,
-    simple_value)`, tensorboardX summary.py:163-166)."""
-
-    tag: str
-    step: int
-    value: float
-    source: str  # the event file's name
 
 
 def file_epoch(name: str) -> int | None:

@@ -10,7 +10,8 @@ from typing import Any
 import aiohttp
 
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
-from tpu_rl.rewards.follower import Line, LineCutter, Result
+from tpu_rl.rewards.line_reader import Line, LineCutter
+from tpu_rl.watch.ends import Result
 
 Consumer = Callable[[list[Line]], "Result | None"]
 # Log read since the last news this long is a burst worth saving the position past at once (a

@@ -15,9 +15,11 @@ from typing import Any
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
-from tpu_rl.rewards.follower import FollowState, Resent, Result, consume, since_time
 from tpu_rl.rewards.held_log import HeldLog
+from tpu_rl.rewards.line_reader import Resent, consume, since_time
 from tpu_rl.rewards.log_stream import LogStream
+from tpu_rl.watch.ends import Result
+from tpu_rl.watch.state import FollowState
 
 
 def logged_since_asked(state: FollowState) -> Callable[[], bool]:

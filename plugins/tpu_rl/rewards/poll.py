@@ -21,18 +21,22 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError, OnDemandKube
 from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clients
-from tpu_rl.rewards import capacity_loss, curves, health, progress, save_stop
-from tpu_rl.rewards.capacity_end import epoch
+from tpu_rl.rewards import capacity_loss, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.event_files import EventFiles, file_epoch
-from tpu_rl.rewards.follower import FollowState, Result, error_event, unhealthy_event
 from tpu_rl.rewards.held_log import HeldLog
+from tpu_rl.rewards.line_reader import say
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
 from tpu_rl.rewards.release import delete_now
+from tpu_rl.watch import curves, health, progress
+from tpu_rl.watch.capacity_end import epoch
+from tpu_rl.watch.core import BoardRead, Event, PollDone, Quiet, ReportDue, advance, ended
+from tpu_rl.watch.ends import CAPACITY_SUSPECTS, Result, WaitEnd, error_event
+from tpu_rl.watch.state import FollowState
 
 TAIL_LINES = 20
-# the TensorBoard tags read: the watchdog's, then the RL page's curves (tpu_rl.rewards.curves)
+# the TensorBoard tags read: the watchdog's, then the RL page's curves (tpu_rl.watch.curves)
 BOARD_READ = (*health.BOARD_TAGS, *(t for t in curves.CURVE_TAGS if t not in health.BOARD_TAGS))
 TAIL_CHARS = 4000
 # How long a stopping trigger may take to save its position: within the 10 s a stopping
@@ -109,7 +113,7 @@ class LogFollower:
             stream_log=stream_log,
         )
         self._bytes_read = 0
-        # the training health watchdog (tpu_rl.rewards.health): on, with its defaults, unless
+        # the training health watchdog (tpu_rl.watch.health): on, with its defaults, unless
         # the run's settings say otherwise
         self.health_rules = health.Rules.from_dict(health_rules)
         self.state.health = health.armed(self.state.health, self.health_rules)
@@ -231,7 +235,7 @@ class LogFollower:
             self.log.warning("TensorBoard event files not read: %s", error)
             return
         self.state.event_offsets = offsets
-        self.state.curves = curves.record(self.state.curves, scalars)
+        self.state.curves = curves.record(self.state.curves, scalars)  # the curves only
 
     async def _poll_once(self) -> Result | None:
         if (result := self.found()) is not None:
@@ -264,10 +268,14 @@ class LogFollower:
 
     async def _poll(self, api: AsyncKube) -> Result | None:
         if time.time() >= self.deadline:
-            return await self._fail(api, "timeout", "no Post RL Training line before the timeout")
+            return await self._fail(
+                api, WaitEnd.TIMEOUT, "no Post RL Training line before the timeout"
+            )
         self.cluster.start_poll()
         if (job := await self.cluster.job(api)) is None:
-            return error_event("job_failed", f"Job {self.namespace}/{self.job_name} not found")
+            return error_event(
+                WaitEnd.JOB_FAILED, f"Job {self.namespace}/{self.job_name} not found"
+            )
         if (resumed := self.position.resume(job, self.state)) is not None:
             resumed.health = health.armed(resumed.health, self.health_rules)
             self.reader.state = resumed
@@ -276,17 +284,44 @@ class LogFollower:
         # Post line may still be on its way), not `completed_without_result` at once.
         succeeded = verdicts.job_succeeded(job)
         pods = await self.cluster.pods(api, again=succeeded)
+        if (result := await self._read_training(api, job, pods, succeeded)) is not None:
+            return result
         pod = verdicts.current_pod(pods, self.state.pod_uid)
-        if pod is not None:
-            if (result := await self.reader.follow(api, pod, pods, final=succeeded)) is not None:
-                return result
-            pod = verdicts.current_pod(pods, self.state.pod_uid)
+        if (result := await self._judge_cluster(api, job, pods, pod, succeeded)) is not None:
+            return result
+        if self.stream_log:
+            await self._save_and_tell(api)  # after this poll's every change: one PATCH
+        if self.report_progress and not succeeded:
+            return self._advance(ReportDue(self.progress_every_s))
+        return None
+
+    async def _read_training(
+        self, api: AsyncKube, job: dict[str, Any], pods: list[dict[str, Any]], succeeded: bool
+    ) -> Result | None:
+        """What training shows: the pod's new log lines, the event files' new scalars, the
+        progress and spend, the save just finished; the event of the first that ends the wait."""
+        pod = verdicts.current_pod(pods, self.state.pod_uid)
+        read = await self.reader.follow(api, pod, pods, final=succeeded) if pod else None
+        if read is not None:
+            return read
         if not succeeded and (unhealthy := await self._read_event_files(job)) is not None:
             return unhealthy  # a fatal rule on the TensorBoard scalars: training is stopped
-        if (stop := self._track_progress()) is not None:
+        if (stop := self._advance(PollDone(self.total_steps, self.spend))) is not None:
             return stop  # the save just committed is the last the spend limit allows
         if self.checkpoint_period and (stop := await self._judge_save(api)) is not None:
             return stop  # the save just finished is the last its capacity allows
+        return None
+
+    async def _judge_cluster(
+        self,
+        api: AsyncKube,
+        job: dict[str, Any],
+        pods: list[dict[str, Any]],
+        pod: dict[str, Any] | None,
+        succeeded: bool,
+    ) -> Result | None:
+        """What the cluster shows: the Job, its pod or the backend failed (the TPUs taken, or
+        not), the pod runs silent past the stall rule, or nothing runs past pending_timeout."""
         failure = verdicts.job_failure(self.job_name, job, pods, pod)
         waiting = verdicts.job_waiting(self.job_name, job, pod)
         if failure is None and self.backend_jobset_name:
@@ -297,24 +332,19 @@ class LogFollower:
             return lost or await self._fail(api, *failure, pod=pod)
         if not succeeded and (stalled := await self._check_stall(api, pod)) is not None:
             return stalled  # the pod runs on, silent: training is stopped
-        if (result := await self._check_pending(api, waiting, pod)) is None and self.stream_log:
-            await self._save_and_tell(api)  # after this poll's every change: one PATCH
-        if result is None and self.report_progress and not succeeded:
-            return progress.report_due(self.state, self.progress_every_s)
-        return result
+        return await self._check_pending(api, waiting, pod)
 
-    def _track_progress(self) -> Result | None:
-        """Say the training's progress at its cadence, warn once when the projected spend
-        passes the limit, and stop at the save committed after that (save_stop.spend_stop)."""
-        _, lines, passed = progress.observe(self.state, self.total_steps, self.spend)
-        for index, line in enumerate(lines):
-            warn = passed and index == len(lines) - 1  # the limit's line comes last
-            (self.held.warning if warn else self.held.info)("%s", line)
-        return save_stop.spend_stop(self.state, self.spend, self.total_steps, self.log)
+    def _advance(self, event: Event) -> Result | None:
+        """A step of the watch (tpu_rl.watch.core.advance): its state taken, its lines said; the
+        event that ends the wait or this deferral, if any."""
+        new, effects = advance(self.state, event)
+        self.state.adopt(new)
+        say(effects, self.held)
+        return ended(effects)
 
     async def _read_event_files(self, job: dict[str, Any]) -> Result | None:
-        """Judge the TensorBoard scalars written since the last read (tpu_rl.rewards.health.
-        on_scalar) and keep the page's curves of them (tpu_rl.rewards.curves, the watchdog on or
+        """Judge the TensorBoard scalars written since the last read (tpu_rl.watch.health.
+        on_scalar) and keep the page's curves of them (tpu_rl.watch.curves, the watchdog on or
         off): the watchdog's event when a fatal rule fires. Only the event files this
         Job's pods started (named by their writer's start, event_files.file_epoch): an earlier
         attempt's, under the same run_name, are not this one's. Best effort: the log's rules
@@ -336,40 +366,22 @@ class LogFollower:
             self.log.warning("TensorBoard event files not read: %s", error)
             return None
         self.state.event_offsets = offsets
-        self.state.curves = curves.record(self.state.curves, scalars)
-        if (memory := self.state.health) is None:  # the watchdog is off: the curves only
-            return None
-        for scalar in scalars:
-            if scalar.tag in health.BOARD_TAGS:
-                memory = health.on_scalar(
-                    memory, scalar.tag, scalar.step, scalar.value, scalar.source
-                )
-        self.state.health = memory
-        event = unhealthy_event(self.state)
-        if event is not None:
-            self.log.warning("%s", event["message"])
-        return event
+        return self._advance(BoardRead(tuple(scalars)))
 
     async def _check_stall(self, api: AsyncKube, pod: dict[str, Any] | None) -> Result | None:
         """The watchdog's stall event when the training pod runs but has logged no step line
-        for longer than the stall rule allows (tpu_rl.rewards.health.on_quiet), judged on the
+        for longer than the stall rule allows (tpu_rl.watch.health.on_quiet), judged on the
         whole log: a silence an open stream has not caught up on (a rebuilt trigger's first
         polls, the lines logged while no trigger ran still on their way) is read to its end
         first, with a GET (a GET per poll has read it already), and its step lines judged; the
         event of a line read then (the Post line, a fatal rule's) comes first."""
         if pod is None or verdicts.phase(pod) != "Running":
             return None
-        if health.on_quiet(self.state.health, time.time()) is None:
+        if not advance(self.state, Quiet(time.time()))[1]:  # asked only: no stall
             return None
         if self.stream_log and (result := await self.reader.catch_up(api, pod)) is not None:
             return result
-        if (memory := health.on_quiet(self.state.health, time.time())) is None:
-            return None
-        self.state.health = memory
-        event = unhealthy_event(self.state)
-        if event is not None:
-            self.log.warning("%s", event["message"])
-        return event
+        return self._advance(Quiet(time.time()))
 
     async def _judge_save(self, api: AsyncKube) -> Result | None:
         _, pods = await self.cluster.backend(api) if self.backend_jobset_name else (None, [])
@@ -392,12 +404,12 @@ class LogFollower:
     ) -> Result | None:
         """The capacity_lost event when the cluster shows lost capacity; None: a real failure."""
         state = self.state
-        if failure[0] not in capacity_loss.SUSPECTS:
+        if failure[0] not in CAPACITY_SUSPECTS:
             return None
         why = await capacity_loss.evidence(api, self.namespace, pods, self.backend_jobset_name)
         if (why := why or state.capacity_evidence) is None:
             return None
-        result = await self._fail(api, capacity_loss.REASON, f"{why}; {failure[1]}", pod=pod)
+        result = await self._fail(api, WaitEnd.CAPACITY_LOST, f"{why}; {failure[1]}", pod=pod)
         return {**result, **state.attempt_facts()}
 
     async def _check_pending(
@@ -416,7 +428,7 @@ class LogFollower:
         message = f"still not running after {self.pending_timeout:.0f}s: {waiting}" + (
             f"; events: {events}" if events else ""
         )
-        return await self._fail(api, "unschedulable", message, pod=pod)
+        return await self._fail(api, WaitEnd.UNSCHEDULABLE, message, pod=pod)
 
     async def _fail(
         self, api: AsyncKube, reason: str, message: str, pod: dict[str, Any] | None = None
@@ -445,4 +457,4 @@ def _api_failure(error: KubeApiError) -> Result:
     """Re-raise a transient error for the caller's back-off; turn others into an event."""
     if error.transient:
         raise error
-    return error_event("api_error", f"Kubernetes API error: {error}")
+    return error_event(WaitEnd.API_ERROR, f"Kubernetes API error: {error}")

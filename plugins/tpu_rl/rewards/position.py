@@ -9,7 +9,8 @@ from typing import Any
 
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
-from tpu_rl.rewards.follower import FollowState, time_key
+from tpu_rl.rewards.line_reader import time_key
+from tpu_rl.watch.state import FollowState
 
 POSITION_ANNOTATION = "tpu-rl.dev/reward-follow-position"
 # Saved by each poll that read a line (one PATCH a poll at most, none for a quiet one): a
@@ -85,7 +86,7 @@ class SavedPosition:
     def resume(self, job: dict[str, Any], state: FollowState) -> FollowState | None:
         """The position saved on the Job, when this follower starts from nothing or from an
         older point of the same container's log: a wait that reported progress defers again
-        from its state then (tpu_rl.rewards.progress.PROGRESS_EVENT), and a triggerer restarted
+        from its state then (tpu_rl.watch.progress.PROGRESS_EVENT), and a triggerer restarted
         later rebuilds the trigger from that state, behind what the Job's position says."""
         text = ((job.get("metadata") or {}).get("annotations") or {}).get(POSITION_ANNOTATION)
         if not text or self.saved is not None:

@@ -8,9 +8,10 @@ import logging
 from typing import Any
 
 from tpu_rl.kube.async_client import AsyncKube
-from tpu_rl.rewards import capacity_end, progress
 from tpu_rl.rewards.capacity_loss import nodes_if_allowed
-from tpu_rl.rewards.follower import FollowState, Result, error_event
+from tpu_rl.watch import capacity_end, progress
+from tpu_rl.watch.ends import Result, WaitEnd, error_event
+from tpu_rl.watch.state import FollowState
 
 
 async def judge_save(
@@ -39,7 +40,7 @@ async def judge_save(
     line = capacity_end.stop_line(step, ends_at, nodes, pace, period)
     log.warning(line)
     return {
-        **error_event(capacity_end.REASON, line),
+        **error_event(WaitEnd.CAPACITY_ENDING, line),
         "save_step": step,
         "nodes": nodes,
         "ends_at": ends_at,
@@ -54,7 +55,7 @@ async def slice_end(
     log: logging.Logger,
 ) -> tuple[float | None, list[str]]:
     """When the backend's nodes end (the earliest; `known`: an end known in advance, when
-    sooner) and the nodes that end (tpu_rl.rewards.capacity_end); a node whose end cannot be
+    sooner) and the nodes that end (tpu_rl.watch.capacity_end); a node whose end cannot be
     read is skipped with a warning."""
     names = {p["spec"]["nodeName"] for p in backend_pods if p["spec"].get("nodeName")}
     nodes = (await nodes_if_allowed(api) or []) if names else []
@@ -70,7 +71,7 @@ def spend_stop(
     state: FollowState, spend: progress.Spend, total_steps: int | None, log: logging.Logger
 ) -> Result | None:
     """The `spend_limit` event at a committed save when the projected spend passes
-    max_spend_usd then (tpu_rl.rewards.progress: the projection of the newest step line read);
+    max_spend_usd then (tpu_rl.watch.progress: the projection of the newest step line read);
     None to go on. Each save is judged once (`judged_save` in the progress state, which the
     saved position carries). The last step's save ends training anyway: never a stop."""
     figures = state.progress or {}
@@ -84,7 +85,7 @@ def spend_stop(
     line = progress.stop_line(step, figures, spend)
     log.warning(line)
     return {
-        **error_event(progress.REASON, line),
+        **error_event(WaitEnd.SPEND_LIMIT, line),
         "save_step": step,
         "action": spend.action,
         "progress": state.progress,

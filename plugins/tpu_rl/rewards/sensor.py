@@ -16,17 +16,6 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 DEADLINE_KEY = "reward_sensor_deadline"
 POSITION_KEY = "reward_sensor_position"
-# Retrying the sensor cannot fix these: the training run itself is over.
-FINAL_REASONS = (
-    "job_failed",
-    "pod_failed",
-    "backend_failed",
-    "completed_without_result",
-    "capacity_lost",  # a resume needs the run: WaitForRewardsSensor
-    "capacity_ending",  # so does a stop at a save before the capacity ends
-    "spend_limit",  # training stopped at a save for the spend limit
-    "training_unhealthy",  # a fatal training health rule stopped training (rewards.health)
-)
 
 
 class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
@@ -134,8 +123,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         """One poll of the log, resumed from the position kept in the task state store."""
         from tpu_rl.kube.async_client import KubeApiError
-        from tpu_rl.rewards.follower import FollowState
         from tpu_rl.rewards.poll import LogFollower
+        from tpu_rl.watch.state import FollowState
 
         store = context.get("task_state_store")
         state = FollowState.from_dict(store.get(POSITION_KEY) if store else None)
@@ -204,6 +193,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             AirflowSensorTimeout,
         )
 
+        from tpu_rl.watch.ends import FINAL, WaitEnd
+
         if event.get("status") == "success":
             post = event["post"]
             self.log.info(
@@ -216,8 +207,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             return {"pre": event.get("pre"), "post": post, "post_time": event.get("post_time")}
         reason = event.get("reason", "unknown")
         message = f"[{reason}] {event.get('message', '')}"
-        if reason == "timeout":
+        if reason == WaitEnd.TIMEOUT:
             raise AirflowSensorTimeout(message)
-        if reason in FINAL_REASONS:
+        if reason in FINAL:
             raise AirflowFailException(message)
         raise AirflowException(message)

@@ -20,10 +20,11 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import KubeApiError
 from tpu_rl.kube.shared_watch import NAME, Subscriber, Subscription, subscribed
 from tpu_rl.kube.watch import news_or_timeout
-from tpu_rl.rewards import capacity_end, health, progress
-from tpu_rl.rewards.follower import FollowState, Result
 from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.token_masking import aregister_hf_token
+from tpu_rl.watch import progress
+from tpu_rl.watch.ends import STOPS_TRAINING, Result
+from tpu_rl.watch.state import FollowState
 
 BACKOFF_CAP_S = 60.0
 MIN_POLL_GAP_S = 0.5  # polls on news come at most this often
@@ -123,7 +124,7 @@ class RewardTrigger(BaseTrigger):
             payload = {**payload, BACKEND_KEPT: True}
         else:
             # a fatal watchdog rule too: no step, no save past the anomaly; the TPUs stop billing
-            if payload.get("reason") in (capacity_end.REASON, progress.REASON, health.REASON):
+            if payload.get("reason") in STOPS_TRAINING:
                 await follower.stop_training()
             await follower.release_backend()
         yield TriggerEvent(payload)

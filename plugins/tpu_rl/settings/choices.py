@@ -53,7 +53,7 @@ class DType(StrEnum):
 
 
 class ExportCheckpoint(StrEnum):
-    """Which committed checkpoint step the run exports (tpu_rl.rewards.checkpoint_choice)."""
+    """Which committed checkpoint step the run exports (tpu_rl.checkpoints.checkpoint_choice)."""
 
     LAST = "last"
     BEST = "best"
@@ -109,7 +109,7 @@ class ApprovalTimeoutAnswer(StrEnum):
 
 
 class HealthAction(StrEnum):
-    """What a run does when the training health watchdog stops training (tpu_rl.rewards.health)."""
+    """What a run does when the training health watchdog stops training (tpu_rl.watch.health)."""
 
     STOP = "stop"
     EXPORT_HEALTHY = "export_healthy"
@@ -118,7 +118,7 @@ class HealthAction(StrEnum):
 
 class SpendLimitAction(StrEnum):
     """What a run whose projected spend passes max_spend_usd does after the save it stops at
-    (tpu_rl.rewards.progress)."""
+    (tpu_rl.watch.progress)."""
 
     EXPORT = "export"
     FAIL = "fail"

@@ -88,7 +88,7 @@ def rewards(value: Any) -> dict[str, Any]:
 
 
 def attempts(value: Any) -> list[dict[str, Any]]:
-    """The training attempts (tpu_rl.rewards.resume.History.attempts)."""
+    """The training attempts (tpu_rl.checkpoints.resume.History.attempts)."""
     for i, item in enumerate(_list(value, "the value"), start=1):
         attempt = _object(item, f"attempt {i}")
         _numbers(attempt, ("tpu_hosts",), f"attempt {i}")
@@ -166,7 +166,7 @@ def tpu_cost(value: Any) -> dict[str, Any]:
 
 
 def training_progress(value: Any) -> dict[str, Any]:
-    """The wait's progress while training runs (tpu_rl.rewards.progress.report_due)."""
+    """The wait's progress while training runs (tpu_rl.watch.progress.report_due)."""
     found = _object(value, "the progress")
     _numbers(found, ("step", "total_steps"), "the progress", whole=True)
     _numbers(found, ("steps_per_hour", "spent_usd", "projected_usd"), "the progress")
@@ -175,7 +175,7 @@ def training_progress(value: Any) -> dict[str, Any]:
 
 
 def curves(value: Any) -> dict[str, Any]:
-    """The training's curves (tpu_rl.rewards.curves): [step, value] pairs per tag, the saves."""
+    """The training's curves (tpu_rl.watch.curves): [step, value] pairs per tag, the saves."""
     found = _object(value, "the curves")
     for key in ("series", "last"):
         for tag, points in _object(found.get(key) or {}, f"the curves' {key}").items():
@@ -189,7 +189,7 @@ def curves(value: Any) -> dict[str, Any]:
 
 
 def anomaly(value: Any) -> dict[str, Any]:
-    """A fatal training health rule's record (tpu_rl.rewards.health, WaitForRewardsSensor)."""
+    """A fatal training health rule's record (tpu_rl.watch.health, WaitForRewardsSensor)."""
     found = _object(value, "the anomaly")
     rule = found.get("rule")
     _expect(rule, "the anomaly's rule should be a text but", isinstance(rule, str))

@@ -1,7 +1,7 @@
 """The training curves of a few runs for the RL page (its live charts and its compare view):
-loss, KL, batch reward mean and spread, completion length per step (tpu_rl.rewards.curves, the
+loss, KL, batch reward mean and spread, completion length per step (tpu_rl.watch.curves, the
 reward wait's XCom), the saves the log showed and the newest of them Orbax keeps, and the
-watchdog's thresholds from each run's settings (tpu_rl.rewards.health.Rules).
+watchdog's thresholds from each run's settings (tpu_rl.watch.health.Rules).
 
 Read per request for the runs asked only (at most MAX_RUNS): the list of runs (tpu_rl.ui.runs)
 never carries them, so a page of 500 runs stays small. A value of the wrong shape costs its run
@@ -18,10 +18,10 @@ from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
 from tpu_rl.names import DAG_ID, Step
-from tpu_rl.rewards import curves
-from tpu_rl.rewards.health import Rules
 from tpu_rl.ui import checks
 from tpu_rl.ui.runs import ROW_ERRORS, row_reason, run_settings
+from tpu_rl.watch import curves
+from tpu_rl.watch.health import Rules
 
 MAX_RUNS = 8
 # the page's name of each curve, and its TensorBoard tag

@@ -31,17 +31,17 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import Text, and_, cast, select
 from sqlalchemy.orm import Session, aliased
 
+from tpu_rl.checkpoints.resume import costed, steps_recomputed
 from tpu_rl.layout import console_url, pool_hosts
 from tpu_rl.names import DAG_ID, UI_PREFIX, Step
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
 from tpu_rl.report.run_note import report_page
 from tpu_rl.report.run_report import MARKDOWN_NAME
 from tpu_rl.report.tpu_nodes import merged
-from tpu_rl.rewards.evaluations import step_table
-from tpu_rl.rewards.resume import costed, steps_recomputed
 from tpu_rl.run_summary import FIELDS, PER_TASK, SUMMARY_KEY
 from tpu_rl.settings.cell_defaults import cell_defaults
 from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
+from tpu_rl.training_log.evaluations import step_table
 from tpu_rl.ui import checks
 from tpu_rl.ui.checks import Malformed
 
@@ -256,7 +256,7 @@ def _tpu(run: Any, x: Mapping[str, Any]) -> dict[str, Any]:
 
 def _progress(run: Any, x: Mapping[str, Any], rewards: Mapping[str, Any]) -> str | None:
     """A running run's training progress in a line; None once it has rewards or has ended."""
-    from tpu_rl.rewards.progress import reported_text
+    from tpu_rl.watch.progress import reported_text
 
     figures = x.get("progress")
     if not figures or run.end_date is not None or rewards.get("post") or x.get("anomaly"):
@@ -267,7 +267,7 @@ def _progress(run: Any, x: Mapping[str, Any], rewards: Mapping[str, Any]) -> str
 def _health(found: Mapping[str, Any] | None) -> str | None:
     """What the training watchdog found, the checkpoint it kept and what to do next, in a
     line."""
-    from tpu_rl.rewards.health import describe, next_step
+    from tpu_rl.watch.health import describe, next_step
 
     if not found:
         return None

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tests.unit.rewards.test_resume import BASE_PRE, Ti
+from tests.unit.checkpoints.test_resume import BASE_PRE, Ti
+from tpu_rl.checkpoints import checkpoint_choice
 from tpu_rl.dag import runtime
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
-from tpu_rl.rewards import checkpoint_choice
-from tpu_rl.rewards.gate import candidate, reward_gate
+from tpu_rl.promotion.gate import candidate, reward_gate
 from tpu_rl.settings.run_settings import load_settings
 
 HEALTHY = 25  # the newest save before the anomaly (checkpoint_period 25)

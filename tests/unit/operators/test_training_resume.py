@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tests.unit.rewards.test_resume import BASE_PRE, Ti
+from tests.unit.checkpoints.test_resume import BASE_PRE, Ti
 from tpu_rl import storage
+from tpu_rl.checkpoints import checkpoint_choice, quarantine, resume
 from tpu_rl.dag import runtime
 from tpu_rl.jobs.maxtext_flags import train_flags
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
-from tpu_rl.rewards import checkpoint_choice, quarantine, resume
 from tpu_rl.settings.run_settings import load_settings
 
 RESTARTS: list[int] = []
@@ -53,7 +53,7 @@ def sensor(layout, monkeypatch, gcs_objects):
 
 
 def unhealthy(action: str = "resume") -> dict[str, Any]:
-    """The reward trigger's event for a NaN at step 40 (tpu_rl.rewards.follower)."""
+    """The reward trigger's event for a NaN at step 40 (tpu_rl.watch.core)."""
     anomaly = {
         "rule": "nonfinite_loss",
         "step": 40,

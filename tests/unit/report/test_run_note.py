@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tpu_rl.report.run_note import NOTE_LIMIT, note_text, training_stopped
-from tpu_rl.rewards.health import next_step
+from tpu_rl.watch.health import next_step
 
 REWARDS = {"pre": {"mean_reward": 0.08214}, "post": {"mean_reward": 0.12346}}
 COST = {

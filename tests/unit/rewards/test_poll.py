@@ -8,9 +8,10 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from tpu_rl.rewards import health
 from tpu_rl.rewards.event_files import Scalar
 from tpu_rl.rewards.poll import BOARD_READ, LogFollower
+from tpu_rl.watch import health
+from tpu_rl.watch.ends import WaitEnd
 
 NAME = "events.out.tfevents.1764410400.rl-train-0-0"
 JOB = {"metadata": {"name": "job", "creationTimestamp": "2025-11-29T10:00:00Z"}}
@@ -62,7 +63,7 @@ async def test_a_kl_blow_up_in_the_new_scalars_ends_the_wait_with_the_watchdog_s
     f = follower(files)
     assert await f._read_event_files(JOB) is None
     event = await f._read_event_files(JOB)
-    assert event is not None and event["reason"] == health.REASON
+    assert event is not None and event["reason"] == WaitEnd.TRAINING_UNHEALTHY
     assert event["anomaly"]["rule"] == health.KL_BLOWUP
     assert f"{NAME}: actor/train/kl=0.5 at step 11" in event["message"]
     assert f.state.event_offsets == {NAME: 200}  # saved with the position

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
-from tpu_rl.rewards.follower import FollowState
 from tpu_rl.rewards.position import POSITION_ANNOTATION, SavedPosition
+from tpu_rl.watch.state import FollowState
 
 POD = {"pod_uid": "uid-1", "container_id": "containerd://a", "restart_count": 0}
 

@@ -21,7 +21,7 @@ from tests.integration.test_reward_trigger import (
     pre,
     trigger_kwargs,
 )
-from tests.unit.rewards.test_resume import Ti
+from tests.unit.checkpoints.test_resume import Ti
 from tpu_rl.dag import runtime
 from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.rewards.trigger import RewardTrigger

@@ -27,10 +27,11 @@ from tests.integration.test_reward_trigger import (  # noqa: F401 (fixtures emu,
     trigger_kwargs,
     wait_for,
 )
-from tpu_rl.rewards import follower
+from tpu_rl.rewards import line_reader
 from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.rewards.position import POSITION_ANNOTATION
 from tpu_rl.rewards.trigger import RewardTrigger
+from tpu_rl.watch import core
 
 pytestmark = pytest.mark.asyncio
 
@@ -81,20 +82,20 @@ async def test_a_triggerer_stopped_right_after_a_burst_logs_each_line_once(
     first = asyncio.create_task(first_event(RewardTrigger(**deferred_with), timeout=20))
     await wait_for(lambda: '"reward_lines": 1' in json.dumps(saved_position(emu)))
     burst = list(range(10, 210, 10))
-    read_line = follower._on_line
+    read_line = core._on_reward_line
 
-    def stop_after_the_burst(state, stamp, text, log):
-        result = read_line(state, stamp, text, log)
-        if f"step={burst[-1]})" in text:
+    def stop_after_the_burst(state, line, effects):
+        result = read_line(state, line, effects)
+        if f"step={burst[-1]})" in line.text:
             first.cancel()  # no poll runs between the line's logging and the stop
         return result
 
-    monkeypatch.setattr(follower, "_on_line", stop_after_the_burst)
+    monkeypatch.setattr(core, "_on_reward_line", stop_after_the_burst)
     emu.append_log(NS, "train-a", C, "".join(step(n) for n in burst), at=clock())
     with pytest.raises(asyncio.CancelledError):
         await first
     assert steps() == burst
-    monkeypatch.setattr(follower, "_on_line", read_line)
+    monkeypatch.setattr(core, "_on_reward_line", read_line)
 
     emu.append_log(NS, "train-a", C, step(210) + post(), at=clock())
     event = await first_event(RewardTrigger(**deferred_with))
@@ -135,19 +136,19 @@ async def test_a_triggerer_killed_right_after_a_burst_logs_each_line_once(
     await wait_for(lambda: '"reward_lines": 1' in json.dumps(saved_position(emu)))
     killed_without_a_word(monkeypatch)
     burst = list(range(10, 210, 10))
-    read_line = follower._on_line
+    read_line = core._on_reward_line
 
-    def kill_after_the_burst(state, stamp, text, log):
-        result = read_line(state, stamp, text, log)
-        if f"step={burst[-1]})" in text:
+    def kill_after_the_burst(state, line, effects):
+        result = read_line(state, line, effects)
+        if f"step={burst[-1]})" in line.text:
             first.cancel()  # no poll runs between the burst and the kill
         return result
 
-    monkeypatch.setattr(follower, "_on_line", kill_after_the_burst)
+    monkeypatch.setattr(core, "_on_reward_line", kill_after_the_burst)
     emu.append_log(NS, "train-a", C, "".join(step(n) for n in burst), at=clock())
     with pytest.raises(asyncio.CancelledError):
         await first
-    monkeypatch.setattr(follower, "_on_line", read_line)
+    monkeypatch.setattr(core, "_on_reward_line", read_line)
 
     emu.append_log(NS, "train-a", C, step(210) + post(), at=clock())
     event = await first_event(RewardTrigger(**deferred_with))
@@ -178,7 +179,7 @@ async def test_a_killed_triggerer_reads_again_at_most_the_lines_since_its_last_p
 
     def saved_second() -> int | None:
         stamp = saved_position(emu).get("last_time")
-        return follower.time_key(stamp)[0] if stamp else None
+        return line_reader.time_key(stamp)[0] if stamp else None
 
     await wait_for(lambda: saved_second() == int(last.timestamp()))
     first.cancel()

@@ -11,7 +11,7 @@ import pytest
 from tools.demo import summary
 from tools.demo_scenarios import SCENARIOS, chosen
 from tpu_rl.report.failures import FIRST_LINE_CHARS, first_line
-from tpu_rl.rewards import health
+from tpu_rl.watch import health
 
 KEPT = "the healthy checkpoint is step 40: gs://" + "b" * 60 + "/checkpoints/actor/40/"
 STALL_WHY = (

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from tools.bench.redefer import until_end
-from tpu_rl.rewards.progress import PROGRESS_EVENT
+from tpu_rl.watch.progress import PROGRESS_EVENT
 
 
 class ScriptedTrigger:

@@ -1,5 +1,5 @@
 """When the capacity ends and whether training stops at the save just made
-(tpu_rl.rewards.capacity_end), and the follower's marks of steps and saves."""
+(tpu_rl.watch.capacity_end), and the follower's marks of steps and saves."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import logging
 
 import pytest
 
-from tpu_rl.rewards import capacity_end
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+from tpu_rl.rewards.line_reader import Line, Resent, consume
+from tpu_rl.watch import capacity_end
+from tpu_rl.watch.ends import WaitEnd
+from tpu_rl.watch.state import FollowState
 
 T0 = 1_800_000_000.0
 LOG = logging.getLogger(__name__)
@@ -195,4 +197,4 @@ async def test_the_last_step_s_save_is_no_stop_the_total_coming_from_the_setting
     ending = T0 + 100  # the capacity ends 10 s after the save
     assert await save_stop.judge_save(NodesOnly([]), state(), 4, 4, [], ending, LOG) is None
     stop = await save_stop.judge_save(NodesOnly([]), state(), 4, 16, [], ending, LOG)
-    assert stop is not None and (stop["reason"], stop["save_step"]) == (capacity_end.REASON, 4)
+    assert stop is not None and (stop["reason"], stop["save_step"]) == (WaitEnd.CAPACITY_ENDING, 4)

@@ -15,7 +15,7 @@ import math
 import pytest
 
 from sandbox.trainer_corpus import CorpusRun, default_rules, runs, shows_at, watch
-from tpu_rl.rewards import health
+from tpu_rl.watch import health
 
 pytestmark = pytest.mark.unit
 

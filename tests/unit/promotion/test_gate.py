@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tpu_rl.rewards.gate import reward_gate
+from tpu_rl.promotion.gate import reward_gate
 
 UNGATED = {"pre": None, "candidate": None, "gain": None, "min_gain": None, "passed": None}
 

@@ -1,5 +1,5 @@
 """Moving a run's poisoned checkpoint saves out of the way before training resumes from the
-newest healthy one (health_action=resume, tpu_rl.rewards.health).
+newest healthy one (health_action=resume, tpu_rl.watch.health).
 
 A resumed MaxText run restores the NEWEST step its checkpoint manager finds: Tunix's
 `CheckpointManager.maybe_restore` takes `step = self.latest_step()`, the Orbax checkpointer's

@@ -1,6 +1,6 @@
-"""The training step line as its sources print it (tpu_rl.rewards.train_step), and the follower's
-marks of it and of Orbax's committed save (issue 48): the formats and captured lines are quoted
-from the sources in tests/fixtures/vendor/tunix/log_lines.json."""
+"""The training step line as its sources print it (tpu_rl.training_log.train_step), and the
+watch's marks of it and of Orbax's committed save (issue 48): the formats and captured lines are
+quoted from the sources in tests/fixtures/vendor/tunix/log_lines.json."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from tpu_rl.rewards import capacity_end
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
-from tpu_rl.rewards.train_step import parse_step_line
+from tpu_rl.rewards.line_reader import Line, Resent, consume
+from tpu_rl.training_log.train_step import parse_step_line
+from tpu_rl.watch import capacity_end
+from tpu_rl.watch.state import FollowState
 
 SOURCES = json.loads(
     (Path(__file__).parents[2] / "fixtures/vendor/tunix/log_lines.json").read_text()

@@ -188,9 +188,10 @@ class LineAssembler:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tpu_rl.rewards.lines LOG_FILE`: print the rewards found in a saved log as JSON."""
+    """`python -m tpu_rl.training_log.lines LOG_FILE`: print the rewards found in a saved log as
+    JSON."""
     parser = argparse.ArgumentParser(
-        prog="python -m tpu_rl.rewards.lines", description=main.__doc__
+        prog="python -m tpu_rl.training_log.lines", description=main.__doc__
     )
     parser.add_argument("log_file", help="a saved training log, plain or with k8s timestamps")
     args = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 ETA, the spend so far and projected, and whether the projection passes the run's spend limit.
 
 No I/O and no second read of the log: it reads the follower's step marks (`FollowState.
-step_marks`, [step, epoch] of each Tunix `Train step N` line, tpu_rl.rewards.train_step) and
+step_marks`, [step, epoch] of each Tunix `Train step N` line, tpu_rl.training_log.train_step) and
 keeps its own state in `FollowState.progress`, which the saved position carries, so a rebuilt
 trigger goes on with the same first mark, the same cadence and the same saves judged.
 
@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tpu_rl.rewards.capacity_end import epoch
+from tpu_rl.watch.capacity_end import epoch
 
 USAGE, COMMITMENT, WINDOW = "usage", "commitment", "window"  # tpu_rl.report.prices.BILLED_AS
 EXPORT, FAIL = "export", "fail"  # spend_limit_action
-REASON = "spend_limit"  # the reward trigger's event when training stops for the spend limit
 # The reward trigger's event that reports progress while training runs on: the wait resumes in a
 # worker to write it to the run's page and note, then defers again. Each resume takes a worker
 # slot for a few seconds, so it comes every REPORT_EVERY_FRACTION of the steps or every

@@ -1,7 +1,7 @@
 """The training health watchdog: rules over the step and evaluation lines the follower reads.
 
 No I/O. The rules (`Rules`, from the run's `health_*` settings) judge Tunix's `Train step N
-training loss: X` lines (tpu_rl.rewards.train_step) and MaxText's `Intermediate Eval (step=N)`
+training loss: X` lines (tpu_rl.training_log.train_step) and MaxText's `Intermediate Eval (step=N)`
 lines as the follower consumes them, and the silence since the last step line at each poll:
 
 - `nonfinite_loss`: a loss of nan or inf (Tunix's `%f` prints them as such,
@@ -14,7 +14,7 @@ lines as the follower consumes them, and the silence since the last step line at
   until the next model update", _write_train_metrics, tunix/sft/peft_trainer.py:523-540 and
   712-728 at google-tunix 0.1.7), so the weights checkpoint N-1 holds gave step N's nan. An
   evaluation's is its own step: `Intermediate Eval (step=N)` scores the weights checkpoint N
-  holds (tpu_rl.rewards.checkpoint_choice);
+  holds (tpu_rl.checkpoints.checkpoint_choice);
 - `loss_spike`: a loss whose magnitude passes both `spike_floor` and `spike_factor` times the
   median magnitude of the last `spike_window` finite losses: fatal. GRPO's loss is not a loss
   that falls: with one iteration per batch it is beta times the KL plus the policy term, whose
@@ -72,7 +72,7 @@ or inf: the position is JSON that refuses them (tpu_rl.rewards.position). Each d
 never changed in place (the saved position compares the old value with the new).
 
 A fatal rule records the anomaly: the rule, the step, the evidence lines (masked) and the
-anomaly step, the first step whose checkpoint is not trusted (tpu_rl.rewards.checkpoint_choice
+anomaly step, the first step whose checkpoint is not trusted (tpu_rl.checkpoints.checkpoint_choice
 never chooses a step at or after it).
 """
 
@@ -85,7 +85,6 @@ from typing import Any
 
 from tpu_rl.token_masking import redact
 
-REASON = "training_unhealthy"  # the reward trigger's event when the watchdog stops training
 NONFINITE, SPIKE, STALL, COLLAPSE = "nonfinite_loss", "loss_spike", "stall", "reward_collapse"
 KL_BLOWUP, STD_COLLAPSE = "kl_blowup", "reward_std_collapse"  # rules on TensorBoard scalars
 STOP, EXPORT_HEALTHY = "stop", "export_healthy"  # health_action (tpu_rl.settings.choices)
@@ -236,7 +235,9 @@ def on_eval(memory: dict[str, Any], step: int, mean_reward: Any, text: str) -> d
     return seen
 
 
-def on_scalar(memory: dict[str, Any], tag: str, step: int, value: float, source: str) -> dict:
+def on_scalar(
+    memory: dict[str, Any], tag: str, step: int, value: float, source: str
+) -> dict[str, Any]:
     """Judge one TensorBoard scalar of BOARD_TAGS (`source`: its event file): the new memory.
     A step at or before the last one judged of its tag (a restarted pod's new file repeats the
     steps since its checkpoint) is skipped."""
@@ -415,7 +416,9 @@ def describe(anomaly: dict[str, Any], evidence: bool = True) -> str:
     )
 
 
-def _anomaly(rule: str, step: int, anomaly_step: int, why: str, evidence: list[str]) -> dict:
+def _anomaly(
+    rule: str, step: int, anomaly_step: int, why: str, evidence: list[str]
+) -> dict[str, Any]:
     return {
         "rule": rule,
         "step": step,

@@ -19,13 +19,17 @@ from typing import Any
 from tpu_rl.settings.choices import EVAL_METRICS
 
 
-def gate_thresholds(gate_metrics: Mapping[str, float] | None, min_reward_gain: float) -> dict:
+def gate_thresholds(
+    gate_metrics: Mapping[str, float] | None, min_reward_gain: float
+) -> dict[str, Any]:
     """What the gate requires: metric -> minimum gain (negative: the largest loss allowed);
     `gate_metrics` when set, else mean_reward by `min_reward_gain` (the rule before it)."""
     return dict(gate_metrics) if gate_metrics else {"mean_reward": min_reward_gain}
 
 
-def attempt_lines(attempt: int, resumed_from: int | None, event: Mapping[str, Any]) -> list[dict]:
+def attempt_lines(
+    attempt: int, resumed_from: int | None, event: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     """The evaluation lines one attempt logged, as the wait's event reports them: its Pre line
     (the step it started from: 0, or the checkpoint it restored), each Intermediate Eval, its
     Post line; each with `kind` and `attempt`."""
@@ -39,10 +43,10 @@ def attempt_lines(attempt: int, resumed_from: int | None, event: Mapping[str, An
     return lines
 
 
-def by_step(evaluations: list[dict]) -> list[dict]:
+def by_step(evaluations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Intermediate Eval of each step, the latest attempt's (see the module's docstring),
     ascending by step."""
-    latest: dict[int, dict] = {}
+    latest: dict[int, dict[str, Any]] = {}
     for line in evaluations:
         if line.get("kind") == "intermediate" and isinstance(line.get("step"), int):
             latest[line["step"]] = line
@@ -57,13 +61,15 @@ def metric(line: Mapping[str, Any] | None, name: str) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def step_table(rewards: Mapping[str, Any] | None, export: Mapping[str, Any] | None) -> list[dict]:
+def step_table(
+    rewards: Mapping[str, Any] | None, export: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
     """One row per evaluated step for the report and the RL page: the base model's (step 0),
     each intermediate step's, the final model's (Post, at the export's `final_step` when
     known), with `label` and `chosen` (the exported step)."""
     rewards, export = rewards or {}, export or {}
     chosen, final = export.get("step"), export.get("final_step")
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     if isinstance(rewards.get("pre"), dict):
         rows.append({**_metrics(rewards["pre"]), "step": 0, "label": "pre"})
     for line in rewards.get("intermediate") or []:
@@ -82,7 +88,10 @@ def _metrics(line: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def so_far(
-    first_pre: dict | None, ended: list[dict], attempts: list[dict], state: Mapping[str, Any]
+    first_pre: dict[str, Any] | None,
+    ended: list[dict[str, Any]],
+    attempts: list[dict[str, Any]],
+    state: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The rewards while training runs, for the RL page: the first Pre line and each step's
     evaluation, of the ended attempts' lines (`ended`) and of the open attempt's so far

@@ -8,8 +8,8 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tpu_rl.rewards.evaluations import gate_thresholds, metric
 from tpu_rl.settings.choices import EVAL_METRICS
+from tpu_rl.training_log.evaluations import gate_thresholds, metric
 
 APART = ("accuracy", "format_accuracy")  # always told apart: format can rise as answers fail
 
@@ -70,7 +70,7 @@ def candidate(
     step: int, metrics: Mapping[str, Any] | None, post: Any
 ) -> tuple[str, Mapping[str, Any]] | None:
     """What the gate judges for the step export takes (`metrics`: its evaluation, if any,
-    tpu_rl.rewards.checkpoint_choice.Choice), as reward_gate's `candidate`, named by the step
+    tpu_rl.checkpoints.checkpoint_choice.Choice), as reward_gate's `candidate`, named by the step
     evaluated; None: the Post line (the final step's, or standing in for a step without one).
     An Intermediate Eval carries its `step`, and so does the wait's `post` of a run stopped
     early (WaitForRewardsSensor: end_unhealthy, end_at_spend_limit), the newest evaluation at or

@@ -14,7 +14,7 @@ JSON-safe: a nan or inf is not kept (the position refuses them, tpu_rl.rewards.p
 watchdog records it as its anomaly, which the page marks.
 
 Steps are TensorBoard's: the actor's tags at its update (1-based), the rollout's `rewards/*` and
-`completions/*` one lower (0-based; tpu_rl.rewards.health explains both).
+`completions/*` one lower (0-based; tpu_rl.watch.health explains both).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ CURVE_TAGS = (LOSS, KL, REWARD_MEAN, REWARD_MAX, REWARD_MIN, LENGTH)
 XCOM_KEY = "curves"  # wait_for_rewards' XCom of them
 MAX_POINTS = 200  # per tag: 6 tags of ~20 bytes a point stay ~25 KB on the Job's annotation
 SAVES_KEPT = 100  # the newest save steps kept
-# MaxText's rl.yml `max_num_checkpoints_to_keep` (tpu_rl.rewards.checkpoint_choice): Orbax keeps
+# MaxText's rl.yml `max_num_checkpoints_to_keep` (tpu_rl.checkpoints.checkpoint_choice): Orbax keeps
 # the newest this many saves
 CHECKPOINTS_KEPT = 10
 

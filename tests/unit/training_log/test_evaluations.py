@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.rewards.test_resume import (  # noqa: F401 (fixtures)
+from tests.unit.checkpoints.test_resume import (  # noqa: F401 (fixtures)
     BASE_PRE,
     POST,
     RESTORED_PRE,
@@ -17,8 +17,9 @@ from tests.unit.rewards.test_resume import (  # noqa: F401 (fixtures)
     saved_history,
     sensor,
 )
-from tpu_rl.rewards.evaluations import by_step, step_table
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+from tpu_rl.rewards.line_reader import Line, Resent, consume
+from tpu_rl.training_log.evaluations import by_step, step_table
+from tpu_rl.watch.state import FollowState
 
 FIELDS = "corr=9, total=64, accuracy={acc}%, partial_accuracy=20%, format_accuracy=80%, "
 

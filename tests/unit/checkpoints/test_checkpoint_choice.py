@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tpu_rl import storage
-from tpu_rl.rewards import checkpoint_choice
-from tpu_rl.rewards.checkpoint_choice import BEST, LAST, choose, choose_for_run
+from tpu_rl.checkpoints import checkpoint_choice
+from tpu_rl.checkpoints.checkpoint_choice import BEST, LAST, choose, choose_for_run
 
 URI = "gs://b/m/trained/run/checkpoints/actor/"
 

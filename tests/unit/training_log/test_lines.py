@@ -1,4 +1,4 @@
-"""The MaxText reward-line parser, the line assembler and `python -m tpu_rl.rewards.lines`."""
+"""The MaxText reward-line parser, the line assembler and `python -m tpu_rl.training_log.lines`."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tpu_rl.rewards.lines import (
+from tpu_rl.training_log.lines import (
     LineAssembler,
     RewardMetrics,
     main,
@@ -166,7 +166,7 @@ def _run_cli(log_file: Path) -> dict:
     """Run it exactly as `make rewards LOG=...` does."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "plugins")}
     proc = subprocess.run(
-        [sys.executable, "-m", "tpu_rl.rewards.lines", str(log_file)],
+        [sys.executable, "-m", "tpu_rl.training_log.lines", str(log_file)],
         capture_output=True,
         text=True,
         env=env,

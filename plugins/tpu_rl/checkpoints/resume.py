@@ -2,7 +2,7 @@
 
 The reward wait (WaitForRewardsSensor) resumes training after a `capacity_lost` event at most
 `max_training_restarts` times. What it must remember across deferrals and retries is one
-record: the attempts (COORD.md item 5), the first attempt's Pre metrics (the base model's: a
+record: the attempts, the first attempt's Pre metrics (the base model's: a
 resumed attempt's Pre line reports the restored model), and whether a resume is half done (a
 retry finishes it instead of following a deleted Job).
 
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.rewards.evaluations import attempt_lines
+from tpu_rl.training_log.evaluations import attempt_lines
 
 if TYPE_CHECKING:
     from tpu_rl.storage import JsonObject
@@ -45,7 +45,7 @@ class History:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     first_pre: dict[str, Any] | None = None
     resuming: bool = False  # old attempt being removed, new one not submitted yet
-    # every evaluation line of every ended attempt (tpu_rl.rewards.evaluations.attempt_lines)
+    # every evaluation line of every ended attempt (tpu_rl.training_log.evaluations.attempt_lines)
     evaluations: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod

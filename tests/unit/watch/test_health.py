@@ -1,13 +1,15 @@
-"""The training health watchdog's rules (tpu_rl.rewards.health) and their place in the follower."""
+"""The training health watchdog's rules (tpu_rl.watch.health) and their place in the follower."""
 
 from __future__ import annotations
 
 import json
 import logging
 
-from tpu_rl.rewards import health
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+from tpu_rl.rewards.line_reader import Line, Resent, consume
 from tpu_rl.rewards.position import parse_position
+from tpu_rl.watch import health
+from tpu_rl.watch.ends import WaitEnd
+from tpu_rl.watch.state import FollowState
 
 LINE = "I1204 12:00:00.123456 1 peft_trainer.py:735] Train step {step} training loss: {loss}"
 
@@ -51,7 +53,7 @@ def test_an_inf_perplexity_beside_a_finite_loss_is_fatal_with_its_line() -> None
         Line("2026-12-04T12:00:02Z " + text.format(step=2, loss="95.000000", perplexity="inf")),
     ]
     event = consume(state, lines, Resent(), logging.getLogger("t"))
-    assert event is not None and event["reason"] == health.REASON
+    assert event is not None and event["reason"] == WaitEnd.TRAINING_UNHEALTHY
     anomaly = event["anomaly"]
     assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.NONFINITE, 2, 1)
     assert "perplexity inf (loss 95) at step 2" in anomaly["why"]
@@ -71,7 +73,7 @@ def test_a_nan_mean_reward_in_an_intermediate_eval_is_fatal_with_its_line() -> N
         Line("2026-12-04T12:00:02Z " + text.format(step=20, metrics=metrics, reward="nan")),
     ]
     event = consume(state, lines, Resent(), logging.getLogger("t"))
-    assert event is not None and event["reason"] == health.REASON
+    assert event is not None and event["reason"] == WaitEnd.TRAINING_UNHEALTHY
     anomaly = event["anomaly"]
     # an evaluation scores the weights its own step's checkpoint holds
     assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.NONFINITE, 20, 20)
@@ -163,7 +165,7 @@ def test_consume_ends_the_wait_at_the_nan_line_with_the_anomaly() -> None:
     ]
     lines.append(Line("2026-12-04T12:00:09Z W train_rl.py:823] Post RL Training: corr=1"))
     event = consume(state, lines, Resent(), logging.getLogger("t"))
-    assert event is not None and event["reason"] == health.REASON
+    assert event is not None and event["reason"] == WaitEnd.TRAINING_UNHEALTHY
     assert event["anomaly"]["step"] == 3 and event["action"] == health.EXPORT_HEALTHY
     assert "nonfinite_loss at step 3" in event["message"]
     assert "Train step 3 training loss: nan" in event["message"]

@@ -21,7 +21,7 @@ step's checkpoint:
   then `checkpoint_manager.close()` waits for the save. So the final step is the newest step
   folder (committed or cut), or the last step the log showed if that is later.
 
-A run the training health watchdog stopped (tpu_rl.rewards.health) carries its anomaly in the
+A run the training health watchdog stopped (tpu_rl.watch.health) carries its anomaly in the
 wait's result (`anomaly`, with `anomaly_step`): no step at or after it is chosen, evaluated or
 exported. The newest healthy step is still on disk when training is stopped within one poll of
 the anomaly. Orbax deletes only the OLDEST steps, and only once a newer save commits: Tunix maps
@@ -32,15 +32,15 @@ the previous save's finalize (checkpoint_manager.py:1441), and the steps to remo
 `_finalize` only after the new step's commit (2152-2167). Tunix logs step N's line during update
 N+1, before save N+1 (tunix/sft/peft_trainer.py:1016-1027), so between a NaN line and the Job's
 deletion at most one more save commits, which deletes the oldest of the n kept, never the newest
-healthy one: a NaN at step N distrusts the saves from N-1 on (tpu_rl.rewards.health), at most
+healthy one: a NaN at step N distrusts the saves from N-1 on (tpu_rl.watch.health), at most
 three of them on disk with a save every step (N-1, N, N+1), so n = 10 in MaxText's rl.yml:187
 keeps it (n >= 4 does).
 
 A run resumed after its anomaly (health_action=resume) carries none in the wait's result: the
 saves at or after the anomaly step were moved out of the checkpoints folder before the resumed
-attempt started (tpu_rl.rewards.quarantine, once the old attempt's pods were gone), so every step
-there is healthy, those at or after the anomaly step saved again by the resumed attempt, and the
-poisoned model's evaluations were dropped from the record (tpu_rl.rewards.resume.
+attempt started (tpu_rl.checkpoints.quarantine, once the old attempt's pods were gone), so every
+step there is healthy, those at or after the anomaly step saved again by the resumed attempt, and
+the poisoned model's evaluations were dropped from the record (tpu_rl.checkpoints.resume.
 without_poisoned). A second anomaly fails the run: nothing is exported.
 """
 
@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpu_rl.rewards.evaluations import metric
+from tpu_rl.training_log.evaluations import metric
 
 BEST, LAST = "best", "last"
 
@@ -79,7 +79,7 @@ class Choice:
 
 def scored_steps(rewards: Mapping[str, Any] | None, final_step: int | None) -> dict[int, dict]:
     """Each evaluated step's evaluation: its Intermediate Eval (the wait's `intermediate`: the
-    latest attempt's, tpu_rl.rewards.evaluations.by_step), the Post line for the final step."""
+    latest attempt's, tpu_rl.training_log.evaluations.by_step), the Post line for the final step."""
     rewards = rewards or {}
     scored = {
         line["step"]: line

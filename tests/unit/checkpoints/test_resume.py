@@ -1,7 +1,7 @@
 """Training that survives capacity loss: the verdict (capacity lost or a real failure), the
 capacity_lost event, and the resume decisions of the reward wait (limit, real error, first pre).
 
-Fault shapes are GKE's (COORD.md item 3): a preempted node's pods end Failed, reason
+Fault shapes are GKE's: a preempted node's pods end Failed, reason
 Terminated, with a DisruptionTarget condition; evicted pods; pods whose node is gone; a node
 with the impending-node-termination taint. The GRPO client itself is never disrupted: it dies
 with gRPC UNAVAILABLE, exit 1, exactly as it does on a real training error.
@@ -30,13 +30,14 @@ from tests.integration.test_reward_trigger import (  # noqa: F401 (fixtures)
     step,
 )
 from tpu_rl import storage
+from tpu_rl.checkpoints import resume
 from tpu_rl.dag import runtime
 from tpu_rl.kube import verdicts
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators import rewards as run_rewards
-from tpu_rl.rewards import resume
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+from tpu_rl.rewards.line_reader import Line, Resent, consume
 from tpu_rl.settings.run_settings import load_settings
+from tpu_rl.watch.state import FollowState
 
 SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
 DISRUPTED = {

@@ -13,7 +13,7 @@ TestAnnotateMachineTermination: even "abc" is copied), so it is read strictly: a
 date-time (RFC 3339 section 5.6: "T" and "Z" may be lower case), else skipped with a warning.
 
 The pace is measured from the training log's Kubernetes timestamps: Tunix's step lines
-(tpu_rl.rewards.train_step: step N's is logged an update late, after checkpoint N's save began)
+(tpu_rl.training_log.train_step: step N's is logged an update late, after checkpoint N's save began)
 and Orbax's line once a step's save is committed (SAVED). No I/O here.
 """
 
@@ -47,7 +47,6 @@ _DATE_TIME = re.compile(
     r"(\d{4}-\d\d-\d\d)[Tt](\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII
 )
 MARKS_KEPT = 6  # step marks kept in the follower's state: enough for the newest gaps
-REASON = "capacity_ending"  # the reward trigger's event when training stops at a save
 
 
 def epoch(stamp: Any) -> float:
@@ -124,7 +123,7 @@ def measured_pace(marks: list[list[float]], saved: list[float], period: int) -> 
     time and the longest gap between two consecutive step lines, less that save time where a
     save came between them. None before there is a gap.
 
-    Tunix logs step N's line an update late (tpu_rl.rewards.train_step): save N starts right
+    Tunix logs step N's line an update late (tpu_rl.training_log.train_step): save N starts right
     after step N-1's line (tunix/sft/peft_trainer.py:1016-1027 at c4ec573:
     `_write_train_metrics()` then `checkpoint_manager.save(self._train_steps, ...)`), so the
     save's time runs from that line to its commit line, and it lies between the lines of steps

@@ -1,5 +1,6 @@
-"""Training progress, ETA and spend from the follower's step lines (tpu_rl.rewards.progress), and
-the stop at the save after the projected spend passes max_spend_usd (save_stop.spend_stop)."""
+"""Training progress, ETA and spend from the follower's step lines (tpu_rl.watch.progress), and
+the stop at the save after the projected spend passes max_spend_usd (the watch's PollDone step,
+tpu_rl.watch.core)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,22 @@ import logging
 import random
 from datetime import UTC, datetime
 
-from tpu_rl.rewards import progress, save_stop
-from tpu_rl.rewards.follower import FollowState, Line, Resent, consume
+from tpu_rl.rewards.line_reader import Line, Resent, consume
+from tpu_rl.watch import core, progress
+from tpu_rl.watch.ends import WaitEnd
+from tpu_rl.watch.state import FollowState
 
 T0 = 1_800_000_000.0
 LOG = logging.getLogger(__name__)
 SPOT = progress.Spend(capacity="spot", billed_as=progress.USAGE, usd_per_hour=100.0)
+
+
+def poll_done(state: FollowState, total: int, spend: progress.Spend) -> tuple[dict | None, list]:
+    """A poll's end as the wait's shell makes it: the watch's PollDone step taken; the event
+    that ends the wait (spend_limit) and the lines said."""
+    new, effects = core.advance(state, core.PollDone(total, spend))
+    state.adopt(new)
+    return core.ended(effects), [e for e in effects if isinstance(e, core.Say)]
 
 
 def stamped(at: float, text: str) -> Line:
@@ -129,15 +140,16 @@ def test_over_the_limit_training_stops_right_after_the_next_committed_save():
     state, events, warned = FollowState(), [], []
     for _, line in simulated_run(3, 200):
         consume(state, [line], Resent(), LOG)
-        _, _, passed = progress.observe(state, 200, spend)
+        event, said = poll_done(state, 200, spend)
+        passed = any(s.text.startswith("Projected spend") and s.warning for s in said)
         warned += [state.progress["step"]] if passed else []
-        if event := save_stop.spend_stop(state, spend, 200, LOG):
+        if event:
             events.append(event)
             break
     assert len(warned) == 1  # said once
     over_step = state.progress["over"][0]
     (event,) = events
-    assert event["reason"] == progress.REASON and event["action"] == "export"
+    assert event["reason"] == WaitEnd.SPEND_LIMIT and event["action"] == "export"
     assert event["save_step"] % 25 == 0 and over_step < event["save_step"] <= over_step + 26
     assert "training stopped right after the committed save of step" in event["message"]
 
@@ -146,10 +158,9 @@ def test_no_stop_without_a_limit_or_at_the_last_steps_save():
     state = FollowState()
     for _, line in simulated_run(4, 50):
         consume(state, [line], Resent(), LOG)
-        progress.observe(state, 50, SPOT)
-        assert save_stop.spend_stop(state, SPOT, 50, LOG) is None
+        assert poll_done(state, 50, SPOT)[0] is None
     state.progress = {**state.progress, "over": [1, T0]}
-    assert state.saved[0] == 50 and save_stop.spend_stop(state, SPOT, 50, LOG) is None
+    assert state.saved[0] == 50 and poll_done(state, 50, SPOT)[0] is None
 
 
 def recompiled_run(total: int = 200, period: int = 25) -> list[Line]:
@@ -171,8 +182,9 @@ def spend_limited(limit: float) -> tuple[FollowState, list[str], list[dict]]:
     state, said, events = FollowState(), [], []
     for line in recompiled_run():
         consume(state, [line], Resent(), LOG)
-        said += progress.observe(state, 200, spend)[1]
-        if event := save_stop.spend_stop(state, spend, 200, LOG):
+        event, lines = poll_done(state, 200, spend)
+        said += [s.text for s in lines]
+        if event:
             events.append(event)
             break
     return state, said, events

@@ -6,7 +6,9 @@ import tracemalloc
 
 from tests.integration.test_reward_trigger import post, step
 from tpu_rl.kube import verdicts
-from tpu_rl.rewards.follower import LINE_CAP, FollowState, Line, LineCutter, Resent, consume
+from tpu_rl.rewards.line_reader import Line, LineCutter, Resent, consume
+from tpu_rl.watch.core import LINE_CAP
+from tpu_rl.watch.state import FollowState
 
 STAMP = "2026-12-01T05:00:00.123456789Z "
 

@@ -1,0 +1,1 @@
+"""A run's checkpoints: which step to export, quarantine of poisoned saves, the resume history."""

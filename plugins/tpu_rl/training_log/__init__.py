@@ -1,0 +1,1 @@
+"""The training log's lines: MaxText's reward and evaluation lines, Tunix's step lines."""
