@@ -77,7 +77,9 @@ class Choice:
         }
 
 
-def scored_steps(rewards: Mapping[str, Any] | None, final_step: int | None) -> dict[int, dict]:
+def scored_steps(
+    rewards: Mapping[str, Any] | None, final_step: int | None
+) -> dict[int, dict[str, Any]]:
     """Each evaluated step's evaluation: its Intermediate Eval (the wait's `intermediate`: the
     latest attempt's, tpu_rl.training_log.evaluations.by_step), the Post line for the final step."""
     rewards = rewards or {}

@@ -140,7 +140,9 @@ def health_resumed(history: History) -> bool:
     return any(attempt.get(HEALTH_RESUME) for attempt in history.attempts)
 
 
-def without_poisoned(evaluations: list[dict[str, Any]], attempt: int, anomaly_step: int) -> list:
+def without_poisoned(
+    evaluations: list[dict[str, Any]], attempt: int, anomaly_step: int
+) -> list[dict[str, Any]]:
     """The evaluation lines but those of `attempt` at or after `anomaly_step` (its poisoned
     model's): the gate never reads them, even for a step the next attempt does not evaluate."""
     return [

@@ -29,10 +29,11 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from tpu_rl.layout import split_gcs_uri
+from tpu_rl.rewards.held_log import Log
 from tpu_rl.watch.core import Scalar
 
 EVENTS_MARK = "events.out.tfevents."
@@ -84,8 +85,8 @@ class EventFiles:
         self,
         directory_uri: str,
         gcp_conn_id: str,
-        impersonation_chain: str | list[str] | None = None,
-        log: logging.Logger | None = None,
+        impersonation_chain: str | Sequence[str] | None = None,
+        log: Log | None = None,
     ) -> None:
         self.bucket, self.prefix = split_gcs_uri(directory_uri.rstrip("/") + "/")
         self.gcp_conn_id, self.impersonation_chain = gcp_conn_id, impersonation_chain

@@ -4,13 +4,24 @@ them, and the trigger rebuilt in its place, which reads them again, says it once
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
+
+
+class Log(Protocol):
+    """What the wait says lines with: a `logging.Logger`, Airflow's task or trigger logger
+    (structlog's, airflow.sdk's `Logger`), or a HeldLog."""
+
+    def debug(self, message: str, /, *args: Any) -> Any: ...
+
+    def info(self, message: str, /, *args: Any) -> Any: ...
+
+    def warning(self, message: str, /, *args: Any) -> Any: ...
 
 
 class HeldLog:
     """A logger's `debug`, `info` and `warning`, kept until `tell` (`hold=False`: said at once)."""
 
-    def __init__(self, target: Any, *, hold: bool) -> None:
+    def __init__(self, target: Log, *, hold: bool) -> None:
         self.target = target
         self.hold = hold
         self._held: list[tuple[str, str, tuple[Any, ...]]] = []

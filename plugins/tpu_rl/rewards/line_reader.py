@@ -5,13 +5,12 @@ the watch may care about handed to it (`consume`, tpu_rl.watch.core.advance)."""
 from __future__ import annotations
 
 import functools
-import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tpu_rl.rewards.held_log import HeldLog
+from tpu_rl.rewards.held_log import Log
 from tpu_rl.training_log.lines import is_reward_line, split_timestamp
 from tpu_rl.watch.core import LINE_CAP, MARKERS, Effect, LogLine, Say, advance, ended
 from tpu_rl.watch.ends import Result
@@ -118,9 +117,7 @@ def since_time(stamp: str) -> str:
     return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def consume(
-    state: FollowState, lines: Iterable[Line], resent: Resent, log: logging.Logger | HeldLog
-) -> Result | None:
+def consume(state: FollowState, lines: Iterable[Line], resent: Resent, log: Log) -> Result | None:
     """Read the new lines: each one the watch may care about (core.MARKERS, or cut) is a
     step of the watch (core.advance), whose lines are said in `log`; the event that ends the
     wait (the Post line's success, a fatal watchdog rule), else None.
@@ -154,7 +151,7 @@ def consume(
     return None
 
 
-def say(effects: list[Effect], log: logging.Logger | HeldLog) -> None:
+def say(effects: list[Effect], log: Log) -> None:
     """Say the effects' lines in the task log."""
     for effect in effects:
         if isinstance(effect, Say):

@@ -7,7 +7,6 @@ is read from its start (after the old instance's unread tail).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
-from tpu_rl.rewards.held_log import HeldLog
+from tpu_rl.rewards.held_log import Log
 from tpu_rl.rewards.line_reader import Resent, consume, since_time
 from tpu_rl.rewards.log_stream import LogStream
 from tpu_rl.watch.ends import Result
@@ -28,7 +27,7 @@ def logged_since_asked(state: FollowState) -> Callable[[], bool]:
     chunk (a poll and a Job patch per log line otherwise)."""
 
     def seen() -> tuple[int, int, float | None]:
-        return state.reward_lines, state.cut_lines, (state.saved or [None])[0]
+        return state.reward_lines, state.cut_lines, state.saved[0] if state.saved else None
 
     logged = seen()
 
@@ -50,7 +49,7 @@ class PodLogReader:
     namespace: str
     container_name: str | None
     state: FollowState
-    log: logging.Logger | HeldLog  # HeldLog: said once a saved position covers the lines
+    log: Log  # HeldLog: said once a saved position covers the lines
     stream_log: bool
     news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     bytes_read: int = field(default=0, init=False)
@@ -93,7 +92,7 @@ class PodLogReader:
     ) -> Result | None:
         meta, state = pod["metadata"], self.state
         container = self.container(pod)
-        status = next(
+        status: dict[str, Any] = next(
             (
                 s
                 for s in (pod.get("status") or {}).get("containerStatuses") or []
@@ -150,7 +149,7 @@ class PodLogReader:
             raise KubeApiError(
                 400, f"pod {verdicts.pod_name(pod)} has containers {names}: set container_name"
             )
-        return names[0]
+        return str(names[0])
 
     async def _read_log(
         self,

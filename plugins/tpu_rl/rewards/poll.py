@@ -24,7 +24,7 @@ from tpu_rl.kube.shared_client import SharedClients, connection_key, shared_clie
 from tpu_rl.rewards import capacity_loss, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.event_files import EventFiles, file_epoch
-from tpu_rl.rewards.held_log import HeldLog
+from tpu_rl.rewards.held_log import HeldLog, Log
 from tpu_rl.rewards.line_reader import say
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
@@ -76,7 +76,7 @@ class LogFollower:
         tensorboard_dir: str | None = None,
         tensorboard_every_s: float = 30.0,
         state: FollowState | None = None,
-        log: logging.Logger | None = None,
+        log: Log | None = None,
         stream_log: bool = False,
         report_progress: bool = False,
         progress_every_s: float = 900.0,
@@ -400,7 +400,11 @@ class LogFollower:
         return verdict
 
     async def _capacity_lost(
-        self, api: AsyncKube, failure: verdicts.Failure, pods: list[dict], pod: dict | None
+        self,
+        api: AsyncKube,
+        failure: verdicts.Failure,
+        pods: list[dict[str, Any]],
+        pod: dict[str, Any] | None,
     ) -> Result | None:
         """The capacity_lost event when the cluster shows lost capacity; None: a real failure."""
         state = self.state

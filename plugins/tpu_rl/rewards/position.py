@@ -4,11 +4,11 @@ restart, task retry) resumes there instead of reading and logging the whole log 
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
+from tpu_rl.rewards.held_log import Log
 from tpu_rl.rewards.line_reader import time_key
 from tpu_rl.watch.state import FollowState
 
@@ -26,6 +26,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "float": (int, float),
     "bool": (bool,),
     "dict": (dict,),
+    "Memory": (dict,),  # the watchdog's memory (tpu_rl.watch.health.Memory): a JSON object
     "list": (list,),
     "None": (type(None),),
 }
@@ -77,7 +78,7 @@ class SavedPosition:
     """The position on the training Job's annotation: read once at the start, written when
     it moved (a line read, the instance, a wait or the backend changed)."""
 
-    def __init__(self, namespace: str, job_name: str, log: logging.Logger) -> None:
+    def __init__(self, namespace: str, job_name: str, log: Log) -> None:
         self.path = kube.job_path(namespace, job_name)
         self.log = log
         self.saved: dict[str, Any] | None = None  # the position last saved or resumed from

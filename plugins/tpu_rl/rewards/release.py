@@ -3,15 +3,12 @@ after a stop at a save the training Job. Best effort: the operator's steps delet
 
 from __future__ import annotations
 
-import logging
-
 from tpu_rl.kube.async_client import AsyncKube
 from tpu_rl.kube.shared_client import SharedClients
+from tpu_rl.rewards.held_log import Log
 
 
-async def delete_now(
-    clients: SharedClients, what: str, path: str, gain: str, log: logging.Logger
-) -> None:
+async def delete_now(clients: SharedClients, what: str, path: str, gain: str, log: Log) -> None:
     """DELETE `path` (Foreground) and log what it gained; a failure is only logged."""
     try:
         async with clients.lease() as client:

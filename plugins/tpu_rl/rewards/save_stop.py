@@ -1,15 +1,15 @@
-"""Stopping training right after the last save that can finish before its capacity ends:
-the judgment of each finished save, on the follower's state and the backend's nodes; and right
-after a save committed while the projected spend passes the run's limit (spend_stop)."""
+"""Stopping training right after the last save that can finish before its capacity ends: the
+judgment of each finished save, on the follower's state and the backend's nodes (the stop for
+the spend limit is the watch's: tpu_rl.watch.core)."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from tpu_rl.kube.async_client import AsyncKube
 from tpu_rl.rewards.capacity_loss import nodes_if_allowed
-from tpu_rl.watch import capacity_end, progress
+from tpu_rl.rewards.held_log import Log
+from tpu_rl.watch import capacity_end
 from tpu_rl.watch.ends import Result, WaitEnd, error_event
 from tpu_rl.watch.state import FollowState
 
@@ -21,7 +21,7 @@ async def judge_save(
     total_steps: int | None,
     backend_pods: list[dict[str, Any]],
     known_end: float | None,
-    log: logging.Logger,
+    log: Log,
 ) -> Result | None:
     """The `capacity_ending` event when the save the log just finished is the last that can
     finish before the slice's capacity ends; None to go on. Each save is judged once.
@@ -52,7 +52,7 @@ async def slice_end(
     api: AsyncKube,
     backend_pods: list[dict[str, Any]],
     known: float | None,
-    log: logging.Logger,
+    log: Log,
 ) -> tuple[float | None, list[str]]:
     """When the backend's nodes end (the earliest; `known`: an end known in advance, when
     sooner) and the nodes that end (tpu_rl.watch.capacity_end); a node whose end cannot be
@@ -65,29 +65,3 @@ async def slice_end(
     if known is not None and (ends.at is None or known < ends.at):
         return known, ends.nodes
     return ends.at, ends.nodes
-
-
-def spend_stop(
-    state: FollowState, spend: progress.Spend, total_steps: int | None, log: logging.Logger
-) -> Result | None:
-    """The `spend_limit` event at a committed save when the projected spend passes
-    max_spend_usd then (tpu_rl.watch.progress: the projection of the newest step line read);
-    None to go on. Each save is judged once (`judged_save` in the progress state, which the
-    saved position carries). The last step's save ends training anyway: never a stop."""
-    figures = state.progress or {}
-    if state.saved is None or figures.get("judged_save") == state.saved[0]:
-        return None
-    step = int(state.saved[0])
-    state.progress = {**figures, "judged_save": step}
-    projected = figures.get("projected_usd")
-    if not progress.passes(projected, spend) or (total_steps is not None and step >= total_steps):
-        return None
-    line = progress.stop_line(step, figures, spend)
-    log.warning(line)
-    return {
-        **error_event(WaitEnd.SPEND_LIMIT, line),
-        "save_step": step,
-        "action": spend.action,
-        "progress": state.progress,
-        **state.attempt_facts(),
-    }

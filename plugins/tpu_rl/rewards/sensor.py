@@ -127,7 +127,8 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         from tpu_rl.watch.state import FollowState
 
         store = context.get("task_state_store")
-        state = FollowState.from_dict(store.get(POSITION_KEY) if store else None)
+        saved = store.get(POSITION_KEY) if store else None
+        state = FollowState.from_dict(saved if isinstance(saved, dict) else None)
         args = self.follow_args(self.wait_deadline(context))
         follower = LogFollower(**args, state=state, log=self.log)
         try:

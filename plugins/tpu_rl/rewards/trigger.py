@@ -57,7 +57,7 @@ class RewardTrigger(BaseTrigger):
         """`follow`: LogFollower's keyword arguments (cluster_url, ssl_ca_cert, namespace,
         job_name, deadline, and optionally gcp_conn_id, impersonation_chain, use_dns_endpoint,
         container_name, backend_jobset_name, pending_timeout)."""
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow: unannotated
         self.poll_interval = poll_interval
         self.keep_backend = keep_backend
         self.follow = follow

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tpu_rl.training_log.lines import parse_line
 from tpu_rl.training_log.train_step import parse_step_line
@@ -264,7 +263,9 @@ def _judge_progress(state: FollowState, done: PollDone, effects: list[Effect]) -
         effects += [Say(stop["message"], warning=True), End(stop)]
 
 
-def _spend_stop(state: FollowState, spend: progress.Spend, total_steps: int | None) -> Any:
+def _spend_stop(
+    state: FollowState, spend: progress.Spend, total_steps: int | None
+) -> Result | None:
     """The `spend_limit` event at a committed save when the projected spend passes
     max_spend_usd then (the projection of the newest step line read); None to go on. Each save
     is judged once (`judged_save` in the progress state, which the saved position carries).

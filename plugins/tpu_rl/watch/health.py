@@ -78,11 +78,13 @@ never chooses a step at or after it).
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict
 
+from tpu_rl.settings.params import default_settings
 from tpu_rl.token_masking import redact
 
 NONFINITE, SPIKE, STALL, COLLAPSE = "nonfinite_loss", "loss_spike", "stall", "reward_collapse"
@@ -101,22 +103,52 @@ KL_WINDOW = 20  # the KL values the median is taken over (the rule waits for hal
 SPREAD_EPS = 1e-6  # a batch's max - min at most this: all its rewards equal
 
 
+class Anomaly(TypedDict):
+    """What a fatal rule recorded: the rule, the step it saw it at, the first step whose
+    checkpoint is not trusted, why (masked), and the evidence lines (masked)."""
+
+    rule: str
+    step: int
+    anomaly_step: int
+    why: str
+    evidence: list[str]
+
+
+class Memory(TypedDict, total=False):
+    """The watchdog's memory (JSON: FollowState.health, carried by the saved position)."""
+
+    rules: dict[str, Any]  # Rules.as_dict()
+    fatal: Anomaly | None  # the first fatal rule's anomaly
+    last: list[float]  # the newest step line: [step, log time]
+    intervals: list[float]  # the newest step intervals, seconds per step
+    evidence: list[str]  # the newest step lines (masked)
+    losses: list[float]  # the newest finite losses
+    best_reward: list[float]  # the best Intermediate Eval: [step, mean_reward]
+    board_steps: dict[str, int]  # each TensorBoard tag's last step judged
+    kls: list[float]  # the newest actor/train/kl values
+    rewards: list[list[float]]  # the newest batch rewards: [TensorBoard step, mean]
+    score: dict[str, float]  # the batch being paired: its step, its max and min
+    flat: list[int] | None  # the flat batches in a row: [first TensorBoard step, count]
+    best_batch: float  # the best batch reward before the flat run
+
+
 @dataclass(frozen=True)
 class Rules:
-    """The watchdog's rules; a factor or drop of 0 turns its rule off."""
+    """The watchdog's rules, one per health_* setting (tpu_rl.settings.fields), whose defaults
+    are the settings' own (`defaults`); a factor or drop of 0 turns its rule off."""
 
-    nonfinite_loss: bool = True
-    spike_factor: float = 10.0
-    spike_floor: float = 10.0
-    spike_window: int = 20
-    stall_factor: float = 5.0
-    stall_floor_s: float = 1800.0
-    reward_drop: float = 1.0
-    slow_factor: float = 3.0
-    kl_factor: float = 10.0
-    kl_floor: float = 0.1
-    reward_spread_steps: int = 20
-    action: str = STOP
+    nonfinite_loss: bool
+    spike_factor: float
+    spike_floor: float
+    spike_window: int
+    stall_factor: float
+    stall_floor_s: float
+    reward_drop: float
+    slow_factor: float
+    kl_factor: float
+    kl_floor: float
+    reward_spread_steps: int
+    action: str
 
     @classmethod
     def from_settings(cls, s: Any) -> Rules:
@@ -137,36 +169,47 @@ class Rules:
         )
 
     @classmethod
+    def defaults(cls, **changed: Any) -> Rules:
+        """The rules of the settings' defaults (params.json), with `changed` rules."""
+        return replace(_default_rules(), **changed)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Rules:
+        """Rules saved as a dict; a rule it lacks (saved by an older version) is the default."""
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+        return cls.defaults(**{k: v for k, v in (data or {}).items() if k in known})
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-def armed(memory: dict[str, Any] | None, rules: Rules) -> dict[str, Any]:
+@functools.cache
+def _default_rules() -> Rules:
+    return Rules.from_settings(default_settings())
+
+
+def armed(memory: Memory | None, rules: Rules) -> Memory:
     """The watchdog's memory with these rules (a resumed memory keeps what it has seen)."""
     return {**(memory or {}), "rules": rules.as_dict()}
 
 
-def fatal(memory: dict[str, Any] | None) -> dict[str, Any] | None:
+def fatal(memory: Memory | None) -> Anomaly | None:
     """The anomaly a fatal rule recorded, if any."""
     return (memory or {}).get("fatal")
 
 
 def on_step(
-    memory: dict[str, Any],
+    memory: Memory,
     step: int,
     loss: float,
     at: float,
     text: str,
     perplexity: float | None = None,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[Memory, list[str]]:
     """Judge one step line (`at`: its log time; `perplexity`: None when the line has none):
     the new memory and the warnings to log."""
     rules = Rules.from_dict(memory.get("rules"))
-    seen = dict(memory)
+    seen = memory.copy()
     line = redact(text.strip())
     evidence = [*seen.get("evidence", []), line][-EVIDENCE_KEPT:]
     intervals = list(seen.get("intervals", []))
@@ -181,7 +224,7 @@ def on_step(
                 f"median step interval {typical:.1f}s (health_slow_factor)"
             )
         intervals = [*intervals, interval][-INTERVALS_KEPT:]
-    seen.update(last=[step, at], intervals=intervals, evidence=evidence)
+    seen.update({"last": [step, at], "intervals": intervals, "evidence": evidence})
     if fatal(seen) is not None:
         return seen, warnings
     losses = list(seen.get("losses", []))
@@ -210,7 +253,7 @@ def on_step(
     return seen, warnings
 
 
-def on_eval(memory: dict[str, Any], step: int, mean_reward: Any, text: str) -> dict[str, Any]:
+def on_eval(memory: Memory, step: int, mean_reward: Any, text: str) -> Memory:
     """Judge one Intermediate Eval line (`mean_reward`: as logged, nan included; None when the
     line has none): the new memory (best mean_reward, a non-finite one, a collapse)."""
     rules = Rules.from_dict(memory.get("rules"))
@@ -221,7 +264,7 @@ def on_eval(memory: dict[str, Any], step: int, mean_reward: Any, text: str) -> d
             return memory
         why = f"mean_reward {mean_reward} at step {step}"
         return {**memory, "fatal": _anomaly(NONFINITE, step, step, why, [redact(text.strip())])}
-    seen, best = dict(memory), memory.get("best_reward")
+    seen, best = memory.copy(), memory.get("best_reward")
     if best is None or mean_reward > best[1]:
         seen["best_reward"] = [step, float(mean_reward)]
         return seen
@@ -235,16 +278,15 @@ def on_eval(memory: dict[str, Any], step: int, mean_reward: Any, text: str) -> d
     return seen
 
 
-def on_scalar(
-    memory: dict[str, Any], tag: str, step: int, value: float, source: str
-) -> dict[str, Any]:
+def on_scalar(memory: Memory, tag: str, step: int, value: float, source: str) -> Memory:
     """Judge one TensorBoard scalar of BOARD_TAGS (`source`: its event file): the new memory.
     A step at or before the last one judged of its tag (a restarted pod's new file repeats the
     steps since its checkpoint) is skipped."""
     judged = dict(memory.get("board_steps") or {})
     if step <= judged.get(tag, -1) or not math.isfinite(value):
         return memory
-    seen = {**memory, "board_steps": {**judged, tag: step}}
+    seen = memory.copy()
+    seen["board_steps"] = {**judged, tag: step}
     if tag == KL_TAG:
         return _judge_kl(seen, step, value, source)
     if tag == SCORE_MEAN:
@@ -252,7 +294,7 @@ def on_scalar(
     return _judge_spread(seen, tag, step, value, source)
 
 
-def _note_reward(seen: dict[str, Any], step: int, mean: float) -> dict[str, Any]:
+def _note_reward(seen: Memory, step: int, mean: float) -> Memory:
     """Keep the newest batch rewards (the KL rule's median) and the best one before a run of
     flat batches (the spread rule's saturation)."""
     seen["rewards"] = [*(seen.get("rewards") or []), [step, mean]][-REWARD_WINDOW - 1 :]
@@ -262,7 +304,7 @@ def _note_reward(seen: dict[str, Any], step: int, mean: float) -> dict[str, Any]
     return seen
 
 
-def _judge_kl(seen: dict[str, Any], step: int, kl: float, source: str) -> dict[str, Any]:
+def _judge_kl(seen: Memory, step: int, kl: float, source: str) -> Memory:
     rules = Rules.from_dict(seen.get("rules"))
     kls = list(seen.get("kls") or [])
     typical = _median([abs(x) for x in kls]) if len(kls) >= KL_WINDOW // 2 else None
@@ -280,7 +322,7 @@ def _judge_kl(seen: dict[str, Any], step: int, kl: float, source: str) -> dict[s
     return seen
 
 
-def _reward_falling(seen: dict[str, Any], step: int) -> str | None:
+def _reward_falling(seen: Memory, step: int) -> str | None:
     """How the batch reward of update `step`'s rollout (TensorBoard step `step` - 1) is below
     the median of the batch rewards before it; None when it is not (or is not known)."""
     rewards = seen.get("rewards") or []
@@ -293,9 +335,7 @@ def _reward_falling(seen: dict[str, Any], step: int) -> str | None:
     )
 
 
-def _judge_spread(
-    seen: dict[str, Any], tag: str, step: int, value: float, source: str
-) -> dict[str, Any]:
+def _judge_spread(seen: Memory, tag: str, step: int, value: float, source: str) -> Memory:
     """Pair a batch's score max and min by step; count the batches in a row that agree."""
     score = dict(seen.get("score") or {})
     score = {**(score if score.get("step") == step else {"step": step}), tag: value}
@@ -330,7 +370,7 @@ def _judge_spread(
     return seen
 
 
-def on_quiet(memory: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
+def on_quiet(memory: Memory | None, now: float) -> Memory | None:
     """Judge the silence since the last step line at `now` while the pods run: the new memory
     with a stall recorded, or None when there is none."""
     if not memory or fatal(memory) is not None or memory.get("last") is None:
@@ -385,13 +425,13 @@ NEXT_STEPS = {
 }
 
 
-def next_step(anomaly: dict[str, Any]) -> str:
+def next_step(anomaly: Anomaly) -> str:
     """What to do next about the anomaly, in a sentence (its rule's NEXT_STEPS)."""
     advice = NEXT_STEPS.get(anomaly.get("rule") or "", "read the evidence, then run again")
     return f"Next: {advice}."
 
 
-def failure_text(anomaly: dict[str, Any], kept: str) -> str:
+def failure_text(anomaly: Anomaly, kept: str) -> str:
     """The wait's failure: rule, step, why and the next step first (a note's line), then more."""
     lines = "; ".join(anomaly.get("evidence") or [])
     return "\n".join(
@@ -404,7 +444,7 @@ def failure_text(anomaly: dict[str, Any], kept: str) -> str:
     )
 
 
-def describe(anomaly: dict[str, Any], evidence: bool = True) -> str:
+def describe(anomaly: Anomaly, evidence: bool = True) -> str:
     """The anomaly in one line: rule, step, why, evidence (without `evidence`: where it is)."""
     lines = "; ".join(anomaly.get("evidence") or [])
     if lines and not evidence:
@@ -416,9 +456,7 @@ def describe(anomaly: dict[str, Any], evidence: bool = True) -> str:
     )
 
 
-def _anomaly(
-    rule: str, step: int, anomaly_step: int, why: str, evidence: list[str]
-) -> dict[str, Any]:
+def _anomaly(rule: str, step: int, anomaly_step: int, why: str, evidence: list[str]) -> Anomaly:
     return {
         "rule": rule,
         "step": step,

@@ -7,7 +7,7 @@ keeps its own state in `FollowState.progress`, which the saved position carries,
 trigger goes on with the same first mark, the same cadence and the same saves judged.
 
 The spend limit is judged at each committed save, once, on the projection at that time
-(tpu_rl.rewards.save_stop.spend_stop), never on a verdict an earlier step left: the mean pace is
+(tpu_rl.watch.core, its PollDone step), never on a verdict an earlier step left: the mean pace is
 slow after one slow early step (a recompile), so the first projections run high and come down
 as the steps go on. A projection passing the limit between saves is a warning; one back under
 it, a line saying no stop is due.

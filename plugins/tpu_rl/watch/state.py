@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tpu_rl.watch.health import Memory
+
 
 @dataclass
 class FollowState:
@@ -41,7 +43,7 @@ class FollowState:
     # training's pace, ETA, spend and the cadence of its lines (tpu_rl.watch.progress)
     progress: dict[str, Any] | None = None
     # the training health watchdog's rules and memory (tpu_rl.watch.health); None: off
-    health: dict[str, Any] | None = None
+    health: Memory | None = None
     # the TensorBoard event files read (tpu_rl.rewards.event_files): each one's name and the
     # bytes of it consumed, in whole records (one file per pod start)
     event_offsets: dict[str, int] = field(default_factory=dict)

@@ -26,7 +26,7 @@ REWARDS = (
 def run(events: list[core.Event], state: FollowState | None = None):
     """Feed the events in order, as the shells do, until one ends the wait: the last state and
     every effect."""
-    state, effects = state or FollowState(health=health.armed(None, health.Rules())), []
+    state, effects = state or FollowState(health=health.armed(None, health.Rules.defaults())), []
     for event in events:
         state, more = core.advance(state, event)
         effects += more
@@ -70,7 +70,7 @@ def test_a_nan_loss_ends_the_wait_unhealthy_and_distrusts_the_step_before():
 
 
 def test_advance_changes_nothing_it_was_given():
-    state = FollowState(health=health.armed(None, health.Rules()))
+    state = FollowState(health=health.armed(None, health.Rules.defaults()))
     before = copy.deepcopy(state.as_dict())
     for event in (step(1), saved(1), step(2, "nan"), Quiet(T0 + 10_000)):
         new, _ = core.advance(state, event)
@@ -79,7 +79,7 @@ def test_advance_changes_nothing_it_was_given():
 
 
 def test_a_flat_batch_reward_for_the_rule_s_steps_ends_the_wait():
-    rules = health.Rules(reward_spread_steps=3)
+    rules = health.Rules.defaults(reward_spread_steps=3)
     state = FollowState(health=health.armed(None, rules))
     rising = [
         core.Scalar(tag, n, value, "events.out.tfevents.1.host")

@@ -15,7 +15,7 @@ LINE = "I1204 12:00:00.123456 1 peft_trainer.py:735] Train step {step} training 
 
 
 def _memory(**rules: object) -> dict:
-    return health.armed(None, health.Rules(**rules))  # type: ignore[arg-type]
+    return health.armed(None, health.Rules.defaults(**rules))  # type: ignore[arg-type]
 
 
 def _steps(memory: dict, losses: list[float], start: int = 1, every: float = 60.0) -> dict:
