@@ -7,6 +7,7 @@ and CA go straight to the trigger. Everything after that is real HTTP to the emu
 import asyncio
 import datetime as dt
 import gc
+import itertools
 import json
 import logging
 import re
@@ -687,7 +688,7 @@ async def test_a_wait_rebuilt_after_the_stall_floor_reads_the_backlog_before_a_s
     start = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=120)
     for n in range(1, logged + 1):
         if n == 11:  # the wait is gone from here: its state saved, its position past step 10
-            first = make_follower(health_rules={"stall_factor": 0.0})
+            first = make_follower(watch={"health": {"stall_factor": 0.0}})
             assert await first.poll() is None
             assert first.state.health["last"][0] == 10
         emu.append_log(NS, "train-a", C, train_step(n), at=start + dt.timedelta(minutes=n))
@@ -985,12 +986,15 @@ async def test_simulated_grpo_run(emu, creds, steps):
     script = grpo_client_script(num_batches=20, eval_every=5)
     with Controller(emu, Scenario().on("grpo", script), time_scale=0.0005):
         make_job(emu)
-        event, reports = await end_event(trigger_kwargs(emu, total_steps=20))
+        event, reports = await end_event(trigger_kwargs(emu, watch={"total_steps": 20}))
     assert event["status"] == "success", event
     # a report once the pace is known, if a poll saw it before the end: the wait went on from
     # its state to the same end (the step lines come fast here: none may be seen running)
     assert all(r["progress"]["total_steps"] == 20 for r in reports), reports
-    assert len(reports) <= 1, reports  # every progress_report_minutes (15) after the first
+    # then every progress_report_minutes (15) or every tenth of the steps (issue 60), whichever
+    # comes first: a new report is at least 2 of the 20 steps past the one before it
+    reported = [r["progress"]["step"] for r in reports]
+    assert all(b - a >= 2 for a, b in itertools.pairwise(reported)), reported
     assert event["pre"]["corr"] == DEFAULT_PRE.corr
     assert event["post"]["corr"] == DEFAULT_POST.corr
     assert event["post"]["mean_reward"] == DEFAULT_POST.mean_reward
@@ -1263,6 +1267,6 @@ async def test_a_post_line_read_as_a_progress_report_leaves_ends_the_wait(emu, c
         return payload
 
     monkeypatch.setattr(RewardTrigger, "_wait", post_read_after_the_report)
-    event = await first_event(RewardTrigger(**trigger_kwargs(emu, total_steps=6)))
+    event = await first_event(RewardTrigger(**trigger_kwargs(emu, watch={"total_steps": 6})))
     assert event["status"] == "success", event
     assert event["post"]["corr"] == 12

@@ -83,6 +83,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         from tpu_rl.dag.limits import DEADLINE_ATTR
         from tpu_rl.preflight.calendar_reservation import calendar_window
         from tpu_rl.report.spend_limit import training_spend
+        from tpu_rl.watch.progress import Spend
+        from tpu_rl.watch.rules import WatchRules
 
         s = layout.settings
         self.poll_interval = self.poke_interval = float(s.poll_interval_seconds)
@@ -90,13 +92,15 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         self.timeout = s.training_timeout_minutes * 60.0
         self.deadline_cap = getattr(self, DEADLINE_ATTR, None)
         self.keep_backend = self.champion_waits(layout)
-        self.checkpoint_period = s.checkpoint_period  # stops at the last save its capacity allows
-        self.total_steps = s.num_batches  # train_rl's steps (rl.yml: one iteration, one epoch)
         window = calendar_window(s, self.gcp_conn_id)
-        self.capacity_ends_at = window.end if window else None
-        self.spend = training_spend(s)  # progress lines; a stop at the spend limit
-        self.progress_every_s = s.progress_report_minutes * 60.0  # the page's and note's
-        self.health_rules = self.attempt_health_rules(s, history)  # the watchdog's rules
+        self.watch = WatchRules(
+            checkpoint_period=s.checkpoint_period,  # the last save its capacity allows
+            total_steps=s.num_batches,  # train_rl's steps (rl.yml: one iteration, one epoch)
+            capacity_ends_at=window.end if window else None,
+            spend=Spend.from_dict(training_spend(s)),  # progress lines; the spend limit's stop
+            health=self.attempt_health_rules(s, history),  # the watchdog's, for this attempt
+            progress_every_s=s.progress_report_minutes * 60.0,  # the page's and note's
+        ).as_dict()
 
     def ended_wait(self, context: Context) -> dict[str, Any] | None:
         """The reward trigger's event when the training Job has already ended (a retry after

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from tpu_rl.checkpoints.resume import History
     from tpu_rl.layout import RunLayout
+    from tpu_rl.watch.health import Rules
 
 
 class TrainingResumes:
@@ -124,7 +125,7 @@ class TrainingResumes:
         self.log.warning("%s", resume.health_resume_line(step, healthy, moved, where))
         history.save(self.attempts_record)
 
-    def attempt_health_rules(self, settings: Any, history: History) -> dict[str, Any]:
+    def attempt_health_rules(self, settings: Any, history: History) -> Rules:
         """The watchdog's rules for the attempt the wait follows: the run's, but
         health_action=stop once training was resumed after an anomaly (never a resume loop)."""
         from dataclasses import replace
@@ -135,7 +136,7 @@ class TrainingResumes:
         rules = health.Rules.from_settings(settings)
         if resume.health_resumed(history):
             rules = replace(rules, action=health.STOP)
-        return rules.as_dict()
+        return rules
 
     def leave_ended_rung(
         self, context: Context, layout: RunLayout, event: dict[str, Any], outcome: str = ""

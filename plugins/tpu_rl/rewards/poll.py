@@ -29,10 +29,11 @@ from tpu_rl.rewards.line_reader import say
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
 from tpu_rl.rewards.release import delete_now
-from tpu_rl.watch import curves, health, progress
+from tpu_rl.watch import curves, health
 from tpu_rl.watch.capacity_end import epoch
 from tpu_rl.watch.core import BoardRead, Event, PollDone, Quiet, ReportDue, advance, ended
 from tpu_rl.watch.ends import CAPACITY_SUSPECTS, Result, WaitEnd, error_event
+from tpu_rl.watch.rules import WatchRules
 from tpu_rl.watch.state import FollowState
 
 TAIL_LINES = 20
@@ -68,18 +69,13 @@ class LogFollower:
         container_name: str | None = None,
         backend_jobset_name: str | None = None,
         pending_timeout: float = 1800.0,
-        checkpoint_period: int = 0,
-        total_steps: int | None = None,
-        capacity_ends_at: float | None = None,
-        spend: dict[str, Any] | None = None,
-        health_rules: dict[str, Any] | None = None,
+        watch: WatchRules | dict[str, Any] | None = None,
         tensorboard_dir: str | None = None,
         tensorboard_every_s: float = 30.0,
         state: FollowState | None = None,
         log: Log | None = None,
         stream_log: bool = False,
         report_progress: bool = False,
-        progress_every_s: float = 900.0,
     ) -> None:
         self.cluster_url = cluster_url
         self.ssl_ca_cert = ssl_ca_cert
@@ -92,14 +88,12 @@ class LogFollower:
         self.container_name = container_name
         self.backend_jobset_name = backend_jobset_name
         self.pending_timeout = pending_timeout
-        # stop at the last save before the capacity ends (tpu_rl.rewards.save_stop); 0: never
-        self.checkpoint_period, self.capacity_ends_at = checkpoint_period, capacity_ends_at
-        self.total_steps = total_steps  # the last step's save ends training: never a stop
-        # how the TPUs bill and the spend limit: progress lines, a stop at a save (progress)
-        self.spend = progress.Spend.from_dict(spend)
+        # what stops training or says its progress (tpu_rl.watch.rules): the capacity's end,
+        # the spend limit, the watchdog's rules, the progress report's cadence
+        self.watch = watch if isinstance(watch, WatchRules) else WatchRules.from_dict(watch)
         # the trigger's: a progress event at its cadence (progress.report_due), for the run's
         # page and note while training runs; a poke or a one-off poll ends only when done
-        self.report_progress, self.progress_every_s = report_progress, progress_every_s
+        self.report_progress = report_progress
         self.log = log or logging.getLogger(__name__)
         self.stream_log = stream_log
         # what the reader says of the lines it read: held until a saved position covers them
@@ -113,10 +107,8 @@ class LogFollower:
             stream_log=stream_log,
         )
         self._bytes_read = 0
-        # the training health watchdog (tpu_rl.watch.health): on, with its defaults, unless
-        # the run's settings say otherwise
-        self.health_rules = health.Rules.from_dict(health_rules)
-        self.state.health = health.armed(self.state.health, self.health_rules)
+        # the training health watchdog (tpu_rl.watch.health), armed with this attempt's rules
+        self.state.health = health.armed(self.state.health, self.watch.health)
         # the run's TensorBoard event files, read for the watchdog's rules on their scalars at
         # most every `tensorboard_every_s` (tensorboardX flushes them every 120 s)
         self.event_files = (
@@ -277,7 +269,7 @@ class LogFollower:
                 WaitEnd.JOB_FAILED, f"Job {self.namespace}/{self.job_name} not found"
             )
         if (resumed := self.position.resume(job, self.state)) is not None:
-            resumed.health = health.armed(resumed.health, self.health_rules)
+            resumed.health = health.armed(resumed.health, self.watch.health)
             self.reader.state = resumed
         # The Job's watch and its pods' are two connections: the Job's success can be told
         # before its pod's end, so the pods are read again then and the log to its end (the
@@ -292,7 +284,7 @@ class LogFollower:
         if self.stream_log:
             await self._save_and_tell(api)  # after this poll's every change: one PATCH
         if self.report_progress and not succeeded:
-            return self._advance(ReportDue(self.progress_every_s))
+            return self._advance(ReportDue(self.watch.progress_every_s))
         return None
 
     async def _read_training(
@@ -306,9 +298,10 @@ class LogFollower:
             return read
         if not succeeded and (unhealthy := await self._read_event_files(job)) is not None:
             return unhealthy  # a fatal rule on the TensorBoard scalars: training is stopped
-        if (stop := self._advance(PollDone(self.total_steps, self.spend))) is not None:
+        watch = self.watch
+        if (stop := self._advance(PollDone(watch.total_steps, watch.spend))) is not None:
             return stop  # the save just committed is the last the spend limit allows
-        if self.checkpoint_period and (stop := await self._judge_save(api)) is not None:
+        if watch.checkpoint_period and (stop := await self._judge_save(api)) is not None:
             return stop  # the save just finished is the last its capacity allows
         return None
 
@@ -385,7 +378,8 @@ class LogFollower:
 
     async def _judge_save(self, api: AsyncKube) -> Result | None:
         _, pods = await self.cluster.backend(api) if self.backend_jobset_name else (None, [])
-        args = (self.checkpoint_period, self.total_steps, pods, self.capacity_ends_at, self.log)
+        w = self.watch
+        args = (w.checkpoint_period, w.total_steps, pods, w.capacity_ends_at, self.log)
         return await save_stop.judge_save(api, self.state, *args)
 
     async def _backend(self, api: AsyncKube) -> tuple[verdicts.Failure | None, str | None]:

@@ -80,12 +80,9 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.deferrable = deferrable
         self.deadline_cap: float | None = None  # epoch seconds no wait may outlast
         self.keep_backend = False  # a successful wait leaves the backend running (RewardTrigger)
-        self.checkpoint_period = 0  # > 0: stop at the last save before the capacity ends
-        self.total_steps: int | None = None  # the training's steps (its last save: no stop)
-        self.capacity_ends_at: float | None = None  # an end known in advance (epoch seconds)
-        self.spend: dict[str, Any] | None = None  # how the TPUs bill; the limit (progress)
-        self.progress_every_s = 900.0  # how often the trigger reports progress to the task
-        self.health_rules: dict[str, Any] | None = None  # the watchdog's rules (rewards.health)
+        # what stops training or says its progress (tpu_rl.watch.rules.WatchRules as JSON:
+        # the rules' defaults unless the task sets them from the run's settings)
+        self.watch: dict[str, Any] | None = None
         self.tensorboard_dir: str | None = None  # the run's event files (rewards.event_files)
 
     def execute(self, context: Context) -> Any:
@@ -154,14 +151,9 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             "container_name": self.container_name,
             "backend_jobset_name": self.backend_jobset_name,
             "pending_timeout": self.pending_timeout,
-            "checkpoint_period": self.checkpoint_period,
-            "total_steps": self.total_steps,
-            "capacity_ends_at": self.capacity_ends_at,
-            "spend": self.spend,
-            "health_rules": self.health_rules,
+            "watch": self.watch,
             "tensorboard_dir": self.tensorboard_dir,
             "tensorboard_every_s": self.poll_interval,
-            "progress_every_s": self.progress_every_s,
         }
 
     def wait_deadline(self, context: Context) -> float:

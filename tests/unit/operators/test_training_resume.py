@@ -95,10 +95,10 @@ def test_the_first_anomaly_opens_one_health_resume_without_the_poisoned_evaluati
 
 def test_the_resumed_attempt_is_watched_with_health_action_stop(sensor, layout):
     fresh = resume.History()
-    assert sensor.attempt_health_rules(layout.settings, fresh)["action"] == "resume"
+    assert sensor.attempt_health_rules(layout.settings, fresh).action == "resume"
     sensor.execute_complete({"ti": Ti()}, unhealthy())
     history = resume.History.load(sensor.attempts_record)
-    assert sensor.attempt_health_rules(layout.settings, history)["action"] == "stop"
+    assert sensor.attempt_health_rules(layout.settings, history).action == "stop"
 
 
 def test_a_second_anomaly_fails_the_run_instead_of_resuming_again(sensor):
