@@ -31,6 +31,27 @@ MIN_POLL_GAP_S = 0.5  # polls on news come at most this often
 BACKEND_KEPT = "backend_kept"  # a success event's key: the backend was left running
 
 
+# The follow parameters a version before WatchRules serialized one by one: a task deferred then
+# and resumed by this version's triggerer (an upgrade mid-run) keeps them, in the bundle.
+UNBUNDLED = {
+    "checkpoint_period": "checkpoint_period",
+    "total_steps": "total_steps",
+    "capacity_ends_at": "capacity_ends_at",
+    "spend": "spend",
+    "health_rules": "health",
+    "progress_every_s": "progress_every_s",
+}
+
+
+def bundled(follow: dict[str, Any]) -> dict[str, Any]:
+    """LogFollower's keyword arguments with the parameters of UNBUNDLED in `watch`."""
+    loose = {UNBUNDLED[k]: v for k, v in follow.items() if k in UNBUNDLED}
+    if not loose:
+        return follow
+    kept = {k: v for k, v in follow.items() if k not in UNBUNDLED}
+    return {**kept, "watch": {**loose, **(follow.get("watch") or {})}}
+
+
 class RewardTrigger(BaseTrigger):
     """Defers until the training Job logs `Post RL Training:`, or fails fast with the reason.
 
@@ -60,7 +81,7 @@ class RewardTrigger(BaseTrigger):
         super().__init__()  # type: ignore[no-untyped-call]  # Airflow: unannotated
         self.poll_interval = poll_interval
         self.keep_backend = keep_backend
-        self.follow = follow
+        self.follow = follow = bundled(follow)
         self.follower = LogFollower(
             **follow,
             state=FollowState.from_dict(state),
