@@ -9,8 +9,10 @@ import os
 from datetime import datetime, timedelta
 
 # Named here so the DAG processor imports them once in its parent process
-# (`_pre_import_airflow_modules`), not in every forked parse: the sweep builds on them.
+# (`_pre_import_airflow_modules`), not in every forked parse: the sweep builds on them, and
+# destroy_cluster's module on the provider's GCS operator (ensure_bucket's base).
 import airflow.providers.google.cloud.hooks.kubernetes_engine
+import airflow.providers.google.cloud.operators.gcs
 import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.sdk import DAG, task
 

@@ -9,8 +9,11 @@ import os
 from datetime import datetime, timedelta
 
 # named so the DAG processor's parent imports them once, not each forked parse: ours build on them
+# (approve is the standard provider's ApprovalOperator, compare_champion uses its SkipMixin)
 import airflow.providers.google.cloud.operators.gcs
-import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
+import airflow.providers.google.cloud.operators.kubernetes_engine
+import airflow.providers.standard.operators.hitl
+import airflow.providers.standard.utils.skipmixin  # noqa: F401
 from airflow.sdk import DAG, Asset
 
 from tpu_rl import deployment
@@ -40,7 +43,14 @@ from tpu_rl.operators.job_steps import (
 from tpu_rl.operators.preflight import PreflightOperator
 from tpu_rl.operators.promotion import ApproveExportOperator, PromoteExportOperator
 from tpu_rl.operators.rewards import WaitForRewardsSensor
+from tpu_rl.operators.run_step import RunStep
 from tpu_rl.report.notify import RunFailureNotifier, notify_failures
+
+# Airflow's serializer finds the fields it stores for each operator class that has none cached,
+# each time from a throwaway BaseOperator, the same fields for every class (task-sdk 1.3.2
+# airflow/sdk/bases/operator.py:1541-1552): found once on the steps' shared base, the 20 step
+# classes inherit them (one such build a parse, not 20).
+RunStep.get_serialized_fields()
 
 EXPORTED_MODEL = Asset(name="tpu_rl_exported_model")
 CHAMPION_MODEL = Asset(name="tpu_rl_champion_model")

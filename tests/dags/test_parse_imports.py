@@ -15,10 +15,6 @@ from tests.dags.parse_probe import DAG_FILES, probe_parse
 ALLOWED_AT_PARSE = frozenset(
     {
         "tpu_rl",
-        "tpu_rl.cluster",
-        "tpu_rl.cluster.blueprint",
-        "tpu_rl.cluster.capacity",
-        "tpu_rl.cluster.ladder",  # the blueprint's per-rung TPU pool (stdlib and one enum)
         "tpu_rl.dag",
         "tpu_rl.dag.callbacks",
         "tpu_rl.dag.docs",
@@ -26,12 +22,10 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.dag.links",
         "tpu_rl.dag.params",
         "tpu_rl.deployment",
-        "tpu_rl.janitor",
         "tpu_rl.janitor_params",
         "tpu_rl.kube",
         "tpu_rl.kube.objects",
         "tpu_rl.kube.swept",  # cleanup_kubernetes's doc names the swept kinds (kube.objects only)
-        "tpu_rl.layout",
         "tpu_rl.names",
         "tpu_rl.operators",
         "tpu_rl.operators.backend",
@@ -55,10 +49,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.rewards",
         "tpu_rl.rewards.sensor",
         "tpu_rl.settings",
-        "tpu_rl.settings.choices",  # the ladder's capacity modes (a StrEnum)
         "tpu_rl.settings.params",
-        "tpu_rl.settings.rungs",  # the ladder's rungs (stdlib and one enum)
-        "tpu_rl.tpu",
     }
 )
 LIST_LOADED_AFTER_PARSE = """

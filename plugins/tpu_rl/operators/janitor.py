@@ -11,14 +11,15 @@ from airflow.sdk import BaseOperator
 from google.cloud.container_v1.types import Cluster
 from kubernetes.client import ApiClient
 
-from tpu_rl import janitor
-from tpu_rl.janitor import ACTIVE_STATES, KubeObject
 from tpu_rl.janitor_params import JanitorParams, JanitorParamsError
-from tpu_rl.kube.swept import SWEPT_KINDS, delete_labelled, list_labelled
 from tpu_rl.names import DAG_ID, Step
 
+# The janitor's rules (tpu_rl.janitor: the cluster blueprint's labels, TPU facts) and the swept
+# kinds are imported where the sweep runs, not on every parse of the janitor's DAG file.
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from tpu_rl.janitor import KubeObject
 
 FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
 REACHABLE = {Cluster.Status.RUNNING, Cluster.Status.RECONCILING, Cluster.Status.DEGRADED}
@@ -35,6 +36,8 @@ class RunStates:
 
     def is_active(self, run_id: str) -> bool:
         """Queued or running; a run deleted from the UI is not."""
+        from tpu_rl.janitor import ACTIVE_STATES
+
         if run_id not in self._active:
             count = self.ti.get_dr_count(dag_id=DAG_ID, run_ids=[run_id], states=ACTIVE_STATES)
             self._active[run_id] = count > 0
@@ -42,6 +45,8 @@ class RunStates:
 
     def active_clusters(self) -> tuple[dict[str, str], str | None]:
         """{cluster: run_id} of active runs, or why an active run's cluster is not known."""
+        from tpu_rl.janitor import ACTIVE_STATES
+
         states = self.ti.get_task_states(dag_id=DAG_ID, task_ids=[Step.CLEANUP_CLUSTER])
         active = [
             run_id
@@ -73,10 +78,15 @@ class KubeApi:
         """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none.
 
         Only metadata is kept: a Secret's data never leaves this call."""
+        from tpu_rl import janitor
+        from tpu_rl.kube.swept import list_labelled
+
         return list_labelled(self.client, kind, self.namespace, janitor.managed_selector())
 
     def delete(self, kind: str, name: str) -> bool:
         """Delete as the swept kinds' table says; False when already gone."""
+        from tpu_rl.kube.swept import delete_labelled
+
         return delete_labelled(self.client, kind, self.namespace, name)
 
 
@@ -107,6 +117,9 @@ class Sweep:
 
     def objects(self, cluster: Cluster) -> None:
         """Remove one cluster's objects that no active run owns and that outlived the grace."""
+        from tpu_rl import janitor
+        from tpu_rl.kube.swept import SWEPT_KINDS
+
         try:
             api = KubeApi(cluster, self.p.gcp_conn_id, self.p.namespace)
             found = [
@@ -142,6 +155,7 @@ class Sweep:
 
     def clusters(self, inspected: list[Cluster]) -> tuple[list[str], list[dict], dict[str, str]]:
         """Clusters to destroy, their destroy settings, and why the others stay."""
+        from tpu_rl import janitor
         from tpu_rl.settings.run_settings import SettingsError, load_cluster_settings
 
         active, unknown = self.runs.active_clusters()
@@ -163,6 +177,8 @@ class Sweep:
     def _cluster_keep_reason(
         self, cluster: Cluster, active: dict[str, str], unknown: str | None
     ) -> str | None:
+        from tpu_rl import janitor
+
         name = cluster.name
         if name in self.p.existing_clusters:
             return "listed in existing_clusters: never destroyed"
@@ -210,6 +226,8 @@ class JanitorSweepOperator(BaseOperator):
     ui_color = "#fff2cc"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from tpu_rl import janitor
+
         try:
             p = JanitorParams.from_params(run_params(context))
         except JanitorParamsError as err:
