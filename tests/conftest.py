@@ -135,3 +135,127 @@ def gcs_objects(monkeypatch) -> dict[str, str]:
     objects: dict[str, str] = {}
     monkeypatch.setattr(storage, "JsonObject", lambda uri, conn: MemoryObject(objects, uri))
     return objects
+
+
+@pytest.fixture
+def masking_restored(monkeypatch):
+    """The secrets a test registers (Airflow's masker, tpu_rl.token_masking's pieces of a
+    token) are forgotten after it: a token's pieces would mask the digits of later tests' text
+    in the same process (`hf_...0123456789` masked a project number's `123456789`)."""
+    from airflow.sdk._shared.secrets_masker import _secrets_masker
+
+    from tpu_rl import token_masking
+
+    masker = _secrets_masker()
+    monkeypatch.setattr(masker, "patterns", set(masker.patterns))
+    monkeypatch.setattr(masker, "replacer", masker.replacer)
+    monkeypatch.setattr(token_masking, "_pieces", set(token_masking._pieces))
+    monkeypatch.setattr(token_masking, "_pattern", token_masking._pattern)
+
+
+# -- the Kubernetes API emulator (the reward wait's helpers: tests/support/kube_wait.py) ---------
+
+
+@pytest.fixture
+def emu():
+    """The sandbox's Kubernetes API emulator over HTTPS, its bearer token `tok-1`."""
+    from sandbox.kube_emulator import running_emulator
+
+    with running_emulator(token="tok-1") as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def creds(emu, monkeypatch: pytest.MonkeyPatch):
+    """Google credentials, the one seam patched (GoogleBaseAsyncHook.get_token): each token
+    asked for is the next of `creds.queue` (the emulator's at first)."""
+    from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
+
+    from tests.support.kube_wait import Credentials, Token
+
+    credentials = Credentials(emu.token)
+
+    async def get_token(self: GoogleBaseAsyncHook, *, session: Any = None) -> Token:
+        return Token(credentials.next())
+
+    monkeypatch.setattr(GoogleBaseAsyncHook, "get_token", get_token)
+    return credentials
+
+
+@pytest.fixture
+def gke_emu(monkeypatch: pytest.MonkeyPatch):
+    """The emulator behind the GKE control plane (GKEHook.get_cluster answers its endpoint and
+    CA, as GKE's API would; the calls are `gke_emu.cluster_calls`) and Google credentials
+    (get_token): what the sensor and the operators find from the cluster's name."""
+    from types import SimpleNamespace
+
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+    from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
+
+    from sandbox.kube_emulator import running_emulator
+    from tests.support.kube_wait import Token
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", '{"conn_type": "google_cloud_platform"}'
+    )
+    with running_emulator(token="tok-1") as emulator:
+        calls: list[str] = []
+
+        def get_cluster(self: GKEHook, name: str, project_id: str, **_: Any) -> Any:
+            calls.append(f"{project_id}/{self.location}/{name}")
+            return SimpleNamespace(
+                endpoint=emulator.url.removeprefix("https://"),
+                master_auth=SimpleNamespace(cluster_ca_certificate=emulator.ca_b64),
+            )
+
+        async def get_token(self: GoogleBaseAsyncHook, *, session: Any = None) -> Token:
+            return Token(emulator.token)
+
+        monkeypatch.setattr(GKEHook, "get_cluster", get_cluster)
+        monkeypatch.setattr(GoogleBaseAsyncHook, "get_token", get_token)
+        emulator.cluster_calls = calls  # type: ignore[attr-defined]
+        yield emulator
+
+
+@pytest.fixture
+def steps(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]):
+    """The Intermediate Eval steps logged so far, in order.
+
+    A follower logs to the logger it is given (caplog); a trigger to its own `self.log`,
+    which Airflow's structlog prints to stdout.
+    """
+    import logging
+    import re
+
+    caplog.set_level(logging.INFO)
+    printed: list[str] = []
+
+    def logged() -> list[int]:
+        printed.append(capsys.readouterr().out)
+        text = "".join(printed) + "\n".join(r.getMessage() for r in caplog.records)
+        return [int(n) for n in re.findall(r"Intermediate Eval step=(\d+)", text)]
+
+    return logged
+
+
+@pytest.fixture(params=[False, True], ids=["get", "stream"])
+async def make_follower(request: pytest.FixtureRequest, emu):
+    """kube_wait.follower() reading the log by a GET per poll (as the sensor) or one open
+    stream (as the trigger), its stream closed after the test."""
+    import logging
+
+    from tests.support.kube_wait import SettledFollower, trigger_kwargs
+    from tpu_rl.rewards.poll import LogFollower
+
+    made: list[LogFollower] = []
+
+    def make(**overrides: Any) -> LogFollower:
+        kwargs = trigger_kwargs(emu, stream_log=request.param, **overrides)
+        kwargs.pop("poll_interval")
+        kind = SettledFollower if request.param else LogFollower
+        made.append(kind(log=logging.getLogger("test.follower"), **kwargs))
+        return made[-1]
+
+    yield make
+    for f in made:
+        await f.close()

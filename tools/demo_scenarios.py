@@ -2,8 +2,9 @@
 SCENARIO=<name>` train in the sandbox with one fault (sandbox.training_curve.TrainingFaults) that
 the watchdog (tpu_rl.watch.health) stops end to end: the training Job and the backend deleted
 within a poll, the run's failure (or its export of the newest healthy checkpoint) naming the
-rule, the step, the evidence and what to do next. Faults and settings as tests/e2e/
-test_training_health.py proves them; the stall's floor is scaled to the sandbox's compressed time.
+rule, the step, the evidence and what to do next. Faults and settings as tests/unit/watch/
+test_health.py replays them and tests/e2e/test_training_health.py runs some whole; the stall's
+floor is scaled to the sandbox's compressed time.
 """
 
 from __future__ import annotations

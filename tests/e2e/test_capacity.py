@@ -18,7 +18,7 @@ import pytest
 
 from sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads
 from sandbox.workloads import DEFAULT_PRE
-from tests.e2e.test_strict_cloud import reported_run
+from tests.support.e2e_runs import attempts, no_tpu_left, reported_run
 
 LATE_CAPACITY_S = 1800.0  # simulated: 30 minutes for the slice to appear (~2 s of wall time)
 
@@ -30,23 +30,6 @@ class Case:
     check: Callable[[RunResult, str], None]
     conf: dict[str, Any]
     workloads: Workloads = field(default_factory=Workloads)
-
-
-def attempts(result: RunResult) -> list[dict[str, Any]]:
-    """The wait's attempts record: from its result, or (a failed wait) its 'attempts' XCom."""
-    done = result.xcoms.get("wait_for_rewards.return_value") or {}
-    return done.get("attempts") or result.xcoms.get("wait_for_rewards.attempts") or []
-
-
-def no_tpu_left(result: RunResult) -> None:
-    """Nothing of the run is left, and no TPU node bills any more (scaled away or destroyed)."""
-    assert result.leftovers == [], result.leftovers
-    tpu = [
-        n["metadata"]["name"]
-        for n in result.emu.list("nodes")
-        if "google.com/tpu" in (n.get("status") or {}).get("allocatable", {})
-    ]
-    assert tpu == [], tpu
 
 
 def late_capacity_waited_for(result: RunResult, log: str) -> None:

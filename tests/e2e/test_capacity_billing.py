@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads
-from tests.e2e.test_strict_cloud import reported_run
+from tests.support.e2e_runs import reported_run
 
 SLICE_ARRIVES_S = 200 * 60.0  # simulated: the flex-start slice comes 200 minutes after the ask
 TIME_SCALE = 0.001  # wall seconds per simulated second (Sandbox.run's default)

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sandbox.harness import FLEX, SETTINGS, Sandbox, Workloads
-from tests.e2e.test_capacity import attempts, no_tpu_left
-from tests.e2e.test_strict_cloud import reported_run
+from tests.support.e2e_runs import attempts, no_tpu_left, reported_run
 
 STEP_S = 3000.0  # simulated seconds per step: 3 wall seconds, far above the wait's reaction
 # a flex-start node lives 32000 simulated s: room for the saves of steps 4 and 8 (one every

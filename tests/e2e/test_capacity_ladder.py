@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from sandbox.harness import SETTINGS, SPOT, RunResult, Sandbox, Workloads, write_converted
-from tests.e2e.test_capacity import attempts, no_tpu_left
-from tests.e2e.test_strict_cloud import reported_run
+from tests.support.e2e_runs import attempts, no_tpu_left, reported_run
 
 ZONE_B, ZONE_A = "us-east5-b", "us-east5-a"
 # the first rung is the run's capacity and zone (validate asks for it): Spot in us-east5-b

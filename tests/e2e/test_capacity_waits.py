@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from airflow.sdk.module_loading import import_string
 
 from sandbox.harness import Sandbox
-from tests.e2e.test_retries import CLUSTER, context
+from tests.support.e2e_runs import CLUSTER, context
 from tpu_rl.dag.runtime import layout_from_context
 from tpu_rl.jobs import manifests
 from tpu_rl.kube import objects as kube

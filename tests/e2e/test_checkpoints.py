@@ -24,7 +24,7 @@ from sandbox.harness import (
     converted_folder,
 )
 from sandbox.orbax_saves import COMMIT_FILE, orbax_step_uris
-from tests.e2e.test_capacity import attempts
+from tests.support.e2e_runs import attempts
 
 BUCKET = SETTINGS["gcs_bucket"]
 
@@ -109,7 +109,8 @@ def test_a_run_waits_for_another_runs_conversion_into_the_same_folder(airflow_db
 class OtherDeploymentConversion:
     """A conversion by another Airflow deployment sharing the bucket: it takes the lock,
     writes the start of its save, and finishes it (commit, then lock removed) once this run
-    asked for the lock, or once this run trains (whichever comes first)."""
+    asked for the lock twice (it waited a poll), or once this run trains (whichever comes
+    first)."""
 
     def __init__(self, box: Sandbox, folder: str) -> None:
         self.box, self.folder = box, folder
@@ -140,9 +141,8 @@ class OtherDeploymentConversion:
     def finish(self) -> None:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not self.trained.is_set():
-            if self._lock_requests() > self.asked_before:
-                time.sleep(2)  # the other run waits a few polls
-                break
+            if self._lock_requests() > self.asked_before + 1:
+                break  # the other run was told to wait, and asked again a poll later
             time.sleep(0.1)
         for uri in self.uris[2:]:
             self.box.gcs.write(uri)

@@ -22,7 +22,7 @@ from unittest import mock
 import pytest
 
 from sandbox.harness import SETTINGS, RunResult, Sandbox
-from tests.e2e.test_janitor import janitor_run
+from tests.support.e2e_runs import janitor_run
 
 # One schedule slot: one run id in every Airflow. This hour's, not a fixed date: dag.test starts
 # the run at its logical date (airflow/sdk/definitions/dag.py, DAG.test: start_date=logical_date

@@ -23,11 +23,12 @@ import pytest
 
 from sandbox.harness import SETTINGS, Sandbox
 from sandbox.kube_emulator import KubeEmulator, running_emulator
+from tests.support.e2e_runs import janitor_run
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster.blueprint import cluster_labels, default_state_prefix, deployment_vars
 from tpu_rl.jobs import manifests
 from tpu_rl.layout import RunLayout
-from tpu_rl.names import DAG_ID, JANITOR_DAG_ID
+from tpu_rl.names import DAG_ID
 from tpu_rl.run_record import run_record
 from tpu_rl.settings.run_settings import load_settings
 
@@ -153,25 +154,6 @@ def set_run_state(run_id: str, state: str) -> None:
 def janitor(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """One janitor run on BASE_CONF with `conf` over it."""
     return janitor_run({**BASE_CONF, **conf})
-
-
-def janitor_run(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """One janitor run: its state and the sweep's report (the report task's when it passed)."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    from sandbox.dagbags import DagBag
-
-    dag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[JANITOR_DAG_ID]
-    dag_run = dag.test(run_conf=conf)
-    with create_session() as session:
-        xcoms = {
-            x.task_id: x.value
-            for x in session.query(XComModel).filter_by(
-                dag_id=JANITOR_DAG_ID, run_id=dag_run.run_id, key="return_value"
-            )
-        }
-    return getattr(dag_run.state, "value", dag_run.state), xcoms.get("report") or xcoms["sweep"]
 
 
 def gcluster_calls() -> list[list[str]]:

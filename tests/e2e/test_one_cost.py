@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from sandbox.harness import SETTINGS, SPOT, Sandbox, Workloads
-from tests.e2e.test_strict_cloud import reported_run
+from tests.support.e2e_runs import reported_run
 
 
 @dataclass

@@ -18,7 +18,7 @@ import pytest
 
 from sandbox.gcs_policy import UNIFORM_ACCESS
 from sandbox.harness import SETTINGS, Sandbox, Workloads
-from tests.e2e.test_strict_cloud import reported_run
+from tests.support.e2e_runs import reported_run
 from tpu_rl.operators.cluster import EnsureBucketOperator
 
 BUCKET = SETTINGS["gcs_bucket"]

@@ -3,44 +3,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from types import SimpleNamespace
 
 import pytest
 from airflow.sdk import BaseOperator
 
-from sandbox.harness import SETTINGS, Sandbox
+from sandbox.harness import Sandbox
+from tests.support.e2e_runs import CLUSTER, context
 from tpu_rl.operators.backend import StartPathwaysBackendOperator
 from tpu_rl.operators.cluster_objects import CreateTokenSecretOperator, RunClusterStep
 from tpu_rl.operators.job_steps import ConvertCheckpointOperator, StartTrainingOperator
-
-RUN_ID = "manual__2026-11-29T12:00:00+00:00"
-CLUSTER = {
-    "project_id": SETTINGS["project"],
-    "location": SETTINGS["region"],
-    "cluster_name": "gemma4-rl",
-}
-
-
-RECORD = {"deployment_id": "test-deployment"}  # validate's record of the run's identity
-
-
-def context() -> dict:
-    ti = SimpleNamespace(
-        dag_id="tpu_rl_post_training",
-        task_id="t",
-        run_id=RUN_ID,
-        try_number=1,
-        map_index=-1,
-        xcom_pull=lambda task_ids, key="return_value", **kw: (
-            RECORD if (task_ids, key) == ("validate", "return_value") else None
-        ),
-    )
-    return {
-        "params": dict(SETTINGS),
-        "run_id": RUN_ID,
-        "ti": ti,
-        "dag": SimpleNamespace(dag_id="d"),
-    }
 
 
 @pytest.fixture

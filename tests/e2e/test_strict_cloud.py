@@ -24,6 +24,7 @@ from sandbox.harness import (
     Workloads,
     write_converted,
 )
+from tests.support.e2e_runs import reported_run
 
 EXISTING = {"cluster_mode": "existing", "reservation": ""}
 FORBIDDEN = "does not have storage.objects.get access to the Google Cloud Storage object"
@@ -161,27 +162,6 @@ STRICT = [
         workloads=Workloads(sidecar=True),
     ),
 ]
-
-
-def reported_run(
-    box: Sandbox, case: Any, conf: dict[str, Any], capfd: Any, report: list[dict]
-) -> tuple[RunResult, str]:
-    """Run `case` (its name, expected state, workloads) with `conf`: its result and the output
-    (task logs); the entry for `make e2e`'s report, and the expected final state checked."""
-    result = box.run(conf, case.workloads)
-    output = capfd.readouterr()
-    passed = result.state == case.expected
-    report.append(
-        {
-            "name": case.name,
-            "dag_run_state": result.state,
-            "expected_state": case.expected,
-            "passed": passed,
-        }
-    )
-    log = output.out + output.err
-    assert passed, result.why(log)
-    return result, log
 
 
 @pytest.mark.parametrize("case", STRICT, ids=[c.name for c in STRICT])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 from google.api_core.exceptions import PreconditionFailed
 
-from tests.integration.test_storage import gcs  # noqa: F401 (fixture)
 from tpu_rl.promotion.champion import ChampionRecord, ChampionStore
 
 RECORD = ChampionRecord(
@@ -20,7 +19,7 @@ RECORD = ChampionRecord(
 )
 
 
-def test_a_write_over_a_record_promoted_since_the_read_is_refused(gcs):  # noqa: F811
+def test_a_write_over_a_record_promoted_since_the_read_is_refused(gcs):
     stale, fresh = (ChampionStore("gs://bucket/gemma4-26b", "prod", "c") for _ in range(2))
     assert stale.read() is None and stale.generation == 0
     stale.write(RECORD)
@@ -31,7 +30,7 @@ def test_a_write_over_a_record_promoted_since_the_read_is_refused(gcs):  # noqa:
     assert ChampionStore("gs://bucket/gemma4-26b", "prod", "c").read().run_id == "run-2"
 
 
-def test_a_corrupt_record_in_the_bucket_is_named_with_its_generation(gcs):  # noqa: F811
+def test_a_corrupt_record_in_the_bucket_is_named_with_its_generation(gcs):
     uri = "gs://bucket/gemma4-26b/champions/prod.json"
     gcs.write(uri, b'{"run_id": "run-1", ')
     with pytest.raises(ValueError) as failed:

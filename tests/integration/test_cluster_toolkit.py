@@ -22,7 +22,7 @@ from google.cloud.container_v1.types import Cluster
 
 from sandbox.cloud import SANDBOX_BIN, BundleServer, GkeControlPlane, fake_bundle, make_bundle
 from sandbox.paths import REPO
-from tests.unit.catalogue.test_cells import cell_conf
+from tests.support.cells import cell_conf
 from tpu_rl.catalogue.cells import CELLS
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster import toolkit as cluster_toolkit

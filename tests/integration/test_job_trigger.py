@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from sandbox.kube_emulator import KubeEmulator
-from tests.integration.test_reward_trigger import JOB, NS, creds, emu, make_job, make_pod  # noqa: F401
+from tests.support.kube_wait import JOB, NS, make_job, make_pod
 from tpu_rl.jobs.job_trigger import COMPLETION_INDEX, PodsThenJobTrigger
 from tpu_rl.kube import objects as kube
 
@@ -37,7 +37,7 @@ def trigger(
     return PodsThenJobTrigger(pods=pods, job=job, **connection)
 
 
-async def test_the_job_event_names_host_0s_pod_only(emu, creds):  # noqa: F811
+async def test_the_job_event_names_host_0s_pod_only(emu, creds):
     make_job(emu)
     # created out of order, host 0 neither first nor first by name
     for index, name in ((2, "a-pod"), (0, "z-pod"), (3, "b-pod"), (1, "c-pod")):
@@ -50,7 +50,7 @@ async def test_the_job_event_names_host_0s_pod_only(emu, creds):  # noqa: F811
     assert payload["status"] == "success" and payload["pod_names"] == ["z-pod"]
 
 
-async def test_the_jobs_end_is_seen_at_once_not_a_poll_later(emu, creds):  # noqa: F811
+async def test_the_jobs_end_is_seen_at_once_not_a_poll_later(emu, creds):
     """The provider's Job trigger samples every poll interval (30 s here); the end is watched,
     so the TPU slice is free for the next step within a second of the Job's end."""
     make_job(emu)

@@ -4,83 +4,15 @@ and an alias move per promotion, the previous champion kept as a version."""
 
 from __future__ import annotations
 
-import json
 import logging
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
 
-from sandbox.vertex_api import VertexRegistryFake
-from tpu_rl.layout import RunLayout
+from tests.support.promotion import IMAGE, MODEL_ID, compared, exported, layout
 from tpu_rl.promotion import promote
-from tpu_rl.promotion.champion import ChampionRecord
-from tpu_rl.promotion.exported import ExportedModel
-from tpu_rl.promotion.registry import CHAMPION_ALIAS, RestModelServiceHook
-from tpu_rl.settings.run_settings import load_settings
+from tpu_rl.promotion.registry import CHAMPION_ALIAS
 
-MODEL_ID = "gemma-rl"
-IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "a" * 64
 LOG = logging.getLogger(__name__)
-
-
-class MemoryChampionStore:
-    """ChampionStore's read and write over one in-memory record per URI, with its generation
-    precondition (a write after another's fails, as GCS answers 412)."""
-
-    records: dict[str, tuple[int, dict]] = {}
-
-    def __init__(self, model_root: str, deployment: str, gcp_conn_id: str) -> None:
-        self.uri = f"{model_root}/champions/{deployment}.json"
-        self.generation = 0
-
-    def read(self) -> ChampionRecord | None:
-        self.generation, value = self.records.get(self.uri, (0, None))
-        return None if value is None else ChampionRecord.from_dict(value)
-
-    def write(self, record: ChampionRecord) -> None:
-        current = self.records.get(self.uri, (0, None))[0]
-        assert current == self.generation, "412 Precondition Failed"
-        self.records[self.uri] = (current + 1, json.loads(json.dumps(record.as_dict())))
-
-
-@pytest.fixture
-def store(monkeypatch):
-    MemoryChampionStore.records = {}
-    monkeypatch.setattr(promote, "ChampionStore", MemoryChampionStore)
-    return MemoryChampionStore
-
-
-@pytest.fixture
-def vertex(monkeypatch):
-    fake = VertexRegistryFake()
-    monkeypatch.setenv("TPU_RL_API_ENDPOINTS", json.dumps(fake.endpoint_for("us-east5")))
-    monkeypatch.setenv("TPU_RL_VERTEX_REGISTRY", MODEL_ID)
-    monkeypatch.setenv("TPU_RL_VERTEX_SERVING_IMAGE", IMAGE)
-    monkeypatch.setenv("AIRFLOW_CONN_GCP", json.dumps({"conn_type": "google_cloud_platform"}))
-    # the seam: Google credentials (the process harness patches the same place)
-    monkeypatch.setattr(
-        RestModelServiceHook, "get_credentials", lambda self: AnonymousCredentials()
-    )
-    yield fake
-    fake.stop()
-
-
-def compared(generation: int) -> dict:
-    """compare_champion's result as promote reads it: the record generation it compared with."""
-    return {"beats": True, "champion_generation": generation}
-
-
-def layout(tutorial_conf, run_id: str) -> RunLayout:
-    return RunLayout(load_settings(tutorial_conf), run_id, "test-deployment")
-
-
-def exported(run: RunLayout, step: int, accuracy: float) -> ExportedModel:
-    return ExportedModel(
-        export_uri=run.export_dir,
-        checkpoint_uri=f"{run.checkpoints_dir}{step}/",
-        step=step,
-        metrics={"accuracy": accuracy, "mean_reward": 1.25},
-    )
 
 
 def test_a_promotion_without_a_registry_writes_the_record_and_keeps_the_previous(

@@ -11,15 +11,7 @@ import logging
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tests.integration.test_promotion import (  # noqa: F401 (fixtures)
-    MODEL_ID,
-    MemoryChampionStore,
-    compared,
-    exported,
-    layout,
-    store,
-    vertex,
-)
+from tests.support.promotion import MODEL_ID, MemoryChampionStore, compared, exported, layout
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
 from tpu_rl.operators.champion import CompareChampionOperator, EvaluateChampionOperator
@@ -80,7 +72,7 @@ def aliases(registry) -> list[list[str]]:
 
 
 @pytest.fixture
-def registry(vertex, monkeypatch):  # noqa: F811
+def registry(vertex, monkeypatch):
     """The Vertex fake, reached through the connection its fixture defines."""
     monkeypatch.setenv("TPU_RL_GCP_CONN_ID", "gcp")
     return vertex
@@ -88,7 +80,7 @@ def registry(vertex, monkeypatch):  # noqa: F811
 
 def test_promote_refuses_a_champion_promoted_since_its_comparison(
     tutorial_conf,
-    store,  # noqa: F811
+    store,
     registry,
     monkeypatch,
 ):
@@ -115,7 +107,7 @@ def test_promote_refuses_a_champion_promoted_since_its_comparison(
 
 def test_the_first_champion_promoted_since_a_comparison_with_none_is_not_replaced(
     tutorial_conf,
-    store,  # noqa: F811
+    store,
     monkeypatch,
 ):
     monkeypatch.delenv("TPU_RL_VERTEX_REGISTRY", raising=False)
@@ -131,7 +123,7 @@ def test_the_first_champion_promoted_since_a_comparison_with_none_is_not_replace
 
 def test_a_failed_upload_leaves_the_record_and_says_so_in_the_note(
     tutorial_conf,
-    store,  # noqa: F811
+    store,
     registry,
     monkeypatch,
 ):
@@ -149,7 +141,7 @@ def test_a_failed_upload_leaves_the_record_and_says_so_in_the_note(
 
 def test_the_note_says_which_state_a_failed_promotion_left(
     tutorial_conf,
-    store,  # noqa: F811
+    store,
     registry,
     monkeypatch,
 ):
@@ -181,7 +173,7 @@ def test_the_note_says_which_state_a_failed_promotion_left(
 
 def test_a_record_that_cannot_be_written_moves_the_alias_back(
     tutorial_conf,
-    store,  # noqa: F811
+    store,
     registry,
     monkeypatch,
 ):
@@ -203,7 +195,7 @@ def test_a_record_that_cannot_be_written_moves_the_alias_back(
 
 def test_a_first_registration_whose_record_fails_removes_the_alias(
     tutorial_conf,
-    store,  # noqa: F811
+    store,
     registry,
     monkeypatch,
 ):
@@ -260,7 +252,7 @@ def test_a_corrupt_record_is_named_with_what_is_wrong_and_the_fix(monkeypatch, t
 
     monkeypatch.setattr(tpu_rl.storage, "JsonObject", StoredObject)
     monkeypatch.setattr(StoredObject, "text", text)
-    store = ChampionStore("gs://b/m", "prod", "gcp")  # noqa: F811
+    store = ChampionStore("gs://b/m", "prod", "gcp")
     with pytest.raises(ValueError) as failed:
         store.read()
     message = str(failed.value)
@@ -277,7 +269,7 @@ def test_a_corrupt_record_is_named_with_what_is_wrong_and_the_fix(monkeypatch, t
 def test_a_corrupt_record_fails_the_champion_steps_in_one_line(
     tutorial_conf,
     monkeypatch,
-    store,  # noqa: F811
+    store,
 ):
     """evaluate_champion and promote name the record and the fix; neither crashes."""
     import tpu_rl.storage

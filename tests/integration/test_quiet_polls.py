@@ -5,16 +5,15 @@ runs many waits; the provider's trigger costs one GET a poll)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
-from tests.integration.test_reward_trigger import (  # noqa: F401 (fixtures emu, creds)
+from tests.support.kube_wait import (
     JOB,
     JOBSET,
     NS,
     C,
-    creds,
-    emu,
     first_event,
     make_job,
     make_jobset,
@@ -28,7 +27,7 @@ from tpu_rl.rewards.trigger import RewardTrigger
 pytestmark = pytest.mark.asyncio
 
 
-def asked(emu, since: int) -> list[str]:  # noqa: F811
+def asked(emu, since: int) -> list[str]:
     """The requests answered since `since` other than watches and the followed log."""
     return [
         f"{r.method} {r.path}"
@@ -37,18 +36,36 @@ def asked(emu, since: int) -> list[str]:  # noqa: F811
     ]
 
 
-async def test_timer_polls_ask_nothing_until_a_watch_reports_a_change(emu, creds):  # noqa: F811
+async def steadily(condition, for_s: float = 0.3, timeout: float = 10.0) -> None:
+    """Until `condition` has held for `for_s` in a row."""
+    deadline, since = time.monotonic() + timeout, None
+    while since is None or time.monotonic() - since < for_s:
+        assert time.monotonic() < deadline, "the condition never held steadily"
+        since = (since or time.monotonic()) if condition() else None
+        await asyncio.sleep(0.02)
+
+
+async def test_timer_polls_ask_nothing_until_a_watch_reports_a_change(emu, creds):
     make_job(emu)
     make_pod(emu, "train-a")
     make_jobset(emu)
     make_pod(emu, "pw-head", labels={kube.JOBSET_NAME_LABEL: JOBSET})
     emu.append_log(NS, "train-a", C, pre())
     kwargs = trigger_kwargs(emu, poll_interval=0.05, backend_jobset_name=JOBSET)
-    task = asyncio.create_task(first_event(RewardTrigger(**kwargs), timeout=20))
-    await asyncio.sleep(1.5)  # the first polls, the watches up and their first events read
+    trigger = RewardTrigger(**kwargs)
+    task = asyncio.create_task(first_event(trigger, timeout=20))
+    # the first polls read the Pre line; the watches are up and a poll has read their first
+    # events (what each vouches for is read and unchanged), for some 6 timer polls in a row
+    vouched = trigger.follower.cluster.watched.all()
+    await steadily(
+        lambda: (
+            trigger.follower.state.pre is not None
+            and all(f.live and not f.changed for f in vouched)
+        )
+    )
     quiet_from = len(emu.requests)
-    await asyncio.sleep(1.0)  # some 20 timer polls
-    assert asked(emu, quiet_from) == []
+    await asyncio.sleep(0.5)  # some 10 timer polls: the silence the test is about
+    assert not task.done() and asked(emu, quiet_from) == []
     changed_from = len(emu.requests)
     emu.set_job_condition(NS, JOB, "Failed", reason="BackoffLimitExceeded")
     event = await task

@@ -10,25 +10,23 @@ import json
 
 import pytest
 
-from tests.integration.test_reward_trigger import (  # noqa: F401 (fixtures emu, creds, steps)
+from tests.support.kube_wait import (
     JOB,
     NS,
     C,
     Clock,
-    creds,
-    emu,
     first_event,
+    killed_without_a_word,
     make_job,
     make_pod,
     post,
     pre,
+    saved_position,
     step,
-    steps,
     trigger_kwargs,
     wait_for,
 )
 from tpu_rl.rewards import line_reader
-from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.rewards.position import POSITION_ANNOTATION
 from tpu_rl.rewards.trigger import RewardTrigger
 from tpu_rl.watch import core
@@ -36,7 +34,7 @@ from tpu_rl.watch import core
 pytestmark = pytest.mark.asyncio
 
 
-async def test_a_trigger_rebuilt_from_its_deferral_kwargs_logs_no_line_twice(emu, creds, steps):  # noqa: F811
+async def test_a_trigger_rebuilt_from_its_deferral_kwargs_logs_no_line_twice(emu, creds, steps):
     make_job(emu)
     make_pod(emu, "train-a")
     clock = Clock()
@@ -67,9 +65,9 @@ async def test_a_trigger_rebuilt_from_its_deferral_kwargs_logs_no_line_twice(emu
 
 
 async def test_a_triggerer_stopped_right_after_a_burst_logs_each_line_once(
-    emu,  # noqa: F811
-    creds,  # noqa: F811
-    steps,  # noqa: F811
+    emu,
+    creds,
+    steps,
     monkeypatch: pytest.MonkeyPatch,
 ):
     """The triggerer stops (it cancels its triggers) the moment the last line of a burst is
@@ -103,25 +101,10 @@ async def test_a_triggerer_stopped_right_after_a_burst_logs_each_line_once(
     assert steps() == [*burst, 210]
 
 
-def saved_position(emu) -> dict:  # noqa: F811
-    annotations = emu.get("jobs", NS, JOB)["metadata"].get("annotations") or {}
-    return json.loads(annotations.get(POSITION_ANNOTATION) or "{}")
-
-
-def killed_without_a_word(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A triggerer SIGKILLed (or whose stopping save never reached the API): no handler of the
-    trigger saves anything; the log stream dies with the process."""
-
-    async def stop_without_saving(self: LogFollower) -> None:
-        await self.reader.close()
-
-    monkeypatch.setattr(LogFollower, "stop", stop_without_saving)
-
-
 async def test_a_triggerer_killed_right_after_a_burst_logs_each_line_once(
-    emu,  # noqa: F811
-    creds,  # noqa: F811
-    steps,  # noqa: F811
+    emu,
+    creds,
+    steps,
     monkeypatch: pytest.MonkeyPatch,
 ):
     """Issue 43: the burst is read between two polls and the process dies before the next
@@ -157,8 +140,8 @@ async def test_a_triggerer_killed_right_after_a_burst_logs_each_line_once(
 
 
 async def test_a_killed_triggerer_reads_again_at_most_the_lines_since_its_last_poll(
-    emu,  # noqa: F811
-    creds,  # noqa: F811
+    emu,
+    creds,
     monkeypatch: pytest.MonkeyPatch,
 ):
     """Issue 43: hours of log lines with no reward line between them: each poll saves the
@@ -207,8 +190,8 @@ async def test_a_killed_triggerer_reads_again_at_most_the_lines_since_its_last_p
     ],
 )
 async def test_an_unreadable_saved_position_is_skipped_with_a_warning(
-    emu,  # noqa: F811
-    creds,  # noqa: F811
+    emu,
+    creds,
     saved: str,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,

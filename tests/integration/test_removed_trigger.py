@@ -15,9 +15,8 @@ from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
 
 from sandbox.cloud import SandboxCredentials
 from sandbox.kube_emulator import KubeEmulator
-from tests.integration.test_reward_sensor import emu  # noqa: F401 (fixture: GKE seam + emulator)
-from tests.integration.test_reward_trigger import JOB, JOBSET, NS, creds, make_job, make_jobset  # noqa: F401
-from tests.unit.checkpoints.test_resume import BASE_PRE, Ti, lost
+from tests.support.kube_wait import JOB, JOBSET, NS, make_job, make_jobset
+from tests.support.wait_task import BASE_PRE, Ti, lost
 from tpu_rl import storage
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.dag import runtime
@@ -51,22 +50,22 @@ async def first_event(t: RemovedTrigger) -> dict[str, Any]:
     raise AssertionError("no event")
 
 
-async def test_fires_once_both_are_gone_however_long_that_takes(emu):  # noqa: F811
-    make_job(emu)
-    make_jobset(emu)
+async def test_fires_once_both_are_gone_however_long_that_takes(gke_emu):
+    make_job(gke_emu)
+    make_jobset(gke_emu)
     later = threading.Timer(
-        0.3, lambda: [emu.delete("jobs", NS, JOB), emu.delete("jobsets", NS, JOBSET)]
+        0.3, lambda: [gke_emu.delete("jobs", NS, JOB), gke_emu.delete("jobsets", NS, JOBSET)]
     )
     later.start()
     started = time.monotonic()
-    assert await first_event(trigger(emu, 30)) == {"status": "success"}
+    assert await first_event(trigger(gke_emu, 30)) == {"status": "success"}
     assert time.monotonic() - started >= 0.3
     later.join()
 
 
-async def test_names_what_is_left_at_the_deadline(emu):  # noqa: F811
-    make_jobset(emu)
-    event = await first_event(trigger(emu, 0.2))
+async def test_names_what_is_left_at_the_deadline(gke_emu):
+    make_jobset(gke_emu)
+    event = await first_event(trigger(gke_emu, 0.2))
     assert event == {"status": "error", "message": f"JobSet {JOBSET} not deleted in time"}
 
 
@@ -78,12 +77,12 @@ def test_round_trips_through_its_serialized_form():
 
 
 @pytest.fixture
-def sensor(tutorial_conf, monkeypatch, emu, gcs_objects):  # noqa: F811
+def sensor(tutorial_conf, monkeypatch, gke_emu, gcs_objects):
     conf = {**tutorial_conf, "capacity": "spot", "reservation": "", "kueue_queue": ""}
     layout = RunLayout(load_settings(conf), "manual__1", "test-deployment")
     monkeypatch.setattr(runtime, "layout_from_context", lambda context: layout)
     monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (50, [60]))
-    credentials = SandboxCredentials(SimpleNamespace(token=emu.token))  # the sync hook's
+    credentials = SandboxCredentials(SimpleNamespace(token=gke_emu.token))  # the sync hook's
     monkeypatch.setattr(
         GoogleBaseHook, "get_credentials_and_project_id", lambda hook: (credentials, "p")
     )
@@ -94,20 +93,20 @@ def sensor(tutorial_conf, monkeypatch, emu, gcs_objects):  # noqa: F811
     return op
 
 
-def test_a_resume_deletes_the_lost_attempt_and_defers_the_wait_for_it_to_go(sensor, emu):  # noqa: F811
+def test_a_resume_deletes_the_lost_attempt_and_defers_the_wait_for_it_to_go(sensor, gke_emu):
     """Before this, the worker slept until both were gone (up to 300 s, pods' grace periods
     included); now it returns at once, and a second deferral submits the new backend."""
     layout = sensor.layout
     job, jobset = layout.job_names["train"], layout.backend_jobset
-    emu.create(manifests.train_job(layout))
-    emu.create(pathways_jobset.backend_jobset(layout))
+    gke_emu.create(manifests.train_job(layout))
+    gke_emu.create(pathways_jobset.backend_jobset(layout))
     context = {"ti": Ti()}
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute_complete(context, lost(BASE_PRE, 60))
     assert isinstance(deferred.value.trigger, RemovedTrigger)
     assert deferred.value.method_name == "resubmit_backend"
     assert set(deferred.value.trigger.kwargs["objects"]) == {f"Job {job}", f"JobSet {jobset}"}
-    assert emu.get("jobs", NS, job) is None and emu.get("jobsets", NS, jobset) is None
+    assert gke_emu.get("jobs", NS, job) is None and gke_emu.get("jobsets", NS, jobset) is None
 
     with pytest.raises(AirflowException, match="resume: JobSet x not deleted in time"):
         sensor.resubmit_backend(
@@ -117,5 +116,5 @@ def test_a_resume_deletes_the_lost_attempt_and_defers_the_wait_for_it_to_go(sens
         sensor.resubmit_backend(context, {"status": "success"})
     assert isinstance(deferred.value.trigger, PodsReadyTrigger)
     assert deferred.value.method_name == "resume_training"
-    assert emu.get("jobsets", NS, jobset) is not None  # the new backend, same name
+    assert gke_emu.get("jobsets", NS, jobset) is not None  # the new backend, same name
     assert context["ti"].pushed["attempts"][-1]["started"] is not None

@@ -10,22 +10,21 @@ import time
 
 import pytest
 
-from tests.integration.test_reward_trigger import (  # noqa: F401 (fixtures emu, creds)
+from tests.support.kube_wait import (
     NS,
     C,
     Clock,
     absl,
-    creds,
-    emu,
     first_event,
+    killed_without_a_word,
     make_job,
     make_pod,
     post,
     pre,
+    saved_position,
     trigger_kwargs,
     wait_for,
 )
-from tests.unit.rewards.test_relog import killed_without_a_word, saved_position
 from tpu_rl.rewards.log_stream import SAVE_EVERY_BYTES
 from tpu_rl.rewards.trigger import RewardTrigger
 
@@ -35,8 +34,8 @@ PER_SECOND = 50  # of them logged in each second
 
 
 async def test_a_triggerer_killed_right_after_a_burst_reads_little_of_it_again(
-    emu,  # noqa: F811
-    creds,  # noqa: F811
+    emu,
+    creds,
     monkeypatch: pytest.MonkeyPatch,
 ):
     make_job(emu)
@@ -55,7 +54,11 @@ async def test_a_triggerer_killed_right_after_a_burst_reads_little_of_it_again(
     for second in range(0, STEPS, PER_SECOND):  # sinceTime resends a second: a few of them
         emu.append_log(NS, "train-a", C, "".join(lines[second : second + PER_SECOND]), at=clock())
     await wait_for(lambda: first.follower.state.reached_step == STEPS)
-    await asyncio.sleep(1.0)  # a poll on news comes within MIN_POLL_GAP_S
+    # a poll on news comes within MIN_POLL_GAP_S and saves the position past the burst: at most
+    # a second (without that poll, the successor below reads the whole burst again)
+    end = time.monotonic() + 1.0
+    while saved_position(emu).get("reached_step") != STEPS and time.monotonic() < end:
+        await asyncio.sleep(0.02)
     assert not task.done(), task.result()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -9,19 +9,15 @@ import datetime as dt
 import gc
 import itertools
 import json
-import logging
-import re
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from airflow.providers.google.common.hooks.base_google import GoogleBaseAsyncHook
 from airflow.sdk.module_loading import import_string  # as the triggerer loads triggers
 
 from sandbox.controller import Controller, Scenario
-from sandbox.kube_emulator import KubeEmulator, running_emulator
+from sandbox.kube_emulator import KubeEmulator
 from sandbox.kube_logs import rfc3339nano
 from sandbox.workloads import (
     DEFAULT_POST,
@@ -30,11 +26,36 @@ from sandbox.workloads import (
     grpo_client_script,
     pathways_server_script,
 )
+from tests.support.kube_wait import (
+    JOB,
+    JOBSET,
+    NS,
+    SCHEDULED_FALSE,
+    SLOW_POLL,
+    C,
+    Clock,
+    absl,
+    end_event,
+    first_event,
+    follower,
+    log_requests,
+    make_event,
+    make_job,
+    make_jobset,
+    make_pod,
+    poll_until,
+    post,
+    pre,
+    read_steps,
+    started,
+    step,
+    trigger_kwargs,
+    wait_for,
+)
 from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 from tpu_rl.kube.pods_trigger import PodsReadyTrigger
-from tpu_rl.rewards.poll import LogFollower
 from tpu_rl.rewards.position import POSITION_ANNOTATION
 from tpu_rl.rewards.trigger import RewardTrigger
 from tpu_rl.watch import health
@@ -43,289 +64,6 @@ from tpu_rl.watch.progress import PROGRESS_EVENT
 from tpu_rl.watch.state import FollowState
 
 pytestmark = pytest.mark.asyncio
-
-NS = "default"
-JOB = "job-gemma4-grpo-x7k2p"
-C = "workload-container"
-JOBSET = "gemma4-pw"
-POLL = 0.05
-SCHEDULED_FALSE = {
-    "type": "PodScheduled",
-    "status": "False",
-    "reason": "Unschedulable",
-    "message": "0/4 nodes are available: 4 Insufficient google.com/tpu.",
-}
-
-
-def absl(message: str) -> str:
-    return f"W1129 10:00:00.123456 140213 train_rl.py:824] {message}\n"
-
-
-def metrics(corr: int, reward: float) -> str:
-    pct = corr / 64 * 100
-    return (
-        f"corr={corr}, total=64, accuracy={pct}%, partial_accuracy={pct}%, "
-        f"format_accuracy=85.9375%, mean_reward={reward:.4f}"
-    )
-
-
-def pre(corr: int = 7, reward: float = -0.2031) -> str:
-    return absl(f"Pre RL Training: {metrics(corr, reward)}")
-
-
-def step(n: int, reward: float = 0.05) -> str:
-    return absl(f"Intermediate Eval (step={n}): {metrics(n // 5, reward)}")
-
-
-def post(corr: int = 12, reward: float = 0.1234) -> str:
-    return absl(f"Post RL Training: {metrics(corr, reward)}")
-
-
-class Credentials:
-    """Google credentials stand-in: each get_token() hands out the next queued token."""
-
-    def __init__(self, token: str) -> None:
-        self.queue = [token]
-        self.calls = 0
-
-    def next(self) -> str:
-        self.calls += 1
-        return self.queue.pop(0) if len(self.queue) > 1 else self.queue[0]
-
-
-class _Token:
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    async def get(self) -> str:
-        return self.value
-
-
-@pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    with running_emulator(token="tok-1") as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def creds(emu: KubeEmulator, monkeypatch: pytest.MonkeyPatch) -> Credentials:
-    credentials = Credentials(emu.token)
-
-    async def get_token(self: GoogleBaseAsyncHook, *, session: Any = None) -> _Token:
-        return _Token(credentials.next())
-
-    monkeypatch.setattr(GoogleBaseAsyncHook, "get_token", get_token)
-    return credentials
-
-
-@pytest.fixture
-def steps(
-    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
-) -> Callable[[], list[int]]:
-    """The Intermediate Eval steps logged so far, in order.
-
-    A follower logs to the logger it is given (caplog); a trigger to its own `self.log`,
-    which Airflow's structlog prints to stdout.
-    """
-    caplog.set_level(logging.INFO)
-    printed: list[str] = []
-
-    def logged() -> list[int]:
-        printed.append(capsys.readouterr().out)
-        text = "".join(printed) + "\n".join(r.getMessage() for r in caplog.records)
-        return [int(n) for n in re.findall(r"Intermediate Eval step=(\d+)", text)]
-
-    return logged
-
-
-class Clock:
-    """Log timestamps a little apart, from now on."""
-
-    def __init__(self, gap: float = 0.01) -> None:
-        self.at = dt.datetime.now(dt.UTC)
-        self.gap = dt.timedelta(seconds=gap)
-
-    def __call__(self) -> dt.datetime:
-        self.at += self.gap
-        return self.at
-
-
-def make_job(emu: KubeEmulator, *, backoff_limit: int = 0, suspend: bool = False) -> None:
-    emu.create(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": JOB, "namespace": NS},
-            "spec": {
-                "backoffLimit": backoff_limit,
-                "suspend": suspend,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [{"name": C, "image": "maxtext"}],
-                    }
-                },
-            },
-        }
-    )
-
-
-def make_pod(
-    emu: KubeEmulator,
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    phase: str = "Running",
-    containers: tuple[str, ...] = (C,),
-    conditions: list[dict[str, Any]] | None = None,
-) -> None:
-    emu.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "labels": labels or {"job-name": JOB}},
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": c, "image": "maxtext"} for c in containers],
-            },
-        }
-    )
-    if phase != "Pending" or conditions:
-        emu.set_pod_phase(NS, name, phase, conditions=conditions)
-
-
-def make_jobset(emu: KubeEmulator, *, suspend: bool = False) -> None:
-    emu.create(
-        {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "metadata": {"name": JOBSET, "namespace": NS},
-            "spec": {
-                "suspend": suspend,
-                "replicatedJobs": [
-                    {
-                        "name": "pathways-head",
-                        "replicas": 1,
-                        "template": {"spec": {"template": {"spec": {"containers": []}}}},
-                    }
-                ],
-            },
-        }
-    )
-
-
-def make_event(emu: KubeEmulator, name: str, involved: str, reason: str, message: str) -> None:
-    emu.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": NS},
-            "involvedObject": {"kind": "Job", "name": involved, "namespace": NS},
-            "reason": reason,
-            "message": message,
-            "type": "Warning",
-            "lastTimestamp": "2026-01-01T10:00:00Z",
-        }
-    )
-
-
-def trigger_kwargs(emu: KubeEmulator, **overrides: Any) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        "cluster_url": emu.url,
-        "ssl_ca_cert": emu.ca_b64,
-        "namespace": NS,
-        "job_name": JOB,
-        "deadline": time.time() + 20,
-        "poll_interval": POLL,
-        "pending_timeout": 10.0,
-    }
-    kwargs.update(overrides)
-    return kwargs
-
-
-def follower(emu: KubeEmulator, **overrides: Any) -> LogFollower:
-    kwargs = trigger_kwargs(emu, **overrides)
-    kwargs.pop("poll_interval")
-    return LogFollower(log=logging.getLogger("test.follower"), **kwargs)
-
-
-class SettledFollower(LogFollower):
-    """A streaming follower whose poll also gives the stream time to read what was logged.
-
-    The stream is read in the background as lines arrive; a poll reports what it found."""
-
-    async def poll(self) -> dict[str, Any] | None:
-        if (event := await super().poll()) is not None:
-            return event
-        await asyncio.sleep(0.3)
-        return await super().poll()
-
-
-@pytest.fixture(params=[False, True], ids=["get", "stream"])
-async def make_follower(
-    request: pytest.FixtureRequest, emu: KubeEmulator
-) -> AsyncIterator[Callable[..., LogFollower]]:
-    """follower() reading the log by a GET per poll (as the sensor) or one open stream (as the
-    trigger), its stream closed after the test."""
-    made: list[LogFollower] = []
-
-    def make(**overrides: Any) -> LogFollower:
-        kwargs = trigger_kwargs(emu, stream_log=request.param, **overrides)
-        kwargs.pop("poll_interval")
-        kind = SettledFollower if request.param else LogFollower
-        made.append(kind(log=logging.getLogger("test.follower"), **kwargs))
-        return made[-1]
-
-    yield make
-    for f in made:
-        await f.close()
-
-
-async def first_event(trigger: RewardTrigger, timeout: float = 10) -> dict[str, Any]:
-    async def _first() -> dict[str, Any]:
-        async for event in trigger.run():
-            return event.payload
-        raise AssertionError("the trigger ended without an event")
-
-    return await asyncio.wait_for(_first(), timeout)
-
-
-async def end_event(kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The wait's end and the progress reports before it: each report's state rebuilds the
-    trigger, as the task does when it defers again (WaitForRewardsSensor.report_progress)."""
-    reports = []
-    while (event := await first_event(RewardTrigger(**kwargs))).get("status"):
-        if event.get("reason") != PROGRESS_EVENT:
-            return event, reports
-        reports.append(event)
-        kwargs = {**kwargs, "state": event["state"]}
-    raise AssertionError(f"an event without a status: {event}")
-
-
-async def wait_for(condition: Any, timeout: float = 5) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
-async def poll_until(f: LogFollower, condition: Any, timeout: float = 5) -> None:
-    """Poll (each poll None) until the condition holds."""
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, "condition not met in time"
-        assert await f.poll() is None
-        await asyncio.sleep(0.05)
-
-
-def read_steps(f: LogFollower) -> list[int]:
-    """The Intermediate Eval steps the follower has read (logged after the poll that saves
-    the position past them, when it streams)."""
-    return [line["step"] for line in f.state.intermediate]
-
-
-def log_requests(emu: KubeEmulator) -> list[Any]:
-    return [r for r in emu.requests if r.path.endswith("/log")]
 
 
 # -- reading the log ------------------------------------------------------------------------
@@ -1056,16 +794,6 @@ async def test_a_failed_wait_releases_the_backend_too(emu, creds):
 
 
 # -- push latency, restarts, capacity waits --------------------------------------------------
-
-SLOW_POLL = 30.0  # the production default: the timer poll must not be what ends a wait
-
-
-async def started(trigger: Any) -> asyncio.Task:
-    """The trigger's first event as a task, once its first poll is over (stream open)."""
-    task = asyncio.create_task(first_event(trigger, timeout=20))
-    await asyncio.sleep(0.8)
-    assert not task.done(), task.result()
-    return task
 
 
 async def test_post_line_ends_the_wait_at_once_whatever_the_poll_interval(emu, creds):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from tpu_rl import storage
@@ -94,20 +92,6 @@ def test_the_newest_committed_step_costs_one_listing_and_one_check_per_step_look
         f"get {PREFIX}110/commit_success.txt",
         f"get {PREFIX}100/commit_success.txt",
     ]
-
-
-@pytest.fixture
-def gcs(monkeypatch):
-    """The GCS emulator behind the hook's client, with a bucket."""
-    from sandbox.cloud import GcsEmulator
-
-    emulator = GcsEmulator()
-    emulator.client().create_bucket("bucket")
-    monkeypatch.setattr(
-        storage, "GCSHook", lambda gcp_conn_id: SimpleNamespace(get_conn=emulator.client)
-    )
-    yield emulator
-    emulator.stop()
 
 
 def test_a_json_object_reads_what_was_written_from_another_process(gcs):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.unit.catalogue.test_cells import cell_conf
+from tests.support.cells import cell_conf
 from tpu_rl.catalogue.cells import CELLS
 from tpu_rl.jobs.maxtext_flags import TOKEN_FLAG, train_flags
 from tpu_rl.layout import RunLayout

@@ -5,7 +5,6 @@ triggerer cannot import tpu_rl the run fails at its first wait while its teardow
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from sandbox.processes.deployment import SITE, Deployment
 from sandbox.processes.runs import Run, finish, start_run, task_log, wait_for_event
 from tests.conftest import REPO
+from tests.support.process_runs import wait_for_task_line
 
 # The second of the two process groups (make test: --dist loadgroup), with the approval: each
 # worker that runs one starts its own deployment, so the groups run side by side.
@@ -89,7 +89,8 @@ def test_triggerer_killed_mid_wait(
         return
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
-    time.sleep(3)  # the trigger has read and logged the first evaluation
+    # the trigger has read and logged the first evaluation (said once its position is saved)
+    wait_for_task_line(deployment, run, "wait_for_rewards", "Intermediate Eval step=10 ")
     procs.kill("triggerer")
     procs.start("triggerer")
     run.training_released.set()  # the new triggerer resumes the wait, ended or not by then

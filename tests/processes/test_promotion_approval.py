@@ -8,7 +8,6 @@ succeeds)."""
 from __future__ import annotations
 
 import json
-import time
 
 import psutil
 import pytest
@@ -16,8 +15,9 @@ import pytest
 from sandbox.harness import SETTINGS
 from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment
-from sandbox.processes.runs import finish, start_run
+from sandbox.processes.runs import Run, finish, start_run
 from sandbox.vertex_api import VertexRegistryFake
+from tests.support.process_runs import wait_for_exit_read
 from tpu_rl.names import DAG_ID
 
 MODEL_ID = "gemma-rl"
@@ -58,17 +58,18 @@ def promoted(api: AirflowApi, run_id: str) -> dict:
 HOLD_S = 10
 
 
-def ask_then_answer(api: AirflowApi, run_id: str, option: str) -> dict:
+def ask_then_answer(deployment: Deployment, run: Run, option: str) -> dict:
     """Wait for the question, then answer as a person does: after the worker that asked has
     exited and the scheduler has taken its exit. An answer inside that second is lost to an
     Airflow 3.3.2 race: process_executor_events (jobs/scheduler_job_runner.py) forgives the
     exit event of a try resumed before the event is read only in SCHEDULED state (its
     "Resume-after-defer" case), so a try already QUEUED again is marked FAILED."""
-    asked = api.wait_task(run_id, "approve", {"awaiting_input"})
+    api = deployment.api()
+    asked = api.wait_task(run.run_id, "approve", {"awaiting_input"})
     pid = asked.get("pid")
     api.wait("approve's worker to exit", lambda: not pid or not psutil.pid_exists(pid), 60)
-    time.sleep(5)  # a few scheduler loops: the exit event is read
-    return api.respond(run_id, "approve", option)
+    wait_for_exit_read(deployment, run, "approve")
+    return api.respond(run.run_id, "approve", option)
 
 
 def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e_report) -> None:
@@ -91,7 +92,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         note = api.run(approved.run_id)["note"]
         decision = f"/dags/{DAG_ID}/runs/{approved.run_id}/tasks/approve/required_actions"
         assert note.startswith("**Awaiting approval**: [Approve or reject](") and decision in note
-        ask_then_answer(api, approved.run_id, "Approve")
+        ask_then_answer(deployment, approved, "Approve")
         tasks = finish(deployment, approved, "success", e2e_report)
         assert tasks["approve"] == tasks["promote"] == "success", tasks
         bucket, result = approved.settings["gcs_bucket"], promoted(api, approved.run_id)
@@ -120,7 +121,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
             gcs_bucket=bucket,
             hold_training_s=HOLD_S,
         )
-        ask_then_answer(api, rejected.run_id, "Reject")
+        ask_then_answer(deployment, rejected, "Reject")
         tasks = finish(deployment, rejected, "success", e2e_report)
         assert tasks["approve"] == "success" and tasks["promote"] == "skipped", tasks
         assert json.loads(deployment.sandbox.gcs.read(record_uri)) == record

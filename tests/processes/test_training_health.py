@@ -10,13 +10,12 @@ calls the silence a stall only with the intervals seen before the restart."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import finish, start_run, task_log, wait_for_event
 from sandbox.training_curve import TrainingFaults
+from tests.support.process_runs import wait_for_task_line
 
 WAIT = "wait_for_rewards"
 # after test_processes.py's scenarios, on their deployment (make test: --dist loadgroup)
@@ -31,7 +30,8 @@ def restart_triggerer_while_held(deployment: Deployment, run) -> None:
     api, procs = deployment.api(), deployment.processes
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, WAIT, {"deferred"})
-    time.sleep(3)  # the trigger has read the steps to the evaluation and saved its position
+    # the trigger has read the steps to the evaluation and saved its position (said after it)
+    wait_for_task_line(deployment, run, WAIT, "Intermediate Eval step=10 ")
     procs.kill("triggerer")
     procs.start("triggerer")
     run.training_released.set()

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +10,9 @@ import pytest
 import yaml
 
 from sandbox.cloud import (
-    SANDBOX_BIN,
     GcsEmulator,
     GkeControlPlane,
     add_running_cluster,
-    sandbox_env,
 )
 from sandbox.cluster_model import ClusterModel
 from sandbox.controller import Controller, Scenario
@@ -29,17 +22,22 @@ from sandbox.orbax_saves import checkpoint_uris
 from sandbox.paths import BLUEPRINT_FIXTURES
 from sandbox.preemption import IMPENDING_TAINT, SHUTDOWN_MESSAGE, Preemption
 from sandbox.workloads import DEFAULT_PRE
-from tests.sandbox.test_controller import wait_for as wait_briefly
+from tests.support.sandbox_cluster import (
+    BUCKET,
+    NS,
+    TPU_POOL,
+    TRAINED,
+    VARS,
+    backend_and_client,
+    deploy_tutorial_blueprint,
+    full_log,
+    tpu_job,
+    tpu_nodes,
+    wait_for,
+)
 
-NS = "default"
 EXAMPLES = BLUEPRINT_FIXTURES / "consumption-options"
-BUCKET = "capacity-bucket"
-TRAINED = f"gs://{BUCKET}/gemma4-26b/trained/"
-VARS = {"deployment_name": "c1", "project_id": "p", "zone": "us-east5-b", "num_slices": 1,
-        "tpu_topology": "4x8"}  # fmt: skip
-TPU_POOL = "gke-tpu-v6e-pool"
 SCALE = 0.0005  # wall seconds per simulated second
-wait_for = partial(wait_briefly, timeout=20.0)  # a loaded machine: whole simulated trainings
 
 
 @pytest.fixture
@@ -54,15 +52,6 @@ def gcs() -> Iterator[GcsEmulator]:
     emulator.client().create_bucket(BUCKET)
     yield emulator
     emulator.stop()
-
-
-def full_log(emu: KubeEmulator, pod: str) -> str:
-    _, log_ = emu.read_log(NS, pod, "grpo")
-    return log_.render(log_.select(), timestamps=False).decode()
-
-
-def tpu_nodes(emu: KubeEmulator) -> list[dict[str, Any]]:
-    return [n for n in emu.list("nodes") if "google.com/tpu" in n["status"]["allocatable"]]
 
 
 def reasons(emu: KubeEmulator, pod: str) -> list[str]:
@@ -92,33 +81,6 @@ def test_pools_follow_the_blueprint_capacity() -> None:
     assert spot.labels["cloud.google.com/gke-spot"] == "true"
 
 
-def tpu_job(name: str, hosts: int = 8, restart: str = "Never", **spec: Any) -> dict[str, Any]:
-    """An indexed Job with one pod per TPU host, as the Pathways workers of a v6e-32."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NS, "labels": {RUN_LABEL: "rl-1"}},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": hosts,
-            "parallelism": hosts,
-            "template": {"metadata": {"labels": {RUN_LABEL: "rl-1"}}, "spec": tpu_pod(restart)},
-            **spec,
-        },
-    }
-
-
-def tpu_pod(restart: str) -> dict[str, Any]:
-    return {
-        "restartPolicy": restart,
-        "nodeSelector": {"cloud.google.com/gke-tpu-topology": "4x8"},
-        "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [
-            {"name": "worker", "image": "x", "resources": {"limits": {"google.com/tpu": "4"}}}
-        ],
-    }
-
-
 def test_flex_start_slice_appears_whole_after_the_delay_and_goes_when_idle(
     emu: KubeEmulator,
 ) -> None:
@@ -146,50 +108,6 @@ def test_flex_start_slice_appears_whole_after_the_delay_and_goes_when_idle(
     assert all(r.ended - r.started >= 600 for r in records)  # kept for the idle time
     nodes_s, pods_s = emu.ledger.tpu_chip_seconds(now)
     assert pods_s > 0 and nodes_s > pods_s  # idle before scale-down is not used
-
-
-def backend_and_client(num_batches: int = 30) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A Pathways-like JobSet (8 workers, OnFailure, backoffLimit 32, maxRestarts 0) and the
-    GRPO client Job on a CPU node, named as the product names them."""
-    jobset = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "rl-1-backend", "namespace": NS, "labels": {RUN_LABEL: "rl-1"}},
-        "spec": {
-            "failurePolicy": {"maxRestarts": 0},
-            "replicatedJobs": [
-                {
-                    "name": "worker",
-                    "replicas": 1,
-                    "template": {
-                        "spec": tpu_job("w", restart="OnFailure", backoffLimit=32)["spec"]
-                    },
-                }
-            ],
-        },
-    }
-    command = (
-        f"python3 -m maxtext.trainers.post_train.rl.train_rl run_name=rl-1 "
-        f"base_output_directory={TRAINED} num_batches={num_batches} checkpoint_period=10"
-    )
-    client = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "rl-1-train", "namespace": NS, "labels": {RUN_LABEL: "rl-1"}},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": {RUN_LABEL: "rl-1"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "grpo", "image": "x", "command": ["bash", "-c", command]}
-                    ],
-                },
-            },
-        },
-    }  # fmt: skip
-    return jobset, client
 
 
 def test_preemption_fails_the_jobset_and_the_client(emu: KubeEmulator, gcs: GcsEmulator) -> None:
@@ -269,34 +187,6 @@ def test_resumed_client_starts_at_the_newest_complete_checkpoint(
         list(range(21, 41)),
         "completed",
     )
-
-
-def deploy_tutorial_blueprint(
-    tmp_path: Path, edits: dict[str, Any], fault: str = "", used: tuple[dict[str, Any], ...] = ()
-) -> tuple[subprocess.CompletedProcess, str]:
-    """`gcluster deploy` (the fake) of the tutorial's blueprint with its TPU pool's settings
-    edited (a None value drops the setting) and the `used` modules added before the pool, which
-    uses them; what it printed, and the cluster's status in the sandbox's cloud."""
-    bp = yaml.safe_load((BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text())
-    bp["vars"].update(VARS, region="us-east5", reservation="r1", kueue_configuration_path="")
-    for group in bp["deployment_groups"]:
-        for module in list(group["modules"]):
-            if module["source"] == "modules/compute/gke-node-pool":
-                module["settings"].update(edits)
-                for key in [k for k, v in edits.items() if v is None]:
-                    module["settings"].pop(key)
-                at = group["modules"].index(module)
-                group["modules"][at:at] = list(used)
-                module["use"] = [*module.get("use", []), *(m["id"] for m in used)]
-    (tmp_path / "bp.yaml").write_text(yaml.safe_dump(bp))
-    env = {**os.environ, **sandbox_env(tmp_path, "http://unused", "http://unused"),
-           "FAKE_GCLUSTER_FAIL": fault}  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, str(SANDBOX_BIN / "gcluster"), "deploy", "bp.yaml", "--auto-approve"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    status = json.loads((tmp_path / "cloud.json").read_text())["clusters"]["c1"]["status"]
-    return done, status
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from sandbox.cluster_model import POOL_LABEL, ClusterModel
 from sandbox.exclusive_placement import EXCLUSIVE
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.scheduler import Scheduler
-from tests.sandbox.test_capacity import NS, VARS
+from tests.support.sandbox_cluster import NS, VARS
 
 JOBSET = "rl-1-backend"
 

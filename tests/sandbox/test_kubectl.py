@@ -110,7 +110,9 @@ def test_kubectl_get_watch_logs_and_foreground_delete(emu: KubeEmulator, tmp_pat
             text=True,
         )
         try:
-            time.sleep(1.0)  # the watch is open before the Job is made
+            # the watch is open before the Job is made: kubectl lists the Jobs, then watches
+            # from the list's resourceVersion (the emulator replays every change since it)
+            _until(lambda: [r for r in list(emu.requests) if r.path.endswith("/jobs")])
             emu.create(job("printer"))
             pod = _until(lambda: kubectl("get", "pods", "-o", "name").strip())
             assert pod.startswith("pod/printer-")

@@ -24,7 +24,7 @@ from sandbox.max_run_duration import (
 )
 from sandbox.pod_scripts import PodScript, log, run_forever
 from sandbox.preemption import SHUTDOWN_MESSAGE, Preemption
-from tests.sandbox.test_capacity import (
+from tests.support.sandbox_cluster import (
     BUCKET,
     NS,
     TPU_POOL,

@@ -17,8 +17,8 @@ from sandbox.controller import Controller
 from sandbox.harness import Workloads, build_scenario
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.maxtext_mesh import FLAGS, MaxTextError, backend_slices, multi_slice_meshes
-from tests.sandbox.test_capacity import NS, VARS, wait_for
-from tests.unit.catalogue.test_cells import cell_conf
+from tests.support.cells import cell_conf
+from tests.support.sandbox_cluster import NS, VARS, wait_for
 from tpu_rl.backend.jobset import backend_jobset
 from tpu_rl.catalogue.cells import TUTORIAL_CELL
 from tpu_rl.jobs import manifests

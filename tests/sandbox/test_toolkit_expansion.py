@@ -12,7 +12,7 @@ import yaml
 from sandbox import zone_capacity
 from sandbox.cluster_model import ClusterModel
 from sandbox.toolkit_expansion import planned_changes
-from tests.sandbox.test_capacity import TPU_POOL, deploy_tutorial_blueprint
+from tests.support.sandbox_cluster import TPU_POOL, deploy_tutorial_blueprint
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,8 @@ from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.scheduler import Scheduler
 from sandbox.toolkit_expansion import policy_name
 from sandbox.tpu_machines import TPU_MACHINES
-from tests.sandbox.test_capacity import NS, TPU_POOL, VARS, deploy_tutorial_blueprint
-from tests.unit.catalogue.test_cells import cell_conf
+from tests.support.cells import cell_conf
+from tests.support.sandbox_cluster import NS, TPU_POOL, VARS, deploy_tutorial_blueprint
 from tpu_rl.catalogue.cells import CELLS, Cell
 from tpu_rl.plan import main as plan
 

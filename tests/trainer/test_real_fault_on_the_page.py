@@ -10,11 +10,10 @@ import pytest
 from sandbox.harness import Workloads
 from sandbox.real_trainer.process import RealTrainer
 from tests.conftest import REPO
-from tests.trainer.test_real_trainer_run import CONF
+from tests.support.real_trainer import CONF
 from tests.ui import synthetic
 from tests.ui.chromium import chromium_path
-from tests.ui.test_ui_health import health_rows
-from tests.ui.test_ui_page import read_page
+from tests.ui.pages import health_rows, read_page
 from tpu_rl.watch import health
 
 pytestmark = pytest.mark.xdist_group("ui-browser")

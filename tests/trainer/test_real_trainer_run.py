@@ -15,21 +15,11 @@ import pytest
 from sandbox.harness import SETTINGS, Workloads
 from sandbox.orbax_saves import complete_steps
 from sandbox.real_trainer.process import GRPO_TOY, RealTrainer
+from tests.support.real_trainer import CONF, STEPS
 from tpu_rl.watch import health
 from tpu_rl.watch.ends import WaitEnd
 from tpu_rl.watch.progress import PROGRESS_EVENT
 
-STEPS = 20
-# 20 steps, a save every 5 (Tunix also saves step 1), an Intermediate Eval every 5 (the toy's
-# own eval_interval flag, through extra_train_args as a run sets it); a progress report about
-# every 1.2 s of the lines' time: the toy trains a step in 10-30 ms once compiled
-CONF = {
-    **SETTINGS,
-    "num_batches": STEPS,
-    "checkpoint_period": 5,
-    "extra_train_args": ["eval_interval=5"],
-    "progress_report_minutes": 0.02,
-}
 # Every run keeps the default health rules (the faults' own runs shorten the stall floor).
 # Before health_spike_floor (issue 58) the loss_spike rule stopped this healthy run at step 11,
 # "loss -0.165466 at step 11 is over 10x the median 0.000496 of the last 10 losses": real

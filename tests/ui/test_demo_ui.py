@@ -36,6 +36,7 @@ from tpu_rl.names import DAG_ID, JANITOR_DAG_ID
 
 SHOTS = REPO / "test-artifacts" / "demo-ui"
 READY_S, RUN_S = 300, 600  # on a loaded 2-core machine a run of 16 tasks took 2.5 min; now 20
+POLL_S = 0.5  # how often the REST API is asked whether the runs ended
 
 
 class Demo:
@@ -138,7 +139,7 @@ def wait_for_run(api: AirflowApi) -> dict:
             runs = api.client.get(f"/dags/{DAG_ID}/dagRuns").json()["dag_runs"]
             if runs and runs[0]["state"] in ("success", "failed"):
                 return runs[0]
-        time.sleep(2)
+        time.sleep(POLL_S)
     raise AssertionError(f"the run did not end in {RUN_S} s")
 
 
@@ -185,7 +186,7 @@ def janitor_runs_in_the_sandbox(api: AirflowApi) -> None:
         runs = api.client.get(f"/dags/{janitor}/dagRuns").json()["dag_runs"]
         if all(r["state"] in ("success", "failed") for r in runs):
             break
-        time.sleep(2)
+        time.sleep(POLL_S)
     assert {r["dag_run_id"]: r["state"] for r in runs if r["state"] != "success"} == {}
 
 

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, quote, urlparse
 import pytest
 
 from tests.ui.chromium import Chromium, chromium_path
-from tests.ui.test_trigger_form import (
+from tests.ui.pages import (
     REQUIRED,
     SCREENSHOTS,
     click,
@@ -22,6 +22,7 @@ from tests.ui.test_trigger_form import (
     section_button,
     serialize_dags,
     set_field,
+    shown,
 )
 from tpu_rl.names import DAG_ID
 
@@ -90,21 +91,6 @@ def focus_editor(browser: Chromium, editor: str) -> None:
             break
     click(browser, editor)
     browser.wait_for("document.activeElement.classList.contains('native-edit-context')")
-
-
-def shown(browser: Chromium) -> dict:
-    """What the estimate page shows once it answered."""
-    browser.wait_for("document.body.dataset.state === 'ready'")
-    return browser.evaluate(
-        """({
-      status: document.getElementById('status').textContent,
-      errors: [...document.querySelectorAll('#errors:not([hidden]) li')].map(li => li.textContent),
-      summary: document.querySelector('#estimate:not([hidden]) .summary')?.textContent ?? null,
-      rows: [...document.querySelectorAll('#estimate:not([hidden]) tbody tr')]
-        .map(tr => [...tr.cells].map(td => td.textContent)),
-      address: window.location.search,
-    })"""
-    )
 
 
 def test_the_forms_settings_estimated_on_the_estimate_page(

@@ -16,8 +16,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 import pytest
 
 from tests.ui.chromium import Chromium, chromium_path
-from tests.ui.test_estimate_page import shown
-from tests.ui.test_trigger_form import REQUIRED, SCREENSHOTS, click, runs, serialize_dags
+from tests.ui.pages import REQUIRED, SCREENSHOTS, click, runs, serialize_dags, shown
 from tpu_rl.names import DAG_ID
 from tpu_rl.settings.params import default_settings, specs
 from tpu_rl.ui.estimate import settings_estimate

@@ -17,12 +17,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import insert, select, update
 
 from tests.conftest import REPO
+from tests.support.board import JOB, NAME, Files, follower, kl
 from tests.ui import synthetic
 from tests.ui.chromium import chromium_path
-from tests.ui.test_page_states import open_page
-from tests.ui.test_ui_evaluations import REWARDS
-from tests.ui.test_ui_malformed import run_id
-from tests.unit.rewards.test_poll import JOB, NAME, Files, follower, kl
+from tests.ui.pages import REWARDS, open_page, run_id
 from tpu_rl.names import DAG_ID
 from tpu_rl.rewards.event_files import Scalar, file_epoch
 from tpu_rl.rewards.position import parse_position

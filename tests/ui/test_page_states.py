@@ -8,19 +8,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.ui import synthetic
-from tests.ui.chromium import Chromium, chromium_path
-from tests.ui.test_ui_malformed import run_id
+from tests.ui.chromium import chromium_path
+from tests.ui.pages import open_page, run_id
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
-
-
-def open_page(browser: Chromium, base: str, token: str | None) -> str:
-    """The page's state once its script is done, in a browser as new as a fresh profile."""
-    browser.reset(base)
-    if token:
-        browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-    browser.call("Page.navigate", url=f"{base}/tpu-rl/")
-    return browser.wait_for("document.body && document.body.dataset.state")
 
 
 @pytest.mark.skipif(

@@ -6,94 +6,30 @@ app factory) serves the real UI on loopback; the run the form creates is read ba
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
 import httpx
 import pytest
 
-from tests.conftest import REPO
 from tests.ui.chromium import Chromium, chromium_path
+from tests.ui.pages import (
+    REQUIRED,
+    SCREENSHOTS,
+    click,
+    open_trigger_form,
+    runs,
+    section_button,
+    serialize_dags,
+    set_field,
+)
 from tpu_rl.names import DAG_ID, JANITOR_DAG_ID
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
-SCREENSHOTS = REPO / "test-artifacts"
-# The fields the form marks required (a type without null: the settings without a default), as a
-# user fills them.
-REQUIRED = {
-    "project": "my-tpu-project",
-    "region": "us-east5",
-    "zone": "us-east5-b",
-    "cluster_name": "gemma4-rl",
-    "gcs_bucket": "my-tpu-project-rl",
-}
-SET_VALUE = """(id, value) => {
-  const el = document.getElementById(id);
-  const proto = Object.getPrototypeOf(el);
-  Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, value);
-  el.dispatchEvent(new Event('input', {bubbles: true}));
-}"""
-
-
-def serialize_dags() -> None:
-    """What the DAG processor does: bundles, then every DAG of the bundle, into the DB."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.utils.session import create_session
-
-    from sandbox.dagbags import bundle_dag_bag, sync_bag_to_db
-
-    with create_session() as session:
-        manager = DagBundlesManager()
-        manager.sync_bundles_to_db(session=session)
-        session.commit()
-        for bundle in manager.get_all_dag_bundles():
-            bundle.initialize()
-            bag = bundle_dag_bag(bundle.path, bundle)
-            assert not bag.import_errors, bag.import_errors
-            sync_bag_to_db(bag, bundle.name, None, session=session)
-
-
-def runs(base: str, token: str, dag_id: str = DAG_ID) -> list[dict]:
-    """The DAG's newest runs, over REST (the session's DB may hold other tests' runs)."""
-    response = httpx.get(
-        f"{base}/api/v2/dags/{dag_id}/dagRuns",
-        params={"order_by": "-id", "limit": 5},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=60,
-    )
-    response.raise_for_status()
-    return response.json()["dag_runs"]
-
 
 def trigger_enabled(browser: Chromium) -> bool:
     return browser.evaluate("!document.querySelector('[data-testid=trigger-dag-submit]').disabled")
-
-
-def section_button(title: str) -> str:
-    return (
-        "[...document.querySelectorAll('button')]"
-        f".find(b => b.textContent.trim().startsWith({json.dumps(title)}))"
-    )
-
-
-def click(browser: Chromium, element: str) -> None:
-    """A real mouse click in the middle of the element the expression finds."""
-    box = browser.evaluate(
-        f"(() => {{ const el = {element}; el.scrollIntoView({{block: 'center'}});"
-        " const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];"
-        " })()"
-    )
-    for kind in ("mousePressed", "mouseReleased"):
-        browser.call(
-            "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1
-        )
-
-
-def set_field(browser: Chromium, name: str, value: str) -> None:
-    browser.wait_for(f"!!document.getElementById('element_{name}')")
-    browser.evaluate(f"({SET_VALUE})('element_{name}', {json.dumps(value)})")
 
 
 @dataclass
@@ -120,22 +56,6 @@ def required_marks(browser: Chromium) -> list[str]:
         "[...document.querySelectorAll('[role=dialog] label')].map(l => l.textContent.trim())"
         ".filter(t => t.endsWith('*')).map(t => t.slice(0, -1).trim())"
     )
-
-
-def open_trigger_form(browser: Chromium, base: str, token: str, dag_id: str) -> None:
-    """The DAG's page at 1280 x 1400, logged in, its trigger form open."""
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        width=1280,
-        height=1400,
-        deviceScaleFactor=1,
-        mobile=False,
-    )
-    browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-    browser.call("Page.navigate", url=f"{base}/dags/{dag_id}")
-    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')")
-    click(browser, "document.querySelector('[data-testid=trigger-dag-button]')")
-    browser.wait_for("!!document.querySelector('[data-testid=trigger-dag-submit]')")
 
 
 def fill_and_trigger(browser: Chromium, base: str, token: str, form: Form) -> dict:

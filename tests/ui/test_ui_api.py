@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.ui import synthetic
+from tests.ui.pages import get_runs, set_conf
 from tpu_rl.names import DAG_ID
 
 RUNS = 500
@@ -22,12 +23,6 @@ def client(auth_token) -> TestClient:
 
     synthetic.add_runs(RUNS)
     return TestClient(app)
-
-
-def get_runs(client: TestClient, token: str, **params: int) -> list[dict]:
-    response = client.get("/api/runs", params=params, cookies={"_token": token})
-    assert response.status_code == 200, response.text
-    return response.json()["runs"]
 
 
 def test_needs_an_authenticated_user(client):
@@ -79,15 +74,6 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     running = runs[0]
     assert running["gate"] == "pending" and running["pre_mean_reward"] is None
     assert running["host_hours"] is None  # the pool is still up
-
-
-def set_conf(run_id: str, conf: dict) -> None:
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-    from sqlalchemy import update
-
-    with create_session() as session:
-        session.execute(update(DagRun).where(DagRun.run_id == run_id).values(conf=conf))
 
 
 def test_an_existing_reserved_pool_bills_the_runs_span(client, auth_token):

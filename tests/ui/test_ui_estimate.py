@@ -9,7 +9,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.ui.test_trigger_form import REQUIRED as TRIGGER_FORM_REQUIRED
+from tests.ui.pages import REQUIRED as TRIGGER_FORM_REQUIRED
 from tpu_rl.dag.params import ESTIMATE_FILE
 from tpu_rl.settings.params import specs
 
@@ -148,3 +148,41 @@ def test_text_that_is_no_settings_object_says_so(client, auth_token, text, probl
     answer = post(client, auth_token, text)
     assert answer["errors"][0].startswith(problem) and len(answer["errors"]) == 1
     assert answer["estimate"] is None
+
+
+# -- any body gets its problems, deeply nested JSON too (issue 60, 6b) ----------------------------
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("[" * DEEP + "]" * DEEP, "not valid settings: JSON nested more than 16 levels deep"),
+        (
+            json.dumps(form_conf())[:-1] + ', "extra_train_args": ' + "[" * 500 + "]" * 500 + "}",
+            "extra_train_args: nested more than 16 levels deep",
+        ),
+        (
+            json.dumps(form_conf())[:-1]
+            + ', "vllm_hf_overrides": '
+            + '{"a": ' * 500
+            + "1"
+            + "}" * 501,
+            "vllm_hf_overrides: nested more than 16 levels deep",
+        ),
+        (
+            json.dumps(form_conf(vllm_hf_overrides="[" * 2040 + "]" * 2040)),
+            "not valid settings: a setting's JSON text nests too deeply to read",
+        ),
+    ],
+    ids=["body", "list", "object", "json-text"],
+)
+def test_deeply_nested_json_gets_its_problem_not_a_server_error(client, auth_token, body, problem):
+    answer = post(client, auth_token, body)
+    assert answer["errors"] == [problem] and answer["estimate"] is None
+
+
+def test_a_setting_nested_within_the_limit_gets_validates_own_message(client, auth_token):
+    answer = post(client, auth_token, form_conf(extra_train_args=[[[["a"]]]]))
+    assert answer["errors"] == ["extra_train_args: must be a list of strings, got [[[['a']]]]"]

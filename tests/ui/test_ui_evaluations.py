@@ -8,44 +8,13 @@ import pytest
 from tests.conftest import REPO
 from tests.ui import synthetic
 from tests.ui.chromium import chromium_path
-from tests.ui.test_page_states import open_page
-from tests.ui.test_ui_malformed import run_id
+from tests.ui.pages import REWARDS, open_page, run_id
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
 SCREENSHOT = REPO / "test-artifacts" / "ui-evaluations.png"
 
 
-def evaluation(step: int, corr: int, reward: float, attempt: int = 1) -> dict:
-    return {"kind": "intermediate", "attempt": attempt, "step": step, "corr": corr,
-            "total": 64, "accuracy": corr / 64 * 100, "partial_accuracy": 20.0 + corr,
-            "format_accuracy": 80.0 + corr / 2, "mean_reward": reward}  # fmt: skip
-
-
-REWARDS = {
-    "pre": {
-        "corr": 8,
-        "total": 64,
-        "accuracy": 12.5,
-        "partial_accuracy": 14.0,
-        "format_accuracy": 79.7,
-        "mean_reward": 0.0821,
-    },
-    "intermediate": [
-        evaluation(10, 10, 0.25),
-        evaluation(20, 14, 0.31),
-        evaluation(30, 11, 0.2),
-        evaluation(40, 13, 0.25),
-    ],
-    "post": {
-        "corr": 12,
-        "total": 64,
-        "accuracy": 18.75,
-        "partial_accuracy": 20.3,
-        "format_accuracy": 85.9,
-        "mean_reward": 0.1234,
-    },
-}
 GATE = {
     "pre_mean_reward": 0.0821,
     "post_mean_reward": 0.25,

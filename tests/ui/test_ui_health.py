@@ -14,8 +14,8 @@ from sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
 from sandbox.training_curve import TrainingFaults
 from tests.conftest import REPO
 from tests.ui import synthetic
-from tests.ui.chromium import Chromium, chromium_path
-from tests.ui.test_ui_page import read_page
+from tests.ui.chromium import chromium_path
+from tests.ui.pages import health_rows, read_page
 from tpu_rl.watch import health
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.xdist_group("ui-browser")
 ARTIFACTS = REPO / "test-artifacts"
 HEALTH = {**SETTINGS, "num_batches": 100, "checkpoint_period": 10}
 NAN_AT = 35
-
-
-def health_rows(browser: Chromium) -> list[str]:
-    return browser.evaluate(
-        "[...document.querySelectorAll('#runs tr.reason')].map(t => t.textContent)"
-    )
 
 
 @pytest.mark.skipif(

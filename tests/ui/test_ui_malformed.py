@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.ui import synthetic
+from tests.ui.pages import run_id
 from tests.ui.synthetic import RawText, put_part, put_summary
 
 RUNS = 40
@@ -51,10 +52,6 @@ BAD_CONFS: dict[int, tuple[Any, str]] = {
     ),
     16: (RawText("{cluster_nodepool_count: 2"), "cost not counted: unparseable JSON"),
 }
-
-
-def run_id(i: int) -> str:
-    return f"scheduled__synthetic-{i:04d}"
 
 
 def put_value(session: Any, run: str, task_id: str, field: str | None, value: Any) -> None:

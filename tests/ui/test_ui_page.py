@@ -19,13 +19,12 @@ import pytest
 
 from sandbox.harness import HF_TOKEN, SETTINGS, Sandbox, Workloads
 from sandbox.workloads import EvalResult
-from tests.conftest import REPO
 from tests.ui import synthetic
-from tests.ui.chromium import Chromium, chromium_path
+from tests.ui.chromium import chromium_path
+from tests.ui.pages import SCREENSHOT, read_page
 
 pytestmark = pytest.mark.xdist_group("ui-browser")
 
-SCREENSHOT = REPO / "test-artifacts" / "ui.png"
 # a Spot run preempted at step 60 of 100 resumes from its checkpoint at step 50
 SPOT = {**SETTINGS, "capacity": "spot", "reservation": "", "num_batches": 100}
 RUNS = [
@@ -90,42 +89,6 @@ def check_plugin_registered(base: str, token: str) -> None:
     ours = next(p for p in plugins if p["name"] == "tpu_rl")
     assert ours["fastapi_apps"][0]["url_prefix"] == "/tpu-rl"
     assert ours["external_views"][0]["name"] == "RL post-training"
-
-
-def read_page(browser: Chromium, base: str, token: str) -> tuple[list[list[str]], dict[str, Any]]:
-    """The table's cells and the chart's element counts once the page's script is done, at the
-    1280 px a laptop gives it."""
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        width=1280,
-        height=900,
-        deviceScaleFactor=1,
-        mobile=False,
-    )
-    browser.call("Network.setCookie", name="_token", value=token, domain="127.0.0.1", path="/")
-    browser.call("Page.navigate", url=f"{base}/tpu-rl/")
-    state = browser.wait_for("document.body && document.body.dataset.state")
-    status = browser.evaluate("document.getElementById('status').textContent")
-    assert state == "ready", status
-    rows = browser.evaluate(
-        "[...document.querySelectorAll('#runs tbody tr.run')]"
-        ".map(tr => [...tr.cells].map(td => td.textContent))"
-    )
-    chart = browser.evaluate(
-        "({circles: document.querySelectorAll('#chart circle').length,"
-        " lines: document.querySelectorAll('#chart polyline').length,"
-        " width: document.getElementById('chart').getBoundingClientRect().width,"
-        " yticks: [...document.querySelectorAll('#chart text.ytick')].map(t => t.textContent),"
-        " xticks: [...document.querySelectorAll('#chart text.xtick')].map(t => t.textContent),"
-        " reasons: [...document.querySelectorAll('#runs tr.reason')].map(t => t.textContent),"
-        " status: document.getElementById('status').textContent,"
-        " overflow: document.documentElement.scrollWidth"
-        "   - document.documentElement.clientWidth,"
-        " tableOverflow: document.querySelector('.table').scrollWidth"
-        "   - document.querySelector('.table').clientWidth})"
-    )
-    browser.screenshot(SCREENSHOT)
-    return rows, chart
 
 
 # One test, not several sharing fixtures: the page shows the sandbox's runs, which a DB reset

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.ui import synthetic
-from tests.ui.test_ui_api import get_runs, set_conf
+from tests.ui.pages import get_runs, set_conf
 
 
 @pytest.fixture

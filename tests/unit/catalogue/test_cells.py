@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from tests.conftest import TUTORIAL_CONF
+from tests.support.cells import cell_conf
 from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, cells_of
 from tpu_rl.plan import main as plan
 from tpu_rl.settings.cell_rules import ONE_SLICE
@@ -22,14 +22,6 @@ from tpu_rl.settings.validation import settings_warnings
 from tpu_rl.tpu import chips_in, generation_of
 
 CELL_IDS = [f"{c.model_name}@{c.tpu_type}" for c in CELLS]
-# What the tutorial's conf gives of the cell: the rest comes from the catalogue.
-CELL_KEYS = ("model_name", "tpu_type", "topology", "compute_type", "cloud_image_name")
-
-
-def cell_conf(cell) -> dict:
-    """The tutorial's run (project, bucket, capacity) choosing this cell by model and TPU type."""
-    conf = {k: v for k, v in json.loads(TUTORIAL_CONF.read_text()).items() if k not in CELL_KEYS}
-    return {**conf, "model_name": cell.model_name, "tpu_type": cell.tpu_type}
 
 
 def test_the_catalogue_spans_the_issues_minimum():

@@ -89,3 +89,26 @@ def test_nothing_committed_is_an_error(monkeypatch):
     monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (None, [50]))
     with pytest.raises(ValueError, match=r"no committed checkpoint .* \[50\] were never"):
         choose_for_run(URI, "c", {}, BEST, "mean_reward")
+
+
+def test_after_a_health_anomaly_only_the_steps_before_it_are_chosen(monkeypatch):
+    """export_healthy after a reward collapse at step 30's evaluation (its anomaly step: the
+    weights checkpoint 30 holds): the saves of 30 and later, committed before training was
+    stopped, and their evaluations are never candidates; the reason says so."""
+    folders = [10, 20, 30, 40]
+    monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (40, []))
+    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: folders)
+    monkeypatch.setattr(storage, "step_committed", lambda uri, conn: True)
+    rewards = {
+        "intermediate": [{"step": 10, **ev(1.0)}, {"step": 20, **ev(2.5)}, {"step": 30, **ev(1.0)}],
+        "anomaly": {"rule": "reward_collapse", "step": 30, "anomaly_step": 30},
+    }
+    for policy in (BEST, LAST):
+        picked = choose_for_run(URI, "c", rewards, policy, "mean_reward")
+        assert picked.step == 20, (policy, picked)
+        assert picked.reason.endswith("before the training health anomaly at step 30")
+    assert checkpoint_choice.healthy_checkpoint(URI, "c", 30) == (20, f"{URI}20/")
+    assert checkpoint_choice.healthy_checkpoint(URI, "c", 10) == (None, None)
+    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: [30, 40])
+    with pytest.raises(ValueError, match="no committed checkpoint before the anomaly at step 30"):
+        choose_for_run(URI, "c", rewards, BEST, "mean_reward")

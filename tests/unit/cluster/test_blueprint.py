@@ -13,7 +13,7 @@ import yaml
 
 from sandbox.paths import BLUEPRINT_FIXTURES as FIXTURES
 from tests.conftest import SEED
-from tests.unit.catalogue.test_cells import cell_conf
+from tests.support.cells import cell_conf
 from tpu_rl.catalogue.cells import CELLS
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster.blueprint import BlueprintError

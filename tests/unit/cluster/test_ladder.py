@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sandbox.paths import BLUEPRINT_FIXTURES
 from tests.conftest import REPO
-from tests.unit.cluster.test_blueprint import BLUEPRINT
 from tpu_rl.cluster import blueprint, climb, ladder
 from tpu_rl.cluster.rung_record import standing_rung
 from tpu_rl.cluster.toolkit import ClusterToolkitError
 from tpu_rl.plan import main
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings
 from tpu_rl.settings.rungs import Rung, parse_ladder
+
+BLUEPRINT = (BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()  # the tutorial's
 
 EXAMPLE = REPO / "include" / "examples" / "capacity-ladder.json"
 TWO_RUNGS = "reservation@us-east5-b, spot@us-east5-a"

@@ -13,13 +13,11 @@ from typing import Any
 import pytest
 from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 
-from tests.integration.test_reward_trigger import (  # noqa: F401 (fixtures emu, creds)
+from tests.support.kube_wait import (
     JOB,
     NS,
     SLOW_POLL,
     C,
-    creds,
-    emu,
     make_job,
     make_pod,
     post,
@@ -90,7 +88,7 @@ async def told(sub: Subscription, timeout: float = 3) -> bool:
     return sub.news.is_set()
 
 
-async def test_runs_in_a_namespace_share_a_watch_each_hearing_its_own(emu, creds, watches_opened):  # noqa: F811
+async def test_runs_in_a_namespace_share_a_watch_each_hearing_its_own(emu, creds, watches_opened):
     pod(emu, "a-0", "job-a")
     pod(emu, "b-0", "job-b")
     a, b = pods_of("job-a"), pods_of("job-b")
@@ -106,7 +104,7 @@ async def test_runs_in_a_namespace_share_a_watch_each_hearing_its_own(emu, creds
     assert not a.fresh.live and not b.fresh.live  # no longer vouched for
 
 
-async def test_other_namespaces_and_credentials_watch_apart(emu, creds, watches_opened):  # noqa: F811
+async def test_other_namespaces_and_credentials_watch_apart(emu, creds, watches_opened):
     emu.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER_NS}})
     pod(emu, "x-0", "job-x")
     pod(emu, "x-0", "job-x", namespace=OTHER_NS)  # the same names, in another namespace
@@ -128,7 +126,7 @@ async def test_other_namespaces_and_credentials_watch_apart(emu, creds, watches_
     assert watches_opened == {kube.pods_path(NS): 2, kube.pods_path(OTHER_NS): 1}
 
 
-async def test_a_cancelled_wait_leaves_the_watch_to_others(emu, creds, watches_opened):  # noqa: F811
+async def test_a_cancelled_wait_leaves_the_watch_to_others(emu, creds, watches_opened):
     make_job(emu)
     pod(emu, "a-0", "job-a")
     pod(emu, "b-0", "job-b")
@@ -162,7 +160,7 @@ async def test_a_cancelled_wait_leaves_the_watch_to_others(emu, creds, watches_o
     assert [t for t in asyncio.all_tasks() if "watch_collection" in repr(t)] == []
 
 
-async def test_two_reward_waits_in_one_triggerer(emu, creds, watches_opened):  # noqa: F811
+async def test_two_reward_waits_in_one_triggerer(emu, creds, watches_opened):
     """Two RewardTriggers in one event loop: one watch of Jobs and one of pods for both;
     the one whose Job fails ends at once, the other goes on to its Post line."""
     other = f"{JOB}-2"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tests.unit.checkpoints.test_resume import BASE_PRE, Ti
+from tests.support.wait_task import BASE_PRE, Ti
 from tpu_rl.checkpoints import checkpoint_choice
 from tpu_rl.dag import runtime
 from tpu_rl.layout import RunLayout

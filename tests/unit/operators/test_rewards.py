@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes.client import models as k8s
 
-from tests.unit.checkpoints.test_resume import Ti
+from tests.support.wait_task import Ti
 from tpu_rl.dag import runtime
 from tpu_rl.kube import objects as kube
 from tpu_rl.layout import RunLayout

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tests.unit.checkpoints.test_resume import BASE_PRE, Ti
+from tests.support.wait_task import BASE_PRE, Ti
 from tpu_rl import storage
 from tpu_rl.checkpoints import checkpoint_choice, quarantine, resume
 from tpu_rl.dag import runtime

@@ -1,24 +1,19 @@
-"""Champion against challenger: the comparison, its setting, the evaluation Job's command and
-the reward wait that keeps the backend for it."""
+"""Champion against challenger: the comparison, its setting and the evaluation Job's command (the
+reward wait that keeps the backend for it: tests/unit/rewards/test_release.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import pytest
 
-from tests.integration.test_reward_sensor import emu  # noqa: F401 (fixture of `waiting`)
-from tests.integration.test_reward_trigger import JOBSET, NS, C, post, trigger_kwargs
 from tests.schemas import validate_manifest
-from tests.unit.rewards.test_release import waiting  # noqa: F401 (fixture)
 from tpu_rl.jobs import manifests as m
 from tpu_rl.jobs import maxtext_flags as mf
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators.champion import challenger_metrics
 from tpu_rl.promotion.comparison import NO_CHAMPION, compare_with_champion
 from tpu_rl.report.run_report import champion_lines
-from tpu_rl.rewards.trigger import BACKEND_KEPT, RewardTrigger
 from tpu_rl.settings.run_settings import SettingsError, load_settings
 
 RECORD = {"run_id": "scheduled__2026-11-26", "export_uri": "gs://b/m/hf-trained/rl-old/"}
@@ -145,25 +140,6 @@ def test_the_evaluation_job_is_a_client_of_the_runs_backend(layout):
     assert container["env"] == client["env"]  # JAX_BACKEND_TARGET: the run's Pathways proxy
     assert f"load_parameters_path={params}" in container["command"][-1]
     assert f"train_fraction={mf.NO_TRAINING_FRACTION:g}" in container["command"][-1]
-
-
-async def _event(trigger: RewardTrigger) -> dict:
-    async for event in trigger.run():
-        return event.payload
-    raise AssertionError("no event")
-
-
-@pytest.mark.parametrize("keep", [True, False])
-async def test_a_successful_wait_keeps_the_backend_only_when_asked(waiting, keep):  # noqa: F811
-    waiting.append_log(NS, "train-a", C, post())
-    trigger = RewardTrigger(
-        **trigger_kwargs(waiting, backend_jobset_name=JOBSET), keep_backend=keep
-    )
-    assert trigger.serialize()[1]["keep_backend"] is keep
-    payload = await asyncio.wait_for(_event(trigger), 15)
-    assert payload["status"] == "success"
-    assert payload.get(BACKEND_KEPT, False) is keep
-    assert (waiting.get("jobsets", NS, JOBSET) is not None) is keep
 
 
 def test_the_run_report_shows_the_verdict_and_both_sides():

@@ -1,11 +1,12 @@
-"""The pure follower: bounded line cutting, consuming lines once, and the verdicts."""
+"""The pure follower (tpu_rl.rewards.line_reader): bounded line cutting, consuming lines once,
+the reach of the steps the log showed."""
 
 import logging
 import time
 import tracemalloc
 
-from tests.integration.test_reward_trigger import post, step
-from tpu_rl.kube import verdicts
+from tests.support.kube_wait import post, step
+from tests.support.wait_task import QuietLog
 from tpu_rl.rewards.line_reader import Line, LineCutter, Resent, consume
 from tpu_rl.watch.core import LINE_CAP
 from tpu_rl.watch.state import FollowState
@@ -73,22 +74,15 @@ def test_a_cut_line_is_logged_once_and_never_read_as_a_reward(caplog):
     assert state.reward_lines == 1  # the step line after it
 
 
-def test_verdict_on_pods_for_a_capacity_wait():
-    job = {"spec": {"suspend": True}, "status": {}}
-    assert verdicts.pods_verdict("Job j", None, [], 1, False)[0][0] == "not_found"
-    failure, waiting = verdicts.pods_verdict("Job j", job, [], 1, False)
-    assert failure is None and "suspended (not admitted by Kueue)" in waiting
-    pending = {"metadata": {"name": "p"}, "status": {"phase": "Pending"}}
-    assert verdicts.pods_verdict("Job j", {}, [pending], 1, False) == (None, None)
-    failure, waiting = verdicts.pods_verdict("JobSet s", {}, [pending], 1, True)
-    assert failure is None and waiting.startswith("0/1 pods running")
-    failed = {"metadata": {"name": "p"}, "status": {"phase": "Failed"}}
-    assert verdicts.pods_verdict("JobSet s", {}, [failed], 1, True)[0][0] == "failed"
-    assert verdicts.pods_verdict("Job j", {}, [failed], 1, False) == (None, None)
-
-
-def test_a_job_that_completed_before_the_wait_looked_is_not_waited_for():
-    """A fast Job may end, and its pods go, before the capacity wait's first look: waiting for
-    pods that will never come would fail a successful conversion at the pending timeout."""
-    done = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
-    assert verdicts.pods_verdict("Job j", done, [], 8, False) == (None, None)
+def test_the_highest_step_the_log_showed_is_kept():
+    state = FollowState()
+    lines = [
+        "2026-12-01T10:00:01Z I1201 peft_trainer.py:735] Train step 59 training loss: "
+        "0.012345  - training perplexity: 1.012421",
+        "2026-12-01T10:00:02Z W1201 hooks.py:98] Intermediate Eval (step=60): corr=1",
+    ]
+    consume(state, [Line(text) for text in lines], Resent(), QuietLog())
+    assert state.reached_step == 60  # the evaluation: a step line's fallback
+    later = "2026-12-01T10:00:03Z I1201 peft_trainer.py:735] Train step 61 training loss: nan  "
+    consume(state, [Line(later + "- training perplexity: nan")], Resent(), QuietLog())
+    assert state.reached_step == 61

@@ -4,53 +4,16 @@ event; the reader itself is tests/integration/test_event_files.py's."""
 
 from __future__ import annotations
 
-import logging
 import time
 from datetime import UTC, datetime
+from unittest.mock import AsyncMock
 
+from tests.support.board import JOB, NAME, Files, follower, kl
 from tpu_rl.rewards.event_files import Scalar
 from tpu_rl.rewards.poll import BOARD_READ, LogFollower
 from tpu_rl.watch import health
 from tpu_rl.watch.ends import WaitEnd
-
-NAME = "events.out.tfevents.1764410400.rl-train-0-0"
-JOB = {"metadata": {"name": "job", "creationTimestamp": "2025-11-29T10:00:00Z"}}
-
-
-class Files:
-    """EventFiles as the follower calls it: what each read returns, and what it was asked."""
-
-    def __init__(self, *reads: list[Scalar] | Exception) -> None:
-        self.reads, self.asked = list(reads), []
-
-    def read(self, offsets, since, tags):
-        self.asked.append((dict(offsets), since, tuple(tags)))
-        answer = self.reads.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return {**offsets, NAME: 100 * len(self.asked)}, answer
-
-    def close(self) -> None:
-        pass
-
-
-def follower(files: Files, every: float = 0.0) -> LogFollower:
-    built = LogFollower(
-        cluster_url="https://127.0.0.1:1",
-        ssl_ca_cert="",
-        namespace="ns",
-        job_name="job",
-        deadline=time.time() + 60,
-        tensorboard_dir="gs://bucket/run/tensorboard/",
-        tensorboard_every_s=every,
-        log=logging.getLogger("test.poll"),
-    )
-    built.event_files = files  # type: ignore[assignment]
-    return built
-
-
-def kl(step: int, value: float) -> Scalar:
-    return Scalar(health.KL_TAG, step, value, NAME)
+from tpu_rl.watch.progress import PROGRESS_EVENT
 
 
 def reward(step: int, value: float) -> Scalar:
@@ -92,3 +55,30 @@ async def test_no_directory_no_read():
     )
     assert f.event_files is None
     assert await f._read_event_files(JOB) is None
+
+
+def flat(step: int, value: float = 0.0) -> list[Scalar]:
+    """A batch whose completions all scored `value` (TensorBoard's score max equal to its min)."""
+    return [Scalar(tag, step, value, NAME) for tag in (health.SCORE_MAX, health.SCORE_MIN)]
+
+
+async def test_a_progress_report_leaves_the_event_files_unread_for_the_watchdog(monkeypatch):
+    """Since the report every 10% of the steps (issue 60), a report's poll read the event files
+    once more for the page's curves only and moved the offsets past scalars the watchdog never
+    judged: the e2e reward-spread collapse was seen from step 45 instead of 41 (CI's failure).
+    A report reads nothing; the wait's own end still reads the last scalars for the curves."""
+    files = Files([*flat(41), *flat(42)], [kl(50, 0.01)])
+    f = follower(files)
+    f.state.health = health.armed(None, health.Rules.defaults(reward_spread_steps=2))
+    f.state.event_offsets = {NAME: 100}  # this attempt's file, read up to step 40
+    report = {"status": "running", "reason": PROGRESS_EVENT}
+    monkeypatch.setattr(f, "_poll_once", AsyncMock(return_value=report))
+    assert (await f.poll())["reason"] == PROGRESS_EVENT
+    # the next poll's read judges the batches after the report: flat from step 41
+    event = await f._read_event_files(JOB)
+    assert event is not None and event["anomaly"]["rule"] == health.STD_COLLAPSE, event
+    assert (event["anomaly"]["anomaly_step"], event["anomaly"]["step"]) == (41, 42)
+    assert files.asked == [({NAME: 100}, 1764410400, BOARD_READ)]  # that read only
+    monkeypatch.setattr(f, "_poll_once", AsyncMock(return_value={"status": "success"}))
+    await f.poll()
+    assert len(files.asked) == 2 and f.state.curves["last"][health.KL_TAG] == [50, 0.01]

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from tests.support.settings import errors_for
 from tpu_rl.settings.metadata import describe, json_type, maxtext_flag
 from tpu_rl.settings.param_specs import param_spec
 from tpu_rl.settings.run_settings import (
@@ -18,14 +19,6 @@ from tpu_rl.settings.run_settings import (
 )
 from tpu_rl.settings.table import settings_document
 from tpu_rl.settings.validation import RULES
-
-
-def errors_for(conf: dict, **overrides) -> list[str]:
-    try:
-        load_settings({**conf, **overrides})
-    except SettingsError as err:
-        return err.errors
-    return []
 
 
 def test_tutorial_settings_are_valid_and_defaults_are_the_tutorials(tutorial_conf):

@@ -8,7 +8,7 @@ import pytest
 from airflow.sdk import Param
 from airflow.sdk.exceptions import ParamValidationError
 
-from tests.unit.settings.test_settings import errors_for
+from tests.support.settings import errors_for
 from tpu_rl.settings.params import specs
 
 # Every string setting that is not a choice, as the declaration had them before the limits.

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -25,11 +24,18 @@ import yaml
 from packaging.requirements import Requirement
 
 from tests.conftest import REPO
+from tests.support.delivery import (
+    FAKES,
+    VERSION,
+    WHEEL_NAME,
+    calls,
+    fake_env,
+    make,
+)
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster import toolkit as cluster_toolkit
 from tpu_rl.settings.run_settings import RunSettings
 
-FAKES = Path(__file__).parent / "delivery_bin"
 AIRFLOW_SERVICES = {
     "airflow-apiserver",
     "airflow-scheduler",
@@ -38,10 +44,6 @@ AIRFLOW_SERVICES = {
     "airflow-init",
 }
 ADC_DIR = "/home/airflow/.config/gcloud"
-PREFIX = "gs://us-central1-fake-env-bucket"
-RSYNC_FLAGS = ["--recursive", "--delete-unmatched-destination-objects", "--exclude=.*__pycache__.*"]
-VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-WHEEL_NAME = f"tpu_rl_airflow-{VERSION}-py3-none-any.whl"
 
 
 # ---------- helpers ----------
@@ -115,39 +117,6 @@ def interpolate(value: str, env: dict[str, str]) -> str:
 
 def compose() -> dict:
     return yaml.safe_load((REPO / "docker-compose.yaml").read_text())
-
-
-def fake_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "PATH": f"{FAKES}:{os.environ['PATH']}",
-        "FAKE_GCLOUD_LOG": str(tmp_path / "gcloud.jsonl"),
-        "FAKE_TWINE_LOG": str(tmp_path / "twine.jsonl"),
-        "FAKE_CLOUD_STATE": str(tmp_path / "cloud-state.json"),
-        "FAKE_DOCKER_LOG": str(tmp_path / "docker.jsonl"),
-        "FAKE_CURL_LOG": str(tmp_path / "curl.log"),
-    }
-    make_variables = ("ENV", "LOCATION", "PROJECT", "REPOSITORY", "WHEEL", "DRY_RUN")
-    for name in (*make_variables, "MAKEFLAGS", "MAKELEVEL"):
-        env.pop(name, None)
-    env.update(extra)
-    return env
-
-
-def calls(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-def make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    """`make --no-print-directory <args>` in the project, with the fake tools first on PATH."""
-    return subprocess.run(
-        ["make", "--no-print-directory", *args],
-        cwd=REPO,
-        env=fake_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def delivery_section() -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.unit.tools.test_delivery import (
+from tests.support.delivery import (
     FAKES,
     PREFIX,
     RSYNC_FLAGS,

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.checkpoints.test_resume import (  # noqa: F401 (fixtures)
+from tests.support.wait_task import (
     BASE_PRE,
     POST,
     RESTORED_PRE,
+    QuietLog,
     Ti,
-    _Log,
     lost,
     new_sensor,
     saved_history,
-    sensor,
 )
 from tpu_rl.rewards.line_reader import Line, Resent, consume
 from tpu_rl.training_log.evaluations import by_step, step_table
@@ -44,7 +43,7 @@ def test_the_follower_keeps_every_intermediate_line_and_reports_them_with_post()
         + FIELDS.format(acc=15.625)
         + "mean_reward=0.18",
     ]
-    event = consume(state, [Line(text) for text in lines], Resent(), _Log())
+    event = consume(state, [Line(text) for text in lines], Resent(), QuietLog())
     assert event is not None and event["post"]["mean_reward"] == 0.18
     assert [(m["step"], m["mean_reward"], m["time"]) for m in event["intermediate"]] == [
         (10, 0.2, "2026-12-01T10:00:01Z"),
@@ -55,7 +54,7 @@ def test_the_follower_keeps_every_intermediate_line_and_reports_them_with_post()
     assert FollowState.from_dict(state.as_dict()).intermediate == event["intermediate"]
 
 
-def test_a_resumed_run_keeps_every_attempts_lines_and_each_steps_latest(sensor):  # noqa: F811
+def test_a_resumed_run_keeps_every_attempts_lines_and_each_steps_latest(sensor):
     """Attempt 1 evaluates steps 10..60 and is lost at 62; attempt 2 restores 50, logs Pre for
     it, evaluates 60 again (recomputed) and 70..90, then Post."""
     context = {"ti": Ti()}

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 
+import pytest
+
+from sandbox.training_curve import TrainingFaults
+from sandbox.workloads import EvalResult
+from tests.support import fault_replay
 from tpu_rl.rewards.line_reader import Line, Resent, consume
 from tpu_rl.rewards.position import parse_position
 from tpu_rl.watch import health
@@ -171,6 +178,16 @@ def test_consume_ends_the_wait_at_the_nan_line_with_the_anomaly() -> None:
     assert "Train step 3 training loss: nan" in event["message"]
 
 
+def test_consume_says_a_slow_step_as_a_warning_in_the_task_log_and_reads_on(caplog) -> None:
+    caplog.set_level(logging.INFO)
+    state = FollowState(health=_memory(slow_factor=3))
+    stamps = [f"2026-12-04T12:{m:02d}:00Z " for m in (1, 2, 3, 4, 5, 15)]  # then 10 minutes
+    lines = [Line(at + LINE.format(step=n, loss="0.5")) for n, at in enumerate(stamps, start=1)]
+    assert consume(state, lines, Resent(), logging.getLogger("t")) is None
+    [slow] = [r for r in caplog.records if "Slow step" in r.getMessage()]
+    assert slow.levelno == logging.WARNING and "step 6 took 600.0s" in slow.getMessage()
+
+
 def test_without_the_watchdog_consume_reads_on() -> None:
     state = FollowState()
     lines = [Line("2026-12-04T12:00:01Z " + LINE.format(step=1, loss="nan"))]
@@ -295,3 +312,86 @@ def test_a_max_and_min_read_in_two_polls_still_pair_and_the_memory_stays_json() 
     memory = health.on_scalar(resumed.health, health.SCORE_MIN, 1, 1.0, "f")
     assert health.fatal(memory)["rule"] == health.STD_COLLAPSE
     assert resumed.event_offsets == {"events.out.tfevents.1.h": 96}
+
+
+# -- the e2e tier's training faults, replayed through the watch ----------------------------------
+# The sandbox's GRPO client with each fault the whole runs of tests/e2e/test_training_health.py
+# injected, read as the reward wait reads it (tests/support/fault_replay.py): the rule, the step,
+# the evidence and the checkpoint kept, as those runs showed them, in milliseconds (issue 61: 8
+# of those runs, 5-20 s each, proved only a rule). Before the watchdog, each of these runs
+# trained on to its Post line and exported step 100. A whole run stays for each end-to-end path:
+# the stop, export_healthy, the event files' read (tests/e2e/test_training_health.py) and the
+# resume (test_training_health_resume.py); the stall's on a running pod, tests/processes/.
+
+REWARDING = {  # GSM8K's mean_reward adds several rewards of up to 3 each
+    "pre": EvalResult(corr=8, mean_reward=0.5),
+    "post": EvalResult(corr=12, mean_reward=2.5),
+}
+
+
+@pytest.mark.parametrize(
+    ("faults", "client", "rule", "step", "anomaly_step", "kept", "evidence"),
+    [
+        (TrainingFaults(nan_at_step=35), {}, health.NONFINITE, 35, 34, 30,
+         "Train step 35 training loss: nan"),
+        (TrainingFaults(nan_at_step=35, nan_value=math.inf), {}, health.NONFINITE, 35, 34, 30,
+         "Train step 35 training loss: inf"),
+        # the diverged loss of the corpus's lr-collapse run, past health_spike_floor
+        (TrainingFaults(loss_spike_at_step=45), {}, health.SPIKE, 45, 44, 40,
+         "Train step 45 training loss: -75728.5"),
+        # an evaluation scores its own step's weights: step 30's save came before its line
+        (TrainingFaults(reward_collapse_at_eval=30, reward_collapse_by=1.5), REWARDING,
+         health.COLLAPSE, 30, 30, 20, "Intermediate Eval (step=30)"),
+    ],
+    ids=["nan", "inf", "loss_spike", "reward_collapse"],
+)  # fmt: skip
+def test_a_fault_of_the_sandbox_s_client_is_stopped_at_its_line_keeping_the_save_before_it(
+    faults, client, rule, step, anomaly_step, kept, evidence
+) -> None:
+    ran = fault_replay.replay(faults, **client)
+    anomaly = ran.anomaly()
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (rule, step, anomaly_step)
+    assert evidence in ran.ended()["message"]
+    healthy, folder = ran.kept()
+    assert healthy == kept and folder == f"{fault_replay.CHECKPOINTS}{kept}/"
+    assert max(ran.bucket.step_folders()) < 100  # stopped: training never saved its last step
+
+
+def test_a_stall_with_the_pod_alive_is_judged_after_the_floor_and_keeps_the_last_save() -> None:
+    """The pod runs on, silent, in update 45: its last line is step 44's, and every save up to
+    it is healthy (a stall poisons no weights)."""
+    floor = fault_replay.rules(stall_floor_s=6.0)  # 0.1 min: steps are 0.06 s apart here
+    ran = fault_replay.replay(TrainingFaults(stall_at_step=45), floor)
+    anomaly = ran.anomaly()
+    assert (anomaly["rule"], anomaly["step"], anomaly["anomaly_step"]) == (health.STALL, 44, 45)
+    assert ran.kept()[0] == 40
+
+
+def test_slow_steps_are_a_warning_and_the_wait_ends_at_the_post_line() -> None:
+    ran = fault_replay.replay(TrainingFaults(slow_from_step=90, slow_factor=6.0))  # over 3x
+    assert ran.ended()["status"] == "success" and ran.ended()["reached_step"] == 100
+    # Tunix logs a step's line one step late: the first slow interval is step 89's line's
+    warned = [int(re.search(r"Slow step: step (\d+) took", w)[1]) for w in ran.warnings()]
+    assert warned and min(warned) == 89 and all(n >= 89 for n in warned), ran.warnings()
+
+
+def test_a_kl_blow_up_in_the_event_files_stops_the_wait_and_keeps_the_save_before_it() -> None:
+    ran = fault_replay.replay(TrainingFaults(kl_blowup_at_step=45))
+    anomaly = ran.anomaly()
+    assert anomaly["rule"] == health.KL_BLOWUP and anomaly["step"] >= 45
+    assert anomaly["anomaly_step"] == anomaly["step"] - 1
+    assert "events.out.tfevents." in ran.ended()["message"]
+    assert "actor/train/kl=" in ran.ended()["message"]
+    assert ran.kept()[0] == 40
+
+
+def test_a_flat_batch_reward_in_the_event_files_stops_the_wait_at_the_rule_s_count() -> None:
+    """Global step k's rewards are at TensorBoard step k - 1 (grpo_learner.py:376-403)."""
+    spread = fault_replay.rules(reward_spread_steps=8)
+    ran = fault_replay.replay(TrainingFaults(reward_spread_collapse_at_step=42), spread)
+    anomaly = ran.anomaly()
+    assert anomaly["rule"] == health.STD_COLLAPSE
+    assert (anomaly["anomaly_step"], anomaly["step"]) == (41, 41 + 8 - 1)
+    assert "rewards/train/score/max=" in ran.ended()["message"]
+    assert "events.out.tfevents." in ran.ended()["message"]
+    assert ran.kept()[0] is not None and ran.kept()[0] < 41

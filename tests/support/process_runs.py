@@ -1,0 +1,59 @@
+"""What the process scenarios (tests/processes) wait for in the deployment's logs, in place of
+fixed sleeps: a line the trigger logged in a task's log, the scheduler's read of a task's exit."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sandbox.processes.deployment import Deployment
+from sandbox.processes.runs import Run
+
+LOG_WAIT_S = 60
+POLL_S = 0.1  # reading a few log files: far cheaper than the API's polls (sandbox.processes.api)
+
+
+def _wait(what: str, check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + LOG_WAIT_S
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {LOG_WAIT_S} s waiting for {what}"
+        time.sleep(POLL_S)
+
+
+def _task_logs(d: Deployment, run: Run, task_id: str) -> list[Path]:
+    """The task's log files (sandbox.processes.runs.task_log reads the same)."""
+    return [
+        p
+        for folder in d.log_dir.rglob(f"run_id={run.run_id}")
+        for p in folder.rglob("*")
+        if f"task_id={task_id}" in str(p) and p.is_file()
+    ]
+
+
+def wait_for_task_line(d: Deployment, run: Run, task_id: str, text: str) -> None:
+    """Until the task's logs (the triggerer's lines included) hold `text`. The reward wait says
+    what it read once its position is saved on the Job (tpu_rl.rewards.held_log): a line of it
+    logged is a line a rebuilt trigger does not read again."""
+    _wait(
+        f"{task_id} to log {text!r}",
+        lambda: any(text in p.read_text(errors="replace") for p in _task_logs(d, run, task_id)),
+    )
+
+
+def wait_for_exit_read(d: Deployment, run: Run, task_id: str) -> None:
+    """Until the scheduler has read the executor's event of the task's exit (it logs `Received
+    executor event with state success for task instance TaskInstanceKey(...)`, Airflow's
+    jobs/scheduler_job_runner.py, process_executor_events; LocalExecutor's event of a try that
+    deferred is `success`, its `running` one came when the try started)."""
+    key = re.compile(
+        r"Received executor event with state (success|failed) for task instance TaskInstanceKey\("
+        rf"dag_id='[^']+', task_id='{re.escape(task_id)}', run_id='{re.escape(run.run_id)}'"
+    )
+    _wait(
+        f"the scheduler to read {task_id}'s exit",
+        lambda: any(
+            key.search(p.read_text(errors="replace")) for p in d.log_dir.glob("scheduler.*.log")
+        ),
+    )
