@@ -74,22 +74,22 @@ async def restarted(box: Sandbox, layout: Any, consumed: list[tuple[str, str]]) 
 
 
 def measure(box: Sandbox, conf: dict[str, Any]) -> dict[str, Any]:
-    import tpu_rl.rewards.line_reader as follower
+    from tpu_rl.watch import core
 
     layout = new_run(box, conf, backend=False)
     consumed: list[tuple[str, str]] = []
-    on_line = follower._on_line
+    on_line = core._on_reward_line
 
-    def recording(state: Any, stamp: str, text: str, log: Any) -> Any:
-        result = on_line(state, stamp, text, log)
-        if state.reward_lines > len(consumed):  # a reward line: logged by the follower
-            consumed.append((stamp, text))
+    def recording(state: Any, line: core.LogLine, effects: list[Any]) -> Any:
+        result = on_line(state, line, effects)
+        if state.reward_lines > len(consumed):  # a reward line: the watch's step read it
+            consumed.append((line.stamp, line.text))
         return result
 
     before = len(box.emu.requests)
     with (
         Controller(box.emu, scenario(box, conf), time_scale=TIME_SCALE),
-        mock.patch.object(follower, "_on_line", recording),
+        mock.patch.object(core, "_on_reward_line", recording),
     ):
         run = asyncio.run(restarted(box, layout, consumed))
     if run["event"].get("status") != "success":
