@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from tpu_rl.rewards.held_log import Log
 from tpu_rl.training_log.lines import is_reward_line, split_timestamp
-from tpu_rl.watch.core import LINE_CAP, MARKERS, Effect, LogLine, Say, advance, ended
+from tpu_rl.watch.core import LINE_CAP, MARKERS, Event, LogLine, Say, advance, ended
 from tpu_rl.watch.ends import Result
 from tpu_rl.watch.state import FollowState
 
@@ -143,16 +143,18 @@ def consume(state: FollowState, lines: Iterable[Line], resent: Resent, log: Log)
             state.last_time, state.seen_at_last_time = stamp, 1
         if not line.cut and not any(marker in text for marker in MARKERS):
             continue
-        new, effects = advance(state, LogLine(stamp, key[0] + key[1] / 1e9, text, line.cut))
-        state.adopt(new)
-        say(effects, log)
-        if (result := ended(effects)) is not None:
+        at = key[0] + key[1] / 1e9
+        if (result := take_step(state, LogLine(stamp, at, text, line.cut), log)) is not None:
             return result
     return None
 
 
-def say(effects: list[Effect], log: Log) -> None:
-    """Say the effects' lines in the task log."""
+def take_step(state: FollowState, event: Event, log: Log) -> Result | None:
+    """A step of the watch (core.advance) on the state the shells share: its new state taken,
+    its lines said in `log`; the event that ends the wait or this deferral, if any."""
+    new, effects = advance(state, event)
+    state.adopt(new)
     for effect in effects:
         if isinstance(effect, Say):
             (log.warning if effect.warning else log.info)("%s", effect.text)
+    return ended(effects)

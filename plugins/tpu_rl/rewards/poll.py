@@ -25,13 +25,13 @@ from tpu_rl.rewards import capacity_loss, save_stop
 from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.event_files import EventFiles, file_epoch
 from tpu_rl.rewards.held_log import HeldLog, Log
-from tpu_rl.rewards.line_reader import say
+from tpu_rl.rewards.line_reader import take_step
 from tpu_rl.rewards.pod_log import PodLogReader
 from tpu_rl.rewards.position import SavedPosition
 from tpu_rl.rewards.release import delete_now
 from tpu_rl.watch import curves, health
 from tpu_rl.watch.capacity_end import epoch
-from tpu_rl.watch.core import BoardRead, Event, PollDone, Quiet, ReportDue, advance, ended
+from tpu_rl.watch.core import BoardRead, PollDone, Quiet, ReportDue, Scalar, advance
 from tpu_rl.watch.ends import CAPACITY_SUSPECTS, Result, WaitEnd, error_event
 from tpu_rl.watch.rules import WatchRules
 from tpu_rl.watch.state import FollowState
@@ -220,14 +220,8 @@ class LogFollower:
         started = [file_epoch(name) or 0 for name in self.state.event_offsets]
         if self.event_files is None or not started:
             return
-        read = sync_to_async(self.event_files.read, thread_sensitive=False)
-        try:
-            offsets, scalars = await read(self.state.event_offsets, min(started), BOARD_READ)
-        except Exception as error:  # the bucket unreadable: the curves stop where they were
-            self.log.warning("TensorBoard event files not read: %s", error)
-            return
-        self.state.event_offsets = offsets
-        self.state.curves = curves.record(self.state.curves, scalars)  # the curves only
+        if (scalars := await self._read_board(self.event_files, min(started))) is not None:
+            self.state.curves = curves.record(self.state.curves, scalars)  # the curves only
 
     async def _poll_once(self) -> Result | None:
         if (result := self.found()) is not None:
@@ -284,7 +278,7 @@ class LogFollower:
         if self.stream_log:
             await self._save_and_tell(api)  # after this poll's every change: one PATCH
         if self.report_progress and not succeeded:
-            return self._advance(ReportDue(self.watch.progress_every_s))
+            return take_step(self.state, ReportDue(self.watch.progress_every_s), self.held)
         return None
 
     async def _read_training(
@@ -299,7 +293,9 @@ class LogFollower:
         if not succeeded and (unhealthy := await self._read_event_files(job)) is not None:
             return unhealthy  # a fatal rule on the TensorBoard scalars: training is stopped
         watch = self.watch
-        if (stop := self._advance(PollDone(watch.total_steps, watch.spend))) is not None:
+        if (
+            stop := take_step(self.state, PollDone(watch.total_steps, watch.spend), self.held)
+        ) is not None:
             return stop  # the save just committed is the last the spend limit allows
         if watch.checkpoint_period and (stop := await self._judge_save(api)) is not None:
             return stop  # the save just finished is the last its capacity allows
@@ -327,14 +323,6 @@ class LogFollower:
             return stalled  # the pod runs on, silent: training is stopped
         return await self._check_pending(api, waiting, pod)
 
-    def _advance(self, event: Event) -> Result | None:
-        """A step of the watch (tpu_rl.watch.core.advance): its state taken, its lines said; the
-        event that ends the wait or this deferral, if any."""
-        new, effects = advance(self.state, event)
-        self.state.adopt(new)
-        say(effects, self.held)
-        return ended(effects)
-
     async def _read_event_files(self, job: dict[str, Any]) -> Result | None:
         """Judge the TensorBoard scalars written since the last read (tpu_rl.watch.health.
         on_scalar) and keep the page's curves of them (tpu_rl.watch.curves, the watchdog on or
@@ -348,18 +336,24 @@ class LogFollower:
         if self._board_read_at is not None and now - self._board_read_at < self.tensorboard_every_s:
             return None
         self._board_read_at = now
-        since = _created_epoch(job)
-        tags = BOARD_READ
+        if (scalars := await self._read_board(self.event_files, _created_epoch(job))) is None:
+            return None
+        return take_step(self.state, BoardRead(tuple(scalars)), self.held)
+
+    async def _read_board(self, files: EventFiles, since: float | None) -> list[Scalar] | None:
+        """The event files' new scalars (of the files whose writer started at or after `since`),
+        their offsets moved past them; None when they cannot be read now (the bucket unreadable,
+        a file mid-replacement: the next read tries again)."""
         # blocking GCS calls off the event loop, as the google provider's async hooks run their
         # sync hook (common/hooks/base_google.py, GoogleBaseAsyncHook.get_sync_hook)
+        read = sync_to_async(files.read, thread_sensitive=False)
         try:
-            read = sync_to_async(self.event_files.read, thread_sensitive=False)
-            offsets, scalars = await read(self.state.event_offsets, since, tags)
-        except Exception as error:  # the bucket unreadable, a file mid-replacement: next time
+            offsets, scalars = await read(self.state.event_offsets, since, BOARD_READ)
+        except Exception as error:
             self.log.warning("TensorBoard event files not read: %s", error)
             return None
         self.state.event_offsets = offsets
-        return self._advance(BoardRead(tuple(scalars)))
+        return scalars
 
     async def _check_stall(self, api: AsyncKube, pod: dict[str, Any] | None) -> Result | None:
         """The watchdog's stall event when the training pod runs but has logged no step line
@@ -374,7 +368,7 @@ class LogFollower:
             return None
         if self.stream_log and (result := await self.reader.catch_up(api, pod)) is not None:
             return result
-        return self._advance(Quiet(time.time()))
+        return take_step(self.state, Quiet(time.time()), self.held)
 
     async def _judge_save(self, api: AsyncKube) -> Result | None:
         _, pods = await self.cluster.backend(api) if self.backend_jobset_name else (None, [])
