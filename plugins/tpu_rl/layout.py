@@ -14,7 +14,7 @@ from tpu_rl.names import DAG_ID
 from tpu_rl.tpu import hosts_per_slice
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 MANAGED_BY = "tpu-rl-airflow"
 RUN_LABEL = "tpu-rl.dev/run"

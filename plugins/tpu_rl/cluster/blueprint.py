@@ -15,7 +15,7 @@ from tpu_rl.names import DAG_ID
 from tpu_rl.tpu import generation_for, hosts_per_slice
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 RELEASE_BASE_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
 # Where the tutorial's blueprint sits inside the release bundle.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tpu_rl.tpu import hosts_per_slice
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 RESERVATION, FLEX_START, SPOT = "reservation", "flex_start", "spot"
 CALENDAR = "calendar"  # the reservation pool, in a calendar reservation's window

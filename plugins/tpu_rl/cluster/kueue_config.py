@@ -12,7 +12,7 @@ from tpu_rl.kube.kueue_rules import GROUP, VERSION
 from tpu_rl.tpu import generation_for
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 CONFIG_FILE = "kueue-configuration.yaml.tftpl"  # the blueprint stages it from beside itself
 TPU = "google.com/tpu"

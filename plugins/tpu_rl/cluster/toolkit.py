@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tpu_rl.cluster import blueprint, kueue_config
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 CONFIG_SECTION = "tpu_rl"  # [tpu_rl] in airflow.cfg, or AIRFLOW__TPU_RL__<KEY> env vars
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "tpu-rl-airflow" / "gcluster"

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from google.cloud.container_v1.types import Cluster
 
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 log = logging.getLogger(__name__)
 TIMED_OUT = "failed: timed out (dagrun_timeout)"

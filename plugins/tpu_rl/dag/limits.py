@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 STEP_MINUTES = 10  # the short steps (checks, bucket, Secret, submissions); no setting of their own
 DEADLINE_ATTR = "tpu_rl_deadline"  # epoch seconds this try of the task must end by

@@ -18,7 +18,7 @@ from airflow.sdk.execution_time.xcom import XCom
 from tpu_rl.layout import RUN_LABEL, RunLayout, split_gcs_uri
 from tpu_rl.names import BACKEND_PODS
 from tpu_rl.run_record import SETTINGS_TASK, recorded_deployment, recorded_settings
-from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
+from tpu_rl.settings.fields import SETTING_FIELDS, RunSettings
 
 if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey

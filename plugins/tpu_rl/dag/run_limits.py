@@ -19,7 +19,7 @@ from tpu_rl.dag.limits import CLEANUP, DEADLINE_ATTR, WORK, Limit
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 
 @dataclass(frozen=True)

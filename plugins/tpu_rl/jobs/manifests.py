@@ -22,7 +22,7 @@ from tpu_rl.names import CONTAINER
 from tpu_rl.tpu import generation_for
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 Manifest = dict[str, Any]
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from tpu_rl.cluster.blueprint import ClusterToolkitPlan
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 
 class EnsureBucketOperator(RunStep, GCSCreateBucketOperator):

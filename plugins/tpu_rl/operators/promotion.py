@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from tpu_rl.promotion.approval_text import ApprovalCase
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 
 def takes_response_timeout(operator: type) -> bool:

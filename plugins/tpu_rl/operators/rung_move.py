@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from tpu_rl.cluster import ladder
     from tpu_rl.layout import RunLayout
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 PENDING_TIMEOUT = "pending_timeout"  # the pods trigger's event reason (kube.pods_trigger)
 SCALE_UP_FAILED = "FailedScaleUp"  # GKE cluster autoscaler's event reason (see RungMove)

@@ -7,7 +7,7 @@ from tpu_rl.cluster.ladder import rungs
 from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.choices import Capacity
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 SERVICE_USAGE = "serviceusage.googleapis.com"
 # What gcluster's Terraform and the run call: the TPU VMs, network and reservations (Compute),

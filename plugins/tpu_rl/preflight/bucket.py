@@ -14,7 +14,7 @@ from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
 from tpu_rl.bucket import missing_protections
 from tpu_rl.preflight.result import CheckResult, failed, passed
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 LOCATION, POLICY = "bucket location", "bucket policy"
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from tpu_rl.preflight.google_api import GoogleApi, read_or_none
 from tpu_rl.report.estimate import run_step_seconds
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 from tpu_rl.watch.capacity_end import epoch
 
 COMPUTE = "compute.googleapis.com"

@@ -58,7 +58,7 @@ from tpu_rl.preflight import calendar_reservation
 from tpu_rl.preflight.google_api import GoogleApi, read, read_or_none
 from tpu_rl.preflight.result import CheckResult, failed, passed
 from tpu_rl.settings.choices import Capacity, ClusterMode
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 from tpu_rl.tpu import generation_for, hosts_per_slice
 
 COMPUTE = "compute.googleapis.com"

@@ -30,7 +30,7 @@ from tpu_rl.preflight import (
 from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult
 from tpu_rl.settings.choices import ClusterMode
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 
 class Need(Enum):

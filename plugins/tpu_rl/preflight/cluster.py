@@ -17,7 +17,7 @@ from google.api_core.exceptions import NotFound
 from tpu_rl.cluster.blueprint import CPU_NODE_POOL
 from tpu_rl.cluster.existing import NEEDS_STANDARD
 from tpu_rl.preflight.result import CheckResult, failed, passed
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 STANDARD, POOLS = "gke standard", "node pools"
 TPU_TAINT_KEY = "google.com/tpu"  # what the TPU pods tolerate (jobs/manifests.tpu_pod_spec)

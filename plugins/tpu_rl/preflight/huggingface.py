@@ -14,7 +14,7 @@ import requests
 from tpu_rl import deployment
 from tpu_rl.preflight.google_api import TIMEOUT_S
 from tpu_rl.preflight.result import CheckResult, failed, passed
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 HUB = "huggingface.co"
 TOKEN, LICENCE = "hf token", "hf model access"

@@ -17,7 +17,7 @@ from typing import Any
 from tpu_rl.preflight.google_api import GoogleApi, read
 from tpu_rl.preflight.result import CheckResult, failed, passed, skipped
 from tpu_rl.settings.choices import ClusterMode
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 RESOURCE_MANAGER = "cloudresourcemanager.googleapis.com"
 # One permission of each tutorial role a step needs (the seed's list: roles/container.admin,

@@ -15,9 +15,9 @@ import requests
 from tpu_rl import deployment
 from tpu_rl.preflight.google_api import TIMEOUT_S, GoogleApi
 from tpu_rl.preflight.result import CheckResult, failed, passed
+from tpu_rl.settings.fields import RunSettings
 from tpu_rl.settings.images import IMAGE_SETTINGS
 from tpu_rl.settings.references import IMAGE_REFERENCE
-from tpu_rl.settings.run_settings import RunSettings
 
 NAME = "image pullable"
 MANIFEST_TYPES = ", ".join(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tpu_rl import deployment
 from tpu_rl.preflight.result import CheckResult, failed, passed
-from tpu_rl.settings.run_settings import RunSettings
+from tpu_rl.settings.fields import RunSettings
 
 NAME = "vertex registry"
 

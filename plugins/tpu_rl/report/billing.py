@@ -27,7 +27,7 @@ from tpu_rl.tpu import CHIPS_PER_HOST
 
 if TYPE_CHECKING:
     from tpu_rl.report.tpu_nodes import Look
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 NODE_LIFE = "tpu_node_life"
 CREATED_POOL = "created_pool"

@@ -31,7 +31,7 @@ from tpu_rl.settings.rungs import LadderError, parse_ladder
 from tpu_rl.tpu import CHIPS_PER_HOST, chips_in
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 TUTORIAL_REGION = "us-east5"  # include/examples/tutorial.json's
 CAPACITY_MODES = ("reservation", "calendar", "flex_start", "spot")

@@ -9,7 +9,7 @@ from tpu_rl.report import prices
 from tpu_rl.report.estimate import Estimate, cost_words, estimate_run, mode_in
 
 if TYPE_CHECKING:
-    from tpu_rl.settings.run_settings import RunSettings
+    from tpu_rl.settings.fields import RunSettings
 
 
 def _run_mode(settings: RunSettings, estimate: Estimate) -> Any:

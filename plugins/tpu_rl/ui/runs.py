@@ -40,7 +40,7 @@ from tpu_rl.report.run_report import MARKDOWN_NAME
 from tpu_rl.report.tpu_nodes import merged
 from tpu_rl.run_summary import FIELDS, PER_TASK, SUMMARY_KEY
 from tpu_rl.settings.cell_defaults import cell_defaults
-from tpu_rl.settings.run_settings import SETTING_FIELDS, RunSettings
+from tpu_rl.settings.fields import SETTING_FIELDS, RunSettings
 from tpu_rl.training_log.evaluations import step_table
 from tpu_rl.ui import checks
 from tpu_rl.ui.checks import Malformed
