@@ -70,7 +70,7 @@ COMPAT := VENV=.venv-compat LOCK=requirements-compat.lock
 venv-compat: ## create .venv-compat from requirements-compat.lock: the oldest supported Airflow and providers (README "Supported versions")
 	@$(MAKE) --no-print-directory venv $(COMPAT)
 
-# The real trainer's own environment (issue 58): google-tunix and JAX on CPU, pinned apart from
+# The real trainer's own environment: google-tunix and JAX on CPU, pinned apart from
 # Airflow's (numpy, protobuf and others differ). Only the sandbox's training pod runs it
 # (sandbox/real_trainer/process.py; TPU_RL_TRAINER_PYTHON names another python).
 TRAINER_VENV := .venv-trainer
@@ -86,7 +86,7 @@ $(TRAINER_STAMP): $(TRAINER_LOCK)
 
 venv-trainer: $(TRAINER_STAMP) ## create .venv-trainer from requirements-trainer.lock: Tunix's GRPO and JAX on CPU, the real trainer the trainer tier runs
 
-# MaxText as the judge of meshes (issue 59): MaxText 0.2.4 with JAX and libtpu (which describes
+# MaxText as the judge of meshes: MaxText 0.2.4 with JAX and libtpu (which describes
 # and compiles for a TPU topology on CPU), on Python 3.12 (MaxText needs it), pinned apart from
 # Airflow's. Only the MaxText tier runs it (tools/maxtext_judge/judge.py). pyenv's python3.12
 # shim on PATH may name no installed version: an installed pyenv 3.12 comes first.
@@ -150,7 +150,7 @@ test-maxtext: $(STAMP) $(MAXTEXT_STAMP) ## the MaxText judge tier: MaxText 0.2.4
 e2e: $(STAMP) postgresql ## only the end-to-end scenarios, both harnesses: make e2e REPORT=<file>
 	E2E_REPORT=$(abspath $(or $(REPORT),e2e-report.json)) $(PY) -m pytest -q tests/e2e/test_scenarios.py tests/e2e/test_deployments.py tests/processes
 
-lint: $(STAMP) ## ruff check and format check, the package's layers (import-linter) and types (mypy: strict on the watch core), both configured in pyproject.toml
+lint: $(STAMP) ## ruff check and format check, the package's layers (import-linter) and types (mypy, strict on the whole package), both configured in pyproject.toml
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	PYTHONPATH=plugins $(VENV)/bin/lint-imports --no-cache

@@ -16,8 +16,10 @@ from tpu_rl.cluster.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
 from tpu_rl.janitor_params import JanitorParams
 from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
 from tpu_rl.names import DAG_ID
+from tpu_rl.settings.capacity_modes import CAPACITY_MODES
+from tpu_rl.settings.choices import Capacity
 from tpu_rl.settings.params import default_settings
-from tpu_rl.tpu import GENERATIONS, chips_in
+from tpu_rl.tpu import GENERATIONS, Slice, chips_in
 
 ACTIVE_STATES = ["queued", "running"]
 CLUSTER_NAME_LABEL = "tpu-rl-cluster"
@@ -99,14 +101,18 @@ def is_labelled(name: str, labels: Mapping[str, str]) -> bool:
 def tpu_type_of(machine_type: str, topology: str) -> str:
     """The slice type of a TPU pool's machine type and topology ('' when unknown)."""
     found = [g for g in GENERATIONS.values() if g.machine_type == machine_type]
-    return found[0].tpu_type(topology) if found and chips_in(topology) else ""
+    return Slice(found[0], topology).tpu_type if found and chips_in(topology) else ""
 
 
 def capacity_of(node_config: Any) -> str:
-    """The capacity a TPU pool's nodes run on (GKE NodeConfig: flex_start, spot)."""
-    if node_config.flex_start:
-        return "flex_start"
-    return "spot" if node_config.spot else "reservation"
+    """The capacity a TPU pool's nodes run on: the mode whose flag their GKE NodeConfig sets
+    (flex_start, spot), else a reservation (a calendar one's nodes look the same)."""
+    flagged = (
+        mode.capacity
+        for mode in CAPACITY_MODES.values()
+        if mode.node_config_flag and getattr(node_config, mode.node_config_flag)
+    )
+    return str(next(flagged, Capacity.RESERVATION))
 
 
 def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
@@ -125,7 +131,7 @@ def destroy_settings(cluster: Any, p: JanitorParams) -> dict[str, Any]:
         "cluster_name": cluster.name,
         "gcs_bucket": p.gcs_bucket,
         "reservation": reservations[0] if reservations else "",
-        "capacity": capacity_of(first.config) if first else "reservation",
+        "capacity": capacity_of(first.config) if first else str(Capacity.RESERVATION),
         "authorized_cidr": cidrs[0] if cidrs else default_settings().authorized_cidr,
         "cluster_toolkit_version": p.cluster_toolkit_version,
         "compute_type": first.config.machine_type if first else "",

@@ -114,15 +114,17 @@ def janitor_params() -> dict[str, Param]:
     Fields that may stay empty accept null, which the trigger form sends for an emptied field.
     """
 
-    def param(name: str, default: Any, title: str, section: str, description: str, **schema):
-        return Param(
-            default,
+    def param(
+        name: str, default: Any, title: str, section: str, description: str, **schema: Any
+    ) -> Param:
+        keywords: dict[str, Any] = {
             **SCHEMA_DIALECT,
-            title=title,
-            description=description,
-            section=section,
+            "title": title,
+            "description": description,
+            "section": section,
             **schema,
-        )
+        }
+        return Param(default, **keywords)
 
     names = {"type": ["null", "array"], "items": {"type": "string"}}
     where, how, destroy = "What to sweep", "How", "Destroying clusters"

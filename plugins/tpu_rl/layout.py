@@ -11,7 +11,6 @@ from urllib.parse import quote
 from tpu_rl.cluster.blueprint import default_state_prefix
 from tpu_rl.deployment import DAG_LABEL, DEPLOYMENT_LABEL
 from tpu_rl.names import DAG_ID
-from tpu_rl.tpu import hosts_per_slice
 
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
@@ -33,8 +32,7 @@ def run_slug(run_id: str, deployment: str) -> str:
 
 def pool_hosts(settings: RunSettings) -> int:
     """TPU VM hosts of the whole pool: hosts per slice x slices."""
-    per_slice = hosts_per_slice(settings.topology, settings.compute_type)
-    return per_slice * settings.cluster_nodepool_count
+    return settings.slices.hosts
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,7 @@ class RunLayout:
 
     @property
     def hosts(self) -> int:
-        return hosts_per_slice(self.settings.topology, self.settings.compute_type)
+        return self.settings.slices.hosts_per_slice
 
     @property
     def pool_hosts(self) -> int:

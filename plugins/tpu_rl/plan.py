@@ -1,17 +1,25 @@
 """`make plan`: render a whole run offline, from a JSON settings file, without credentials.
 
+Each step's text is its operator's `step_doc` (its first paragraph, the task's doc in Airflow's
+UI), then what the step does in this run.
+
 Usage: python -m tpu_rl.plan SETTINGS.json OUT_DIR [RUN_ID]
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import sys
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import tpu_rl.operators
 from tpu_rl import deployment
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.cluster import blueprint, capacity, kueue_config
@@ -28,7 +36,8 @@ from tpu_rl.report.estimate import (
     format_estimate,
     mode_in,
 )
-from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings_file
+from tpu_rl.settings.fields import RunSettings
+from tpu_rl.settings.run_settings import SettingsError, load_settings_file
 from tpu_rl.settings.validation import settings_warnings
 from tpu_rl.training_log.evaluations import gate_thresholds
 
@@ -39,21 +48,83 @@ PLAN_DEPLOYMENT = "plan-preview"
 PlanStep = dict[str, Any]
 
 
+@cache
+def step_docs() -> dict[Step, str]:
+    """The first paragraph of each step's operator `step_doc`, as one line, by step.
+
+    Read from the operators' source, not imported: an operator module imports Airflow
+    (tpu_rl.operators.run_step), which `make plan` runs without. A step doc that is an f-string
+    has its first paragraph before its first replacement field.
+    """
+    docs: dict[Step, str] = {}
+    for path in sorted(Path(tpu_rl.operators.__file__).parent.glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and (found := _class_step_doc(node)):
+                docs[found[0]] = found[1]
+    return docs
+
+
+def _class_step_doc(node: ast.ClassDef) -> tuple[Step, str] | None:
+    """A class's `step_id = Step.<NAME>` and the first paragraph of its `step_doc`, if it
+    declares both."""
+    values = {
+        target.id: statement.value
+        for statement in node.body
+        if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value
+        for target in (
+            statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        )
+        if isinstance(target, ast.Name)
+    }
+    step, doc = values.get("step_id"), values.get("step_doc")
+    if not (isinstance(step, ast.Attribute) and doc is not None):
+        return None
+    return Step[step.attr], _first_paragraph(doc, f"{node.name}.step_doc")
+
+
+def _first_paragraph(doc: ast.expr, where: str) -> str:
+    """A step doc's first paragraph, as one line; `where` names the doc in the error raised when
+    that paragraph is not all text (an f-string's replacement field in it)."""
+    parts = doc.values if isinstance(doc, ast.JoinedStr) else [doc]
+    texts = list(_leading_texts(parts))
+    paragraph, end, _ = inspect.cleandoc("".join(texts)).partition("\n\n")
+    if not end and len(texts) < len(parts):
+        raise ValueError(f"{where}: its first paragraph is not all text, which make plan reads")
+    return " ".join(paragraph.split())
+
+
+def _leading_texts(parts: list[ast.expr]) -> Iterator[str]:
+    """The string constants of `parts` up to the first other part."""
+    for part in parts:
+        if not (isinstance(part, ast.Constant) and isinstance(part.value, str)):
+            return
+        yield part.value
+
+
+def described(step: Step, here: str = "") -> str:
+    """A step's text in the plan: its operator's step doc (step_docs), then `here`, what it does
+    in this run."""
+    return f"{step_docs()[step]} This run: {here}" if here else step_docs()[step]
+
+
 def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
     """The ordered steps, and the files (name -> text) a plan writes besides plan.json."""
     s = layout.settings
     files: dict[str, str] = {}
     steps: list[PlanStep] = [
-        {"id": Step.VALIDATE, "description": "Check every setting before any cloud call."},
+        {"id": Step.VALIDATE, "description": described(Step.VALIDATE)},
         {
             "id": Step.PREFLIGHT,
-            "description": f"Read project {s.project} without changing it: APIs, IAM, "
-            f"{s.compute_type} in {s.zone}, the {s.capacity} capacity, the bucket, the images, "
-            "the Hugging Face licence (make preflight CONF=<json> runs the same checks).",
+            "description": described(
+                Step.PREFLIGHT,
+                f"project {s.project}: its APIs, IAM, {s.compute_type} in {s.zone}, the "
+                f"{s.capacity} capacity, the bucket, the images, the Hugging Face licence (make "
+                "preflight CONF=<json> runs the same checks).",
+            ),
         },
         {
             "id": Step.ENSURE_BUCKET,
-            "description": f"Create gs://{s.gcs_bucket} in {s.region} unless it exists.",
+            "description": described(Step.ENSURE_BUCKET, f"gs://{s.gcs_bucket} in {s.region}."),
         },
     ]
     cluster = _cluster_plan(layout) if s.cluster_mode == "create" else None
@@ -66,9 +137,12 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
         steps.append(
             {
                 "id": Step.CREATE_CLUSTER,
-                "description": f"Deploy GKE cluster {s.cluster_name} with Cluster Toolkit "
-                f"{s.cluster_toolkit_version} (terraform state in gs://{s.gcs_bucket}), "
-                f"its TPU pool on {s.capacity} capacity.",
+                "description": described(
+                    Step.CREATE_CLUSTER,
+                    f"GKE cluster {s.cluster_name} with Cluster Toolkit "
+                    f"{s.cluster_toolkit_version} (terraform state in gs://{s.gcs_bucket}), its "
+                    f"TPU pool on {s.capacity} capacity.",
+                ),
                 "capacity_edits": capacity.describe_edits(s),
                 "argv": cluster.deploy,
                 # tried in order while GKE refuses a rung for lack of capacity
@@ -79,69 +153,74 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
         steps.append(
             {
                 "id": Step.CREATE_CLUSTER,
-                "description": f"Nothing to deploy: use the existing cluster {s.cluster_name}, "
-                f"its TPU pool on {s.capacity} capacity.",
+                "description": described(
+                    Step.CREATE_CLUSTER,
+                    f"nothing to deploy: the existing cluster {s.cluster_name}, its TPU pool on "
+                    f"{s.capacity} capacity.",
+                ),
             }
         )
     steps += [
         _object_step(
             Step.HF_TOKEN_SECRET,
-            f"Copy the token of connection {deployment.hf_conn_id()!r} into a Secret.",
+            f"the token of connection {deployment.hf_conn_id()!r}.",
             manifests.token_secret(layout),
             files,
         ),
         _object_step(
             Step.CONVERT,
-            f"Convert {s.hf_model_path} to MaxText in {layout.maxtext_dir} "
-            "(skipped when a complete checkpoint is there).",
+            f"{s.hf_model_path} into {layout.maxtext_dir}.",
             manifests.conversion_job(layout),
             files,
             python_argv(manifests.CONVERT_MODULE, maxtext_flags.conversion_flags(layout)),
         ),
         _object_step(
             Step.START_BACKEND,
-            f"Start the headless Pathways backend on {s.tpu_type}; wait for its pods.",
+            f"a {s.tpu_type} slice ({s.topology}).",
             pathways_jobset.backend_jobset(layout),
             files,
         ),
         _object_step(
             Step.TRAIN,
-            f"Submit the GRPO client (train_rl) without waiting; {_identity(layout)}.",
+            f"{_identity(layout)}.",
             manifests.train_job(layout),
             files,
             python_argv(manifests.TRAIN_MODULE, maxtext_flags.train_flags(layout)),
         ),
-        {
-            "id": Step.WAIT_FOR_REWARDS,
-            "description": "Follow the client's log until 'Post RL Training: ... mean_reward'.",
-        },
+        {"id": Step.WAIT_FOR_REWARDS, "description": described(Step.WAIT_FOR_REWARDS)},
         _champion_evaluation(layout, files),
-        {"id": Step.STOP_BACKEND, "description": "Delete the backend JobSet: it holds the TPUs."},
+        {"id": Step.STOP_BACKEND, "description": described(Step.STOP_BACKEND)},
         {
             "id": Step.GATE,
-            "description": "Stop unless the checkpoint to export gained, over the base model, "
-            + ", ".join(
-                f"{name} >= {gain:+g}"
-                for name, gain in gate_thresholds(s.gate_metrics, s.min_reward_gain).items()
-            )
-            + ".",
+            "description": described(
+                Step.GATE,
+                "gains over the base model of "
+                + ", ".join(
+                    f"{name} >= {gain:+g}"
+                    for name, gain in gate_thresholds(s.gate_metrics, s.min_reward_gain).items()
+                )
+                + ".",
+            ),
         },
         _object_step(
             Step.EXPORT,
-            f"Export the {s.export_checkpoint} committed checkpoint under "
-            f"{layout.checkpoints_dir} to {layout.export_dir} (step {s.num_batches} shown).",
+            f"the {s.export_checkpoint} committed checkpoint under {layout.checkpoints_dir} to "
+            f"{layout.export_dir} (step {s.num_batches} shown).",
             manifests.export_job(layout, s.num_batches),
             files,
             python_argv(manifests.EXPORT_MODULE, maxtext_flags.export_flags(layout, s.num_batches)),
         ),
         {
             "id": Step.VERIFY,
-            "description": f"Check config.json, safetensors and tokenizer in {layout.export_dir}.",
+            "description": described(
+                Step.VERIFY, f"config.json, safetensors and tokenizer in {layout.export_dir}."
+            ),
         },
         {
             "id": Step.COMPARE_CHAMPION,
-            "description": "Promote only if the export beats the champion by "
-            f"{gains_text(s.min_gain_over_champion)} (a first run has no champion to beat).",
+            "description": described(
+                Step.COMPARE_CHAMPION, f"by {gains_text(s.min_gain_over_champion)}."
+            ),
         },
         *_cleanup_steps(layout, cluster),
         *promotion_steps(layout),
@@ -156,8 +235,7 @@ def _champion_evaluation(layout: RunLayout, files: dict[str, str]) -> PlanStep:
     parameters = f"<checkpoint_uri of {record}>"
     return _object_step(
         Step.EVALUATE_CHAMPION,
-        f"Score the deployment's champion ({record}) on this run's evaluation set on the "
-        "backend, with no training step; skipped while there is none.",
+        f"the champion recorded in {record}.",
         manifests.champion_evaluation_job(layout, parameters),
         files,
         python_argv(
@@ -197,19 +275,20 @@ def python_argv(module: str, flags: list[str]) -> list[str]:
 
 
 def _object_step(
-    step_id: str,
-    description: str,
+    step_id: Step,
+    here: str,
     obj: manifests.Manifest,
     files: dict[str, str],
     argv: list[str] | None = None,
 ) -> PlanStep:
-    """A step that creates one Kubernetes object, written to its own YAML file.
+    """A step that creates one Kubernetes object, written to its own YAML file; `here` is what
+    it does in this run (described).
 
     `argv` is the MaxText command the object's container runs (its shell line wraps it).
     """
     file_name = f"{step_id}.{obj['kind'].lower()}.yaml"
     files[file_name] = yaml.safe_dump(obj, sort_keys=False)
-    step: PlanStep = {"id": step_id, "description": description, "object": file_name}
+    step: PlanStep = {"id": step_id, "description": described(step_id, here), "object": file_name}
     if argv:
         step["argv"] = argv
     return step
@@ -222,15 +301,19 @@ def _cleanup_steps(
     destroys = cluster is not None and not layout.settings.keep_cluster
     from tpu_rl.kube.swept import kinds_text
 
+    s = layout.settings
     objects: PlanStep = {
         "id": Step.CLEANUP_KUBERNETES,
-        "description": f"Always: delete the run's {kinds_text()}.",
+        "description": described(Step.CLEANUP_KUBERNETES, f"the run's {kinds_text()}."),
     }
     destroy: PlanStep = {
         "id": Step.CLEANUP_CLUSTER,
-        "description": "Always: destroy the cluster." if destroys else "The cluster is kept.",
+        "description": described(
+            Step.CLEANUP_CLUSTER,
+            f"destroys {s.cluster_name}." if destroys else f"{s.cluster_name} is kept.",
+        ),
     }
-    if destroys:
+    if cluster is not None and destroys:
         destroy["argv"] = cluster.destroy
     return [objects, destroy]
 
@@ -244,20 +327,18 @@ def promotion_steps(layout: RunLayout) -> list[PlanStep]:
     """Approval (or not) and promotion, after the cleanups."""
     s = layout.settings
     asks = (
-        f"Ask a person to approve the export (Required Actions); no answer in "
-        f"{s.approval_timeout_minutes} min rejects."
+        f"a person is asked; no answer in {s.approval_timeout_minutes} min answers "
+        f"{s.approval_timeout_answer}."
         if s.approval == "required"
-        else "No approval asked (approval=none)."
+        else "no approval asked (approval=none)."
     )
     registry = deployment.vertex_registry()
-    promotes = (
-        f"Record the export as champion in {layout.model_root}/champions/"
-        f"{layout.deployment}.json"
-        + (f"; upload it to Vertex AI model {registry}, alias champion." if registry else ".")
+    promotes = f"the champion record {layout.model_root}/champions/{layout.deployment}.json" + (
+        f"; Vertex AI model {registry}, alias champion." if registry else "."
     )
     return [
-        {"id": Step.APPROVE, "description": asks},
-        {"id": Step.PROMOTE, "description": promotes},
+        {"id": Step.APPROVE, "description": described(Step.APPROVE, asks)},
+        {"id": Step.PROMOTE, "description": described(Step.PROMOTE, promotes)},
     ]
 
 

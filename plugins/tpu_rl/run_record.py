@@ -27,7 +27,8 @@ class RecordedBeforeIdentities(LookupError):
     settings alone, and its objects carry that version's names, which this one does not derive."""
 
     def __init__(self, run_id: str, record: Mapping[str, Any]) -> None:
-        # that version's run slug (layout.run_slug before issue 27): 10 hex of the run id's hash
+        # that version's run slug (layout.run_slug before deployment identities): 10 hex of the
+        # run id's hash
         slug = "rl-" + hashlib.sha256(run_id.encode()).hexdigest()[:10]
         namespace = record.get("namespace", "default")
         super().__init__(

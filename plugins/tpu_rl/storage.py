@@ -31,7 +31,9 @@ def _hook(gcp_conn_id: str) -> GCSHook:
 
 def _list(uri: str, gcp_conn_id: str) -> list[str]:
     bucket, prefix = split_gcs_uri(uri)
-    return _hook(gcp_conn_id).list(bucket, prefix=prefix)
+    # GCSHook.list, unannotated, returns the objects' names (hooks/gcs.py, `list`)
+    names: list[str] = _hook(gcp_conn_id).list(bucket, prefix=prefix)
+    return names
 
 
 def object_exists(uri: str, gcp_conn_id: str) -> bool:
@@ -89,9 +91,10 @@ def _download(blob: Any) -> bytes | None:
     from google.api_core.exceptions import NotFound
 
     try:
-        return blob.download_as_bytes()
+        data: bytes = blob.download_as_bytes()
     except NotFound:
         return None
+    return data
 
 
 def read_text(uri: str, gcp_conn_id: str) -> str | None:

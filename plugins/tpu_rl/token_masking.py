@@ -85,8 +85,11 @@ def mask_credentials(text: str) -> str:
 
 def redact_secrets(text: str) -> str:
     """`text` through Airflow's masker (whatever this process registered), then without the
-    token's wrapped pieces."""
-    from airflow.sdk.log import redact as airflow_redact
+    token's wrapped pieces.
+
+    The masker's `redact` where Airflow exports it, the one airflow.sdk.log imports
+    (airflow/sdk/log.py:39; airflow/sdk/execution_time/secrets_masker.py names this module)."""
+    from airflow.sdk._shared.secrets_masker import redact as airflow_redact
 
     return mask_token_pieces(str(airflow_redact(text)))
 

@@ -1,7 +1,8 @@
 """TPU slice facts per generation (v6e, v5p, tpu7x), in one table: machine type, chips and JAX
 devices per VM, GKE's and Pathways' names, the boot disk type its node pool takes, the largest
 slice, whether GKE places a multi-host slice by a workload policy, which topologies a slice may
-have and how many hosts it needs.
+have and how many hosts it needs; and a run's slices of one generation (Slice): their TPU type,
+machine type, chips, hosts and JAX devices.
 
 Source: AI-Hypercomputer/xpk@367c838 (2026-06-25), src/xpk/core/system_characteristics.py:
 get_tpu_system_characteristics_map (234-282: a type's name counts TensorCores, `<prefix>-<chips x
@@ -139,3 +140,57 @@ def generation_for(tpu_type: str) -> TpuGeneration:
 def hosts_per_slice(topology: str, compute_type: str) -> int:
     """Hosts (pods) in one slice: chips in the topology / chips per host."""
     return chips_in(topology) // CHIPS_PER_HOST[compute_type]
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The run's TPU slices: `count` slices of one generation and topology (MaxText's
+    num_slices, the settings' cluster_nodepool_count: one node pool each)."""
+
+    generation: TpuGeneration
+    topology: str
+    count: int = 1
+
+    @classmethod
+    def of(cls, tpu_type: str, topology: str, count: int = 1) -> Slice:
+        """The slices of a validated run's TPU type (the tutorial's v6e for an unknown one)."""
+        return cls(generation_for(tpu_type), topology, count)
+
+    @property
+    def tpu_type(self) -> str:
+        """One slice's TPU type ('v6e-32')."""
+        return self.generation.tpu_type(self.topology)
+
+    @property
+    def machine_type(self) -> str:
+        """The VM GKE's node pool runs (one host)."""
+        return self.generation.machine_type
+
+    @property
+    def chips_per_slice(self) -> int:
+        return chips_in(self.topology)
+
+    @property
+    def chips(self) -> int:
+        """Chips of all the slices."""
+        return self.chips_per_slice * self.count
+
+    @property
+    def hosts_per_slice(self) -> int:
+        """Hosts (VMs, one pod each) of one slice."""
+        return self.chips_per_slice // self.generation.chips_per_vm
+
+    @property
+    def hosts(self) -> int:
+        """Hosts of all the slices."""
+        return self.hosts_per_slice * self.count
+
+    @property
+    def devices_per_slice(self) -> int:
+        """JAX devices of one slice."""
+        return self.chips_per_slice * self.generation.devices_per_chip
+
+    @property
+    def devices(self) -> int:
+        """JAX devices of all the slices."""
+        return self.devices_per_slice * self.count

@@ -40,8 +40,8 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.operators.jobs",
         "tpu_rl.operators.rewards",
         "tpu_rl.operators.run_step",
-        "tpu_rl.operators.rung_move",  # leaving a ladder's rung (a mixin)
-        "tpu_rl.operators.training_resume",  # the reward wait's resumes (a mixin)
+        "tpu_rl.operators.rung_move",  # leaving a ladder's rung (a base of steps)
+        "tpu_rl.operators.training_resume",  # the reward wait's resumes (a base of steps)
         "tpu_rl.promotion",
         "tpu_rl.promotion.approval_notice",  # the approval's notifier, an argument at parse
         "tpu_rl.report",

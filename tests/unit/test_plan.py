@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.conftest import PIPELINE, REPO, SEED, TUTORIAL_CONF
 from tests.schemas import validate_manifest
 from tests.tutorial_text import as_mapping, same_value, tutorial_python_flags
-from tpu_rl.plan import main
+from tpu_rl.plan import main, step_docs
 
 TUTORIAL_MODULES = {
     "convert": "maxtext.checkpoint_conversion.to_maxtext",
@@ -49,8 +51,38 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
     )
 
 
+def test_each_steps_text_is_its_operators_step_doc_then_this_runs_details(tmp_path):
+    """One text per step: the plan reads each operator's `step_doc` (the task's doc in the UI)
+    from the operators' source, without importing Airflow; its first paragraph, then the run's
+    details."""
+    from tests.run_steps import RUN_STEPS
+
+    first = {
+        step.step_id: " ".join(inspect.cleandoc(step.step_doc).split("\n\n")[0].split())
+        for step in RUN_STEPS
+    }
+    assert step_docs() == first
+    for step in render(tmp_path)["steps"]:
+        assert step["description"].startswith(first[step["id"]]), step["id"]
+    steps = {s["id"]: s["description"] for s in render(tmp_path)["steps"]}
+    assert steps["ensure_bucket"].endswith(" This run: gs://my-tpu-project-rl in us-east5.")
+    assert steps["start_backend"].endswith(" This run: a v6e-32 slice (4x8).")
+
+
+def test_a_step_doc_whose_first_paragraph_is_not_all_text_is_refused():
+    import ast
+
+    from tpu_rl.plan import _first_paragraph
+
+    doc = ast.parse('f"""\nDeletes the {kinds} of the run.\n\nMore.\n"""').body[0].value
+    with pytest.raises(ValueError, match=r"Cleanup\.step_doc: its first paragraph is not all text"):
+        _first_paragraph(doc, "Cleanup.step_doc")
+    later = ast.parse('f"""\nDeletes the objects.\n\nThe {kinds}.\n"""').body[0].value
+    assert _first_paragraph(later, "Cleanup.step_doc") == "Deletes the objects."
+
+
 def test_the_verdict_comes_before_the_price_lists(tmp_path, capsys):
-    """Issue 60: the verdict was under an 18-line price list; it is the first line."""
+    """The verdict is the first line, above the price list."""
     render(tmp_path)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (
@@ -65,7 +97,7 @@ def test_the_verdict_comes_before_the_price_lists(tmp_path, capsys):
 def test_every_rendered_object_is_written_and_valid(tmp_path):
     plan = render(tmp_path)
     files = [step["object"] for step in plan["steps"] if "object" in step]
-    assert len(files) == 6  # evaluate_champion's Job too (issue 29)
+    assert len(files) == 6  # evaluate_champion's Job too
     for name in files:
         validate_manifest(yaml.safe_load((tmp_path / name).read_text()))
     assert (tmp_path / "blueprint.yaml").exists() and (tmp_path / "deployment.yaml").exists()
@@ -83,7 +115,7 @@ def test_maxtext_commands_match_the_tutorial_flag_by_flag(tmp_path, tutorial_con
         assert argv[:3] == ["python3", "-m", module]
         ours, theirs = as_mapping(argv[3:]), as_mapping(tutorial_python_flags(module, variables))
         # the run passes checkpoint_period 25, which the tutorial leaves at rl.yml's 50 (its
-        # last step only: nothing to resume from, issue 26)
+        # last step only: nothing to resume from)
         added = {"checkpoint_period": "25"} if step_id == "train" else {}
         assert set(ours) == set(theirs) | set(added), (step_id, set(ours) ^ set(theirs))
         assert all(ours[key] == value for key, value in added.items())

@@ -162,9 +162,9 @@ def measure(box: Sandbox, conf: dict[str, Any]) -> dict[str, Any]:
                 "log_bytes_produced": ours_produced,
                 "log_requests": ours_requests,
                 # each progress report ends a trigger; the next resumes from sinceTime, which
-                # has whole seconds (Kubernetes' PodLogOptions), so it fetches again the log of
-                # the saved line's second: at this time scale 1 s is about 5 steps of log, in
-                # production a fraction of one step every progress_report_minutes
+                # has whole seconds (Kubernetes' PodLogOptions): the ending trigger reads on to
+                # a chunk that begins a new second (tpu_rl.rewards.pod_log.PodLogReader.settle),
+                # so the next fetches about one line again
                 "progress_reports": len(deferred) - 1,
             },
             "provider_follow": {

@@ -41,7 +41,7 @@ def submit_backend(custom: CustomObjectsApi, layout: RunLayout, log: Any) -> boo
 
 def backend_pod_count(layout: RunLayout) -> int:
     """The backend's pods: its head and a worker per TPU host of every slice."""
-    return 1 + layout.hosts * layout.settings.cluster_nodepool_count
+    return 1 + layout.pool_hosts
 
 
 def backend_runs(custom: CustomObjectsApi, layout: RunLayout) -> bool:

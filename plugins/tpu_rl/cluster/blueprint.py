@@ -12,10 +12,13 @@ import yaml
 
 from tpu_rl.cluster import capacity, ladder
 from tpu_rl.names import DAG_ID
-from tpu_rl.tpu import generation_for, hosts_per_slice
+from tpu_rl.settings.capacity_modes import capacity_mode
+from tpu_rl.tpu import generation_for
 
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
+
+YamlMap = dict[str, Any]  # a mapping of the blueprint's YAML (the blueprint, a group, a module)
 
 RELEASE_BASE_URL = "https://github.com/GoogleCloudPlatform/cluster-toolkit/releases/download"
 # Where the tutorial's blueprint sits inside the release bundle.
@@ -119,9 +122,11 @@ def default_state_prefix(settings: RunSettings) -> str:
     return f"tpu-rl/terraform/{settings.cluster_name}"
 
 
-def _module(groups: list[dict], where: str, match: Any) -> dict:
+def _module(groups: list[YamlMap], where: str, match: object) -> YamlMap:
     """The one module whose `where` key equals `match`."""
-    found = [m for g in groups for m in g.get("modules") or [] if m.get(where) == match]
+    found: list[YamlMap] = [
+        m for g in groups for m in g.get("modules") or [] if m.get(where) == match
+    ]
     if len(found) != 1:
         raise BlueprintError(
             f"blueprint: expected one module with {where}: {match}, found {len(found)} "
@@ -130,14 +135,14 @@ def _module(groups: list[dict], where: str, match: Any) -> dict:
     return found[0]
 
 
-def _settings_of(module: dict, anchor: str) -> dict:
+def _settings_of(module: YamlMap, anchor: str) -> YamlMap:
     settings = module.get("settings")
     if not isinstance(settings, dict) or anchor not in settings:
         raise BlueprintError(f"blueprint: module {module.get('id')!r} has no setting {anchor!r}")
     return settings
 
 
-def _edit_system_pool(cluster: dict) -> None:
+def _edit_system_pool(cluster: YamlMap) -> None:
     """e2-standard-8 system pool, pinned to the zone (zones inserted right after the type)."""
     settings = _settings_of(cluster, "system_node_pool_machine_type")
     edited: dict[str, Any] = {}
@@ -151,7 +156,7 @@ def _edit_system_pool(cluster: dict) -> None:
     cluster["settings"] = edited
 
 
-def _edit_node_pool_roles(service_account: dict) -> None:
+def _edit_node_pool_roles(service_account: YamlMap) -> None:
     """storage.objectViewer -> storage.admin, so TPU pods may write checkpoints."""
     roles = _settings_of(service_account, "project_roles")["project_roles"]
     if not isinstance(roles, list) or READ_ROLE not in roles:
@@ -164,26 +169,24 @@ def _edit_node_pool_roles(service_account: dict) -> None:
     ]
 
 
-def _edit_capacity(bp: dict, groups: list[dict], settings: RunSettings) -> dict:
+def _edit_capacity(bp: YamlMap, groups: list[YamlMap], settings: RunSettings) -> YamlMap:
     """The capacity mode's edits (tpu_rl.cluster.capacity): vars, the TPU pool, its static count's
     uses;
-    none for a reservation (the tutorial's pool)."""
-    if settings.capacity in capacity.RESERVED_MODES:
+    none for a mode that takes the reservation (the tutorial's pool consumes it)."""
+    if capacity_mode(settings.capacity).takes_reservation:
         return bp
     pool = _module(groups, "source", NODE_POOL_SOURCE)
     pool["settings"] = capacity.edit_pool(_settings_of(pool, "machine_type"), settings)
     bp["vars"] = capacity.edit_vars(bp["vars"], settings)
-    return capacity.edit_static_counts(bp, pool["id"], settings)
+    edited: YamlMap = capacity.edit_static_counts(bp, pool["id"], settings)
+    return edited
 
 
 def needs_workload_policy(settings: RunSettings) -> bool:
     """Whether the TPU pool is a multi-host slice of a generation GKE places by a workload
     policy (tpu_rl.tpu: TpuGeneration.workload_policy)."""
-    generation = generation_for(settings.tpu_type)
-    return (
-        generation.workload_policy
-        and hosts_per_slice(settings.topology, generation.machine_type) > 1
-    )
+    tpu_slice = settings.slices
+    return tpu_slice.generation.workload_policy and tpu_slice.hosts_per_slice > 1
 
 
 def describe_workload_policy(settings: RunSettings) -> list[str]:
@@ -197,7 +200,7 @@ def describe_workload_policy(settings: RunSettings) -> list[str]:
     ]
 
 
-def edit_workload_policy(groups: list[dict], settings: RunSettings) -> None:
+def edit_workload_policy(groups: list[YamlMap], settings: RunSettings) -> None:
     """For a multi-host TPU7x slice: the workload policy module, before the TPU pool, which uses
     it in place of its own placement policy (WORKLOAD_POLICY_MODULE); nothing otherwise."""
     if not needs_workload_policy(settings):
@@ -211,7 +214,7 @@ def edit_workload_policy(groups: list[dict], settings: RunSettings) -> None:
     _settings_of(pool, "machine_type").pop("placement_policy", None)
 
 
-def edit_disk_type(groups: list[dict], settings: RunSettings) -> None:
+def edit_disk_type(groups: list[YamlMap], settings: RunSettings) -> None:
     """The TPU pool's boot disk: its generation's (tpu_rl.tpu: TpuGeneration.boot_disk_type); the
     tutorial's v6e blueprint gives every pool hyperdisk-balanced, which GKE refuses for v5p."""
     pool = _settings_of(_module(groups, "source", NODE_POOL_SOURCE), "machine_type")
@@ -225,7 +228,7 @@ def rung_pool_name(name: str, settings: RunSettings) -> str:
     return name if index == 0 else f"{name}-rung{index + 1}"
 
 
-def edit_ladder(bp: dict, groups: list[dict], settings: RunSettings) -> None:
+def edit_ladder(bp: YamlMap, groups: list[YamlMap], settings: RunSettings) -> None:
     """On a capacity ladder (more than one rung): the rung's own TPU pool name, its create
     timeout above GKE's wait for a static pool's VMs, and the cluster's zones pinned to the first
     rung's (tpu_rl.cluster.ladder, "The shape on a ladder"); nothing without a ladder."""
@@ -380,7 +383,7 @@ def plan(
     )
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(yaml.SafeDumper):  # type: ignore[misc]  # PyYAML ships no types
     """Block style for multi-line strings (the blueprint's job commands stay readable)."""
 
 
@@ -394,4 +397,6 @@ _Dumper.add_representer(str, _str)
 
 
 def dump_yaml(data: Any) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+    return str(
+        yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+    )

@@ -17,38 +17,20 @@ needs no Kueue change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.tpu import hosts_per_slice
+from tpu_rl.settings.capacity_modes import (
+    MAX_NODES_VAR,
+    RESERVATION_VAR,
+    CapacityEnd,
+    RunValue,
+    capacity_mode,
+)
 
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
-RESERVATION, FLEX_START, SPOT = "reservation", "flex_start", "spot"
-CALENDAR = "calendar"  # the reservation pool, in a calendar reservation's window
-RESERVED_MODES = (RESERVATION, CALENDAR)  # the tutorial's pool, in the run's reservation
-# GKE's own labels on the nodes of flex-start and Spot pools (a reservation pool has none).
-NODE_LABELS = {FLEX_START: "cloud.google.com/gke-flex-start", SPOT: "cloud.google.com/gke-spot"}
-RESERVATION_VAR = "reservation"
-MAX_NODES_VAR = "autoscaling_max_node_count"
-# The pool settings each mode adds, reading the blueprint vars of the same names, as in the
-# dws-flex-start/gke-tpu-v6e example (auto_repair false: "flex-start dependency" there). Spot gets
-# no autoscaling settings: gcluster's static_node_count would make the module drop them.
-_AUTOSCALING = {
-    "autoscaling_min_node_count": "$(vars.autoscaling_min_node_count)",
-    MAX_NODES_VAR: f"$(vars.{MAX_NODES_VAR})",
-}
-POOL_SETTINGS: dict[str, dict[str, Any]] = {
-    FLEX_START: {"enable_flex_start": "$(vars.enable_flex_start)", "auto_repair": False}
-    | _AUTOSCALING,
-    SPOT: {"spot": "$(vars.spot)"},
-}
-# Pool settings each mode removes: the reservation, and for flex-start any static count
-# (gke-node-pool: "enable_flex_start does not work with static_node_count").
-DROPPED_POOL_SETTINGS: dict[str, tuple[str, ...]] = {
-    FLEX_START: ("reservation_affinity", "static_node_count"),
-    SPOT: ("reservation_affinity",),
-}
 POOL_ANCHOR = "disk_size_gb"  # the mode's settings follow it, as in the example
 # Compute Engine's words for a zone without the VMs asked for ("Troubleshooting resource
 # availability errors", https://cloud.google.com/compute/docs/troubleshooting/
@@ -102,7 +84,12 @@ POOL_CREATE_TIMEOUT = f"{GKE_IGM_WAIT_MINUTES + 10}m"
 
 def scales_from_zero(settings: RunSettings) -> bool:
     """Whether the TPU pool has nodes only while pods need them (flex-start only; see above)."""
-    return settings.capacity == FLEX_START
+    return not capacity_mode(settings.capacity).static_pool
+
+
+def slice_hosts(settings: RunSettings) -> int:
+    """Hosts (VMs, one pod each) of one of the run's slices."""
+    return settings.slices.hosts_per_slice
 
 
 def _marked(line: str, markers: tuple[str, ...]) -> bool:
@@ -135,9 +122,10 @@ def no_capacity_line(gcluster_output: str) -> str | None:
 def deploy_stockout(settings: RunSettings, gcluster_output: str) -> str | None:
     """What a failed Spot deploy means when the zone had no Spot VMs: a static pool gets its
     slice at creation or not at all, so a stockout fails the deploy, nothing waits; or None."""
-    if settings.capacity != SPOT or no_capacity_line(gcluster_output) is None:
+    mode = capacity_mode(settings.capacity)
+    if not mode.static_without_reservation or no_capacity_line(gcluster_output) is None:
         return None
-    hosts = hosts_per_slice(settings.topology, settings.compute_type)
+    hosts = slice_hosts(settings)
     return (
         f"Spot stockout: {settings.zone} had no {hosts} Spot {settings.compute_type} VMs for the "
         "TPU pool. gcluster makes a Spot pool static (its nodes are created with the cluster), "
@@ -148,7 +136,7 @@ def deploy_stockout(settings: RunSettings, gcluster_output: str) -> str | None:
 
 def node_selector(settings: RunSettings) -> dict[str, str]:
     """The mode's GKE node label, for TPU pods to select (GKE's docs ask for it)."""
-    label = NODE_LABELS.get(settings.capacity)
+    label = capacity_mode(settings.capacity).node_label
     return {label: "true"} if label else {}
 
 
@@ -156,14 +144,13 @@ def capacity_vars(settings: RunSettings) -> dict[str, Any]:
     """The blueprint vars the mode sets: the reservation, Spot's switch, or flex-start's switch
     and the pool's bounds (per slice: the module makes one pool per slice), as the example's
     deployment file says."""
-    if settings.capacity in RESERVED_MODES:
-        return {RESERVATION_VAR: settings.reservation}
-    if settings.capacity == SPOT:
-        return {"spot": True}
+    run_values: dict[RunValue, object] = {
+        RunValue.RESERVATION: settings.reservation,
+        RunValue.SLICE_HOSTS: slice_hosts(settings),
+    }
     return {
-        "enable_flex_start": True,
-        "autoscaling_min_node_count": 0,
-        MAX_NODES_VAR: hosts_per_slice(settings.topology, settings.compute_type),
+        key: run_values[value] if isinstance(value, RunValue) else value
+        for key, value in capacity_mode(settings.capacity).blueprint_vars.items()
     }
 
 
@@ -183,8 +170,8 @@ def edit_vars(variables: dict[str, Any], settings: RunSettings) -> dict[str, Any
 def edit_pool(pool_settings: dict[str, Any], settings: RunSettings) -> dict[str, Any]:
     """The TPU pool's settings for flex_start (no reservation, autoscaling from zero) or spot (no
     reservation, Spot VMs; gcluster adds the static count)."""
-    added = POOL_SETTINGS[settings.capacity]
-    dropped = DROPPED_POOL_SETTINGS[settings.capacity]
+    mode = capacity_mode(settings.capacity)
+    added, dropped = mode.pool_settings, mode.dropped_pool_settings
     kept = {k: v for k, v in pool_settings.items() if k not in (*dropped, *added)}
     if POOL_ANCHOR not in kept:
         return {**kept, **added}
@@ -213,15 +200,15 @@ def edit_static_counts(node: Any, pool_id: str, settings: RunSettings) -> Any:
 
 def describe_edits(settings: RunSettings) -> list[str]:
     """The blueprint edits of the mode, in words, for the plan."""
-    if settings.capacity in RESERVED_MODES:
-        window = " in its calendar window" if settings.capacity == CALENDAR else ""
+    mode = capacity_mode(settings.capacity)
+    if mode.takes_reservation:
+        window = " in its calendar window" if mode.ends is CapacityEnd.WINDOW_END else ""
         return [
             f"none: the tutorial's static TPU pool in reservation {settings.reservation}{window}"
         ]
-    pool = POOL_SETTINGS[settings.capacity]
     edits = [
         f"vars: {RESERVATION_VAR} removed; {_listed(capacity_vars(settings))} (deployment file)",
-        f"TPU pool: reservation_affinity removed; {_listed(pool)}",
+        f"TPU pool: reservation_affinity removed; {_listed(mode.pool_settings)}",
     ]
     if scales_from_zero(settings):
         return [
@@ -229,7 +216,7 @@ def describe_edits(settings: RunSettings) -> list[str]:
             f"<pool>.node_count_static (Kueue tpu_quota, fio job node_count) -> "
             f"vars.{MAX_NODES_VAR}",
         ]
-    hosts = hosts_per_slice(settings.topology, settings.compute_type)
+    hosts = slice_hosts(settings)
     return [
         *edits,
         f"gcluster adds static_node_count={hosts} (its expandHardwareSettings, for every TPU pool "
@@ -237,5 +224,5 @@ def describe_edits(settings: RunSettings) -> list[str]:
     ]
 
 
-def _listed(values: dict[str, Any]) -> str:
+def _listed(values: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items())

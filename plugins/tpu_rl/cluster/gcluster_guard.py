@@ -19,7 +19,7 @@ PR_SET_PDEATHSIG = 1
 GRACE_SECONDS = 60.0
 
 
-def _take_group_down(children: list[subprocess.Popen]) -> None:
+def _take_group_down(children: list[subprocess.Popen[bytes]]) -> None:
     """Interrupt the group (terraform releases its state lock), then kill what is left."""
     os.killpg(0, signal.SIGINT)
     deadline = time.monotonic() + GRACE_SECONDS
@@ -29,7 +29,7 @@ def _take_group_down(children: list[subprocess.Popen]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    children: list[subprocess.Popen] = []
+    children: list[subprocess.Popen[bytes]] = []
     signal.signal(signal.SIGINT, lambda *_: None)  # a group interrupt is for the command
     signal.signal(signal.SIGTERM, lambda *_: _take_group_down(children))
     starter = os.getppid()

@@ -37,7 +37,7 @@ def pathways_resource_group(settings: RunSettings) -> dict[str, Any]:
     """One group covering TPU, cpu and memory, as Cluster Toolkit's Pathways configuration:
     the TPU flavor for the workers, the cpu-np flavor for the head (one group, so Kueue picks
     the flavor whose node labels match each pod set's node selector)."""
-    chips = settings.chips * settings.cluster_nodepool_count
+    chips = settings.slices.chips
     quota = {TPU: chips, "cpu": TPU_FLAVOR_CPU_QUOTA, "memory": TPU_FLAVOR_MEMORY_QUOTA}
     return {
         "coveredResources": [TPU, "cpu", "memory"],
@@ -75,7 +75,7 @@ def pathways_flavor() -> dict[str, Any]:
     }
 
 
-def _cover_cpu_and_memory(group: dict) -> None:
+def _cover_cpu_and_memory(group: dict[str, Any]) -> None:
     """TPU flavors get unlimited cpu/memory, and a cpu-np flavor (no TPU) joins the group."""
     covered = group.setdefault("coveredResources", [])
     covered += [r for r in ("cpu", "memory") if r not in covered]

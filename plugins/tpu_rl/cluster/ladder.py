@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from tpu_rl.settings.choices import Capacity
+from tpu_rl.settings.capacity_modes import capacity_mode
 from tpu_rl.settings.rungs import Rung, parse_ladder
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def rungs(settings: RunSettings) -> list[Rung]:
 def at_rung(settings: RunSettings, rung: Rung) -> RunSettings:
     """The run's settings on `rung`: its mode and zone (a reservation only on a reservation
     rung; the rest of the run, region and bucket included, as it is)."""
-    reservation = settings.reservation if Capacity(rung.mode).takes_reservation else ""
+    reservation = settings.reservation if capacity_mode(rung.mode).takes_reservation else ""
     return dataclasses.replace(
         settings, capacity=rung.mode, zone=rung.zone, reservation=reservation
     )

@@ -41,7 +41,7 @@ def toolkit_session(
     state_prefix: str,
     timeout: float,
     log: Any,
-    started: Callable[[subprocess.Popen], None] | None = None,
+    started: Callable[[subprocess.Popen[str]], None] | None = None,
 ) -> Iterator[Gcluster]:
     """`gcluster(settings, commands)`: the commands for the cluster of `settings` (labelled
     with `identity`), in a fresh deployment folder, each within `timeout` seconds; a failed

@@ -157,7 +157,7 @@ def run_gcluster(
     timeout: float,
     env: Mapping[str, str] | None = None,
     secrets: Iterable[str] = (),
-    started: Callable[[subprocess.Popen], None] | None = None,
+    started: Callable[[subprocess.Popen[str]], None] | None = None,
 ) -> None:
     """Run argv in cwd, streaming its output line by line (masked) into `log`."""
     secrets = [s for s in secrets if s]
@@ -205,7 +205,7 @@ def run_gcluster(
         )
 
 
-def stop(proc: subprocess.Popen, grace_seconds: float = 60) -> None:
+def stop(proc: subprocess.Popen[str], grace_seconds: float = 60) -> None:
     """Interrupt gcluster's process group (terraform releases its state lock), then kill it."""
     if proc.poll() is not None:
         return

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
     from google.cloud.container_v1.types import Cluster
 
     from tpu_rl.settings.fields import RunSettings
@@ -174,7 +175,7 @@ def note_run(run_id: str, text: str) -> None:
     run_note.set_run_note(deployment.airflow_api_conn_id(), DAG_ID, run_id, text)
 
 
-def find_cluster(hook: Any, settings: RunSettings) -> Cluster | None:
+def find_cluster(hook: GKEHook, settings: RunSettings) -> Cluster | None:
     """The run's GKE cluster, or None when there is none."""
     from google.api_core.exceptions import NotFound
 

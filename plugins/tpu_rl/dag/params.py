@@ -49,14 +49,13 @@ def estimate_link() -> str:
 def defaults_estimate() -> str:
     """What the form's defaults cost per capacity mode, as a Markdown table: its empty cell
     settings are the tutorial's cell's, as a run reads them (tpu_rl.settings.cell_defaults)."""
-    from types import SimpleNamespace
-
     from tpu_rl.report.estimate import estimate_run, estimate_table
     from tpu_rl.settings.cell_defaults import cell_defaults
+    from tpu_rl.settings.fields import RunSettings
 
     form = vars(default_settings())
     return estimate_table(
-        estimate_run(SimpleNamespace(**{**form, **cell_defaults(form)})), "the defaults"
+        estimate_run(RunSettings(**{**form, **cell_defaults(form)})), "the defaults"
     )
 
 

@@ -11,7 +11,8 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from tpu_rl import deployment
 from tpu_rl.dag.run_limits import budget_problem, dag_limits
 from tpu_rl.settings.choices import ClusterMode
-from tpu_rl.settings.run_settings import RunSettings, SettingsError
+from tpu_rl.settings.fields import RunSettings
+from tpu_rl.settings.run_settings import SettingsError
 
 
 def check_run(settings: RunSettings, dag: Any) -> dict[str, Any]:

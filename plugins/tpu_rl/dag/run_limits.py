@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tpu_rl.dag.limits import CLEANUP, DEADLINE_ATTR, WORK, Limit
@@ -57,7 +57,7 @@ def retry_wait_seconds(task: Any, failed_try: int) -> float:
     multiplier ** (try_number - 1)), at least 1 s, capped at [core] max_task_retry_delay and
     at the task's max_retry_delay. (A RetryPolicy's override is not modelled: no step has one.)
     """
-    delay = task.retry_delay.total_seconds()
+    delay: float = task.retry_delay.total_seconds()
     multiplier = float(task.retry_exponential_backoff or 0) or 1.0
     if multiplier == 1.0 or multiplier <= 0:
         return delay
@@ -65,7 +65,7 @@ def retry_wait_seconds(task: Any, failed_try: int) -> float:
 
     min_backoff = max(1, math.ceil(delay * multiplier ** (failed_try - 1)))
     wait = min(2 * min_backoff - 1, conf.getint("core", "max_task_retry_delay", fallback=86400))
-    cap = getattr(task, "max_retry_delay", None)
+    cap: timedelta | None = getattr(task, "max_retry_delay", None)
     return min(wait, cap.total_seconds()) if cap else wait
 
 
@@ -127,8 +127,8 @@ def budget_problem(
 def work_deadline(context: Any, s: RunSettings) -> float | None:
     """Epoch seconds the run's work must end by to leave the teardowns their reserve."""
     dag = context.get("dag")
-    dag_run, timeout = context.get("dag_run"), getattr(dag, "dagrun_timeout", None)
-    started = getattr(dag_run, "start_date", None)
+    timeout: timedelta | None = getattr(dag, "dagrun_timeout", None)
+    started: datetime | None = getattr(context.get("dag_run"), "start_date", None)
     if started is None or timeout is None:
         return None
     reserve = cleanup_reserve_minutes(s, dag_limits(dag.tasks))

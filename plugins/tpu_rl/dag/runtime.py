@@ -6,7 +6,8 @@ from typing import Any
 
 from tpu_rl.layout import RunLayout
 from tpu_rl.run_record import SETTINGS_TASK, recorded_deployment
-from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings
+from tpu_rl.settings.fields import RunSettings
+from tpu_rl.settings.run_settings import SettingsError, load_settings
 
 
 def layout_from_context(context: Any) -> RunLayout:

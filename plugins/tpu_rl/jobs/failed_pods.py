@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from logging import Logger
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes.client import CoreV1Api
 from kubernetes.client import models as k8s
@@ -18,7 +17,14 @@ FAILED_POD_LOG_CHARS = 8000
 FAILED_PODS_SHOWN = 3
 
 
-def log_failed_pods(client: CoreV1Api, log: Logger, job: str | None, namespace: str) -> None:
+class ErrorLog(Protocol):
+    """What the failed pods are told with: a `logging.Logger`, or an operator's `self.log`
+    (Airflow's Logger, airflow/sdk/_shared/logging/types.py: `error(self, event, *args, **kw)`)."""
+
+    def error(self, message: str, /, *args: Any) -> Any: ...
+
+
+def log_failed_pods(client: CoreV1Api, log: ErrorLog, job: str | None, namespace: str) -> None:
     """Logs the failed pods of `job` (the first FAILED_PODS_SHOWN) with their last lines."""
     pods = client.list_namespaced_pod(namespace=namespace, label_selector=f"job-name={job}").items
     failed = [p for p in pods if pod_failed(p)][:FAILED_PODS_SHOWN]
@@ -47,7 +53,8 @@ def pod_log_text(client: CoreV1Api, name: str, namespace: str, **kwargs: Any) ->
     response = client.read_namespaced_pod_log(
         name=name, namespace=namespace, container=CONTAINER, _preload_content=False, **kwargs
     )
-    return response.data.decode("utf-8", "replace")
+    text: str = response.data.decode("utf-8", "replace")
+    return text
 
 
 def _terminated(pod: k8s.V1Pod) -> list[Any]:

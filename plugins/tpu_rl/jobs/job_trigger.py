@@ -35,7 +35,7 @@ class PodsThenJobTrigger(GkeTrigger):
     pods wait fires its own event with `pods_wait: True`, the Job's name and no `job`."""
 
     def __init__(self, *, pods: dict[str, Any], job: dict[str, Any], **connection: Any) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow: unannotated
         self.kwargs = {"pods": dict(pods), "job": dict(job), **connection}
 
     @classmethod

@@ -124,7 +124,7 @@ def tpu_pod_spec(
 
 def tpu_limits(settings: RunSettings) -> Manifest:
     """A TPU host pod's google.com/tpu: every chip of its VM."""
-    chips = str(generation_for(settings.tpu_type).chips_per_vm)
+    chips = str(settings.slices.generation.chips_per_vm)
     return {"limits": {"google.com/tpu": chips}, "requests": {"google.com/tpu": chips}}
 
 
@@ -160,7 +160,7 @@ def _conversion_like_job(
         "env": [_token_env(layout)],
         "resources": tpu_limits(layout.settings),
     }
-    hosts = layout.hosts * layout.settings.cluster_nodepool_count
+    hosts = layout.pool_hosts
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

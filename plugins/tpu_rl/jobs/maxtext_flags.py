@@ -3,14 +3,12 @@ export flags."""
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from typing import Any
 
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings.fields import SETTING_FIELDS
 from tpu_rl.settings.metadata import maxtext_flag
-from tpu_rl.tpu import generation_for
 
 TOKEN_ENV = "HF_TOKEN"
 TOKEN_FLAG = f"hf_access_token=${{{TOKEN_ENV}}}"
@@ -100,17 +98,18 @@ def vllm_additional_config(layout: RunLayout) -> str:
 TUTORIAL_PLACES = {"tokenizer_path": "ici_tensor_parallelism"}
 
 
-def _train_setting_fields() -> tuple[dataclasses.Field, ...]:
-    """The settings that become train_rl flags, in declaration order but for TUTORIAL_PLACES."""
+def _train_setting_flags() -> dict[str, str]:
+    """Each setting that becomes a train_rl flag -> that flag, in declaration order but for
+    TUTORIAL_PLACES."""
     found = [
         f for f in SETTING_FIELDS.values() if maxtext_flag(f) and f.name not in TUTORIAL_PLACES
     ]
     for name, before in TUTORIAL_PLACES.items():
         found.insert(next(i for i, f in enumerate(found) if f.name == before), SETTING_FIELDS[name])
-    return tuple(found)
+    return {f.name: flag_name for f in found if (flag_name := maxtext_flag(f))}
 
 
-TRAIN_SETTING_FIELDS = _train_setting_fields()
+TRAIN_SETTING_FLAGS = _train_setting_flags()
 
 
 # rl.yml's values of the flags shape_flags gives only when a run's differ (maxtext-v0.2.4
@@ -123,7 +122,7 @@ def shape_flags(layout: RunLayout) -> list[str]:
     chips_per_vm (MaxText counts a VM's JAX devices: 8 on tpu7x, run_qwen3_30b_rl.sh),
     num_trainer_slices and num_samplers_slices, chat_template_path."""
     s = layout.settings
-    per_vm = generation_for(s.tpu_type).devices_per_vm
+    per_vm = s.slices.generation.devices_per_vm
     slices = {
         "num_trainer_slices": s.num_trainer_slices,
         "num_samplers_slices": s.num_samplers_slices,
@@ -146,7 +145,7 @@ def train_flags(layout: RunLayout) -> list[str]:
         flag("scan_layers", s.scan_layers),
         flag("load_parameters_path", layout.maxtext_items),
         TOKEN_FLAG,
-        *(flag(maxtext_flag(f), getattr(s, f.name)) for f in TRAIN_SETTING_FIELDS),
+        *(flag(name, getattr(s, setting)) for setting, name in TRAIN_SETTING_FLAGS.items()),
         *shape_flags(layout),
         *adapter_flags(layout),
         *s.extra_train_args,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Iterator
+from typing import Any, TypedDict
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
@@ -62,6 +62,12 @@ def api_error(what: str, status: int, retry_header: str | None, body: bytes) -> 
     return KubeApiError(status, f"{what}: {message}", retry_after)
 
 
+class LogContainer(TypedDict, total=False):
+    """The container whose log a read names; none: the pod's only container."""
+
+    container: str
+
+
 class AsyncKube:
     """Raw JSON, watch and log access through one ApiClient (auth, TLS, host); counts bytes."""
 
@@ -81,7 +87,10 @@ class AsyncKube:
         """Send a request: the 2xx response with its body unread (the caller closes it)."""
         what = f"{method} {path}"
         with answered(what):
-            response = await self.client.call_api(
+            # unparsed (_preload_content=False), call_api answers aiohttp's response itself
+            # (kubernetes_asyncio 36.1.0 client/api_client.py:199-200 `if not
+            # _preload_content: return return_data`, rest.py:197-209 `return r`)
+            response: aiohttp.ClientResponse = await self.client.call_api(
                 path,
                 method,
                 query_params=query or [],
@@ -98,13 +107,17 @@ class AsyncKube:
         self.bytes_read += len(data)
         raise api_error(what, response.status, response.headers.get("Retry-After"), data)
 
-    async def get_json(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
+    async def get_json(
+        self, path: str, query: list[tuple[str, str]] | None = None
+    ) -> dict[str, Any]:
+        """GET a Kubernetes object or list: a JSON object."""
         response = await self.open(path, query)
         with answered(f"GET {path}"):
             async with response:
                 data = await response.read()
         self.bytes_read += len(data)
-        return json.loads(data)
+        answer: dict[str, Any] = json.loads(data)
+        return answer
 
     async def get_optional(self, path: str) -> dict[str, Any] | None:
         """GET an object; None if it does not exist."""
@@ -139,7 +152,7 @@ class AsyncKube:
 
     async def watch(
         self, path: str, query: list[tuple[str, str]], opened: Callable[[], None] = lambda: None
-    ) -> AsyncIterator[dict]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """The events of one watch request, until the server ends it; `opened()` once the
         server has accepted it."""
         params = [*query, ("watch", "true"), ("timeoutSeconds", str(WATCH_TIMEOUT_S))]
@@ -154,7 +167,7 @@ class AsyncKube:
 
     async def tail_log(self, namespace: str, pod: str, container: str | None, lines: int) -> str:
         """The pod's last log lines, through the typed client."""
-        kwargs = {"container": container} if container else {}
+        kwargs: LogContainer = {"container": container} if container else {}
         with answered(f"log of {pod}"):
             try:
                 text = await CoreV1Api(self.client).read_namespaced_pod_log(

@@ -46,7 +46,7 @@ class PodsReadyTrigger(GkeTrigger):
         use_dns_endpoint: bool = False,
         queued: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow: unannotated
         self.kwargs = {
             "cluster_url": cluster_url,
             "ssl_ca_cert": ssl_ca_cert,

@@ -27,7 +27,7 @@ class RemovedTrigger(GkeTrigger):
     def __init__(
         self, *, objects: dict[str, str], deadline: float, poll_interval: float, **connection: Any
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow: unannotated
         self.kwargs = {
             "objects": dict(objects),
             "deadline": deadline,

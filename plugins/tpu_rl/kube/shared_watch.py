@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tpu_rl.kube.watch import Freshness, StatusChanges, stop_tasks, watch_collection
+from tpu_rl.kube.watch import Freshness, StatusChanges, Watched, stop_tasks, watch_collection
 
 # Not a trigger's log: a watch outlives the wait that started it.
 LOG = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class Subscriber:
                 if not start:
                     continue
                 watch = self._watches[key] = SharedWatch(sub.path)
-                watched = (sub.path, [])
+                watched: Watched = (sub.path, [])
                 watch.task = asyncio.create_task(
                     watch_collection(self.connect, watched, watch, LOG)
                 )

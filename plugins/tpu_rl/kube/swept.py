@@ -108,7 +108,9 @@ def _call(api_client: Any, method: str, path: str, query: list[tuple[str, str]])
     return json.loads(response.data)
 
 
-def list_labelled(api_client: Any, kind: str, namespace: str, selector: str) -> list[dict]:
+def list_labelled(
+    api_client: Any, kind: str, namespace: str, selector: str
+) -> list[dict[str, Any]]:
     """Metadata (JSON form) of a swept kind's objects with those labels; only metadata, so a
     Secret's data never leaves this call.
 
@@ -133,7 +135,7 @@ def delete_labelled(api_client: Any, kind: str, namespace: str, name: str) -> bo
     return ignore_gone(_call, api_client, "DELETE", swept.object_path(namespace, name), query)
 
 
-def sweep(api_client: Any, namespace: str, selector: str) -> tuple[dict[str, list[str]], list]:
+def sweep(api_client: Any, namespace: str, selector: str) -> tuple[dict[str, list[str]], list[str]]:
     """Delete every object of the swept kinds with those labels, in the table's order; each
     kind runs regardless.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,6 +19,13 @@ from tpu_rl.kube.async_client import AsyncKube, KubeApiError
 
 Watched = tuple[str, list[tuple[str, str]]]  # (collection path, query: a label/field selector)
 RETRY_S = 5.0
+
+
+class DebugLog(Protocol):
+    """What a watch logs its retries with: a `logging.Logger`, or a trigger's `self.log`
+    (Airflow's Logger, airflow/_shared/logging/types.py: `debug(self, event, *args, **kw)`)."""
+
+    def debug(self, message: str, /, *args: Any) -> Any: ...
 
 
 @dataclass
@@ -105,7 +111,7 @@ class OneTrigger:
 
 
 async def watch_collection(
-    connect: Callable[[], Any], watched: Watched, sink: WatchSink, log: logging.Logger
+    connect: Callable[[], Any], watched: Watched, sink: WatchSink, log: DebugLog
 ) -> None:
     """Watch one collection into `sink` until cancelled, over one client while it works (each
     server-ended watch is resumed from its resourceVersion on the same client: no new TLS
@@ -162,7 +168,7 @@ async def watch_for_news(
     connect: Callable[[], Any],
     watched: Sequence[Watched],
     news: asyncio.Event,
-    log: logging.Logger,
+    log: DebugLog,
     fresh: Sequence[Freshness] | None = None,
 ) -> None:
     """Set `news` (and the watched collection's `fresh.changed`) on each status change of
@@ -192,7 +198,7 @@ async def watching(
     connect: Callable[[], Any],
     watched: Sequence[Watched],
     news: asyncio.Event,
-    log: logging.Logger,
+    log: DebugLog,
     fresh: Sequence[Freshness] | None = None,
 ) -> Any:
     """Run `watch_for_news` for the duration of the block."""

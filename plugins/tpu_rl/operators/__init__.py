@@ -12,7 +12,8 @@ in its methods, so parsing the DAG file imports none of it.
 - rewards: wait_for_rewards (the reward sensor, with its resume after a capacity loss)
 - champion: evaluate_champion, compare_champion
 - promotion: approve, promote
-- rung_move, training_resume: mixins (leaving a capacity ladder's rung; resuming training)
+- rung_move, training_resume: bases of steps (leaving a capacity ladder's rung; resuming
+  training)
 - janitor: the janitor DAG's sweep
 """
 

@@ -99,7 +99,9 @@ run's export becomes the first candidate.
                 "the champion cannot be evaluated in this run"
             ) from None
 
-    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], **kwargs: Any
+    ) -> dict[str, Any]:
         """The Job succeeded: its `Pre RL Training` line's metrics (the loaded champion's)."""
         from airflow.providers.common.compat.sdk import AirflowException
 
@@ -183,7 +185,7 @@ first run of a deployment has no champion to beat.
 def challenger_metrics(export: Any, rewards: Any) -> dict[str, Any] | None:
     """The exported step's evaluation: export's `metrics` when it reports them, else the
     `Post RL Training` line (the newest checkpoint's, which export exports by default)."""
-    if isinstance(export, dict) and isinstance(export.get("metrics"), dict):
-        return export["metrics"]
+    if isinstance(export, dict) and isinstance(metrics := export.get("metrics"), dict):
+        return metrics
     post = rewards.get("post") if isinstance(rewards, dict) else None
     return post if isinstance(post, dict) else None

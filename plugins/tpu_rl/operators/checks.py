@@ -278,12 +278,12 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             layout = self.run_layout(context)
         except SettingsError as err:
             self.log.info("No TPU cost: the run's settings are not known (%s).", err)
-            layout, tpu = None, None
+            tpu, report = None, None
         else:
             tpu = count_run_cost(layout, context)
             ti.xcom_push(key=COST_KEY, value=tpu)
             write_summary(ti, self.task_id, cost=tpu)
-        report = publish_run_report(layout, context, tpu) if layout and verified else None
+            report = publish_run_report(layout, context, tpu) if verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
         rewards = rewards if isinstance(rewards, dict) else None

@@ -103,7 +103,7 @@ class ClusterToolkitOperator(RunStep):
         self.settings = settings
         self.gcp_conn_id = gcp_conn_id
         self.state_prefix = state_prefix
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[str] | None = None
 
     def commands(self, steps: ClusterToolkitPlan) -> list[list[str]]:
         """The gcluster command lines to run, in the deployment's folder."""
@@ -182,7 +182,7 @@ class ClusterToolkitOperator(RunStep):
 
         return deployment.deployment_id() if self.settings is not None else run_deployment(context)
 
-    def _started(self, proc: subprocess.Popen) -> None:
+    def _started(self, proc: subprocess.Popen[str]) -> None:
         self._proc = proc
 
     def on_kill(self) -> None:

@@ -81,8 +81,10 @@ class CleanupKubernetesOperator(RunClusterStep):
     step_id = Step.CLEANUP_KUBERNETES
     step_doc = f"""
 A teardown: runs however the run ends (failed, marked failed) once the cluster or the token
-Secret was set up. Deletes the {kinds_text()} labelled with this run, in that order. Retries;
-whatever it cannot remove, the `tpu_rl_janitor` DAG removes later.
+Secret was set up, and deletes the run's Kubernetes objects. Retries; whatever it cannot remove,
+the `tpu_rl_janitor` DAG removes later.
+
+It deletes the {kinds_text()} labelled with this run, in that order.
 """
     limit = short_step(4, CLEANUP)
     operator_extra_links = (GkeWorkloadsLink(),)

@@ -153,7 +153,9 @@ class Sweep:
             return
         self.removed.append(obj.ref)
 
-    def clusters(self, inspected: list[Cluster]) -> tuple[list[str], list[dict], dict[str, str]]:
+    def clusters(
+        self, inspected: list[Cluster]
+    ) -> tuple[list[str], list[dict[str, Any]], dict[str, str]]:
         """Clusters to destroy, their destroy settings, and why the others stay."""
         from tpu_rl import janitor
         from tpu_rl.settings.run_settings import SettingsError, load_cluster_settings

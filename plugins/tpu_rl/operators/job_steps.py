@@ -129,7 +129,7 @@ Cloud Logging. A wrong token or model id fails here.
         delay = timedelta(seconds=max(1, layout.settings.poll_interval_seconds))
         self.defer(trigger=TimeDeltaTrigger(delay), method_name="after_lock_wait")
 
-    def after_lock_wait(self, context: Context, event: Any = None) -> None:
+    def after_lock_wait(self, context: Context, event: Any = None) -> Any:
         return self.execute(context)
 
     def release_lock(self, context: Context) -> None:
@@ -153,7 +153,7 @@ Cloud Logging. A wrong token or model id fails here.
         self.pending_timeout = timedelta(seconds=wait_s(self.run_layout(context).settings))
         return manifest
 
-    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any], **kwargs: Any) -> Any:
         """The Job ended (either way): the folder is free for another run. Pods still pending
         at the rung's wait limit move the run to the ladder's next rung, the lock kept (the
         deferral is not an Exception)."""
@@ -253,7 +253,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
         write_summary(context["ti"], self.task_id, checkpoint_step=choice.step)
         return manifests.export_job(layout, choice.step)
 
-    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> None:
+    def execute_complete(self, context: Context, event: dict[str, Any], **kwargs: Any) -> None:
         """The Job ended well: push what was exported, from which step, why, and its evaluation
         (the same choice again: training is over, the committed steps cannot change). Pushed
         as the return value by hand: the pod operators' `do_xcom_push` (False) means the

@@ -5,7 +5,7 @@ last log lines). The three steps are in tpu_rl.operators.job_steps."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -28,7 +28,8 @@ SETTLE_S = 1.0
 SETTLE_POLL_S = 0.1
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import BaseOperatorLink, Context
+    from airflow.triggers.base import BaseTrigger
     from kubernetes.client import models as k8s
 
     from tpu_rl.jobs.manifests import Manifest
@@ -50,6 +51,10 @@ class RunJobStep(RunStep, GKEStartJobOperator):
     # nothing to render, and every worker call records each rendered field (a pydantic adapter
     # per field and an Execution API call for the lot).
     template_fields: Sequence[str] = tuple(GKEOperatorMixin.template_fields)
+    # BaseOperator's type: the provider's tuple (GKEStartJobOperator) is unannotated, so mypy
+    # infers the type of its one link, which no step's links fit
+    operator_extra_links: Collection[BaseOperatorLink]  # type: ignore[assignment]
+    namespace: str  # the Job's ("" until configure: the provider's may be None, never ours)
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("base_container_name", CONTAINER)
@@ -107,19 +112,19 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         ti.xcom_push(key="job_name", value=self.job.metadata.name)
         ti.xcom_push(key="job_namespace", value=self.job.metadata.namespace)
         if self.wait_until_job_complete:
-            if (ended := self.ended_within_settle()) is not None:
+            if (ended := self.ended_within_settle(self.job)) is not None:
                 self.log.info("Job %s has ended: finishing without deferring.", ended["name"])
                 return self.execute_complete(context, ended)
             self.wait_in_triggerer(context)
         ti.xcom_push(key="job", value=self.job.to_dict())
         return None
 
-    def ended_within_settle(self) -> dict[str, Any] | None:
-        """The event the triggerer's wait would fire, when the Job has ended or ends within
-        SETTLE_S; None when it still runs then."""
+    def ended_within_settle(self, created: k8s.V1Job) -> dict[str, Any] | None:
+        """The event the triggerer's wait would fire, when the `created` Job has ended or ends
+        within SETTLE_S; None when it still runs then."""
         from tpu_rl.jobs.job_trigger import ended_job_event, job_ended
 
-        name, namespace = self.job.metadata.name, self.job.metadata.namespace
+        name, namespace = created.metadata.name, created.metadata.namespace
         deadline = time.monotonic() + SETTLE_S
         while True:
             job = self.hook.get_job_status(job_name=name, namespace=namespace)
@@ -200,6 +205,7 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         from tpu_rl.jobs.manifests import QUEUE_LABEL
         from tpu_rl.kube.pods_trigger import PodsReadyTrigger
 
+        assert self.job is not None, "execute creates the Job before it waits"
         namespace, name = self.job.metadata.namespace, self.job.metadata.name
         # the label the Job controller gives the Job's pods
         label_selector = f"{JOB_NAME_LABEL}={name}"
@@ -223,7 +229,7 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         }
         self.defer(trigger=PodsThenJobTrigger.around(waiting, job), method_name="execute_complete")
 
-    def execute_complete(self, context: Context, event: dict, **kwargs: Any) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any], **kwargs: Any) -> Any:
         """A failed wait or Job fails the task, saying why; the rest is the provider's.
 
         This worker did not read the token: registered first, it is masked in the Job's log
@@ -267,7 +273,12 @@ class RunJobStep(RunStep, GKEStartJobOperator):
             )
 
     def defer(
-        self, *, trigger: Any, method_name: str, kwargs: dict | None = None, timeout: Any = None
+        self,
+        *,
+        trigger: BaseTrigger,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: timedelta | float | None = None,
     ) -> NoReturn:
         """Defer with what is left of the task's limit (the run's settings): the provider's
         Job trigger has no timeout, and Airflow does not apply execution_timeout to a deferral."""

@@ -65,8 +65,10 @@ class PreflightOperator(RunStep):
 
     step_id = Step.PREFLIGHT
     step_doc = f"""
-Reads the real project before anything is spent, and changes nothing. One line per check:
-PASS, FAIL or SKIPPED (what it needs failed), what was read, and on FAIL the fix. In order:
+Reads the real project before anything is spent, and changes nothing.
+
+One line per check: PASS, FAIL or SKIPPED (what it needs failed), what was read, and on FAIL the
+fix. In order:
 {CHECKS_DOC}
 **Failed?** Its log ends with each failed check and the command or console step that fixes it;
 `make preflight CONF=<json>` runs the same checks from a terminal.

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
 
-def takes_response_timeout(operator: type) -> bool:
+def takes_response_timeout(operator: type[HITLOperator]) -> bool:
     """Whether the provider's HITL operator takes `response_timeout`: from
     apache-airflow-providers-standard 1.12.2 (operators/hitl.py HITLOperator.__init__); before it
     BaseOperator refuses the argument (TypeError at parse) and the wait for an answer is the

@@ -3,23 +3,31 @@ capacity loss."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from tpu_rl.dag.limits import setting_minutes
 from tpu_rl.dag.links import CheckpointsLink, PodLogsLink
 from tpu_rl.names import Step
 from tpu_rl.operators import RUN_CLUSTER
-from tpu_rl.operators.run_step import RunStep
 from tpu_rl.operators.training_resume import TrainingResumes
-from tpu_rl.rewards.sensor import RewardSensor
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tpu_rl.checkpoints.resume import History
     from tpu_rl.layout import RunLayout
+    from tpu_rl.watch.health import Anomaly
+
+    class RecordedAnomaly(Anomaly):
+        """The anomaly the wait records (XCom `anomaly`, the run's summary): the watchdog's,
+        with the healthy checkpoint kept and the run's health_action."""
+
+        healthy_step: int | None
+        healthy_checkpoint: str | None
+        action: str | None
 
 
-class WaitForRewardsSensor(TrainingResumes, RunStep, RewardSensor):
+class WaitForRewardsSensor(TrainingResumes):
     """RewardSensor on the run's training Job and backend, with the run's poll interval,
     pending and total timeouts (the total also capped at the run's work deadline).
 
@@ -77,13 +85,12 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             return self.execute_complete(context, ended)
         return super().execute(context)
 
-    def follow_settings(self, layout: RunLayout, history: Any) -> None:
+    def follow_settings(self, layout: RunLayout, history: History) -> None:
         """Set how the wait follows the run: its intervals, limits, capacity's end, spend and
         the watchdog's rules for this attempt."""
         from tpu_rl.dag.limits import DEADLINE_ATTR
         from tpu_rl.preflight.calendar_reservation import calendar_window
         from tpu_rl.report.spend_limit import training_spend
-        from tpu_rl.watch.progress import Spend
         from tpu_rl.watch.rules import WatchRules
 
         s = layout.settings
@@ -97,7 +104,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             checkpoint_period=s.checkpoint_period,  # the last save its capacity allows
             total_steps=s.num_batches,  # train_rl's steps (rl.yml: one iteration, one epoch)
             capacity_ends_at=window.end if window else None,
-            spend=Spend.from_dict(training_spend(s)),  # progress lines; the spend limit's stop
+            spend=training_spend(s),  # progress lines; the spend limit's stop
             health=self.attempt_health_rules(s, history),  # the watchdog's, for this attempt
             progress_every_s=s.progress_report_minutes * 60.0,  # the page's and note's
         ).as_dict()
@@ -190,8 +197,8 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         return {**result, **rewards, "evaluations": history.evaluations}
 
     def report_progress(
-        self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
-    ) -> None:
+        self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
+    ) -> NoReturn:
         """Training runs on (tpu_rl.watch.progress.PROGRESS_EVENT): put its progress and the
         evaluations the log has so far on the run's page (the summary's `progress` and
         `rewards`) and in its note, then wait on from the trigger's state, with the watchdog's
@@ -213,7 +220,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         self.defer_wait(context, state=event.get("state"))
 
     def end_at_spend_limit(
-        self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
+        self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
     ) -> dict[str, Any]:
         """Training stopped right after a save for the spend limit (tpu_rl.watch.progress):
         fail, or hand the newest evaluation up to that save to the gate as the run's result (the
@@ -248,7 +255,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         return {**rewards, "evaluations": history.evaluations, "spend_stop": event}
 
     def end_unhealthy(
-        self, context: Context, layout: RunLayout, history: Any, event: dict[str, Any]
+        self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
     ) -> dict[str, Any]:
         """A fatal training health rule stopped training (tpu_rl.watch.health; the trigger
         deleted the Job and the backend). Records the anomaly and the newest healthy checkpoint
@@ -263,29 +270,37 @@ or the ladder's next rung. Fails when the Job fails for another reason or
         from tpu_rl.checkpoints import resume
         from tpu_rl.checkpoints.checkpoint_choice import healthy_checkpoint
         from tpu_rl.run_summary import write_summary
+        from tpu_rl.settings.choices import HealthAction
         from tpu_rl.training_log import evaluations
         from tpu_rl.watch import health
 
-        anomaly = dict(event.get("anomaly") or {})
-        exporting = event.get("action") == health.EXPORT_HEALTHY
+        # the wait's event carries the watchdog's health.Anomaly, as JSON
+        # (tpu_rl.watch.core.unhealthy_event)
+        found = cast("Anomaly", event.get("anomaly") or {})
+        exporting = event.get("action") == HealthAction.EXPORT_HEALTHY
         # the attempt's own end, not the run's: an export of its healthy checkpoint, or the
         # resume after it, can still succeed
         history.end(event, resume.STOPPED_UNHEALTHY, layout.pool_hosts, rung=layout.rung)
         self.record_attempts(context, history)
         self.release_tpus()
         self.stop_training_job()
-        below = int(anomaly.get("anomaly_step") or 0)
+        below = int(found.get("anomaly_step") or 0)
         step, uri = healthy_checkpoint(layout.checkpoints_dir, deployment.gcp_conn_id(), below)
-        anomaly.update(healthy_step=step, healthy_checkpoint=uri, action=event.get("action"))
+        anomaly: RecordedAnomaly = {
+            **found,
+            "healthy_step": step,
+            "healthy_checkpoint": uri,
+            "action": event.get("action"),
+        }
         context["ti"].xcom_push(key="anomaly", value=anomaly)
         write_summary(context["ti"], self.task_id, anomaly=anomaly)  # the page, note and report
         kept = f"the healthy checkpoint is step {step}: {uri}" if uri else "no healthy checkpoint"
         message = health.failure_text(anomaly, kept)
-        resuming = event.get("action") == health.RESUME
+        resuming = event.get("action") == HealthAction.RESUME
         if resuming and not resume.health_resumed(history):  # once: then the rules say stop
             self.log.warning("%s", message)
             return self.resume_unhealthy(context, layout, history, anomaly)
-        rewards = {
+        rewards: dict[str, Any] = {
             "pre": history.first_pre,
             "intermediate": evaluations.by_step(history.evaluations),
             "attempts": history.attempts,

@@ -8,20 +8,23 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from tpu_rl.operators.run_step import RunStep
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from kubernetes.client import CoreV1Api
 
-    from tpu_rl.cluster import ladder
     from tpu_rl.layout import RunLayout
     from tpu_rl.settings.fields import RunSettings
+    from tpu_rl.settings.rungs import Rung
 
 PENDING_TIMEOUT = "pending_timeout"  # the pods trigger's event reason (kube.pods_trigger)
 SCALE_UP_FAILED = "FailedScaleUp"  # GKE cluster autoscaler's event reason (see RungMove)
 
 
-class RungMove:
-    """A mixin for the steps whose workload asks for the TPU slice on a capacity ladder.
+class RungMove(RunStep):
+    """The base of the steps whose workload asks for the TPU slice on a capacity ladder (first
+    in their bases, before the step's kind: RunJobStep, RunClusterStep).
 
     A flex-start pool is made with no node, so its deploy stands whatever the zone holds; the
     slice comes (or not) when a workload's pods ask for it. When they are still pending at the
@@ -53,11 +56,12 @@ class RungMove:
 
         from tpu_rl.cluster import climb, ladder
         from tpu_rl.kube.removed_trigger import REMOVAL_TIMEOUT_S, RemovedTrigger
+        from tpu_rl.settings.rungs import Rung
 
         layout = self.run_layout(context)
         s = layout.settings  # on the current rung
         rungs = ladder.rungs(s)
-        if len(rungs) == 1 or ladder.Rung(s.capacity, s.zone) not in rungs:
+        if len(rungs) == 1 or Rung(s.capacity, s.zone) not in rungs:
             return False
         what, path = self.rung_holder(layout)
         reason = self.scale_up_failure(layout, what.split()[-1]) or str(event.get("message") or "")
@@ -105,15 +109,16 @@ class RungMove:
 
 def record_rung_left(
     context: Context, current: RunSettings, outcome: str, reason: str, log: Any
-) -> tuple[list[dict[str, Any]], ladder.Rung | None]:
+) -> tuple[list[dict[str, Any]], Rung | None]:
     """Record the rung the run is on (`current`: the settings on it) as left with `outcome` and
     `reason` in the ladder's record (tpu_rl.cluster.rung_record; the run stands on it until the
     next rung stands), and say where the run moves: the tries and the next rung (None: it was
     the last)."""
     from tpu_rl.cluster import climb, ladder
     from tpu_rl.cluster.rung_record import recorded_tries, write_tries
+    from tpu_rl.settings.rungs import Rung
 
-    rungs, rung = ladder.rungs(current), ladder.Rung(current.capacity, current.zone)
+    rungs, rung = ladder.rungs(current), Rung(current.capacity, current.zone)
     tries = climb.left_rung(recorded_tries(context["ti"]), rung, outcome, reason)
     write_tries(context["ti"], tries)
     index = rungs.index(rung)
@@ -134,6 +139,7 @@ def deploy_rungs_after(context: Context, current: RunSettings, log: Any) -> None
     from tpu_rl.cluster.session import toolkit_bundle, toolkit_session
     from tpu_rl.dag.runtime import run_deployment
     from tpu_rl.settings.run_settings import load_settings
+    from tpu_rl.settings.rungs import Rung
 
     settings = load_settings(dict(context["params"]))
     rungs, ti = ladder.rungs(settings), context["ti"]
@@ -151,6 +157,6 @@ def deploy_rungs_after(context: Context, current: RunSettings, log: Any) -> None
             lambda on: gcluster(on, lambda steps: [steps.deploy]),
             log,
             lambda tries: write_tries(ti, tries),
-            start=rungs.index(ladder.Rung(current.capacity, current.zone)) + 1,
+            start=rungs.index(Rung(current.capacity, current.zone)) + 1,
             tries=recorded_tries(ti),
         )

@@ -6,24 +6,39 @@ training Job, under the same names (MaxText restores its newest complete checkpo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from tpu_rl.operators.run_step import RunStep
+from tpu_rl.rewards.sensor import RewardSensor
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from tpu_rl.checkpoints.resume import History
     from tpu_rl.layout import RunLayout
+    from tpu_rl.settings.fields import RunSettings
+    from tpu_rl.storage import JsonObject
     from tpu_rl.watch.health import Rules
 
 
-class TrainingResumes:
-    """The reward wait's resumes (a mixin of WaitForRewardsSensor, whose run objects,
-    hook, deadlines and XComs they use)."""
+class TrainingResumes(RunStep, RewardSensor):
+    """The reward wait's resumes (the base of WaitForRewardsSensor, whose run objects, hook,
+    deadlines and XComs they use)."""
+
+    attempts_record: JsonObject  # the run's record of the training attempts (set_run_objects)
+
+    def set_run_objects(self, context: Context) -> RunLayout:
+        """Point the wait at the run's objects; returns the run's layout."""
+        raise NotImplementedError
+
+    def release_tpus(self) -> None:
+        """Delete the run's backend; never raises."""
+        raise NotImplementedError
 
     def resume_after_loss(
         self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
-    ) -> Any:
+    ) -> NoReturn:
         """Resume training from its newest complete checkpoint, or fail past the limit."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
@@ -36,40 +51,39 @@ class TrainingResumes:
             self.record_attempts(context, history)
             self.release_tpus()
             raise AirflowFailException(resume.exhausted(history, limit, why))
-        return self.resume_from_save(
+        self.resume_from_save(
             context, layout, history, lambda step: resume.resume_line(step, history, limit, why)
         )
 
     def resume_after_stop(
         self, context: Context, layout: RunLayout, history: History, event: dict[str, Any]
-    ) -> Any:
+    ) -> NoReturn:
         """Training stopped right after the last save its capacity allowed: resume from that
         save once the nodes whose time is up are gone (new capacity, a fresh run duration)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl.checkpoints import resume
         from tpu_rl.preflight.calendar_reservation import window_closed
-        from tpu_rl.settings.choices import Capacity
+        from tpu_rl.settings.capacity_modes import CapacityEnd, capacity_mode
 
         history.end(event, resume.STOPPED_AT_SAVE, layout.pool_hosts, rung=layout.rung)
-        if layout.settings.capacity != Capacity.CALENDAR:
-            return self.resume_from_save(
+        if capacity_mode(layout.settings.capacity).ends is not CapacityEnd.WINDOW_END:
+            self.resume_from_save(
                 context, layout, history,
                 lambda step: f"Resuming from committed step {step} on new nodes.",
                 event.get("nodes"), event.get("ends_at"),
             )  # fmt: skip
         # the calendar window is over: no new nodes there; the ladder's next rung, if any
-        if (nxt := self.leave_ended_rung(context, layout, event)) is None:
+        elif (nxt := self.leave_ended_rung(context, layout, event)) is None:
             self.record_attempts(context, history)
             raise AirflowFailException(window_closed(layout.settings, event["save_step"]))
-        line = f"Resuming from committed step {{}} on the capacity ladder's next rung {nxt}."
-        return self.resume_from_save(
-            context, layout, history, line.format, then="resume_on_next_rung"
-        )
+        else:
+            line = f"Resuming from committed step {{}} on the capacity ladder's next rung {nxt}."
+            self.resume_from_save(context, layout, history, line.format, then="resume_on_next_rung")
 
     def resume_unhealthy(
-        self, context: Context, layout: RunLayout, history: History, anomaly: dict[str, Any]
-    ) -> None:
+        self, context: Context, layout: RunLayout, history: History, anomaly: Mapping[str, Any]
+    ) -> NoReturn:
         """A fatal health rule stopped training (health_action=resume, the first time): open the
         health resume, drop the poisoned model's evaluations, and restart once the Job and
         backend are gone; resubmit_backend then quarantines the saves at or after the anomaly
@@ -102,7 +116,7 @@ class TrainingResumes:
             start,
         )
         self.record_attempts(context, history)
-        return self.restart(context, layout, history)
+        self.restart(context, layout, history)
 
     def quarantine_poisoned(self, layout: RunLayout, history: History) -> None:
         """For a health resume not quarantined yet: move the saves at or after the anomaly step
@@ -125,17 +139,18 @@ class TrainingResumes:
         self.log.warning("%s", resume.health_resume_line(step, healthy, moved, where))
         history.save(self.attempts_record)
 
-    def attempt_health_rules(self, settings: Any, history: History) -> Rules:
+    def attempt_health_rules(self, settings: RunSettings, history: History) -> Rules:
         """The watchdog's rules for the attempt the wait follows: the run's, but
         health_action=stop once training was resumed after an anomaly (never a resume loop)."""
         from dataclasses import replace
 
         from tpu_rl.checkpoints import resume
+        from tpu_rl.settings.choices import HealthAction
         from tpu_rl.watch import health
 
         rules = health.Rules.from_settings(settings)
         if resume.health_resumed(history):
-            rules = replace(rules, action=health.STOP)
+            rules = replace(rules, action=HealthAction.STOP)
         return rules
 
     def leave_ended_rung(
@@ -145,9 +160,10 @@ class TrainingResumes:
         the next rung, or None when there is none (then nothing is recorded)."""
         from tpu_rl.cluster import climb, ladder
         from tpu_rl.operators.rung_move import record_rung_left
+        from tpu_rl.settings.rungs import Rung
 
         s = layout.settings
-        rungs, current = ladder.rungs(s), ladder.Rung(s.capacity, s.zone)
+        rungs, current = ladder.rungs(s), Rung(s.capacity, s.zone)
         if current not in rungs or rungs.index(current) + 1 == len(rungs):
             return None
         why = str(event.get("message") or "").split("\n")[0]
@@ -168,7 +184,7 @@ class TrainingResumes:
         self, context: Context, layout: RunLayout, history: History,
         line: Callable[[int | None], str], nodes: list[str] | None = None,
         until: float | None = None, then: str = "resubmit_backend",
-    ) -> None:  # fmt: skip
+    ) -> NoReturn:  # fmt: skip
         """Open the next attempt from the step Tunix restores, Orbax's newest finalized one
         (tpu_rl.storage), saying why (`line`), and restart training from it."""
         from tpu_rl import storage
@@ -178,13 +194,13 @@ class TrainingResumes:
         history.begin(step, layout.pool_hosts, started=None, rung=layout.rung)
         history.resuming = True
         self.record_attempts(context, history)
-        return self.restart(context, layout, history, nodes, until, then)
+        self.restart(context, layout, history, nodes, until, then)
 
     def restart(
         self, context: Context, layout: RunLayout, history: History,
         nodes: list[str] | None = None, until: float | None = None,
         then: str = "resubmit_backend",
-    ) -> None:  # fmt: skip
+    ) -> NoReturn:  # fmt: skip
         """Delete the last attempt's Job and backend, and wait in the triggerer until they are
         gone (their pods end with a grace period) before new ones take the same names; and
         until `nodes` whose time is up are gone too (GKE removes them at `until` at the latest)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tpu_rl.cluster.ladder import rungs
 from tpu_rl.preflight.google_api import GoogleApi
 from tpu_rl.preflight.result import CheckResult, failed, passed
-from tpu_rl.settings.choices import Capacity
+from tpu_rl.settings.capacity_modes import capacity_mode
 from tpu_rl.settings.fields import RunSettings
 
 SERVICE_USAGE = "serviceusage.googleapis.com"
@@ -26,7 +26,7 @@ NAME = "apis enabled"
 
 def needed_apis(s: RunSettings) -> tuple[str, ...]:
     """The APIs of every run, and Cloud Quotas when a rung draws on quota."""
-    if any(not Capacity(rung.mode).takes_reservation for rung in rungs(s)):
+    if any(not capacity_mode(rung.mode).takes_reservation for rung in rungs(s)):
         return (*NEEDED_APIS, CLOUD_QUOTAS)
     return NEEDED_APIS
 

@@ -4,7 +4,7 @@ public access prevention (tpu_rl.bucket says why); read through the provider's G
 A missing bucket passes: ensure_bucket creates it in the region with those settings. A bucket
 in another location fails (every checkpoint read and write crosses regions). An existing bucket
 without the protections passes with a warning and the commands that add them: a run uses such
-a bucket as it is, with ensure_bucket's warning (issue 26), and preflight does not block what a
+a bucket as it is, with ensure_bucket's warning, and preflight does not block what a
 run accepts.
 """
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from tpu_rl.preflight.google_api import GoogleApi, read_or_none
 from tpu_rl.report.estimate import run_step_seconds
+from tpu_rl.settings.capacity_modes import CapacityEnd, capacity_mode
 from tpu_rl.settings.fields import RunSettings
 from tpu_rl.watch.capacity_end import epoch
 
@@ -176,9 +177,8 @@ def calendar_window(s: RunSettings, gcp_conn_id: str | None) -> Window | None:
     """The window of the run's calendar reservation (its VMs exist from its start to its end),
     read with `gcp_conn_id` (None: the deployment's connection); None on other capacity."""
     from tpu_rl import deployment
-    from tpu_rl.settings.choices import Capacity
 
-    if s.capacity != Capacity.CALENDAR:
+    if capacity_mode(s.capacity).ends is not CapacityEnd.WINDOW_END:
         return None
     return read_window(GoogleApi(gcp_conn_id or deployment.check_gcp_connection()), s)
 

@@ -7,7 +7,8 @@ ReservationsClient; tpu_rl.preflight.google_api), Cloud Quotas over REST.
 Machine types: https://cloud.google.com/compute/docs/reference/rest/v1/machineTypes (get,
 aggregatedList); reservations: .../v1/reservations (`specificReservation.count`, `inUseCount`,
 `instanceProperties.machineType`). No API tells ahead whether flex-start or Spot capacity will
-arrive: GKE provisions it when the pods ask (DESIGN section 7), so those modes are checked as
+arrive: GKE provisions it when the pods ask ("Observe Scale-Up" in sandbox/vendor/cluster-toolkit/
+consumption-options/dws-flex-start__gke-tpu-v6e__README.md), so those modes are checked as
 far as quota goes. Every rung of the capacity ladder is checked (tpu_rl.cluster.ladder: a rung
 is the run's settings with its mode and zone).
 
@@ -23,8 +24,8 @@ values except for those that have another DimensionsInfo instance configured for
 value", .../rest/v1/projects.locations.services.quotaInfos#DimensionsInfo). A QuotaInfo has no
 usage: the check compares the limit with the chips the slice needs.
 Flex-start and Spot TPUs consume preemptible quota (Cloud TPU, "Request Cloud TPUs using
-Flex-start": "ensure you have sufficient preemptible quota to use Flex-start"; DESIGN section
-8). Flex-start falls back to the on-demand quota only where the project has no preemptible
+Flex-start": "ensure you have sufficient preemptible quota to use Flex-start").
+Flex-start falls back to the on-demand quota only where the project has no preemptible
 quota: Compute Engine's provisioning-models page, "When you create a Flex-start VM, preemptible
 quota is consumed. If your project lacks preemptible quota, then standard quota is consumed"
 (https://docs.cloud.google.com/compute/docs/instances/provisioning-models, as quoted in a public
@@ -57,9 +58,9 @@ from tpu_rl.cluster.ladder import at_rung, rungs
 from tpu_rl.preflight import calendar_reservation
 from tpu_rl.preflight.google_api import GoogleApi, read, read_or_none
 from tpu_rl.preflight.result import CheckResult, failed, passed
-from tpu_rl.settings.choices import Capacity, ClusterMode
+from tpu_rl.settings.capacity_modes import Preflight, capacity_mode
+from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.fields import RunSettings
-from tpu_rl.tpu import generation_for, hosts_per_slice
 
 COMPUTE = "compute.googleapis.com"
 CLOUD_QUOTAS = "cloudquotas.googleapis.com"
@@ -151,10 +152,6 @@ def _check_offered(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     return [passed(OFFERED, f"{machine.name or s.compute_type} offered in {s.zone}")]
 
 
-def _vms_needed(s: RunSettings) -> int:
-    return hosts_per_slice(s.topology, s.compute_type) * s.cluster_nodepool_count
-
-
 def check_capacity(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
     """The reservation, the calendar reservation's window, or the TPU quota, as each rung's
     capacity mode needs."""
@@ -162,9 +159,10 @@ def check_capacity(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
 
 
 def _check_rung_capacity(api: GoogleApi, s: RunSettings) -> list[CheckResult]:
-    if s.capacity == Capacity.RESERVATION:
+    check = capacity_mode(s.capacity).preflight
+    if check is Preflight.RESERVATION:
         return [_check_reservation(api, s)]
-    if s.capacity == Capacity.CALENDAR:
+    if check is Preflight.CALENDAR_WINDOW:
         return [_check_calendar(api, s)]
     return [_check_quota(api, s)]
 
@@ -211,7 +209,7 @@ def _check_reservation(api: GoogleApi, s: RunSettings) -> CheckResult:
     specific = found.specific_reservation
     machine = specific.instance_properties.machine_type
     count, used = int(specific.count), int(specific.in_use_count)
-    needed = _vms_needed(s)
+    needed = s.slices.hosts
     if machine != s.compute_type:
         return failed(
             RESERVATION,
@@ -264,7 +262,7 @@ def _quota_limit(api: GoogleApi, s: RunSettings, quota_id: str, family: str) -> 
     if info is None:
         return None
 
-    def fits(dims: dict) -> bool:
+    def fits(dims: dict[str, str]) -> bool:
         return dims.get("region", s.region) == s.region and dims.get(FAMILY_DIMENSION, family) in (
             family,
             "",
@@ -289,8 +287,8 @@ def _fits(limit: float | None, chips: int) -> bool:
 def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
     """The quota of its TPU generation the rung's VMs consume: the preemptible one (Spot; and
     flex-start), or for flex-start in a project with no preemptible quota, the on-demand one."""
-    chips = s.chips * s.cluster_nodepool_count
-    generation = generation_for(s.tpu_type).name
+    slices = s.slices
+    chips, generation = slices.chips, slices.generation.name
     quota = TPU_QUOTAS.get(generation)
     if quota is None:
         return passed(
@@ -300,7 +298,8 @@ def _check_quota(api: GoogleApi, s: RunSettings) -> CheckResult:
         )
     preemptible = _quota_limit(api, s, quota.preemptible, "")
     consumed, limit, why = quota.preemptible, preemptible, "preemptible quota"
-    if s.capacity == Capacity.FLEX_START and not preemptible:  # none, or a limit of 0
+    falls_back = capacity_mode(s.capacity).preflight is Preflight.PREEMPTIBLE_ELSE_ON_DEMAND_QUOTA
+    if falls_back and not preemptible:  # none, or a limit of 0
         if not quota.on_demand:
             return passed(
                 QUOTA,

@@ -56,6 +56,13 @@ class Reads:
     def settings(self) -> RunSettings:
         return self.layout.settings
 
+    @property
+    def google(self) -> GoogleApi:
+        """The Google APIs of a check that needs GOOGLE (run_preflight runs none without)."""
+        if self.api is None:
+            raise LookupError("no Google credentials: a check needing them ran without them")
+        return self.api
+
     @cached_property
     def cluster(self) -> Any | None:
         """The Container API's Cluster of an existing cluster (None when there is none)."""
@@ -99,7 +106,7 @@ CHECKS: tuple[Check, ...] = (
         "Service Usage `services.batchGet`",
         (GOOGLE,),
         "`gcloud services enable` the APIs it names",
-        lambda r: apis.check_apis(r.api, r.settings),
+        lambda r: apis.check_apis(r.google, r.settings),
     ),
     Check(
         iam.CALLER,
@@ -108,7 +115,7 @@ CHECKS: tuple[Check, ...] = (
         "Resource Manager `projects.testIamPermissions`",
         (GOOGLE,),
         "grant the tutorial's roles to the GCP connection's account",
-        lambda r: iam.check_caller(r.api, r.settings),
+        lambda r: iam.check_caller(r.google, r.settings),
     ),
     Check(
         capacity.OFFERED,
@@ -117,7 +124,7 @@ CHECKS: tuple[Check, ...] = (
         "Compute Engine `machineTypes.get` (and `aggregatedList`: the zones that offer it)",
         (GOOGLE,),
         "set `zone` to one of the zones it names",
-        lambda r: capacity.check_offered(r.api, r.settings),
+        lambda r: capacity.check_offered(r.google, r.settings),
     ),
     Check(
         capacity.RESERVATION,
@@ -128,7 +135,7 @@ CHECKS: tuple[Check, ...] = (
         "`quotaInfos.get`",
         (GOOGLE,),
         "name a reservation that fits or resize it, request a new window, or request quota",
-        lambda r: capacity.check_capacity(r.api, r.settings),
+        lambda r: capacity.check_capacity(r.google, r.settings),
     ),
     Check(
         "bucket",
@@ -169,7 +176,7 @@ CHECKS: tuple[Check, ...] = (
         "grant `roles/storage.objectUser` on the bucket to the accounts it names",
         lambda r: [
             iam.check_pool_roles(
-                r.api, r.settings, cluster.pool_accounts(r.settings, r.cluster), r.gcp_conn_id
+                r.google, r.settings, cluster.pool_accounts(r.settings, r.cluster), r.gcp_conn_id
             )
         ],
         cluster_mode=EXISTING,
@@ -220,7 +227,7 @@ CHECKS: tuple[Check, ...] = (
         "the registry's `HEAD /v2/<name>/manifests/<reference>`",
         (GOOGLE,),
         "set the image to one that exists, or grant `roles/artifactregistry.reader`",
-        lambda r: images.check_images(r.api, r.settings),
+        lambda r: images.check_images(r.google, r.settings),
     ),
     Check(
         huggingface.TOKEN,

@@ -29,11 +29,14 @@ def _when(check: Check) -> str:
     return f"`cluster_mode={check.cluster_mode.value}`" if check.cluster_mode else ""
 
 
-def _fill(text: str, **options: str) -> str:
+def _fill(text: str, subsequent_indent: str = "") -> str:
     """`text` wrapped to WIDTH, never inside a `code span` (a check's name stays whole)."""
     spans = re.split(r"(`[^`]*`)", text)
     kept = "".join(s.replace(" ", NO_BREAK) if s.startswith("`") else s for s in spans)
-    return textwrap.fill(kept, WIDTH, break_on_hyphens=False, **options).replace(NO_BREAK, " ")
+    wrapped = textwrap.fill(
+        kept, WIDTH, break_on_hyphens=False, subsequent_indent=subsequent_indent
+    )
+    return wrapped.replace(NO_BREAK, " ")
 
 
 def names_text() -> str:

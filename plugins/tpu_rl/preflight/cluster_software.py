@@ -7,7 +7,7 @@ Controllers: JobSet's release manifests install Deployment `jobset-controller-ma
 (kubernetes-sigs/jobset and kubernetes-sigs/kueue config/default; `kubectl kueue version`
 prints that image). Minimums: Kueue 0.15, whose kueue.x-k8s.io/v1beta2 the run uses
 (tpu_rl.kube.kueue_rules; kubernetes-sigs/kueue CHANGELOG-0.15.md); JobSet v0.10.1, the CRD the
-run's JobSet is validated against and the one DESIGN section 1 says the blueprint installs.
+run's JobSet is validated against and the one the blueprint installs (docs/sources.md#jobset).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def check_queue(client: Any, layout: RunLayout) -> CheckResult:
             fix,
         )
     quota = _tpu_quota(cluster_queue)
-    chips = s.chips * s.cluster_nodepool_count
+    chips = s.slices.chips
     if quota < chips:
         return failed(
             QUEUE,

@@ -77,26 +77,29 @@ class GoogleApi:
         self.credentials, self.project = GoogleBaseHook(
             gcp_conn_id=gcp_conn_id
         ).get_credentials_and_project_id()
+        # no-untyped-call below: google-auth 2.63.0 leaves Credentials.refresh (credentials.py:
+        # 161) and AuthorizedSession.__init__ (transport/requests.py:515) unannotated
         if not self.credentials.valid:
             # The token first, once: credentials that cannot get one (a token endpoint out of
             # reach, a revoked key) raise here, the `google credentials` line, instead of in
             # every check (AuthorizedSession.request calls credentials.before_request, which
             # refreshes a token that is not valid: google-auth 2.63.0, transport/requests.py
             # line 739, credentials.py lines 236-242).
-            self.credentials.refresh(Request())
-        self.session = AuthorizedSession(self.credentials)
-        self._clients: dict[type, Any] = {}
+            self.credentials.refresh(Request())  # type: ignore[no-untyped-call]
+        self.session = AuthorizedSession(self.credentials)  # type: ignore[no-untyped-call]
+        self._clients: dict[type, object] = {}
 
     def client(self, client_class: type[Answer], host: str) -> Answer:
         """A typed client (google.cloud.compute_v1's, resourcemanager_v3's) on the REST
         transport at the host's endpoint, with the connection's credentials; one per class."""
-        if client_class not in self._clients:
-            self._clients[client_class] = client_class(  # type: ignore[call-arg]
+        client = self._clients.get(client_class)
+        if not isinstance(client, client_class):
+            client = self._clients[client_class] = client_class(  # type: ignore[call-arg]
                 credentials=self.credentials,
                 transport="rest",
                 client_options={"api_endpoint": deployment.api_endpoint(host)},
             )
-        return self._clients[client_class]
+        return client
 
     def get(self, host: str, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """GET https://<host><path> (JSON), or ApiRefusal: for an API no lock pins a typed
@@ -106,7 +109,8 @@ class GoogleApi:
         )
         if response.status_code != 200:
             raise refusal(response)
-        return response.json()
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def get_or_none(
         self, host: str, path: str, params: dict[str, Any] | None = None

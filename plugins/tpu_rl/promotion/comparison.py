@@ -31,13 +31,15 @@ def compare_with_champion(
     }
     if champion is None:
         return {**result, "beats": True, "reason": NO_CHAMPION}
-    missing = list(_unusable(champion_metrics or {}, challenger_metrics or {}, min_gain))
+    theirs_all, ours_all = champion_metrics or {}, challenger_metrics or {}
+    missing = list(_unusable(theirs_all, ours_all, min_gain))
     if missing:
         reason = f"not promoted: no usable {'; '.join(missing)}"
         return {**result, "beats": False, "reason": reason}
-    shortfalls, margins = [], []
+    shortfalls: list[str] = []
+    margins: list[str] = []
     for name, gain in min_gain.items():
-        ours, theirs = float(challenger_metrics[name]), float(champion_metrics[name])  # type: ignore[index]
+        ours, theirs = float(ours_all[name]), float(theirs_all[name])
         line = f"{name} {ours:.4g} vs champion {theirs:.4g} (needs {gain:+g})"
         (shortfalls if ours < theirs + gain else margins).append(line)
     where = f"the champion from run {champion.get('run_id')}"

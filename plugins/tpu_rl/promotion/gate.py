@@ -91,7 +91,11 @@ def _row(
     before, after = metric(pre, name), metric(judged, name)
     gain = None if before is None or after is None else after - before
     # as the gate always compared: after >= before + minimum (not the rounded gain)
-    passed = None if minimum is None else gain is not None and after >= before + minimum
+    passed = (
+        None
+        if minimum is None
+        else before is not None and after is not None and after >= before + minimum
+    )
     return {"pre": before, "candidate": after, "gain": gain, "min_gain": minimum, "passed": passed}
 
 

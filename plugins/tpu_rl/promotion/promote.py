@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from logging import Logger
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tpu_rl import deployment
 from tpu_rl.promotion.champion import ChampionRecord, ChampionRecordError, ChampionStore
@@ -23,6 +22,15 @@ if TYPE_CHECKING:
 
 PREVIOUS_KEPT = 20  # earlier champions' exports named in the record, newest first
 STATE_XCOM = "state"  # promote's XCom when it fails: the state it left, for the run's note
+
+
+class PromotionLog(Protocol):
+    """What a promotion says its steps with: a `logging.Logger`, or the operator's `self.log`
+    (Airflow's Logger, airflow/sdk/_shared/logging/types.py: `info(self, event, *args, **kw)`)."""
+
+    def info(self, message: str, /, *args: Any) -> Any: ...
+
+    def error(self, message: str, /, *args: Any) -> Any: ...
 
 
 class PromotionFailed(Exception):
@@ -98,7 +106,7 @@ def promote_export(
     export: ExportedModel,
     comparison: Mapping[str, Any] | None,
     gcp_conn_id: str,
-    log: Logger,
+    log: PromotionLog,
 ) -> dict[str, Any]:
     """Register the export in Vertex when the deployment says so, then write the champion
     record over the one `comparison` compared with (a retry that finds its own record keeps
@@ -188,7 +196,11 @@ def register(
 
 
 def undo_registration(
-    layout: RunLayout, model_id: str, version: RegisteredVersion, gcp_conn_id: str, log: Logger
+    layout: RunLayout,
+    model_id: str,
+    version: RegisteredVersion,
+    gcp_conn_id: str,
+    log: PromotionLog,
 ) -> str:
     """Move the champion alias back after the record could not be written; what it left."""
     from tpu_rl.promotion.registry import RestModelServiceHook, restore_champion_alias

@@ -116,7 +116,8 @@ def upload_version(
         request["parent_model"] = name
         holder = _get_model(client, f"{name}@{CHAMPION_ALIAS}")
         previous = holder.version_id if holder is not None else None
-    response = client.upload_model(request=request).result()
+    # google-api-core 2.44.0's PollingFuture.result (future/polling.py:143) is unannotated
+    response = client.upload_model(request=request).result()  # type: ignore[no-untyped-call]
     return RegisteredVersion(response.model, response.model_version_id, previous)
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpu_rl.report import prices
 from tpu_rl.report.tpu_nodes import node_seconds
+from tpu_rl.settings.capacity_modes import COMMITMENT, USAGE, WINDOW, capacity_mode
 from tpu_rl.tpu import CHIPS_PER_HOST
 
 if TYPE_CHECKING:
@@ -51,11 +52,12 @@ RULES = {
 def task_time_rule(settings: RunSettings) -> str:
     """What bills when no node was seen: only flex-start (or an existing pool named without a
     reservation) scales from zero; a created cluster's other pools are static."""
-    if settings.capacity == "flex_start":
+    mode = capacity_mode(settings.capacity)
+    if not mode.static_pool:
         return TPU_NODES
     if settings.cluster_mode == "create":
         return CREATED_POOL
-    static = settings.reservation or settings.capacity == "spot"
+    static = bool(settings.reservation) or mode.static_without_reservation
     return EXISTING_STATIC_POOL if static else TPU_NODES
 
 
@@ -83,8 +85,9 @@ def tpu_billing(
         settings.tpu_type, region, settings.capacity, settings.negotiated_usd_per_chip_hour
     )
     chip_hours = host_hours * chips_per_host
-    billed_as = prices.BILLED_AS[settings.capacity]
-    spends = price is not None and billed_as == prices.USAGE
+    billed_as = capacity_mode(settings.capacity).billed_as
+    spends = billed_as == USAGE  # a commitment or a window is no spend of the run's own
+    spent = chip_hours * price.usd_per_chip_hour if price is not None and spends else None
     return {
         "hosts": hosts,
         "pool_seconds": host_seconds / hosts if hosts else 0.0,
@@ -93,7 +96,7 @@ def tpu_billing(
         "rule": rule,
         "rule_text": f"{RULES[rule]}; counted to {until_text}",
         "nodes_seen": len({n for x in looks for n in x["nodes"]}),
-        "estimated_cost_usd": chip_hours * price.usd_per_chip_hour if spends else None,
+        "estimated_cost_usd": spent,
         "billed_as": billed_as,
         "pool_chips": hosts * chips_per_host,
         "price": None if price is None else {**price.as_dict(), "capacity": settings.capacity},
@@ -104,10 +107,10 @@ def billed_text(tpu: Mapping[str, Any]) -> str | None:
     """What a reservation or a calendar window costs instead of the run's hours, in words;
     None for Spot and flex-start (their hours are the spend) or without a price."""
     price, billed_as = tpu.get("price"), tpu.get("billed_as")
-    if not price or billed_as not in (prices.COMMITMENT, prices.WINDOW):
+    if not price or billed_as not in (COMMITMENT, WINDOW):
         return None
     rate = f"${price['usd_per_chip_hour']:g} per chip-hour ({price['basis']}, {price['region']})"
-    if billed_as == prices.COMMITMENT:
+    if billed_as == COMMITMENT:
         return (
             f"no spend of this run's own: the reservation is paid by its commitment, whether or "
             f"not the pool exists (1-year commitment {rate}; {prices.CONSUMPTION_PAGE})"

@@ -1,4 +1,4 @@
-"""The README's table of the catalogue's cells (issue 47): one row per cell, with `make plan`'s
+"""The README's table of the catalogue's cells: one row per cell, with `make plan`'s
 estimate of the tutorial's run on it (its assumed step time, time, chip-hours and cost per
 capacity mode in us-east5), generated from the catalogue (tpu_rl.catalogue.cells), the estimate
 (tpu_rl.report.estimate) and the price table (tpu_rl.report.prices), whose prices it names
@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from tpu_rl import generated_blocks
-from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, Cell
+from tpu_rl.catalogue.cells import CELL_SETTINGS, CELLS, TUTORIAL_CELL, Cell
 from tpu_rl.generated_blocks import WIDTH, Block, html_comment
 from tpu_rl.include_files import include_file
 from tpu_rl.report import prices
 from tpu_rl.report.estimate import STEP_RULE, ModeEstimate, estimate_run, mode_in
+from tpu_rl.settings.capacity_modes import COMMITMENT, CapacityMode, capacity_mode
+from tpu_rl.settings.choices import Capacity
 from tpu_rl.settings.fields import RunSettings
 from tpu_rl.settings.run_settings import load_settings
 
@@ -31,7 +33,12 @@ TARGET = Path("README.md")
 # example settings file minus the cell's own settings, which come from the catalogue.
 TUTORIAL_CONF = Path("examples") / "tutorial.json"
 COLUMNS = ("model", "TPU (topology)", "chips", "follows (date)", "step", "time", "chip-hours")
-CAPACITIES = (("reservation", "reservation"), ("spot", "spot"), ("flex_start", "flex-start"))
+# The modes the table prices, in its columns' order (a calendar window's price is not public).
+CAPACITIES: tuple[CapacityMode, ...] = tuple(
+    map(capacity_mode, (Capacity.RESERVATION, Capacity.SPOT, Capacity.FLEX_START))
+)
+# The mode whose hours the table counts: its pool lives from the cluster's creation to teardown.
+COUNTED = capacity_mode(Capacity.SPOT)
 
 
 def _source(cell: Cell) -> str:
@@ -43,7 +50,7 @@ def _source(cell: Cell) -> str:
 def _cost(mode: ModeEstimate | None) -> str:
     if mode is None or mode.price is None:
         return "no price"
-    if mode.billed_as == prices.COMMITMENT:
+    if mode.billed_as == COMMITMENT:
         return "commitment"
     bound = "at most " if mode.price.basis == prices.UPPER_BOUND else ""
     return f"{bound}${mode.usd:,.0f}"
@@ -53,7 +60,7 @@ def _cost(mode: ModeEstimate | None) -> str:
 def tutorial_run() -> dict[str, Any]:
     """include/examples/tutorial.json without the settings a catalogue cell gives."""
     conf = json.loads(include_file(TUTORIAL_CONF).read_text())
-    return {k: v for k, v in conf.items() if k not in TUTORIAL_CELL.settings()}
+    return {k: v for k, v in conf.items() if k not in ("model_name", *CELL_SETTINGS)}
 
 
 def cell_settings(cell: Cell) -> RunSettings:
@@ -68,7 +75,7 @@ def cell_row(cell: Cell) -> str:
     settings = cell_settings(cell)
     estimate = estimate_run(settings)
     region = settings.region
-    first = mode_in(estimate, "spot", region)
+    first = mode_in(estimate, COUNTED.capacity, region)
     name = f"{cell.model_name} (the tutorial's)" if cell is TUTORIAL_CELL else cell.model_name
     cells = [
         name,
@@ -78,7 +85,7 @@ def cell_row(cell: Cell) -> str:
         f"{estimate.step_seconds:.0f} s",
         f"{estimate.wall_minutes / 60:.1f} h",
         f"{first.chip_hours:.0f}" if first else "n/a",
-        *(_cost(mode_in(estimate, capacity, region)) for capacity, _ in CAPACITIES),
+        *(_cost(mode_in(estimate, mode.capacity, region)) for mode in CAPACITIES),
     ]
     return f"| {' | '.join(cells)} |"
 
@@ -116,7 +123,7 @@ def price_lines(region: str) -> list[str]:
 
 def table_text() -> str:
     """The README's block: the table, with what its figures assume and the prices it used."""
-    header = (*COLUMNS, *(title for _, title in CAPACITIES))
+    header = (*COLUMNS, *(mode.title for mode in CAPACITIES))
     tutorial = cell_settings(TUTORIAL_CELL)
     notes = [
         f"Time and chip-hours: the tutorial's run ({tutorial.region}, its "
@@ -149,6 +156,6 @@ def with_current_blocks(text: str) -> str:
 
 
 if __name__ == "__main__":
-    for target in map(Path, sys.argv[1:] or [TARGET]):
+    for target in [Path(arg) for arg in sys.argv[1:]] or [TARGET]:
         target.write_text(with_current_blocks(target.read_text()))
         print(f"wrote the catalogue's table in {target}")

@@ -27,15 +27,21 @@ from tpu_rl.catalogue.cells import TUTORIAL_CELL
 from tpu_rl.catalogue.models import MODELS
 from tpu_rl.cluster.ladder import cross_zone_text
 from tpu_rl.report import prices
+from tpu_rl.settings.capacity_modes import (
+    CAPACITY_MODES,
+    COMMITMENT,
+    USAGE,
+    WINDOW,
+    BilledAs,
+    capacity_mode,
+)
 from tpu_rl.settings.rungs import LadderError, parse_ladder
-from tpu_rl.tpu import CHIPS_PER_HOST, chips_in
+from tpu_rl.tpu import CHIPS_PER_HOST, Slice, chips_in
 
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
 TUTORIAL_REGION = "us-east5"  # include/examples/tutorial.json's
-CAPACITY_MODES = ("reservation", "calendar", "flex_start", "spot")
-STATIC_MODES = ("reservation", "calendar", "spot")  # calendar: the reservation's pool
 # Assumed minutes per step; none is measured by this repository.
 ASSUMED_MINUTES = {
     "create_cluster": 30.0,  # gcluster deploy: network, GKE cluster, CPU and TPU node pools
@@ -54,8 +60,10 @@ STEP_RULE = (
     "parameters (billions, as its Hugging Face name states) per chip-TFLOP of a slice (peak "
     "BF16: v5p 459, v6e 918, TPU7x 2307, docs.cloud.google.com/tpu/docs/tpu7x)"
 )
-# GKE's autoscaler removes an idle flex-start node 1-10 minutes after its pods end (DESIGN 7,
-# "Billing"): the upper bound, after each of the three steps that hold the slice.
+# GKE's autoscaler removes an idle flex-start node 1-10 minutes after its pods end (Cluster
+# Toolkit's flex-start example, sandbox/vendor/cluster-toolkit/consumption-options/
+# dws-flex-start__gke-tpu-v6e__README.md: "Automatic Removal"): the upper bound, after each of
+# the three steps that hold the slice.
 SCALE_DOWN_TAIL_MINUTES = 10.0
 FLEX_START_SCALE_UPS = 3  # convert, the backend (training), export
 # The settings estimate_run's figures are computed from: while one of them is invalid, the
@@ -91,7 +99,7 @@ class ModeEstimate:
     usd: float | None  # the run's spend; None: a reservation's commitment, or no price known
     price: prices.Price | None
     region: str = ""
-    billed_as: str = prices.USAGE  # usage, commitment (a reservation), window (calendar)
+    billed_as: BilledAs = USAGE  # usage, commitment (a reservation), window (calendar)
     commitment: tuple[prices.Price | None, ...] = ()  # a reservation's 1- and 3-year prices
     chips: int = 0
 
@@ -159,7 +167,7 @@ def _phases(settings: RunSettings) -> tuple[tuple[str, float], ...]:
 def billed_minutes(phases: tuple[tuple[str, float], ...], capacity: str) -> float:
     """Minutes the TPU pool bills: a static pool the whole run (the cluster's life, or the run's
     span on an existing cluster), a flex-start pool its TPU steps plus their scale-down tails."""
-    if capacity in STATIC_MODES:
+    if capacity_mode(capacity).static_pool:
         return sum(minutes for _, minutes in phases)
     held = sum(m for step, m in phases if step not in ("create_cluster", "destroy_cluster"))
     return held + FLEX_START_SCALE_UPS * SCALE_DOWN_TAIL_MINUTES
@@ -194,14 +202,14 @@ def mode_estimate(
     own = capacity == settings.capacity
     negotiated = settings.negotiated_usd_per_chip_hour if own else 0.0
     price = prices.capacity_price(settings.tpu_type, region, capacity, negotiated)
-    billed_as = prices.BILLED_AS[capacity]
-    if price is None or billed_as == prices.COMMITMENT:
+    billed_as = capacity_mode(capacity).billed_as
+    if price is None or billed_as == COMMITMENT:
         usd = None
-    elif billed_as == prices.WINDOW:
+    elif billed_as == WINDOW:
         usd = chips * window_hours(hours) * price.usd_per_chip_hour
     else:
         usd = chips * hours * price.usd_per_chip_hour
-    if billed_as != prices.COMMITMENT:
+    if billed_as != COMMITMENT:
         commitment: tuple[prices.Price | None, ...] = ()
     elif negotiated > 0:
         commitment = (price,)
@@ -224,9 +232,10 @@ def mode_estimate(
 def estimate_run(settings: RunSettings) -> Estimate:
     """The run's estimate for each capacity mode in each of its regions, the other settings as
     they are."""
-    chips_per_host = CHIPS_PER_HOST.get(settings.compute_type, 0)
-    chips = chips_in(settings.topology) * settings.cluster_nodepool_count
-    hosts = chips // chips_per_host if chips_per_host else 0
+    slices = Slice.of(settings.tpu_type, settings.topology, settings.cluster_nodepool_count)
+    chips = slices.chips
+    # hosts of the run's compute_type: none for an unknown one (the form's estimate reads any)
+    hosts = slices.hosts if settings.compute_type in CHIPS_PER_HOST else 0
     phases = _phases(settings)
     regions = run_regions(settings)
     # the table's other regions, for comparison
@@ -234,7 +243,7 @@ def estimate_run(settings: RunSettings) -> Estimate:
     modes = [
         mode_estimate(settings, phases, capacity, region, chips, hosts)
         for region in regions
-        for capacity in CAPACITY_MODES
+        for capacity in map(str, CAPACITY_MODES)
     ]
     return Estimate(
         tpu_type=settings.tpu_type,
@@ -371,7 +380,7 @@ def cost_words(mode: ModeEstimate) -> str:
     if mode.price is None:
         return "no price known"
     rate = f"${mode.price.usd_per_chip_hour:g} per chip-hour ({mode.price.basis})"
-    if mode.billed_as == prices.COMMITMENT:
+    if mode.billed_as == COMMITMENT:
         rates = ", ".join(
             f"{p.mode.removeprefix('commit_')} ${p.usd_per_chip_hour:g} ({p.basis})"
             for p in mode.commitment
@@ -383,7 +392,7 @@ def cost_words(mode: ModeEstimate) -> str:
             f"pool exists (per committed chip-hour: {rates}; {mode.chips} chips at 1-year: "
             f"${day:,.2f} a day)"
         )
-    if mode.billed_as == prices.WINDOW:
+    if mode.billed_as == WINDOW:
         hours = window_hours(mode.billed_hours)
         return (
             f"${mode.usd:,.2f}: a {hours / 24:.0f}-day window at {rate}, billed whole "
@@ -441,9 +450,9 @@ def estimate_table(estimate: Estimate, whose: str) -> str:
 def _short_cost(mode: ModeEstimate) -> str:
     if mode.price is None:
         return "no price known"
-    if mode.billed_as == prices.COMMITMENT:
+    if mode.billed_as == COMMITMENT:
         return f"the reservation's commitment (1 year: ${mode.price.usd_per_chip_hour:g}/chip-hour)"
-    if mode.billed_as == prices.WINDOW:
+    if mode.billed_as == WINDOW:
         return f"${mode.usd:,.2f}: a whole-day window ({mode.price.basis})"
     bound = "at most " if mode.price.basis == prices.UPPER_BOUND else ""
     return f"{bound}${mode.usd:,.2f}"

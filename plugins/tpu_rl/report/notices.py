@@ -22,7 +22,8 @@ class _Try(threading.Thread):
 
     def __init__(self, channel: Any, context: Any) -> None:
         super().__init__(name=f"notice-{type(channel).__name__}", daemon=True)
-        self.channel, self.context, self.error = channel, context, None
+        self.channel, self.context = channel, context
+        self.error: str | None = None
 
     def run(self) -> None:
         try:

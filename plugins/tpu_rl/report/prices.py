@@ -26,20 +26,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tpu_rl.settings.capacity_modes import capacity_mode
+
 PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 DWS_PAGE = "https://cloud.google.com/kubernetes-engine/docs/concepts/dws"
 CONSUMPTION_PAGE = "https://cloud.google.com/tpu/docs/consumption-options"
 CALENDAR_PAGE = "https://cloud.google.com/tpu/docs/calendar-mode-reservation"
 BILLING_CATALOGUE = "Cloud Billing catalogue (TPU SKUs)"
 LIST_PRICE, UPPER_BOUND, NEGOTIATED = "list price", "upper bound", "negotiated"
-# the price modes of the table; a capacity mode bills at one of them (capacity_price)
+# the price modes of the table; a capacity mode bills at one of them (its price_column:
+# tpu_rl.settings.capacity_modes)
 ON_DEMAND, SPOT, FLEX_START, CALENDAR = "on_demand", "spot", "flex_start", "calendar"
 COMMIT_1Y, COMMIT_3Y = "commit_1y", "commit_3y"
 COMMITMENTS = (COMMIT_1Y, COMMIT_3Y)
 PRICE_MODES = (ON_DEMAND, SPOT, FLEX_START, CALENDAR, COMMIT_1Y, COMMIT_3Y)
-# What bills: a mode's hours (usage), a commitment (a reservation), a window (calendar).
-USAGE, COMMITMENT, WINDOW = "usage", "commitment", "window"
-BILLED_AS = {"spot": USAGE, "flex_start": USAGE, "reservation": COMMITMENT, "calendar": WINDOW}
 MIN_WINDOW_HOURS = 24.0  # a calendar window lasts 1 to 90 days (CALENDAR_PAGE)
 NEGOTIATED_SOURCE = "the run's negotiated_usd_per_chip_hour setting (a contract's price)"
 
@@ -228,7 +228,7 @@ def price_in(tpu_type: str, region: str, mode: str) -> Price | None:
 
 def price_mode(capacity: str) -> str:
     """The price mode a capacity mode bills at: a reservation's is its 1-year commitment."""
-    return COMMIT_1Y if capacity == "reservation" else str(capacity)
+    return capacity_mode(capacity).price_column
 
 
 def capacity_price(

@@ -70,7 +70,9 @@ def step_durations(
 
 def run_started_at(context: Any) -> float:
     """Epoch seconds the run started (the first task's start when the run has no start yet)."""
-    started = getattr(context["dag_run"], "start_date", None) or context["ti"].start_date
+    # a running task's start_date is always set (airflow/sdk/types.py,
+    # RuntimeTaskInstanceProtocol.start_date: AwareDatetime), the run's may not be
+    started: datetime = getattr(context["dag_run"], "start_date", None) or context["ti"].start_date
     return started.timestamp()
 
 

@@ -3,16 +3,17 @@ reward wait's progress and spend lines, tpu_rl.watch.progress), from the price t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tpu_rl.report import prices
-from tpu_rl.report.estimate import Estimate, cost_words, estimate_run, mode_in
+from tpu_rl.report.estimate import Estimate, ModeEstimate, cost_words, estimate_run, mode_in
+from tpu_rl.settings.capacity_modes import WINDOW, capacity_mode
+from tpu_rl.watch.progress import Spend
 
 if TYPE_CHECKING:
     from tpu_rl.settings.fields import RunSettings
 
 
-def _run_mode(settings: RunSettings, estimate: Estimate) -> Any:
+def _run_mode(settings: RunSettings, estimate: Estimate) -> ModeEstimate | None:
     return mode_in(estimate, str(settings.capacity), settings.zone or settings.region or "")
 
 
@@ -33,19 +34,19 @@ def estimate_problem(settings: RunSettings) -> str | None:
     )
 
 
-def training_spend(settings: RunSettings) -> dict[str, Any]:
+def training_spend(settings: RunSettings) -> Spend:
     """How the training's TPUs bill, as tpu_rl.watch.progress.Spend takes it: the slice's
     price an hour (Spot, flex-start), a calendar window's estimated whole price, or a
     reservation's commitment; the limit and what follows it."""
     estimate = estimate_run(settings)
     mode = _run_mode(settings, estimate)
     price = mode.price if mode is not None else None
-    billed_as = prices.BILLED_AS[str(settings.capacity)]
-    return {
-        "capacity": str(settings.capacity),
-        "billed_as": billed_as,
-        "usd_per_hour": estimate.chips * price.usd_per_chip_hour if price else None,
-        "window_usd": mode.usd if mode is not None and billed_as == prices.WINDOW else None,
-        "max_usd": float(settings.max_spend_usd),
-        "action": str(settings.spend_limit_action),
-    }
+    billed_as = capacity_mode(settings.capacity).billed_as
+    return Spend(
+        capacity=str(settings.capacity),
+        billed_as=billed_as,
+        usd_per_hour=estimate.chips * price.usd_per_chip_hour if price else None,
+        window_usd=mode.usd if mode is not None and billed_as == WINDOW else None,
+        max_usd=float(settings.max_spend_usd),
+        action=settings.spend_limit_action,
+    )

@@ -112,7 +112,10 @@ def _epoch_second(whole: str, zone: str) -> int:
 
 
 def since_time(stamp: str) -> str:
-    """The whole second a timestamp falls in, as `sinceTime` (servers truncate to seconds)."""
+    """The whole second a timestamp falls in, as `sinceTime`: the API server forwards it to the
+    kubelet in whole seconds (kubernetes pkg/registry/core/pod/strategy.go, LogLocation:
+    `opts.SinceTime.Format(time.RFC3339)`), which sends every line not before it
+    (pkg/kubelet/kuberuntime/logs/logs.go, ReadLogs), so the lines of that second come again."""
     second = time_key(stamp)[0]
     return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -48,6 +48,7 @@ class LogStream:
         self._consume = consume
         self._news = news
         self._progressed = progressed
+        self._enough: Callable[[], bool] = lambda: False  # read_until's: read no more chunks
         self._cutter = LineCutter()
         self._error: BaseException | None = None
         self._task = asyncio.create_task(self._pump())
@@ -82,7 +83,7 @@ class LogStream:
                 if self.result is not None or self._progressed() or unsaid >= SAVE_EVERY_BYTES:
                     unsaid = 0
                     self._news.set()
-                if self.result is not None:
+                if self.result is not None or self._enough():
                     return
         except (aiohttp.ClientError, TimeoutError):  # broken, or silent past sock_read
             pass
@@ -96,6 +97,13 @@ class LogStream:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await asyncio.shield(self._task)
+
+    async def read_until(self, enough: Callable[[], bool], timeout: float) -> None:
+        """Read on until `enough()` holds after a chunk (then read no more chunks: close the
+        stream next), the result is found or the stream ends; for at most `timeout` seconds."""
+        self._enough = enough
+        if not enough():
+            await self.until_end(timeout)
 
     def outcome(self, *, final: bool) -> Result | None:
         """The result found so far; with `final` and an ended stream, the last partial line

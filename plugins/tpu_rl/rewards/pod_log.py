@@ -15,10 +15,15 @@ from tpu_rl.kube import objects as kube
 from tpu_rl.kube import verdicts
 from tpu_rl.kube.async_client import REQUEST_TIMEOUT_S, STREAM_TIMEOUT, AsyncKube, KubeApiError
 from tpu_rl.rewards.held_log import Log
-from tpu_rl.rewards.line_reader import Resent, consume, since_time
+from tpu_rl.rewards.line_reader import Line, Resent, consume, since_time, time_key
 from tpu_rl.rewards.log_stream import LogStream
 from tpu_rl.watch.ends import Result
 from tpu_rl.watch.state import FollowState
+
+# How long a trigger ending with a progress report lets its stream read on to the start of a
+# second of the log (PodLogReader.settle): a second of log has begun by then, unless the
+# training logged nothing, at a delivery lag under a second.
+SETTLE_S = 2.0
 
 
 def logged_since_asked(state: FollowState) -> Callable[[], bool]:
@@ -54,6 +59,8 @@ class PodLogReader:
     news: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     bytes_read: int = field(default=0, init=False)
     _stream: LogStream | None = field(default=None, init=False)
+    # the position (last_time, seen_at_last_time) after the last chunk that began a new second
+    _second_begun: tuple[str | None, int] | None = field(default=None, init=False)
 
     async def close(self) -> None:
         """Close the log stream, if one is open."""
@@ -65,6 +72,28 @@ class PodLogReader:
     def found(self) -> Result | None:
         """The result the open stream has found, if any (no API call)."""
         return self._stream.result if self._stream else None
+
+    async def settle(self, timeout: float) -> None:
+        """Before the stream is closed for good and the position handed on: read on until a
+        chunk begins a new second of the log (or the result, the stream's end, `timeout`). The
+        next reader asks from `sinceTime`, that second (whole seconds: `since_time`), and is sent
+        again every line of it consumed so far: that chunk's lines, not up to a second of log."""
+        if self._stream is not None and self._stream.result is None:
+            await self._stream.read_until(self._at_second_start, timeout)
+
+    def _at_second_start(self) -> bool:
+        """No line consumed since the chunk that began the last consumed line's second."""
+        state = self.state
+        position = (state.last_time, state.seen_at_last_time)
+        return state.last_time is None or position == self._second_begun
+
+    def _consume(self, state: FollowState, lines: list[Line], resent: Resent) -> Result | None:
+        """`consume` one chunk's lines, noting the position when they began a new second."""
+        second = time_key(state.last_time)[0] if state.last_time else None
+        result = consume(state, lines, resent, self.log)
+        if state.last_time and time_key(state.last_time)[0] != second:
+            self._second_begun = (state.last_time, state.seen_at_last_time)
+        return result
 
     async def follow(
         self, api: AsyncKube, pod: dict[str, Any], pods: list[dict[str, Any]], final: bool = False
@@ -181,7 +210,7 @@ class PodLogReader:
                     query,
                     STREAM_TIMEOUT if follow else REQUEST_TIMEOUT_S,
                     instance=instance,
-                    consume=lambda lines: consume(state, lines, resent, self.log),
+                    consume=lambda lines: self._consume(state, lines, resent),
                     news=self.news,
                     progressed=logged_since_asked(state),
                 )

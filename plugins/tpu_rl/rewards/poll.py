@@ -26,7 +26,7 @@ from tpu_rl.rewards.cluster_view import ClusterView
 from tpu_rl.rewards.event_files import EventFiles, file_epoch
 from tpu_rl.rewards.held_log import HeldLog, Log
 from tpu_rl.rewards.line_reader import take_step
-from tpu_rl.rewards.pod_log import PodLogReader
+from tpu_rl.rewards.pod_log import SETTLE_S, PodLogReader
 from tpu_rl.rewards.position import SavedPosition
 from tpu_rl.rewards.release import delete_now
 from tpu_rl.watch import curves, health
@@ -184,6 +184,12 @@ class LogFollower:
     def found(self) -> Result | None:
         """The result the open stream has found, if any (no API call)."""
         return self.reader.found()
+
+    async def settle(self) -> None:
+        """Before the wait hands its state on (a progress report): let the log stream read on
+        to the start of a second of the log, so the wait rebuilt from that state fetches again
+        about a line, not the second of log read so far (PodLogReader.settle)."""
+        await self.reader.settle(SETTLE_S)
 
     async def release_backend(self) -> None:
         """Delete the backend JobSet now that the wait is over: the TPUs are free the moment

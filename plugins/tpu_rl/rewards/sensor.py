@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
@@ -90,7 +90,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             return super().execute(context)
         self.defer_wait(context)
 
-    def defer_wait(self, context: Context, state: dict[str, Any] | None = None) -> None:
+    def defer_wait(self, context: Context, state: dict[str, Any] | None = None) -> NoReturn:
         """Defer to the reward trigger until the total deadline (a timeout when it has passed),
         from the follower's `state` when given (a wait that reported progress goes on)."""
         from airflow.providers.common.compat.sdk import AirflowSensorTimeout

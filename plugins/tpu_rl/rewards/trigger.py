@@ -122,6 +122,8 @@ class RewardTrigger(BaseTrigger):
         await aregister_hf_token(deployment.hf_conn_id())
         try:
             payload = await self._wait()
+            if payload.get("reason") == progress.PROGRESS_EVENT:
+                await follower.settle()  # the next trigger reads again about one line
         # A stopping triggerer cancels its triggers: its runner's SIGINT handler ends
         # `TriggerRunner.arun` and `asyncio.run` cancels the tasks left and waits for them
         # (Airflow's jobs/triggerer_job_runner.py, TriggerRunner._handle_signal and run).
@@ -139,7 +141,9 @@ class RewardTrigger(BaseTrigger):
             follower.held.tell()  # what the lines read since said, as a poll's end does
             payload = {**found, "curves": follower.state.curves} if follower.state.curves else found
         if payload.get("reason") == progress.PROGRESS_EVENT:
-            # training runs on: the task writes the progress and defers again from this state
+            # training runs on: the task writes the progress and defers again from this state,
+            # past the lines read since the poll, so what they said is said here
+            follower.held.tell()
             payload = {**payload, "state": follower.state.as_dict()}
         elif self.keep_backend and payload.get("status") == "success":
             payload = {**payload, BACKEND_KEPT: True}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from tpu_rl.settings.choices import Capacity, ClusterMode
+from tpu_rl.settings.capacity_modes import CAPACITY_MODES, CapacityEnd, capacity_mode
+from tpu_rl.settings.choices import ClusterMode
 from tpu_rl.settings.fields import SETTING_FIELDS, RunSettings
 from tpu_rl.settings.metadata import default_of
 from tpu_rl.settings.rungs import EXAMPLE, LadderError, parse_ladder
@@ -36,7 +37,7 @@ def ladder(s: RunSettings) -> Iterator[str]:
             )
         if rung in rungs[: i - 1]:
             yield f"capacity_ladder: rung {i} {rung} repeats an earlier rung; list each once"
-        if i > 1 and rung.mode == Capacity.CALENDAR:
+        if i > 1 and capacity_mode(rung.mode).ends is CapacityEnd.WINDOW_END:
             yield (
                 f"capacity_ladder: rung {i} {rung} is a calendar reservation after the first "
                 "rung; a run waits for a calendar window only before its first deploy, so "
@@ -67,7 +68,7 @@ def _modes(s: RunSettings) -> set[str]:
 
 def reservation(s: RunSettings) -> Iterator[str]:
     modes = _modes(s)
-    reserved = bool(modes & {c.value for c in Capacity if c.takes_reservation})
+    reserved = bool(modes & {c for c, mode in CAPACITY_MODES.items() if mode.takes_reservation})
     if s.reservation and not reserved:
         yield (
             f"reservation: {s.reservation!r} given with capacity={s.capacity}, which takes no "

@@ -87,8 +87,7 @@ def slice_counts(s: RunSettings) -> Iterator[str]:
             f"(MaxText: 'Not enough slices for trainer and samplers'); {ONE_SLICE}"
         )
     elif trainer > 0:
-        generation = generation_of(s.tpu_type)
-        devices = s.chips * generation.devices_per_chip * trainer if generation else 0
+        devices = s.slices.devices_per_slice * trainer if generation_of(s.tpu_type) else 0
         expert = s.ici_expert_parallelism
         # with no axis -1 the product check fails (479); an axis -1 fails its fill (464, 471)
         assertion = (

@@ -22,11 +22,6 @@ class Capacity(StrEnum):
     FLEX_START = "flex_start"
     SPOT = "spot"
 
-    @property
-    def takes_reservation(self) -> bool:
-        """The TPU pool consumes the run's `reservation` (a calendar one's, in its window)."""
-        return self in (Capacity.RESERVATION, Capacity.CALENDAR)
-
 
 class Optimizer(StrEnum):
     """`adafactor`: the tutorial's patch of MaxText's optax.adamw; `adamw`: MaxText as is."""

@@ -34,7 +34,7 @@ from tpu_rl.settings.images import (
     TUTORIAL_IMAGE,
 )
 from tpu_rl.settings.metadata import AXIS, COUNT, DAY, LENGTH, Section, plain
-from tpu_rl.tpu import chips_in
+from tpu_rl.tpu import Slice, chips_in
 
 ESSENTIALS, CLOUD, MODEL = Section.ESSENTIALS, Section.CLOUD, Section.MODEL
 GRPO, RUN = Section.GRPO, Section.RUN
@@ -50,28 +50,28 @@ class RunSettings:
     """
 
     # Google Cloud and the cluster
-    project: str = ESSENTIALS.name(
+    project: str = ESSENTIALS.required_name(
         "Project", rule.PROJECT_ID, description="Your Google Cloud project ID (tutorial: PROJECT)."
     )
-    region: str = ESSENTIALS.name(
+    region: str = ESSENTIALS.required_name(
         "Region",
         rule.GCE,
         description="Region of your TPU capacity and of the cluster, e.g. us-east5 (tutorial: "
         "REGION).",
     )
-    zone: str = ESSENTIALS.name(
+    zone: str = ESSENTIALS.required_name(
         "Zone",
         rule.GCE,
         description="Zone of your TPU capacity, inside the region, e.g. us-east5-b (tutorial: "
         "ZONE).",
     )
-    cluster_name: str = ESSENTIALS.name(
+    cluster_name: str = ESSENTIALS.required_name(
         "Cluster name",
         rule.CLUSTER_NAME,
         description="Name of the GKE cluster the run creates or uses: lower-case letters, digits "
         "and hyphens, at most 20 characters (tutorial: CLUSTER_NAME).",
     )
-    gcs_bucket: str = ESSENTIALS.name(
+    gcs_bucket: str = ESSENTIALS.required_name(
         "GCS bucket",
         rule.BUCKET,
         description="Cloud Storage bucket (name only, no gs://) for checkpoints, the exported "
@@ -748,8 +748,15 @@ class RunSettings:
         """Chips in one slice, from the topology (0 when the topology is malformed)."""
         return chips_in(self.topology)
 
+    @property
+    def slices(self) -> Slice:
+        """The run's TPU slices: cluster_nodepool_count slices of its TPU type and topology."""
+        return Slice.of(self.tpu_type, self.topology, self.cluster_nodepool_count)
 
-SETTING_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunSettings)}
+
+SETTING_FIELDS: dict[str, dataclasses.Field[Any]] = {
+    f.name: f for f in dataclasses.fields(RunSettings)
+}
 CHOICE_FIELDS = tuple(f for f in SETTING_FIELDS.values() if f.metadata["choices"])
 REQUIRED_SETTINGS = tuple(name for name, f in SETTING_FIELDS.items() if f.metadata["required"])
 # May be left empty: an emptied field (the trigger form sends null) reads as empty, not as the

@@ -76,17 +76,16 @@ def _role_devices(s: RunSettings, fraction_name: str) -> int | str | None:
     slices' devices. A JAX device is a chip but on tpu7x, two per chip (tpu_rl.tpu). None when
     the TPU shape, a fraction or the slice counts are invalid: other rules report those.
     """
-    generation = generation_of(s.tpu_type)
-    fraction = getattr(s, fraction_name)
-    if not (s.chips and generation and 0 < fraction <= 1):
+    fraction: float = getattr(s, fraction_name)
+    if not (s.chips and generation_of(s.tpu_type) and 0 < fraction <= 1):
         return None
-    per_slice = s.chips * generation.devices_per_chip
+    per_slice = s.slices.devices_per_slice
     if s.num_trainer_slices > 0 and s.num_samplers_slices > 0:
         trainer = fraction_name == "trainer_devices_fraction"
         return per_slice if trainer else per_slice * s.num_samplers_slices
     if s.num_trainer_slices != -1 or s.num_samplers_slices != -1 or s.cluster_nodepool_count > 1:
         return None
-    if per_slice // generation.devices_per_vm < 2:
+    if s.slices.hosts_per_slice < 2:
         return per_slice
     exact = per_slice * fraction
     if abs(exact - round(exact)) > 1e-9 or round(exact) == 0:
@@ -200,7 +199,7 @@ def physical_meshes(s: RunSettings) -> Iterator[str]:
     if not (_one_slice(s) and generation and len(dims) == generation.dimensions):
         return
     every = slice_devices(dims, generation.devices_per_chip)
-    if len(every) != s.chips * generation.devices_per_chip:
+    if len(every) != s.slices.devices_per_slice:
         return  # a topology of no whole hosts: tpu_shape reports it
     cited = (
         "MaxText's create_device_mesh (maxtext_utils.py:2248-2272) through jax "
@@ -211,8 +210,7 @@ def physical_meshes(s: RunSettings) -> Iterator[str]:
         ("sampler_devices_fraction", "sampler"),
     ):
         count = _role_devices(s, fraction_name)
-        filled = _filled_axes(s, count) if isinstance(count, int) else None
-        if not filled:
+        if not isinstance(count, int) or not (filled := _filled_axes(s, count)):
             continue  # the ICI rules above report it
         devices = every[:count] if role == "trainer" else every[len(every) - count :]
         sizes = {

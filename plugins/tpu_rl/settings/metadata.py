@@ -82,7 +82,7 @@ class Section(StrEnum):
             return field(default_factory=lambda: type(default)(default), metadata=meta)
         return field(default=default, metadata=meta)
 
-    def name(self, title: str, text: TextRule, *, description: str) -> Any:
+    def required_name(self, title: str, text: TextRule, *, description: str) -> Any:
         """A name the run cannot do without: required, no default."""
         return self.setting("", title, description=description, required=True, text=text)
 
@@ -104,24 +104,25 @@ class Section(StrEnum):
         return self.setting(default, title, description=description, bounds=(1, most))
 
 
-def default_of(f: dataclasses.Field) -> Any:
+def default_of(f: dataclasses.Field[Any]) -> Any:
     """A setting's default value."""
     return f.default_factory() if callable(f.default_factory) else f.default
 
 
-def maxtext_flag(f: dataclasses.Field) -> str | None:
+def maxtext_flag(f: dataclasses.Field[Any]) -> str | None:
     """The train_rl flag a setting becomes, if it becomes one."""
     flag = f.metadata["maxtext"]
     return f.name if flag is True else flag or None
 
 
-def describe(f: dataclasses.Field) -> str:
+def describe(f: dataclasses.Field[Any]) -> str:
     """A setting's description in a user's words, then the MaxText flag it becomes, if any."""
     flag = maxtext_flag(f)
-    return f.metadata["description"] + (f" MaxText flag: {flag}." if flag else "")
+    description: str = f.metadata["description"]
+    return description + (f" MaxText flag: {flag}." if flag else "")
 
 
-def json_type(f: dataclasses.Field) -> str:
+def json_type(f: dataclasses.Field[Any]) -> str:
     """The JSON-schema type of a setting."""
     if f.metadata["choices"]:
         return "string"

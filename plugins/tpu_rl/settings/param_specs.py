@@ -25,7 +25,7 @@ CATALOGUE_EXAMPLES = {
 }
 
 
-def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
+def schema_keywords(f: dataclasses.Field[Any]) -> dict[str, Any]:
     """A setting's choices, catalogue examples, bounds, text rule and item type as JSON-schema
     keywords (a list's text rule applies to each item).
 
@@ -65,7 +65,7 @@ def schema_keywords(f: dataclasses.Field) -> dict[str, Any]:
     return keywords
 
 
-def bounds_text(f: dataclasses.Field) -> str:
+def bounds_text(f: dataclasses.Field[Any]) -> str:
     """` From 1 to 10,000,000.` for a bounded integer setting, ` 0 or more.` for a number with a
     floor; empty otherwise."""
     if (floor := f.metadata["at_least"]) is not None:
@@ -76,13 +76,13 @@ def bounds_text(f: dataclasses.Field) -> str:
     return f" From {low:,} to {high:,}."
 
 
-def cell_text(f: dataclasses.Field) -> str:
+def cell_text(f: dataclasses.Field[Any]) -> str:
     """` Empty: the catalogue cell's (the tutorial's: 4x8).` for a setting a cell gives."""
     shown = json.dumps(plain(default_of(f))) if json_type(f) != "string" else default_of(f)
     return f" Empty: the catalogue cell's (the tutorial's: {shown or 'empty'})."
 
 
-def param_spec(f: dataclasses.Field) -> dict[str, Any]:
+def param_spec(f: dataclasses.Field[Any]) -> dict[str, Any]:
     """One setting's Param: its default, and the JSON-schema keywords type, title, description,
     section, choices, bounds, text rule and item type.
 

@@ -22,7 +22,8 @@ SCHEMA_DIALECT = {"$schema": "http://json-schema.org/draft-07/schema#"}
 def specs() -> dict[str, dict[str, Any]]:
     """Each setting's Param as data: its default and JSON-schema keywords (read once; never
     changed: each Param gets its own top-level schema)."""
-    return json.loads(SPECS_FILE.read_text())
+    loaded: dict[str, dict[str, Any]] = json.loads(SPECS_FILE.read_text())
+    return loaded
 
 
 def default_settings() -> Any:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from tpu_rl.settings.fields import SETTING_FIELDS
 from tpu_rl.settings.metadata import Section, default_of, describe, json_type, plain
@@ -30,7 +31,7 @@ Generated from the settings' declaration, `plugins/tpu_rl/settings/fields.py`, b
 """
 
 
-def value_type(f: dataclasses.Field) -> str:
+def value_type(f: dataclasses.Field[Any]) -> str:
     """A setting's JSON type, with its choices, bounds or length limit and characters."""
     if choices := f.metadata["choices"]:
         return "one of " + ", ".join(f"`{member.value}`" for member in choices)

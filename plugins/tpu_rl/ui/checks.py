@@ -51,16 +51,22 @@ def _is_number(value: Any) -> bool:
 
 def _expect(value: Any, what: str, fits: bool) -> None:
     if not fits:
-        raise Malformed(f"{what} is {_kind(value)}")
+        raise _malformed(value, what)
+
+
+def _malformed(value: Any, what: str) -> Malformed:
+    return Malformed(f"{what} is {_kind(value)}")
 
 
 def _object(value: Any, what: str) -> dict[str, Any]:
-    _expect(value, f"{what} should be an object but", isinstance(value, dict))
+    if not isinstance(value, dict):
+        raise _malformed(value, f"{what} should be an object but")
     return value
 
 
 def _list(value: Any, what: str) -> list[Any]:
-    _expect(value, f"{what} should be a list but", isinstance(value, list))
+    if not isinstance(value, list):
+        raise _malformed(value, f"{what} should be a list but")
     return value
 
 
@@ -89,19 +95,21 @@ def rewards(value: Any) -> dict[str, Any]:
 
 def attempts(value: Any) -> list[dict[str, Any]]:
     """The training attempts (tpu_rl.checkpoints.resume.History.attempts)."""
-    for i, item in enumerate(_list(value, "the value"), start=1):
+    found = _list(value, "the value")
+    for i, item in enumerate(found, start=1):
         attempt = _object(item, f"attempt {i}")
         _numbers(attempt, ("tpu_hosts",), f"attempt {i}")
         _numbers(attempt, ("resumed_from_step", "reached_step"), f"attempt {i}", whole=True)
         for key in ("started", "ended"):
             stamp = attempt.get(key)
             _expect(stamp, f"attempt {i}'s {key} should be a time but", _is_time(stamp))
-    return value
+    return found
 
 
 def rungs(value: Any) -> list[dict[str, Any]]:
     """The capacity ladder's tries (tpu_rl.cluster.climb): rung, times, outcome, GKE's reason."""
-    for i, item in enumerate(_list(value, "the value"), start=1):
+    found = _list(value, "the value")
+    for i, item in enumerate(found, start=1):
         tried = _object(item, f"rung {i}")
         for key in ("rung", "outcome"):
             text = tried.get(key)
@@ -109,7 +117,7 @@ def rungs(value: Any) -> list[dict[str, Any]]:
         for key in ("started", "ended"):
             stamp = tried.get(key)
             _expect(stamp, f"rung {i}'s {key} should be a time but", _is_time(stamp))
-    return value
+    return found
 
 
 def _is_time(value: Any) -> bool:
@@ -133,25 +141,26 @@ def gate(value: Any) -> dict[str, Any]:
 
 def export_uri(value: Any) -> str:
     """verify's return value: the export's gs:// folder."""
-    fits = isinstance(value, str) and value.startswith("gs://")
-    _expect(value, "the value should be a gs:// URI but", fits)
-    return value
+    if isinstance(value, str) and value.startswith("gs://"):
+        return value
+    raise _malformed(value, "the value should be a gs:// URI but")
 
 
 def checkpoint_step(value: Any) -> int | None:
-    fits = value is None or (isinstance(value, int) and not isinstance(value, bool))
-    _expect(value, "the value should be an integer but", fits)
-    return value
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise _malformed(value, "the value should be an integer but")
 
 
 def looks(value: Any) -> list[dict[str, Any]]:
     """A step's looks at the TPU nodes (tpu_rl.report.tpu_nodes.Look)."""
-    for i, item in enumerate(_list(value, "the value"), start=1):
+    found = _list(value, "the value")
+    for i, item in enumerate(found, start=1):
         look = _object(item, f"look {i}")
         _expect(look.get("at"), f"look {i}'s at should be a number but", _is_number(look.get("at")))
         for name, created in _object(look.get("nodes"), f"look {i}'s nodes").items():
             _expect(created, f"node {name}'s creation should be a number but", _is_number(created))
-    return value
+    return found
 
 
 def tpu_cost(value: Any) -> dict[str, Any]:
@@ -189,17 +198,22 @@ def curves(value: Any) -> dict[str, Any]:
 
 
 def anomaly(value: Any) -> dict[str, Any]:
-    """A fatal training health rule's record (tpu_rl.watch.health, WaitForRewardsSensor)."""
+    """A fatal training health rule's record (tpu_rl.watch.health.Anomaly, with the healthy
+    checkpoint WaitForRewardsSensor adds): the fields the page's line reads (health.describe)."""
     found = _object(value, "the anomaly")
-    rule = found.get("rule")
-    _expect(rule, "the anomaly's rule should be a text but", isinstance(rule, str))
+    for key in ("rule", "why"):
+        text = found.get(key)
+        _expect(text, f"the anomaly's {key} should be a text but", isinstance(text, str))
     _numbers(found, ("step", "anomaly_step", "healthy_step"), "the anomaly", whole=True)
+    for key in ("step", "anomaly_step"):
+        _expect(found.get(key), f"the anomaly's {key} should be a number but", key in found)
     return found
 
 
 def failure_message(value: Any) -> str:
-    _expect(value, "the value should be a text but", isinstance(value, str))
-    return value
+    if isinstance(value, str):
+        return value
+    raise _malformed(value, "the value should be a text but")
 
 
 def summary_part(value: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Console.
 from __future__ import annotations
 
 from html import escape
+from typing import cast
 from urllib.parse import quote
 
 from markdown_it import MarkdownIt
@@ -36,7 +37,9 @@ HEADERS = {
 
 def markdown_html(text: str) -> str:
     """The Markdown as HTML: CommonMark with tables, raw HTML escaped."""
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    # render's result is typed Any: the default renderer_cls, RendererHTML, returns a str
+    # (markdown_it/main.py, MarkdownIt.__init__)
+    return cast(str, MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
 
 
 def report_html(run_id: str, uri: str, text: str, airflow_root: str = "") -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow.models.dagrun import DagRun
@@ -44,6 +44,9 @@ from tpu_rl.settings.fields import SETTING_FIELDS, RunSettings
 from tpu_rl.training_log.evaluations import step_table
 from tpu_rl.ui import checks
 from tpu_rl.ui.checks import Malformed
+
+if TYPE_CHECKING:
+    from tpu_rl.watch.health import Anomaly
 
 DEFAULTS = RunSettings()
 VERDICTS = {"success": "passed", "failed": "stopped", "upstream_failed": "not reached"}
@@ -264,8 +267,9 @@ def _progress(run: Any, x: Mapping[str, Any], rewards: Mapping[str, Any]) -> str
     return reported_text(figures)
 
 
-def _health(found: Mapping[str, Any] | None) -> str | None:
-    """What the training watchdog found, the checkpoint it kept and what to do next, in a
+def _health(found: Anomaly | None) -> str | None:
+    """What the training watchdog found (the wait's XCom `anomaly`: the watchdog's, with the
+    healthy checkpoint and the health_action), the checkpoint it kept and what to do next, in a
     line."""
     from tpu_rl.watch.health import describe, next_step
 

@@ -84,13 +84,13 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
+from tpu_rl.settings.choices import HealthAction
+from tpu_rl.settings.fields import RunSettings
 from tpu_rl.settings.params import default_settings
 from tpu_rl.token_masking import redact
 
 NONFINITE, SPIKE, STALL, COLLAPSE = "nonfinite_loss", "loss_spike", "stall", "reward_collapse"
 KL_BLOWUP, STD_COLLAPSE = "kl_blowup", "reward_std_collapse"  # rules on TensorBoard scalars
-STOP, EXPORT_HEALTHY = "stop", "export_healthy"  # health_action (tpu_rl.settings.choices)
-RESUME = "resume"  # health_action: resume once, then stop (tpu_rl.operators.training_resume)
 INTERVALS_KEPT = 50  # the step intervals the median is taken over
 EVIDENCE_KEPT = 3  # the step lines kept as evidence (the newest last)
 MIN_INTERVALS = 3  # the stall and slow rules wait for this many intervals
@@ -148,10 +148,10 @@ class Rules:
     kl_factor: float
     kl_floor: float
     reward_spread_steps: int
-    action: str
+    action: HealthAction
 
     @classmethod
-    def from_settings(cls, s: Any) -> Rules:
+    def from_settings(cls, s: RunSettings) -> Rules:
         """The rules of a run's settings (tpu_rl.settings.fields: health_*)."""
         return cls(
             nonfinite_loss=bool(s.health_nonfinite_loss),
@@ -165,7 +165,7 @@ class Rules:
             kl_factor=float(s.health_kl_factor),
             kl_floor=float(s.health_kl_floor),
             reward_spread_steps=int(s.health_reward_spread_steps),
-            action=str(s.health_action),
+            action=HealthAction(s.health_action),
         )
 
     @classmethod
@@ -176,8 +176,10 @@ class Rules:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Rules:
         """Rules saved as a dict; a rule it lacks (saved by an older version) is the default."""
-        known = set(cls.__dataclass_fields__)
-        return cls.defaults(**{k: v for k, v in (data or {}).items() if k in known})
+        known = {k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__}
+        if "action" in known:
+            known["action"] = HealthAction(known["action"])
+        return cls.defaults(**known)
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tpu_rl.settings.capacity_modes import COMMITMENT, USAGE, WINDOW
+from tpu_rl.settings.choices import SpendLimitAction
 from tpu_rl.watch.capacity_end import epoch
 
-USAGE, COMMITMENT, WINDOW = "usage", "commitment", "window"  # tpu_rl.report.prices.BILLED_AS
-EXPORT, FAIL = "export", "fail"  # spend_limit_action
+EXPORT, FAIL = SpendLimitAction.EXPORT, SpendLimitAction.FAIL
 # The reward trigger's event that reports progress while training runs on: the wait resumes in a
 # worker to write it to the run's page and note, then defers again. Each resume takes a worker
 # slot for a few seconds, so it comes every REPORT_EVERY_FRACTION of the steps or every
@@ -57,12 +58,14 @@ class Spend:
     usd_per_hour: float | None = None
     window_usd: float | None = None
     max_usd: float = 0.0
-    action: str = EXPORT
+    action: SpendLimitAction = EXPORT
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Spend:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+        known = {k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__}
+        if "action" in known:
+            known["action"] = SpendLimitAction(known["action"])
+        return cls(**known)
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -1,4 +1,4 @@
-"""Each catalogue cell follows its cited script (issue 59, item 3): the rollout engine path,
+"""Each catalogue cell follows its cited script: the rollout engine path,
 optimizer, scheduling and attention flags as the script sets them (AI-Hypercomputer/maxtext at
 maxtext-v0.2.4), and `follows` names where the cell departs and why."""
 

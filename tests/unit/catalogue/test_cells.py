@@ -1,4 +1,4 @@
-"""The catalogue's cells (issue 47): every cell renders with `make plan`'s code and validates,
+"""The catalogue's cells: every cell renders with `make plan`'s code and validates,
 its shapes follow the cell's TPU generation, the tutorial's cell is the settings' defaults, and a
 bad mesh or slice count is refused with MaxText's rule and the fix."""
 
@@ -12,6 +12,7 @@ import yaml
 from tests.support.cells import cell_conf
 from tpu_rl.catalogue.cells import CELLS, TUTORIAL_CELL, cells_of
 from tpu_rl.plan import main as plan
+from tpu_rl.settings.cell_defaults import cell_settings
 from tpu_rl.settings.cell_rules import ONE_SLICE
 from tpu_rl.settings.fields import RunSettings
 from tpu_rl.settings.images import PATHWAYS_PROXY_SERVER_IMAGE, PATHWAYS_SERVER_IMAGE
@@ -34,7 +35,8 @@ def test_the_catalogue_spans_the_issues_minimum():
 
 def test_the_tutorials_cell_is_the_settings_defaults():
     defaults = RunSettings(project="p", region="r", zone="z", cluster_name="c", gcs_bucket="b")
-    assert {k: getattr(defaults, k) for k in TUTORIAL_CELL.settings()} == TUTORIAL_CELL.settings()
+    tutorial = cell_settings(TUTORIAL_CELL)
+    assert {k: getattr(defaults, k) for k in tutorial} == tutorial
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=CELL_IDS)
@@ -44,7 +46,7 @@ def test_every_cell_renders_and_its_shapes_follow_the_cell(tmp_path, cell):
     assert plan([str(conf), str(tmp_path / "out")]) == 0
     out = tmp_path / "out"
     settings = json.loads((out / "plan.json").read_text())["settings"]
-    assert {k: settings[k] for k in cell.settings()} == cell.settings()
+    assert {k: settings[k] for k in cell_settings(cell)} == cell_settings(cell)
     generation = generation_of(cell.tpu_type)
     backend = yaml.safe_load((out / "start_backend.jobset.yaml").read_text())
     head, workers = backend["spec"]["replicatedJobs"]
@@ -104,7 +106,7 @@ def test_a_run_of_the_dag_naming_a_model_and_tpu_type_takes_its_cell(cell):
     so the cell fills them rather than the tutorial's."""
     form = {name: spec["default"] for name, spec in specs().items()}
     settings = load_settings({**form, **cell_conf(cell)})
-    assert {k: getattr(settings, k) for k in cell.settings()} == cell.settings()
+    assert {k: getattr(settings, k) for k in cell_settings(cell)} == cell_settings(cell)
 
 
 def errors(conf: dict) -> list[str]:
@@ -193,9 +195,10 @@ def test_a_model_on_a_tpu_the_catalogue_has_no_cell_for_warns():
 
 
 def test_a_cells_known_good_images_are_the_digests_its_source_pins():
-    """Issue 47's known-good image digests per cell: only run_gemma4_e4b_rl.sh (lines 28-29 at
+    """The known-good image digests per cell: only run_gemma4_e4b_rl.sh (lines 28-29 at
     maxtext-v0.2.4) pins images by digest, the Pathways server and proxy every run pulls by
-    default; no source publishes a digest of the MaxText image (cells.py, MAXTEXT_IMAGE)."""
+    default; no source publishes a digest of the MaxText image (cells.py,
+    Cell.known_good_images)."""
     for cell in CELLS:
         assert bool(cell.known_good_images) == bool(cell.images_source), cell
         for image in cell.known_good_images:

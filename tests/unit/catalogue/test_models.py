@@ -1,4 +1,4 @@
-"""The catalogue's models (issue 47): each is keyed by MaxText's name, has a cell, and gives a
+"""The catalogue's models: each is keyed by MaxText's name, has a cell, and gives a
 run its Hugging Face repository, tokenizer and chat template."""
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from sandbox.paths import BLUEPRINT_FIXTURES
 from tests.budgets import step_budgets
 from tests.conftest import REPO, TUTORIAL_CONF
 from tpu_rl.backend import jobset as pw
-from tpu_rl.cluster import capacity
 from tpu_rl.dag.run_limits import budget_problem
 from tpu_rl.deployment import DEFAULT_DAGRUN_TIMEOUT_MINUTES
 from tpu_rl.jobs import manifests as m
 from tpu_rl.layout import RunLayout
 from tpu_rl.plan import main
+from tpu_rl.settings.capacity_modes import CAPACITY_MODES
 from tpu_rl.settings.run_settings import load_settings, load_settings_file
 
 EXAMPLES = BLUEPRINT_FIXTURES / "consumption-options"
@@ -98,12 +98,13 @@ DOCUMENTED = {
     | {("vars", k) for k in {"enable_flex_start", *AUTOSCALING}}
     | {(*POOL_SETTINGS, k) for k in {"enable_flex_start", "auto_repair", *AUTOSCALING}},
     # Spot: no autoscaling settings, the static counts kept: gcluster gives the pool
-    # static_node_count (pkg/config/hardware.go expandHardwareSettings), issue 26
+    # static_node_count (pkg/config/hardware.go expandHardwareSettings)
     "spot": RESERVATION_PATHS | {("vars", "spot"), (*POOL_SETTINGS, "spot")},
 }
 
 
 MODES = ("reservation", "flex_start", "spot")
+MODE_NODE_LABELS = {m.node_label for m in CAPACITY_MODES.values() if m.node_label}
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +180,7 @@ def test_a_pool_from_zero_holds_one_slices_hosts(rendered):
 def test_spot_is_the_static_pool_gcluster_renders(rendered):
     """gcluster sets static_node_count on a TPU pool not on flex-start, and gke-node-pool then
     drops the autoscaling block: the Spot pool gets no autoscaling settings it would ignore,
-    and the plan says it is static from deploy to destroy (issue 26)."""
+    and the plan says it is static from deploy to destroy."""
     pool = modules(rendered["spot"]["blueprint"])[POOL]["settings"]
     assert pool["spot"] == "$(vars.spot)" and not AUTOSCALING & set(pool)
     assert rendered["spot"]["deployment"]["vars"]["spot"] is True
@@ -275,7 +276,7 @@ def test_tpu_pods_select_the_modes_node_label_and_cpu_pods_do_not(mode, labels, 
     pods = pod_specs(RunLayout(load_settings(conf), "manual__capacity", "test-deployment"))
     for name in ("convert", "worker", "export"):
         selector = pods[name]["nodeSelector"]
-        assert {k: v for k, v in selector.items() if k in capacity.NODE_LABELS.values()} == labels
+        assert {k: v for k, v in selector.items() if k in MODE_NODE_LABELS} == labels
         assert selector["cloud.google.com/gke-tpu-accelerator"] == "tpu-v6e-slice"
     for name in ("train", "pathways-head"):
         assert pods[name]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}

@@ -1,7 +1,8 @@
 """The package's import rules (pyproject.toml's [tool.importlinter] contracts, which `make lint`
 runs): they hold on the tree, and they fail when a lower layer imports a higher one, when a new
-top-level room has no layer, when the package imports the test world, and when the modules of one package import each other in a circle
-(an import inside a function counts: it still ties the two modules together)."""
+top-level room has no layer, when the package imports the test world, and when the modules of
+one package import each other in a circle (an import inside a function counts: it still ties
+the two modules together)."""
 
 from __future__ import annotations
 

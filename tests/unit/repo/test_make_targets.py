@@ -28,7 +28,7 @@ def test_make_plan_writes_the_plan(tmp_path):
     done = make("plan", "CONF=include/examples/tutorial.json", f"OUT={tmp_path}")
     assert done.returncode == 0, done.stderr
     steps = json.loads((tmp_path / "plan.json").read_text())["steps"]
-    assert steps[0]["id"] == "validate" and steps[-1]["id"] == "promote"  # issue 29
+    assert steps[0]["id"] == "validate" and steps[-1]["id"] == "promote"
 
 
 def test_make_plan_rejects_a_bad_file(tmp_path):
@@ -132,7 +132,7 @@ def test_make_test_trainer_runs_the_trainer_tier_in_its_own_venv():
 
 
 def test_make_test_maxtext_runs_the_maxtext_tier_in_its_own_python_312_venv():
-    """The MaxText judge tier (issue 59): CI runs it last; make test and test-fast leave it. A
+    """The MaxText judge tier: CI runs it last; make test and test-fast leave it. A
     Python 3.12 that does not run is named, with how to get one, before anything is made."""
     done = make("-n", "-o", ".venv-maxtext/.installed", "test-maxtext")
     assert done.stdout.strip().splitlines()[-1] == (
@@ -172,7 +172,7 @@ def test_make_lint_passes():
 
 
 def test_make_venv_without_python_311_says_what_to_install(tmp_path):
-    """Issue 28: exactly python3.11 is needed; a missing or other interpreter is named, with
+    """Exactly python3.11 is needed; a missing or other interpreter is named, with
     what to do, before anything is created."""
     missing = make("venv", "PYTHON=python3.99-missing", f"VENV={tmp_path / 'v'}")
     assert missing.returncode != 0

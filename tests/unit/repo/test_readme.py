@@ -129,8 +129,8 @@ def section(text: str, heading: str) -> str:
 
 def test_readme_keeps_what_the_issues_ask_of_the_readme_itself():
     """What stays in the README, not only in docs/: how a deployment's identity is set and
-    what it isolates (issue 27), the capacity ladder with an example (issue 30), the supported
-    versions table (issue 25), the promotion path in one section (issue 29)."""
+    what it isolates, the capacity ladder with an example, the supported versions table, the
+    promotion path in one section."""
     text = readme()
     deployment = section(text, "## Deployment configuration")
     for fact in ("TPU_RL_DEPLOYMENT_ID", "tpu_rl_deployment_id", "Job, JobSet and Secret"):

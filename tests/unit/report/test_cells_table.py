@@ -26,9 +26,8 @@ def test_a_row_per_cell_with_its_time_chip_hours_and_costs():
 
 
 def test_every_v5p_cell_has_a_cost_with_its_price_source_and_date():
-    """Issue 59, item 4: the v5p cells read "no price" before; now Spot at us-east5's highest
-    snapshot (1.68) and flex-start at most on-demand (4.20), the prices' sources and their
-    date under the table."""
+    """The v5p cells have prices: Spot at us-east5's highest snapshot (1.68) and flex-start at
+    most on-demand (4.20), the prices' sources and their date under the table."""
     text = (REPO / TARGET).read_text()
     for cell in (c for c in CELLS if c.tpu_type.startswith("v5p")):
         row = cell_row(cell).split(" | ")
@@ -43,9 +42,9 @@ def test_every_v5p_cell_has_a_cost_with_its_price_source_and_date():
 
 
 def test_each_cell_states_its_step_time_an_assumption_that_differs_by_model_and_slice():
-    """Issue 59, item 3: every cell assumed 60 s a step (8B on v5p-8 and 70B on v5p-128 both
-    2.4 h); each cell's step is now the tutorial's 60 s scaled by its model's parameters per
-    chip-TFLOP, stated as assumed under the table."""
+    """Each cell's step is the tutorial's 60 s scaled by its model's parameters per chip-TFLOP
+    (not 60 s everywhere, which gives 8B on v5p-8 and 70B on v5p-128 both 2.4 h), stated as
+    assumed under the table."""
     steps = {(c.model_name, c.tpu_type): cell_row(c).split(" | ")[4] for c in CELLS}
     assert steps[("llama3.1-8b", "v5p-8")] == "295 s"  # 8 / (4 x 459) vs 26 / (32 x 918)
     assert steps[("llama3.1-70b", "v5p-128")] == "162 s"  # 70 / (64 x 459)

@@ -98,7 +98,7 @@ def test_make_plan_prints_the_estimate(tmp_path, capsys, tutorial_conf):
 
 
 def test_the_trigger_form_shows_the_defaults_estimate_as_a_table_under_the_capacity_field():
-    """Issue 44: the estimate was a 120-word paragraph; it is a Markdown table (time,
+    """The estimate is a Markdown table (time,
     chip-hours, dollars per capacity mode), shown by Airflow 3.3.2's form as the Param's
     description_md (a null description), with what more steps add."""
     param = dag_params()["capacity"]
@@ -149,7 +149,7 @@ def test_the_figures_come_from_the_settings_named_so(tutorial_conf):
 def test_a_rung_in_another_zone_says_what_its_head_and_workers_cost_across_zones(
     tmp_path, capsys, tutorial_conf
 ):
-    """Issue 59, item 3: on a ladder the Pathways head stays on cpu-np in the first rung's zone
+    """On a ladder the Pathways head stays on cpu-np in the first rung's zone
     while a later rung's TPU pool is in its own: the estimate and `make plan` name the
     inter-zone transfer price (USD 0.01 per GiB) for each such rung, and none for a rung in the
     cluster's zone."""

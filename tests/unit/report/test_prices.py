@@ -1,4 +1,4 @@
-"""The price table (issue 42): prices by region and capacity mode, each with its source and
+"""The price table: prices by region and capacity mode, each with its source and
 date; an unknown price is the on-demand price as an upper bound; a reservation is its
 commitment; `make plan` shows the costs by region and mode for a ladder and a calendar run."""
 
@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import REPO
 from tpu_rl.plan import main as plan
 from tpu_rl.report import prices
+from tpu_rl.settings.capacity_modes import COMMITMENT, capacity_mode
 from tpu_rl.settings.run_settings import load_settings
 
 REPO_EXAMPLES = "include/examples"
@@ -25,7 +26,8 @@ def test_every_row_has_a_price_a_source_and_a_date():
 
 def test_spot_differs_by_region_and_is_not_the_on_demand_price():
     """The billing catalogue's v6e Spot, three snapshots: us-east5 1.08, 1.215, 1.35;
-    us-central1 0.6483, 0.5442, 0.5729 (DESIGN 9: 1.08-1.35 and 0.544-0.648)."""
+    us-central1 0.6483, 0.5442, 0.5729 (prices.CATALOGUE_ROWS, from the mirror's three snapshots:
+    docs/sources.md#cloud-billing-catalog)."""
     east = prices.capacity_price("v6e-32", "us-east5-b", "spot")
     central = prices.capacity_price("v6e-32", "us-central1-a", "spot")
     assert (east.usd_per_chip_hour, central.usd_per_chip_hour) == (1.35, 0.6483)
@@ -33,7 +35,7 @@ def test_spot_differs_by_region_and_is_not_the_on_demand_price():
 
 
 def test_spot_is_dated_figures_a_range_where_sources_disagree_the_higher_quoted():
-    """Issue 59, item 4: each snapshot's Spot figure is a dated row of its own; the price is
+    """Each snapshot's Spot figure is a dated row of its own; the price is
     their range and quotes the higher; agreeing figures (v5p on demand) are one price."""
     v5p = prices.capacity_price("v5p-64", "us-east5-a", "spot")
     assert (v5p.low, v5p.usd_per_chip_hour) == (1.5601, 1.68) and v5p.read == "2026-12-06"
@@ -45,7 +47,7 @@ def test_spot_is_dated_figures_a_range_where_sources_disagree_the_higher_quoted(
 
 
 def test_v5p_is_priced_in_every_region_the_billing_catalogue_lists():
-    """Issue 59, item 4: v5p on demand 4.20 in us-central1, us-east1, us-east5; 4.2525
+    """v5p on demand 4.20 in us-central1, us-east1, us-east5; 4.2525
     europe-west4; 4.4595 europe-west1; 4.779 us-south1 (per chip: a tpu-v5p-N slice / N/2)."""
     expected = {
         "us-central1": 4.2,
@@ -78,7 +80,7 @@ def test_an_unknown_price_is_the_regions_on_demand_price_as_an_upper_bound():
 
 
 def test_a_reservation_is_priced_as_its_commitment():
-    assert prices.BILLED_AS["reservation"] == prices.COMMITMENT
+    assert capacity_mode("reservation").billed_as == COMMITMENT
     assert prices.capacity_price("v6e-32", "us-east5", "reservation").mode == prices.COMMIT_1Y
     found = prices.commitment_prices("v6e-32", "us-east5")
     assert [p.usd_per_chip_hour for p in found.values()] == [1.89, 1.22]
@@ -143,7 +145,7 @@ def test_a_generation_without_a_public_price_says_why_in_the_estimate(tmp_path, 
 
 
 def test_a_negotiated_price_prices_the_estimate_the_spend_limit_and_the_report(tutorial_conf):
-    """Issue 59, item 4: TPU7x has no public price and commitments are negotiated: the run's
+    """TPU7x has no public price and commitments are negotiated: the run's
     negotiated_usd_per_chip_hour prices its own capacity mode in the estimate (other modes as
     the table has them), the spend limit and the run report."""
     from tpu_rl.report import billing, estimate, spend_limit
@@ -163,7 +165,7 @@ def test_a_negotiated_price_prices_the_estimate_the_spend_limit_and_the_report(t
     assert spend_limit.estimate_problem(limit).startswith(
         f"max_spend_usd: the run's estimate is ${spot.usd:,.2f}, over"
     )
-    assert spend_limit.training_spend(limit)["usd_per_hour"] == 64 * 5.5
+    assert spend_limit.training_spend(limit).usd_per_hour == 64 * 5.5
     tpu = billing.tpu_billing(s, 16, [], (0.0, 7200.0), {"created_pool": 7200.0}, "now")
     assert tpu["estimated_cost_usd"] == pytest.approx(64 * 2 * 5.5)
     assert tpu["price"]["basis"] == prices.NEGOTIATED

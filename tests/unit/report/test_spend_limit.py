@@ -26,10 +26,10 @@ def test_the_training_bills_per_hour_of_its_chips_or_not_at_all_on_a_reservation
     spend = spend_limit.training_spend(settings)
     found = estimate.estimate_run(settings)
     own = estimate.mode_in(found, "spot", settings.zone)
-    assert spend["billed_as"] == "usage" and spend["max_usd"] == 50.0
-    assert spend["usd_per_hour"] == found.chips * own.price.usd_per_chip_hour > 0
+    assert spend.billed_as == "usage" and spend.max_usd == 50.0
+    assert spend.usd_per_hour == found.chips * own.price.usd_per_chip_hour > 0
     reserved = spend_limit.training_spend(dataclasses.replace(settings, capacity="reservation"))
-    assert reserved["billed_as"] == "commitment"
+    assert reserved.billed_as == "commitment"
 
 
 def test_a_negative_limit_is_a_settings_problem(tutorial_conf):

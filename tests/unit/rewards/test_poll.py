@@ -1,19 +1,26 @@
 """The follower's reads of the TensorBoard event files (tpu_rl.rewards.poll.LogFollower.
 _read_event_files): their cadence, the attempt's own files, the saved offsets, the watchdog's
-event; the reader itself is tests/integration/test_event_files.py's."""
+event; the reader itself is tests/integration/test_event_files.py's. And where the log stream
+stops when the wait hands its state on (LogFollower.settle)."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
+import json
 import time
 from datetime import UTC, datetime
 from unittest.mock import AsyncMock
 
+from sandbox.kube_logs import rfc3339nano
+from tests.support import kube_wait
 from tests.support.board import JOB, NAME, Files, follower, kl
 from tpu_rl.rewards.event_files import Scalar
 from tpu_rl.rewards.poll import BOARD_READ, LogFollower
 from tpu_rl.watch import health
 from tpu_rl.watch.ends import WaitEnd
 from tpu_rl.watch.progress import PROGRESS_EVENT
+from tpu_rl.watch.state import FollowState
 
 
 def reward(step: int, value: float) -> Scalar:
@@ -63,9 +70,9 @@ def flat(step: int, value: float = 0.0) -> list[Scalar]:
 
 
 async def test_a_progress_report_leaves_the_event_files_unread_for_the_watchdog(monkeypatch):
-    """Since the report every 10% of the steps (issue 60), a report's poll read the event files
-    once more for the page's curves only and moved the offsets past scalars the watchdog never
-    judged: the e2e reward-spread collapse was seen from step 45 instead of 41 (CI's failure).
+    """A progress report (every 10% of the steps) whose poll read the event files once more, for
+    the page's curves only, would move the offsets past scalars the watchdog never judged: the
+    e2e reward-spread collapse would be seen from step 45 instead of 41.
     A report reads nothing; the wait's own end still reads the last scalars for the curves."""
     files = Files([*flat(41), *flat(42)], [kl(50, 0.01)])
     f = follower(files)
@@ -82,3 +89,54 @@ async def test_a_progress_report_leaves_the_event_files_unread_for_the_watchdog(
     monkeypatch.setattr(f, "_poll_once", AsyncMock(return_value={"status": "success"}))
     await f.poll()
     assert len(files.asked) == 2 and f.state.curves["last"][health.KL_TAG] == [50, 0.01]
+
+
+async def test_a_stream_handed_on_stops_at_a_second_s_start_so_the_next_reads_little_again(
+    emu, creds
+):
+    """`sinceTime` has whole seconds: the wait rebuilt from a progress report's state is sent
+    again every line of the last line's second it read. Settling reads on to the chunk that
+    begins a new second and reads no more: one line is sent again, not four."""
+    kube_wait.make_job(emu)
+    kube_wait.make_pod(emu, "train-a")
+    second = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=5)
+
+    def log(text: str, at_s: float) -> int:
+        """Log `text` at `at_s` seconds past `second`; the bytes a read sends of it."""
+        at = second + dt.timedelta(seconds=at_s)
+        emu.append_log(kube_wait.NS, "train-a", kube_wait.C, text, at=at)
+        return len(rfc3339nano(at)) + 1 + len(text)
+
+    def read_to(fraction: str) -> bool:
+        return (first.state.last_time or "").endswith(fraction)
+
+    first = kube_wait.follower(emu, stream_log=True)
+    try:
+        assert await first.poll() is None  # opens the stream
+        for n in (1, 2, 3):  # three chunks of one second
+            log(kube_wait.step(n), n / 10)
+            await kube_wait.wait_for(lambda n=n: read_to(f".{n}Z"))
+        await first.reader.settle(0.2)  # no new second in time: it returns all the same
+        assert read_to(".3Z")
+        settling = asyncio.create_task(first.settle())
+        resent = log(kube_wait.step(4), 1.1)
+        await asyncio.wait_for(settling, 1)
+        unread = log(kube_wait.step(5), 1.2)
+        await asyncio.sleep(0.3)
+        assert read_to(".1Z") and first.found() is None  # step 5's chunk was not read
+    finally:
+        await first.close()
+
+    handed_on = FollowState.from_dict(json.loads(json.dumps(first.state.as_dict())))
+    unread += log(kube_wait.post(), 1.3)
+    rebuilt = kube_wait.follower(emu, stream_log=True, state=handed_on)
+    try:
+        async with asyncio.timeout(5):
+            while (event := await rebuilt.poll()) is None:
+                await asyncio.sleep(0.05)
+    finally:
+        await rebuilt.close()
+    assert event["status"] == "success"
+    assert [line["step"] for line in rebuilt.state.intermediate] == [1, 2, 3, 4, 5]
+    await kube_wait.wait_for(lambda: len(kube_wait.log_requests(emu)) == 2)
+    assert kube_wait.log_requests(emu)[1].response_bytes == resent + unread

@@ -14,6 +14,7 @@ from sandbox.workloads import EvalResult
 from tests.support import fault_replay
 from tpu_rl.rewards.line_reader import Line, Resent, consume
 from tpu_rl.rewards.position import parse_position
+from tpu_rl.settings.choices import HealthAction
 from tpu_rl.watch import health
 from tpu_rl.watch.ends import WaitEnd
 from tpu_rl.watch.state import FollowState
@@ -35,8 +36,8 @@ def _steps(memory: dict, losses: list[float], start: int = 1, every: float = 60.
 
 
 def test_a_nan_loss_is_fatal_at_its_step_and_distrusts_the_save_before_it() -> None:
-    """Issue 58: Tunix logs step N's loss one update late, computed with the weights of N-1
-    updates: the save of N-1 is not trusted either (it was before)."""
+    """Tunix logs step N's loss one update late, computed with the weights of N-1 updates: the
+    save of N-1 is not trusted either."""
     memory = _steps(_memory(), [0.6, 0.5, float("nan")])
     anomaly = health.fatal(memory)
     assert anomaly is not None
@@ -48,8 +49,8 @@ def test_a_nan_loss_is_fatal_at_its_step_and_distrusts_the_save_before_it() -> N
 
 
 def test_an_inf_perplexity_beside_a_finite_loss_is_fatal_with_its_line() -> None:
-    """Issue 58: Tunix logs exp(loss) as the perplexity, inf past a float32 loss of ~88.7; the
-    line's finite loss hid it."""
+    """Tunix logs exp(loss) as the perplexity, inf past a float32 loss of ~88.7: an inf
+    perplexity beside a finite loss is non-finite too."""
     state = FollowState(health=_memory())
     text = (
         "I1204 12:00:05.123456 1 peft_trainer.py:735] Train step {step} training loss: "
@@ -70,7 +71,7 @@ def test_an_inf_perplexity_beside_a_finite_loss_is_fatal_with_its_line() -> None
 
 
 def test_a_nan_mean_reward_in_an_intermediate_eval_is_fatal_with_its_line() -> None:
-    """Issue 58: the line's metrics hold a nan mean_reward as None, which the watchdog skipped."""
+    """The line's metrics hold a nan mean_reward as None: fatal, with its line, not skipped."""
     state = FollowState(health=_memory())
     metrics = "corr=3, total=64, accuracy=4.6875%, partial_accuracy=4.6875%, format_accuracy=50%"
     text = "W1204 12:00:05.123456 1 hooks.py:102] Intermediate Eval (step={step}): {metrics}, "
@@ -118,8 +119,8 @@ def test_no_spike_before_half_the_window_is_known() -> None:
 
 
 def test_grpo_s_sign_changing_loss_under_the_floor_is_no_spike() -> None:
-    """Issue 58: the corpus's g2-b2-lr1e-3 run, healthy: losses of ~0.0004 then -0.236 (a batch
-    with an empty completion), 600x the median, which the relative rule alone called a spike."""
+    """The corpus's g2-b2-lr1e-3 run, healthy: losses of ~0.0004 then -0.236 (a batch with an
+    empty completion), 600x the median, which the relative rule alone would call a spike."""
     losses = [-0.0, 0.0004, -0.0003, 0.0002, 0.0005, -0.0004, 0.0003, 0.0001, 0.0004, 0.0002]
     memory = _steps(_memory(), [*losses, -0.236388])
     assert health.fatal(memory) is None
@@ -165,7 +166,7 @@ def test_a_slow_step_is_a_warning_not_fatal() -> None:
 
 
 def test_consume_ends_the_wait_at_the_nan_line_with_the_anomaly() -> None:
-    state = FollowState(health=_memory(action=health.EXPORT_HEALTHY))
+    state = FollowState(health=_memory(action=HealthAction.EXPORT_HEALTHY))
     lines = [
         Line(f"2026-12-04T12:00:0{i}Z " + LINE.format(step=i, loss=loss))
         for i, loss in enumerate(["0.5", "0.4", "nan"], start=1)
@@ -173,7 +174,7 @@ def test_consume_ends_the_wait_at_the_nan_line_with_the_anomaly() -> None:
     lines.append(Line("2026-12-04T12:00:09Z W train_rl.py:823] Post RL Training: corr=1"))
     event = consume(state, lines, Resent(), logging.getLogger("t"))
     assert event is not None and event["reason"] == WaitEnd.TRAINING_UNHEALTHY
-    assert event["anomaly"]["step"] == 3 and event["action"] == health.EXPORT_HEALTHY
+    assert event["anomaly"]["step"] == 3 and event["action"] == HealthAction.EXPORT_HEALTHY
     assert "nonfinite_loss at step 3" in event["message"]
     assert "Train step 3 training loss: nan" in event["message"]
 
@@ -223,8 +224,8 @@ def test_a_kl_over_the_factor_of_its_median_and_the_floor_is_a_fatal_blow_up() -
 
 
 def test_a_kl_jump_while_the_reward_rises_is_a_policy_that_learns() -> None:
-    """Issue 58: the corpus's lr1e-2 run, healthy, took its KL from 0.03 to 1.26 in a step as
-    its batch reward reached 1.0; the KL rule alone stopped it."""
+    """The corpus's lr1e-2 run, healthy, takes its KL from 0.03 to 1.26 in a step as its batch
+    reward reaches 1.0; the KL rule alone would stop it."""
     memory = _scalars(_memory(), health.SCORE_MEAN, [0.2] * 10 + [0.95], start=0)
     memory = _scalars(memory, health.KL_TAG, [0.03] * 10)
     assert health.fatal(_scalars(memory, health.KL_TAG, [1.26], start=11)) is None
@@ -280,8 +281,8 @@ def _means(memory: dict, means: list[float], start: int = 0) -> dict:
 
 
 def test_a_flat_reward_at_or_above_the_best_batch_is_saturated_not_collapsed() -> None:
-    """Issue 58: the corpus's layers4 run scored every completion 1.0 for 35 batches: the task
-    was learned; the rule stopped it. Flat below the best batch before it is a collapse."""
+    """The corpus's layers4 run scores every completion 1.0 for 35 batches: the task is
+    learned, not collapsed. Flat below the best batch before it is a collapse."""
     memory = _means(_batches(_memory(reward_spread_steps=5), [(1.0, 0.0)] * 3), [0.5] * 3)
     saturated = _batches(_means(memory, [1.0] * 10, start=3), [(1.0, 1.0)] * 10, start=3)
     assert health.fatal(saturated) is None
@@ -317,8 +318,8 @@ def test_a_max_and_min_read_in_two_polls_still_pair_and_the_memory_stays_json() 
 # -- the e2e tier's training faults, replayed through the watch ----------------------------------
 # The sandbox's GRPO client with each fault the whole runs of tests/e2e/test_training_health.py
 # injected, read as the reward wait reads it (tests/support/fault_replay.py): the rule, the step,
-# the evidence and the checkpoint kept, as those runs showed them, in milliseconds (issue 61: 8
-# of those runs, 5-20 s each, proved only a rule). Before the watchdog, each of these runs
+# the evidence and the checkpoint kept, as those runs showed them, in milliseconds (a whole
+# run of 5-20 s would prove only a rule). Before the watchdog, each of these runs
 # trained on to its Post line and exported step 100. A whole run stays for each end-to-end path:
 # the stop, export_healthy, the event files' read (tests/e2e/test_training_health.py) and the
 # resume (test_training_health_resume.py); the stall's on a running pod, tests/processes/.
