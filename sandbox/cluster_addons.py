@@ -4,8 +4,8 @@ PriorityClasses, and its node pools as the Container API describes them.
 
 Controllers: the releases' manifests install `jobset-controller-manager` in `jobset-system`
 (image registry.k8s.io/jobset/jobset:<v>) and `kueue-controller-manager` in `kueue-system`
-(registry.k8s.io/kueue/kueue:<v>). Versions: JobSet v0.10.1 (DESIGN section 1), Kueue v0.17.1
-(Cluster Toolkit's kubectl-apply default, mid-2026). PriorityClasses: gcluster's
+(registry.k8s.io/kueue/kueue:<v>). Versions: JobSet v0.10.1 (tests/fixtures/vendor/SOURCE.md),
+Kueue v0.17.1 (Cluster Toolkit's kubectl-apply default, mid-2026). PriorityClasses: gcluster's
 pkg/orchestrator/gke/templates/priority_classes.tmpl (very-low 100 ... very-high 1000, medium
 the global default). An existing cluster's vars `jobset_version` / `kueue_version` change a
 version; None leaves that controller out.

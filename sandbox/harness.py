@@ -79,7 +79,7 @@ MAXTEXT = "/deps/src/maxtext/"
 CONVERTED_ARRAYS = ("_METADATA", "_sharding")
 RL_CHECKPOINT_PERIOD = 50  # MaxText rl.yml's checkpoint_period, when the command sets none
 RL_EVAL_INTERVAL = 10  # MaxText rl.yml's eval_interval, when the command sets none
-# Preemptible capacity (issue 16): no reservation, 100 steps, a checkpoint every 50 (the e2e
+# Preemptible capacity: no reservation, 100 steps, a checkpoint every 50 (the e2e
 # capacity scenarios and the bench's capacity figures).
 PREEMPTIBLE = {**SETTINGS, "reservation": "", "num_batches": 100, "checkpoint_period": 50}
 SPOT = {**PREEMPTIBLE, "capacity": "spot"}
@@ -116,7 +116,7 @@ class Workloads:
     train_evals: dict[int, EvalResult] = field(default_factory=dict)
     convert_cut_after: int | None = None  # each conversion is killed after n objects
     sidecar: bool = False  # a webhook injects a second container into the training pod
-    # Capacity (issue 16): a TPU node is preempted when the client, in its attempt, logs one of
+    # Capacity: a TPU node is preempted when the client, in its attempt, logs one of
     # these steps (each entry once per run); the client then dies with gRPC UNAVAILABLE.
     preempt_at_steps: tuple[int, ...] = ()
     preemption_notice_s: float = SPOT_NOTICE_S
@@ -130,13 +130,13 @@ class Workloads:
     train_step_jitter: float = 0.0
     train_slow_step_every: int = 0
     train_seed: int = 0  # the step times' and metrics' seed
-    # NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up (issue 46)
+    # NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up
     train_faults: TrainingFaults = NO_FAULTS
     # a calendar-mode future reservation named as the run's `reservation`: (start, end), wall
     # clock (UTC); its VMs are deleted at the end (preemption.py)
     calendar_window: tuple[datetime, datetime] | None = None
     champion: EvalResult = field(default_factory=lambda: EvalResult(corr=10, mean_reward=0.1))
-    # the training pod runs the real trainer (Tunix's GRPO on its toy model, on CPU: issue 58,
+    # the training pod runs the real trainer (Tunix's GRPO on its toy model, on CPU:
     # sandbox.real_trainer) with these options instead of the simulated client; the options
     # above about the client's steps, evaluations, saves and faults do not apply then
     real_trainer: RealTrainer | None = None

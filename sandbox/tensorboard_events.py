@@ -1,4 +1,4 @@
-"""TensorBoard event files as Tunix's metrics logger writes them on gs:// (issue 46): TFRecord
+"""TensorBoard event files as Tunix's metrics logger writes them on gs://: TFRecord
 frames of `Event` protobufs holding scalar `Summary` values, re-uploaded whole on each flush.
 
 Writer: metrax's TensorboardBackend (google/metrax v0.2.4 src/metrax/logging/tensorboard_backend.py:

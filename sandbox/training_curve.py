@@ -1,9 +1,9 @@
 """What the sandbox's GRPO client computes each step: how long the step takes, its loss and the
 TensorBoard scalars, deterministic given a seed, and the training faults a scenario injects
-(issue 46: NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up, a
+(NaN, a loss spike, a stall, slow steps, a reward collapse, a KL blow-up, a
 reward-spread collapse).
 
-The curve's shape is calibrated to real GRPO runs (issue 58: sandbox/corpus, recorded from
+The curve's shape is calibrated to real GRPO runs (sandbox/corpus, recorded from
 Tunix's trainer by `make corpus`; tests/sandbox/test_training_curve_calibration.py compares the
 two): the loss is beta times the KL plus a policy term that is zero on average (group-normalised
 advantages) and swings negative on some batches, so it sits near zero and changes sign; the KL
@@ -104,7 +104,7 @@ class TrainingCurve:
     Step times: `step_seconds` times a uniform jitter of +-`jitter`, and one step in
     `slow_every` (on average) takes `slow_step_factor` times as long (a long rollout); steady
     by default (the scenarios timed to the step), VARIED_JITTER and VARIED_SLOW_EVERY for a
-    run as it looks (issue 46's ETA and slow-step rules).
+    run as it looks (for the watchdog's ETA and slow-step rules).
     Loss: `beta` times the KL plus the policy term (NEGATIVE_SWING_P of the steps swing
     negative, the others add POLICY_NOISE), as the corpus's healthy runs log it.
     """

@@ -1,4 +1,4 @@
-"""Record the corpus of real GRPO runs (issue 58): `make corpus`.
+"""Record the corpus of real GRPO runs: `make corpus`.
 
 Runs the real trainer (sandbox/real_trainer/grpo_toy.py: Tunix's GRPOLearner on its toy model,
 in `.venv-trainer`) once per entry of RUNS and writes `sandbox/corpus/<name>.json`: the command,

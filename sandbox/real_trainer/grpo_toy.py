@@ -1,5 +1,5 @@
 """MaxText's `train_rl` around Tunix's real GRPO trainer, on the toy model Tunix ships: the
-real trainer of issue 58, run on CPU in its own venv (`make venv-trainer`,
+real trainer the trainer tier runs, on CPU in its own venv (`make venv-trainer`,
 requirements-trainer.lock).
 
 Runs in `.venv-trainer` only (it imports jax, flax, optax, tunix): the sandbox starts it as the
@@ -94,7 +94,8 @@ def main(argv: list[str]) -> int:
     config = tc.ModelConfig(vocab_size=vocab.GetPieceSize(), num_layers=args.num_layers)
     actor = tc.ToyTransformer(config=config, rngs=nnx.Rngs(args.seed))
     reference = tc.ToyTransformer(config=config, rngs=nnx.Rngs(args.seed))
-    # jax.make_mesh gave the toy model a sharding error (DESIGN.md section 9): a Mesh by hand
+    # a Mesh by hand (Auto axes): the toy model fails with a sharding error on jax.make_mesh's
+    # mesh, whose axes are Explicit in jax 0.10.2 (requirements-trainer.lock)
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("fsdp", "tp"))
     fault, fault_step = args.fault or "none", args.fault_step
     lr = args.learning_rate * (1000.0 if fault == "lr_collapse" else 1.0)

@@ -1,4 +1,4 @@
-"""The real trainer as a training pod's process (issue 58): `grpo_toy.py` run by the trainer
+"""The real trainer as a training pod's process: `grpo_toy.py` run by the trainer
 venv's Python (`make venv-trainer`), attached to the pod's container (pod_scripts.attach).
 
 Each pump hands the controller the process's new output (stdout and stderr merged, as a pod log
@@ -8,7 +8,7 @@ PodStorage), the way the trainer writes gs:// in production:
 - a TensorBoard event file is uploaded whole each time it grew (tensorboardX's GCSRecordWriter
   re-uploads the whole file at each flush), up to its last whole record;
 - an Orbax step is uploaded once its folder lost the `.orbax-checkpoint-tmp` suffix (the local
-  save committed), in the order Orbax writes gs:// (DESIGN.md section 7, sandbox.orbax_saves):
+  save committed), in the order Orbax writes gs:// (orbax-checkpoint 0.12.3: sandbox.orbax_saves):
   `_CHECKPOINT_METADATA` first, each item's files with the item's `commit_success.txt` last in
   the item, `_CHECKPOINT_METADATA` again, the step's `commit_success.txt` last of all;
 - a step Orbax deleted locally (max_to_keep) is deleted from the bucket, its commit file first.

@@ -60,7 +60,7 @@ def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
         "ensure_bucket",
         "create_cluster",
     }
-    # the Kubernetes objects go first; then the cluster; then the verdict (after promote: issue 29)
+    # the Kubernetes objects go first; then the cluster; then the verdict (after promote)
     assert "cleanup_kubernetes" in cluster.upstream_task_ids
     assert dag.get_task("outcome").upstream_task_ids == {"cleanup_cluster", "promote"}
 
@@ -98,8 +98,6 @@ def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
     """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
     assert "run_succeeded" not in dag.task_ids
     edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
-    # 22 before preflight joined the chain (issue 28); 23 before the champion's evaluation and
-    # comparison, approve and promote (issue 29)
     assert edges <= 29, edges
     assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
     outcome = dag.get_task("outcome")
@@ -196,7 +194,7 @@ def test_params_are_the_settings_with_titles_types_and_tutorial_defaults(dag):
         )
         assert param.schema["title"] and (param.description or param.schema["description_md"])
     assert dag.params["num_batches"] == 50
-    # a setting the catalogue's cell gives starts empty, the run's cell filling it (issue 47)
+    # a setting the catalogue's cell gives starts empty, the run's cell filling it
     topology = dag.params.get_param("topology")
     assert topology.value is None and "(the tutorial's: 4x8)" in topology.description
     assert dag.params.get_param("cluster_mode").schema["enum"] == ["create", "existing"]

@@ -185,7 +185,7 @@ def test_a_half_deployed_cluster_is_destroyed(serialized_dag):
 def test_a_run_whose_validate_failed_ends_at_once_with_nothing_to_clean(serialized_dag):
     run_id = "manual__invalid"
     start_run(run_id, {"validate": "failed"})
-    # 7 passes before approve and promote joined the chain the failure runs down (issue 29)
+    # the failure runs down the whole chain, approve and promote included
     final, ran = schedule(serialized_dag, run_id, lambda task_id: "success", passes=9)
     states = task_states(run_id)
     assert ran == ["outcome"] and final == "failed"
@@ -208,7 +208,7 @@ def test_a_run_that_did_everything_succeeds(serialized_dag):
     assert final == "success" and ran[-1] == "outcome"
     # the cleanups start once export ended, beside verify (which only reads the bucket); the
     # champion comparison follows verify; approval waits for it and for cleanup_cluster, and the
-    # promotion follows approval (issue 29). Which of cleanup_cluster and compare_champion the
+    # promotion follows approval. Which of cleanup_cluster and compare_champion the
     # scheduler starts first is its own choice (Airflow 3.1 and 3.3 differ)
     ending = {"verify", "cleanup_kubernetes", "cleanup_cluster", "compare_champion"}
     assert set(ran[-7:-3]) == ending

@@ -1,11 +1,10 @@
-"""Whole DAG runs on flex-start and Spot capacity (issue 16): late capacity, preemption, resume.
+"""Whole DAG runs on flex-start and Spot capacity: late capacity, preemption, resume.
 
-Against the product without the resume (these tests on this branch with plugins/ as on main
-after the capacity merge), checked: both preempted runs that should succeed fail (the wait
-ends with the backend's failure at the first preemption); the used-up run fails at its first
-preemption without a resume (no limit message, one client attempt); the flex-start run with
-late capacity and the real training error end as before (those waits were already deferred,
-a client exception already failed the run) and fail there only on the wait's attempts record.
+Without the resume: both preempted runs that should succeed fail (the wait ends with the
+backend's failure at the first preemption); the used-up run fails at its first preemption
+without a resume (no limit message, one client attempt); the flex-start run with late capacity
+and the real training error end the same (those waits defer, a client exception fails the run)
+and fail only on the wait's attempts record.
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ def resumed_at_the_checkpoint(result: RunResult, log: str) -> None:
         ("completed", 50),
     ], record
     # preempted once step 60 is computed: Tunix logs step N's line an update late, so the log
-    # shows step 59 (issue 48)
+    # shows step 59
     assert record[0]["reached_step"] >= 59 and record[1]["reached_step"] == 100, record
     assert all(a["started"] and a["ended"] and a["tpu_hosts"] == 8 for a in record), record
     gate = result.xcoms["gate.return_value"]

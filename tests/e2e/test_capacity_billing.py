@@ -1,8 +1,7 @@
-"""Capacity as GKE really gives it (issue 26): deadlines that start when the work starts, Spot
+"""Capacity as GKE really gives it: deadlines that start when the work starts, Spot
 as the static pool gcluster renders, TPU-hours and cost as billed.
 
-Checked against main's product code (plugins/ as on main, these tests and the sandbox as here):
-see each test's docstring for how it failed there.
+Each test's docstring says how a run fails without what it checks.
 """
 
 from __future__ import annotations
@@ -77,10 +76,10 @@ def test_flex_start_slice_after_200_minutes_converts_within_a_180_minute_limit(
     include/examples/flex-start.json) and then converts within its 180-minute limit; the report
     bills the slice's nodes from their creation, the wait not included, at flex-start's price.
 
-    On main the Job's activeDeadlineSeconds was the 180 minutes alone, counted from Kueue's
-    admission: the Job failed DeadlineExceeded while its pods were still Pending, and so did the
-    retry's (the slice had scaled down again by then): `convert` failed and the run with it.
-    (The report's checks fail on main too: its rule was the TPU steps' task times.)"""
+    With activeDeadlineSeconds the 180 minutes alone, counted from Kueue's admission, the Job
+    would fail DeadlineExceeded while its pods were still Pending, and so would the retry's (the
+    slice scaled down again by then): `convert` would fail and the run with it. A report whose
+    rule is the TPU steps' task times fails the report's checks."""
     case = Case("flex_start_slice_after_200_minutes", "success",
                 Workloads(provisioning_delay_s=SLICE_ARRIVES_S))  # fmt: skip
     conf: dict[str, Any] = {
@@ -114,8 +113,8 @@ def test_spot_is_a_static_pool_from_deploy_to_destroy_and_bills_so(
     """gcluster gives the Spot pool static_node_count: its 8 nodes come with the cluster and go
     with it, no pod ever triggers a scale-up; the report bills them from their creation.
 
-    On main the report counted Spot as a pool from zero (the TPU steps' task times, rule
-    `tpu_nodes`), at the on-demand list price (issue 42: still at it, not Spot's own price)."""
+    Counted as a pool from zero (the TPU steps' task times, rule `tpu_nodes`), Spot would bill
+    only those hours."""
     case = Case("spot_static_pool", "success")
     with Sandbox(tmp_path).up() as box:
         conf = {**SPOT, "num_batches": 50, "checkpoint_period": 25}

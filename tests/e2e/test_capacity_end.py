@@ -1,10 +1,10 @@
-"""Whole DAG runs whose TPU capacity ends on a schedule (issue 30): training stops right after
+"""Whole DAG runs whose TPU capacity ends on a schedule: training stops right after
 the last save that can finish before the end, releases the slice, and resumes from that save
 on new capacity, with no step lost.
 
-Against the product before the stop at a save (59af1c6's parent, with this sandbox), the
-flex-start run's slice is taken away at its max run duration in the middle of step 9: the
-first attempt ends `capacity_lost` and its steps past the save are computed again.
+Without the stop at a save, the flex-start run's slice is taken away at its max run duration in
+the middle of step 9: the first attempt ends `capacity_lost` and its steps past the save are
+computed again.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""Whole DAG runs on a capacity ladder (issue 30): a rung GKE refuses for lack of capacity, or
+"""Whole DAG runs on a capacity ladder: a rung GKE refuses for lack of capacity, or
 whose slice does not come within its wait (`rung_wait_seconds`), is released and the next one
 tried; every rung refused fails the run with each rung's reason.
 
-Against main's product code before the ladder (plugins/ as at the ladder's base, these tests
-and the sandbox as here), checked: the first three runs fail in `validate` (capacity_ladder is
-an unknown setting there); with the ladder taken out of their settings, the Spot stockout fails
-`create_cluster` and the flex-start one fails the run at the pending timeout: neither moves to a
-second rung. Against 5838073 (the ladder without a rung wait or a conversion or resume move),
-with `rung_wait_seconds` taken out: the conversion-first run fails `convert` (its Job's deadline
+Without the ladder, the Spot stockout fails `create_cluster` and the flex-start one fails the
+run at the pending timeout: neither moves to a second rung. With a ladder but no rung wait and
+no conversion or resume move, the conversion-first run fails `convert` (its Job's deadline
 passes on the stocked-out rung) and the run whose rung gives no slice back after a preemption
 fails `wait_for_rewards` at the pending timeout.
 """
@@ -79,9 +76,9 @@ def test_a_stockout_on_the_first_rung_moves_to_the_second(airflow_db, tmp_path, 
     its VMs, its terraform create timeout (45m) outlasting it, and fails with GKE's GCE_STOCKOUT;
     the run moves to flex-start in us-east5-a (its TPU pods select flex-start nodes), trains and
     finishes. The move makes a new TPU pool there while the cluster's zone, its system pool and
-    cpu-np stay in us-east5-b (issue 42, findings 2 and 4: before, terraform's 30-minute default
-    timed out first, with no stockout word, and the run failed; and the rung's zone moved the
-    cluster's node_locations, so every pool)."""
+    cpu-np stay in us-east5-b (with terraform's 30-minute default the create would time out
+    first, with no stockout word, and the run fail; moving the cluster's node_locations would
+    move every pool)."""
     case = Case("ladder_first_rung_stocked_out", "success")
     with Sandbox(tmp_path).up() as box:
         box.capacity.stock_out("spot", ZONE_B)
@@ -195,7 +192,7 @@ def test_a_flex_start_rung_without_a_slice_in_time_moves_on(
     assert reason.startswith(f"Node scale up in zones {ZONE_B} associated with this pod failed")
     assert "GCE out of resources" in reason, reason
     assert f"rung 1 flex_start@{ZONE_B} could not give the whole slice" in log
-    # a new pool in us-east5-a, not the old one moved there in place (issue 42, finding 4)
+    # a new pool in us-east5-a, not the old one moved there in place
     assert f"# {TPU_POOL} will be replaced" in log and "updated in-place" not in log
     assert deploy_zones(result) == [ZONE_B, ZONE_A], deploy_zones(result)
     assert [a["outcome"] for a in attempts(result)] == ["completed"]

@@ -1,4 +1,4 @@
-"""A whole run on a non-tutorial catalogue cell of each TPU generation (issue 47): the run names
+"""A whole run on a non-tutorial catalogue cell of each TPU generation: the run names
 only the model and the TPU type; its cell gives the rest, the cluster gets that generation's
 node pool, the backend and the training run on it, and the export is verified."""
 

@@ -1,4 +1,4 @@
-"""Champion against challenger (issue 29 item 4) in whole sandbox runs: a challenger that beats
+"""Champion against challenger in whole sandbox runs: a challenger that beats
 its own base but loses to the deployment's champion is exported and not promoted, the run
 saying why; a deployment's first run has no champion to beat."""
 
@@ -90,7 +90,7 @@ def _slug(result) -> str:
 def test_a_corrupt_champion_record_fails_the_run_naming_the_record_and_the_fix(
     airflow_db, tmp_path, caplog
 ):
-    """Issue 43 finding 6: a record that is not one (here cut mid-write) fails evaluate_champion
+    """A record that is not one (here cut mid-write) fails evaluate_champion
     in one line naming its gs:// path, what is wrong and how to fix it; the note leads with it."""
     caplog.set_level(logging.INFO, logger="tpu_rl")
     with Sandbox(tmp_path).up(env={"TPU_RL_DEPLOYMENT_ID": DEPLOYMENT}) as box:

@@ -1,10 +1,10 @@
-"""Whole DAG runs whose checkpoints are cut mid-save, as Orbax leaves them on Cloud Storage
-(issue 26): `_CHECKPOINT_METADATA` first, `commit_success.txt` last (orbax_saves.orbax_step_uris).
+"""Whole DAG runs whose checkpoints are cut mid-save, as Orbax leaves them on Cloud Storage:
+`_CHECKPOINT_METADATA` first, `commit_success.txt` last (orbax_saves.orbax_step_uris).
 
-Against main's product code (plugins/ as on main, these tests and the sandbox as here), each
-fails: the second run skips the conversion the first left half-written; export takes the cut
-step; the resume reports the cut step while the client restored none; the run beside another
-deployment's conversion trains from it before it is committed.
+A product that does not wait for a step's `commit_success.txt` fails each: the second run skips
+the conversion the first left half-written; export takes the cut step; the resume reports the
+cut step while the client restored none; the run beside another deployment's conversion trains
+from it before it is committed.
 """
 
 from __future__ import annotations

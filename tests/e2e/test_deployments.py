@@ -1,4 +1,4 @@
-"""Two Airflow deployments on one sandbox cluster and bucket (issue 27, item 1).
+"""Two Airflow deployments on one sandbox cluster and bucket.
 
 Both as shipped (no TPU_RL_DEPLOYMENT_ID): staging's run of a schedule slot is still in flight
 (its Jobs and token Secret on the cluster, its checkpoints, attempts record and export in the

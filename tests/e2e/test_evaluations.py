@@ -1,10 +1,9 @@
-"""Whole DAG runs whose evaluations decide the export (issue 29): the best committed checkpoint
+"""Whole DAG runs whose evaluations decide the export: the best committed checkpoint
 of a non-monotonic run, and a gate on accuracy that stops a run whose reward rose.
 
-Against main's product code (plugins/ as on main, these tests and the sandbox as here), each
-fails: main has no export_checkpoint or gate_metrics setting, so `validate` refuses both runs;
-with those keys dropped, main exports the newest committed step (50, not 40) and its gate on
-mean_reward alone lets the second run export a model whose accuracy fell.
+Without export_checkpoint and gate_metrics, the newest committed step (50, not 40) would be
+exported, and a gate on mean_reward alone would let the second run export a model whose
+accuracy fell.
 """
 
 from __future__ import annotations

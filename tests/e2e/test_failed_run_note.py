@@ -1,5 +1,5 @@
-"""A failed run's note leads with the first error's text (issue 44): it said only "validate
-failed; verify is upstream_failed; ... and 14 more", the reason was in validate's log alone."""
+"""A failed run's note leads with the first error's text, not only "validate failed; verify is
+upstream_failed; ... and 14 more" with the reason in validate's log alone."""
 
 from __future__ import annotations
 

@@ -26,7 +26,6 @@ def test_make_demo_is_quiet_live_and_ends_with_its_summary(tmp_path):
     assert done.stderr == ""
     task_lines = [line.split() for line in lines if re.match(r"^ *\d+\.\ds  ", line)]
     tasks = [words[1] for words in task_lines]
-    # 16 before approve and promote (issue 29)
     assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 20
     # evaluate_champion skips: the sandbox deployment has no champion yet (its first run)
     ended = {words[1]: words[2] for words in task_lines if words[-1] == "s"}

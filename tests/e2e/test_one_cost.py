@@ -1,4 +1,4 @@
-"""One run, one cost (issue 28): the run report, the run's note and the RL page show the figure
+"""One run, one cost: the run report, the run's note and the RL page show the figure
 `outcome` counted, in chip-hours and host-hours.
 
 On main the report counted the TPU nodes to its own time (at verify, which runs beside the
@@ -51,7 +51,7 @@ def test_the_report_the_note_and_the_page_give_outcomes_one_cost(
     for key in ("chip_hours", "host_hours", "estimated_cost_usd"):
         assert row[key] == counted[key], key  # the same figure, not one counted again
     assert counted["chip_hours"] == pytest.approx(4 * counted["host_hours"])  # 4 chips a host
-    # a reservation: paid by its commitment, no spend of the run's own (issue 42)
+    # a reservation: paid by its commitment, no spend of the run's own
     assert counted["estimated_cost_usd"] is None and counted["billed_as"] == "commitment"
     assert f"{counted['chip_hours']:.2f} chip-hours" in markdown and "commitment" in markdown
     # no API connection in dag.test: outcome logs the note it could not set, with that cost
@@ -123,18 +123,16 @@ def run_times(run_id: str) -> tuple[float, float]:
 
 @pytest.mark.timeout(600)
 def test_waiting_for_a_persons_approval_costs_no_tpu_time(airflow_db, tmp_path, capfd, e2e_report):
-    """Issue 44: the approval request said "$1.56" once the cluster was gone; after a 60-s wait
-    for an answer the note, the report and the RL page said $3.05, and the same run without
-    approval cost $1.55: the wait was counted as TPU time (the count ran to outcome's start).
+    """The wait for an approval is not TPU time: counted to outcome's start, a 60-s wait would
+    make the note, the report and the RL page say $3.05 where the request said $1.56 and the
+    same run without approval costs $1.55.
 
     A Spot run (a static pool from deploy to destroy, billed by its hours) with
     approval=required whose request waits its whole approval_timeout_minutes (1 min) and is
     rejected on timeout. Its cost is what it would be without the wait: the nodes it saw,
     counted to cleanup_cluster's end (the cluster destroyed); and the request shows the figure
-    the report, the note and the page show.
-
-    On the code before this fix outcome counted the nodes to its own start, the minute's wait
-    included (the pool's seconds over 60 more than to cleanup_cluster's end)."""
+    the report, the note and the page show (counted to outcome's start, the minute's wait
+    would add the pool's seconds over 60 to the figure)."""
     from airflow.utils.session import create_session
 
     from tpu_rl.report.billing import tpu_billing

@@ -1,13 +1,13 @@
-"""Settings that can do what they promise, storage as an organisation runs it (issue 26, items 5
-and 6): a resume with the default settings, an Autopilot cluster refused at validate, the bucket
+"""Settings that can do what they promise, storage as an organisation runs it: a
+resume with the default settings, an Autopilot cluster refused at validate, the bucket
 created under an organisation's uniform-access policy, an existing bucket without the
 protections used with a warning.
 
-Each fails against the product before issue 26: the defaults saved only the last step (the
-resume started from 0), validate did not read the cluster (the run went on to the Autopilot
-cluster, whose Warden refused the host-network pods: the conversion Job got no pod and failed
-on its deadline), the bucket was created without uniform access (the policy refused it:
-ensure_bucket failed with HTTP 412), and an existing bucket was used without a word.
+Each guards a failure: defaults that save only the last step (the resume starts from 0);
+validate not reading the cluster (the run goes on to the Autopilot cluster, whose Warden
+refuses the host-network pods: the conversion Job gets no pod and fails on its deadline); a
+bucket created without uniform access (the policy refuses it: ensure_bucket fails with HTTP
+412); an existing bucket used without a word.
 """
 
 from __future__ import annotations

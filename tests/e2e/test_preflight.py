@@ -1,13 +1,12 @@
-"""`make preflight` against the sandbox (issue 28, item 1): with everything in order every check
+"""`make preflight` against the sandbox: with everything in order every check
 passes, in both cluster modes, and no request that changes anything reaches any emulator; each
 refusal a real project can give fails its one check, with the evidence and the fix; a failed
 preflight stops the DAG's run before anything is spent.
 
 One sandbox for the module (an existing cluster `gemma4-rl` beside the create-mode settings);
 a scenario changes one fact (sandbox/project_facts.py, the cluster's objects, the
-connections) and puts it back. Against the product before issue 28 every scenario fails: there
-was no tools.preflight and no preflight task (zone, reservation, API, IAM, bucket, Kueue,
-image and licence problems met the run only once it had spent).
+connections) and puts it back. Without preflight every scenario's problem (zone, reservation,
+API, IAM, bucket, Kueue, image, licence) meets the run only once it has spent.
 """
 
 from __future__ import annotations
@@ -100,7 +99,7 @@ def failures(lines: dict[str, str]) -> dict[str, str]:
 )
 def test_every_check_passes_and_nothing_is_changed(box, preflight, conf, checks, monkeypatch):
     """Every check applies and passes; every request to every emulator reads; Compute Engine
-    and Resource Manager are read through their typed clients (issue 45)."""
+    and Resource Manager are read through their typed clients."""
     clients = typed_clients_of_requests(monkeypatch)
     google, kube, gcs = (
         len(box.google.requests),
@@ -239,7 +238,7 @@ def test_a_refusal_fails_its_check_with_the_fix(box, facts, preflight, change, c
 
 
 def test_an_unprotected_bucket_passes_with_a_warning_as_a_run_uses_it(box, facts, preflight):
-    """Issue 26: a run uses an existing bucket as it is, warning of what it lacks."""
+    """A run uses an existing bucket as it is, warning of what it lacks."""
     status, lines = preflight(
         {**SETTINGS, **existing_bucket(box, "tpu-rl-acl-bucket", SETTINGS["region"], False)}
     )
@@ -292,10 +291,10 @@ def preflight_step(monkeypatch: pytest.MonkeyPatch, run_id: str) -> Any:
 def test_a_token_ending_in_a_newline_never_shows_and_is_not_retried(
     box, facts, monkeypatch, tmp_path, capsys, caplog
 ):
-    """Issue 43, finding 1: the password of a secret written with `echo`. The newline is
+    """The password of a secret written with `echo`. The newline is
     stripped (tpu_rl.deployment.token_of_password), so the Hub answers for the token itself:
-    a refusal, which no retry clears; nothing prints the token. Before, requests refused the
-    header and its error, quoting the token, was printed, and the task retried it."""
+    a refusal, which no retry clears; nothing prints the token (unstripped, requests would refuse
+    the header with an error quoting the token, a transient error to retry)."""
     use_hf_password(monkeypatch, f"{FAKE_TOKEN}\n")
     status, output = preflight_output(SETTINGS, tmp_path, capsys)
     assert status == 1 and "FAIL hf token: huggingface.co refused the token (HTTP 401" in output
@@ -368,7 +367,7 @@ def test_past_a_cluster_that_is_not_standard_the_cluster_checks_say_why_they_did
     box, tmp_path, capsys
 ):
     """Every check has its line: the ones needing the cluster are SKIPPED, naming the check
-    that failed (before issue 45 they were left out)."""
+    that failed (none is left out)."""
     preflight_output(EXISTING, tmp_path, capsys)  # the cluster is provisioned on its first read
     undo = fault.autopilot(box.emu)
     try:
@@ -420,7 +419,7 @@ def test_the_report_ends_with_the_runs_cost_estimate(box, facts, tmp_path, capsy
 
 def _calendar(facts: ProjectFacts, start_h: float, **request: str) -> dict[str, Any]:
     """A calendar-mode future reservation `v6e-calendar` of the run's zone, from `start_h`
-    hours from now for two days, with the request's fields (issue 42, finding 3)."""
+    hours from now for two days, with the request's fields."""
     from datetime import UTC, datetime, timedelta
 
     start = datetime.now(UTC) + timedelta(hours=start_h)
@@ -435,14 +434,14 @@ def _calendar(facts: ProjectFacts, start_h: float, **request: str) -> dict[str, 
 
 @pytest.mark.parametrize("state", ["PENDING_APPROVAL", "DECLINED"])
 def test_a_calendar_request_google_has_not_approved_fails(box, facts, preflight, state):
-    """Issue 42, finding 3: the request's procurementStatus is read."""
+    """The request's procurementStatus is read."""
     status, lines = preflight({**SETTINGS, **_calendar(facts, 2, procurementStatus=state)})
     assert status == 1 and set(failures(lines)) == {"reservation"}, lines
     assert f"v6e-calendar is {state}" in lines["reservation"], lines["reservation"]
 
 
 def test_a_calendar_prefix_names_the_reservation_compute_delivered(box, facts, preflight):
-    """Issue 42, finding 3: with `namePrefix` the pool consumes `<prefix>-date-####`, the
+    """With `namePrefix` the pool consumes `<prefix>-date-####`, the
     reservation Compute Engine made at the start, not the future reservation's name."""
     conf = {**SETTINGS, **_calendar(facts, -1, namePrefix="v6e-cal")}
     status, lines = preflight(conf)
@@ -451,8 +450,8 @@ def test_a_calendar_prefix_names_the_reservation_compute_delivered(box, facts, p
 
 
 def test_a_flex_start_run_is_checked_against_preemptible_v6e_quota(box, facts, preflight):
-    """Issue 42, finding 5: Cloud Quotas' PREEMPTIBLE-TPU-V6E limit, below the slice's 32
-    chips, fails (regions.get lists no v6e metric, so the old check always passed)."""
+    """Cloud Quotas' PREEMPTIBLE-TPU-V6E limit, below the slice's 32 chips, fails (regions.get
+    lists no v6e metric: a check reading it would always pass)."""
     facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [
         ({}, 64),
         ({"region": SETTINGS["region"]}, 16),
@@ -466,10 +465,9 @@ def test_a_flex_start_run_is_checked_against_preemptible_v6e_quota(box, facts, p
 def test_flex_start_is_judged_by_the_preemptible_quota_while_the_project_has_one(
     box, facts, preflight
 ):
-    """Issue 59, item 3: flex-start consumes preemptible quota, and the on-demand quota only in
-    a project with none (Compute Engine's provisioning models page). The check passed when
-    either quota held the slice: 16 preemptible chips beside 1024 on-demand passed, and GKE
-    then found the preemptible quota short."""
+    """Flex-start consumes preemptible quota, and the on-demand quota only in a project with
+    none (Compute Engine's provisioning models page): 16 preemptible chips beside 1024
+    on-demand fail the check, as GKE would find the preemptible quota short."""
     facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 16)]
     facts.quota_infos["TPUS-PER-TPU-FAMILY-per-project-region"] = [({"tpu_family": "CT6E"}, 1024)]
     conf = {**SETTINGS, "capacity": "flex_start", "reservation": ""}
@@ -486,7 +484,7 @@ def test_flex_start_is_judged_by_the_preemptible_quota_while_the_project_has_one
 
 
 def test_every_rung_of_the_ladder_is_checked(box, facts, preflight):
-    """Issue 42, finding 5: a later rung's quota and zone are checked, not the first's only."""
+    """A later rung's quota and zone are checked, not the first's only."""
     facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 0)]
     ladder = "reservation@us-east5-b, spot@us-east5-a"
     status, lines = preflight({**SETTINGS, "capacity_ladder": ladder})
@@ -502,7 +500,7 @@ def test_every_rung_of_the_ladder_is_checked(box, facts, preflight):
     ("model", "tpu_type", "chips"), [("gpt-oss-20b", "v5p-64", 32), ("llama3.1-70b", "v5p-128", 64)]
 )
 def test_a_v5p_spot_run_is_checked_against_v5p_quota(box, facts, preflight, model, tpu_type, chips):
-    """Issue 47: a v5p run's quota is v5p's own PREEMPTIBLE-TPU-V5P (the sandbox grants 64),
+    """A v5p run's quota is v5p's own PREEMPTIBLE-TPU-V5P (the sandbox grants 64),
     not v6e's, and its machine type is looked for in its zone."""
     facts.quota_infos["PREEMPTIBLE-TPU-V6E-per-project-region"] = [({}, 1024)]
     conf = {**SETTINGS, "capacity": "spot", "reservation": "", "zone": "us-east5-a",
@@ -520,7 +518,7 @@ def test_a_v5p_spot_run_is_checked_against_v5p_quota(box, facts, preflight, mode
 
 
 def test_a_tpu7x_run_is_checked_against_its_preemptible_quota(box, facts, preflight):
-    """Issue 59, item 3: TPU7x's quota was left to GKE; Spot and flex-start read its
+    """TPU7x's quota is checked too: Spot and flex-start read its
     PREEMPTIBLE-TPU7X quota (the sandbox grants 64 chips: tpu7x-128 is 64), and a flex-start
     slice in a project without it says the on-demand id is not public."""
     conf = {**SETTINGS, "capacity": "spot", "reservation": "", "zone": "us-east5-a",

@@ -1,6 +1,6 @@
-"""A smoke run with the defaults (issue 44): 1 or 20 training steps at the default
-checkpoint_period (25) and max_training_restarts (2) were refused by validate; accepted now,
-they run to a verified export, validate warning that a resume would start over."""
+"""A smoke run with the defaults: 1 or 20 training steps at the default checkpoint_period (25)
+and max_training_restarts (2) are accepted and run to a verified export, validate warning that
+a resume would start over."""
 
 from __future__ import annotations
 

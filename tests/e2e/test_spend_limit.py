@@ -1,4 +1,4 @@
-"""The spend limit end to end (issue 46): validate refuses a run whose estimate passes
+"""The spend limit end to end: validate refuses a run whose estimate passes
 max_spend_usd before anything is made; a run whose steps go slower than the estimate assumed
 stops right after the first save committed once its projected spend passes the limit, then
 exports that step (spend_limit_action=export) or fails (fail), with nothing left behind.

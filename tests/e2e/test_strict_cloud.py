@@ -1,10 +1,10 @@
-"""Whole DAG runs in the strict sandbox (issue 13): identity, bucket class, Kueue, scheduling.
+"""Whole DAG runs in the strict sandbox: identity, bucket class, Kueue, scheduling.
 
-Each scenario fails against the product before issue 13 (commit 67d7151): its training client
-had no storage identity, its bucket was MULTI_REGIONAL in a region, it submitted a backend
-Kueue could not admit and noticed only after the pending timeout, a failed conversion's pods
-were gone before their logs reached the task log, it exported the newest step even when its
-save was cut off, and a second (injected) container in the training pod failed the wait.
+Each scenario catches one way a run fails in a strict cloud: a training client without a
+storage identity, a MULTI_REGIONAL bucket in a region, a backend Kueue cannot admit noticed only
+after the pending timeout, a failed conversion's pods gone before their logs reach the task log,
+an export of the newest step when its save was cut off, and a second (injected) container in
+the training pod failing the wait.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def clusters(box: Sandbox) -> list[str]:
 
 
 def test_a_run_timed_out_mid_training_leaves_no_cluster(tmp_path, monkeypatch):
-    """Issue 27: cluster_mode=create, the run's create_cluster deployed the cluster (fake
+    """cluster_mode=create, the run's create_cluster deployed the cluster (fake
     gcluster), training runs (backend, Job, Secret) when dagrun_timeout falls: the teardowns are
     skipped, and the callback leaves neither the Kubernetes objects nor the cluster (its TPU
     node pool) to a janitor."""
@@ -100,7 +100,7 @@ def test_a_run_timed_out_mid_training_leaves_no_cluster(tmp_path, monkeypatch):
     assert outcome["removed"]["jobsets"] == [layout.backend_jobset]
     assert outcome["errors"] == []
     assert outcome["cluster"] == "deletion started (GKE completes it)"
-    # issue 43: the graph shows both cleanups skipped; the run's note says what went instead
+    # the graph shows both cleanups skipped; the run's note says what went instead
     assert outcome["note"][:2] == [
         "**failed: timed out (dagrun_timeout)**",
         "The cleanups show skipped: the timeout callback ran in their place.",
@@ -109,7 +109,7 @@ def test_a_run_timed_out_mid_training_leaves_no_cluster(tmp_path, monkeypatch):
     assert removed.startswith("Removed: ") and layout.backend_jobset in removed
     assert layout.job_names["train"] in removed
     assert outcome["note"][3] == "Cluster rl-created: deletion started (GKE completes it)"
-    # issue 60: each skipped teardown's own record says what the callback did in its place
+    # each skipped teardown's own record says what the callback did in its place
     skipped = "Skipped by dagrun_timeout; the timeout callback ran in its place."
     kubernetes, cluster = (outcome["task_notes"].get(t) for t in TEARDOWNS)
     assert kubernetes == [skipped, removed] and cluster == [skipped, outcome["note"][3]]
@@ -159,9 +159,9 @@ def test_a_run_timed_out_before_validating_created_nothing(box, monkeypatch):
 
 
 def test_a_record_that_does_not_load_is_named_not_taken_for_nothing(box, monkeypatch):
-    """Issue 43: validate's record whose settings no longer load (or whose identity is not a
-    name) was read as "timed out before validating: nothing to remove", and the run's objects
-    stayed, unsaid. The callback now names it in one line, in its log and the run's note."""
+    """validate's record whose settings no longer load (or whose identity is not a name) is not
+    read as "timed out before validating: nothing to remove", which would leave the run's
+    objects unsaid: the callback names it in one line, in its log and the run's note."""
     settings = dict(SETTINGS)
     run_objects(box, settings)
     recorded = run_record(load_settings(settings).to_dict(), RUN_DEPLOYMENT)

@@ -1,4 +1,4 @@
-"""The training health watchdog end to end (issue 46), one whole run per path a fatal rule takes:
+"""The training health watchdog end to end, one whole run per path a fatal rule takes:
 health_action=stop stops training at once (the Job and the backend deleted, nothing left),
 exports nothing and says which rule, which step and which checkpoint is healthy;
 export_healthy exports the newest checkpoint before the anomaly and the note says so; a rule
@@ -72,7 +72,7 @@ def test_export_healthy_exports_the_newest_checkpoint_before_the_nan(sandbox, ca
     assert f". Training health: nonfinite_loss at step {NAN_AT}" in note, note
     kept = note.split("Training stopped early; kept and exported: ")[1].split(". ")[0]
     assert kept.startswith("gs://") and kept.endswith("/checkpoints/actor/30/"), note
-    # issue 60: the early stop's line is whole and ends with what to do next; the first attempt
+    # the early stop's line is whole and ends with what to do next; the first attempt
     # was stopped by the watchdog, not "failed", in a run that succeeded
     [stopped] = [part for part in note.split("\n\n") if part.startswith("Training stopped")]
     anomaly = result.xcoms["wait_for_rewards.anomaly"]

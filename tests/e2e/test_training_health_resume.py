@@ -1,4 +1,4 @@
-"""health_action=resume end to end (issue 46): a NaN loss stops training, its poisoned save is
+"""health_action=resume end to end: a NaN loss stops training, its poisoned save is
 moved to the run's quarantine folder, training resumes once from the newest healthy checkpoint
 (starting over from the converted checkpoint when none is healthy) and completes; a fault that
 comes back stops the run at the second anomaly, exporting nothing. Both end with nothing left.
@@ -59,8 +59,8 @@ def test_a_transient_nan_resumes_once_from_the_healthy_checkpoint_and_completes(
 
 
 def test_a_nan_before_any_healthy_save_starts_over_from_the_converted_checkpoint(sandbox):
-    """Issue 58: with no healthy save yet, health_action=resume ended the run as stop does,
-    although it promises a resume. Training starts over on the same slice: the saves made since
+    """With no healthy save yet, health_action=resume does not end the run as stop does: it
+    promises a resume. Training starts over on the same slice: the saves made since
     are moved away, the new attempt loads the converted checkpoint and completes."""
     faults = TrainingFaults(nan_at_step=EARLY_NAN_AT, first_attempt_only=True)
     conf = {**HEALTH, "min_reward_gain": -100.0}

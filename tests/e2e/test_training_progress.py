@@ -1,8 +1,7 @@
-"""Training progress on the run's page and in its note while training runs (issue 46, part 1):
+"""Training progress on the run's page and in its note while training runs:
 the reward wait reports its step, ETA and spend every `progress_report_minutes` of training,
 writes them to the run's summary and note, and defers again from the same log position and
-watchdog memory. Before this, the page and the note knew nothing until the wait ended: the
-trigger's only events ended the wait."""
+watchdog memory, so the page and the note know the run's progress before the wait ends."""
 
 from __future__ import annotations
 

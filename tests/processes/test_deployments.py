@@ -1,5 +1,5 @@
-"""Two Airflow deployments on one sandbox cluster and bucket, on real processes (issue 27 item 1;
-the in-process version is tests/e2e/test_deployments.py).
+"""Two Airflow deployments on one sandbox cluster and bucket, on real processes (the
+in-process version is tests/e2e/test_deployments.py).
 
 Both are installed as shipped (no TPU_RL_DEPLOYMENT_ID): the session's deployment is staging;
 production is a second install beside it, with its own metadata database (on the same

@@ -201,7 +201,7 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     api.wait("the timeout callback to remove the run's objects, nodes and cluster", left_none, 60)
     tasks = finish(deployment, run, "failed", e2e_report)
     assert tasks["cleanup_cluster"] == "skipped", tasks  # the callback, not the teardown
-    # issue 60: each skipped teardown's own record says the callback ran in its place
+    # each skipped teardown's own record says the callback ran in its place
     skipped = "Skipped by dagrun_timeout; the timeout callback ran in its place."
 
     def notes() -> list[str]:

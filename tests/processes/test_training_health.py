@@ -1,4 +1,4 @@
-"""The training watchdog across a triggerer restart, with Airflow's real processes (issue 46):
+"""The training watchdog across a triggerer restart, with Airflow's real processes:
 a trigger rebuilt by a new triggerer judges with what the killed one had seen (its memory: the
 step intervals, the losses, the best reward, travels in the follower's state, saved on the
 training Job, tpu_rl.rewards.position, and in the trigger's kwargs after a progress report).

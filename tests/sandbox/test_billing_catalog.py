@@ -1,7 +1,7 @@
 """`make prices` (tools/prices.py) against the sandbox's Cloud Billing Catalog API
 (sandbox/billing_catalog.py): it reads every page of Compute Engine's SKUs with
 google-cloud-billing's client, writes the table's billing-catalogue rows, says what changed,
-and leaves the other sources' rows as they were (issue 59, item 4)."""
+and leaves the other sources' rows as they were."""
 
 from __future__ import annotations
 

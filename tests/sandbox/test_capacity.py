@@ -75,7 +75,7 @@ def test_pools_follow_the_blueprint_capacity() -> None:
     assert tutorial is not None and (tutorial.capacity, tutorial.nodes) == ("reservation", 8)
     assert not tutorial.scales_from_zero and "cloud.google.com/gke-spot" not in tutorial.labels
     spot = ClusterModel.described({**VARS, "capacity": "spot"}).pool(TPU_POOL)
-    # gcluster's expandHardwareSettings gives a Spot TPU pool static_node_count (issue 26)
+    # gcluster's expandHardwareSettings gives a Spot TPU pool static_node_count
     assert spot is not None and (spot.capacity, spot.nodes, spot.max_nodes) == ("spot", 8, 0)
     assert not spot.scales_from_zero
     assert spot.labels["cloud.google.com/gke-spot"] == "true"

@@ -1,4 +1,4 @@
-"""JobSet's exclusive placement by node pool (issue 47, multi-slice): each worker Job of the
+"""JobSet's exclusive placement by node pool (multi-slice): each worker Job of the
 Pathways JobSet takes one TPU slice of its own; a Job sized for two slices, or more Jobs than
 slices, leaves pods Pending with kube-scheduler's inter-pod affinity reasons."""
 

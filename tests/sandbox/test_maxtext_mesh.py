@@ -1,4 +1,4 @@
-"""MaxText 0.2.4's trainer mesh with trainer and sampler slices in the sandbox (issue 59): the
+"""MaxText 0.2.4's trainer mesh with trainer and sampler slices in the sandbox: the
 trainer's config is rebuilt per slice (fsdp = devices per slice // tensor, expert parallelism
 kept) and keeps RLConfig's num_slices -1, so create_device_mesh's devices per slice are negative
 and fill_unspecified_mesh_axes asserts whatever the axes; the training pod fails with MaxText's

@@ -467,8 +467,8 @@ def test_failed_conversion_like_pod_is_reported_by_exit(tmp_path):
 def test_a_cluster_made_after_another_on_the_emulator_has_its_own_kueue_quota():
     """One emulator serves every cluster the process harness makes in turn: a one-slice cluster
     destroyed, then a two-slice one (the two-deployment scenario's, after the approval
-    scenario's). Before, the earlier cluster's ClusterQueue (one slice) stayed, and the second
-    of two one-slice JobSets was never admitted on the two-slice cluster."""
+    scenario's): the earlier cluster's ClusterQueue (one slice) goes with it, or the second of
+    two one-slice JobSets would never be admitted on the two-slice cluster."""
     state = ClusterState()
     earlier = ClusterModel.described({**VARS, "kueue": "pathways"})
     earlier.provision(state)

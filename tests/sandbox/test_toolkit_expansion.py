@@ -82,7 +82,7 @@ def _spot_blueprint(timeout: str | None) -> dict[str, Any]:
 )  # fmt: skip
 def test_a_static_pool_waits_for_its_vms_on_the_simulated_clock(tmp_path, timeout, end, answer):
     """GKE's instance-group wait (35m) beside terraform's create timeout: whichever ends first
-    answers, unless the stockout ends before both (issue 42, finding 2)."""
+    answers, unless the stockout ends before both."""
     path = _write_capacity(tmp_path / "capacity.json", 0.0, end)
     refusal = zone_capacity.deploy_refusal(_spot_blueprint(timeout), path)
     if answer is None:
@@ -113,9 +113,9 @@ def _ladder_blueprint(pool_name: str, pool_zone: str, cluster_zone: str, flex: b
 
 def test_terraform_moves_every_pool_with_the_clusters_zones_and_replaces_a_renamed_pool():
     """The cluster's zones feed its system pool and cpu-np (gke-cluster main.tf), node_locations
-    is updated in place, a pool's name forces a new pool (issue 42, finding 4)."""
+    is updated in place, a pool's name forces a new pool."""
     first = _ladder_blueprint("pool", "us-east5-b", "us-east5-b", True)
-    moved = _ladder_blueprint("pool", "us-east5-a", "us-east5-a", True)  # before the fix
+    moved = _ladder_blueprint("pool", "us-east5-a", "us-east5-a", True)  # zone moved
     assert planned_changes(first, moved) == {
         "google_container_cluster.gke_cluster": "update in place",
         "google_container_node_pool.system_node_pools[0]": "update in place",

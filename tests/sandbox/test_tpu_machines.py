@@ -1,4 +1,4 @@
-"""The sandbox's GKE knows v6e, v5p and tpu7x (issue 47): it refuses a TPU pool of a topology its
+"""The sandbox's GKE knows v6e, v5p and tpu7x: it refuses a TPU pool of a topology its
 machine type does not make, labels the nodes with the machine type's own accelerator and chips,
 and leaves a pod whose selector or TPU limit does not match those nodes Pending."""
 

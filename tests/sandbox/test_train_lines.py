@@ -1,5 +1,5 @@
 """The sandbox's GRPO client logs the step and save lines as the pinned sources print them, in
-their order (issue 48), and the product's follower reads them."""
+their order, and the product's follower reads them."""
 
 from __future__ import annotations
 

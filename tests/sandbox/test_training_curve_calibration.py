@@ -1,4 +1,4 @@
-"""The sandbox's modelled training curve against the corpus of real GRPO runs (issue 58): the
+"""The sandbox's modelled training curve against the corpus of real GRPO runs: the
 curve the e2e scenarios train on must look like what Tunix's real trainer logs, or the
 watchdog is proven on a picture. Each figure of the curve lies within the range the real
 healthy runs span; the sandbox's injected faults take the real faults' values."""

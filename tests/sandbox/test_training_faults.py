@@ -1,5 +1,6 @@
-"""The sandbox's GRPO client tells issue 46's stories: varying step times, a noisy falling loss,
-TensorBoard event files, Orbax's rotation, and each training fault's lines and files."""
+"""The sandbox's GRPO client tells a training run's stories: varying step times, a noisy
+falling loss, TensorBoard event files, Orbax's rotation, and each training fault's lines and
+files."""
 
 from __future__ import annotations
 
@@ -257,7 +258,7 @@ def test_latest_n_drops_the_oldest_steps_the_new_one_included():
 
 
 def test_nan_at_30_of_500_steps_rotates_every_healthy_checkpoint_away():
-    """Issue 46's story: NaN at step 30, a save every 25, MaxText keeps 10: the one healthy
+    """A NaN run's story: NaN at step 30, a save every 25, MaxText keeps 10: the one healthy
     checkpoint (25) is deleted once 275 commits; what is left is all poisoned."""
     bucket, ledger = MemoryBucket(), Ledger()
     client(

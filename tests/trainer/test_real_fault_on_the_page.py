@@ -1,4 +1,4 @@
-"""A real fault as a user sees it (issue 58): the real trainer's non-finite loss (Tunix's own
+"""A real fault as a user sees it: the real trainer's non-finite loss (Tunix's own
 `Train step N training loss: nan`, from rewards that overflow GRPO's advantages) stops the run,
 and the RL page names the rule, the step, the real evidence line and the checkpoint kept. The
 screenshot is test-artifacts/ui-health-real.png."""

@@ -1,4 +1,4 @@
-"""Whole tpu_rl_post_training runs on the real trainer (issue 58): the training pod runs Tunix's
+"""Whole tpu_rl_post_training runs on the real trainer: the training pod runs Tunix's
 GRPOLearner on its toy model on CPU (sandbox/real_trainer/grpo_toy.py), its output in the pod
 log as it comes and its Orbax saves and TensorBoard files mirrored into the sandbox's Cloud
 Storage as the pod writes them. The product follows it as it follows MaxText on TPUs: the
@@ -21,7 +21,7 @@ from tpu_rl.watch.ends import WaitEnd
 from tpu_rl.watch.progress import PROGRESS_EVENT
 
 # Every run keeps the default health rules (the faults' own runs shorten the stall floor).
-# Before health_spike_floor (issue 58) the loss_spike rule stopped this healthy run at step 11,
+# Without health_spike_floor the loss_spike rule stops this healthy run at step 11,
 # "loss -0.165466 at step 11 is over 10x the median 0.000496 of the last 10 losses": real
 # GRPO's loss sits near 0 (about beta * KL) with large negative steps on batches with an empty
 # completion (Train step 7: -0.117961, 9: -0.072256, 11: -0.165466).

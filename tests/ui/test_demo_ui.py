@@ -169,7 +169,7 @@ def page_text(browser: Chromium, url: str, until: str, shot: str) -> str:
 
 
 def janitor_runs_in_the_sandbox(api: AirflowApi) -> None:
-    """Issue 28: the janitor made no run while Airflow started (it starts paused); unpaused as
+    """The janitor makes no run while Airflow starts (it starts paused); unpaused as
     its form's "Unpause on trigger" does, its sweeps (triggered and scheduled) read the
     sandbox's project and region from the demo's Variable and succeed."""
     janitor = JANITOR_DAG_ID
@@ -218,7 +218,7 @@ def test_demo_ui_trigger_from_the_form_then_grid_graph_logs_and_rl_page(tmp_path
         assert "TPU cost: " in note and "paid by its commitment" in note, note
         assert "chip-hours" in note and "host-hours" in note and "run-report.md" in note
         # the report as a page of Airflow's own (the console link of the sandbox's bucket opens
-        # nothing): the note links it (issue 44)
+        # nothing): the note links it
         report_page = f"{base}/tpu-rl/report/{quote(run['dag_run_id'], safe='')}"
         assert f"[open]({report_page.removeprefix(base)})" in note, note
         run_url = f"{base}/dags/{DAG_ID}/runs/{run['dag_run_id']}"

@@ -1,5 +1,5 @@
-"""The estimate page in headless Chromium, as a person reaches it from Airflow's trigger form
-(issue 44, point 7): fill non-default settings, follow the form's "Estimate these settings" link,
+"""The estimate page in headless Chromium, as a person reaches it from Airflow's trigger form:
+fill non-default settings, follow the form's "Estimate these settings" link,
 paste the form's Configuration JSON, read the table (estimated as pasted); then the page from an
 address holding settings with many problems. Screenshots: test-artifacts/estimate-page*.png.
 """

@@ -1,4 +1,4 @@
-"""The estimate page as the place to fill in a run's settings (issue 60, point 5), in headless
+"""The estimate page as the place to fill in a run's settings, in headless
 Chromium: the estimate follows what is typed (no button), an answer to older settings never
 replaces a newer one, a problem disables the trigger button, and the button triggers the run
 through Airflow's REST API with the session the user has; Airflow's refusals are said in words.

@@ -1,4 +1,4 @@
-"""Issue 60 items 1-3: the training seen as it happens on the RL page. Progress reports at a
+"""The training seen as it happens on the RL page. Progress reports at a
 cadence that suits the run's length, the evaluations and curves the log and event files have so
 far, model/TPU/slices/capacity columns, a model filter and a compare view of ticked runs.
 

@@ -30,7 +30,7 @@ def test_one_run_and_a_logged_out_visitor(airflow_db, auth_token, ui_server, bro
     state = open_page(browser, base, None)
     assert state == "login"
     status = browser.evaluate("document.getElementById('status').textContent")
-    # what to do, not only what is wrong (issue 60): log in, and how to come back
+    # what to do, not only what is wrong: log in, and how to come back
     assert status.startswith("You are not logged in to Airflow (or your session ended)")
     assert "Log in to Airflow: Airflow brings you back here" in status
     assert "reload this page" in status

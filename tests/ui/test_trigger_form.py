@@ -111,7 +111,7 @@ def test_the_trigger_forms_take_only_the_required_fields(
     swept = fill_and_trigger(browser, ui_server, auth_token, janitor)
     assert seen["enabled_before"] is False  # the required fields are empty
     assert seen["enabled_after"] is True, "the form still blocks Trigger"
-    # issue 28: the tutorial's settings open, and only the five without a default marked
+    # the tutorial's settings open, and only the five without a default marked
     assert seen["open_at_start"] == ["Run Parameters"]
     assert seen["required_marks"] == ["Project", "Region", "Zone", "Cluster name", "GCS bucket"]
     sections = ["Run Parameters", "Google Cloud", "Model", "GRPO", "Run control"]
@@ -144,7 +144,7 @@ def trigger(base: str, token: str, conf: dict) -> httpx.Response:
     chromium_path() is None, reason="Debian's chromium is not installed: make chromium"
 )
 def test_a_mistake_is_refused_before_the_run_exists(airflow_db, auth_token, ui_server, browser):
-    """Issue 60: 0 training steps typed in the form stays 0 (no clamping) and Trigger shows
+    """0 training steps typed in the form stays 0 (no clamping) and Trigger shows
     Airflow's refusal, no run made; an unknown setting is refused by the API with the closest
     setting named; the TPU type field offers the catalogue's types."""
     serialize_dags()

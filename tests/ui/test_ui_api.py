@@ -319,8 +319,8 @@ def test_a_conf_validation_would_refuse_costs_nothing_but_its_tpu_hours(client, 
 
 
 def test_a_run_whose_validate_failed_costs_nothing_as_its_note_says(client, auth_token):
-    """Issue 28: the page showed task-time hours and dollars for a run refused by `validate`,
-    whose note said "TPU cost: not counted"."""
+    """A run refused by `validate`, whose note says "TPU cost: not counted", shows no task-time
+    hours or dollars on the page."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import insert

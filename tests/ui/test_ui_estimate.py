@@ -1,4 +1,4 @@
-"""The estimate page's API (issue 44, point 7): a run's settings as the trigger form's
+"""The estimate page's API: a run's settings as the trigger form's
 Configuration JSON holds them -> every problem at once and the short table the form shows for
 its defaults, computed for these settings."""
 
@@ -150,7 +150,7 @@ def test_text_that_is_no_settings_object_says_so(client, auth_token, text, probl
     assert answer["estimate"] is None
 
 
-# -- any body gets its problems, deeply nested JSON too (issue 60, 6b) ----------------------------
+# -- any body gets its problems, deeply nested JSON too -------------------------------------------
 
 DEEP = 100_000
 

@@ -1,5 +1,5 @@
 """The page's evaluations per step in headless Chromium: a chart per metric of the picked run,
-the exported step ringed (issue 29). Synthetic runs: the page only reads what the tasks wrote."""
+the exported step ringed. Synthetic runs: the page only reads what the tasks wrote."""
 
 from __future__ import annotations
 

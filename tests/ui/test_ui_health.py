@@ -1,4 +1,4 @@
-"""A run the training watchdog stopped, as a user sees it on the RL page (issue 46): the rule,
+"""A run the training watchdog stopped, as a user sees it on the RL page: the rule,
 the step, the evidence and the checkpoint kept, beside a run that exported that checkpoint
 (health_action=export_healthy). The screenshot is test-artifacts/ui-health.png; the exported
 run's report is written beside it (test-artifacts/ui-health-report.md)."""

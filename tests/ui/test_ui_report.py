@@ -1,5 +1,5 @@
 """The run's report page (/tpu-rl/report/<run id>): the report outcome wrote beside a verified
-export, read from the sandbox's GCS through the product's own reader, as HTML (issue 44)."""
+export, read from the sandbox's GCS through the product's own reader, as HTML."""
 
 from __future__ import annotations
 

@@ -61,9 +61,9 @@ def test_the_tpu_nodes_the_steps_saw_bill_as_in_the_run_report(client, auth_toke
 
 def test_a_run_whose_outcome_counted_its_cost_shows_that_figure(client, auth_token):
     """outcome's count (its summary's `cost`) is the run's one cost: the row shows it as
-    counted, not a count of its own to another end (on main the page counted to
-    cleanup_cluster's end while the report had counted to verify's time: $1.43 on the page,
-    $1.66 in the report)."""
+    counted, not a count of its own to another end (a page counting to cleanup_cluster's end
+    beside a report counting to verify's time would show $1.43 on the page, $1.66 in the
+    report)."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import insert
@@ -86,5 +86,5 @@ def test_a_run_whose_outcome_counted_its_cost_shows_that_figure(client, auth_tok
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     assert (row["host_hours"], row["chip_hours"]) == (0.1234, 0.4936)
     assert row["estimated_cost_usd"] == 1.33272 and row["tpu_hours_rule_text"].endswith("(outcome)")
-    # outcome wrote the report beside the verified export: the row links its page (issue 44)
+    # outcome wrote the report beside the verified export: the row links its page
     assert row["report_url"] == f"report/{run_id}"

@@ -1,10 +1,10 @@
-"""Capacity figures (issue 16), from the sandbox ledger of whole DAG runs (sandbox/ledger.py).
+"""Capacity figures, from the sandbox ledger of whole DAG runs (sandbox/ledger.py).
 
 steps_recomputed_after_preemption: one run on Spot capacity (100 batches, a checkpoint every 50)
 whose TPU node is preempted when the client logs step PREEMPT_AT_STEP; the product resumes from
 the newest complete checkpoint. Value: the steps a later client attempt executed again.
-Baseline: what a restart from scratch (a plain retry of the training Job, the product before
-issue 16) recomputes: every step the attempts that lost their capacity had executed.
+Baseline: what a restart from scratch (a plain retry of the training Job, no resume)
+recomputes: every step the attempts that lost their capacity had executed.
 
 tpu_node_utilization_ratio: the same successful run (no preemption) twice, each deploying its own
 cluster (cluster_mode=create) and destroying it at the end: capacity=flex_start (the value) and
@@ -47,7 +47,7 @@ PROVISIONING_DELAY_S = 300.0
 # each run has its own process: the Spot run beside other phases, these two side by side.
 UTILIZATION_TIME_SCALE = 0.02
 # No resume in these runs (nothing preempts them): with max_training_restarts > 0 validate
-# would ask for a checkpoint before the last step (issue 26), which adds a save to the figure.
+# would ask for a checkpoint before the last step, which adds a save to the figure.
 UTILIZATION_BATCHES = {"num_batches": 50, "checkpoint_period": 50, "max_training_restarts": 0}
 UTILIZATION_GOAL = 1.15
 RUNS = {

@@ -1,4 +1,4 @@
-"""Capacity-trace figures (issue 30, item 6), computed from the runs of
+"""Capacity-trace figures, computed from the runs of
 tools/bench/trace_runs.py (the trace and the runs are described there).
 python -m tools.bench.capacity_trace: this phase alone.
 """
@@ -151,8 +151,9 @@ def steps_lost(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             end, "capacity_end", ts.naive_steps_lost(first, END_STEP_S, cut, period), 0,
             problems=[] if stopped else [f"training did not stop at a save: {end['record']}"],
             baseline_is=(
-                "a product that trains on until the nodes' max run duration takes them (before "
-                "59af1c6): the steps that would finish on the first slice past its last save, "
+                "a product that trains on until the nodes' max run duration takes them (no stop "
+                "at a save before the capacity ends): the steps that would finish on the first "
+                "slice past its last save, "
                 "from this run's first step, step time and the slice's creation"
             ),
             flex_max_run_s=END_MAX_RUN_S, train_step_s=END_STEP_S, checkpoint_period=period,

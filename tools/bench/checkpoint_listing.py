@@ -4,7 +4,7 @@ objects each.
 
 The product (tpu_rl.storage.newest_committed_step) lists `checkpoints/actor/` by folder
 (delimiter "/") and checks each step's `commit_success.txt` from the newest down. The baseline is
-the product before issue 26, reproduced here: one listing of every object under
+the step choice by a full listing, reproduced here: one listing of every object under
 `checkpoints/actor/` (GCSHook.list without a delimiter), every step with `model_params/` and a
 marker counted. Requests and listed entries are counted by the sandbox's GCS emulator, which
 pages listings as Cloud Storage does (at most 1,000 entries a page: sandbox/gcs_rules.py).
@@ -68,7 +68,7 @@ def seed(box: Sandbox, committed_steps: int) -> None:
 
 
 def full_listing_step(conn: str) -> int | None:
-    """The step choice before issue 26: every object listed, `_CHECKPOINT_METADATA` or
+    """The step choice by a full listing: every object listed, `_CHECKPOINT_METADATA` or
     `commit_success.txt` beside `model_params/` counted as committed."""
     bucket, prefix = ACTOR.removeprefix("gs://").split("/", 1)
     with_params, marked = set(), set()
@@ -111,7 +111,10 @@ def measure(box: Sandbox) -> dict[str, dict[str, Any]]:
             worst["full_listing"]["requests"] / KEPT_STEPS,
             unit="requests",
             goal=GOAL_REQUESTS_PER_STEP,
-            baseline_is="one listing of every object under checkpoints/actor/ (before issue 26)",
+            baseline_is=(
+                "one listing of every object under checkpoints/actor/ (the step choice by a "
+                "full listing)"
+            ),
             details=details,
         ),
         "export_step_objects_listed": metric(
@@ -119,7 +122,10 @@ def measure(box: Sandbox) -> dict[str, dict[str, Any]]:
             worst["full_listing"]["listed"],
             unit="entries",
             goal=KEPT_STEPS,
-            baseline_is="one listing of every object under checkpoints/actor/ (before issue 26)",
+            baseline_is=(
+                "one listing of every object under checkpoints/actor/ (the step choice by a "
+                "full listing)"
+            ),
             details=details,
         ),
     }

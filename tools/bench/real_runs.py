@@ -1,9 +1,9 @@
-"""The training watchdog on the corpus of real GRPO runs (issue 58: sandbox/corpus, recorded
+"""The training watchdog on the corpus of real GRPO runs (sandbox/corpus, recorded
 from Tunix's real trainer by `make corpus`), replayed through the follower and the watchdog
 (sandbox.trainer_corpus.watch) at the run settings' defaults.
 
 - false_stops_on_real_runs: runs without a fault the watchdog stopped. Goal 0. Baseline: the
-  same runs with the loss spike rule as it was before issue 58 (health_spike_floor 0: a spike
+  same runs with the loss spike rule without its floor (health_spike_floor 0: a spike
   is a multiple of the median magnitude alone), same rules otherwise.
 - real_fault_detection_lag_steps: for each real fault, steps from the one whose output first
   shows it (sandbox.trainer_corpus.shows_at) to the step line the log had reached when the
@@ -73,7 +73,7 @@ def measure() -> dict[str, dict[str, Any]]:
             len(before),
             unit="runs",
             goal=0,
-            baseline_is="the loss spike rule before issue 58 (health_spike_floor 0), same runs",
+            baseline_is="the loss spike rule without its floor (health_spike_floor 0), same runs",
             details={"runs": len(healthy), "stopped": stopped, "baseline_stopped": before},
         ),
         "real_fault_detection_lag_steps": metric(

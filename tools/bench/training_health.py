@@ -1,6 +1,6 @@
-"""The training watchdog's figures (issue 46), from whole DAG runs in the sandbox: each fault of
-the matrix once with the watchdog on (the defaults) and once with every rule off, which is the
-product before issue 46 (training went on to its Post line, or its time limit), same settings
+"""The training watchdog's figures, from whole DAG runs in the sandbox: each fault of
+the matrix once with the watchdog on (the defaults) and once with every rule off, which is
+the product without a watchdog (training goes on to its Post line, or its time limit), same settings
 and same fault otherwise; and the ETA of runs with varying step times.
 
 - health_detect_latency_s: a NaN loss; from its `Train step N training loss: nan` line (when
@@ -58,7 +58,7 @@ RUN = {
     "health_stall_floor_minutes": STALL_FLOOR_MIN * TIME_SCALE,
     "health_reward_spread_steps": 8,  # the default 20 is a third of this short run
 }
-# every rule off: the product before issue 46
+# every rule off: the product without a watchdog
 RULES_OFF = {
     "health_nonfinite_loss": False,
     "health_spike_factor": 0.0,
