@@ -130,13 +130,6 @@ def test_bundle_downloaded_once_then_cached(tmp_path, server):
     assert not [p for p in (tmp_path / VERSION).iterdir() if p.name.startswith(".download-")]
 
 
-def test_bundle_url_base_from_airflow_config(monkeypatch):
-    monkeypatch.setenv("AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL", "http://mirror.internal/ct")
-    assert cluster_toolkit.release_base_url() == "http://mirror.internal/ct"
-    monkeypatch.delenv("AIRFLOW__TPU_RL__GCLUSTER_RELEASE_BASE_URL")
-    assert cluster_toolkit.release_base_url() == blueprint.RELEASE_BASE_URL
-
-
 def test_missing_bundle_names_the_url(tmp_path, server):
     with pytest.raises(ClusterToolkitError, match=r"/mirror/v9\.9\.9/gcluster_bundle_"):
         cluster_toolkit.ensure_bundle("v9.9.9", tmp_path, server.url)
@@ -160,14 +153,6 @@ def test_unsafe_or_wrong_bundle_is_refused_and_not_cached(tmp_path, server, memb
 
 
 # require_terraform and run_gcluster -----------------------------------------------------
-
-
-def test_missing_terraform_is_a_clear_error(tmp_path):
-    with pytest.raises(ClusterToolkitError, match=r"terraform is not on PATH.*Install Terraform"):
-        cluster_toolkit.require_terraform(path=str(tmp_path))
-    assert cluster_toolkit.require_terraform(path=str(SANDBOX_BIN)) == str(
-        SANDBOX_BIN / "terraform"
-    )
 
 
 def script(tmp_path: Path, body: str) -> list[str]:

@@ -1,5 +1,5 @@
-"""promote changes the champion only as compared, and wholly or not at all (issue 43 findings 2,
-3, 6; issue 42 finding 7): against the record generation compare_champion compared with, the
+"""promote changes the champion only as compared, and wholly or not at all:
+against the record generation compare_champion compared with, the
 Vertex AI registration before the record (the alias moved back when the record cannot be
 written), a corrupt record named with its fix, the failed state in the run's note."""
 

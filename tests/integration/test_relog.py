@@ -107,9 +107,9 @@ async def test_a_triggerer_killed_right_after_a_burst_logs_each_line_once(
     steps,
     monkeypatch: pytest.MonkeyPatch,
 ):
-    """Issue 43: the burst is read between two polls and the process dies before the next
-    poll's save: the lines read but not saved were not logged either, so the rebuilt trigger,
-    which reads them again, logs each of them once."""
+    """The burst is read between two polls and the process dies before the next poll's save:
+    the lines read but not saved are not logged either, so the rebuilt trigger, which reads
+    them again, logs each of them once."""
     make_job(emu)
     make_pod(emu, "train-a")
     clock = Clock()
@@ -144,7 +144,7 @@ async def test_a_killed_triggerer_reads_again_at_most_the_lines_since_its_last_p
     creds,
     monkeypatch: pytest.MonkeyPatch,
 ):
-    """Issue 43: hours of log lines with no reward line between them: each poll saves the
+    """Hours of log lines with no reward line between them: each poll saves the
     position they moved, so a killed triggerer's successor does not read them all again."""
     make_job(emu)
     make_pod(emu, "train-a")
@@ -196,8 +196,8 @@ async def test_an_unreadable_saved_position_is_skipped_with_a_warning(
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ):
-    """Issue 43: the position read back from the Job crashed the wait when it was not one a
-    follower saved; now the log is read from its start, and the warning says why."""
+    """A position read back from the Job that is not one a follower saved does not crash the
+    wait: the log is read from its start, and the warning says why."""
     make_job(emu)
     emu.patch("jobs", NS, JOB, {"metadata": {"annotations": {POSITION_ANNOTATION: saved}}})
     make_pod(emu, "train-a")

@@ -1,4 +1,4 @@
-"""The reward wait's saved position is current after a burst of log lines (issue 60, item 6d):
+"""The reward wait's saved position is current after a burst of log lines:
 a triggerer killed right after the burst has its successor read again at most one save's worth
 of the log, not the whole burst."""
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from airflow.providers.common.compat.sdk import (
-    AirflowException,
     AirflowFailException,
     AirflowSensorTimeout,
     TaskDeferred,
@@ -23,56 +22,9 @@ except ImportError:  # task-sdk 1.1 (Airflow 3.1) raises Airflow core's
     from airflow.exceptions import AirflowRescheduleException
 
 from tests.support.kube_wait import JOB, NS, C, make_job, make_pod, post, pre, step
-from tpu_rl.rewards.sensor import DEADLINE_KEY, POSITION_KEY, RewardSensor
+from tests.support.reward_sensor import FakeTI, StateStore, context, sensor
+from tpu_rl.rewards.sensor import DEADLINE_KEY, POSITION_KEY
 from tpu_rl.rewards.trigger import RewardTrigger
-
-
-class StateStore:
-    """The task state store: survives retries, reschedules and deferrals of one task."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-
-class FakeTI:
-    def __init__(self, first_reschedule: Any = None) -> None:
-        self.first_reschedule = first_reschedule
-
-    def get_first_reschedule_date(self, context: Any) -> Any:
-        return self.first_reschedule
-
-
-def sensor(**kwargs: Any) -> RewardSensor:
-    args: dict[str, Any] = {
-        "task_id": "rewards",
-        "project_id": "demo-project",
-        "location": "us-east5",
-        "cluster_name": "gemma4-rl",
-        "job_name": JOB,
-        "namespace": NS,
-        "poll_interval": 0.05,
-        "timeout": 60,
-    }
-    args.update(kwargs)
-    return RewardSensor(**args)
-
-
-def context(store: StateStore | None = None, ti: FakeTI | None = None) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"ti": ti or FakeTI()}
-    if store is not None:
-        ctx["task_state_store"] = store
-    return ctx
-
-
-def test_job_name_is_templated():
-    assert "job_name" in RewardSensor.template_fields
-    assert {"cluster_name", "location", "project_id"} <= set(RewardSensor.template_fields)
 
 
 def test_defers_with_cluster_from_gke_and_a_deadline_fixed_at_first_start(gke_emu):
@@ -122,26 +74,6 @@ def test_deferred_run_end_to_end(gke_emu):
     assert set(result) == {"pre", "post", "post_time"}
     assert result["pre"]["corr"] == 7 and result["post"]["mean_reward"] == 0.1234
     assert result["post_time"].endswith("Z")
-
-
-@pytest.mark.parametrize(
-    ("reason", "exception"),
-    [
-        ("job_failed", AirflowFailException),
-        ("pod_failed", AirflowFailException),
-        ("backend_failed", AirflowFailException),
-        ("completed_without_result", AirflowFailException),
-        ("unschedulable", AirflowException),
-        ("api_error", AirflowException),
-        ("timeout", AirflowSensorTimeout),
-    ],
-)
-def test_error_events_raise(reason, exception):
-    event = {"status": "error", "reason": reason, "message": "pod train-a: last lines"}
-    with pytest.raises(exception, match=reason) as raised:
-        sensor().execute_complete(context(), event)
-    if exception is AirflowException:  # retryable: not a fail-fast subclass
-        assert not isinstance(raised.value, (AirflowFailException, AirflowSensorTimeout))
 
 
 def test_reschedule_mode_keeps_its_position_between_pokes(gke_emu):

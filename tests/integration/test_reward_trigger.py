@@ -416,9 +416,9 @@ def train_step(n: int) -> str:
 async def test_a_wait_rebuilt_after_the_stall_floor_reads_the_backlog_before_a_stall(
     emu, creds, make_follower, logged, stall
 ):
-    """Issue 58: a wait rebuilt two hours after its last step line (a triggerer restart) judged
-    the silence before its new stream had delivered the steps logged a minute apart meanwhile,
-    and stopped a healthy run as stalled (stream mode; a GET per poll read them first). The
+    """A wait rebuilt two hours after its last step line (a triggerer restart) must not judge
+    the silence before its new stream has delivered the steps logged a minute apart meanwhile,
+    or it stops a healthy run as stalled (stream mode; a GET per poll reads them first). The
     backlog is judged first: no stall while the steps came (`on`), and one after the last
     step the backlog shows when they stopped an hour ago (`stalled`)."""
     make_job(emu)
@@ -729,7 +729,7 @@ async def test_simulated_grpo_run(emu, creds, steps):
     # a report once the pace is known, if a poll saw it before the end: the wait went on from
     # its state to the same end (the step lines come fast here: none may be seen running)
     assert all(r["progress"]["total_steps"] == 20 for r in reports), reports
-    # then every progress_report_minutes (15) or every tenth of the steps (issue 60), whichever
+    # then every progress_report_minutes (15) or every tenth of the steps, whichever
     # comes first: a new report is at least 2 of the 20 steps past the one before it
     reported = [r["progress"]["step"] for r in reports]
     assert all(b - a >= 2 for a, b in itertools.pairwise(reported)), reported

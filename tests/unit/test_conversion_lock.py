@@ -126,8 +126,9 @@ def test_release_removes_only_the_owners_lock():
     ],
 )
 def test_a_lock_that_is_not_ours_is_stale_and_said_so(content, caplog):
-    """Issue 43: an expiry that is no number crashed the conversion; Infinity and NaN (which
-    Python's json reads) made a lock never stale, so the conversion waited forever."""
+    """An expiry that is no number does not crash the conversion; Infinity and NaN (which
+    Python's json reads) do not make a lock never stale, which would leave the conversion
+    waiting forever."""
     folder = lock()
     folder.blob.upload_from_string(content, "application/json", if_generation_match=0)
     assert cl.acquire(folder, owner("run-2"), running) == (True, None)

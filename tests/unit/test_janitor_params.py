@@ -12,25 +12,6 @@ from tpu_rl.janitor_params import JanitorParams, JanitorParamsError, janitor_par
 from tpu_rl.operators.janitor import run_params
 
 
-def test_the_variable_fills_what_the_run_did_not_set(monkeypatch):
-    variable = {"project": "p-from-variable", "region": "r-from-variable", "dry_run": False}
-    monkeypatch.setenv("AIRFLOW_VAR_TPU_RL_JANITOR_PARAMS", json.dumps(variable))
-    params = {"project": "", "region": "r-from-conf", "dry_run": True, "grace_minutes": 120}
-    context = {"params": params, "dag_run": mock.Mock(conf={"region": "r-from-conf"})}
-    assert run_params(context) == {
-        "project": "p-from-variable",  # a Param default: the Variable wins
-        "region": "r-from-conf",  # set by the run: the run wins
-        "dry_run": False,
-        "grace_minutes": 120,  # in neither: the Param's default
-    }
-
-
-def test_without_the_variable_the_params_are_kept(monkeypatch):
-    monkeypatch.delenv("AIRFLOW_VAR_TPU_RL_JANITOR_PARAMS", raising=False)
-    context = {"params": {"project": "p"}, "dag_run": mock.Mock(conf=None)}
-    assert run_params(context) == {"project": "p"}
-
-
 def test_the_dag_file_reads_no_variable_when_parsed():
     from tests.conftest import REPO
 

@@ -1,16 +1,14 @@
-"""A run in flight across the upgrade to deployment identities (issue 27): its `validate`
+"""A run in flight across the upgrade to deployment identities: its `validate`
 recorded the settings alone. Its later tasks and its timeout callback say what it left and how
 to remove it, instead of skipping as if the run had created nothing."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import TUTORIAL_CONF
+from tests.support.old_record import OLD_RECORD, OLD_SLUG, RUN_ID
 from tpu_rl.dag import runtime
 from tpu_rl.run_record import (
     NoRunRecord,
@@ -18,12 +16,7 @@ from tpu_rl.run_record import (
     recorded_deployment,
     run_record,
 )
-from tpu_rl.settings.run_settings import SettingsError, load_settings
-
-RUN_ID = "scheduled__2026-12-01T00:00:00+00:00"
-# validate's return value before identities: the settings alone
-OLD_RECORD = load_settings(json.loads(TUTORIAL_CONF.read_text())).to_dict()
-OLD_SLUG = "rl-" + hashlib.sha256(RUN_ID.encode()).hexdigest()[:10]
+from tpu_rl.settings.run_settings import SettingsError
 
 
 def context(record: object, task_id: str = "cleanup_kubernetes") -> dict:
@@ -50,14 +43,3 @@ def test_a_record_of_the_version_before_names_the_objects_and_how_to_remove_them
     assert f"-l tpu-rl.dev/run={OLD_SLUG}" in message and "-n default" in message
     assert f"gs://{OLD_RECORD['gcs_bucket']}/" in message
     assert OLD_RECORD["cluster_name"] in message
-
-
-def test_the_timeout_callback_reports_such_a_run(monkeypatch):
-    from airflow.sdk.execution_time.xcom import XCom
-
-    from tpu_rl.dag import callbacks
-
-    monkeypatch.setattr(XCom, "get_one", lambda **kw: OLD_RECORD)
-    outcome = callbacks.cleanup_after_timeout({"reason": "timed_out", "run_id": RUN_ID})
-    assert outcome is not None and outcome["removed"] == {}
-    assert OLD_SLUG in outcome["errors"][0]

@@ -54,8 +54,8 @@ def test_a_missing_connection_is_skipped_quietly(monkeypatch):
 
 
 def test_a_token_read_with_its_newline_is_masked_as_printed():
-    """Issue 43, finding 1: registered as read ("...\\n"), a token never matched its printed
-    form, without the newline or with it escaped by repr."""
+    """Registered as read ("...\\n"), a token is masked in its printed form too, without the
+    newline or with it escaped by repr."""
     register_token("hf_NewlineEnded0123456789abcXY\n")
     text = "header value: 'Bearer hf_NewlineEnded0123456789abcXY\\n' and NewlineEnded01234567"
     assert "NewlineEnded" not in mask_credentials(text) and "NewlineEnded" not in redact(text)

@@ -3,39 +3,25 @@
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 import pytest
-import yaml
 from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 from kubernetes.client.rest import ApiException
 
-from sandbox.paths import BLUEPRINT_FIXTURES
+from tests.support.kueue import UNCOVERED, workload
 from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.backend import kueue
-from tpu_rl.cluster.kueue_config import edit_kueue_config
 from tpu_rl.dag import runtime
-from tpu_rl.kube import kueue_rules, verdicts
+from tpu_rl.kube import verdicts
 from tpu_rl.layout import RunLayout
 from tpu_rl.operators.backend import StartPathwaysBackendOperator
 from tpu_rl.settings.run_settings import load_settings
-
-TEMPLATE = (BLUEPRINT_FIXTURES / "kueue-configuration.yaml.tftpl").read_text()
-UNCOVERED = (
-    "couldn't assign flavors to pod set pathways-head: resource cpu unavailable in ClusterQueue"
-)
 
 
 @pytest.fixture
 def layout(tutorial_conf) -> RunLayout:
     return RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
-
-
-def render(template: str, **values: Any) -> list[dict]:
-    """terraform's templatefile, for the template's ${name} variables."""
-    text = re.sub(r"\$\{(\w+)\}", lambda m: str(values[m.group(1)]), template)
-    return [d for d in yaml.safe_load_all(text) if d]
 
 
 def blueprint_queue(covered: list[str]) -> dict:
@@ -104,31 +90,6 @@ def test_the_backend_requests_tpu_cpu_and_memory(layout):
     }
 
 
-def test_the_blueprints_kueue_template_covers_only_tpus_and_our_edit_covers_the_backend(layout):
-    values = {"tpu_quota": 32, "accelerator_type": "tpu-v6e-slice", "namespace": "default"}
-    (before,) = [d for d in render(TEMPLATE, **values) if d["kind"] == "ClusterQueue"]
-    assert kueue.covered_resources(before) == {"google.com/tpu"}
-    edited = render(edit_kueue_config(TEMPLATE), **values)
-    (queue,) = [d for d in edited if d["kind"] == "ClusterQueue"]
-    assert kueue.requested_resources(
-        pathways_jobset.backend_jobset(layout)
-    ) <= kueue.covered_resources(queue)
-    (group,) = queue["spec"]["resourceGroups"]
-    for flavor in group["flavors"]:  # Kueue wants a quota of every covered resource per flavor
-        assert {r["name"] for r in flavor["resources"]} == set(group["coveredResources"])
-    flavors = {d["metadata"]["name"]: d for d in edited if d["kind"] == "ResourceFlavor"}
-    assert [f["name"] for f in group["flavors"]] == ["tpuv6e-flavor", "pathways-flavor"]
-    assert flavors["pathways-flavor"]["spec"]["nodeLabels"] == {
-        "cloud.google.com/gke-nodepool": "cpu-np"
-    }
-    assert flavors["tpuv6e-flavor"]["spec"]["nodeLabels"] == {
-        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice"
-    }
-    # everything else of the template is kept, and editing again changes nothing
-    assert [d["kind"] for d in edited].count("PriorityClass") == 5
-    assert edit_kueue_config(edit_kueue_config(TEMPLATE)) == edit_kueue_config(TEMPLATE)
-
-
 def test_a_covering_queue_lets_the_backend_through_untouched(layout):
     api = FakeCustom(blueprint_queue(["google.com/tpu", "cpu", "memory"]))
     kueue.ensure_coverage(api, layout, pathways_jobset.backend_jobset(layout), Log())
@@ -167,43 +128,6 @@ def test_a_missing_local_or_cluster_queue_is_a_clear_error(layout):
         kueue.ensure_coverage(
             FakeCustom(None), layout, pathways_jobset.backend_jobset(layout), Log()
         )
-
-
-def workload(owner: str, reason: str, message: str) -> dict:
-    return {
-        "metadata": {
-            "name": f"jobset-{owner}-1a2b3",
-            "ownerReferences": [{"kind": "JobSet", "name": owner}],
-        },
-        "status": {
-            "conditions": [
-                {"type": "QuotaReserved", "status": "False", "reason": reason, "message": message}
-            ]
-        },
-    }
-
-
-@pytest.mark.parametrize(
-    ("reason", "message", "never"),
-    [
-        ("Pending", UNCOVERED, True),
-        ("Inadmissible", "ClusterQueue cluster-queue is inactive", True),
-        (
-            "Pending",
-            "couldn't assign flavors to pod set worker: insufficient quota for google.com/tpu "
-            "in flavor tpuv6e-flavor, request > maximum capacity (64 > 32)",
-            True,
-        ),
-        (
-            "Pending",
-            "couldn't assign flavors to pod set worker: insufficient unused quota for "
-            "google.com/tpu in flavor tpuv6e-flavor, 32 more needed",
-            False,  # another run holds the TPUs: waiting is right
-        ),
-    ],
-)
-def test_only_a_workload_that_can_never_be_admitted_ends_the_wait(reason, message, never):
-    assert (kueue_rules.never_admitted(workload("b", reason, message)) == message) is never
 
 
 def test_start_backend_refuses_an_uncovering_queue_before_submitting(layout, monkeypatch):

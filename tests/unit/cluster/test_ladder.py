@@ -1,10 +1,9 @@
-"""The capacity ladder (issue 30): its rungs, the rules validate keeps, the walk at deploy, and
+"""The capacity ladder: its rungs, the rules validate keeps, the walk at deploy, and
 what `make plan` renders for each rung."""
 
 from __future__ import annotations
 
 import json
-import logging
 import tempfile
 from pathlib import Path
 
@@ -12,27 +11,13 @@ import pytest
 import yaml
 
 from sandbox.paths import BLUEPRINT_FIXTURES
-from tests.conftest import REPO
-from tpu_rl.cluster import blueprint, climb, ladder
-from tpu_rl.cluster.rung_record import standing_rung
-from tpu_rl.cluster.toolkit import ClusterToolkitError
+from tests.support.ladder import EXAMPLE, TWO_RUNGS, example
+from tpu_rl.cluster import blueprint, ladder
 from tpu_rl.plan import main
 from tpu_rl.settings.run_settings import RunSettings, SettingsError, load_settings
 from tpu_rl.settings.rungs import Rung, parse_ladder
 
 BLUEPRINT = (BLUEPRINT_FIXTURES / "gke-tpu-v6e-advanced.yaml").read_text()  # the tutorial's
-
-EXAMPLE = REPO / "include" / "examples" / "capacity-ladder.json"
-TWO_RUNGS = "reservation@us-east5-b, spot@us-east5-a"
-STOCKOUT = (
-    "gcluster deploy failed (exit 1); last lines:\nError waiting for creating GKE NodePool: "
-    "ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/p/zones/{zone}' does not have enough "
-    "resources available to fulfill the request. Try a different zone, or try again later."
-)
-
-
-def example() -> dict:
-    return json.loads(EXAMPLE.read_text())
 
 
 def test_rungs_are_read_in_order_and_an_empty_ladder_is_the_one_capacity():
@@ -94,71 +79,6 @@ def test_a_ladder_needs_its_own_cluster_and_a_reservation_only_with_a_reservatio
         load_settings({**spot_first, "capacity_ladder": "spot@us-east5-a, flex_start@us-east5-b"})
 
 
-class Deploys:
-    """A deploy that GKE refuses in the stocked-out zones (the walk's `deploy`)."""
-
-    def __init__(self, stocked_out: set[str], error: str = STOCKOUT) -> None:
-        self.stocked_out, self.error, self.tried = stocked_out, error, []
-        self.tries: list[dict] = []  # the ladder's record as the walk last wrote it
-
-    def __call__(self, settings: RunSettings) -> None:
-        self.tried.append((str(settings.capacity), settings.zone, settings.reservation))
-        if settings.zone in self.stocked_out:
-            raise ClusterToolkitError(self.error.format(zone=settings.zone))
-
-    def record(self, tries: list[dict]) -> None:
-        self.tries = json.loads(json.dumps(tries))
-
-
-def test_the_walk_moves_past_a_stockout_and_says_why(caplog):
-    settings = load_settings(
-        {**example(), "capacity_ladder": "reservation@us-east5-b, spot@us-east5-a"}
-    )
-    deploys = Deploys({"us-east5-b"})
-    with caplog.at_level(logging.INFO):
-        rung = climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
-    assert str(rung) == "spot@us-east5-a"
-    assert deploys.tried == [
-        ("reservation", "us-east5-b", "v6e-32-reservation"),
-        ("spot", "us-east5-a", ""),
-    ]
-    tries = deploys.tries
-    assert str(standing_rung(tries)) == "spot@us-east5-a"  # the run stands on the newest try
-    assert [(t["rung"], t["outcome"]) for t in tries] == [
-        ("reservation@us-east5-b", "stockout"),
-        ("spot@us-east5-a", "ready"),
-    ]
-    assert tries[0]["reason"].startswith("Error waiting for creating GKE NodePool: ZONE_RESOURCE")
-    assert "rung 1 reservation@us-east5-b could not give the whole slice" in caplog.text
-    assert "moves to rung 2 spot@us-east5-a" in caplog.text
-
-
-def test_every_rung_refused_fails_with_each_reason_and_other_errors_are_not_stockouts():
-    settings = load_settings(
-        {**example(), "capacity_ladder": "reservation@us-east5-b, spot@us-east5-a"}
-    )
-    deploys = Deploys({"us-east5-b", "us-east5-a"})
-    with pytest.raises(ClusterToolkitError) as failed:
-        climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
-    message = str(failed.value)
-    assert "none of its 2 rungs could give the whole slice" in message
-    assert "rung 1 reservation@us-east5-b: Error waiting" in message
-    assert "rung 2 spot@us-east5-a: Error waiting" in message and "zones/us-east5-a'" in message
-    quota = Deploys({"us-east5-b"}, error="Error 403: Quota 'TPUS' exceeded")
-    with pytest.raises(ClusterToolkitError, match="Quota"):
-        climb.climb(settings, quota, logging.getLogger("t"), quota.record)
-    assert len(quota.tried) == 1  # not a stockout: no other rung is tried
-
-
-def test_one_rung_fails_as_its_deploy_fails_and_records_nothing():
-    settings = load_settings({**example(), "capacity_ladder": ""})
-    deploys = Deploys({"us-east5-b"})
-    with pytest.raises(ClusterToolkitError, match=r"^gcluster deploy failed"):
-        climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
-    assert deploys.tries == []
-    assert standing_rung([]) is None and standing_rung([{"rung": "x"}]) is None
-
-
 def test_plan_renders_what_each_rung_creates(tmp_path):
     assert main([str(EXAMPLE), str(tmp_path)]) == 0
     plan = json.loads((tmp_path / "plan.json").read_text())
@@ -179,36 +99,6 @@ def test_plan_renders_what_each_rung_creates(tmp_path):
     assert deployment["vars"]["enable_flex_start"] is True
     assert "reservation" not in deployment["vars"]
     assert rows[2]["files"] == ["rung-3.blueprint.yaml", "rung-3.deployment.yaml"]
-
-
-# issue 42, finding 2: what GKE, its autoscaler and terraform answer when a rung has no capacity
-TERRAFORM_TIMEOUT = (
-    "gcluster deploy failed (exit 1); last lines:\nError: Error waiting for creating GKE "
-    "NodePool: timeout while waiting for state to become 'DONE' (last state: 'RUNNING', "
-    "timeout: 30m0s)"
-)
-
-
-@pytest.mark.parametrize(
-    "error",
-    [
-        TERRAFORM_TIMEOUT,
-        "Error: Error waiting for creating GKE NodePool: RESOURCE_POOL_EXHAUSTED: no v6e in {zone}",
-        "Error: googleapi: Error 400: No available resources in specified reservations, {zone}",
-        "Error: Error waiting for creating GKE NodePool: Resource Pool Exhausted in {zone}",
-        "Error: INSUFFICIENT_CAPACITY: {zone} cannot fulfil the request",
-    ],
-    ids=["terraform-create-timeout", "autoscaler-code", "reservations", "case", "insufficient"],
-)
-def test_a_ladder_moves_past_every_way_google_says_no_capacity(error):
-    settings = load_settings({**example(), "capacity_ladder": TWO_RUNGS})
-    deploys = Deploys({"us-east5-b"}, error=error)
-    rung = climb.climb(settings, deploys, logging.getLogger("t"), deploys.record)
-    assert str(rung) == "spot@us-east5-a", deploys.tries
-    first = deploys.tries[0]
-    assert (first["outcome"] == "stockout" and "us-east5-b" in first["reason"]) or (
-        "timeout while waiting for state" in first["reason"]
-    ), first
 
 
 def ladder_blueprint(settings: RunSettings) -> dict:
@@ -238,7 +128,7 @@ def test_each_rung_has_its_own_pool_with_a_create_timeout_above_gkes_wait():
 
 
 def test_the_cluster_and_its_cpu_pools_stay_in_the_first_rungs_zone():
-    """Finding 4: system_node_pool_zones feeds the cluster's node_locations, the system pool and
+    """system_node_pool_zones feeds the cluster's node_locations, the system pool and
     cpu-np; on every rung it reads vars.cluster_zone, the first rung's zone."""
     settings = load_settings({**example(), "capacity_ladder": TWO_RUNGS})
     on_a = ladder.at_rung(settings, Rung("spot", "us-east5-a"))

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from datetime import timedelta
-from types import SimpleNamespace
 
 import pytest
-from airflow.providers.common.compat.sdk import AirflowFailException
 
 from tests import run_steps
-from tests.budgets import step_budgets, step_tasks
+from tests.budgets import step_budgets
+from tests.support.run_dag import DAY
 from tpu_rl.dag import run_limits
-from tpu_rl.dag.run_checks import check_run
 from tpu_rl.settings.run_settings import load_settings
 
-DAY = 24 * 60
 BUDGETS = step_budgets()
-
-
-def _dag(timeout_minutes: float) -> SimpleNamespace:
-    """What check_run reads of the DAG: its dagrun_timeout and its steps' limits."""
-    return SimpleNamespace(dagrun_timeout=timedelta(minutes=timeout_minutes), tasks=step_tasks())
 
 
 def test_the_defaults_fit_the_default_timeout(tutorial_conf):
@@ -30,7 +21,7 @@ def test_the_defaults_fit_the_default_timeout(tutorial_conf):
     assert run_limits.budget_problem(s, 3 * DAY, BUDGETS) is None
     # each limit x its tries, plus 5 min before each retry: the conversion (pending +
     # conversion) twice with one wait, ..., preflight 3 x 10; compare_champion, approve and
-    # promote 10 each (issue 29: approval=none; evaluate_champion runs beside the path)
+    # promote 10 each (approval=none; evaluate_champion runs beside the path)
     retries = sum(lim.retries for lim in run_steps.WORK_LIMITS.values())
     assert run_limits.work_minutes(s, BUDGETS) == pytest.approx(2280 + 5 * retries)
     reserve = run_limits.cleanup_reserve_minutes(s, BUDGETS)
@@ -38,7 +29,7 @@ def test_the_defaults_fit_the_default_timeout(tutorial_conf):
 
 
 def test_the_cleanup_reserve_counts_the_waits_before_retries(tutorial_conf):
-    """Issue 27: cleanup_kubernetes (4 x 10 min), cleanup_cluster (4 x 90 min) and the outcome
+    """cleanup_kubernetes (4 x 10 min), cleanup_cluster (4 x 90 min) and the outcome
     (10 min) are 410 min of tries, and the scheduler waits 5 min before each of the six
     retries: 440 min. A reserve of 410 lets dagrun_timeout skip the last destroy."""
     s = load_settings(tutorial_conf)
@@ -81,30 +72,6 @@ def test_a_combination_that_cannot_fit_is_named(tutorial_conf):
         assert part in problem, (part, problem)
 
 
-def test_validate_rejects_it_before_any_cloud_call(tutorial_conf, monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_HUGGINGFACE_DEFAULT", json.dumps({"conn_type": "http", "password": "hf_x1"})
-    )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform"})
-    )
-    assert check_run(load_settings(tutorial_conf), _dag(3 * DAY))["cluster_name"] == "gemma4-rl"
-    with pytest.raises(AirflowFailException, match="training_timeout_minutes"):
-        check_run(load_settings(tutorial_conf), _dag(20 * 60))
-
-
-def test_validate_names_a_database_connection_as_the_token_source(tutorial_conf, monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_HUGGINGFACE_DEFAULT",
-        json.dumps({"conn_type": "postgres", "password": "db-secret"}),
-    )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform"})
-    )
-    with pytest.raises(AirflowFailException, match="'huggingface_default' has type 'postgres'"):
-        check_run(load_settings(tutorial_conf), _dag(3 * DAY))
-
-
 def test_every_task_of_the_dag_has_a_limit_and_tries():
     assert all(limit.tries >= 1 for limit in run_steps.LIMITS.values())
     assert run_steps.LIMITS["cleanup_cluster"].retries == 3
@@ -131,11 +98,11 @@ def test_a_limit_and_a_step_budget_are_frozen_records():
 
 
 def test_each_rung_of_a_capacity_ladder_gets_its_own_cluster_limit(tutorial_conf):
-    """Issue 59, item 3: create_cluster deploys the ladder's rungs one after the other in one
-    try (tpu_rl.cluster.climb); a static rung (Spot, a reservation) may wait GKE's ~35 minutes
-    for its VMs before the stockout, the first after the cluster's own creation, so two static
-    rungs passed the one 90-minute limit and the try was killed instead of moving on. The
-    limit is cluster_timeout_minutes for each rung; the budget counts it so."""
+    """create_cluster deploys the ladder's rungs one after the other in one try
+    (tpu_rl.cluster.climb); a static rung (Spot, a reservation) may wait GKE's ~35 minutes for
+    its VMs before the stockout, the first after the cluster's own creation, so two static rungs
+    would pass one 90-minute limit and the try be killed instead of moving on. The limit is
+    cluster_timeout_minutes for each rung; the budget counts it so."""
     from tpu_rl.operators.cluster import CreateClusterOperator
 
     ladder = "reservation@us-east5-b, spot@us-east5-a, flex_start@us-east5-a"

@@ -9,10 +9,8 @@ import re
 import pytest
 
 from tests.schemas import validate_manifest
-from tests.tutorial_text import as_mapping, same_value, tutorial_python_flags
 from tpu_rl.backend import jobset as pw
 from tpu_rl.jobs import manifests as m
-from tpu_rl.jobs import maxtext_flags as mf
 from tpu_rl.layout import RunLayout
 from tpu_rl.settings.run_settings import load_settings
 
@@ -44,14 +42,6 @@ def containers(obj: dict) -> list[dict]:
             for c in rj["template"]["spec"]["template"]["spec"]["containers"]
         ]
     return []
-
-
-def tutorial_vars(tutorial_conf: dict) -> dict[str, str]:
-    return {
-        "MODEL_NAME": tutorial_conf["model_name"],
-        "GCS_BUCKET": tutorial_conf["gcs_bucket"],
-        "HF_TOKEN": "${HF_TOKEN}",
-    }
 
 
 @pytest.mark.parametrize(
@@ -104,31 +94,6 @@ def test_tpu_workers_cover_every_host_of_the_slice(tutorial_conf, topology, tpu_
     assert f"--instance_type=tpuv6e:{topology}" in rm["args"]
     conversion = m.conversion_job(layout)["spec"]
     assert conversion["parallelism"] == conversion["completions"] == hosts
-
-
-def test_backend_is_headless_pathways_as_gcluster_builds_it(layout):
-    js = pw.backend_jobset(layout)
-    spec = js["spec"]
-    assert spec["coordinator"] == {"replicatedJob": "pathways-head"}
-    assert spec["network"] == {"enableDNSHostnames": True}
-    assert spec["startupPolicy"] == {"startupPolicyOrder": "InOrder"}
-    assert spec["failurePolicy"] == {"maxRestarts": 0}
-    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
-    head = spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    assert head["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
-    assert [c["name"] for c in head["containers"]] == ["pathways-proxy", "pathways-rm"]
-    proxy = head["containers"][0]
-    assert proxy["image"] == (  # pinned as MaxText 0.2.4 pins it, not :latest (issue 26)
-        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server"
-        "@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724"
-    )
-    assert head["containers"][1]["image"] == layout.settings.pathways_server_image
-    assert proxy["args"] == [
-        "--server_port=29000",
-        "--resource_manager_address=$(PATHWAYS_HEAD):29001",
-        "--gcs_scratch_location=" + layout.pathways_scratch,
-    ]
-    assert layout.pathways_scratch.startswith("gs://my-tpu-project-rl/pathways/")
 
 
 def test_every_container_defines_the_variables_its_args_expand(layout):
@@ -185,66 +150,6 @@ def test_optimizer_patch_fails_loudly_when_maxtext_changed(tmp_path):
         exec(code, {})
 
 
-def test_conversion_flags_match_the_tutorial(layout, tutorial_conf):
-    ours = mf.conversion_flags(layout)
-    theirs = tutorial_python_flags(
-        "maxtext.checkpoint_conversion.to_maxtext", tutorial_vars(tutorial_conf)
-    )
-    assert [f.split("=")[0] for f in ours] == [f.split("=")[0] for f in theirs]
-    # the converted model's folder is keyed by what changes its layout (issue 26)
-    keyed = {"base_output_directory"}
-    for key, value in as_mapping(theirs).items():
-        if key not in keyed:
-            assert same_value(as_mapping(ours)[key], value), key
-    tutorial_dir = as_mapping(theirs)["base_output_directory"].rstrip("/")
-    assert as_mapping(ours)["base_output_directory"] == f"{tutorial_dir}/{layout.maxtext_key}/"
-
-
-def test_training_flags_match_the_tutorial_but_for_the_runs_own_name(layout, tutorial_conf):
-    ours = as_mapping(mf.train_flags(layout))
-    theirs = as_mapping(
-        tutorial_python_flags(
-            "maxtext.trainers.post_train.rl.train_rl", tutorial_vars(tutorial_conf)
-        )
-    )
-    # checkpoint_period: the tutorial leaves rl.yml's 50 (its last step only); the run passes
-    # 25, a checkpoint to resume from (issue 26)
-    assert set(ours) == set(theirs) | {"checkpoint_period"}
-    assert ours["checkpoint_period"] == "25"
-    assert theirs["run_name"] == "rl" and ours["run_name"] == layout.slug
-    for key in set(theirs) - {"run_name", "load_parameters_path"}:
-        assert same_value(ours[key], theirs[key]), (key, ours[key], theirs[key])
-    # the converted model's folder is keyed by what changes its layout (issue 26)
-    tutorial_dir = theirs["load_parameters_path"].removesuffix("/").removesuffix("0/items")
-    assert ours["load_parameters_path"] == f"{tutorial_dir}{layout.maxtext_key}/0/items/"
-
-
-def test_export_flags_match_the_tutorial_with_per_run_paths(layout, tutorial_conf):
-    ours = as_mapping(mf.export_flags(layout, 50))
-    theirs = as_mapping(
-        tutorial_python_flags(
-            "maxtext.checkpoint_conversion.to_huggingface", tutorial_vars(tutorial_conf)
-        )
-    )
-    assert set(ours) == set(theirs)
-    per_run = {"load_parameters_path", "base_output_directory"}
-    for key in set(theirs) - per_run:
-        assert same_value(ours[key], theirs[key]), key
-    assert ours["load_parameters_path"] == theirs["load_parameters_path"].replace(
-        "/trained/rl/", f"/trained/{layout.slug}/"
-    )
-    assert ours["base_output_directory"] == theirs["base_output_directory"] + layout.slug + "/"
-
-
-def test_extra_train_args_are_appended(tutorial_conf):
-    layout = RunLayout(
-        load_settings({**tutorial_conf, "extra_train_args": ["num_test_batches=8"]}),
-        RUN_ID,
-        "test-deployment",
-    )
-    assert mf.train_flags(layout)[-1] == "num_test_batches=8"
-
-
 def test_two_runs_never_share_names_or_outputs(tutorial_conf):
     settings = load_settings(tutorial_conf)
     a, b = (
@@ -293,7 +198,7 @@ def test_every_object_carries_the_run_labels(layout):
 
 def test_jobs_stop_themselves_at_their_timeout(layout):
     """A TPU Job's deadline counts from its admission, pods pending for capacity included: it
-    covers the capacity wait and then the step's limit (issue 26)."""
+    covers the capacity wait and then the step's limit."""
     s = layout.settings
     wait = s.pending_timeout_minutes
     assert (

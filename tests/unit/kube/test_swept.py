@@ -10,10 +10,8 @@ from pathlib import Path
 
 from tests.conftest import REPO
 from tpu_rl.kube.swept import SWEPT_KINDS, kinds_text, swept_kind
-from tpu_rl.kube.swept_doc import swept_kinds_table, with_current_table
 
 PACKAGE = REPO / "plugins" / "tpu_rl"
-OPERATIONS = REPO / "docs" / "operations.md"
 # Kinds a prose list may name beside the swept ones; one of them in a list of swept kinds means
 # the list says the cleanup deletes something the table does not.
 OTHER_KINDS = ("Pod", "Node", "Namespace", "ConfigMap", "ServiceAccount", "Deployment", "Service")
@@ -33,15 +31,6 @@ def test_jobsets_go_first_and_each_kind_has_its_api_path():
     # a Job's pods are orphaned by the API server's default for batch/v1
     assert swept_kind("jobs").propagation == "Foreground"
     assert kinds_text() == "JobSets, Jobs and Secrets"
-
-
-def test_the_operations_table_is_what_the_table_declares():
-    """Generated: python -m tpu_rl.kube.swept_doc docs/operations.md."""
-    text = OPERATIONS.read_text()
-    assert swept_kinds_table() in text, "docs/operations.md's swept kinds are stale: regenerate"
-    assert with_current_table(text) == text
-    for order, swept in enumerate(SWEPT_KINDS, start=1):
-        assert f"| {order} | {swept.kind} |" in text
 
 
 def kind_lists(text: str) -> list[tuple[int, str, set[str]]]:

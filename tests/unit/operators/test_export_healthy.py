@@ -33,8 +33,8 @@ def sensor(tutorial_conf, monkeypatch, gcs_objects) -> run_rewards.WaitForReward
 
 
 def test_the_healthy_save_is_gated_on_the_newest_evaluation_at_or_before_it(sensor):
-    """Issue 58: the save of step 25 was exported gated on step 40's evaluation, the newest
-    before the anomaly at step 45: weights the export does not hold."""
+    """The save of step 25 is not exported gated on step 40's evaluation, the newest before the
+    anomaly at step 45: weights the export does not hold."""
     anomaly = {"rule": "loss_spike", "step": 45, "anomaly_step": 45, "why": "x", "evidence": []}
     event = {
         "status": "error",

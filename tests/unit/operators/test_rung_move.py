@@ -1,6 +1,6 @@
 """A move to another rung of the capacity ladder holds through a retry of the task that moved the
 run: the rung the run stands on is the ladder's one record (tpu_rl.cluster.rung_record), not the
-moving task's own XComs, which Airflow clears when that task runs again (issue 45, 2)."""
+moving task's own XComs, which Airflow clears when that task runs again."""
 
 from __future__ import annotations
 

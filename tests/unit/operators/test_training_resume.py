@@ -136,8 +136,8 @@ def test_the_poisoned_saves_are_quarantined_once_and_the_resume_says_what_change
 def test_a_resume_with_no_healthy_save_starts_over_from_the_converted_checkpoint(
     sensor, layout, monkeypatch, capsys
 ):
-    """Issue 58: health_action=resume promises a resume, but with no save before the anomaly
-    the run ended as stop does. It starts over on the same slice: every save moved away, the
+    """health_action=resume promises a resume; with no save before the anomaly the run does not
+    end as stop does. It starts over on the same slice: every save moved away, the
     new Job loads the converted checkpoint (load_parameters_path) as the first attempt did."""
     monkeypatch.setattr(checkpoint_choice, "healthy_checkpoint", lambda *_: (None, None))
     context = {"ti": Ti()}

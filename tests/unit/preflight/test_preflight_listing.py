@@ -1,6 +1,6 @@
-"""`make preflight` without a connection or without Google credentials (issue 44): it stopped at
-the first problem (one line, then a 30-line DefaultCredentialsError traceback); every check now
-has its line (PASS, FAIL with its fix, or SKIPPED with why), then the count."""
+"""`make preflight` without a connection or without Google credentials: every check has its
+line (PASS, FAIL with its fix, or SKIPPED with why), then the count, rather than one line and a
+30-line DefaultCredentialsError traceback at the first problem."""
 
 from __future__ import annotations
 

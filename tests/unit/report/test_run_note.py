@@ -30,7 +30,7 @@ def test_a_successful_runs_note_has_verdict_rewards_cost_and_report():
 
 
 def test_a_local_report_is_a_file_link(tmp_path):
-    """The demo keeps its reports as local files: the note links the file (issue 44)."""
+    """The demo keeps its reports as local files: the note links the file."""
     report = tmp_path / "run-report.md"
     text = note_text("succeeded", REWARDS, COST, str(report))
     assert f"Report: [{report}](file://{report})" in text
@@ -39,7 +39,7 @@ def test_a_local_report_is_a_file_link(tmp_path):
 def test_a_run_stopped_before_its_rewards_says_what_it_does_not_know():
     text = note_text("failed: the run did not succeed: verify is upstream_failed", None, None, None)
     assert "mean_reward n/a -> n/a" in text and "TPU cost: not counted" in text
-    # issue 60: the first line, all Airflow shows of a note until its pencil icon is pressed,
+    # the first line, all Airflow shows of a note until its pencil icon is pressed,
     # says the outcome and what to do
     assert text.splitlines()[0] == (
         "**failed: the run did not succeed: verify is upstream_failed** Next: fix what it names "
@@ -69,8 +69,8 @@ def test_a_run_trained_to_its_end_has_no_early_stop_line():
 
 
 def test_a_long_early_stop_line_leaves_its_evidence_out_not_its_end():
-    """Issue 60: the export_healthy note was cut mid-sentence ("Eviden (cut: ...)"); the
-    evidence, whole in the task log and the report, gives way first, never the next step."""
+    """The export_healthy note is not cut mid-sentence ("Eviden (cut: ...)"): the evidence,
+    whole in the task log and the report, gives way first, never the next step."""
     anomaly = {"rule": "nonfinite_loss", "step": 35, "anomaly_step": 35, "why": "loss nan"}
     anomaly |= {"evidence": ["x" * 900], "healthy_checkpoint": "gs://b/run/30/"}
     uri = "gs://b/" + "r" * 150 + "/run-report.md"
@@ -107,7 +107,7 @@ def report_line(text: str) -> str:
 
 
 def test_the_report_line_opens_its_page_in_airflow_then_the_object():
-    """Issue 44: the console link of the demo's sandbox bucket opens nothing; the report's page
+    """The console link of the demo's sandbox bucket opens nothing; the report's page
     in Airflow (tpu_rl.ui.app, /tpu-rl/report/<run id>) opens wherever the note does."""
     text = note_text("succeeded: model exported and verified", REWARDS, COST, REPORT, None, RUN_ID)
     assert report_line(text) == (
@@ -120,7 +120,7 @@ def test_the_report_line_opens_its_page_in_airflow_then_the_object():
 def test_a_long_run_id_keeps_the_note_within_airflows_limit_with_whole_links():
     """Airflow takes run ids up to 250 characters; quoted, one of ':' is 750: the line keeps
     what fits whole (the page and the object, one of them, or where to look)."""
-    verdict = "failed: " + "e" * 200  # with the first line's next step (issue 60)
+    verdict = "failed: " + "e" * 200  # with the first line's next step
     plain = note_text(verdict, REWARDS, COST, REPORT, "promoted", "m" * 250)
     assert len(plain) <= NOTE_LIMIT and plain.endswith(RL_LINE)
     assert report_line(plain) == f"Report: [open](/tpu-rl/report/{'m' * 250}) · [{REPORT}]" + (

@@ -6,12 +6,20 @@ import dataclasses
 import json
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from unittest import mock
 
 import pytest
 
-from tpu_rl.layout import RunLayout
+from tests.support.run_report import (
+    DURATIONS,
+    GATE,
+    REWARDS,
+    RUN_SECONDS,
+    build,
+    build_report,
+    cost,
+    layout,
+)
 from tpu_rl.names import DAG_ID
 from tpu_rl.report import billing, prices, run_cost
 from tpu_rl.report import run_report as report
@@ -19,44 +27,6 @@ from tpu_rl.report.run_note import note_text
 from tpu_rl.settings.run_settings import load_settings
 
 HF_TOKEN = "hf_UnitTestSecretToken0123456789"
-REWARDS = {
-    "pre": {"corr": 8, "total": 100, "accuracy": 8.0, "mean_reward": 0.0821},
-    "post": {"corr": 12, "total": 100, "accuracy": 12.0, "mean_reward": 0.1234},
-    "post_time": "2026-03-01T10:00:00Z",
-}
-GATE = {"pre_mean_reward": 0.0821, "post_mean_reward": 0.1234, "gain": 0.0413}
-# seconds; the TPU steps (convert, start_backend through wait_for_rewards, export) take 2.5 h
-DURATIONS = {
-    "convert": 600.0,
-    "validate": 1.0,
-    "create_cluster": 900.0,
-    "start_backend": 300.0,
-    "train": 60.0,
-    "wait_for_rewards": 6840.0,
-    "stop_backend": 5.0,
-    "gate": 1.0,
-    "export": 1200.0,
-}
-RUN_SECONDS = 4 * 3600.0  # the run's age when verify writes the report
-
-
-def layout(conf: dict[str, Any], **overrides: Any) -> RunLayout:
-    return RunLayout(
-        load_settings({**conf, **overrides}), "manual__2026-03-01T08:00:00+00:00", "test-deployment"
-    )
-
-
-def cost(run: RunLayout, durations=DURATIONS, looks=None) -> dict[str, Any]:
-    """The run's cost as outcome counts it, RUN_SECONDS after the run's start."""
-    return run_cost.count_tpu_cost(run, durations, RUN_SECONDS, looks or [], time.time())
-
-
-def build_report(run: RunLayout, rewards, gate, step, durations, looks=None) -> dict[str, Any]:
-    return report.build_report(run, rewards, gate, step, durations, cost(run, durations, looks))
-
-
-def build(conf: dict[str, Any], durations: dict[str, float] = DURATIONS, **overrides: Any):
-    return build_report(layout(conf, **overrides), REWARDS, GATE, 50, durations)
 
 
 def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
@@ -66,7 +36,7 @@ def test_a_pool_the_run_creates_bills_for_the_whole_run_so_far(tutorial_conf):
     assert one["rule"] == run_cost.CREATED_POOL and "create_cluster" in one["rule_text"]
     assert one["hosts"] == 8 and one["pool_seconds"] == RUN_SECONDS
     assert one["host_hours"] == pytest.approx(32.0)
-    # a reservation is paid by its commitment, not by the run (issue 42)
+    # a reservation is paid by its commitment, not by the run
     assert one["estimated_cost_usd"] is None and one["billed_as"] == "commitment"
     assert (one["price"]["mode"], one["price"]["usd_per_chip_hour"]) == ("commit_1y", 1.89)
     assert "paid by its commitment, whether or not the pool exists" in report.cost_text(
@@ -121,8 +91,8 @@ def test_without_node_records_a_flex_start_pool_bills_its_tpu_steps(tutorial_con
 def test_without_node_records_a_spot_pool_bills_as_the_static_pool_it_is(
     tutorial_conf, cluster_mode, rule
 ):
-    """gcluster gives a Spot TPU pool static_node_count: it bills from deploy to destroy
-    (issue 26), not only while TPU steps run."""
+    """gcluster gives a Spot TPU pool static_node_count: it bills from deploy to destroy,
+    not only while TPU steps run."""
     tpu = build(tutorial_conf, capacity="spot", cluster_mode=cluster_mode, reservation="")["tpu"]
     assert tpu["rule"] == rule and "Spot" in tpu["rule_text"]
     assert tpu["pool_seconds"] == RUN_SECONDS
@@ -247,15 +217,6 @@ def test_the_token_is_in_neither_file(tutorial_conf, monkeypatch):
     assert HF_TOKEN not in json.dumps(built) and HF_TOKEN not in report.render_markdown(built)
 
 
-def test_durations_from_breadcrumbs_skip_unfinished_and_mapped():
-    crumbs = [
-        {"task_id": "train", "map_index": -1, "state": "success", "duration": 12.5},
-        {"task_id": "export", "map_index": -1, "state": "failed", "duration": None},
-        {"task_id": "mapped", "map_index": 0, "state": "success", "duration": 3.0},
-    ]
-    assert run_cost.step_durations(crumbs, ["train", "export"]) == {"train": 12.5}
-
-
 def test_step_durations_follow_the_dags_order_not_the_alphabet(tutorial_conf):
     """Airflow sends the breadcrumbs sorted by task id; the report lists the steps as they ran,
     a step the DAG does not name last."""
@@ -288,7 +249,7 @@ def test_publish_uploads_both_files_next_to_the_export(tutorial_conf):
         ("wait_for_rewards", "return_value"): REWARDS,
         ("gate", "return_value"): GATE,
         ("export", "checkpoint_step"): 50,
-        ("compare_champion", "return_value"): None,  # not run (issue 29)
+        ("compare_champion", "return_value"): None,  # not run
         ("cleanup_cluster", "tpus_released_at"): None,  # not yet
     }
     ti = mock.Mock(dag_id=DAG_ID, run_id=run.run_id)
@@ -361,31 +322,3 @@ def test_each_attempt_says_where_it_ran_and_why_it_ended_when_it_did_not_complet
     assert "| 1 | flex_start@us-east5-b | 0 | 50 | stopped_at_save | 8 |" in markdown
     assert f"- attempt 1 ended: {why}" in markdown
     assert "- attempt 2 ended" not in markdown
-
-
-def test_the_count_ends_when_cleanup_cluster_released_the_tpus(tutorial_conf):
-    """Issue 44: what runs after the TPUs are gone (a person's approval) costs no TPU time: a
-    count made an hour after cleanup_cluster's release mark ends at the mark, the same figure
-    as a count made at it; without the mark it ends at the count's time."""
-    run = layout(tutorial_conf, capacity="spot", reservation="")
-    now = datetime.now(UTC)
-
-    def counted(released: float | None) -> dict[str, Any]:
-        ti = mock.Mock(dag_id=DAG_ID, run_id=run.run_id)
-        ti.xcom_pull.side_effect = lambda task_ids, key="return_value": (
-            released if key == run_cost.RELEASED_KEY else [None] * len(task_ids)
-        )
-        ti.get_task_breadcrumbs.return_value = []
-        context = {
-            "ti": ti,
-            "dag_run": mock.Mock(start_date=now - timedelta(hours=3)),
-            "dag": mock.Mock(task_ids=["convert", "export"]),
-        }
-        return run_cost.count_run_cost(run, context)
-
-    released = counted((now - timedelta(hours=1)).timestamp())
-    assert released["pool_seconds"] == pytest.approx(2 * 3600, abs=5)  # not 3 h
-    assert "costs no TPU time" in released["rule_text"]
-    unmarked = counted(None)
-    assert unmarked["pool_seconds"] == pytest.approx(3 * 3600, abs=5)
-    assert "may still bill" in unmarked["rule_text"]

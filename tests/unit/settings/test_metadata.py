@@ -13,7 +13,7 @@ from tpu_rl.settings.param_specs import param_spec
 
 
 def test_a_setting_declared_once_carries_its_description_and_its_flag():
-    """Issue 45: the description lives in the field's declaration, not in a second table keyed
+    """The description lives in the field's declaration, not in a second table keyed
     by the setting's name; the Param's text and the MaxText flag come from the field alone."""
 
     @dataclass(frozen=True)

@@ -11,15 +11,12 @@ from tests.conftest import REPO
 from tpu_rl.dag.params import dag_params
 from tpu_rl.janitor_params import JanitorParams, janitor_params
 from tpu_rl.settings.metadata import Section
-from tpu_rl.settings.param_specs import param_specs
-from tpu_rl.settings.params import SPECS_FILE
 from tpu_rl.settings.run_settings import (
     OPTIONAL_SETTINGS,
     SETTING_FIELDS,
     SettingsError,
     load_settings,
 )
-from tpu_rl.settings.table import settings_document
 from tpu_rl.settings.validation import REQUIRED_SETTINGS
 
 
@@ -61,7 +58,7 @@ def test_every_setting_is_in_its_section_and_the_tutorials_are_in_the_open_one()
 
 
 def test_only_the_settings_that_must_be_filled_carry_the_required_mark():
-    """Issue 28: 63 of 67 fields showed the red star; only the five without a default must."""
+    """Only the five fields without a default show the red star."""
     params = dag_params()
     marked = [name for name, p in params.items() if required_in_form(p)]
     assert (
@@ -147,10 +144,10 @@ def test_the_capacity_settings_in_the_form():
 
 
 def test_the_form_gets_no_bounds_to_clamp_and_the_params_refuse_the_value_typed(tutorial_conf):
-    """Issue 44: Airflow's form clamps a number to its schema's top-level minimum on blur, so 0
-    training steps silently became 1: no top-level minimum/maximum. Issue 60: the bounds sit
-    in allOf, which the form does not read and Airflow's trigger checks, so 0 is refused as
-    typed; validate names it too."""
+    """Airflow's form clamps a number to its schema's top-level minimum on blur (0 training
+    steps would silently become 1): no top-level minimum/maximum. The bounds sit in allOf,
+    which the form does not read and Airflow's trigger checks, so 0 is refused as typed;
+    validate names it too."""
     params = ParamsDict(dag_params())
     for name in ("num_batches", "checkpoint_period", "max_training_restarts", "max_spend_usd"):
         schema = params.get_param(name).schema
@@ -168,7 +165,7 @@ def test_the_form_gets_no_bounds_to_clamp_and_the_params_refuse_the_value_typed(
 
 
 def test_model_and_tpu_offer_the_catalogue_and_allow_others():
-    """Issue 60: the form suggests the catalogue's models and TPU types as they are typed in
+    """The form suggests the catalogue's models and TPU types as they are typed in
     (`examples`: a datalist), and a type outside the catalogue is still a value it takes."""
     params = ParamsDict(dag_params())
     assert "gemma4-26b" in params.get_param("model_name").schema["examples"]
@@ -200,29 +197,9 @@ def test_every_param_is_checked_as_draft_07_and_still_refuses_a_wrong_type(param
             Param(wrong[kind], **param.schema).resolve()
 
 
-def test_the_params_file_is_what_the_settings_declare():
-    """The parse reads params.json, not the settings' declaration: run `make params` after
-    changing a setting."""
-    import json
-
-    assert json.loads(SPECS_FILE.read_text()) == param_specs(), "params.json is stale: make params"
-    assert all(
-        type(p.value) is type(spec["default"])
-        for p, spec in zip(dag_params().values(), param_specs().values(), strict=True)
-    )
-
-
-def test_the_settings_reference_is_what_the_settings_declare():
-    """docs/settings.md is generated: python -m tpu_rl.settings.table docs/settings.md."""
-    text = (REPO / "docs" / "settings.md").read_text()
-    assert text == settings_document(), "docs/settings.md is stale: regenerate it"
-    for name in SETTING_FIELDS:
-        assert f"| `{name}` |" in text, name
-
-
 def test_cluster_names_limit_is_one_from_the_rule():
-    """Issue 60: docs/settings.md gave cluster_name 63 characters in its type and 20 in its
-    text; the form's field takes, and the reference states, validate's 20."""
+    """cluster_name's limit is validate's 20 characters: the form's field takes it and
+    docs/settings.md states it, in its type and its text alike."""
     assert ParamsDict(dag_params()).get_param("cluster_name").schema["maxLength"] == 20
     rows = (REPO / "docs" / "settings.md").read_text().splitlines()
     row = next(x for x in rows if x.startswith("| `cluster_name`"))

@@ -1,4 +1,4 @@
-"""A slice larger than any of its generation's is refused by validate (issue 60, item 6c)."""
+"""A slice larger than any of its generation's is refused by validate."""
 
 from __future__ import annotations
 

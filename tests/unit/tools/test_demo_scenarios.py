@@ -1,4 +1,4 @@
-"""The watchdog in the demos (issue 60, item 4): `make demo SCENARIO=<name>` and `make demo-ui
+"""The watchdog in the demos: `make demo SCENARIO=<name>` and `make demo-ui
 SCENARIO=<name>` name their fault, and every message that ends the wait ends with what to do
 next, whole in the first line a note or a notice shows."""
 

@@ -1,4 +1,4 @@
-"""Evaluation as data (issue 29): every Pre, Intermediate Eval and Post line of every training
+"""Evaluation as data: every Pre, Intermediate Eval and Post line of every training
 attempt is kept, each step's evaluation is its latest attempt's, and the per-step table marks
 the exported step."""
 

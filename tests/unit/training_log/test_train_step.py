@@ -1,5 +1,5 @@
 """The training step line as its sources print it (tpu_rl.training_log.train_step), and the
-watch's marks of it and of Orbax's committed save (issue 48): the formats and captured lines are
+watch's marks of it and of Orbax's committed save: the formats and captured lines are
 quoted from the sources in tests/fixtures/vendor/tunix/log_lines.json."""
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def test_the_sources_quote_their_format_strings():
 @pytest.mark.parametrize("loss", LOSSES, ids=str)
 @pytest.mark.parametrize("prefix", PREFIXES, ids=("absl", "python_logging", "bare"))
 def test_every_published_step_line_is_a_step_mark_with_its_loss(prefix, loss):
-    """Issue 48: Tunix's `Train step %d training loss: %f  - training perplexity: %f`, in every
-    tagged version and at the commit MaxText 0.2.4 pins; the follower read `Train step N/M`."""
+    """Tunix's `Train step %d training loss: %f  - training perplexity: %f`, in every tagged
+    version and at the commit MaxText 0.2.4 pins: the follower reads it (no `Train step N/M`)."""
     for f in formats("train_step"):
         for n, text in enumerate(rendered(f["format"], 41, loss)):
             state = marks_of([prefix + text])

@@ -7,22 +7,12 @@ import logging
 
 import pytest
 
+from tests.support.capacity_nodes import T0, marks, node
 from tpu_rl.rewards.line_reader import Line, Resent, consume
 from tpu_rl.watch import capacity_end
-from tpu_rl.watch.ends import WaitEnd
 from tpu_rl.watch.state import FollowState
 
-T0 = 1_800_000_000.0
 LOG = logging.getLogger(__name__)
-
-
-def node(name: str, annotation: str | None = None, label: str | None = None) -> dict:
-    meta: dict = {"name": name, "creationTimestamp": "2027-01-15T08:00:00Z"}
-    if annotation:
-        meta["annotations"] = {capacity_end.TERMINATION_ANNOTATION: annotation}
-    if label:
-        meta["labels"] = {capacity_end.MAX_RUN_LABEL: label}
-    return {"metadata": meta}
 
 
 def test_a_node_ends_at_its_termination_annotation_else_creation_plus_max_run():
@@ -46,12 +36,8 @@ def test_the_slice_ends_with_its_earliest_node_and_names_the_nodes_that_end():
     assert capacity_end.slice_end(nodes, {"d"}) == capacity_end.SliceEnd(None, [], [])
 
 
-def marks(*steps: tuple[int, float]) -> list[list[float]]:
-    return [[s, T0 + at] for s, at in steps]
-
-
 def test_the_pace_is_the_longest_step_gap_without_its_save_and_the_save_s_own_time():
-    """Issue 48: Tunix logs step N's line an update late, so save N starts right after step
+    """Tunix logs step N's line an update late, so save N starts right after step
     N-1's line and lies between the lines of steps N-1 and N."""
     # steps every 60-70 s, step 4's save commits 30 s after step 3's line (period 4)
     m = marks((2, 60), (3, 130), (4, 220), (5, 280))
@@ -97,7 +83,7 @@ def committed(step: int) -> str:
 
 
 def test_the_follower_marks_step_lines_and_orbax_s_committed_save_line():
-    """Issue 48: the lines in Tunix's order (step N's an update late, after save N began)."""
+    """The lines in Tunix's order (step N's an update late, after save N began)."""
     state = FollowState()
     lines = [
         stamped(T0 + 60, step_line(1)),
@@ -133,7 +119,7 @@ def test_orbax_s_synchronous_save_line_is_no_save_mark():
 
 
 def test_an_rfc_3339_annotation_in_lower_case_is_read():
-    """Issue 43: RFC 3339 section 5.6 allows "t" and "z"; the annotation crashed the check."""
+    """RFC 3339 section 5.6 allows "t" and "z": the annotation is read, not a crash."""
     lower = node("a", annotation="2027-01-22t08:00:00.5z")
     assert capacity_end.node_end(lower) == capacity_end.epoch("2027-01-22T08:00:00Z") + 0.5
     offset = node("b", annotation="2027-01-22T09:00:00+01:00")
@@ -142,7 +128,7 @@ def test_an_rfc_3339_annotation_in_lower_case_is_read():
 
 @pytest.mark.parametrize("value", ["abc", "2027-01-22", "2027-13-22T08:00:00Z", "1800000000"])
 def test_a_node_whose_end_is_not_a_date_is_skipped_and_named(value):
-    """Issue 43: GKE copies the VM's terminationTimestamp as is: a value that is no RFC 3339
+    """GKE copies the VM's terminationTimestamp as is: a value that is no RFC 3339
     date-time is skipped (the node counts as not known to end), named in one line."""
     nodes = [node("bad", annotation=value), node("good", annotation="2027-01-22T08:00:00Z")]
     ends = capacity_end.slice_end(nodes, {"bad", "good"})
@@ -153,48 +139,10 @@ def test_a_node_whose_end_is_not_a_date_is_skipped_and_named(value):
 
 
 def test_steps_logged_out_of_order_give_no_pace():
-    """Issue 43: step 3's line stamped before step 2's gave a negative step time, so the drain
-    before a capacity end put the next save in the past."""
+    """Step 3's line stamped before step 2's gives no negative step time, which would put the
+    next save before a capacity end in the past."""
     backwards = marks((2, 120), (3, 60))
     assert capacity_end.measured_pace(backwards, [2, T0 + 130], period=4) is None
     mixed = marks((1, 0), (2, 120), (3, 60), (4, 190))
     pace = capacity_end.measured_pace(mixed, [2, T0 + 130], period=8)
     assert pace is not None and pace.step_s == 130  # 3 -> 4; 2 -> 3 went backwards
-
-
-class NodesOnly:
-    """The one read judge_save makes of the cluster: the node list."""
-
-    def __init__(self, nodes: list[dict]) -> None:
-        self.nodes = nodes
-
-    async def get_json(self, path: str, query: object = None) -> dict:
-        return {"items": self.nodes}
-
-
-@pytest.mark.asyncio
-async def test_the_wait_goes_on_past_a_node_whose_end_is_not_a_date(caplog):
-    """Issue 43: the trigger's judgment of a save read the annotation and crashed the wait."""
-    from tpu_rl.rewards import save_stop
-
-    state = FollowState(step_marks=marks((2, 0), (3, 60)), saved=[4, T0 + 90])
-    pods = [{"spec": {"nodeName": "tpu-0"}}]
-    api = NodesOnly([node("tpu-0", annotation="in a week")])
-    assert await save_stop.judge_save(api, state, 4, None, pods, None, LOG) is None
-    why = "node tpu-0: annotation node.gke.io/machine-termination-datetime: not an RFC 3339 "
-    assert why + "date-time: 'in a week'" in caplog.text
-
-
-@pytest.mark.asyncio
-async def test_the_last_step_s_save_is_no_stop_the_total_coming_from_the_settings():
-    """Issue 48: no log line carries the total steps (Tunix's has none), so the wait gets
-    num_batches from the settings; the last step's save ends training, whatever the end."""
-    from tpu_rl.rewards import save_stop
-
-    def state() -> FollowState:
-        return FollowState(step_marks=marks((2, 0), (3, 60)), saved=[4, T0 + 90])
-
-    ending = T0 + 100  # the capacity ends 10 s after the save
-    assert await save_stop.judge_save(NodesOnly([]), state(), 4, 4, [], ending, LOG) is None
-    stop = await save_stop.judge_save(NodesOnly([]), state(), 4, 16, [], ending, LOG)
-    assert stop is not None and (stop["reason"], stop["save_step"]) == (WaitEnd.CAPACITY_ENDING, 4)

@@ -191,9 +191,9 @@ def spend_limited(limit: float) -> tuple[FollowState, list[str], list[dict]]:
 
 
 def test_one_slow_early_step_is_no_stop_when_the_projection_at_each_save_is_under_the_limit():
-    """Issue 58: the verdict latched on the projection of one slow early step ($3,316 at step 2)
-    stopped a run that ends at $347 against a $500 limit at its next save, quoting a projection
-    under the limit ($461) as the one that passed it. Each save is judged on its own."""
+    """A verdict latched on the projection of one slow early step ($3,316 at step 2) would stop
+    a run that ends at $347 against a $500 limit at its next save, quoting a projection under
+    the limit ($461) as the one that passed it. Each save is judged on its own."""
     state, said, events = spend_limited(500.0)
     assert events == [], events[0]["message"]
     passed = [line for line in said if "passes max_spend_usd" in line]

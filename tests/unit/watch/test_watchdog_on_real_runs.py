@@ -1,11 +1,11 @@
-"""The training watchdog judged on real GRPO runs (issue 58): the corpus `make corpus` recorded
+"""The training watchdog judged on real GRPO runs: the corpus `make corpus` recorded
 from Tunix's real trainer (sandbox/corpus, sandbox/trainer_corpus.py), replayed through the
 follower and the watchdog at the run settings' defaults. No run without a fault is stopped;
 each real fault is caught by its rule, before any checkpoint it poisoned could be chosen.
 
-Before issue 58 the defaults stopped 10 of the 13 runs without a fault (loss_spike on GRPO's
-near-zero, sign-changing loss; kl_blowup on a policy that learned; reward_std_collapse on a
-saturated reward)."""
+Without health_spike_floor the older rules stop 10 of the 13 runs without a fault (loss_spike
+on GRPO's near-zero, sign-changing loss; kl_blowup on a policy that learned;
+reward_std_collapse on a saturated reward)."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def test_the_overflow_is_judged_at_its_first_nan_line():
 
 
 def test_the_old_rules_stopped_healthy_runs():
-    """The regression this corpus guards: the rules before issue 58 (a spike relative to the
-    median only, KL without the reward, any flat batch) stop healthy runs."""
+    """The regression this corpus guards: the rules without health_spike_floor (a spike
+    relative to the median only, KL without the reward, any flat batch) stop healthy runs."""
     old = dataclasses.replace(default_rules(), spike_floor=0.0)
     stopped = [r.name for r in HEALTHY if watch(r, old).rule == health.SPIKE]
     assert stopped, "a spike rule without its floor no longer stops any healthy run"

@@ -1,6 +1,5 @@
-"""Preflight against what the real cloud holds (issue 42, findings 3 and 7): a pool running
-as the "default" account, write roles granted as storage.objectUser or on the bucket, a zonal
-existing cluster, and a calendar reservation delivered under its `namePrefix`."""
+"""tpu_rl.preflight.iam: the pools' write roles as the real project grants them:
+storage.objectUser, a grant on the bucket, the "default" compute account."""
 
 from __future__ import annotations
 
@@ -8,11 +7,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from google.api_core.exceptions import NotFound
 from google.cloud import resourcemanager_v3
 from google.iam.v1 import policy_pb2
 
-from tpu_rl.preflight import calendar_reservation, cluster, iam
+from tpu_rl.preflight import iam
 from tpu_rl.settings.run_settings import load_settings
 
 POOL_SA = "gke-np@proj.iam.gserviceaccount.com"
@@ -84,42 +82,32 @@ def test_a_default_pool_runs_as_the_compute_default_account(tutorial_conf, bucke
     assert not lacking.passed and "123456789012-compute@" in lacking.evidence
 
 
-def test_a_zonal_existing_cluster_is_found(tutorial_conf, monkeypatch):
-    """clusters.get of projects/*/locations/<zone>/clusters/*: a zonal cluster is not under
-    the region."""
-    s = _settings(tutorial_conf, cluster_mode="existing")
-    found = SimpleNamespace(name=s.cluster_name, location=s.zone)
-    monkeypatch.setattr(
-        "airflow.providers.google.cloud.hooks.kubernetes_engine.GKEHook.__init__",
-        lambda self, gcp_conn_id, location: setattr(self, "_where", location),
+class Granting(ProjectApi):
+    """The project's testIamPermissions, granting `granted`."""
+
+    def __init__(self, granted: set[str]) -> None:
+        super().__init__([])
+        self.granted = granted
+
+    def test_iam_permissions(self, request: Any, **_: Any) -> Any:
+        return SimpleNamespace(permissions=[p for p in request.permissions if p in self.granted])
+
+
+def test_creating_a_cluster_needs_more_than_using_one(tutorial_conf):
+    existing = load_settings({**tutorial_conf, "cluster_mode": "existing"})
+    assert iam.needed_permissions(existing) == iam.EVERY_RUN
+    assert iam.needed_permissions(load_settings(tutorial_conf)) == (
+        iam.EVERY_RUN + iam.CREATING_A_CLUSTER
     )
 
-    def get_cluster(self: Any, name: str, project_id: str) -> Any:
-        if self._where != s.zone:
-            raise NotFound(f"projects/{project_id}/locations/{self._where}/clusters/{name}")
-        return found
 
-    monkeypatch.setattr(
-        "airflow.providers.google.cloud.hooks.kubernetes_engine.GKEHook.get_cluster", get_cluster
+def test_the_callers_missing_permissions_are_named(tutorial_conf):
+    s = load_settings(tutorial_conf)
+    wanted = iam.needed_permissions(s)
+    [granted] = iam.check_caller(Granting(set(wanted)), s)
+    assert (
+        granted.passed and granted.evidence == f"{len(wanted)} permissions granted on {s.project}"
     )
-    assert cluster.read_cluster(s, "gcp") is found
-    found.autopilot = SimpleNamespace(enabled=False)
-    zonal = cluster.check_standard(s, found)
-    assert not zonal.passed and f"is a zonal cluster (in {s.zone})" in zonal.evidence
-
-
-def test_an_undelivered_prefix_reservation_stops_the_deploy(tutorial_conf, monkeypatch):
-    """The pool consumes the delivered reservation; none delivered yet: refused, before
-    gcluster runs."""
-    s = _settings(tutorial_conf, capacity="calendar", reservation="v6e-calendar")
-    window = calendar_reservation.Window("v6e-calendar", 0.0, 1e12, None, "v6e-cal")
-    monkeypatch.setattr(calendar_reservation, "calendar_window", lambda s, conn: window)
-    with pytest.raises(
-        calendar_reservation.CalendarError, match="has delivered no reservation yet"
-    ):
-        calendar_reservation.delivered_settings(s, "gcp")
-    delivered = calendar_reservation.Window(
-        "v6e-calendar", 0.0, 1e12, "v6e-cal-20261204-0001", "v6e-cal"
-    )
-    monkeypatch.setattr(calendar_reservation, "calendar_window", lambda s, conn: delivered)
-    assert calendar_reservation.delivered_settings(s, "gcp").reservation == "v6e-cal-20261204-0001"
+    [lacking] = iam.check_caller(Granting(set(wanted[1:])), s)
+    assert not lacking.passed
+    assert lacking.evidence == f"the deployment's credentials lack {wanted[0]} on {s.project}"

@@ -1,0 +1,102 @@
+"""tpu_rl.promotion.approval_text: the body a person reads (metrics beside the champion's, the
+cost) and what the answer means for the run's verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.approval import COMPARISON, XComs, case
+from tpu_rl.names import Step
+from tpu_rl.promotion.approval_text import (
+    approval_body,
+    promotion_line,
+    run_promotion,
+)
+
+
+def test_the_body_puts_base_champion_and_challenger_side_by_side_with_verdicts_and_cost():
+    body = approval_body(case())
+    assert "checkpoint step 100 to `gs://b/m/hf-trained/rl-1/`" in body
+    header = "| metric | base (pre-training) | champion (scheduled__last-week) | this export "
+    assert header + "(challenger) |" in body
+    assert "| accuracy | 0.3000 | 0.3800 | 0.4100 |" in body
+    assert "| mean_reward | 0.9000 | 1.1000 | 1.2000 |" in body
+    assert "Gate: passed: mean_reward 1.2000 vs base 0.9000 (gain 0.3000, needs +0.1)" in body
+    assert "Champion: accuracy +0.03 >= +0.01" in body
+    assert "16.00 chip-hours = 4.00 host-hours" in body and "no price known" in body
+    assert "No answer by 2026-05-02 12:30 UTC answers **Reject**" in body
+
+
+def test_the_first_champion_and_a_run_without_comparison_say_so():
+    first = approval_body(case(comparison={**COMPARISON, "champion": None}, tpu=None))
+    assert (
+        "| metric | base (pre-training) | champion: none yet | this export (challenger) |" in first
+    )
+    assert "| accuracy | 0.3000 | n/a | 0.4100 |" in first
+    assert "Champion: none yet, this export would be the first" in first
+    assert "TPUs: not counted" in first
+    alone = approval_body(case(comparison=None))
+    assert "champion: not compared" in alone and "Champion: no comparison ran" in alone
+
+
+def test_a_timeout_that_approves_says_so_in_the_body():
+    body = approval_body(case(timeout_option="Approve"))
+    assert "answers **Approve**" in body and "becomes this deployment's champion" in body
+
+
+@pytest.mark.parametrize(
+    ("promoted", "approval", "comparison", "line"),
+    [
+        (
+            {"registry_version": None},
+            {"approval": "none"},
+            None,
+            "promoted (approval not required)",
+        ),
+        (
+            {"registry_version": "projects/p/locations/r/models/m@3"},
+            {"chosen_options": ["Approve"], "responded_by_user": {"id": "1", "name": "ana"}},
+            COMPARISON,
+            "promoted (approved by ana); Vertex AI version projects/p/locations/r/models/m@3",
+        ),
+        (
+            None,
+            {"chosen_options": ["Reject"], "responded_by_user": {"id": "2", "name": "bo"}},
+            COMPARISON,
+            "not promoted: rejected by bo; the export stays",
+        ),
+        (
+            None,
+            {"chosen_options": ["Reject"], "responded_by_user": None},
+            COMPARISON,
+            "not promoted: the approval timed out (rejected); the export stays",
+        ),
+        (
+            {"registry_version": None},
+            {"chosen_options": ["Approve"], "responded_by_user": None},
+            COMPARISON,
+            "promoted (approved on timeout: approval_timeout_answer=approve)",
+        ),
+        (
+            None,
+            None,
+            {**COMPARISON, "beats": False, "reason": "accuracy -0.02 < +0.01"},
+            "not promoted: accuracy -0.02 < +0.01",
+        ),
+    ],
+)
+def test_the_run_says_whether_it_promoted_and_why_not(promoted, approval, comparison, line):
+    assert promotion_line(promoted, approval, comparison) == line
+
+
+def test_the_verdict_reads_the_steps_results():
+    ti = XComs(
+        {
+            (Step.APPROVE, "answer"): {
+                "chosen_options": ["Reject"],
+                "responded_by_user": {"name": "bo"},
+            },
+            (Step.COMPARE_CHAMPION, "return_value"): COMPARISON,
+        }
+    )
+    assert run_promotion(ti) == "not promoted: rejected by bo; the export stays"
