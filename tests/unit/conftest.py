@@ -14,6 +14,12 @@ from tpu_rl.settings.run_settings import load_settings
 
 
 @pytest.fixture
+def layout(tutorial_conf) -> RunLayout:
+    """The tutorial's run (a module that needs another run defines its own `layout`)."""
+    return RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
+
+
+@pytest.fixture
 def sensor(tutorial_conf, monkeypatch, gcs_objects):
     """The reward wait of a spot run that may resume twice, its restarts recorded in
     wait_task.RESTARTS (none made), its layout the tutorial's, its record in `gcs_objects`."""

@@ -4,16 +4,7 @@ tests/unit/jobs/test_manifests.py."""
 
 from __future__ import annotations
 
-import pytest
-
 from tpu_rl.backend import jobset as pw
-from tpu_rl.layout import RunLayout
-from tpu_rl.settings.run_settings import load_settings
-
-
-@pytest.fixture
-def layout(tutorial_conf) -> RunLayout:
-    return RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
 
 
 def test_backend_is_headless_pathways_as_gcluster_builds_it(layout):

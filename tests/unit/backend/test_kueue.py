@@ -14,14 +14,7 @@ from tpu_rl.backend import jobset as pathways_jobset
 from tpu_rl.backend import kueue
 from tpu_rl.dag import runtime
 from tpu_rl.kube import verdicts
-from tpu_rl.layout import RunLayout
 from tpu_rl.operators.backend import StartPathwaysBackendOperator
-from tpu_rl.settings.run_settings import load_settings
-
-
-@pytest.fixture
-def layout(tutorial_conf) -> RunLayout:
-    return RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
 
 
 def blueprint_queue(covered: list[str]) -> dict:

@@ -15,15 +15,9 @@ from tpu_rl.backend import kueue
 from tpu_rl.cluster import kueue_config
 from tpu_rl.cluster.blueprint import BlueprintError
 from tpu_rl.cluster.kueue_config import edit_kueue_config
-from tpu_rl.layout import RunLayout
 from tpu_rl.settings.run_settings import load_settings
 
 TEMPLATE = (BLUEPRINT_FIXTURES / "kueue-configuration.yaml.tftpl").read_text()
-
-
-@pytest.fixture
-def layout(tutorial_conf) -> RunLayout:
-    return RunLayout(load_settings(tutorial_conf), "manual__1", "test-deployment")
 
 
 def render(template: str, **values: Any) -> list[dict]:
