@@ -16,7 +16,7 @@ import airflow.providers.google.cloud.operators.gcs
 import airflow.providers.google.cloud.operators.kubernetes_engine  # noqa: F401
 from airflow.sdk import DAG, task
 
-from tpu_rl.janitor_params import janitor_params
+from tpu_rl.janitor.params import janitor_params
 from tpu_rl.names import JANITOR_DAG_ID
 from tpu_rl.operators.cluster import DestroyClusterOperator
 from tpu_rl.operators.janitor import JanitorSweepOperator, verdict

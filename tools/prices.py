@@ -1,5 +1,5 @@
 """`make prices`: refresh the price table's billing-catalogue rows (CATALOGUE_ROWS in
-plugins/tpu_rl/report/prices.py) from the Cloud Billing Catalog API, and say what changed.
+plugins/tpu_rl/prices.py) from the Cloud Billing Catalog API, and say what changed.
 
 The API's services.skus.list of Compute Engine (service 6F81-5844-456A) lists the TPU chip-hour
 SKUs: a generation's word in the description (TpuV5p, TpuV6e), "Preemptible" there for Spot
@@ -24,10 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tpu_rl import generated_blocks
-from tpu_rl.report import prices
+from tpu_rl import generated_blocks, prices
 
-TARGET = Path("plugins/tpu_rl/report/prices.py")
+TARGET = Path("plugins/tpu_rl/prices.py")
 COMMAND = "python -m tools.prices"
 BILLING_HOST = "cloudbilling.googleapis.com"
 COMPUTE_SERVICE = "services/6F81-5844-456A"

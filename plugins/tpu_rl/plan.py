@@ -352,7 +352,7 @@ def write_plan(layout: RunLayout, out_dir: Path) -> Path:
         "run_id": layout.run_id,
         "run_slug": layout.slug,
         "capacity": capacity_summary(layout.settings),
-        # per region and capacity mode, with each price's source and date (tpu_rl.report.prices)
+        # per region and capacity mode, with each price's source and date (tpu_rl.prices)
         "cost_estimate": estimate_rows(estimate_run(layout.settings)),
         "settings": layout.settings.to_dict(),
         "steps": steps,

@@ -22,7 +22,8 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.dag.links",
         "tpu_rl.dag.params",
         "tpu_rl.deployment",
-        "tpu_rl.janitor_params",
+        "tpu_rl.janitor",
+        "tpu_rl.janitor.params",
         "tpu_rl.kube",
         "tpu_rl.kube.objects",
         "tpu_rl.kube.swept",  # cleanup_kubernetes's doc names the swept kinds (kube.objects only)

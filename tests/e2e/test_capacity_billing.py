@@ -17,7 +17,7 @@ from tests.support.e2e_runs import reported_run
 
 SLICE_ARRIVES_S = 200 * 60.0  # simulated: the flex-start slice comes 200 minutes after the ask
 TIME_SCALE = 0.001  # wall seconds per simulated second (Sandbox.run's default)
-UPPER_BOUND = "upper bound"  # tpu_rl.report.prices: the on-demand price bounds it
+UPPER_BOUND = "upper bound"  # tpu_rl.prices: the on-demand price bounds it
 LIST_PRICE = "list price"
 
 

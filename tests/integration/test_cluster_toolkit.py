@@ -27,7 +27,7 @@ from tpu_rl.catalogue.cells import CELLS
 from tpu_rl.cluster import blueprint
 from tpu_rl.cluster import toolkit as cluster_toolkit
 from tpu_rl.cluster.toolkit import ClusterToolkitError
-from tpu_rl.janitor_params import JanitorParams
+from tpu_rl.janitor.params import JanitorParams
 from tpu_rl.operators.cluster import CreateClusterOperator, DestroyClusterOperator
 from tpu_rl.operators.janitor import Sweep
 from tpu_rl.settings.run_settings import load_settings, read_settings

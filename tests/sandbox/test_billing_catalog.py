@@ -19,7 +19,7 @@ from sandbox.billing_catalog import API_KEY, BillingCatalogEmulator, tpu_sku
 from tests.conftest import REPO
 from tools import prices as refresh
 
-TABLE = REPO / "plugins" / "tpu_rl" / "report" / "prices.py"
+TABLE = REPO / "plugins" / "tpu_rl" / "prices.py"
 
 
 @pytest.fixture

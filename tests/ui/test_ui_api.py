@@ -46,7 +46,7 @@ def test_all_500_runs_newest_first_with_their_numbers(client, auth_token):
     assert passed["duration_seconds"] == 4 * 3600
     # the run made its cluster: the reserved pool bills from create_cluster's start to
     # cleanup_cluster's end, 4 h; 1 slice of v6e-32: 8 hosts; paid by the reservation's
-    # commitment: no spend of the run's own (tpu_rl.report.prices)
+    # commitment: no spend of the run's own (tpu_rl.prices)
     assert passed["tpu_hours_rule"] == "created_pool"
     assert "cleanup_cluster" in passed["tpu_hours_rule_text"]
     assert passed["host_hours"] == pytest.approx(32.0)

@@ -74,7 +74,7 @@ def test_the_settings_as_filled_in(client, auth_token):
     """200 steps on a Spot slice (one: MaxText 0.2.4 meshes no trainer and sampler slices,
     cell_rules): 32 chips; create 30 + convert 30 + start_backend 5 + train 200 + export 20 +
     destroy 10 = 295 min billed; 32 x 295 / 60 = 157.3 chip-hours at us-east5's Spot $1.35
-    (tpu_rl/report/prices.py: the highest of its snapshots) = $212.40."""
+    (tpu_rl/prices.py: the highest of its snapshots) = $212.40."""
     conf = form_conf(num_batches=200, capacity="spot", reservation="")
     answer = post(client, auth_token, conf)
     assert answer["errors"] == []

@@ -31,7 +31,7 @@ def test_the_tpu_nodes_the_steps_saw_bill_as_in_the_run_report(client, auth_toke
     from tpu_rl.settings.run_settings import RunSettings
 
     run_id = "scheduled__synthetic-0000"
-    # the zone's region prices it (tpu_rl.report.prices)
+    # the zone's region prices it (tpu_rl.prices)
     conf = {"capacity": "flex_start", "reservation": "", "zone": "us-east5-b"}
     set_conf(run_id, conf)
     created = (synthetic.START + timedelta(minutes=15)).timestamp()

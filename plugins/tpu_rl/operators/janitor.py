@@ -11,7 +11,7 @@ from airflow.sdk import BaseOperator
 from google.cloud.container_v1.types import Cluster
 from kubernetes.client import ApiClient
 
-from tpu_rl.janitor_params import JanitorParams, JanitorParamsError
+from tpu_rl.janitor.params import JanitorParams, JanitorParamsError
 from tpu_rl.names import DAG_ID, Step
 
 # The janitor's rules (tpu_rl.janitor: the cluster blueprint's labels, TPU facts) and the swept
@@ -19,7 +19,7 @@ from tpu_rl.names import DAG_ID, Step
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from tpu_rl.janitor import KubeObject
+    from tpu_rl.janitor.rules import KubeObject
 
 FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed"}
 REACHABLE = {Cluster.Status.RUNNING, Cluster.Status.RECONCILING, Cluster.Status.DEGRADED}
@@ -36,7 +36,7 @@ class RunStates:
 
     def is_active(self, run_id: str) -> bool:
         """Queued or running; a run deleted from the UI is not."""
-        from tpu_rl.janitor import ACTIVE_STATES
+        from tpu_rl.janitor.rules import ACTIVE_STATES
 
         if run_id not in self._active:
             count = self.ti.get_dr_count(dag_id=DAG_ID, run_ids=[run_id], states=ACTIVE_STATES)
@@ -45,7 +45,7 @@ class RunStates:
 
     def active_clusters(self) -> tuple[dict[str, str], str | None]:
         """{cluster: run_id} of active runs, or why an active run's cluster is not known."""
-        from tpu_rl.janitor import ACTIVE_STATES
+        from tpu_rl.janitor.rules import ACTIVE_STATES
 
         states = self.ti.get_task_states(dag_id=DAG_ID, task_ids=[Step.CLEANUP_CLUSTER])
         active = [
@@ -78,7 +78,7 @@ class KubeApi:
         """Metadata (JSON form) of the labelled objects of a kind; no JobSet CRD: none.
 
         Only metadata is kept: a Secret's data never leaves this call."""
-        from tpu_rl import janitor
+        from tpu_rl.janitor import rules as janitor
         from tpu_rl.kube.swept import list_labelled
 
         return list_labelled(self.client, kind, self.namespace, janitor.managed_selector())
@@ -117,7 +117,7 @@ class Sweep:
 
     def objects(self, cluster: Cluster) -> None:
         """Remove one cluster's objects that no active run owns and that outlived the grace."""
-        from tpu_rl import janitor
+        from tpu_rl.janitor import rules as janitor
         from tpu_rl.kube.swept import SWEPT_KINDS
 
         try:
@@ -157,7 +157,7 @@ class Sweep:
         self, inspected: list[Cluster]
     ) -> tuple[list[str], list[dict[str, Any]], dict[str, str]]:
         """Clusters to destroy, their destroy settings, and why the others stay."""
-        from tpu_rl import janitor
+        from tpu_rl.janitor import rules as janitor
         from tpu_rl.settings.run_settings import SettingsError, load_cluster_settings
 
         active, unknown = self.runs.active_clusters()
@@ -179,7 +179,7 @@ class Sweep:
     def _cluster_keep_reason(
         self, cluster: Cluster, active: dict[str, str], unknown: str | None
     ) -> str | None:
-        from tpu_rl import janitor
+        from tpu_rl.janitor import rules as janitor
 
         name = cluster.name
         if name in self.p.existing_clusters:
@@ -228,7 +228,7 @@ class JanitorSweepOperator(BaseOperator):
     ui_color = "#fff2cc"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from tpu_rl import janitor
+        from tpu_rl.janitor import rules as janitor
 
         try:
             p = JanitorParams.from_params(run_params(context))

@@ -9,7 +9,7 @@ from before the looks, or whose looks all failed) is estimated from its task tim
 for its settings: a static pool (a reservation, or Spot: gcluster makes it static,
 tpu_rl.cluster.capacity) for its whole life; a flex-start pool while its TPU steps ran. The cost
 of Spot and flex-start is chip-hours x the mode's price in the run's region
-(tpu_rl.report.prices; the run's negotiated_usd_per_chip_hour instead, when it sets one); a
+(tpu_rl.prices; the run's negotiated_usd_per_chip_hour instead, when it sets one); a
 reservation is paid by its commitment and a calendar window for its
 whole length, whatever the run used: no spend of the run's own (`estimated_cost_usd` None), the
 commitment or the window's price shown instead (`billed_as`, billed_text). The cluster's CPU
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tpu_rl.report import prices
+from tpu_rl import prices
 from tpu_rl.report.tpu_nodes import node_seconds
 from tpu_rl.settings.capacity_modes import COMMITMENT, USAGE, WINDOW, capacity_mode
 from tpu_rl.tpu import CHIPS_PER_HOST

@@ -1,7 +1,7 @@
 """The README's table of the catalogue's cells: one row per cell, with `make plan`'s
 estimate of the tutorial's run on it (its assumed step time, time, chip-hours and cost per
 capacity mode in us-east5), generated from the catalogue (tpu_rl.catalogue.cells), the estimate
-(tpu_rl.report.estimate) and the price table (tpu_rl.report.prices), whose prices it names
+(tpu_rl.report.estimate) and the price table (tpu_rl.prices), whose prices it names
 with their sources and dates. A test fails when the README's copy is stale.
 
 Usage (at the repository's root): python -m tpu_rl.report.cells_table
@@ -16,11 +16,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tpu_rl import generated_blocks
+from tpu_rl import generated_blocks, prices
 from tpu_rl.catalogue.cells import CELL_SETTINGS, CELLS, TUTORIAL_CELL, Cell
 from tpu_rl.generated_blocks import WIDTH, Block, html_comment
 from tpu_rl.include_files import include_file
-from tpu_rl.report import prices
 from tpu_rl.report.estimate import STEP_RULE, ModeEstimate, estimate_run, mode_in
 from tpu_rl.settings.capacity_modes import COMMITMENT, CapacityMode, capacity_mode
 from tpu_rl.settings.choices import Capacity
@@ -128,7 +127,7 @@ def table_text() -> str:
     notes = [
         f"Time and chip-hours: the tutorial's run ({tutorial.region}, its "
         f"{tutorial.num_batches} steps, cluster creation to teardown; Spot's count). Step: "
-        f"{STEP_RULE}. Cost per capacity mode from tpu_rl/report/prices.py: a reservation is "
+        f"{STEP_RULE}. Cost per capacity mode from tpu_rl/prices.py: a reservation is "
         "paid by its commitment; flex-start is at most the on-demand price; where sources "
         "disagree the higher price is quoted.",
         *price_lines(tutorial.region),

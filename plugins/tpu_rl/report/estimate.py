@@ -8,7 +8,7 @@ step durations are in its report). What bills follows the rules of
 tpu_rl.report.billing: a static pool (reservation, calendar or Spot; gcluster makes a Spot pool
 static) exists from the cluster's creation to its destruction, or for the run's span on an
 existing cluster; a flex-start pool only while the TPU steps hold it, plus the autoscaler's
-scale-down tail after each. Dollars come from the price table (tpu_rl.report.prices: each
+scale-down tail after each. Dollars come from the price table (tpu_rl.prices: each
 price's region, source and date): Spot and flex-start bill their hours; a calendar window bills
 its whole length, at least one day and as many whole days as the run takes; a reservation is
 paid by its commitment, shown as the commitment's price, not as a spend of the run. The regions
@@ -23,10 +23,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpu_rl import prices
 from tpu_rl.catalogue.cells import TUTORIAL_CELL
 from tpu_rl.catalogue.models import MODELS
 from tpu_rl.cluster.ladder import cross_zone_text
-from tpu_rl.report import prices
 from tpu_rl.settings.capacity_modes import (
     CAPACITY_MODES,
     COMMITMENT,
@@ -364,7 +364,7 @@ def format_estimate(estimate: Estimate) -> list[str]:
         if p is not None
     }
     if used:
-        lines.append("  prices (tpu_rl/report/prices.py), USD per chip-hour:")
+        lines.append("  prices (tpu_rl/prices.py), USD per chip-hour:")
         lines += [
             f"  - {region} {mode}: {p.usd_per_chip_hour:g} ({p.basis}{p.range_text}; {p.source}"
             + (f"; read {p.read})" if p.read else ")")
@@ -431,7 +431,7 @@ def short_table(estimate: Estimate) -> ShortTable:
         ),
         note=f"Each 10 more steps: +{more_minutes:.0f} min, +{more_chip_hours:.1f} chip-hours. "
         f"Step times assumed (a GRPO step {e.step_seconds:.0f} s), TPUs only, no waits for "
-        f"capacity; prices read {prices.TABLE_DATE} (tpu_rl/report/prices.py).",
+        f"capacity; prices read {prices.TABLE_DATE} (tpu_rl/prices.py).",
     )
 
 

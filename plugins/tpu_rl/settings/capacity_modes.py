@@ -6,7 +6,7 @@ how the reward wait ends).
 The blueprint: `reservation` and `calendar` keep the tutorial's static pool in its
 SPECIFIC_RESERVATION as it is; `flex_start` and `spot` drop the reservation and add their pool
 settings, as Cluster Toolkit's consumption-options examples do (tpu_rl.cluster.capacity cites
-them and gcluster's static_node_count for Spot). Billing: tpu_rl.report.prices cites each
+them and gcluster's static_node_count for Spot). Billing: tpu_rl.prices cites each
 mode's. Preflight: tpu_rl.preflight.capacity cites the quotas each mode consumes. Ends: a
 flex-start node lives at most its pool's max run duration and a calendar reservation's VMs are
 deleted at its window's end (tpu_rl.watch.capacity_end cites both); Compute Engine may preempt a
@@ -81,7 +81,7 @@ class CapacityMode:
     # The pool's nodes exist from the deploy to the destroy (else only while pods need them).
     static_pool: bool
     billed_as: BilledAs
-    price_column: str  # the column of tpu_rl.report.prices' table the mode bills at
+    price_column: str  # the column of tpu_rl.prices' table the mode bills at
     preflight: Preflight
     ends: CapacityEnd
     node_label: str = ""  # GKE's label on the mode's nodes, for TPU pods to select

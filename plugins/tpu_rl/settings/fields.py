@@ -508,7 +508,7 @@ class RunSettings:
         "Negotiated price (USD)",
         description="Your contract's price of a TPU chip-hour in the run's capacity mode (a "
         "commitment's, or TPU7x's, which has no public price), in US dollars; 0: the price "
-        "table's (tpu_rl/report/prices.py). The estimate, the spend limit and the run report "
+        "table's (tpu_rl/prices.py). The estimate, the spend limit and the run report "
         "count the run's TPUs at it.",
         at_least=0,
     )

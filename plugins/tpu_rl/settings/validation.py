@@ -318,9 +318,9 @@ def extra_train_args(s: RunSettings) -> Iterator[str]:
 # What a Cluster Toolkit step reads of a cluster's settings (tpu_rl.cluster: the bundle's
 # version, the blueprint's edits for the TPU shape and capacity, the deployment file, the state
 # prefix and labels). A step given a cluster's own settings, the janitor's destroy of a leftover
-# cluster (tpu_rl.janitor.destroy_settings), is checked by these alone: settings rebuilt from a
-# cluster's node pools hold no run, so the run's rules (slice roles, meshes: the defaults') would
-# refuse every shape but the tutorial's, and the cluster would keep billing.
+# cluster (tpu_rl.janitor.rules.destroy_settings), is checked by these alone: settings rebuilt
+# from a cluster's node pools hold no run, so the run's rules (slice roles, meshes: the
+# defaults') would refuse every shape but the tutorial's, and the cluster would keep billing.
 CLUSTER_RULES: tuple[Rule, ...] = (
     required_names,
     names,

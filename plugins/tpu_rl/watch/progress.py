@@ -17,7 +17,7 @@ the time between their lines. A mean over every step so far follows variable ste
 than the newest gaps do (one slow step, a save, moves it little). Times are the lines'
 Kubernetes timestamps, not the triggerer's clock, so a slow poll does not shift the ETA.
 
-What the training's TPUs cost comes from the operator (tpu_rl.report.prices, a floor above):
+What the training's TPUs cost comes from the operator (tpu_rl.prices, a floor above):
 `Spend`, plain numbers. Spot and flex-start bill per chip-hour while the slice is up (from the
 backend JobSet's creation); a calendar window bills its whole length, known in advance; a
 reservation is paid by its commitment, so a run has no spend of its own ("reserved").
@@ -49,7 +49,7 @@ TELL_EVERY_FRACTION = 0.05  # ...or every 5% of the steps, whichever comes first
 
 @dataclass(frozen=True)
 class Spend:
-    """How the run's training TPUs bill (from the operator: tpu_rl.report.prices), and the
+    """How the run's training TPUs bill (from the operator: tpu_rl.prices), and the
     limit. `usd_per_hour`: the slice's price an hour (usage); `window_usd`: a calendar window's
     whole price; `max_usd` 0: no limit."""
 

@@ -24,7 +24,7 @@ SEAM_FILE = os.environ.get("TPU_RL_SANDBOX_SEAM")
 GKE_HOOKS = "airflow.providers.google.cloud.hooks.kubernetes_engine"
 BASE_HOOK = "airflow.providers.google.common.hooks.base_google"
 PARAMS = "tpu_rl.dag.params"
-JANITOR_PARAMS = "tpu_rl.janitor_params"  # the janitor's form: the same project, region, bucket
+JANITOR_PARAMS = "tpu_rl.janitor.params"  # the janitor's form: the same project, region, bucket
 
 
 def _seam() -> dict[str, Any]:

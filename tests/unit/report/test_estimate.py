@@ -7,9 +7,10 @@ import dataclasses
 
 import pytest
 
+from tpu_rl import prices
 from tpu_rl.dag.params import dag_params
 from tpu_rl.plan import main as plan
-from tpu_rl.report import estimate, prices
+from tpu_rl.report import estimate
 from tpu_rl.settings.run_settings import load_settings
 
 

@@ -20,8 +20,9 @@ from tests.support.run_report import (
     cost,
     layout,
 )
+from tpu_rl import prices
 from tpu_rl.names import DAG_ID
-from tpu_rl.report import billing, prices, run_cost
+from tpu_rl.report import billing, run_cost
 from tpu_rl.report import run_report as report
 from tpu_rl.report.run_note import note_text
 from tpu_rl.settings.run_settings import load_settings

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import TUTORIAL_CONF
+from tpu_rl import prices
 from tpu_rl.cluster import capacity
-from tpu_rl.janitor import capacity_of
-from tpu_rl.report import billing, estimate, prices
+from tpu_rl.janitor.rules import capacity_of
+from tpu_rl.report import billing, estimate
 from tpu_rl.settings.capacity_modes import (
     CAPACITY_MODES,
     COMMITMENT,

@@ -9,7 +9,7 @@ from airflow.sdk.exceptions import ParamValidationError
 
 from tests.conftest import REPO
 from tpu_rl.dag.params import dag_params
-from tpu_rl.janitor_params import JanitorParams, janitor_params
+from tpu_rl.janitor.params import JanitorParams, janitor_params
 from tpu_rl.settings.metadata import Section
 from tpu_rl.settings.run_settings import (
     OPTIONAL_SETTINGS,

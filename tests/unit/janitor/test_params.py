@@ -8,7 +8,7 @@ from unittest import mock
 import pytest
 from airflow.sdk.definitions.param import ParamsDict
 
-from tpu_rl.janitor_params import JanitorParams, JanitorParamsError, janitor_params
+from tpu_rl.janitor.params import JanitorParams, JanitorParamsError, janitor_params
 from tpu_rl.operators.janitor import run_params
 
 

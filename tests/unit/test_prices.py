@@ -9,8 +9,8 @@ import json
 import pytest
 
 from tests.conftest import REPO
+from tpu_rl import prices
 from tpu_rl.plan import main as plan
-from tpu_rl.report import prices
 from tpu_rl.settings.capacity_modes import COMMITMENT, capacity_mode
 from tpu_rl.settings.run_settings import load_settings
 

@@ -13,7 +13,7 @@ from typing import Any
 from tpu_rl import deployment
 from tpu_rl.cluster.blueprint import CLUSTER_DAG_LABEL, CLUSTER_DEPLOYMENT_LABEL
 from tpu_rl.cluster.blueprint import MANAGED_BY as CLUSTER_MANAGED_BY
-from tpu_rl.janitor_params import JanitorParams
+from tpu_rl.janitor.params import JanitorParams
 from tpu_rl.layout import MANAGED_BY, RUN_ID_ANNOTATION
 from tpu_rl.names import DAG_ID
 from tpu_rl.settings.capacity_modes import CAPACITY_MODES

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from google.cloud.container_v1 import Cluster
 
-from tpu_rl.janitor import destroy_settings
-from tpu_rl.janitor_params import JanitorParams
+from tpu_rl.janitor.params import JanitorParams
+from tpu_rl.janitor.rules import destroy_settings
 from tpu_rl.settings.run_settings import load_settings
 
 PARAMS = JanitorParams(
