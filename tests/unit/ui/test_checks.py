@@ -58,6 +58,9 @@ def test_a_json_column_is_decoded_as_airflow_decodes_an_xcom():
         (training_progress, {"total_steps": 5}, "the progress's step should be a number but is n"),
         (curves, {"series": {"loss": [[1, 2, 3]]}}, "a point of loss should be [step, value]"),
         (anomaly, {"step": 3}, "the anomaly's rule should be a text but is null"),
+        # the page's line reads why, step and anomaly_step: one missing is this row's problem
+        (anomaly, {"rule": "x", "step": 3, "anomaly_step": 3}, "the anomaly's why should be"),
+        (anomaly, {"rule": "x", "why": "y", "step": 3}, "the anomaly's anomaly_step should be a"),
         (conf, "x", "the run's conf should be an object but is a text"),
     ],
 )
