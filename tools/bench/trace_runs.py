@@ -57,7 +57,10 @@ CONF = {
     "capacity_end": {**FLEX, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1},
     "calendar_end": {**SETTINGS, "capacity": "calendar", "num_batches": 60, "checkpoint_period": 2,
                      "capacity_ladder": f"calendar@{ZONE_B}, flex_start@{ZONE_A}",
-                     "training_timeout_minutes": 2400},
+                     # as tests/e2e/test_capacity_end.py's CALENDAR: each rung's cluster limit
+                     # (2 x 45 min) keeps the worst case within the DAG's time limit beside the
+                     # long training limit (validate refuses the run otherwise)
+                     "training_timeout_minutes": 2400, "cluster_timeout_minutes": 45},
     "spot": {**SPOT, "num_batches": 16, "checkpoint_period": 4, "max_training_restarts": 1},
 }  # fmt: skip
 TRACE_WORKLOADS = Workloads(train_step_s=TRACE_STEP_S, provisioning_delay_s=PROVISIONING_DELAY_S,
@@ -131,7 +134,12 @@ def ends(run: dict[str, Any]) -> list[float]:
 
 
 def problems(run: dict[str, Any], job: str) -> list[str]:
-    found = [] if run["run_state"] == "success" else [f"the {job} run ended {run['run_state']}"]
+    failed = sorted(t for t, state in run["tasks_not_success"].items() if state == "failed")
+    found = (
+        []
+        if run["run_state"] == "success"
+        else [f"the {job} run ended {run['run_state']} (failed: {', '.join(failed) or 'none'})"]
+    )
     return found + ([] if ends(run) else [f"the {job} run logged no training step"])
 
 

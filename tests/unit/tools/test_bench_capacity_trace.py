@@ -3,8 +3,17 @@ step times."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import pytest
+
 from sandbox.ledger import Lifetime
+from tests.budgets import step_budgets
+from tests.support.run_dag import DAY
+from tools.bench import trace_runs
 from tools.bench import trace_spans as ts
+from tpu_rl.dag import run_limits
+from tpu_rl.settings.run_settings import load_settings
 
 
 def test_steps_merge_into_training_spans():
@@ -51,3 +60,15 @@ def test_capacity_events_count_rungs_left_and_attempts_ended_for_capacity():
     assert ts.capacity_events(["no_slice", "ready"], ["completed"]) == 1
     assert ts.capacity_events([], ["stopped_at_save", "completed"]) == 1
     assert ts.capacity_events(["stockout", "no_slice", "ready"], ["capacity_lost", "error"]) == 3
+
+
+SANDBOX_RETRY_DELAY = timedelta(seconds=1)  # sandbox/airflow_env.py's default_task_retry_delay
+
+
+@pytest.mark.parametrize("job", sorted(trace_runs.CONF))
+def test_each_trace_run_passes_validate(job):
+    """validate refuses a run whose time limits exceed the DAG's dagrun_timeout: a bench run
+    refused there ends failed with no training step and its figure is lost (the calendar run's
+    long training limit needed its cluster limit lowered, as the e2e calendar test does)."""
+    s = load_settings({**trace_runs.CONF[job]})
+    assert run_limits.budget_problem(s, 3 * DAY, step_budgets(SANDBOX_RETRY_DELAY)) is None
