@@ -24,9 +24,6 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.deployment",
         "tpu_rl.janitor",
         "tpu_rl.janitor.params",
-        "tpu_rl.kube",
-        "tpu_rl.kube.objects",
-        "tpu_rl.kube.swept",  # cleanup_kubernetes's doc names the swept kinds (kube.objects only)
         "tpu_rl.names",
         "tpu_rl.operators",
         "tpu_rl.operators.backend",

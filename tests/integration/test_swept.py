@@ -5,6 +5,7 @@ other change."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import kubernetes
 import pytest
@@ -108,7 +109,7 @@ def test_a_kind_added_to_the_table_is_swept_with_no_other_change(emu, monkeypatc
 def test_a_kind_the_cluster_does_not_serve_is_none(emu, monkeypatch):
     """No JobSet CRD installed: the API server answers 404 on the list; there is none of it,
     and the other kinds are swept."""
-    unserved = SWEPT_KINDS[0]._replace(group="example.com", plural="widgets")
+    unserved = replace(SWEPT_KINDS[0], group="example.com", plural="widgets")
     monkeypatch.setattr(swept, "SWEPT_KINDS", (unserved, *SWEPT_KINDS[1:]))
     run_objects(emu, "a")
     removed, errors = sweep(client(emu), NS, "run=a")

@@ -14,7 +14,6 @@ from kubernetes.client import CoreV1Api, CustomObjectsApi
 from tpu_rl import deployment
 from tpu_rl.dag.limits import CLEANUP, short_step
 from tpu_rl.dag.links import GkeWorkloadsLink
-from tpu_rl.kube.swept import kinds_text
 from tpu_rl.names import Step
 from tpu_rl.operators.run_step import OnRunCluster
 
@@ -79,12 +78,12 @@ class CleanupKubernetesOperator(RunClusterStep):
     kind runs regardless."""
 
     step_id = Step.CLEANUP_KUBERNETES
-    step_doc = f"""
+    step_doc = """
 A teardown: runs however the run ends (failed, marked failed) once the cluster or the token
 Secret was set up, and deletes the run's Kubernetes objects. Retries; whatever it cannot remove,
 the `tpu_rl_janitor` DAG removes later.
 
-It deletes the {kinds_text()} labelled with this run, in that order.
+It deletes the JobSets, Jobs and Secrets labelled with this run, in that order.
 """
     limit = short_step(4, CLEANUP)
     operator_extra_links = (GkeWorkloadsLink(),)
