@@ -26,8 +26,9 @@ class Limit(NamedTuple):
     where it counts (`role`: WORK, SIDE or CLEANUP).
 
     `total`: the limit holds for all tries together (a deadline fixed at the first start).
-    Defined at each parse of the DAG file: a NamedTuple class is made in 0.07 ms, a frozen
-    dataclass's generated methods in 0.5 ms (timeit, Python 3.11), for the same immutable record.
+    Defined at each parse of the DAG file: this NamedTuple class is made in 0.17 ms, a frozen
+    dataclass of the same fields in 0.63 ms (its generated methods; Python 3.11, postponed
+    annotations as here), for the same immutable record.
     """
 
     minutes: Callable[[RunSettings], float]

@@ -7,12 +7,13 @@ from datetime import timedelta
 
 import pytest
 
+from sandbox.airflow_env import AIRFLOW_ENV
 from sandbox.ledger import Lifetime
 from tests.budgets import step_budgets
-from tests.support.run_dag import DAY
 from tools.bench import trace_runs
 from tools.bench import trace_spans as ts
 from tpu_rl.dag import run_limits
+from tpu_rl.deployment import DEFAULT_DAGRUN_TIMEOUT_MINUTES
 from tpu_rl.settings.run_settings import load_settings
 
 
@@ -62,7 +63,8 @@ def test_capacity_events_count_rungs_left_and_attempts_ended_for_capacity():
     assert ts.capacity_events(["stockout", "no_slice", "ready"], ["capacity_lost", "error"]) == 3
 
 
-SANDBOX_RETRY_DELAY = timedelta(seconds=1)  # sandbox/airflow_env.py's default_task_retry_delay
+# the sandbox's retry delay; the bench's runs keep the deployment's default dagrun_timeout
+SANDBOX_RETRY_DELAY = timedelta(seconds=int(AIRFLOW_ENV["AIRFLOW__CORE__DEFAULT_TASK_RETRY_DELAY"]))
 
 
 @pytest.mark.parametrize("job", sorted(trace_runs.CONF))
@@ -71,4 +73,5 @@ def test_each_trace_run_passes_validate(job):
     refused there ends failed with no training step and its figure is lost (the calendar run's
     long training limit needed its cluster limit lowered, as the e2e calendar test does)."""
     s = load_settings({**trace_runs.CONF[job]})
-    assert run_limits.budget_problem(s, 3 * DAY, step_budgets(SANDBOX_RETRY_DELAY)) is None
+    budgets = step_budgets(SANDBOX_RETRY_DELAY)
+    assert run_limits.budget_problem(s, DEFAULT_DAGRUN_TIMEOUT_MINUTES, budgets) is None
