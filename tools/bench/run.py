@@ -23,6 +23,7 @@ from tools.bench import (
     dag_runs,
     log_reads,
     parse,
+    promotions,
     real_runs,
     restart,
     training_health,
@@ -35,6 +36,7 @@ def measure_all(tmp: Path, done: Callable[[dict[str, dict[str, Any]]], None]) ->
     """Measure everything; `done` gets each phase's metrics as soon as they are in."""
     done(parse.measure())
     done(real_runs.measure())  # the watchdog on the corpus of real GRPO runs
+    done(promotions.measure())  # the paired verdict against mean against mean
     spot = capacity.start_spot(tmp)  # counts steps: beside the phases that count bytes
     box = Sandbox(tmp / "waits")
     box.tmp.mkdir()
