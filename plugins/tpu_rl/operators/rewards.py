@@ -107,7 +107,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             spend=training_spend(s),  # progress lines; the spend limit's stop
             health=self.attempt_health_rules(s, history),  # the watchdog's, for this attempt
             progress_every_s=s.progress_report_minutes * 60.0,  # the page's and note's
-        ).as_dict()
+        )
 
     def ended_wait(self, context: Context) -> dict[str, Any] | None:
         """The reward trigger's event when the training Job has already ended (a retry after

@@ -6,10 +6,13 @@ import asyncio
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.google.cloud.operators.kubernetes_engine import GKEOperatorMixin
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+
+if TYPE_CHECKING:
+    from tpu_rl.watch.rules import WatchRules
 
 # What the wait uses (the trigger: aiohttp, kubernetes_asyncio; the log follower) is imported
 # where it runs, not when the DAG file is parsed.
@@ -80,9 +83,9 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
         self.deferrable = deferrable
         self.deadline_cap: float | None = None  # epoch seconds no wait may outlast
         self.keep_backend = False  # a successful wait leaves the backend running (RewardTrigger)
-        # what stops training or says its progress (tpu_rl.watch.rules.WatchRules as JSON:
-        # the rules' defaults unless the task sets them from the run's settings)
-        self.watch: dict[str, Any] | None = None
+        # what stops training or says its progress: the rules' defaults unless the task sets
+        # them from the run's settings (JSON in the follower's arguments: follow_args)
+        self.watch: WatchRules | None = None
         self.tensorboard_dir: str | None = None  # the run's event files (rewards.event_files)
 
     def execute(self, context: Context) -> Any:
@@ -151,7 +154,7 @@ class RewardSensor(GKEOperatorMixin, BaseSensorOperator):
             "container_name": self.container_name,
             "backend_jobset_name": self.backend_jobset_name,
             "pending_timeout": self.pending_timeout,
-            "watch": self.watch,
+            "watch": self.watch.as_dict() if self.watch is not None else None,
             "tensorboard_dir": self.tensorboard_dir,
             "tensorboard_every_s": self.poll_interval,
         }

@@ -145,9 +145,9 @@ def ended(effects: list[Effect]) -> Result | None:
 def unhealthy_event(state: FollowState) -> Result | None:
     """The event of the fatal watchdog rule the state recorded (tpu_rl.watch.health), if any:
     the rule, step, evidence and anomaly step, and what health_action does next."""
-    if (anomaly := health.fatal(state.health)) is None:
+    if state.health is None or (anomaly := health.fatal(state.health)) is None:
         return None
-    action = health.Rules.from_dict((state.health or {}).get("rules")).action
+    action = state.health["rules"].action
     return {
         **error_event(WaitEnd.TRAINING_UNHEALTHY, health.describe(anomaly)),
         "anomaly": anomaly,

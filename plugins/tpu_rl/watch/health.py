@@ -117,7 +117,7 @@ class Anomaly(TypedDict):
 class Memory(TypedDict, total=False):
     """The watchdog's memory (JSON: FollowState.health, carried by the saved position)."""
 
-    rules: dict[str, Any]  # Rules.as_dict()
+    rules: Rules  # this attempt's (as a dict in JSON: FollowState.as_dict, from_dict)
     fatal: Anomaly | None  # the first fatal rule's anomaly
     last: list[float]  # the newest step line: [step, log time]
     intervals: list[float]  # the newest step intervals, seconds per step
@@ -192,7 +192,7 @@ def _default_rules() -> Rules:
 
 def armed(memory: Memory | None, rules: Rules) -> Memory:
     """The watchdog's memory with these rules (a resumed memory keeps what it has seen)."""
-    return {**(memory or {}), "rules": rules.as_dict()}
+    return {**(memory or {}), "rules": rules}
 
 
 def fatal(memory: Memory | None) -> Anomaly | None:
@@ -210,7 +210,7 @@ def on_step(
 ) -> tuple[Memory, list[str]]:
     """Judge one step line (`at`: its log time; `perplexity`: None when the line has none):
     the new memory and the warnings to log."""
-    rules = Rules.from_dict(memory.get("rules"))
+    rules = memory["rules"]
     seen = memory.copy()
     line = redact(text.strip())
     evidence = [*seen.get("evidence", []), line][-EVIDENCE_KEPT:]
@@ -258,7 +258,7 @@ def on_step(
 def on_eval(memory: Memory, step: int, mean_reward: Any, text: str) -> Memory:
     """Judge one Intermediate Eval line (`mean_reward`: as logged, nan included; None when the
     line has none): the new memory (best mean_reward, a non-finite one, a collapse)."""
-    rules = Rules.from_dict(memory.get("rules"))
+    rules = memory["rules"]
     if not isinstance(mean_reward, int | float):
         return memory
     if not math.isfinite(mean_reward):
@@ -307,7 +307,7 @@ def _note_reward(seen: Memory, step: int, mean: float) -> Memory:
 
 
 def _judge_kl(seen: Memory, step: int, kl: float, source: str) -> Memory:
-    rules = Rules.from_dict(seen.get("rules"))
+    rules = seen["rules"]
     kls = list(seen.get("kls") or [])
     typical = _median([abs(x) for x in kls]) if len(kls) >= KL_WINDOW // 2 else None
     over = typical is not None and kl > rules.kl_factor * typical and kl > rules.kl_floor
@@ -350,7 +350,7 @@ def _judge_spread(seen: Memory, tag: str, step: int, value: float, source: str) 
         return seen
     first, count = seen.get("flat") or [step, 0]
     seen["flat"] = [first, count + 1]
-    rules = Rules.from_dict(seen.get("rules"))
+    rules = seen["rules"]
     best = seen.get("best_batch")
     saturated = best is not None and score[SCORE_MAX] >= best - SPREAD_EPS
     if (
@@ -377,7 +377,7 @@ def on_quiet(memory: Memory | None, now: float) -> Memory | None:
     with a stall recorded, or None when there is none."""
     if not memory or fatal(memory) is not None or memory.get("last") is None:
         return None
-    rules = Rules.from_dict(memory.get("rules"))
+    rules = memory["rules"]
     intervals = memory.get("intervals") or []
     if not rules.stall_factor or len(intervals) < MIN_INTERVALS:
         return None

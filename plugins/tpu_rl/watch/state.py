@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tpu_rl.watch.health import Memory
+from tpu_rl.watch.health import Memory, Rules
 
 
 @dataclass
@@ -56,6 +56,8 @@ class FollowState:
         values = {k: v for k, v in (data or {}).items() if k in known}
         if isinstance(values.get("seen_at_last_time"), list):  # saved as hashes before
             values["seen_at_last_time"] = len(values["seen_at_last_time"])
+        if "rules" in (memory := values.get("health") or {}):  # saved as a dict (as_dict)
+            values["health"] = {**memory, "rules": Rules.from_dict(memory["rules"])}
         return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from tpu_rl.settings.choices import HealthAction
+from tpu_rl.watch import health
 from tpu_rl.watch.state import FollowState
 
 
@@ -20,6 +22,15 @@ def test_a_state_comes_back_from_its_json_as_it_was():
         event_offsets={"events.out.tfevents.1": 120},
     )
     assert FollowState.from_dict(json.loads(json.dumps(state.as_dict()))) == state
+
+
+def test_the_watchdogs_rules_come_back_typed_from_the_json_of_its_memory():
+    rules = health.Rules.defaults(spike_factor=4.0, action=HealthAction.EXPORT_HEALTHY)
+    state = FollowState(health=health.armed({"last": [3, 9.0]}, rules))
+    back = FollowState.from_dict(json.loads(json.dumps(state.as_dict())))
+    assert back == state and back.health is not None
+    assert back.health["rules"] is not rules and back.health["rules"] == rules
+    assert back.health["rules"].action is HealthAction.EXPORT_HEALTHY
 
 
 def test_an_older_or_foreign_position_is_read_without_what_it_does_not_know():
