@@ -55,6 +55,11 @@ class TrainingFaults:
     # every completion of global step k's batch scores the same from this step on (TensorBoard
     # only: rewards/train/score/max == min): GRPO's advantages are all 0, nothing is learned
     reward_spread_collapse_at_step: int | None = None
+    # reward hacking: from this step the completions grow, up to `length_drift_factor` times
+    # their length 20 steps later, while the batch reward keeps rising (TensorBoard only; no
+    # health rule sees it, the model is not damaged as the watchdog judges)
+    length_drift_from_step: int | None = None
+    length_drift_factor: float = 3.0
     # the faults strike the run's first GRPO client process only: a resumed attempt trains
     # healthily (a transient fault, health_action=resume's case)
     first_attempt_only: bool = False
@@ -170,10 +175,14 @@ class TrainingCurve:
         return max(reward, 0.0)
 
     def mean_length(self, step: int) -> float:
-        """completions/train/mean_length: about 300 tokens; the full 1024 once NaN (garbage)."""
+        """completions/train/mean_length: about 300 tokens; the full 1024 once NaN (garbage);
+        growing to length_drift_factor times that over 20 steps from length_drift_from_step."""
         if self.faults.non_finite(step):
             return 1024.0
-        return 300.0 + self._draw(step, "length").uniform(-40.0, 40.0)
+        length = 300.0 + self._draw(step, "length").uniform(-40.0, 40.0)
+        if (start := self.faults.length_drift_from_step) is not None and step >= start:
+            length *= 1 + (self.faults.length_drift_factor - 1) * min((step - start) / 20, 1.0)
+        return length
 
 
 def perplexity(loss: float) -> float:

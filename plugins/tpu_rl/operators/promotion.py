@@ -4,6 +4,7 @@ export to the deployment's champion."""
 from __future__ import annotations
 
 import inspect
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from tpu_rl.promotion.approval_notice import ApprovalRequestNotifier
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tpu_rl.heldout.hold import Hold
     from tpu_rl.promotion.approval_text import ApprovalCase
     from tpu_rl.settings.fields import RunSettings
 
@@ -37,11 +39,25 @@ def _approval_minutes(s: RunSettings) -> float:
     return s.approval_timeout_minutes if s.approval == "required" else STEP_MINUTES
 
 
+def held_wait(context: Context, s: RunSettings) -> timedelta:
+    """How long a held approval of a run without `approval=required` waits: its
+    approval_timeout_minutes, or less when the run's time limit has less left (its work
+    deadline: dagrun_timeout less the teardowns' reserve). Such a wait is in no step's limit,
+    so a held run still ends within its dagrun_timeout."""
+    from tpu_rl.dag.run_limits import work_deadline
+
+    wait = timedelta(minutes=s.approval_timeout_minutes)
+    if (deadline := work_deadline(context, s)) is None:
+        return wait
+    return max(timedelta(seconds=1), min(wait, timedelta(seconds=deadline - time.time())))
+
+
 class ApproveExportOperator(RunStep, ApprovalOperator):
     """Airflow's ApprovalOperator with the run's comparison as its body (the base model, the
     champion and this export side by side, the gate's and the comparison's verdicts, the TPU
     cost so far), when the run's `approval` is `required`; otherwise it passes at once (returns
-    {"approval": "none"}). Its notifier puts the link to the decision in the run's note.
+    {"approval": "none"}) unless the training's curves hold it for a person
+    (tpu_rl.heldout.hold). Its notifier puts the link to the decision in the run's note.
 
     Passing rather than skipping: a skipped `approve` would skip `promote` too, and skipped then
     means one thing only: not promoted (the champion won, or a person said no). A reject, or no
@@ -61,7 +77,10 @@ link. Its text puts the base model, the champion and this export side by side, w
 and the champion comparison's verdicts and the TPU cost so far. **Approve** promotes the export;
 **Reject** leaves it where it is, unpromoted, and the run still succeeds (its note says so). No
 answer within `approval_timeout_minutes` answers `approval_timeout_answer` (by default reject;
-the form highlights that option). With `approval=none` it passes at once.
+the form highlights that option). With `approval=none` it passes at once, unless the training
+shows reward hacking: the batch reward rose while the completion length moved past
+`hold_length_drift` times its start. Then it asks a person, with that evidence on the page, and
+waits `approval_timeout_minutes` or what the run's time limit has left, whichever is shorter.
 """
     limit = Limit(_approval_minutes, 1, ("approval_timeout_minutes",))
     operator_extra_links = (ExportLink(),)
@@ -94,12 +113,16 @@ the form highlights that option). With `approval=none` it passes at once.
         layout = self.run_layout(context)
         ti = context["ti"]
         s = layout.settings
-        if s.approval != "required":
+        hold = self.reward_hacking_hold(context, s.hold_length_drift)
+        if s.approval != "required" and hold is None:
             self.log.info("approval=none: the export is promoted without asking.")
             ti.xcom_push(key=ANSWER_KEY, value={"approval": NOT_REQUIRED})
             return {"approval": NOT_REQUIRED}
-        # the run's approval_timeout_minutes, capped at its work deadline (RunStep.pre_execute)
-        self.response_timeout = time_left(self) or timedelta(minutes=s.approval_timeout_minutes)
+        if s.approval == "required":
+            # approval_timeout_minutes, capped at the run's work deadline (RunStep.pre_execute)
+            self.response_timeout = time_left(self) or timedelta(minutes=s.approval_timeout_minutes)
+        else:  # held: the step's limit counts no person's wait (validate's budget)
+            self.response_timeout = held_wait(context, s)
         # what the scheduler answers at the timeout, and the option the form highlights: the
         # request's `defaults` (Airflow 3.3 jobs/scheduler_job_runner.py
         # check_awaiting_input_timeouts; HITLTrigger._handle_timeout before it)
@@ -114,10 +137,24 @@ the form highlights that option). With `approval=none` it passes at once.
             capacity=s.capacity,
             timeout_option=self.defaults[0],
             deadline=datetime.now(UTC) + self.response_timeout,
+            hold=hold,
         )
         self.approval_case = case
         self.body = approval_body(case)
         return super().execute(context)
+
+    def reward_hacking_hold(self, context: Context, max_drift: float) -> Hold | None:
+        """The evidence of reward hacking in the training's curves (wait_for_rewards' XCom),
+        which makes a person approve whatever the run's approval setting; None without."""
+        from tpu_rl.heldout.hold import length_drift_hold
+        from tpu_rl.watch.curves import XCOM_KEY
+
+        found = context["ti"].xcom_pull(task_ids=Step.WAIT_FOR_REWARDS, key=XCOM_KEY)
+        hold = length_drift_hold(found if isinstance(found, dict) else None, max_drift)
+        if hold is not None:
+            evidence = "; ".join(hold.evidence)
+            self.log.warning("Promotion waits for a person: %s (%s)", hold.reason, evidence)
+        return hold
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """The answer, kept as the XCom `answer` first: on Reject the operator skips `promote`

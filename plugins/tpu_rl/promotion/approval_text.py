@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tpu_rl.heldout.hold import Hold
 from tpu_rl.names import Step
 from tpu_rl.promotion.exported import ExportedModel, champion_comparison
 from tpu_rl.promotion.promote import STATE_XCOM
@@ -49,6 +50,7 @@ class ApprovalCase:
     capacity: str
     timeout_option: str = REJECT
     deadline: datetime | None = None
+    hold: Hold | None = None  # the evidence of reward hacking that asked a person to approve
 
 
 def _number(value: Any) -> str:
@@ -153,6 +155,7 @@ def approval_body(case: ApprovalCase) -> str:
         "",
         timeout_text(case),
         "",
+        *hold_section(case.hold),
         "## Evaluation",
         "",
         *metrics_table(evaluation_columns(case)),
@@ -178,9 +181,30 @@ def metric_lines(case: ApprovalCase) -> dict[str, str]:
     }
 
 
-def verdict_lines(case: ApprovalCase) -> list[str]:
-    """The gate's and the champion comparison's verdicts, the cost, what no answer does."""
+def hold_line(hold: Hold) -> str:
+    return f"Held for a person's approval: {hold.reason}."
+
+
+def hold_section(hold: Hold | None) -> list[str]:
+    """The body's section on why promotion waits for a person whatever the run's approval
+    setting (tpu_rl.heldout.hold); nothing without a hold."""
+    if hold is None:
+        return []
     return [
+        "## Held: possible reward hacking",
+        "",
+        hold_line(hold),
+        "",
+        *(f"- {e}" for e in hold.evidence),
+        "",
+    ]
+
+
+def verdict_lines(case: ApprovalCase) -> list[str]:
+    """The hold, the gate's and the champion comparison's verdicts, the cost, what no answer
+    does."""
+    return [
+        *([hold_line(case.hold)] if case.hold else []),
         gate_verdict(case.gate),
         champion_verdict(case.comparison),
         cost_line(case),

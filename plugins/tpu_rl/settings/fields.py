@@ -706,6 +706,16 @@ class RunSettings:
         "before it becomes the deployment's champion, after the TPUs and cluster are released; "
         "none: it is promoted without asking.",
     )
+    hold_length_drift: float = RUN.setting(
+        2.0,
+        "Hold on completion length drift",
+        description="Reward hacking hold: when the batch reward rose while the mean completion "
+        "length (TensorBoard completions/train/mean_length) moved past this many times its start, "
+        "longer or shorter, promotion waits for a person's approval with that evidence, even with "
+        "approval=none (the real Tunix GRPO runs of sandbox/corpus move it 0.98 to 1.44 "
+        "times); 0: off.",
+        at_least=0,
+    )
     approval_timeout_minutes: int = RUN.limit(
         DAY,
         "Approval",

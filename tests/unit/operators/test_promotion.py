@@ -28,7 +28,7 @@ def test_approval_is_airflows_own_with_a_timeout_that_rejects():
 
 def test_without_approval_it_passes_at_once(monkeypatch):
     op = ApproveExportOperator()
-    layout = SimpleNamespace(settings=SimpleNamespace(approval="none"))
+    layout = SimpleNamespace(settings=SimpleNamespace(approval="none", hold_length_drift=2.0))
     monkeypatch.setattr(op, "run_layout", lambda context: layout)
     ti = PushingTI()
     assert op.execute({"ti": ti}) == {"approval": "none"}
@@ -79,7 +79,9 @@ class AskingTI(PushingTI):
         }
 
 
-def ask(monkeypatch, op: ApproveExportOperator, answer: str) -> list[str] | None:
+def ask(
+    monkeypatch, op: ApproveExportOperator, answer: str, approval: str = "required", ti=None
+) -> list[str] | None:
     """Run approve's execute up to the wait; the defaults stored with the request (what the
     scheduler answers at the timeout)."""
     from airflow.providers.standard.operators import hitl
@@ -91,7 +93,8 @@ def ask(monkeypatch, op: ApproveExportOperator, answer: str) -> list[str] | None
     monkeypatch.setattr(hitl, "upsert_hitl_detail", lambda **request: stored.update(request))
     monkeypatch.setattr(run_cost, "count_run_cost", lambda layout, context: TPU)
     settings = SimpleNamespace(
-        approval="required",
+        approval=approval,
+        hold_length_drift=2.0,
         approval_timeout_minutes=60,
         approval_timeout_answer=answer,
         capacity="spot",
@@ -99,9 +102,13 @@ def ask(monkeypatch, op: ApproveExportOperator, answer: str) -> list[str] | None
     layout = SimpleNamespace(run_id=RUN_ID, settings=settings)
     monkeypatch.setattr(op, "run_layout", lambda context: layout)
     with pytest.raises(TaskAwaitingInput):  # Airflow 3.3: the task waits in awaiting_input
-        op.execute({**asking_context(op), "ti": AskingTI()})
+        op.execute({**asking_context(op), "ti": ti or AskingTI()})
     assert "| mean_reward | 0.9000 | 1.1000 | 1.2000 |" in stored["body"]
+    asked.update(stored)
     return stored["defaults"]
+
+
+asked: dict = {}  # the last request ask() stored
 
 
 def timed_out(defaults: list[str]) -> dict:
@@ -151,3 +158,57 @@ def test_a_timeout_approves_when_the_run_says_so(monkeypatch):
     ]
     ti.values[(Step.PROMOTE, "return_value")] = {"registry_version": None}
     assert run_promotion(ti) == "promoted (approved on timeout: approval_timeout_answer=approve)"
+
+
+def drifting_curves() -> dict:
+    """Curves whose batch reward rose while the completion length tripled."""
+    from tpu_rl.watch import curves
+
+    series = {
+        curves.REWARD_MEAN: [[i, 0.1 + 0.01 * i] for i in range(40)],
+        curves.LENGTH: [[i, 300.0 * (1 + 2 * i / 39)] for i in range(40)],
+    }
+    return {"stride": 1, "series": series, "last": {}}
+
+
+def test_a_run_held_for_reward_hacking_asks_a_person_even_without_approval(monkeypatch):
+    from tpu_rl.watch.curves import XCOM_KEY
+
+    ti = AskingTI()
+    ti.values[(Step.WAIT_FOR_REWARDS, XCOM_KEY)] = drifting_curves()
+    assert ask(monkeypatch, in_a_dag(), "reject", approval="none", ti=ti) == ["Reject"]
+    body = asked["body"]
+    assert "## Held: possible reward hacking" in body
+    assert "the training reward rose while the completion length grew 2.2 times" in body
+    assert "- completion length (completions/train/mean_length) 369.2 tokens -> 830.8" in body
+
+
+def test_curves_without_drift_let_a_run_without_approval_pass(monkeypatch):
+    from tpu_rl.watch.curves import LENGTH, XCOM_KEY
+
+    op = ApproveExportOperator()
+    settings = SimpleNamespace(approval="none", hold_length_drift=2.0)
+    monkeypatch.setattr(op, "run_layout", lambda context: SimpleNamespace(settings=settings))
+    steady = drifting_curves()
+    steady["series"][LENGTH] = [[i, 300.0] for i in range(40)]
+    ti = PushingTI()
+    ti.values[(Step.WAIT_FOR_REWARDS, XCOM_KEY)] = steady
+    assert op.execute({"ti": ti}) == {"approval": "none"}
+
+
+def test_a_held_wait_is_the_approval_timeout_or_what_the_run_has_left(monkeypatch):
+    from datetime import timedelta
+
+    from tpu_rl.dag import run_limits
+    from tpu_rl.operators.promotion import held_wait
+
+    s = SimpleNamespace(approval_timeout_minutes=60)
+    now = datetime.now(UTC).timestamp()
+    monkeypatch.setattr(run_limits, "work_deadline", lambda context, s: now + 600)
+    assert timedelta(seconds=590) < held_wait({}, s) <= timedelta(seconds=600)
+    monkeypatch.setattr(run_limits, "work_deadline", lambda context, s: now + 7200)
+    assert held_wait({}, s) == timedelta(minutes=60)
+    monkeypatch.setattr(run_limits, "work_deadline", lambda context, s: now - 5)
+    assert held_wait({}, s) == timedelta(seconds=1)
+    monkeypatch.setattr(run_limits, "work_deadline", lambda context, s: None)
+    assert held_wait({}, s) == timedelta(minutes=60)

@@ -100,3 +100,18 @@ def test_the_verdict_reads_the_steps_results():
         }
     )
     assert run_promotion(ti) == "not promoted: rejected by bo; the export stays"
+
+
+def test_a_held_run_says_why_first_in_the_body_and_the_summary():
+    from tpu_rl.heldout.hold import Hold
+    from tpu_rl.promotion.approval_text import approval_summary
+
+    hold = Hold("the training reward rose while ...", ("batch reward 0.1 -> 0.5", "length x3"))
+    body = approval_body(case(hold=hold))
+    held = body.index("## Held: possible reward hacking")
+    assert held < body.index("## Evaluation")
+    assert "Held for a person's approval: the training reward rose while ...." in body
+    assert "- batch reward 0.1 -> 0.5\n- length x3" in body
+    summary = approval_summary(case(hold=hold))
+    assert "Held for a person's approval: the training reward rose while ...." in summary
+    assert not any(line.startswith("Held") for line in approval_summary(case()))

@@ -1,0 +1,96 @@
+"""The hold on reward hacking: evidence that the training reward rose for the wrong reason, which
+makes promotion wait for a person's approval (approval=none included), never automatic.
+
+Today's evidence is the completion length: the batch reward (TensorBoard
+`rewards/train/score/mean`) rose while the mean completion length
+(`completions/train/mean_length`) drifted past `hold_length_drift` times its start, longer or
+shorter: a policy that pads, truncates or repeats to please its reward function moves its length
+before any held-out score shows it. Each is judged on the wait's curves (tpu_rl.watch.curves):
+the mean of the first and of the last WINDOW share of a series' points. On the 13 real Tunix
+GRPO runs of sandbox/corpus without a fault the length moves 0.98 to 1.44 times.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tpu_rl.watch import curves
+
+WINDOW = 0.25  # the share of a series' points at its start and at its end compared
+MIN_POINTS = 8  # fewer points than this in a series: not judged (too short to tell a trend)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why promotion waits for a person, and the figures that show it."""
+
+    reason: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A series' start and end: the means of its first and last WINDOW of points."""
+
+    tag: str
+    first_step: int
+    last_step: int
+    start: float
+    end: float
+
+    @property
+    def ratio(self) -> float:
+        return self.end / self.start if self.start else float("inf")
+
+    def says(self, what: str, unit: str = "") -> str:
+        return (
+            f"{what} ({self.tag}) {self.start:.4g}{unit} -> {self.end:.4g}{unit} from step "
+            f"{self.first_step} to {self.last_step}"
+        )
+
+
+def trend(found: Mapping[str, Any] | None, tag: str) -> Trend | None:
+    """The start and end of one curve; None when it has fewer than MIN_POINTS points."""
+    points = curves.points(dict(found) if found else None, tag)
+    if len(points) < MIN_POINTS:
+        return None
+    width = max(1, round(len(points) * WINDOW))
+    return Trend(
+        tag=tag,
+        first_step=int(points[0][0]),
+        last_step=int(points[-1][0]),
+        start=statistics.fmean(p[1] for p in points[:width]),
+        end=statistics.fmean(p[1] for p in points[-width:]),
+    )
+
+
+def length_drift_hold(found: Mapping[str, Any] | None, max_drift: float) -> Hold | None:
+    """A hold when the batch reward rose while the completion length moved past `max_drift`
+    times its start (or below its start / `max_drift`); None otherwise, or with max_drift 0
+    (off), or when either curve is too short to judge."""
+    if not max_drift:
+        return None
+    reward, length = trend(found, curves.REWARD_MEAN), trend(found, curves.LENGTH)
+    if reward is None or length is None or reward.end <= reward.start:
+        return None
+    if 1 / max_drift <= length.ratio <= max_drift:
+        return None
+    return Hold(
+        reason=(
+            f"the training reward rose while the completion length {_moved(length.ratio)}, past "
+            f"hold_length_drift {max_drift:g}: a sign of reward hacking"
+        ),
+        evidence=(
+            reward.says("batch reward"),
+            length.says("completion length", " tokens"),
+        ),
+    )
+
+
+def _moved(ratio: float) -> str:
+    if ratio >= 1:
+        return f"grew {ratio:.2g} times"
+    return f"shrank {1 / ratio:.2g} times" if ratio else "shrank to nothing"
