@@ -36,4 +36,5 @@ def test_a_run_whose_completions_grew_as_its_reward_rose_waits_for_a_person(
     assert "the training reward rose while the completion length grew" in body, body
     assert "- completion length (completions/train/mean_length) " in body, body
     note = logged_note(caplog.records)
-    assert "not promoted: the approval timed out (rejected); the export stays" in note, note
+    promotion = "not promoted: the approval timed out (rejected); the export stays; held for a "
+    assert f"{promotion}person because the training reward rose while the completion" in note, note

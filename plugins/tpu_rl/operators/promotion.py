@@ -152,8 +152,11 @@ waits `approval_timeout_minutes` or what the run's time limit has left, whicheve
         found = context["ti"].xcom_pull(task_ids=Step.WAIT_FOR_REWARDS, key=XCOM_KEY)
         hold = length_drift_hold(found if isinstance(found, dict) else None, max_drift)
         if hold is not None:
+            from tpu_rl.promotion.approval_text import HOLD_KEY
+
             evidence = "; ".join(hold.evidence)
             self.log.warning("Promotion waits for a person: %s (%s)", hold.reason, evidence)
+            context["ti"].xcom_push(key=HOLD_KEY, value=hold.reason)  # for the run's verdict
         return hold
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:

@@ -24,6 +24,7 @@ from tpu_rl.settings.choices import EVAL_METRICS
 APPROVE, REJECT = "Approve", "Reject"  # ApprovalOperator.APPROVE / .REJECT (providers-standard)
 NOT_REQUIRED = "none"  # approve's result when the run's approval setting is none
 ANSWER_KEY = "answer"  # approve's XCom: {"approval": "none"} or the chosen option and who chose
+HOLD_KEY = "hold"  # approve's XCom when the training held it for a person: the hold's reason
 BASE, CHALLENGER = "base (pre-training)", "this export (challenger)"
 WHAT_IT_DOES = {
     APPROVE: "the export becomes this deployment's champion",
@@ -272,9 +273,21 @@ def promotion_line(
     approval: Any,
     comparison: Mapping[str, Any] | None,
     failed_state: str | None = None,
+    held: str | None = None,
 ) -> str:
     """The run's one line about its promotion, from promote's, approve's and the comparison's
-    results, and the state a failed promote left (its XCom `state`)."""
+    results, the state a failed promote left (its XCom `state`), and why a person was asked
+    when the run's settings did not ask one (`held`: tpu_rl.heldout.hold)."""
+    line = _promotion(promoted, approval, comparison, failed_state)
+    return f"{line}; held for a person because {held}" if held else line
+
+
+def _promotion(
+    promoted: Mapping[str, Any] | None,
+    approval: Any,
+    comparison: Mapping[str, Any] | None,
+    failed_state: str | None,
+) -> str:
     decision = approval_decision(approval)
     if isinstance(promoted, Mapping):
         where = promoted.get("registry_version")
@@ -293,9 +306,11 @@ def run_promotion(ti: Any) -> str:
     """The run's promotion line from its task instance's view of the XComs."""
     promoted = ti.xcom_pull(task_ids=Step.PROMOTE)
     state = ti.xcom_pull(task_ids=Step.PROMOTE, key=STATE_XCOM)
+    held = ti.xcom_pull(task_ids=Step.APPROVE, key=HOLD_KEY)
     return promotion_line(
         promoted if isinstance(promoted, Mapping) else None,
         ti.xcom_pull(task_ids=Step.APPROVE, key=ANSWER_KEY),
         champion_comparison(ti),
         state if isinstance(state, str) else None,
+        held if isinstance(held, str) else None,
     )

@@ -115,3 +115,10 @@ def test_a_held_run_says_why_first_in_the_body_and_the_summary():
     summary = approval_summary(case(hold=hold))
     assert "Held for a person's approval: the training reward rose while ...." in summary
     assert not any(line.startswith("Held") for line in approval_summary(case()))
+
+
+def test_the_verdict_says_why_a_person_was_asked_when_the_run_held_it():
+    timed_out = {"chosen_options": ["Reject"], "responded_by_user": None}
+    line = promotion_line(None, timed_out, COMPARISON, held="the reward rose while ...")
+    assert line.endswith("; held for a person because the reward rose while ..."), line
+    assert "held" not in promotion_line(None, timed_out, COMPARISON)
