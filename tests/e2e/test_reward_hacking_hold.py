@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
 from sandbox.training_curve import TrainingFaults
 from tests.support.approval_wait import approval_body, scheduler_timeout_sweep
 
 CONF = {
     **SETTINGS,
-    "num_batches": 60,
+    "num_batches": 40,
     "checkpoint_period": 20,
     "approval": "none",
     "approval_timeout_minutes": 1,
 }
 
 
+# the approval's minute beside the run: test_one_cost's approval scenario takes the same limit
+@pytest.mark.timeout(600)
 def test_a_run_whose_completions_grew_as_its_reward_rose_waits_for_a_person(
     airflow_db, tmp_path, caplog
 ):
     caplog.set_level(logging.INFO, logger="tpu_rl")
-    hacking = TrainingFaults(length_drift_from_step=20)
+    hacking = TrainingFaults(length_drift_from_step=10)
     with Sandbox(tmp_path).up() as box, scheduler_timeout_sweep():
         result = box.run(CONF, Workloads(train_faults=hacking))
     assert result.task_states["verify"] == "success", result.why()
