@@ -52,9 +52,12 @@ class Trend:
         )
 
 
-def trend(found: Mapping[str, Any] | None, tag: str) -> Trend | None:
-    """The start and end of one curve; None when it has fewer than MIN_POINTS points."""
+def trend(found: Mapping[str, Any] | None, tag: str, before: int | None = None) -> Trend | None:
+    """The start and end of one curve, its points before TensorBoard step `before` only when
+    given; None when it has fewer than MIN_POINTS points."""
     points = curves.points(dict(found) if found else None, tag)
+    if before is not None:
+        points = [p for p in points if p[0] < before]
     if len(points) < MIN_POINTS:
         return None
     width = max(1, round(len(points) * WINDOW))
@@ -67,13 +70,20 @@ def trend(found: Mapping[str, Any] | None, tag: str) -> Trend | None:
     )
 
 
-def length_drift_hold(found: Mapping[str, Any] | None, max_drift: float) -> Hold | None:
+def length_drift_hold(
+    found: Mapping[str, Any] | None, max_drift: float, exported_step: int | None = None
+) -> Hold | None:
     """A hold when the batch reward rose while the completion length moved past `max_drift`
     times its start (or below its start / `max_drift`); None otherwise, or with max_drift 0
-    (off), or when either curve is too short to judge."""
+    (off), or when either curve is too short to judge.
+
+    Judged on the training of the exported checkpoint only: the rollouts of its updates, the
+    TensorBoard steps before `exported_step` (a rollout's step is one lower than its update's,
+    tpu_rl.watch.curves), not what came after it (a NaN's garbage after a healthy export)."""
     if not max_drift:
         return None
-    reward, length = trend(found, curves.REWARD_MEAN), trend(found, curves.LENGTH)
+    reward = trend(found, curves.REWARD_MEAN, exported_step)
+    length = trend(found, curves.LENGTH, exported_step)
     if reward is None or length is None or reward.end <= reward.start:
         return None
     if 1 / max_drift <= length.ratio <= max_drift:

@@ -147,16 +147,26 @@ waits `approval_timeout_minutes` or what the run's time limit has left, whicheve
         """The evidence of reward hacking in the training's curves (wait_for_rewards' XCom),
         which makes a person approve whatever the run's approval setting; None without."""
         from tpu_rl.heldout.hold import length_drift_hold
+        from tpu_rl.promotion.exported import exported_model
         from tpu_rl.watch.curves import XCOM_KEY
 
-        found = context["ti"].xcom_pull(task_ids=Step.WAIT_FOR_REWARDS, key=XCOM_KEY)
-        hold = length_drift_hold(found if isinstance(found, dict) else None, max_drift)
+        ti = context["ti"]
+        found = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS, key=XCOM_KEY)
+        try:
+            step = exported_model(ti).step
+        except ValueError:  # no export result: judged on the whole curves
+            step = None
+        hold = length_drift_hold(
+            found if isinstance(found, dict) else None,
+            max_drift,
+            step if isinstance(step, int) else None,
+        )
         if hold is not None:
             from tpu_rl.promotion.approval_text import HOLD_KEY
 
             evidence = "; ".join(hold.evidence)
             self.log.warning("Promotion waits for a person: %s (%s)", hold.reason, evidence)
-            context["ti"].xcom_push(key=HOLD_KEY, value=hold.reason)  # for the run's verdict
+            ti.xcom_push(key=HOLD_KEY, value=hold.reason)  # for the run's verdict
         return hold
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:

@@ -88,3 +88,12 @@ def test_no_hold_when_the_reward_fell_the_length_stayed_the_rule_is_off_or_too_f
     short = MIN_POINTS - 1
     assert length_drift_hold(drawn(RISING[:short], tripled[:short]), 2.0) is None
     assert length_drift_hold(None, 2.0) is None
+
+
+def test_only_the_training_of_the_exported_checkpoint_is_judged():
+    """A NaN at update 35 fills the completions with garbage (1024 tokens) after the healthy
+    checkpoint of step 30 that export_healthy exports: its rollouts are TensorBoard steps 0-29."""
+    lengths = [300.0] * 35 + [1024.0] * 5
+    rewards = RISING[:35] + [0.0] * 5
+    assert length_drift_hold(drawn(rewards, lengths), 2.0) is not None  # the whole run's curves
+    assert length_drift_hold(drawn(rewards, lengths), 2.0, exported_step=30) is None
