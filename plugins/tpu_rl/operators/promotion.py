@@ -150,6 +150,8 @@ waits `approval_timeout_minutes` or what the run's time limit has left, whicheve
         from tpu_rl.promotion.exported import exported_model
         from tpu_rl.watch.curves import XCOM_KEY
 
+        if not max_drift:  # the hold is off: nothing to read
+            return None
         ti = context["ti"]
         found = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS, key=XCOM_KEY)
         try:
