@@ -35,6 +35,7 @@ from tpu_rl.operators.cluster import (
     EnsureBucketOperator,
 )
 from tpu_rl.operators.cluster_objects import CleanupKubernetesOperator, CreateTokenSecretOperator
+from tpu_rl.operators.heldout import EvaluateHeldoutOperator
 from tpu_rl.operators.job_steps import (
     ConvertCheckpointOperator,
     ExportCheckpointOperator,
@@ -89,6 +90,9 @@ with DAG(
     compare_champion = CompareChampionOperator()
     # beside the gate and export: makes sure the TPUs are free; the run goes on without it
     stop_backend = StopPathwaysBackendOperator(trigger_rule="none_failed")
+    # skips unless heldout_tasks; on the slice's chips, which the backend holds until
+    # stop_backend (after evaluate_champion); export's Job waits for them just the same
+    evaluate_heldout = EvaluateHeldoutOperator(rewards=wait_for_rewards.output)
 
     # a teardown runs once one of its setups succeeded: a half-deployed cluster is destroyed
     cleanup_kubernetes = CleanupKubernetesOperator().as_teardown(
@@ -111,8 +115,11 @@ with DAG(
     # clearing export clears the setups too: it waits for the redeploy (its doc)
     [wait_for_rewards, hf_token_secret] >> export
     wait_for_rewards >> evaluate_champion >> stop_backend
+    # the gate judges, and export takes, the step the held-out evaluation scored best
+    stop_backend >> evaluate_heldout >> passed_gate
     [verified, evaluate_champion] >> compare_champion
     # verify only reads the bucket: the TPUs and the cluster go while it checks the files
+    # (the held-out evaluation's Job is over before export starts: gate waits for it)
     [export, stop_backend] >> cleanup_kubernetes >> cleanup_cluster >> outcome
     # promotion, after verify (through compare) and the cleanups: only an export that beats the
     # champion is asked about (compare skips the rest); outcome follows it

@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -28,6 +28,7 @@ from sandbox.cloud import (
 )
 from sandbox.controller import Controller, Scenario
 from sandbox.dag_test_pace import sandbox_paced_dag_test
+from sandbox.heldout_eval import HeldoutWorkload, container_env, heldout_evaluation_script
 from sandbox.kube_emulator import KubeEmulator, running_emulator
 from sandbox.kube_logs import rfc3339nano
 from sandbox.ledger import Ledger
@@ -140,6 +141,8 @@ class Workloads:
     # sandbox.real_trainer) with these options instead of the simulated client; the options
     # above about the client's steps, evaluations, saves and faults do not apply then
     real_trainer: RealTrainer | None = None
+    # what the held-out evaluation's models score per task, and its fault (heldout_eval.py)
+    heldout: HeldoutWorkload = field(default_factory=HeldoutWorkload)
 
 
 def build_scenario(
@@ -338,6 +341,24 @@ def build_scenario(
         train_rl = storage("trainers/post_train/rl/train_rl.py")
         return champion_evaluation_script(info, flag, w.champion, train_rl, backend_exists)
 
+    def heldout(info: PodInfo) -> PodScript:
+        """A host of the held-out evaluation: its command and environment read from the pod
+        (the token from the run's Secret); what each model scores is the workloads' `heldout`."""
+        pod = emu.get("pods", info.namespace, info.pod) if emu is not None else None
+        [container, *_] = (pod or {"spec": {}})["spec"].get("containers") or [{}]
+
+        def secret(name: str) -> dict[str, Any] | None:
+            return emu.get("secrets", info.namespace, name) if emu is not None else None
+
+        return heldout_evaluation_script(
+            info,
+            container.get("command") or [],
+            container_env(container, secret),
+            w.heldout,
+            storage("eval/runner/harness_runner.py"),
+            lambda: ledger.clock.wall0 + timedelta(seconds=ledger.clock()),  # simulated now
+        )
+
     def export(info: PodInfo) -> PodScript:
         return to_huggingface_script(
             flag(info, "base_output_directory") or f"{root}/hf-trained/{info.labels[RUN_LABEL]}/",
@@ -356,6 +377,7 @@ def build_scenario(
         .on("-convert", convert, index=0)
         .on("-export", export, index=0)
         .on("-champion", champion)
+        .on("-heldout", heldout)
         .on("pathways-head", pathways_server_script("proxy", container="pathways-proxy"))
     )
     if w.worker_script is not None:

@@ -68,6 +68,10 @@ class RunLayout:
         return f"{self.slug}-champion"
 
     @property
+    def heldout_job_base(self) -> str:
+        return f"{self.slug}-heldout"
+
+    @property
     def job_names(self) -> dict[str, str]:
         """The Jobs' Kubernetes names by step: each base with the prefix the operator adds."""
         bases = {
@@ -75,6 +79,7 @@ class RunLayout:
             "train": self.train_job_base,
             "export": self.export_job_base,
             "champion": self.champion_job_base,
+            "heldout": self.heldout_job_base,
         }
         return {step: JOB_NAME_PREFIX + base for step, base in bases.items()}
 
@@ -175,6 +180,15 @@ class RunLayout:
     def training_attempts(self) -> str:
         """The reward wait's record of the training attempts, in the run's own output folder."""
         return f"{self.trained_dir}{self.slug}/training_attempts.json"
+
+    @property
+    def heldout_dir(self) -> str:
+        """The held-out evaluation's folder: MaxText's results under <label>/eval_results/
+        (maxtext/eval/runner/harness_runner.py:297), the kept samples under <label>/."""
+        return f"{self.trained_dir}{self.slug}/heldout/"
+
+    def heldout_samples_dir(self, label: str) -> str:
+        return f"{self.heldout_dir}{label}/"
 
     def checkpoint_params(self, step: int) -> str:
         return f"{self.checkpoints_dir}{step}/model_params/"

@@ -33,6 +33,7 @@ class Step(StrEnum):
     VERIFY = "verify"
     STOP_BACKEND = "stop_backend"
     EVALUATE_CHAMPION = "evaluate_champion"
+    EVALUATE_HELDOUT = "evaluate_heldout"
     COMPARE_CHAMPION = "compare_champion"
     CLEANUP_KUBERNETES = "cleanup_kubernetes"
     CLEANUP_CLUSTER = "cleanup_cluster"

@@ -67,7 +67,8 @@ def test_cleanups_are_teardowns_whose_setups_precede_the_spending(dag):
 
 def test_the_tpus_go_as_soon_as_export_ends_not_after_the_files_are_checked(dag):
     """verify only reads the bucket: the cleanups do not wait for it (the TPU nodes of a
-    flex-start or Spot pool bill until the cluster is destroyed)."""
+    flex-start or Spot pool bill until the cluster is destroyed). The held-out evaluation's Job
+    is over before export starts (gate waits for it)."""
     assert dag.get_task("cleanup_kubernetes").upstream_task_ids == {
         "create_cluster",
         "hf_token_secret",
@@ -95,10 +96,11 @@ def test_a_cleared_export_waits_for_its_setups_to_run_again(dag):
 
 
 def test_the_graph_has_no_fan_in_and_the_verdict_is_the_only_leaf(dag):
-    """No run_succeeded, no edge from every work task: about 20 edges, not 40."""
+    """No run_succeeded, no edge from every work task: about 30 edges, not 40 (the held-out
+    evaluation adds three: after the wait and stop_backend, before the gate)."""
     assert "run_succeeded" not in dag.task_ids
     edges = sum(len(t.downstream_task_ids) for t in dag.tasks)
-    assert edges <= 29, edges
+    assert edges <= 32, edges
     assert max(len(t.upstream_task_ids) for t in dag.tasks) <= 4
     outcome = dag.get_task("outcome")
     assert outcome.is_teardown and outcome.on_failure_fail_dagrun
@@ -125,7 +127,14 @@ def test_approval_follows_the_cleanups_and_promotion_follows_approval(dag):
 
 
 def test_the_sensor_releases_the_backend_and_stop_backend_does_not_block_the_export(dag):
-    assert dag.get_task("stop_backend").downstream_task_ids == {"cleanup_kubernetes"}
+    """stop_backend goes before the held-out evaluation (its Job needs the backend's chips),
+    which goes whatever stop_backend's end: skipped when off, it keeps nothing from export."""
+    assert dag.get_task("stop_backend").downstream_task_ids == {
+        "cleanup_kubernetes",
+        "evaluate_heldout",
+    }
+    assert dag.get_task("evaluate_heldout").trigger_rule == "all_done"
+    assert dag.get_task("gate").trigger_rule == "none_failed"
     assert dag.get_task("start_backend").trigger_rule == "none_failed"  # conversion may be skipped
 
 

@@ -31,6 +31,7 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.operators.checks",
         "tpu_rl.operators.cluster",
         "tpu_rl.operators.cluster_objects",
+        "tpu_rl.operators.heldout",
         "tpu_rl.operators.janitor",
         "tpu_rl.operators.job_steps",
         "tpu_rl.operators.preflight",

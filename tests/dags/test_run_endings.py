@@ -196,9 +196,13 @@ def test_a_failed_training_fails_the_run_after_both_cleanups_succeeded(serialize
     run_id = "manual__training-failed"
     start_run(run_id, {**dict.fromkeys(BEFORE_WAIT, "success"), "wait_for_rewards": "failed"})
     final, ran = schedule(serialized_dag, run_id, lambda task_id: "success")
-    assert ran == ["cleanup_kubernetes", "cleanup_cluster", "outcome"] and final == "failed"
+    # evaluate_heldout runs however stop_backend ended (all_done): without the wait's result
+    # it skips; the gate after it is upstream_failed by the wait all the same
+    assert ran == ["evaluate_heldout", "cleanup_kubernetes", "cleanup_cluster", "outcome"]
+    assert final == "failed"
     states = task_states(run_id)
     assert states["cleanup_kubernetes"] == states["cleanup_cluster"] == "success"
+    assert states["gate"] == states["export"] == "upstream_failed"
 
 
 def test_a_run_that_did_everything_succeeds(serialized_dag):

@@ -42,6 +42,7 @@ def test_the_kubernetes_names_carry_the_slug_and_jobs_the_operators_prefix(layou
         "train": f"{JOB_NAME_PREFIX}{slug}-train",
         "export": f"{JOB_NAME_PREFIX}{slug}-export",
         "champion": f"{JOB_NAME_PREFIX}{slug}-champion",
+        "heldout": f"{JOB_NAME_PREFIX}{slug}-heldout",
     }
     assert layout.backend_jobset == f"{slug}-backend"
     assert layout.token_secret == f"{slug}-hf-token"

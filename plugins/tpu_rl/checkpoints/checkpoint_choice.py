@@ -52,7 +52,7 @@ from typing import Any
 
 from tpu_rl.training_log.evaluations import metric
 
-BEST, LAST = "best", "last"
+BEST, LAST, HELDOUT = "best", "last", "heldout"
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,11 @@ def choose_for_run(
     rewards: Mapping[str, Any] | None,
     policy: str,
     best_metric: str,
+    heldout: tuple[int, str] | None = None,
 ) -> Choice:
     """The run's export choice, read from its checkpoints folder; raises ValueError when no
-    step was committed."""
+    step was committed. `heldout`: the step the held-out evaluation scored best and why, which
+    takes the place of `policy` (it scored committed steps only, before any anomaly)."""
     from tpu_rl import storage
 
     newest, uncommitted = storage.newest_committed_step(checkpoints_uri, gcp_conn_id)
@@ -170,10 +172,43 @@ def choose_for_run(
         uncommitted = [step for step in uncommitted if step < below]
         scored = {step: line for step, line in scored.items() if step < below}
     step, choice, reason = choose(policy, best_metric, scored, newest, committed)
+    if heldout is not None:
+        step, choice, reason = heldout[0], HELDOUT, heldout[1]
     if below is not None:  # the report and the note say the choice was among the healthy steps
         reason = f"{reason} before the training health anomaly at step {below}"
     metrics = scored.get(step)
     return Choice(step, choice, dict(metrics) if metrics else None, reason, final, uncommitted)
+
+
+def heldout_candidates(
+    checkpoints_uri: str,
+    gcp_conn_id: str,
+    rewards: Mapping[str, Any] | None,
+    best_metric: str,
+    k: int,
+) -> list[int]:
+    """The committed steps the held-out evaluation scores, at most `k`: those whose trainer
+    evaluation ranks best on `best_metric` (ties to the later step), then the newest; none at
+    or after a training health anomaly. Ascending."""
+    from tpu_rl import storage
+
+    root = checkpoints_uri.rstrip("/")
+    below = anomaly_step(rewards)
+    steps = [
+        step
+        for step in reversed(storage.checkpoint_steps(checkpoints_uri, gcp_conn_id))
+        if below is None or step < below
+    ]
+    committed = [step for step in steps if storage.step_committed(f"{root}/{step}", gcp_conn_id)]
+    scored = scored_steps(rewards, final_step(steps, rewards))
+    values = {
+        step: value
+        for step in committed
+        if (value := metric(scored.get(step), best_metric)) is not None
+    }
+    ranked = sorted(values, key=lambda step: (values[step], step), reverse=True)
+    chosen = [*ranked, *(step for step in committed if step not in ranked)][:k]
+    return sorted(chosen)
 
 
 def anomaly_step(rewards: Mapping[str, Any] | None) -> int | None:

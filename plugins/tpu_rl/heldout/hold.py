@@ -8,6 +8,10 @@ shorter: a policy that pads, truncates or repeats to please its reward function 
 before any held-out score shows it. Each is judged on the wait's curves (tpu_rl.watch.curves):
 the mean of the first and of the last WINDOW share of a series' points. On the 13 real Tunix
 GRPO runs of sandbox/corpus without a fault the length moves 0.98 to 1.44 times.
+
+With held-out evaluation (tpu_rl.heldout.report) there is more: a guard benchmark, a capability
+the reward never scores, answered significantly worse than the base model; or a scored benchmark
+answered significantly worse than the base model while the batch reward rose.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tpu_rl.heldout.paired import PairedVerdict, Verdict
+from tpu_rl.heldout.report import BASE, BenchmarkRow, HeldoutReport
 from tpu_rl.watch import curves
 
 WINDOW = 0.25  # the share of a series' points at its start and at its end compared
@@ -97,6 +103,63 @@ def length_drift_hold(
             reward.says("batch reward"),
             length.says("completion length", " tokens"),
         ),
+    )
+
+
+def heldout_hold(
+    report: HeldoutReport | None, found: Mapping[str, Any] | None, exported_step: int | None = None
+) -> Hold | None:
+    """A hold when the held-out evaluation's candidate answers a guard benchmark significantly
+    worse than the base model, or, while the batch reward rose (judged as length_drift_hold
+    judges it), its verdict against the base model is worse; None otherwise, or without a
+    report (held-out evaluation off)."""
+    if report is None:
+        return None
+    reasons: list[str] = []
+    evidence: list[str] = []
+    if falls := report.guard_falls():
+        fell = [task for task, _ in worse_than_base(report.rows, guards=True)]
+        reasons.append(
+            f"step {report.step} answers guard benchmark {', '.join(fell)} significantly worse "
+            "than the base model: a capability the reward never scored, lost"
+        )
+        evidence += falls
+    reward = trend(found, curves.REWARD_MEAN, exported_step)
+    worse = report.verdict(BASE) == Verdict.WORSE
+    if worse and reward is not None and reward.end > reward.start:
+        rows = worse_than_base(report.scored_rows, guards=False)
+        reasons.append(
+            f"the training reward rose while step {report.step} answers held-out benchmark "
+            f"{', '.join(task for task, _ in rows)} significantly worse than the base model: a "
+            "sign of reward hacking"
+        )
+        evidence.append(reward.says("batch reward"))
+        evidence += [f"{task}: {verdict.says('the base model')}" for task, verdict in rows]
+    return Hold("; ".join(reasons), tuple(evidence)) if reasons else None
+
+
+def worse_than_base(
+    rows: tuple[BenchmarkRow, ...], guards: bool
+) -> list[tuple[str, PairedVerdict]]:
+    """The benchmarks (guards or scored ones) the candidate answers significantly worse than
+    the base model, with that verdict."""
+    return [
+        (row.task, verdict)
+        for row in rows
+        if row.guard == guards
+        and (verdict := row.vs_base) is not None
+        and verdict.verdict == Verdict.WORSE
+    ]
+
+
+def joined(*holds: Hold | None) -> Hold | None:
+    """The holds found as one: their reasons and their evidence in order; None without any."""
+    found = [hold for hold in holds if hold is not None]
+    if not found:
+        return None
+    return Hold(
+        "; ".join(hold.reason for hold in found),
+        tuple(line for hold in found for line in hold.evidence),
     )
 
 

@@ -144,9 +144,13 @@ def paired_verdict(
     candidate: Mapping[str, bool], reference: Mapping[str, bool], alpha: float
 ) -> PairedVerdict:
     """Candidate against reference on the same items (item id -> answered right)."""
+    return verdict_of_counts(PairedCounts.of_items(candidate, reference), alpha)
+
+
+def verdict_of_counts(counts: PairedCounts, alpha: float) -> PairedVerdict:
+    """The verdict of four counts (all it depends on: a verdict kept as counts is rebuilt)."""
     if not 0 < alpha < 1:
         raise ValueError(f"the significance level must be between 0 and 1, not {alpha}")
-    counts = PairedCounts.of_items(candidate, reference)
     p = mcnemar_exact_p(counts.candidate_only, counts.reference_only)
     verdict = Verdict.NOT_DISTINGUISHABLE
     if p < alpha:

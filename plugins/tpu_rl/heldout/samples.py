@@ -12,8 +12,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+KEYS = ("doc_id", "doc_hash", "filter")  # what identifies a record; the rest are its scores
+
 STRICT = "strict-match"  # GSM8K's `#### N` answer, the filter MaxText reports as gsm8k_accuracy
 EXACT_MATCH = "exact_match"
+# The metric and filter MaxText reports as a task's `{task}_accuracy`: the first of these the
+# task's results have (maxtext/eval/runner/harness_runner.py:54-61, MaxText 0.2.4; lm-eval keys a
+# result "<metric>,<filter>", a filterless one "none"). The items are scored on the same one.
+REPORTED = (
+    ("acc", "none"),
+    (EXACT_MATCH, STRICT),
+    (EXACT_MATCH, "flexible-extract"),
+    (EXACT_MATCH, "none"),
+)
+
+
+def reported_metric(samples: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
+    """(metric, filter) of the score MaxText reports for the task these samples are of."""
+    logged = {(name, r.get("filter")) for r in samples for name in r if name not in KEYS}
+    for metric, filter_name in REPORTED:
+        if (metric, filter_name) in logged:
+            return metric, filter_name
+    raise ValueError(
+        f"no sample carries a score MaxText reports (one of "
+        f"{', '.join(f'{m},{f}' for m, f in REPORTED)}); logged: {sorted(map(str, logged))[:6]}"
+    )
 
 
 def item_results(

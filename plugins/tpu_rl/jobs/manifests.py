@@ -153,6 +153,12 @@ def _conversion_like_job(
 ) -> Manifest:
     """A Job on every host of the slice; only completion index 0 works, as in the tutorial."""
     script = f'[ "$JOB_COMPLETION_INDEX" != "0" ] || {python_command(module, flags)}'
+    return slice_job(layout, job_name, script, timeout_minutes)
+
+
+def slice_job(layout: RunLayout, job_name: str, script: str, timeout_minutes: int) -> Manifest:
+    """An Indexed Job running `script` on every host of the slice, with every chip of each,
+    the token from the run's Secret, within its capacity wait plus `timeout_minutes`."""
     container = {
         "name": CONTAINER,
         "image": layout.settings.cloud_image_name,

@@ -135,9 +135,11 @@ class CompareChampionOperator(RunStep, SkipMixin):
     step_doc = """
 Compares this run's exported model with the deployment's champion, both scored on this run's
 evaluation set: it must beat the champion by `min_gain_over_champion` on each metric named
-there. When it does not (or a metric is missing or NaN) the steps that would promote it are
-skipped; the export stays where it is and the run still succeeds, its note saying why. The
-first run of a deployment has no champion to beat.
+there; with held-out evaluation, it must answer the held-out items significantly better than
+the champion did ("not distinguishable" is not enough). When it does not (or a metric is
+missing or NaN) the steps that would promote it are skipped; the export stays where it is and
+the run still succeeds, its note saying why. The first run of a deployment has no champion to
+beat.
 """
     limit = short_step(1)
     inherits_from_skipmixin: ClassVar[bool] = True
@@ -148,7 +150,8 @@ first run of a deployment has no champion to beat.
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from tpu_rl.promotion.comparison import compare_with_champion
+        from tpu_rl.heldout.report import report_of
+        from tpu_rl.promotion.comparison import compare_with_champion, on_heldout
 
         ti = context["ti"]
         settings = self.run_layout(context).settings
@@ -161,6 +164,8 @@ first run of a deployment has no champion to beat.
             ),
             settings.min_gain_over_champion,
         )
+        if report := report_of(ti.xcom_pull(task_ids=Step.EVALUATE_HELDOUT)):
+            result = on_heldout(result, report)
         # the record compared with (0: none existed): promote replaces that one or fails
         result["champion_generation"] = (
             ti.xcom_pull(task_ids=Step.EVALUATE_CHAMPION, key=GENERATION_XCOM) if champion else 0

@@ -121,8 +121,10 @@ class RewardGateOperator(RunStep):
 Chooses the checkpoint to export (`export_checkpoint`) and stops the run before export unless
 its evaluation gained at least each of `gate_metrics` over the base model's (by default: the
 post-training `mean_reward` is at least the pre-training one plus `min_reward_gain`). Accuracy
-and format accuracy are reported apart, gated or not. A stop is a failure on purpose: the run
-is marked failed and the notification says why, with the numbers.
+and format accuracy are reported apart, gated or not. With held-out evaluation
+(`heldout_tasks`), the step to export is the one it scored best, and that step must also answer
+the held-out items significantly better than the base model (its paired verdict). A stop is a
+failure on purpose: the run is marked failed and the notification says why, with the numbers.
 """
     limit = short_step(1)
     operator_extra_links = (CheckpointsLink(),)
@@ -130,6 +132,8 @@ is marked failed and the notification says why, with the numbers.
     template_fields: Sequence[str] = ("rewards",)
 
     def __init__(self, *, rewards: Any = None, **kwargs: Any) -> None:
+        # evaluate_heldout skips when held-out evaluation is off: gate anyway
+        kwargs.setdefault("trigger_rule", "none_failed")
         super().__init__(**kwargs)
         self.rewards = rewards
 
@@ -138,11 +142,13 @@ is marked failed and the notification says why, with the numbers.
 
         from tpu_rl import deployment
         from tpu_rl.checkpoints.checkpoint_choice import choose_for_run
-        from tpu_rl.promotion.gate import candidate, reward_gate
+        from tpu_rl.heldout.report import report_of
+        from tpu_rl.promotion.gate import candidate, heldout_choice, heldout_gate, reward_gate
         from tpu_rl.run_summary import write_summary
 
         layout = self.run_layout(context)
         s = layout.settings
+        report = report_of(context["ti"].xcom_pull(task_ids=Step.EVALUATE_HELDOUT))
         try:
             choice = choose_for_run(
                 layout.checkpoints_dir,
@@ -150,6 +156,7 @@ is marked failed and the notification says why, with the numbers.
                 self.rewards,
                 s.export_checkpoint,
                 s.best_metric,
+                heldout_choice(report) if report else None,
             )
         except ValueError as err:
             raise AirflowFailException(f"{err}: nothing to export") from None
@@ -164,6 +171,10 @@ is marked failed and the notification says why, with the numbers.
             )
         gate = reward_gate(self.rewards, s.min_reward_gain, s.gate_metrics, judged)
         result = {**gate, "checkpoint": choice.as_dict()}
+        if report is not None:
+            result["heldout"] = heldout_gate(report)
+            for line in result["heldout"]["reasons"]:
+                self.log.info("Held-out: %s", line)
         write_summary(context["ti"], self.task_id, gate=result)
         return result
 
@@ -217,7 +228,8 @@ succeeded and no step or cleanup failed. So a marked-failed, stopped or half-cle
 failed, and a successful cleanup never hides a failed step. Before the verdict it counts the
 run's TPU cost once (its XCom `tpu_cost`: what the report and the RL page show), writes
 `run-report.json` and `run-report.md` next to a verified export, and puts the verdict, the
-rewards and the cost in the run's note (through the deployment's Airflow API connection).
+rewards and the cost in the run's note (through the deployment's Airflow API connection); with
+held-out evaluation, both show its table per benchmark (the note a shorter form when it must).
 """
     limit = short_step(1, CLEANUP)
 
@@ -264,9 +276,11 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
         self, context: Context, failure: str | None, promotion: str | None, *, verified: bool
     ) -> None:
         """Count the run's cost once (XCom `tpu_cost`), write the report beside a verified
-        export, set the run's note (with `promotion`: promoted, or why not). A run whose
-        settings never validated has no cost."""
+        export, set the run's note (with `promotion`: promoted, or why not); both with the
+        held-out benchmarks when the run evaluated them. A run whose settings never validated
+        has no cost."""
         from tpu_rl import deployment
+        from tpu_rl.promotion.exported import heldout_result
         from tpu_rl.report.run_cost import COST_KEY, count_run_cost
         from tpu_rl.report.run_note import note_text, set_run_note
         from tpu_rl.report.run_report import publish_run_report
@@ -278,14 +292,15 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
             layout = self.run_layout(context)
         except SettingsError as err:
             self.log.info("No TPU cost: the run's settings are not known (%s).", err)
-            tpu, report = None, None
+            tpu, report, heldout = None, None, None
         else:
             tpu = count_run_cost(layout, context)
             ti.xcom_push(key=COST_KEY, value=tpu)
             write_summary(ti, self.task_id, cost=tpu)
-            report = publish_run_report(layout, context, tpu) if verified else None
+            heldout = heldout_result(ti, layout.settings)
+            report = publish_run_report(layout, context, tpu, heldout) if verified else None
         verdict = f"failed: {failure}" if failure else "succeeded: model exported and verified"
         rewards = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS)
         rewards = rewards if isinstance(rewards, dict) else None
-        text = note_text(verdict, rewards, tpu, report, promotion, run_id=ti.run_id)
+        text = note_text(verdict, rewards, tpu, report, promotion, ti.run_id, heldout)
         set_run_note(deployment.airflow_api_conn_id(), ti.dag_id, ti.run_id, text)

@@ -221,8 +221,9 @@ class ExportCheckpointOperator(RunJobStep):
     step_doc = """
 Exports a checkpoint of this run to Hugging Face format in
 `gs://<bucket>/<model>/hf-trained/<run>/`: the newest committed one (`export_checkpoint=last`),
-or the committed one whose evaluation scored best on `best_metric` (`export_checkpoint=best`).
-Its result names the step, how it was chosen and its evaluation.
+or the committed one whose evaluation scored best on `best_metric` (`export_checkpoint=best`);
+with held-out evaluation, the step it scored best. Its result names the step, how it was chosen
+and its evaluation.
 
 **Re-running it?** Clearing export clears the cluster and Secret setups too (the run's cleanup
 removed them): it waits for them to run again instead of racing the redeploy.
@@ -240,7 +241,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
         from tpu_rl.jobs import manifests
         from tpu_rl.run_summary import write_summary
 
-        choice = self.choose(layout)
+        choice = self.choose(layout, context)
         if choice.uncommitted:
             self.log.warning(
                 "Checkpoint step(s) %s have no Orbax %s: their save did not finish; not "
@@ -260,7 +261,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
         provider's sidecar XCom, and the task runner pushes no return value while it is off."""
         super().execute_complete(context, event, **kwargs)
         layout = self.run_layout(context)
-        choice = self.choose(layout)
+        choice = self.choose(layout, context)
         exported = {
             **choice.as_dict(),
             "checkpoint_uri": f"{layout.checkpoints_dir}{choice.step}/",
@@ -268,14 +269,17 @@ removed them): it waits for them to run again instead of racing the redeploy.
         }
         context["ti"].xcom_push(key=XCOM_RETURN_KEY, value=exported)
 
-    def choose(self, layout: RunLayout) -> Choice:
-        """The step to export (tpu_rl.checkpoints.checkpoint_choice); fails when none is
-        committed."""
+    def choose(self, layout: RunLayout, context: Context) -> Choice:
+        """The step to export (tpu_rl.checkpoints.checkpoint_choice; the held-out evaluation's
+        best when it ran); fails when none is committed."""
         from airflow.providers.common.compat.sdk import AirflowException
 
         from tpu_rl.checkpoints.checkpoint_choice import choose_for_run
+        from tpu_rl.heldout.report import report_of
+        from tpu_rl.promotion.gate import heldout_choice
 
         s = layout.settings
+        report = report_of(context["ti"].xcom_pull(task_ids=Step.EVALUATE_HELDOUT))
         try:
             return choose_for_run(
                 layout.checkpoints_dir,
@@ -283,6 +287,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
                 self.rewards,
                 s.export_checkpoint,
                 s.best_metric,
+                heldout_choice(report) if report else None,
             )
         except ValueError as err:
             raise AirflowException(str(err)) from None

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from tpu_rl.heldout.hold import Hold
+    from tpu_rl.heldout.report import HeldoutReport
     from tpu_rl.promotion.approval_text import ApprovalCase
     from tpu_rl.settings.fields import RunSettings
 
@@ -56,8 +57,8 @@ class ApproveExportOperator(RunStep, ApprovalOperator):
     """Airflow's ApprovalOperator with the run's comparison as its body (the base model, the
     champion and this export side by side, the gate's and the comparison's verdicts, the TPU
     cost so far), when the run's `approval` is `required`; otherwise it passes at once (returns
-    {"approval": "none"}) unless the training's curves hold it for a person
-    (tpu_rl.heldout.hold). Its notifier puts the link to the decision in the run's note.
+    {"approval": "none"}) unless the training's curves or the held-out evaluation hold it for a
+    person (tpu_rl.heldout.hold). Its notifier puts the link to the decision in the run's note.
 
     Passing rather than skipping: a skipped `approve` would skip `promote` too, and skipped then
     means one thing only: not promoted (the champion won, or a person said no). A reject, or no
@@ -79,8 +80,11 @@ and the champion comparison's verdicts and the TPU cost so far. **Approve** prom
 answer within `approval_timeout_minutes` answers `approval_timeout_answer` (by default reject;
 the form highlights that option). With `approval=none` it passes at once, unless the training
 shows reward hacking: the batch reward rose while the completion length moved past
-`hold_length_drift` times its start. Then it asks a person, with that evidence on the page, and
-waits `approval_timeout_minutes` or what the run's time limit has left, whichever is shorter.
+`hold_length_drift` times its start, or the held-out evaluation has the export answer a guard
+benchmark, or (while the batch reward rose) a scored one, significantly worse than the base
+model. Then it asks a person, with that evidence on the page, and waits
+`approval_timeout_minutes` or what the run's time limit has left, whichever is shorter. With
+held-out evaluation its page has the benchmarks' table too.
 """
     limit = Limit(_approval_minutes, 1, ("approval_timeout_minutes",))
     operator_extra_links = (ExportLink(),)
@@ -107,13 +111,14 @@ waits `approval_timeout_minutes` or what the run's time limit has left, whicheve
             approval_body,
             timeout_option,
         )
-        from tpu_rl.promotion.exported import champion_comparison, exported_model
+        from tpu_rl.promotion.exported import champion_comparison, exported_model, heldout_result
         from tpu_rl.report.run_cost import count_run_cost
 
         layout = self.run_layout(context)
         ti = context["ti"]
         s = layout.settings
-        hold = self.reward_hacking_hold(context, s.hold_length_drift)
+        heldout = heldout_result(ti, s)
+        hold = self.reward_hacking_hold(context, s.hold_length_drift, heldout)
         if s.approval != "required" and hold is None:
             self.log.info("approval=none: the export is promoted without asking.")
             ti.xcom_push(key=ANSWER_KEY, value={"approval": NOT_REQUIRED})
@@ -138,31 +143,34 @@ waits `approval_timeout_minutes` or what the run's time limit has left, whicheve
             timeout_option=self.defaults[0],
             deadline=datetime.now(UTC) + self.response_timeout,
             hold=hold,
+            heldout=heldout,
         )
         self.approval_case = case
         self.body = approval_body(case)
         return super().execute(context)
 
-    def reward_hacking_hold(self, context: Context, max_drift: float) -> Hold | None:
-        """The evidence of reward hacking in the training's curves (wait_for_rewards' XCom),
-        which makes a person approve whatever the run's approval setting; None without."""
-        from tpu_rl.heldout.hold import length_drift_hold
+    def reward_hacking_hold(
+        self, context: Context, max_drift: float, heldout: HeldoutReport | None = None
+    ) -> Hold | None:
+        """The evidence of reward hacking in the training's curves (wait_for_rewards' XCom) and
+        in the held-out evaluation's report (a guard benchmark fallen, or a verdict worse than
+        the base model while the reward rose), which makes a person approve whatever the run's
+        approval setting; None without."""
+        from tpu_rl.heldout.hold import heldout_hold, joined, length_drift_hold
         from tpu_rl.promotion.exported import exported_model
         from tpu_rl.watch.curves import XCOM_KEY
 
-        if not max_drift:  # the hold is off: nothing to read
+        if not max_drift and heldout is None:  # both holds are off: nothing to read
             return None
         ti = context["ti"]
         found = ti.xcom_pull(task_ids=Step.WAIT_FOR_REWARDS, key=XCOM_KEY)
+        found = found if isinstance(found, dict) else None
         try:
             step = exported_model(ti).step
         except ValueError:  # no export result: judged on the whole curves
             step = None
-        hold = length_drift_hold(
-            found if isinstance(found, dict) else None,
-            max_drift,
-            step if isinstance(step, int) else None,
-        )
+        step = step if isinstance(step, int) else None
+        hold = joined(length_drift_hold(found, max_drift, step), heldout_hold(heldout, found, step))
         if hold is not None:
             from tpu_rl.promotion.approval_text import HOLD_KEY
 
@@ -194,7 +202,8 @@ Makes the verified export this deployment's champion for the model: writes
 `gs://<bucket>/<model>/champions/<deployment>.json` (the previous champion's export is kept in
 its `previous` list), emits the `tpu_rl_champion_model` asset event with the metrics, run id and
 step, and, when the deployer set `TPU_RL_VERTEX_REGISTRY`, uploads the export as a new version of
-that Vertex AI Model Registry model and moves its `champion` alias there (earlier versions stay).
+that Vertex AI Model Registry model and moves its `champion` alias there (earlier versions stay);
+with held-out evaluation the version's labels carry its step, scores and verdicts.
 
 It promotes only over the champion `compare_champion` compared with: when another run promoted
 since, it fails and changes nothing (trigger a new run to compare with the new champion). The
@@ -209,7 +218,7 @@ it left; a corrupt champion record is named with how to fix or restore it.
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from tpu_rl import deployment
-        from tpu_rl.promotion.exported import champion_comparison, exported_model
+        from tpu_rl.promotion.exported import champion_comparison, exported_model, heldout_result
         from tpu_rl.promotion.promote import STATE_XCOM, PromotionFailed, promote_export
 
         layout = self.run_layout(context)
@@ -217,7 +226,12 @@ it left; a corrupt champion record is named with how to fix or restore it.
         export = exported_model(ti)
         try:
             result = promote_export(
-                layout, export, champion_comparison(ti), deployment.gcp_conn_id(), self.log
+                layout,
+                export,
+                champion_comparison(ti),
+                deployment.gcp_conn_id(),
+                self.log,
+                heldout=heldout_result(ti, layout.settings),
             )
         except PromotionFailed as err:
             # the state it left, for the run's note (outcome reads it); one line, no traceback

@@ -2,9 +2,10 @@
 
 The approval's body (Markdown, which Airflow's Required Actions page renders: HITLOperator's
 `body`) puts the export's evaluation beside the base model's and the champion's, with the gate's
-and the champion comparison's verdicts, the TPU cost so far and what no answer does; its summary
-is the run's note while it waits, and the request's notice. `promotion_line` is the run's one
-line about it afterwards, in its verdict and note.
+and the champion comparison's verdicts, the held-out benchmarks item by item (when evaluated),
+the TPU cost so far and what no answer does; its summary is the run's note while it waits, and
+the request's notice. `promotion_line` is the run's one line about it afterwards, in its verdict
+and note.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from tpu_rl.heldout.hold import Hold
+from tpu_rl.heldout.report import HeldoutReport
+from tpu_rl.heldout.table import benchmark_table
 from tpu_rl.names import Step
 from tpu_rl.promotion.exported import ExportedModel, champion_comparison
 from tpu_rl.promotion.promote import STATE_XCOM
@@ -52,6 +55,7 @@ class ApprovalCase:
     timeout_option: str = REJECT
     deadline: datetime | None = None
     hold: Hold | None = None  # the evidence of reward hacking that asked a person to approve
+    heldout: HeldoutReport | None = None  # evaluate_heldout's report; None: the evaluation is off
 
 
 def _number(value: Any) -> str:
@@ -148,7 +152,7 @@ def cost_line(case: ApprovalCase) -> str:
 
 def approval_body(case: ApprovalCase) -> str:
     """The approval's Markdown body: the export, the three models' metrics side by side, the
-    verdicts, the cost, what no answer does."""
+    verdicts, the held-out benchmarks (when evaluated), the cost, what no answer does."""
     lines = [
         f"Run `{case.run_id}` exported checkpoint step {_number(case.export.step)} to "
         f"`{case.export.export_uri}`. **{APPROVE}**: {WHAT_IT_DOES[APPROVE]}. **{REJECT}**: "
@@ -164,6 +168,7 @@ def approval_body(case: ApprovalCase) -> str:
         f"- {gate_verdict(case.gate)}",
         f"- {champion_verdict(case.comparison)}",
         "",
+        *heldout_section(case.heldout),
         "## Cost",
         "",
         f"- {cost_line(case)}",
@@ -199,6 +204,14 @@ def hold_section(hold: Hold | None) -> list[str]:
         *(f"- {e}" for e in hold.evidence),
         "",
     ]
+
+
+def heldout_section(report: HeldoutReport | None) -> list[str]:
+    """The body's section on the held-out benchmarks, the candidate against the champion and
+    the base model item by item (tpu_rl.heldout.table); nothing without held-out evaluation."""
+    if report is None:
+        return []
+    return ["## Held-out benchmarks", "", *benchmark_table(report), ""]
 
 
 def verdict_lines(case: ApprovalCase) -> list[str]:

@@ -1,11 +1,14 @@
 """Champion against challenger: does this run's export beat the deployment's current champion,
-both scored on the run's evaluation set, by `min_gain_over_champion` on each metric named?"""
+both scored on the run's evaluation set, by `min_gain_over_champion` on each metric named? With
+held-out evaluation, the paired verdict on the held-out items decides (`on_heldout`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tpu_rl.heldout.paired import Verdict
+from tpu_rl.heldout.report import CHAMPION, HeldoutReport
 from tpu_rl.training_log.evaluations import metric
 
 NO_CHAMPION = "no champion yet: this run's export becomes the first candidate"
@@ -47,6 +50,31 @@ def compare_with_champion(
         reason = f"not promoted: loses to {where}: {'; '.join(shortfalls)}"
         return {**result, "beats": False, "reason": reason}
     return {**result, "beats": True, "reason": f"beats {where}: {'; '.join(margins)}"}
+
+
+def on_heldout(comparison: Mapping[str, Any], report: HeldoutReport) -> dict[str, Any]:
+    """The comparison decided by the held-out items when the champion was scored on them: beats
+    only when the candidate is significantly better (McNemar's exact test at the report's
+    level) on a scored benchmark and worse on none; "not distinguishable" is said as such. The
+    trainer's comparison stays as `trainer_reason`. Without a champion it is unchanged."""
+    verdict = report.verdict(CHAMPION)
+    champion = comparison.get("champion")
+    if verdict is None or not champion:
+        return dict(comparison)
+    lines = "; ".join(report.reasons(CHAMPION))
+    where = f"the champion from run {champion.get('run_id')} on the held-out items"
+    reason = {
+        Verdict.BETTER: f"beats {where}: {lines}",
+        Verdict.NOT_DISTINGUISHABLE: f"not promoted: not distinguishable from {where}: {lines}",
+        Verdict.WORSE: f"not promoted: worse than {where}: {lines}",
+    }[verdict]
+    return {
+        **comparison,
+        "beats": verdict == Verdict.BETTER,
+        "reason": reason,
+        "heldout_verdict": str(verdict),
+        "trainer_reason": comparison.get("reason"),
+    }
 
 
 def _unusable(

@@ -1,13 +1,17 @@
 """What a run exported and what it scored, as `approve` and `promote` read it from the run's
-XComs: the export step's result, and the champion comparison's."""
+XComs: the export step's result, the champion comparison's, and the held-out evaluation's."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tpu_rl.heldout.report import HeldoutReport, report_of
 from tpu_rl.names import Step
+
+if TYPE_CHECKING:
+    from tpu_rl.settings.fields import RunSettings
 
 
 @dataclass(frozen=True)
@@ -38,3 +42,11 @@ def champion_comparison(ti: Any) -> Mapping[str, Any] | None:
     """compare_champion's result, if it ran (None before its step joins the DAG)."""
     value = ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION)
     return value if isinstance(value, Mapping) else None
+
+
+def heldout_result(ti: Any, settings: RunSettings) -> HeldoutReport | None:
+    """evaluate_heldout's report; None when the run's held-out evaluation is off (heldout_tasks
+    empty: the step skips, and no XCom is read) or left no report."""
+    if not settings.heldout_tasks:
+        return None
+    return report_of(ti.xcom_pull(task_ids=Step.EVALUATE_HELDOUT))

@@ -8,6 +8,8 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 
+from tpu_rl.heldout.paired import Verdict
+from tpu_rl.heldout.report import BASE, HeldoutReport
 from tpu_rl.settings.choices import EVAL_METRICS
 from tpu_rl.training_log.evaluations import gate_thresholds, metric
 
@@ -64,6 +66,28 @@ def reward_gate(
         "candidate": label,
         "metrics": table,
     }
+
+
+def heldout_gate(report: HeldoutReport) -> dict[str, Any]:
+    """With held-out evaluation: stop before export unless the candidate step answers the
+    held-out items significantly better than the base model (McNemar's exact test at the
+    report's level) on a scored benchmark and significantly worse on none. Returns the verdict
+    and its lines."""
+    verdict = report.verdict(BASE)
+    lines = report.reasons(BASE)
+    if verdict != Verdict.BETTER:
+        shown = "not scored" if verdict is None else str(verdict).replace("_", " ")
+        raise AirflowFailException(
+            f"held-out gate: step {report.step} is {shown} against the base model: "
+            f"{'; '.join(lines) or 'the base model was not scored'}; not exporting"
+        )
+    return {"verdict": str(verdict), "reasons": lines, "step": report.step}
+
+
+def heldout_choice(report: HeldoutReport) -> tuple[int, str]:
+    """The step the held-out evaluation exports, and why (checkpoint_choice's `heldout`)."""
+    scores = ", ".join(f"step {step} {score:.1%}" for step, score in report.step_scores.items())
+    return report.step, f"held-out evaluation: the best score of the steps scored ({scores})"
 
 
 def candidate(

@@ -17,6 +17,7 @@ from tpu_rl.promotion.champion import ChampionRecord, ChampionRecordError, Champ
 from tpu_rl.promotion.exported import ExportedModel
 
 if TYPE_CHECKING:
+    from tpu_rl.heldout.report import HeldoutReport
     from tpu_rl.layout import RunLayout
     from tpu_rl.promotion.registry import RegisteredVersion
 
@@ -57,9 +58,12 @@ def champion_record(
     )
 
 
-def vertex_model(layout: RunLayout, export: ExportedModel, model_id: str) -> dict[str, Any]:
+def vertex_model(
+    layout: RunLayout, export: ExportedModel, model_id: str, heldout: HeldoutReport | None = None
+) -> dict[str, Any]:
     """The Model a promotion uploads (v1 REST Model's fields): the export's files, the serving
-    container, the run's id and metrics in the version's description, its slug as a label."""
+    container, the run's id and metrics in the version's description, its slug as a label, and
+    the held-out evaluation's step, scores and verdicts as labels when the run had one."""
     from tpu_rl.promotion.registry import version_description, version_labels
 
     return {
@@ -67,7 +71,7 @@ def vertex_model(layout: RunLayout, export: ExportedModel, model_id: str) -> dic
         "artifact_uri": export.export_uri,
         "container_spec": {"image_uri": deployment.vertex_serving_image()},
         "version_description": version_description(layout.run_id, export.step, export.metrics),
-        "labels": version_labels(layout.slug, layout.deployment, export.step),
+        "labels": version_labels(layout.slug, layout.deployment, export.step, heldout),
     }
 
 
@@ -107,13 +111,15 @@ def promote_export(
     comparison: Mapping[str, Any] | None,
     gcp_conn_id: str,
     log: PromotionLog,
+    heldout: HeldoutReport | None = None,
 ) -> dict[str, Any]:
-    """Register the export in Vertex when the deployment says so, then write the champion
-    record over the one `comparison` compared with (a retry that finds its own record keeps
-    it). The promotion's facts, for the XCom; PromotionFailed saying the state left."""
+    """Register the export in Vertex when the deployment says so (`heldout`: the run's held-out
+    evaluation, in the version's labels), then write the champion record over the one
+    `comparison` compared with (a retry that finds its own record keeps it). The promotion's
+    facts, for the XCom; PromotionFailed saying the state left."""
     try:
         model_id = deployment.vertex_registry()
-        model = vertex_model(layout, export, model_id) if model_id else None
+        model = vertex_model(layout, export, model_id, heldout) if model_id else None
     except deployment.DeploymentError as err:
         raise PromotionFailed(str(err), "nothing changed (the deployment's settings)") from None
     store = ChampionStore(layout.model_root, layout.deployment, gcp_conn_id)

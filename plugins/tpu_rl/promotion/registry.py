@@ -18,6 +18,9 @@ from typing import Any
 
 from airflow.providers.google.cloud.hooks.vertex_ai.model_service import ModelServiceHook
 
+from tpu_rl.heldout.report import HeldoutReport
+from tpu_rl.heldout.table import LABELS_PER_RESOURCE, heldout_labels
+
 CHAMPION_ALIAS = "champion"
 LABEL_PREFIX = "tpu-rl-"
 DESCRIPTION_LIMIT = 1000  # kept short: the console shows it in the versions' table
@@ -57,12 +60,18 @@ class RegisteredVersion:
         return f"{self.model}@{self.version_id}"
 
 
-def version_labels(run_slug: str, deployment: str, step: int | None) -> dict[str, str]:
+def version_labels(
+    run_slug: str, deployment: str, step: int | None, heldout: HeldoutReport | None = None
+) -> dict[str, str]:
     """Label values Vertex accepts (lower-case letters, digits, '-', '_'; 63 at most): the
-    run's slug (its folders' and objects' name), the deployment, the exported step."""
+    run's slug (its folders' and objects' name), the deployment, the exported step; with
+    held-out evaluation its step, and each scored benchmark's accuracy and verdicts in the
+    labels the others leave of Vertex's 64 (tpu_rl.heldout.table.heldout_labels)."""
     labels = {f"{LABEL_PREFIX}run": run_slug, f"{LABEL_PREFIX}deployment": deployment}
     if step is not None:
         labels[f"{LABEL_PREFIX}step"] = str(step)
+    if heldout is not None:
+        labels |= heldout_labels(heldout, LABEL_PREFIX, LABELS_PER_RESOURCE - len(labels))
     return labels
 
 

@@ -50,6 +50,9 @@ ASSUMED_MINUTES = {
     "export": 20.0,  # MaxText -> Hugging Face export
     "destroy_cluster": 10.0,  # gcluster destroy
 }
+# One model on the held-out benchmarks: vLLM loads the MaxText checkpoint on the slice, then
+# answers them (maxtext.eval; assumed: MaxText 0.2.4's eval README publishes no duration)
+HELDOUT_MODEL_MINUTES = 15.0
 ASSUMED_STEP_SECONDS = 60.0  # one GRPO training step of the tutorial's cell (num_batches steps)
 # Peak BF16 TFLOPs per chip, Google's table of v5p, v6e and TPU7x
 # (https://docs.cloud.google.com/tpu/docs/tpu7x, "System architecture", read 2026-12-06).
@@ -83,6 +86,8 @@ FIGURE_SETTINGS = frozenset(
         "capacity",
         "model_name",
         "negotiated_usd_per_chip_hour",
+        "heldout_tasks",
+        "heldout_top_k",
     }
 )
 PLACE_SETTINGS = frozenset({"region", "zone", "capacity_ladder"})
@@ -158,10 +163,19 @@ def _phases(settings: RunSettings) -> tuple[tuple[str, float], ...]:
         ("convert", ASSUMED_MINUTES["convert"]),
         ("start_backend", ASSUMED_MINUTES["start_backend"]),
         ("train", training),
+        ("evaluate_heldout", heldout_minutes(settings)),
         ("export", ASSUMED_MINUTES["export"]),
         ("destroy_cluster", ASSUMED_MINUTES["destroy_cluster"] if destroyed else 0.0),
     ]
     return tuple((step, minutes) for step, minutes in phases if minutes)
+
+
+def heldout_minutes(settings: RunSettings) -> float:
+    """The held-out evaluation's assumed minutes: its steps, the base model and a champion
+    (a deployment's first run has none: an upper bound); 0 when it is off."""
+    if not settings.heldout_tasks:
+        return 0.0
+    return (settings.heldout_top_k + 2) * HELDOUT_MODEL_MINUTES
 
 
 def billed_minutes(phases: tuple[tuple[str, float], ...], capacity: str) -> float:
@@ -289,6 +303,11 @@ def _assumptions(settings: RunSettings) -> tuple[str, ...]:
         "reservation: paid by its commitment whether or not the pool exists (no spend of the "
         "run's own); calendar: the window bills its whole length, at least one day",
     ]
+    if settings.heldout_tasks:
+        lines.append(
+            f"held-out evaluation: {HELDOUT_MODEL_MINUTES:g} min a model assumed, "
+            f"{settings.heldout_top_k} step(s), the base model and the champion, on the slice"
+        )
     if settings.cluster_mode == "create" and settings.keep_cluster:
         lines.append("keep_cluster: the pool keeps billing after the run, not counted here")
     if why := prices.no_price_why(settings.tpu_type):

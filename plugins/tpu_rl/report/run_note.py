@@ -1,4 +1,5 @@
-"""The run's note, on the run's own page in Airflow: its verdict, rewards and cost.
+"""The run's note, on the run's own page in Airflow: its verdict, held-out benchmarks, rewards
+and cost.
 
 `outcome` writes it. Airflow 3.3's Task SDK gives a task no way to set its run's note (the
 execution API's dag-runs routes read a run, trigger, clear and count runs:
@@ -16,12 +17,16 @@ import itertools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from tpu_rl.heldout.table import benchmark_lines, benchmark_table, verdict_line
 from tpu_rl.layout import console_object_url
 from tpu_rl.names import UI_PREFIX
 from tpu_rl.report.billing import billed_text
+
+if TYPE_CHECKING:
+    from tpu_rl.heldout.report import HeldoutReport
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +57,15 @@ def note_text(
     report_uri: str | None,
     promotion: str | None = None,
     run_id: str | None = None,
+    heldout: HeldoutReport | None = None,
 ) -> str:
-    """The note: the verdict, the promotion (if the export was verified), why training stopped
-    early (if it did), mean_reward pre -> post, the cost and the report's place: its page in
-    Airflow (with `run_id`), then the object's own. What does not fit gives way in that order:
-    the early stop's evidence, then its details, then the report's longer links; its sentences
-    are never cut while the shortest fits."""
+    """The note: the verdict, the promotion (if the export was verified), the held-out
+    benchmarks (with `heldout`), why training stopped early (if it did), mean_reward pre ->
+    post, the cost and the report's place: its page in Airflow (with `run_id`), then the
+    object's own. What does not fit gives way in that order: the early stop's evidence, then its
+    details, then the report's longer links; the held-out table gives way to a line per
+    benchmark, then to the verdict alone, before each of them. Its sentences are never cut
+    while the shortest fits."""
     pre, post = ((rewards or {}).get(k) or {} for k in ("pre", "post"))
     before, after = pre.get("mean_reward"), post.get("mean_reward")
     if before is None or after is None:
@@ -71,17 +79,31 @@ def note_text(
     tail = [reward, f"TPU cost: {_cost(tpu)}"]
     reports = [*_report_lines(report_uri, run_id), REPORT_ELSEWHERE] if report_uri else [""]
     stops = training_stopped(rewards) or [""]
+    benchmarks = heldout_texts(heldout) or [""]
 
-    def note(stop: str, report: str) -> str:
-        return "\n\n".join(p for p in [*head, stop, *tail, report, RL_PAGE_LINE] if p)
+    def note(stop: str, report: str, held: str) -> str:
+        return "\n\n".join(p for p in [*head, held, stop, *tail, report, RL_PAGE_LINE] if p)
 
-    for stop, report in itertools.product(stops, reports):
-        if len(text := note(stop, report)) <= NOTE_LIMIT:
+    for stop, report, held in itertools.product(stops, reports, benchmarks):
+        if len(text := note(stop, report, held)) <= NOTE_LIMIT:
             return text
     # nothing fits whole: the shortest early stop line cut to the room left
-    room = NOTE_LIMIT - len(note("", reports[-1])) - 2
+    room = NOTE_LIMIT - len(note("", reports[-1], benchmarks[-1])) - 2
     cut = stops[-1][: room - len(STOPPED_CUT)] + STOPPED_CUT if room > len(STOPPED_CUT) else ""
-    return note(cut if stops[-1] else "", reports[-1])[:NOTE_LIMIT]
+    return note(cut if stops[-1] else "", reports[-1], benchmarks[-1])[:NOTE_LIMIT]
+
+
+def heldout_texts(report: HeldoutReport | None) -> list[str]:
+    """The note's held-out paragraph, longest first: the verdict with the table per benchmark,
+    with a line per benchmark, alone; none without held-out evaluation."""
+    if report is None:
+        return []
+    verdict = verdict_line(report)
+    return [
+        "\n".join([f"{verdict}:", "", *benchmark_table(report)]),
+        "\n".join([f"{verdict}:", *(f"- {line}" for line in benchmark_lines(report))]),
+        verdict,
+    ]
 
 
 def next_step(verdict: str) -> str:

@@ -6,7 +6,8 @@ too), in chip-hours and host-hours, with the rule and the price it used. Each tr
 (a resume after capacity loss starts a new one) is listed with its TPU node-hours and the steps
 the next attempt computed again. Every evaluation (the base model's, each intermediate step's,
 the final model's) is a row of a table, the exported step marked, with how it was chosen (the
-gate's `checkpoint`: the choice export takes). The Markdown is for people: rounded numbers
+gate's `checkpoint`: the choice export takes). With held-out evaluation, its table per benchmark
+(tpu_rl.heldout.table). The Markdown is for people: rounded numbers
 (rewards 3 decimals, hours and dollars 2), "n/a" for what is unknown, the export's Cloud
 console link.
 """
@@ -25,6 +26,8 @@ from tpu_rl import deployment
 from tpu_rl.checkpoints import resume
 from tpu_rl.checkpoints.resume import costed, steps_recomputed
 from tpu_rl.cluster.rung_record import recorded_tries
+from tpu_rl.heldout.report import HeldoutReport
+from tpu_rl.heldout.table import benchmark_table, verdict_line
 from tpu_rl.layout import RunLayout, console_url, split_gcs_uri
 from tpu_rl.names import Step
 from tpu_rl.report.billing import billed_text
@@ -48,12 +51,14 @@ def build_report(
     tpu: Mapping[str, Any],
     champion: Mapping[str, Any] | None = None,
     rungs: list[dict[str, Any]] | None = None,
+    heldout: HeldoutReport | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready dict. The token is never a setting, so it cannot be here.
 
     `tpu`: the run's cost as `outcome` counted it (tpu_rl.report.run_cost.count_tpu_cost);
     `champion`: compare_champion's result (tpu_rl.promotion.comparison), if it ran.
     `rungs`: the capacity ladder's tries (tpu_rl.cluster.climb), none without a ladder.
+    `heldout`: evaluate_heldout's report, kept as its XCom (`heldout`) when the run had one.
     """
     settings = layout.settings
     rewards = rewards or {}
@@ -79,6 +84,8 @@ def build_report(
         "capacity_rungs": list(rungs or []),
         "settings": settings.to_dict(),
     }
+    if heldout is not None:
+        report["heldout"] = heldout.as_dict()
     report["summary"] = summary(report)
     return report
 
@@ -118,6 +125,7 @@ def summary(report: Mapping[str, Any]) -> str:
         f"{reward}. TPUs: {cost_text(report['tpu'], report['capacity'])}. Checkpoint step "
         f"{_cell(report['checkpoint_step'])}{why} exported to {report['export_uri']}.{resumed}"
         + (f" Champion: {report['champion']['reason']}." if report.get("champion") else "")
+        + (f" {verdict_line(_heldout(report))}." if report.get("heldout") else "")
     )
 
 
@@ -160,6 +168,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         )
     lines += evaluations_markdown(report["evaluations"])
     lines += champion_lines(report.get("champion"))
+    lines += heldout_markdown(report)
     lines += ["", "## Cost", "", f"- TPUs: {cost_text(tpu, report['capacity'])}"]
     lines += [f"- Counted as: {tpu['rule_text']}", f"- TPU nodes seen: {tpu['nodes_seen']}"]
     lines += ["", "## Training attempts", "", f"Capacity: {report['capacity']}.", ""]
@@ -226,6 +235,18 @@ def champion_lines(comparison: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def _heldout(report: Mapping[str, Any]) -> HeldoutReport:
+    return HeldoutReport.from_dict(report["heldout"])
+
+
+def heldout_markdown(report: Mapping[str, Any]) -> list[str]:
+    """The held-out benchmarks' section: the table per benchmark and how to read it; nothing
+    when the run had no held-out evaluation."""
+    if not report.get("heldout"):
+        return []
+    return ["", "## Held-out benchmarks", "", *benchmark_table(_heldout(report))]
+
+
 def _rung_lines(rungs: list[dict[str, Any]]) -> list[str]:
     """The capacity ladder's section: one line per rung tried, with GKE's reason."""
     if not rungs:
@@ -270,9 +291,15 @@ def write_report(report: Mapping[str, Any], gcp_conn_id: str) -> list[str]:
     return [f"gs://{bucket}/{prefix}{name}" for name in files]
 
 
-def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) -> str:
-    """Build the report from this run's XComs, finished steps and counted cost, upload it; the
-    Markdown file's URI."""
+def publish_run_report(
+    layout: RunLayout,
+    context: Any,
+    tpu: Mapping[str, Any],
+    heldout: HeldoutReport | None = None,
+) -> str:
+    """Build the report from this run's XComs, finished steps, counted cost and held-out
+    evaluation (evaluate_heldout's report, read by its caller), upload it; the Markdown file's
+    URI."""
     ti = context["ti"]
     report = build_report(
         layout,
@@ -283,6 +310,7 @@ def publish_run_report(layout: RunLayout, context: Any, tpu: Mapping[str, Any]) 
         tpu=tpu,
         champion=ti.xcom_pull(task_ids=Step.COMPARE_CHAMPION),
         rungs=recorded_tries(ti) if layout.settings.capacity_ladder else None,
+        heldout=heldout,
     )
     uris = write_report(report, deployment.gcp_conn_id())
     for uri in uris:

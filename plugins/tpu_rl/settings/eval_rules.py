@@ -1,9 +1,11 @@
-"""Rules on the evaluation settings: the gate's metrics (an error when unknown), and whether
-export_checkpoint=best has a step to choose besides the last (a warning, never a refusal)."""
+"""Rules on the evaluation settings: the gate's metrics (an error when unknown), the held-out
+benchmarks and their level, and whether export_checkpoint=best has a step to choose besides the
+last (a warning, never a refusal)."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 
 from tpu_rl.settings.choices import EVAL_METRICS, ExportCheckpoint
@@ -13,6 +15,9 @@ from tpu_rl.settings.fields import RunSettings
 # another with extra_train_args `eval_interval=N` (train_rl reads trainer_config.eval_interval:
 # trainers/post_train/rl/utils_rl.py, install_training_hooks).
 RL_EVAL_INTERVAL = 10
+# an lm-eval task or group name as its YAML files spell them (`task: gsm8k`, `arc_easy`,
+# `mmlu_pro`, `leaderboard_ifeval`): it reaches maxtext.eval's --tasks on a shell line
+TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 def _metric_gains(setting: str, gains: dict[str, float]) -> Iterator[str]:
@@ -37,6 +42,22 @@ def champion_gains(s: RunSettings) -> Iterator[str]:
     if not s.min_gain_over_champion:
         yield 'min_gain_over_champion: name at least one metric (e.g. {"mean_reward": 0})'
     yield from _metric_gains("min_gain_over_champion", s.min_gain_over_champion)
+
+
+def heldout_benchmarks(s: RunSettings) -> Iterator[str]:
+    """The held-out task names are lm-eval names, each once, guards apart from the scored ones;
+    guards need scored benchmarks beside them; the level is a probability."""
+    for setting in ("heldout_tasks", "heldout_guard_tasks"):
+        for name in getattr(s, setting):
+            if not TASK_NAME.match(name):
+                yield f"{setting}: {name!r} is not an lm-eval task name (letters, digits, _.-)"
+    named = [*s.heldout_tasks, *s.heldout_guard_tasks]
+    if twice := sorted({name for name in named if named.count(name) > 1}):
+        yield f"heldout_tasks: {', '.join(twice)} named twice (a benchmark is scored once)"
+    if s.heldout_guard_tasks and not s.heldout_tasks:
+        yield "heldout_guard_tasks: guards are scored beside heldout_tasks; name one there too"
+    if not 0 < s.heldout_significance < 1:
+        yield f"heldout_significance: {s.heldout_significance:g} is not between 0 and 1"
 
 
 def eval_interval(s: RunSettings) -> int | None:

@@ -731,6 +731,54 @@ class RunSettings:
         "approved). Airflow's approval form highlights the same option: it is one parameter there "
         "(the operator's defaults).",
     )
+    heldout_tasks: list[str] = RUN.setting(
+        [],
+        "Held-out benchmarks",
+        description="lm-eval task names MaxText's evaluator (maxtext.eval, runner lm_eval) scores "
+        "on the slice after training, e.g. gsm8k (GSM8K's 1,319 test items): the top "
+        "heldout_top_k steps, the base model and the champion on the same items, item by item. "
+        "The export is the step that scores best, and the gate and the champion comparison "
+        "take the paired verdict on these items. Empty: off (the trainer's own evaluation "
+        "decides).",
+        may_be_empty=True,
+        text=rule.FREE_TEXT,
+    )
+    heldout_guard_tasks: list[str] = RUN.setting(
+        [],
+        "Held-out guard benchmarks",
+        description="lm-eval task names of capabilities the reward never scores, scored beside "
+        "heldout_tasks: one the candidate answers significantly worse than the base model holds "
+        "promotion for a person (a sign of reward hacking), never promoted on its own.",
+        may_be_empty=True,
+        text=rule.FREE_TEXT,
+    )
+    heldout_top_k: int = RUN.setting(
+        2,
+        "Held-out steps scored",
+        description="How many committed steps the held-out evaluation scores: the best by "
+        "best_metric's trainer evaluation, then the newest.",
+        bounds=(1, 10),
+    )
+    heldout_significance: float = RUN.setting(
+        0.05,
+        "Held-out significance level",
+        description="The paired verdict's level (McNemar's exact test): a gain or a loss counts "
+        "only when its p-value is below it; otherwise the candidate is not distinguishable.",
+        at_least=0,
+    )
+    heldout_num_samples: int = RUN.setting(
+        0,
+        "Held-out items per benchmark",
+        description="maxtext.eval's --num_samples: the first N items of each benchmark; 0: all.",
+        bounds=(0, 1_000_000),
+    )
+    heldout_timeout_minutes: int = RUN.limit(
+        30,
+        "Held-out evaluation per model",
+        7 * DAY,
+        description="Time limit for scoring one model on the held-out benchmarks (the step's "
+        "limit: this times the models scored).",
+    )
     champion_eval_timeout_minutes: int = RUN.limit(
         60,
         "Champion evaluation",

@@ -16,6 +16,7 @@ from tpu_rl.settings.eval_rules import (
     best_checkpoint_warnings,
     champion_gains,
     gate_metric_names,
+    heldout_benchmarks,
 )
 from tpu_rl.settings.fields import CHOICE_FIELDS, REQUIRED_SETTINGS, SETTING_FIELDS, RunSettings
 from tpu_rl.settings.grpo_rules import GRPO_RULES
@@ -188,9 +189,18 @@ def text_problems(s: RunSettings, check: Callable[[TextRule, str], str | None]) 
                 yield f"{f.name}{f'[{i}]' if isinstance(value, list) else ''}: {problem}"
 
 
-# The TPU cell, GRPO, capacity, gate and champion rules live in modules of their own; they run
-# here, in this order.
-RULES.extend((*CELL_RULES, *GRPO_RULES, *CAPACITY_RULES, gate_metric_names, champion_gains))
+# The TPU cell, GRPO, capacity, gate, champion and held-out rules live in modules of their own;
+# they run here, in this order.
+RULES.extend(
+    (
+        *CELL_RULES,
+        *GRPO_RULES,
+        *CAPACITY_RULES,
+        gate_metric_names,
+        champion_gains,
+        heldout_benchmarks,
+    )
+)
 
 
 @rule

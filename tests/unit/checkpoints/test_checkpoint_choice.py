@@ -112,3 +112,24 @@ def test_after_a_health_anomaly_only_the_steps_before_it_are_chosen(monkeypatch)
     monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: [30, 40])
     with pytest.raises(ValueError, match="no committed checkpoint before the anomaly at step 30"):
         choose_for_run(URI, "c", rewards, BEST, "mean_reward")
+
+
+def test_the_heldout_candidates_are_the_best_evaluated_then_the_newest_committed(monkeypatch):
+    """heldout_top_k steps: committed only (50 was cut), best by the trainer's evaluation
+    first (20, then 10 and 40 tied: the later), then the newest; none at or after an anomaly."""
+    monkeypatch.setattr(storage, "checkpoint_steps", lambda uri, conn: [10, 20, 30, 40, 50])
+    monkeypatch.setattr(storage, "step_committed", lambda uri, conn: not uri.endswith("/50"))
+    rewards = {"intermediate": [{"step": s, **line} for s, line in SCORED.items() if s < 50]}
+    candidates = checkpoint_choice.heldout_candidates
+    assert candidates(URI, "c", rewards, "mean_reward", 2) == [20, 40]
+    assert candidates(URI, "c", rewards, "mean_reward", 3) == [10, 20, 40]
+    assert candidates(URI, "c", {}, "mean_reward", 2) == [30, 40]  # no evaluation: the newest
+    anomaly = {**rewards, "anomaly": {"rule": "nan", "step": 20, "anomaly_step": 20}}
+    assert candidates(URI, "c", anomaly, "mean_reward", 3) == [10]
+
+
+def test_the_heldout_choice_takes_the_place_of_the_policy(monkeypatch):
+    monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (40, []))
+    monkeypatch.setattr(storage, "step_committed", lambda uri, conn: True)
+    picked = choose_for_run(URI, "c", {}, LAST, "mean_reward", (20, "held-out: the best"))
+    assert (picked.step, picked.choice, picked.reason) == (20, "heldout", "held-out: the best")

@@ -20,9 +20,10 @@ def test_the_defaults_fit_the_default_timeout(tutorial_conf):
     assert run_limits.budget_problem(s, 3 * DAY, BUDGETS) is None
     # each limit x its tries, plus 5 min before each retry: the conversion (pending +
     # conversion) twice with one wait, ..., preflight 3 x 10; compare_champion, approve and
-    # promote 10 each (approval=none; evaluate_champion runs beside the path)
+    # promote 10 each (approval=none; evaluate_champion runs beside the path); evaluate_heldout
+    # 10 (held-out evaluation off: it skips)
     retries = sum(lim.retries for lim in run_steps.WORK_LIMITS.values())
-    assert run_limits.work_minutes(s, BUDGETS) == pytest.approx(2280 + 5 * retries)
+    assert run_limits.work_minutes(s, BUDGETS) == pytest.approx(2290 + 5 * retries)
     reserve = run_limits.cleanup_reserve_minutes(s, BUDGETS)
     assert reserve == pytest.approx(4 * 10 + 4 * 90 + 10 + 5 * (3 + 3))
 

@@ -1,5 +1,6 @@
-"""The hold on reward hacking by completion length (tpu_rl.heldout.hold): judged on the curves of
-the real Tunix GRPO runs (sandbox/corpus) and on drawn ones."""
+"""The hold on reward hacking (tpu_rl.heldout.hold): by completion length, judged on the curves
+of the real Tunix GRPO runs (sandbox/corpus) and on drawn ones; by the held-out evaluation's
+guards and verdict against the base model."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import NamedTuple
 import pytest
 
 from sandbox.trainer_corpus import runs
-from tpu_rl.heldout.hold import MIN_POINTS, length_drift_hold, trend
+from tests.support.heldout import GSM8K, GSM8K_WORSE, MMLU_FELL, heldout
+from tpu_rl.heldout.hold import MIN_POINTS, heldout_hold, joined, length_drift_hold, trend
 from tpu_rl.settings.params import default_settings
 from tpu_rl.watch import curves
 
@@ -97,3 +99,56 @@ def test_only_the_training_of_the_exported_checkpoint_is_judged():
     rewards = RISING[:35] + [0.0] * 5
     assert length_drift_hold(drawn(rewards, lengths), 2.0) is not None  # the whole run's curves
     assert length_drift_hold(drawn(rewards, lengths), 2.0, exported_step=30) is None
+
+
+STEADY = [300.0] * 40  # a completion length that does not move
+
+
+def test_a_guard_benchmark_that_fell_below_the_base_model_holds_whatever_the_reward_did():
+    report = heldout(GSM8K, MMLU_FELL)
+    for found in (drawn(RISING, STEADY), drawn(RISING[::-1], STEADY), None):
+        hold = heldout_hold(report, found)
+        assert hold is not None
+        assert hold.reason == (
+            "step 100 answers guard benchmark mmlu significantly worse than the base model: a "
+            "capability the reward never scored, lost"
+        )
+        [evidence] = hold.evidence
+        assert evidence.startswith("guard mmlu: worse than the base model: 62.0% vs 68.0% on 500")
+
+
+def test_a_verdict_worse_than_the_base_model_holds_only_while_the_reward_rose():
+    report = heldout(GSM8K_WORSE)
+    hold = heldout_hold(report, drawn(RISING, STEADY))
+    assert hold is not None
+    assert hold.reason == (
+        "the training reward rose while step 100 answers held-out benchmark gsm8k significantly "
+        "worse than the base model: a sign of reward hacking"
+    )
+    reward, gsm8k = hold.evidence
+    assert reward.startswith("batch reward (rewards/train/score/mean) 0.145 -> 0.445")
+    assert gsm8k.startswith("gsm8k: worse than the base model: 56.0% vs 64.0% on 1000 items")
+    assert heldout_hold(report, drawn(RISING[::-1], STEADY)) is None  # the reward fell
+    assert heldout_hold(report, None) is None  # no curve: the reward's move is not known
+    # judged on the exported checkpoint's training only: the reward fell before step 20
+    later = drawn([0.5 - 0.01 * i for i in range(20)] + [1.0] * 20, STEADY)
+    assert heldout_hold(report, later) is not None
+    assert heldout_hold(report, later, exported_step=20) is None
+
+
+def test_no_held_out_hold_without_a_report_or_with_nothing_fallen():
+    assert heldout_hold(None, drawn(RISING, STEADY)) is None  # held-out evaluation off
+    assert heldout_hold(heldout(GSM8K), drawn(RISING, STEADY)) is None
+
+
+def test_holds_found_together_keep_each_reason_and_all_evidence():
+    tripled = [300.0 * (1 + 2 * i / 39) for i in range(40)]
+    found = drawn(RISING, tripled)
+    length = length_drift_hold(found, 2.0)
+    guard = heldout_hold(heldout(MMLU_FELL), found)
+    assert length is not None and guard is not None
+    both = joined(length, None, guard)
+    assert both is not None
+    assert both.reason == f"{length.reason}; {guard.reason}"
+    assert both.evidence == (*length.evidence, *guard.evidence)
+    assert joined(None, None) is None and joined(guard) == guard

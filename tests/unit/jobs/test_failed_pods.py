@@ -132,7 +132,7 @@ def test_export_uses_the_newest_committed_step_and_refuses_when_none(monkeypatch
     ti = SimpleNamespace(
         task_id="export",
         xcom_push=lambda key, value: pushed.update({key: value}),
-        xcom_pull=lambda task_ids, key: pushed.get(key),
+        xcom_pull=lambda task_ids, key=None: pushed.get(key),
     )
     monkeypatch.setattr(storage, "newest_committed_step", lambda uri, conn: (25, [50]))
     manifest = op.prepare(layout, {"ti": ti})

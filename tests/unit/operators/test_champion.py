@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.heldout import GSM8K, heldout_xcom
 from tpu_rl.layout import RunLayout
 from tpu_rl.names import Step
 from tpu_rl.operators.champion import (
@@ -77,3 +78,24 @@ def test_a_challenger_that_loses_is_pushed_then_skips_promotion(compare):
 
 def test_compare_runs_when_evaluate_champion_skipped():
     assert CompareChampionOperator().trigger_rule == "none_failed"
+
+
+def test_a_challenger_the_trainer_favours_is_not_promoted_when_heldout_cannot_tell(compare):
+    """The trainer's numbers beat the champion; the held-out items show no difference: the
+    comparison says so, and promotion is skipped."""
+    step, skipped = compare
+    ti = ChampionTI(
+        {
+            EXPORTED: {"metrics": {"mean_reward": 0.3}},
+            (Step.EVALUATE_CHAMPION, CHAMPION_XCOM): {"run_id": "r0", "export_uri": "gs://b/0/"},
+            (Step.EVALUATE_CHAMPION, METRICS_XCOM): {"mean_reward": 0.2},
+            (Step.EVALUATE_HELDOUT, "return_value"): heldout_xcom(GSM8K),
+        }
+    )
+    result = step.execute({"ti": ti})
+    assert not result["beats"] and skipped == [True]
+    assert result["heldout_verdict"] == "not_distinguishable"
+    assert result["reason"].startswith(
+        "not promoted: not distinguishable from the champion from run r0 on the held-out items"
+    )
+    assert result["trainer_reason"].startswith("beats the champion from run r0")

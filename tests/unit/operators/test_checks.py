@@ -1,6 +1,7 @@
 """The run's checks (tpu_rl.operators.checks): outcome's verdict, as the run's note and its
-failure read it (the failed task first), and a failed `validate` as its log shows it (the list
-of problems once, at the end, unchained)."""
+failure read it (the failed task first), the held-out evaluation it passes to the report and the
+note, and a failed `validate` as its log shows it (the list of problems once, at the end,
+unchained)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import PIPELINE
-from tpu_rl.operators.checks import failure_verdict
+from tests.support.approval import XComs
+from tests.support.heldout import GSM8K, heldout_xcom
+from tpu_rl import run_summary
+from tpu_rl.names import Step
+from tpu_rl.operators.checks import RunOutcomeOperator, failure_verdict
+from tpu_rl.report import run_cost, run_note, run_report
 
 # every step a failed validate keeps from running but verify (named apart) and outcome
 STEPS = [*PIPELINE[1:-1], "stop_backend", "cleanup_kubernetes", "cleanup_cluster"]
@@ -72,3 +78,31 @@ def test_a_failed_validate_ends_its_log_with_the_problems_once(tutorial_conf):
     last = logged.rstrip("\n").splitlines()[-3:]
     headline = f"{AirflowFailException.__module__}.AirflowFailException: 2 invalid setting(s):"
     assert last == [headline, *PROBLEMS]
+
+
+def test_outcome_puts_the_held_out_evaluation_in_the_report_and_the_note(monkeypatch):
+    """With heldout_tasks, evaluate_heldout's report reaches the run's report and note; without,
+    neither gets one (the step skipped)."""
+    given: dict = {}
+    monkeypatch.setattr(run_cost, "count_run_cost", lambda layout, context: None)
+    monkeypatch.setattr(run_summary, "write_summary", lambda ti, task_id, **fields: None)
+    monkeypatch.setattr(
+        run_report,
+        "publish_run_report",
+        lambda layout, context, tpu, heldout=None: given.update(report=heldout) or "r.md",
+    )
+    monkeypatch.setattr(
+        run_note, "set_run_note", lambda conn, dag_id, run_id, text: given.update(note=text)
+    )
+    ti = XComs({(Step.EVALUATE_HELDOUT, "return_value"): heldout_xcom(GSM8K)})
+    ti.xcom_push = lambda key, value: None
+    ti.dag_id, ti.run_id = "tpu_rl_post_training", "manual__1"
+    op = RunOutcomeOperator(final_task="verify")
+    for tasks in ([], ["gsm8k"]):
+        layout = SimpleNamespace(settings=SimpleNamespace(heldout_tasks=tasks))
+        monkeypatch.setattr(op, "run_layout", lambda context, layout=layout: layout)
+        op.report_results({"ti": ti}, None, "promoted", verified=True)
+        if not tasks:
+            assert given["report"] is None and "Held-out" not in given["note"]
+    assert given["report"].step == 100
+    assert "Held-out (95% level): step 100 better than the base model" in given["note"]

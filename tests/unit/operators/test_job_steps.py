@@ -20,6 +20,8 @@ from tpu_rl.operators.job_steps import (
 )
 from tpu_rl.settings.run_settings import load_settings
 
+NO_XCOMS = SimpleNamespace(xcom_pull=lambda **kwargs: None)  # a run before any result
+
 
 def test_the_operators_are_on_the_runs_cluster_unless_named():
     job = ConvertCheckpointOperator(task_id="convert")
@@ -85,4 +87,4 @@ def test_an_export_without_a_committed_checkpoint_fails_naming_why(layout, monke
 
     monkeypatch.setattr(checkpoint_choice, "choose_for_run", no_choice)
     with pytest.raises(AirflowException, match="no committed checkpoint under gs://b/ck/"):
-        ExportCheckpointOperator(task_id="export").choose(layout)
+        ExportCheckpointOperator(task_id="export").choose(layout, {"ti": NO_XCOMS})

@@ -9,11 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.approval import COMPARISON, EXPORT, GATE, RUN_ID, TPU, PushingTI, asking_context
+from tests.support.heldout import GSM8K, GSM8K_WORSE, MMLU_FELL, heldout_xcom
 from tpu_rl.names import Step
 from tpu_rl.operators.promotion import ApproveExportOperator
 from tpu_rl.promotion.approval_text import (
     run_promotion,
 )
+from tpu_rl.promotion.exported import heldout_result
 
 
 def test_approval_is_airflows_own_with_a_timeout_that_rejects():
@@ -28,7 +30,8 @@ def test_approval_is_airflows_own_with_a_timeout_that_rejects():
 
 def test_without_approval_it_passes_at_once(monkeypatch):
     op = ApproveExportOperator()
-    layout = SimpleNamespace(settings=SimpleNamespace(approval="none", hold_length_drift=2.0))
+    settings = SimpleNamespace(approval="none", hold_length_drift=2.0, heldout_tasks=[])
+    layout = SimpleNamespace(settings=settings)
     monkeypatch.setattr(op, "run_layout", lambda context: layout)
     ti = PushingTI()
     assert op.execute({"ti": ti}) == {"approval": "none"}
@@ -80,10 +83,17 @@ class AskingTI(PushingTI):
 
 
 def ask(
-    monkeypatch, op: ApproveExportOperator, answer: str, approval: str = "required", ti=None
+    monkeypatch,
+    op: ApproveExportOperator,
+    answer: str,
+    approval: str = "required",
+    ti=None,
+    heldout_tasks: list[str] | None = None,
+    drift: float = 2.0,
 ) -> list[str] | None:
     """Run approve's execute up to the wait; the defaults stored with the request (what the
-    scheduler answers at the timeout)."""
+    scheduler answers at the timeout). `heldout_tasks`: the run's held-out benchmarks (none:
+    off); `drift`: its hold_length_drift."""
     from airflow.providers.standard.operators import hitl
     from airflow.sdk.exceptions import TaskAwaitingInput
 
@@ -94,7 +104,8 @@ def ask(
     monkeypatch.setattr(run_cost, "count_run_cost", lambda layout, context: TPU)
     settings = SimpleNamespace(
         approval=approval,
-        hold_length_drift=2.0,
+        hold_length_drift=drift,
+        heldout_tasks=heldout_tasks or [],
         approval_timeout_minutes=60,
         approval_timeout_answer=answer,
         capacity="spot",
@@ -187,7 +198,7 @@ def test_curves_without_drift_let_a_run_without_approval_pass(monkeypatch):
     from tpu_rl.watch.curves import LENGTH, XCOM_KEY
 
     op = ApproveExportOperator()
-    settings = SimpleNamespace(approval="none", hold_length_drift=2.0)
+    settings = SimpleNamespace(approval="none", hold_length_drift=2.0, heldout_tasks=[])
     monkeypatch.setattr(op, "run_layout", lambda context: SimpleNamespace(settings=settings))
     steady = drifting_curves()
     steady["series"][LENGTH] = [[i, 300.0] for i in range(40)]
@@ -212,3 +223,70 @@ def test_a_held_wait_is_the_approval_timeout_or_what_the_run_has_left(monkeypatc
     assert held_wait({}, s) == timedelta(seconds=1)
     monkeypatch.setattr(run_limits, "work_deadline", lambda context, s: None)
     assert held_wait({}, s) == timedelta(minutes=60)
+
+
+def held_out(ti: AskingTI, *rows: dict) -> AskingTI:
+    """`ti` with evaluate_heldout's report of `rows`."""
+    ti.values[(Step.EVALUATE_HELDOUT, "return_value")] = heldout_xcom(*rows)
+    return ti
+
+
+def test_a_guard_benchmark_fallen_below_the_base_model_holds_a_run_without_approval(monkeypatch):
+    """With hold_length_drift off too: the held-out report is still judged."""
+    ti = held_out(AskingTI(), GSM8K, MMLU_FELL)
+    assert ask(monkeypatch, in_a_dag(), "reject", "none", ti, ["gsm8k"], drift=0) == ["Reject"]
+    body = asked["body"]
+    held = body[body.index("## Held: possible reward hacking") : body.index("## Evaluation")]
+    assert "step 100 answers guard benchmark mmlu significantly worse than the base model" in held
+    assert "- guard mmlu: worse than the base model: 62.0% vs 68.0% on 500 items" in held
+    assert "## Held-out benchmarks" in body and "| mmlu (guard) | 500 | 62.0% |" in body
+    assert ti.values[(Step.APPROVE, "hold")].startswith("step 100 answers guard benchmark mmlu")
+
+
+def test_a_verdict_worse_than_the_base_model_holds_while_the_reward_rose(monkeypatch):
+    from tpu_rl.watch.curves import LENGTH, XCOM_KEY
+
+    steady = drifting_curves()
+    steady["series"][LENGTH] = [[i, 300.0] for i in range(40)]
+    ti = held_out(AskingTI(), GSM8K_WORSE)
+    ti.values[(Step.WAIT_FOR_REWARDS, XCOM_KEY)] = steady
+    ask(monkeypatch, in_a_dag(), "reject", "none", ti, ["gsm8k"])
+    held = asked["body"][: asked["body"].index("## Evaluation")]
+    assert "the training reward rose while step 100 answers held-out benchmark gsm8k" in held
+    assert "- batch reward (rewards/train/score/mean) 0.145 -> 0.445" in held
+    assert "- gsm8k: worse than the base model: 56.0% vs 64.0% on 1000 items" in held
+
+
+def test_the_hold_reads_no_xcom_with_both_judges_off_and_judges_the_report_when_on(monkeypatch):
+    """heldout_tasks empty (evaluate_heldout skipped) and hold_length_drift 0: approve reads no
+    XCom at all, not even a report left there; with heldout_tasks that report holds the run."""
+    op = ApproveExportOperator()
+    settings = SimpleNamespace(approval="none", hold_length_drift=0, heldout_tasks=[])
+    monkeypatch.setattr(op, "run_layout", lambda context: SimpleNamespace(settings=settings))
+    ti = held_out(AskingTI(), GSM8K, MMLU_FELL)
+    read = []
+    pull = ti.xcom_pull
+    monkeypatch.setattr(ti, "xcom_pull", lambda **kw: read.append(kw) or pull(**kw))
+    assert op.execute({"ti": ti}) == {"approval": "none"}
+    assert read == []
+    settings.heldout_tasks = ["gsm8k"]  # on: the same report holds the run
+    assert op.reward_hacking_hold({"ti": ti}, 0, heldout_result(ti, settings)) is not None
+
+
+def test_promote_labels_the_registry_version_with_the_held_out_evaluation(monkeypatch):
+    from tpu_rl.operators.promotion import PromoteExportOperator
+    from tpu_rl.promotion import promote
+
+    given = {}
+
+    def promote_export(layout, export, comparison, conn_id, log, heldout=None):
+        given["heldout"] = heldout
+        return {"export_uri": export.export_uri, "run_id": RUN_ID, "step": 100, "metrics": {}}
+
+    monkeypatch.setattr(promote, "promote_export", promote_export)
+    op = PromoteExportOperator()
+    for tasks, expected in (([], None), (["gsm8k"], 100)):
+        layout = SimpleNamespace(settings=SimpleNamespace(heldout_tasks=tasks))
+        monkeypatch.setattr(op, "run_layout", lambda context, layout=layout: layout)
+        op.execute({"ti": held_out(AskingTI(), GSM8K)})
+        assert getattr(given["heldout"], "step", None) == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.approval import COMPARISON, XComs, case
+from tests.support.heldout import GSM8K, MMLU_FELL, heldout, without_champion
 from tpu_rl.names import Step
 from tpu_rl.promotion.approval_text import (
     approval_body,
@@ -122,3 +123,20 @@ def test_the_verdict_says_why_a_person_was_asked_when_the_run_held_it():
     line = promotion_line(None, timed_out, COMPARISON, held="the reward rose while ...")
     assert line.endswith("; held for a person because the reward rose while ..."), line
     assert "held" not in promotion_line(None, timed_out, COMPARISON)
+
+
+def test_the_body_shows_the_held_out_benchmarks_only_when_they_were_evaluated():
+    body = approval_body(case(heldout=heldout(GSM8K, MMLU_FELL)))
+    section = body.index("## Held-out benchmarks")
+    assert body.index("## Evaluation") < section < body.index("## Cost")
+    assert "| Benchmark | Items | Candidate (step 100) | Champion | Base |" in body
+    assert (
+        "| gsm8k | 1,000 | 76.0% | 74.0% | 64.0% | +2.0 (+0.0 to +4.0) | not distinguishable "
+        "| +12.0 (+9.3 to +14.7) | better |" in body
+    )
+    assert "| mmlu (guard) | 500 | 62.0% |" in body
+    assert "step 100 is the best of them on these same items" in body
+    first = approval_body(case(heldout=heldout(without_champion(GSM8K))))
+    assert "| gsm8k | 1,000 | 76.0% | — | 64.0% | — | — |" in first
+    assert approval_body(case(heldout=None)) == approval_body(case())
+    assert "Held-out" not in approval_body(case())

@@ -7,7 +7,9 @@ import math
 import pytest
 
 from tests.support.comparison import CHAMPION, RECORD, REWARD, metrics
-from tpu_rl.promotion.comparison import NO_CHAMPION, compare_with_champion
+from tpu_rl.heldout.report import CHAMPION as HELDOUT_CHAMPION
+from tpu_rl.heldout.report import HeldoutReport, heldout_report
+from tpu_rl.promotion.comparison import NO_CHAMPION, compare_with_champion, on_heldout
 
 
 def test_the_first_run_has_no_champion_to_beat():
@@ -54,3 +56,35 @@ def test_a_negative_gain_is_the_loss_allowed():
 def test_a_missing_or_nan_metric_is_not_promoted_and_says_which(champion, challenger, named):
     result = compare_with_champion(RECORD, champion, challenger, REWARD)
     assert not result["beats"] and result["reason"] == f"not promoted: no usable {named}"
+
+
+def heldout_against_champion(champion_right: int) -> HeldoutReport:
+    """A step answering 150 of 200 items right, the champion `champion_right` of them."""
+
+    def items(right: int) -> dict[str, bool]:
+        return {f"{i}:h": i < right for i in range(200)}
+
+    references = {HELDOUT_CHAMPION: {"gsm8k": items(champion_right)}}
+    return heldout_report({30: {"gsm8k": items(150)}}, references, ["gsm8k"], [], 0.05)
+
+
+def test_on_heldout_items_only_a_significant_gain_beats_the_champion():
+    """The trainer's numbers say it beats the champion; the held-out items decide."""
+    trainer = compare_with_champion(RECORD, CHAMPION, metrics(mean_reward=0.3), REWARD)
+    assert trainer["beats"]
+    better = on_heldout(trainer, heldout_against_champion(120))
+    assert better["beats"] and better["heldout_verdict"] == "better"
+    assert better["reason"].startswith(
+        "beats the champion from run scheduled__2026-11-26 on the held-out items: gsm8k: better"
+    )
+    assert better["trainer_reason"] == trainer["reason"]
+    tie = on_heldout(trainer, heldout_against_champion(147))
+    assert not tie["beats"] and tie["heldout_verdict"] == "not_distinguishable"
+    assert tie["reason"].startswith("not promoted: not distinguishable from the champion from run")
+    worse = on_heldout(trainer, heldout_against_champion(190))
+    assert not worse["beats"] and worse["reason"].startswith("not promoted: worse than")
+
+
+def test_on_heldout_without_a_champion_changes_nothing():
+    first = compare_with_champion(None, None, metrics(mean_reward=0.1), REWARD)
+    assert on_heldout(first, heldout_against_champion(120)) == first

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from tpu_rl.promotion.gate import reward_gate
+from tpu_rl.heldout.report import BASE as BASE_MODEL
+from tpu_rl.heldout.report import HeldoutReport, heldout_report
+from tpu_rl.promotion.gate import heldout_choice, heldout_gate, reward_gate
 
 UNGATED = {"pre": None, "candidate": None, "gain": None, "min_gain": None, "passed": None}
 
@@ -106,3 +108,27 @@ def test_a_nan_or_missing_gated_metric_fails_clearly(bad):
     with pytest.raises(AirflowFailException, match="no usable accuracy"):
         reward_gate(rewards, 0.0, {"accuracy": 0})
     assert reward_gate(rewards, 0.0)["metrics"]["accuracy"]["candidate"] is None  # not gated
+
+
+def heldout(base_right: int, candidate_right: int = 150) -> HeldoutReport:
+    """A report of one step scored on 200 items against a base model."""
+
+    def items(right: int) -> dict[str, bool]:
+        return {f"{i}:h": i < right for i in range(200)}
+
+    steps = {30: {"gsm8k": items(candidate_right)}}
+    return heldout_report(steps, {BASE_MODEL: {"gsm8k": items(base_right)}}, ["gsm8k"], [], 0.05)
+
+
+def test_the_heldout_gate_passes_only_a_significant_gain_over_the_base_model():
+    passed = heldout_gate(heldout(120))
+    assert passed["verdict"] == "better" and passed["step"] == 30
+    assert passed["reasons"][0].startswith("gsm8k: better than the base model: 75.0% vs 60.0%")
+    with pytest.raises(AirflowFailException, match="step 30 is not distinguishable against"):
+        heldout_gate(heldout(148))  # 2 items apart: noise
+    with pytest.raises(AirflowFailException, match="step 30 is worse against the base model"):
+        heldout_gate(heldout(180))
+    assert heldout_choice(heldout(120)) == (
+        30,
+        "held-out evaluation: the best score of the steps scored (step 30 75.0%)",
+    )

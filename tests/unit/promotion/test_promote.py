@@ -4,11 +4,14 @@ registry: tests/integration/test_promotion*.py)."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import pytest
 
-from tests.support.promotion import IMAGE, exported, layout
+from tests.support.heldout import GSM8K, heldout
+from tests.support.promotion import IMAGE, MemoryChampionStore, compared, exported, layout
+from tpu_rl.promotion import promote
 from tpu_rl.promotion.champion import ChampionRecord
 from tpu_rl.promotion.promote import (
     PREVIOUS_KEPT,
@@ -17,6 +20,7 @@ from tpu_rl.promotion.promote import (
     check_compared,
     vertex_model,
 )
+from tpu_rl.promotion.registry import RegisteredVersion
 
 
 def record(export_uri: str, previous: list[str]) -> ChampionRecord:
@@ -51,6 +55,34 @@ def test_the_uploaded_model_names_the_export_the_serving_image_and_the_run(
     assert model["container_spec"] == {"image_uri": IMAGE}
     assert model["version_description"] == "run manual__3, step 40: accuracy=0.5, mean_reward=1.25"
     assert model["labels"]["tpu-rl-run"] == run.slug
+    assert not any("heldout" in key for key in model["labels"])
+
+
+def test_the_uploaded_model_is_labelled_with_the_held_out_evaluation(tutorial_conf, monkeypatch):
+    monkeypatch.setenv("TPU_RL_VERTEX_SERVING_IMAGE", IMAGE)
+    run = layout(tutorial_conf, "manual__3")
+    model = vertex_model(run, exported(run, 40, 0.5), "gemma-rl", heldout(GSM8K, step=40))
+    labels = model["labels"]
+    assert labels["tpu-rl-heldout_step"] == "40" and labels["tpu-rl-heldout_gsm8k_acc"] == "760"
+    assert labels["tpu-rl-heldout_gsm8k_vs_base"] == "better"
+
+
+def test_a_promotion_registers_the_version_with_the_held_out_labels(tutorial_conf, monkeypatch):
+    monkeypatch.setenv("TPU_RL_VERTEX_REGISTRY", "gemma-rl")
+    monkeypatch.setenv("TPU_RL_VERTEX_SERVING_IMAGE", IMAGE)
+    monkeypatch.setattr(MemoryChampionStore, "records", {})
+    monkeypatch.setattr(promote, "ChampionStore", MemoryChampionStore)
+    uploaded = []
+
+    def register(layout, model_id, model, gcp_conn_id, current):
+        uploaded.append(model)
+        return RegisteredVersion("projects/p/locations/r/models/gemma-rl", "1")
+
+    monkeypatch.setattr(promote, "register", register)
+    run = layout(tutorial_conf, "manual__4")
+    log = logging.getLogger(__name__)
+    promote.promote_export(run, exported(run, 40, 0.5), compared(0), "gcp", log, heldout(GSM8K))
+    assert uploaded[0]["labels"]["tpu-rl-heldout_gsm8k_acc"] == "760"
 
 
 def store(generation: int) -> SimpleNamespace:

@@ -9,6 +9,7 @@ from typing import Any
 
 from google.api_core.exceptions import NotFound
 
+from tests.support.heldout import GSM8K, MMLU_FELL, heldout, row
 from tpu_rl.promotion.registry import (
     DESCRIPTION_LIMIT,
     RegisteredVersion,
@@ -29,6 +30,23 @@ def test_labels_name_the_run_the_deployment_and_the_step_when_known():
         "tpu-rl-step": "40",
     }
     assert "tpu-rl-step" not in version_labels("rl-abc", "dep", None)
+
+
+def test_a_held_out_evaluation_labels_its_step_scores_and_verdicts_within_vertexs_64():
+    labels = version_labels("rl-abc", "dep", 100, heldout(GSM8K, MMLU_FELL))
+    assert labels == {
+        "tpu-rl-run": "rl-abc",
+        "tpu-rl-deployment": "dep",
+        "tpu-rl-step": "100",
+        "tpu-rl-heldout_step": "100",
+        "tpu-rl-heldout_gsm8k_acc": "760",
+        "tpu-rl-heldout_gsm8k_vs_champion": "not_distinguishable",
+        "tpu-rl-heldout_gsm8k_vs_base": "better",
+    }
+    assert version_labels("rl-abc", "dep", 100, None) == version_labels("rl-abc", "dep", 100)
+    many = heldout(*(row(f"task{i}", (600, 160, 40, 200), (700, 60, 40, 200)) for i in range(30)))
+    assert len(version_labels("rl-abc", "dep", 100, many)) == 3 + 1 + 3 * 20  # 64 at most
+    assert len(version_labels("rl-abc", "dep", None, many)) == 2 + 1 + 3 * 20
 
 
 def test_the_description_rounds_the_metrics_and_fits_the_limit():

@@ -140,7 +140,13 @@ def test_the_figures_come_from_the_settings_named_so(tutorial_conf):
     way the cluster and capacity are chosen."""
     read = set()
     tutorial = load_settings(tutorial_conf)
-    for changes in ({}, {"cluster_mode": "existing"}, {"keep_cluster": True, "zone": ""}):
+    variants = (
+        {},
+        {"cluster_mode": "existing"},
+        {"keep_cluster": True, "zone": ""},
+        {"heldout_tasks": ["gsm8k"]},
+    )
+    for changes in variants:
         settings = Reads(dataclasses.replace(tutorial, **changes))
         estimate.estimate_run(settings)
         read |= settings.read
@@ -174,3 +180,17 @@ def test_a_rung_in_another_zone_says_what_its_head_and_workers_cost_across_zones
     steps = json.loads((tmp_path / "out" / "plan.json").read_text())["steps"]
     rungs = next(s for s in steps if s["id"] == "create_cluster")["capacity_ladder"]
     assert [r["cross_zone"] is not None for r in rungs] == [False, False, True]
+
+
+def test_the_heldout_evaluation_holds_the_slice_and_counts_toward_the_spend(tutorial_conf):
+    """Each model scored (the steps, the base model, a champion) holds the slice for its
+    assumed minutes: the time, the billed hours and validate's spend check count them."""
+    off = estimate.estimate_run(load_settings(tutorial_conf))
+    on_conf = {**tutorial_conf, "heldout_tasks": ["gsm8k"], "heldout_top_k": 2}
+    on = estimate.estimate_run(load_settings(on_conf))
+    minutes = 4 * estimate.HELDOUT_MODEL_MINUTES
+    assert dict(on.phases)["evaluate_heldout"] == minutes
+    assert on.wall_minutes == pytest.approx(off.wall_minutes + minutes)
+    for before, after in zip(off.modes, on.modes, strict=True):
+        assert after.billed_hours == pytest.approx(before.billed_hours + minutes / 60)
+    assert any("held-out evaluation: 15 min a model" in line for line in on.assumptions)

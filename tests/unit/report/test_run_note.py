@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.support.heldout import GSM8K, MMLU_FELL, heldout
+from tpu_rl.heldout.table import verdict_line
 from tpu_rl.report.run_note import NOTE_LIMIT, note_text, training_stopped
 from tpu_rl.watch.health import next_step
 
@@ -132,3 +134,40 @@ def test_a_long_run_id_keeps_the_note_within_airflows_limit_with_whole_links():
     longer = note_text("failed: " + "e" * 520, REWARDS, COST, REPORT, "promoted", ":" * 250)
     assert len(longer) <= NOTE_LIMIT and longer.endswith(RL_LINE)
     assert report_line(longer) == "Report: on the RL post-training page"
+
+
+def held_out_paragraph(text: str) -> str:
+    return next(p for p in text.split("\n\n") if p.startswith("Held-out"))
+
+
+def test_the_note_shows_the_held_out_table_where_it_fits_else_a_line_per_benchmark():
+    """A failed run's short note has room for one benchmark's table; a verified one's links
+    leave a line per benchmark, and a long verdict the verdict alone. Without held-out
+    evaluation: none."""
+    short = note_text("failed: gate", None, None, None, None, None, heldout(GSM8K))
+    assert len(short) <= NOTE_LIMIT
+    table = "| Benchmark | Items | Candidate (step 100) |"
+    assert f"{verdict_line(heldout(GSM8K))}:\n\n{table}" in short
+    assert "| gsm8k | 1,000 | 76.0% | 74.0% | 64.0% |" in short
+    assert "step 100 is the best of them on these same items" in short
+    report = heldout(GSM8K, MMLU_FELL)
+    verified = note_text("succeeded", REWARDS, COST, REPORT, "promoted", RUN_ID, report)
+    assert len(verified) <= NOTE_LIMIT and "| Benchmark" not in verified
+    assert held_out_paragraph(verified).split("\n") == [
+        "Held-out (95% level): step 100 better than the base model, not distinguishable from "
+        "the champion; guard mmlu worse than the base model:",
+        "- gsm8k: 76.0% on 1,000 items; champion 74.0% (not distinguishable, +2.0 points); "
+        "base 64.0% (better, +12.0 points)",
+        "- mmlu (guard): 62.0% on 500 items; champion 62.0% (not distinguishable, +0.0 points); "
+        "base 68.0% (worse, -6.0 points)",
+    ]
+    assert verified.index("Promotion: promoted") < verified.index("Held-out")
+    assert report_line(verified) == report_line(
+        note_text("succeeded", REWARDS, COST, REPORT, "promoted", RUN_ID)
+    )  # the links are kept whole: the held-out paragraph gave way first
+    crowded = note_text("succeeded " + "x" * 300, REWARDS, COST, REPORT, "promoted", RUN_ID, report)
+    assert len(crowded) <= NOTE_LIMIT
+    assert held_out_paragraph(crowded) == verdict_line(report)
+    plain = note_text("succeeded", REWARDS, COST, REPORT, "promoted", RUN_ID)
+    assert note_text("succeeded", REWARDS, COST, REPORT, "promoted", RUN_ID, None) == plain
+    assert "Held-out" not in plain

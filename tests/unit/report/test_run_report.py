@@ -10,6 +10,7 @@ from unittest import mock
 
 import pytest
 
+from tests.support.heldout import GSM8K, MMLU_FELL, heldout, heldout_xcom
 from tests.support.run_report import (
     DURATIONS,
     GATE,
@@ -21,6 +22,7 @@ from tests.support.run_report import (
     layout,
 )
 from tpu_rl import prices
+from tpu_rl.heldout.table import verdict_line
 from tpu_rl.names import DAG_ID
 from tpu_rl.report import billing, run_cost
 from tpu_rl.report import run_report as report
@@ -323,3 +325,33 @@ def test_each_attempt_says_where_it_ran_and_why_it_ended_when_it_did_not_complet
     assert "| 1 | flex_start@us-east5-b | 0 | 50 | stopped_at_save | 8 |" in markdown
     assert f"- attempt 1 ended: {why}" in markdown
     assert "- attempt 2 ended" not in markdown
+
+
+def test_a_held_out_evaluation_is_kept_summed_up_and_tabled_only_when_the_run_had_one(
+    tutorial_conf,
+):
+    run, held = layout(tutorial_conf), heldout(GSM8K, MMLU_FELL)
+    tpu = cost(run)
+    built = report.build_report(run, REWARDS, GATE, 100, DURATIONS, tpu, heldout=held)
+    assert built["heldout"] == held.as_dict()
+    assert json.loads(json.dumps(built))["heldout"] == heldout_xcom(GSM8K, MMLU_FELL)
+    assert built["summary"].endswith(f" {verdict_line(held)}.")
+    markdown = report.render_markdown(built)
+    section = markdown.index("## Held-out benchmarks")
+    assert markdown.index("## Metrics") < section < markdown.index("## Cost")
+    assert "| mmlu (guard) | 500 | 62.0% | 62.0% | 68.0% | +0.0 (-1.8 to +1.8) |" in markdown
+    assert "Level 95% (McNemar's exact test, p < 0.05)." in markdown
+    plain = report.build_report(run, REWARDS, GATE, 100, DURATIONS, tpu)
+    assert "heldout" not in plain and "Held-out" not in report.render_markdown(plain)
+    assert report.build_report(run, REWARDS, GATE, 100, DURATIONS, tpu, heldout=None) == plain
+
+
+def test_publish_puts_the_held_out_evaluation_it_is_given_in_the_report(tutorial_conf):
+    run, held = layout(tutorial_conf), heldout(GSM8K)
+    ti = mock.Mock(dag_id=DAG_ID, run_id=run.run_id)
+    ti.xcom_pull.return_value = None
+    ti.get_task_breadcrumbs.return_value = []
+    context = {"ti": ti, "dag": mock.Mock(task_ids=[])}
+    with mock.patch.object(report, "write_report", return_value=["r.json", "r.md"]) as write:
+        assert report.publish_run_report(run, context, cost(run), held) == "r.md"
+    assert write.call_args.args[0]["heldout"] == held.as_dict()

@@ -229,6 +229,15 @@ RULE_CASES = [
     ("gate_metric_names", {"gate_metrics": {"accuracy": float("inf")}}, "must be a finite"),
     ("champion_gains", {"min_gain_over_champion": {"loss": 0.1}}, "not an evaluation metric"),
     ("champion_gains", {"min_gain_over_champion": {}}, "name at least one metric"),
+    ("heldout_benchmarks", {"heldout_tasks": ["gsm8k; rm -rf /"]}, "is not an lm-eval task name"),
+    ("heldout_benchmarks", {"heldout_tasks": ["gsm8k", "gsm8k"]}, "gsm8k named twice"),
+    (
+        "heldout_benchmarks",
+        {"heldout_tasks": ["gsm8k"], "heldout_guard_tasks": ["gsm8k"]},
+        "gsm8k named twice",
+    ),
+    ("heldout_benchmarks", {"heldout_guard_tasks": ["arc_easy"]}, "name one there too"),
+    ("heldout_benchmarks", {"heldout_significance": 1.0}, "is not between 0 and 1"),
     (
         "champion_gains",
         {"min_gain_over_champion": {"accuracy": float("inf")}},

@@ -1,0 +1,89 @@
+"""Held-out evaluation in whole sandbox runs: MaxText's evaluator (the sandbox's, following
+maxtext.eval's command line and files) scores the best committed steps, the base model and the
+champion on the same items; the export takes the step that scored best, and the champion
+comparison promotes only on a significant paired gain.
+
+Without the held-out step the run exports the newest step (40) and, on the trainer's numbers,
+promotes an export the held-out items cannot tell from the champion."""
+
+from __future__ import annotations
+
+import json
+
+from sandbox.champion_eval import seed_champion
+from sandbox.harness import SETTINGS, Sandbox, Workloads
+from sandbox.heldout_eval import HeldoutWorkload
+from sandbox.workloads import EvalResult
+
+DEPLOYMENT = "heldout-e2e"
+BUCKET = SETTINGS["gcs_bucket"]
+ROOT = f"gs://{BUCKET}/gemma4-26b"
+# a weak champion on the trainer's numbers (the default run's post line has mean_reward 0.1234)
+CHAMPION_SCORES = EvalResult(corr=6, mean_reward=0.05)
+HELDOUT = {
+    **SETTINGS,
+    "num_batches": 40,
+    "checkpoint_period": 10,
+    "approval": "none",
+    "heldout_tasks": ["gsm8k"],
+    "heldout_guard_tasks": ["arc_easy"],
+    "heldout_top_k": 2,
+}
+
+
+def run(tmp_path, heldout: HeldoutWorkload):
+    """A run of HELDOUT against a seeded champion; its result and the champion record after."""
+    with Sandbox(tmp_path).up(env={"TPU_RL_DEPLOYMENT_ID": DEPLOYMENT}) as box:
+        seed_champion(box.gcs, BUCKET, DEPLOYMENT, CHAMPION_SCORES)
+        result = box.run(HELDOUT, Workloads(champion=CHAMPION_SCORES, heldout=heldout))
+        record = json.loads(box.gcs.read(f"{ROOT}/champions/{DEPLOYMENT}.json"))
+        kept = box.gcs.names(BUCKET, "gemma4-26b/trained/")
+    return result, record, kept
+
+
+def test_the_best_heldout_step_is_exported_and_promoted_on_a_significant_gain(airflow_db, tmp_path):
+    """Steps 30 and 40 are scored (the trainer ranks its evaluations alike: the newest two);
+    step 30 answers 88% of GSM8K's 1,319 items, 40 80%, the champion 78%, the base 70%."""
+    heldout = HeldoutWorkload(per_step={30: {"gsm8k": 0.88}})
+    result, record, kept = run(tmp_path, heldout)
+    states, xcoms = result.task_states, result.xcoms
+    assert result.state == "success", states
+    report = xcoms["evaluate_heldout.return_value"]
+    assert report["step"] == 30 and set(report["step_scores"]) == {"30", "40"}
+    gsm8k, arc = report["rows"]
+    assert (gsm8k["task"], gsm8k["items"], arc["task"], arc["guard"]) == (
+        "gsm8k",
+        1319,
+        "arc_easy",
+        True,
+    )
+    assert abs(gsm8k["candidate"] - 0.88) < 0.03 and abs(gsm8k["champion"] - 0.78) < 0.03
+    assert xcoms["gate.return_value"]["heldout"]["verdict"] == "better"
+    assert xcoms["export.checkpoint_step"] == 30  # not the newest, 40
+    assert xcoms["export.return_value"]["choice"] == "heldout"
+    compare = xcoms["compare_champion.return_value"]
+    assert compare["beats"] and compare["heldout_verdict"] == "better", compare["reason"]
+    assert record["step"] == 30 and states["promote"] == "success"
+    # each model's items kept in the run's folder, beside MaxText's results
+    for label in ("step-30", "step-40", "base", "champion"):
+        assert any(f"/heldout/{label}/samples_gsm8k.json" in name for name in kept), label
+        assert any(f"/heldout/{label}/eval_results/" in name for name in kept), label
+    assert result.leftovers == []
+
+
+def test_a_candidate_the_items_cannot_tell_from_the_champion_is_not_promoted(airflow_db, tmp_path):
+    """Every step answers 79% of the items, the champion 78%: better than the base (70%),
+    exported, but not distinguishable from the champion; the trainer's numbers alone (0.1234
+    against 0.05) would have promoted it."""
+    heldout = HeldoutWorkload(steps={"gsm8k": 0.79})
+    result, record, _ = run(tmp_path, heldout)
+    states, xcoms = result.task_states, result.xcoms
+    assert result.state == "success", states
+    compare = xcoms["compare_champion.return_value"]
+    assert not compare["beats"] and compare["heldout_verdict"] == "not_distinguishable"
+    assert compare["reason"].startswith(
+        "not promoted: not distinguishable from the champion from run"
+    ), compare["reason"]
+    assert compare["trainer_reason"].startswith("beats the champion")
+    assert states["promote"] == "skipped" and record["step"] == 50  # the seeded champion's
+    assert xcoms["outcome.return_value"]["champion"] == compare["reason"]
