@@ -9,11 +9,15 @@ promotes an export the held-out items cannot tell from the champion."""
 from __future__ import annotations
 
 import json
+import logging
+
+import pytest
 
 from sandbox.champion_eval import seed_champion
-from sandbox.harness import SETTINGS, Sandbox, Workloads
+from sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
 from sandbox.heldout_eval import HeldoutWorkload
 from sandbox.workloads import EvalResult
+from tests.support.approval_wait import approval_body, scheduler_timeout_sweep
 
 DEPLOYMENT = "heldout-e2e"
 BUCKET = SETTINGS["gcs_bucket"]
@@ -87,3 +91,33 @@ def test_a_candidate_the_items_cannot_tell_from_the_champion_is_not_promoted(air
     assert compare["trainer_reason"].startswith("beats the champion")
     assert states["promote"] == "skipped" and record["step"] == 50  # the seeded champion's
     assert xcoms["outcome.return_value"]["champion"] == compare["reason"]
+
+
+# the approval's minute beside the run: test_one_cost's approval scenario takes the same limit
+@pytest.mark.timeout(600)
+def test_a_run_that_lost_a_guard_benchmark_waits_for_a_person_with_the_table(
+    airflow_db, tmp_path, caplog
+):
+    """The deployment's first run (no champion: its export is the first candidate, promoted
+    at once with approval=none) gains on GSM8K but answers the guard, ARC-Easy, worse than the
+    base model (55% against 75% of 200 items): approve asks a person, the evidence and the
+    benchmarks' table on the Required Actions page; no answer within the minute rejects."""
+    caplog.set_level(logging.INFO, logger="tpu_rl")
+    heldout = HeldoutWorkload(
+        base={"gsm8k": 0.70, "arc_easy": 0.75}, steps={"gsm8k": 0.85, "arc_easy": 0.55}
+    )
+    conf = {**HELDOUT, "approval_timeout_minutes": 1}
+    with Sandbox(tmp_path).up() as box, scheduler_timeout_sweep():
+        result = box.run(conf, Workloads(heldout=heldout))
+    states, xcoms = result.task_states, result.xcoms
+    assert states["verify"] == "success", result.why()
+    assert xcoms["compare_champion.return_value"]["beats"]  # nothing to beat
+    assert (states["approve"], states["promote"]) == ("success", "skipped"), states
+    body = approval_body(result.run_id)
+    assert "## Held: possible reward hacking" in body, body
+    assert "answers guard benchmark arc_easy significantly worse than the base model" in body
+    assert "- guard arc_easy: worse than the base model: " in body, body
+    assert "| step |" not in body and "| kind |" not in body  # the line's origin, no metric
+    assert "## Held-out benchmarks" in body and "| arc_easy (guard) |" in body, body
+    note = logged_note(caplog.records)
+    assert "held for a person because step " in note, note

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.heldout import ARC, GSM8K, MMLU_FELL, heldout_xcom
 from tests.ui import synthetic
 from tests.ui.pages import get_runs, set_conf
 from tpu_rl.names import DAG_ID
@@ -237,6 +238,54 @@ def test_the_rows_read_the_summarys_key_alone_each_field_from_its_writer(client,
         synthetic.put_summary(session, run_id, "verify", progress={"step": 3})
     row = next(r for r in get_runs(client, auth_token) if r["run_id"] == run_id)
     assert row == before
+
+
+def test_a_run_whose_heldout_evaluation_ran_shows_its_scores_per_step_and_benchmarks(
+    client, auth_token
+):
+    """evaluate_heldout's return value (HeldoutReport.as_dict) is the row's `heldout`: each
+    scored step's accuracy, the best step, a row per benchmark with its verdicts in words. A run
+    whose evaluation was off (the step skipped: no value) has `heldout` null; so does every
+    other run, whatever their other XComs."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert, select
+
+    run_id = "scheduled__synthetic-0000"
+    report = heldout_xcom(GSM8K, ARC, MMLU_FELL, step=40, step_scores={"30": 0.7, "40": 0.72})
+    with create_session() as session:
+        scored = synthetic.ti_row(run_id, "evaluate_heldout", "success", synthetic.START)
+        session.execute(insert(TaskInstance.__table__), [scored])
+        dag_run_id = session.scalar(select(DagRun.id).where(DagRun.run_id == run_id))
+        base = {"dag_run_id": dag_run_id, "dag_id": DAG_ID, "run_id": run_id, "map_index": -1,
+                "timestamp": synthetic.START, "task_id": "evaluate_heldout"}  # fmt: skip
+        session.execute(
+            insert(XComModel.__table__),
+            [{**base, "key": "return_value", "value": report},
+             {**base, "key": "models", "value": [["step-40", "gs://b/40"]]}],
+        )  # fmt: skip
+    rows = {r["run_id"]: r for r in get_runs(client, auth_token)}
+    shown = rows[run_id]["heldout"]
+    assert shown["step"] == 40
+    assert shown["scores"] == [{"step": 30, "score": 0.7}, {"step": 40, "score": 0.72}]
+    assert [(r["task"], r["guard"], r["items"]) for r in shown["rows"]] == [
+        ("gsm8k", False, 1000),
+        ("arc_easy", False, 400),
+        ("mmlu", True, 500),
+    ]
+    gsm8k = shown["rows"][0]
+    assert (gsm8k["candidate"], gsm8k["champion"], gsm8k["base"]) == (0.76, 0.74, 0.64)
+    verdicts = [(r["vs_champion"]["verdict"], r["vs_base"]["verdict"]) for r in shown["rows"]]
+    assert verdicts == [
+        ("not distinguishable", "better"),
+        ("not distinguishable", "better"),
+        ("not distinguishable", "worse"),  # the guard fell
+    ]
+    assert shown["verdict"].startswith("Held-out (95% level): step 40 better than the base model")
+    assert rows[run_id]["error"] is None
+    assert all(r["heldout"] is None for r in rows.values() if r["run_id"] != run_id)
 
 
 def test_limit(client, auth_token):

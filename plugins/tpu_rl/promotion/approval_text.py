@@ -23,6 +23,7 @@ from tpu_rl.promotion.exported import ExportedModel, champion_comparison
 from tpu_rl.promotion.promote import STATE_XCOM
 from tpu_rl.report.run_report import cost_text
 from tpu_rl.settings.choices import EVAL_METRICS
+from tpu_rl.training_log.evaluations import LINE_FIELDS
 
 APPROVE, REJECT = "Approve", "Reject"  # ApprovalOperator.APPROVE / .REJECT (providers-standard)
 NOT_REQUIRED = "none"  # approve's result when the run's approval setting is none
@@ -68,8 +69,9 @@ Columns = Mapping[str, Mapping[str, Any] | None]
 
 
 def metric_names(columns: Columns) -> list[str]:
-    """The metrics any column has: MaxText's evaluation metrics in their order, then others."""
-    found = {name for values in columns.values() for name in values or {}}
+    """The metrics any column has: MaxText's evaluation metrics in their order, then others (not
+    where an Intermediate Eval line came from: its kind, attempt, step and time)."""
+    found = {name for values in columns.values() for name in values or {}} - set(LINE_FIELDS)
     return [n for n in EVAL_METRICS if n in found] + sorted(found - set(EVAL_METRICS))
 
 

@@ -27,6 +27,9 @@ def gate_thresholds(
     return dict(gate_metrics) if gate_metrics else {"mean_reward": min_reward_gain}
 
 
+LINE_FIELDS = ("kind", "attempt", "step", "time")  # where a line comes from, not what it scored
+
+
 def attempt_lines(
     attempt: int, resumed_from: int | None, event: Mapping[str, Any]
 ) -> list[dict[str, Any]]:

@@ -210,6 +210,52 @@ def anomaly(value: Any) -> dict[str, Any]:
     return found
 
 
+def heldout_report(value: Any) -> dict[str, Any] | None:
+    """evaluate_heldout's return value (tpu_rl.heldout.report.HeldoutReport.as_dict): the best
+    step, each scored step's accuracy, a row per benchmark with its paired counts, the level;
+    None when it pushed none."""
+    if value is None:
+        return None
+    found = _object(value, "the report")
+    _expect(
+        found.get("step"),
+        "the report's step should be an integer but",
+        _is_integer(found.get("step")),
+    )
+    alpha: Any = found.get("alpha")
+    if not (_is_number(alpha) and 0 < alpha < 1):
+        raise Malformed(f"the report's alpha should be between 0 and 1 but is {alpha!r}")
+    for scored, score in _object(found.get("step_scores"), "the report's step_scores").items():
+        if not scored.isdigit():
+            raise Malformed(f"the report's scored step {scored!r} is not a step number")
+        _expect(score, f"step {scored}'s score should be a number but", _is_number(score))
+    for i, item in enumerate(_list(found.get("rows"), "the report's rows"), start=1):
+        row, what = _object(item, f"benchmark {i}"), f"benchmark {i}"
+        fields = (
+            ("task", "a text", isinstance(row.get("task"), str)),
+            ("guard", "a boolean", isinstance(row.get("guard"), bool)),
+            ("items", "an integer", _is_integer(row.get("items"))),
+            ("candidate", "a number", _is_number(row.get("candidate"))),
+        )
+        for key, kind, fits in fields:
+            _expect(row.get(key), f"{what}'s {key} should be {kind} but", fits)
+        _numbers(row, ("base", "champion"), what)
+        for key in ("vs_base", "vs_champion"):
+            counts = row.get(key)
+            fits = counts is None or (
+                isinstance(counts, list)
+                and len(counts) == 4
+                and all(_is_integer(c) and c >= 0 for c in counts)
+                and sum(counts) > 0
+            )
+            _expect(counts, f"{what}'s {key} should be four counts of items but", fits)
+    return found
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def failure_message(value: Any) -> str:
     if isinstance(value, str):
         return value

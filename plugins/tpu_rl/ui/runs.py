@@ -3,19 +3,20 @@
 One query reads the DAG runs with the task instances the page needs joined in (the cluster's
 creation and destruction, the TPU steps, the steps that delete the backend, the gate's state);
 one reads the summaries of all those runs (tpu_rl.run_summary: one XCom key, a part per task
-that wrote one). A run that ended with no summary at all was made before the tasks kept one:
-its row shows what Airflow itself knows (state, times, the gate's verdict, the hours its
-tasks' times give) and says "no run summary" (`summary` false), not a second reading of the
-XComs older versions wrote: they stay in Airflow's XCom view, and in the run's note and report
-where those were written. A run's chip-hours, host-hours and cost are the figure
-its `outcome` counted (XCom `tpu_cost`, tpu_rl.report.run_cost), the one its report and note
-show; a run whose `validate` failed has none; only another run without it (one that timed
-out, whose teardowns were skipped, or one from before that count) is counted here, by the
-same tpu_rl.report.billing, to the cluster's destruction for a cluster the run made, else to
-the run's end; each training attempt shows its TPU node-hours and the steps computed again
-after it. A value it cannot read (an XCom or conf of the wrong shape, tpu_rl.ui.checks) is left
-out of its run's row, whose `error` says what it was; the other rows and the answer are
-untouched.
+that wrote one) and their held-out reports (evaluate_heldout's return value, the row's
+`heldout`: tpu_rl.ui.heldout_view; null when held-out evaluation was off). A run that ended
+with no summary at all was made before the tasks kept one: its row shows what Airflow itself
+knows (state, times, the gate's verdict, the hours its tasks' times give) and says "no run
+summary" (`summary` false), not a second reading of the XComs older versions wrote: they stay
+in Airflow's XCom view, and in the run's note and report where those were written. A run's
+chip-hours, host-hours and cost are the figure its `outcome` counted (XCom `tpu_cost`,
+tpu_rl.report.run_cost), the one its report and note show; a run whose `validate` failed has
+none; only another run without it (one that timed out, whose teardowns were skipped, or one
+from before that count) is counted here, by the same tpu_rl.report.billing, to the cluster's
+destruction for a cluster the run made, else to the run's end; each training attempt shows its
+TPU node-hours and the steps computed again after it. A value it cannot read (an XCom or conf
+of the wrong shape, tpu_rl.ui.checks) is left out of its run's row, whose `error` says what it
+was; the other rows and the answer are untouched.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from urllib.parse import quote
 
 from airflow.models.dagrun import DagRun
 from airflow.models.taskinstance import TaskInstance
-from airflow.models.xcom import XComModel
-from sqlalchemy import Text, and_, cast, select
+from airflow.models.xcom import XCOM_RETURN_KEY, XComModel
+from sqlalchemy import Text, and_, cast, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from tpu_rl.checkpoints.resume import costed, steps_recomputed
+from tpu_rl.heldout.report import report_of
 from tpu_rl.layout import console_url, pool_hosts
 from tpu_rl.names import DAG_ID, UI_PREFIX, Step
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES, tpu_billing
@@ -44,6 +46,7 @@ from tpu_rl.settings.fields import SETTING_FIELDS, RunSettings
 from tpu_rl.training_log.evaluations import step_table
 from tpu_rl.ui import checks
 from tpu_rl.ui.checks import Malformed
+from tpu_rl.ui.heldout_view import heldout_view
 
 if TYPE_CHECKING:
     from tpu_rl.watch.health import Anomaly
@@ -110,31 +113,53 @@ def fetch_runs(session: Session, limit: int) -> list[dict[str, Any]]:
         .order_by(DagRun.run_after.desc(), DagRun.id.desc())
         .limit(limit)
     ).all()
-    values = _summaries(session, [r.id for r in runs])
-    return [_row(r, values.get(r.id)) for r in runs]
+    values, heldout = _xcoms(session, [r.id for r in runs])
+    return [_row(r, values.get(r.id), heldout.get(r.id)) for r in runs]
 
 
-def _summaries(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Each run's summary, its tasks' parts merged: a field from the task that writes it
-    (tpu_rl.run_summary.FIELDS), the first failure by time, every task's looks; `errors`
-    says what could not be read. Runs without a part are absent."""
+def _xcoms(
+    session: Session, run_ids: list[int]
+) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
+    """In one query: each run's summary (_summaries) and the JSON text of its held-out report
+    (evaluate_heldout's return value: pushed once it succeeded, cleared when it runs again;
+    none when held-out evaluation is off, the step skipped). Runs without either are absent."""
     if not run_ids:
-        return {}
+        return {}, {}
     rows = session.execute(
         select(
             XComModel.dag_run_id,
             XComModel.task_id,
+            XComModel.key,
             cast(XComModel.value, Text).label("value"),  # parsed per part: see checks.parsed
         )
         .where(
             XComModel.dag_run_id.in_(run_ids),
-            XComModel.key == SUMMARY_KEY,
+            or_(
+                XComModel.key == SUMMARY_KEY,
+                and_(
+                    XComModel.task_id == Step.EVALUATE_HELDOUT,
+                    XComModel.key == XCOM_RETURN_KEY,
+                ),
+            ),
             XComModel.map_index == -1,
         )
         .order_by(XComModel.timestamp)
     )
-    found: dict[int, dict[str, Any]] = {}
+    parts, heldout = [], {}
     for row in rows:
+        if row.key == SUMMARY_KEY:
+            parts.append(row)
+        else:
+            heldout[row.dag_run_id] = row.value
+    return _summaries(parts), heldout
+
+
+def _summaries(parts: list[Any]) -> dict[int, dict[str, Any]]:
+    """Each run's summary from its tasks' parts (oldest first), merged: a field from the task
+    that writes it (tpu_rl.run_summary.FIELDS), the first failure by time, every task's looks;
+    `errors` says what could not be read. Runs without a part are absent."""
+    found: dict[int, dict[str, Any]] = {}
+    for row in parts:
         values = found.setdefault(row.dag_run_id, {})
         try:
             part = checks.summary_part(checks.parsed(row.value))
@@ -172,7 +197,7 @@ def report_uri(session: Session, run_id: str) -> str:
     )
     if dag_run_id is None:
         raise LookupError(f"{DAG_ID} has no run {run_id!r}.")
-    summary = _summaries(session, [dag_run_id]).get(dag_run_id, {})
+    summary = _xcoms(session, [dag_run_id])[0].get(dag_run_id, {})
     if uri := _report_uri(summary):
         return uri
     why = "outcome has not written it yet" if summary.get("export_uri") else "no verified export"
@@ -325,9 +350,20 @@ def _anomaly_mark(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {k: found.get(k) for k in ("rule", "step", "anomaly_step")} if found else None
 
 
-def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
+def _heldout(value: str | None) -> dict[str, Any] | None:
+    """The run's held-out evaluation for the page (tpu_rl.ui.heldout_view); None without one."""
+    report = report_of(checks.heldout_report(checks.parsed(value)))
+    return heldout_view(report) if report else None
+
+
+def _row(run: Any, summary: Mapping[str, Any] | None, heldout: str | None = None) -> dict[str, Any]:
     x = summary or {}
     errors = list(x.get("errors", []))
+    try:
+        heldout_shown = _heldout(heldout)
+    except ROW_ERRORS as error:
+        errors.append(f"held-out evaluation not shown: {row_reason(error)}")
+        heldout_shown = None
     rewards = x.get("rewards") or {}
     pre, post = rewards.get("pre") or {}, rewards.get("post") or {}
     gate = x.get("gate") or {}
@@ -376,6 +412,8 @@ def _row(run: Any, summary: Mapping[str, Any] | None) -> dict[str, Any]:
         "checkpoint_step": x.get("checkpoint_step"),
         # each evaluated step's metrics, the exported one marked (the gate's choice: export's)
         "evaluations": step_table(rewards, gate.get("checkpoint")),
+        # evaluate_heldout's scores per step, best step and benchmark rows; None when it was off
+        "heldout": heldout_shown,
         "export_uri": export_uri,
         "export_url": console_url(export_uri) if export_uri else None,
         # the run's report page (tpu_rl.ui.app) once outcome wrote the report, relative to the

@@ -10,6 +10,7 @@ from tests.support.heldout import GSM8K, MMLU_FELL, heldout, without_champion
 from tpu_rl.names import Step
 from tpu_rl.promotion.approval_text import (
     approval_body,
+    metric_names,
     promotion_line,
     run_promotion,
 )
@@ -140,3 +141,12 @@ def test_the_body_shows_the_held_out_benchmarks_only_when_they_were_evaluated():
     assert "| gsm8k | 1,000 | 76.0% | — | 64.0% | — | — |" in first
     assert approval_body(case(heldout=None)) == approval_body(case())
     assert "Held-out" not in approval_body(case())
+
+
+def test_an_intermediate_eval_lines_origin_is_no_metric_row():
+    """The export of a step with its own Intermediate Eval (export_checkpoint=best, or the
+    held-out evaluation's best step) carries the line's kind, attempt, step and time: none is
+    a row of the table, its counts are."""
+    line = {"kind": "intermediate", "attempt": 1, "step": 30, "time": "t", "corr": 12}
+    columns = {"base": {"mean_reward": 0.1}, "export": {**line, "mean_reward": 0.2}}
+    assert metric_names(columns) == ["mean_reward", "corr"]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.support.heldout import GSM8K, heldout_xcom, without_champion
 from tpu_rl.run_summary import FIELDS, PER_TASK
 from tpu_rl.ui.checks import (
     CHECKS,
@@ -17,6 +18,7 @@ from tpu_rl.ui.checks import (
     curves,
     export_uri,
     gate,
+    heldout_report,
     looks,
     parsed,
     rewards,
@@ -62,6 +64,14 @@ def test_a_json_column_is_decoded_as_airflow_decodes_an_xcom():
         (anomaly, {"rule": "x", "step": 3, "anomaly_step": 3}, "the anomaly's why should be"),
         (anomaly, {"rule": "x", "why": "y", "step": 3}, "the anomaly's anomaly_step should be a"),
         (conf, "x", "the run's conf should be an object but is a text"),
+        (heldout_report, [], "the report should be an object but is a list"),
+        (heldout_report, {**heldout_xcom(), "step": "100"}, "the report's step should be an inte"),
+        (heldout_report, heldout_xcom(alpha=1), "the report's alpha should be between 0 and 1 b"),
+        (heldout_report, heldout_xcom(step_scores={"best": 0.7}), "the report's scored step 'b"),
+        (heldout_report, heldout_xcom({**GSM8K, "items": None}), "benchmark 1's items should be"),
+        # counts a verdict cannot be rebuilt from (none, or not four)
+        (heldout_report, heldout_xcom({**GSM8K, "vs_base": [0, 0, 0, 0]}), "benchmark 1's vs_ba"),
+        (heldout_report, heldout_xcom({**GSM8K, "vs_champion": [1, 2]}), "benchmark 1's vs_cham"),
     ],
 )
 def test_a_value_of_the_wrong_shape_is_refused_saying_what_is_wrong(check, value, says):
@@ -80,3 +90,5 @@ def test_values_of_the_right_shape_are_returned_as_given():
     assert rewards(found) is found
     assert curves({"series": {"loss": [[1, 0.5]]}, "last": {"kl": [2, 0.1]}, "saves": [25]})
     assert conf(None) == {} and checkpoint_step(None) is None
+    report = heldout_xcom(GSM8K, without_champion(GSM8K))
+    assert heldout_report(report) is report and heldout_report(None) is None

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.heldout import GSM8K, heldout_xcom
 from tpu_rl.report.billing import CREATED_POOL, EXISTING_STATIC_POOL, TPU_NODES
 from tpu_rl.ui import runs
 
@@ -116,3 +117,15 @@ def test_slices_say_how_they_split():
     assert runs._slices(SimpleNamespace(cluster_nodepool_count=1, num_trainer_slices=-1)) == "1"
     split = SimpleNamespace(cluster_nodepool_count=4, num_trainer_slices=2, num_samplers_slices=2)
     assert runs._slices(split) == "4 (2 train + 2 sample)"
+
+
+def test_a_row_shows_the_held_out_evaluation_and_none_without_one():
+    """evaluate_heldout's return value (its JSON text as the query reads it) becomes the row's
+    `heldout` (tpu_rl.ui.heldout_view); one of the wrong shape costs the row that value only."""
+    row = runs._row(run_record(), {}, json.dumps(heldout_xcom(GSM8K)))
+    assert row["heldout"]["step"] == 100 and row["error"] is None
+    assert row["heldout"]["scores"] == [{"step": 80, "score": 0.7}, {"step": 100, "score": 0.72}]
+    assert runs._row(run_record(), {})["heldout"] is None
+    bad = runs._row(run_record(), {}, json.dumps({"step": 100}))
+    assert bad["heldout"] is None and bad["gate"] == "passed"
+    assert bad["error"].startswith("held-out evaluation not shown: the report's alpha should be")
