@@ -4,7 +4,9 @@ the watchdog (tpu_rl.watch.health) stops end to end: the training Job and the ba
 within a poll, the run's failure (or its export of the newest healthy checkpoint) naming the
 rule, the step, the evidence and what to do next. Faults and settings as tests/unit/watch/
 test_health.py replays them and tests/e2e/test_training_health.py runs some whole; the stall's
-floor is scaled to the sandbox's compressed time.
+floor is scaled to the sandbox's compressed time. One more, `heldout_guard_fell`, trains healthy
+and is held by the held-out evaluation's guard (tests/e2e/test_heldout.py's last run): the run
+asks a person under Required Actions.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.heldout_eval import HeldoutWorkload
 from sandbox.training_curve import TrainingFaults
 from sandbox.workloads import EvalResult
 
@@ -60,6 +63,27 @@ SCENARIOS = {
             "pre": EvalResult(corr=8, mean_reward=0.5),
             "post": EvalResult(corr=12, mean_reward=2.5),
             "train_evals": {},  # each evaluation reports `post` until the collapse
+        },
+    ),
+    # tests/e2e/test_heldout.py's last run: training is healthy; the held-out evaluation scores
+    # steps 30 and 40 at 85% of GSM8K (the base 70%) but 55% of the guard ARC-Easy (the base
+    # 75%), so approve asks a person even with approval=none (Required Actions, the table in it)
+    "heldout_guard_fell": Scenario(
+        "the held-out evaluation scores GSM8K and a guard, ARC-Easy, that the run lost: "
+        "promotion waits for a person",
+        {
+            "num_batches": 40,
+            **SAVES,
+            "approval": "none",
+            "heldout_tasks": ["gsm8k"],
+            "heldout_guard_tasks": ["arc_easy"],
+            "heldout_top_k": 2,
+        },
+        TrainingFaults(),
+        {
+            "heldout": HeldoutWorkload(
+                base={"gsm8k": 0.70, "arc_easy": 0.75}, steps={"gsm8k": 0.85, "arc_easy": 0.55}
+            )
         },
     ),
 }

@@ -190,6 +190,7 @@ def build_plan(layout: RunLayout) -> tuple[list[PlanStep], dict[str, str]]:
         {"id": Step.WAIT_FOR_REWARDS, "description": described(Step.WAIT_FOR_REWARDS)},
         _champion_evaluation(layout, files),
         {"id": Step.STOP_BACKEND, "description": described(Step.STOP_BACKEND)},
+        _heldout_evaluation(layout, files),
         {
             "id": Step.GATE,
             "description": described(
@@ -242,6 +243,31 @@ def _champion_evaluation(layout: RunLayout, files: dict[str, str]) -> PlanStep:
             manifests.TRAIN_MODULE, maxtext_flags.champion_evaluation_flags(layout, parameters)
         ),
     )
+
+
+def _heldout_evaluation(layout: RunLayout, files: dict[str, str]) -> PlanStep:
+    """evaluate_heldout: its Job with the last step standing for the steps it will score (the
+    best committed ones, known once training is over), the base model and a champion; only its
+    skip when heldout_tasks is empty."""
+    from tpu_rl.heldout.report import BASE, CHAMPION, step_label
+    from tpu_rl.jobs.heldout_job import HeldoutModel, heldout_evaluation_job
+
+    s = layout.settings
+    if not s.heldout_tasks:
+        here = "skipped: heldout_tasks is empty."
+        return {"id": Step.EVALUATE_HELDOUT, "description": described(Step.EVALUATE_HELDOUT, here)}
+    record = champion_uri(layout.model_root, layout.deployment)
+    models = [
+        HeldoutModel(step_label(s.num_batches), layout.checkpoint_params(s.num_batches)),
+        HeldoutModel(BASE, layout.maxtext_items),
+        HeldoutModel(CHAMPION, f"<checkpoint_uri of {record}>model_params/"),
+    ]
+    here = (
+        f"{', '.join([*s.heldout_tasks, *s.heldout_guard_tasks])} for the best "
+        f"{s.heldout_top_k} committed step(s) (step {s.num_batches} shown), the base model and "
+        "the champion."
+    )
+    return _object_step(Step.EVALUATE_HELDOUT, here, heldout_evaluation_job(layout, models), files)
 
 
 def _identity(layout: RunLayout) -> str:

@@ -36,6 +36,7 @@ def test_plan_lists_the_pipeline_in_order(tmp_path):
         *PIPELINE[: PIPELINE.index("gate")],
         "evaluate_champion",
         "stop_backend",
+        "evaluate_heldout",
         "gate",
         "export",
         "verify",
@@ -244,4 +245,21 @@ def test_the_plan_shows_the_kueue_configuration_covering_the_backend(tmp_path):
         "google.com/tpu",
         "cpu",
         "memory",
+    ]
+
+
+def test_a_run_with_heldout_evaluation_shows_its_job_and_the_models_it_scores(tmp_path):
+    out = tmp_path / "out"
+    steps = render(out, REPO / "include/examples/heldout.json")["steps"]
+    [step] = [s for s in steps if s["id"] == "evaluate_heldout"]
+    assert step["description"].endswith(
+        "This run: gsm8k, arc_easy for the best 2 committed step(s) (step 50 shown), the base "
+        "model and the champion."
+    )
+    job = yaml.safe_load((out / step["object"]).read_text())
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    assert [line.split("--run_name=")[1].split()[0] for line in script.split(" && ")] == [
+        "step-50",
+        "base",
+        "champion",
     ]

@@ -1,6 +1,7 @@
 """`make demo-ui`: Airflow's real processes and UI wired to the sandbox; Ctrl-C stops it all.
 `make demo-ui SCENARIO=<name>`: every run trains with a fault the training health watchdog
-stops (tools.demo_scenarios: nan, nan-export, stall, collapse).
+stops (tools.demo_scenarios: nan, nan-export, stall, collapse), or, heldout_guard_fell, is held
+for a person by the held-out evaluation's guard benchmark (under Required Actions).
 
 A person triggers tpu_rl_post_training from the form, watches the grid and graph, reads the
 task logs, and sees the RL post-training page and each run's report fill in. The deployment is

@@ -136,7 +136,8 @@ class CompareChampionOperator(RunStep, SkipMixin):
 Compares this run's exported model with the deployment's champion, both scored on this run's
 evaluation set: it must beat the champion by `min_gain_over_champion` on each metric named
 there; with held-out evaluation, it must answer the held-out items significantly better than
-the champion did ("not distinguishable" is not enough). When it does not (or a metric is
+the champion did, or on a deployment's first run the base model ("not distinguishable" is not
+enough). When it does not (or a metric is
 missing or NaN) the steps that would promote it are skipped; the export stays where it is and
 the run still succeeds, its note saying why. The first run of a deployment has no champion to
 beat.

@@ -122,9 +122,10 @@ Chooses the checkpoint to export (`export_checkpoint`) and stops the run before 
 its evaluation gained at least each of `gate_metrics` over the base model's (by default: the
 post-training `mean_reward` is at least the pre-training one plus `min_reward_gain`). Accuracy
 and format accuracy are reported apart, gated or not. With held-out evaluation
-(`heldout_tasks`), the step to export is the one it scored best, and that step must also answer
-the held-out items significantly better than the base model (its paired verdict). A stop is a
-failure on purpose: the run is marked failed and the notification says why, with the numbers.
+(`heldout_tasks`), the step to export is the one it scored best, and the run stops when that
+step answers the held-out items significantly worse than the base model (its paired verdict).
+A stop is a failure on purpose: the run is marked failed and the notification says why, with
+the numbers.
 """
     limit = short_step(1)
     operator_extra_links = (CheckpointsLink(),)

@@ -47,8 +47,9 @@ then the newest), the base model and the deployment's champion on the held-out b
 (`heldout_tasks`, and the guards of `heldout_guard_tasks`), on the run's TPUs once
 `stop_backend` has released them: MaxText's evaluator (`maxtext.eval`, lm-eval) loads each
 checkpoint in vLLM and answers the same items. Each item's result is kept in the run's
-`heldout/` folder. The best step on those items is the one exported; the gate and the
-champion comparison take its paired verdict (McNemar's exact test at `heldout_significance`).
+`heldout/` folder. The best step on those items is the one exported; the gate (a loss against
+the base model) and the champion comparison (a gain) take its paired verdict (McNemar's exact
+test at `heldout_significance`).
 Skipped when `heldout_tasks` is empty.
 
 **Failed?** The task log has the evaluator's last lines; *Pod logs* opens the whole log. A

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tpu_rl.heldout.paired import Verdict
-from tpu_rl.heldout.report import CHAMPION, HeldoutReport
+from tpu_rl.heldout.report import BASE, CHAMPION, HeldoutReport
 from tpu_rl.training_log.evaluations import metric
 
 NO_CHAMPION = "no champion yet: this run's export becomes the first candidate"
@@ -53,16 +53,22 @@ def compare_with_champion(
 
 
 def on_heldout(comparison: Mapping[str, Any], report: HeldoutReport) -> dict[str, Any]:
-    """The comparison decided by the held-out items when the champion was scored on them: beats
-    only when the candidate is significantly better (McNemar's exact test at the report's
-    level) on a scored benchmark and worse on none; "not distinguishable" is said as such. The
-    trainer's comparison stays as `trainer_reason`. Without a champion it is unchanged."""
-    verdict = report.verdict(CHAMPION)
+    """The comparison decided by the held-out items: beats only when the candidate is
+    significantly better (McNemar's exact test at the report's level) than the champion, or,
+    on a deployment's first run, than the base model, on a scored benchmark and worse on none;
+    "not distinguishable" is said as such. The trainer's comparison stays as
+    `trainer_reason`."""
     champion = comparison.get("champion")
-    if verdict is None or not champion:
+    reference = CHAMPION if champion else BASE
+    verdict = report.verdict(reference)
+    if verdict is None:  # the champion's evaluation was not scored: the trainer's stands
         return dict(comparison)
-    lines = "; ".join(report.reasons(CHAMPION))
-    where = f"the champion from run {champion.get('run_id')} on the held-out items"
+    lines = "; ".join(report.reasons(reference))
+    where = (
+        f"the champion from run {champion.get('run_id')} on the held-out items"
+        if champion
+        else "the base model on the held-out items (no champion yet: the first must beat it)"
+    )
     reason = {
         Verdict.BETTER: f"beats {where}: {lines}",
         Verdict.NOT_DISTINGUISHABLE: f"not promoted: not distinguishable from {where}: {lines}",

@@ -69,14 +69,15 @@ def reward_gate(
 
 
 def heldout_gate(report: HeldoutReport) -> dict[str, Any]:
-    """With held-out evaluation: stop before export unless the candidate step answers the
-    held-out items significantly better than the base model (McNemar's exact test at the
-    report's level) on a scored benchmark and significantly worse on none. Returns the verdict
-    and its lines."""
+    """With held-out evaluation: stop before export when the candidate step answers a scored
+    benchmark's items significantly worse than the base model (McNemar's exact test at the
+    report's level): training made the model worse on what it was for. A gain need not be
+    significant to export; promotion asks for one (tpu_rl.promotion.comparison.on_heldout).
+    Returns the verdict and its lines."""
     verdict = report.verdict(BASE)
     lines = report.reasons(BASE)
-    if verdict != Verdict.BETTER:
-        shown = "not scored" if verdict is None else str(verdict).replace("_", " ")
+    if verdict in (None, Verdict.WORSE):
+        shown = "not scored" if verdict is None else "worse"
         raise AirflowFailException(
             f"held-out gate: step {report.step} is {shown} against the base model: "
             f"{'; '.join(lines) or 'the base model was not scored'}; not exporting"

@@ -737,9 +737,9 @@ class RunSettings:
         description="lm-eval task names MaxText's evaluator (maxtext.eval, runner lm_eval) scores "
         "on the slice after training, e.g. gsm8k (GSM8K's 1,319 test items): the top "
         "heldout_top_k steps, the base model and the champion on the same items, item by item. "
-        "The export is the step that scores best, and the gate and the champion comparison "
-        "take the paired verdict on these items. Empty: off (the trainer's own evaluation "
-        "decides).",
+        "The export is the step that scores best; the gate stops a significant loss against "
+        "the base model, and promotion needs a significant gain over the champion (over the base "
+        "model on a deployment's first run). Empty: off (the trainer's own evaluation decides).",
         may_be_empty=True,
         text=rule.FREE_TEXT,
     )
@@ -747,8 +747,9 @@ class RunSettings:
         [],
         "Held-out guard benchmarks",
         description="lm-eval task names of capabilities the reward never scores, scored beside "
-        "heldout_tasks: one the candidate answers significantly worse than the base model holds "
-        "promotion for a person (a sign of reward hacking), never promoted on its own.",
+        "heldout_tasks (e.g. arc_easy, grade-school science by multiple choice): one the "
+        "candidate answers significantly worse than the base model holds promotion for a "
+        "person (a sign of reward hacking).",
         may_be_empty=True,
         text=rule.FREE_TEXT,
     )

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from tests.support.comparison import CHAMPION, RECORD, REWARD, metrics
+from tpu_rl.heldout.report import BASE as HELDOUT_BASE
 from tpu_rl.heldout.report import CHAMPION as HELDOUT_CHAMPION
 from tpu_rl.heldout.report import HeldoutReport, heldout_report
 from tpu_rl.promotion.comparison import NO_CHAMPION, compare_with_champion, on_heldout
@@ -64,7 +65,10 @@ def heldout_against_champion(champion_right: int) -> HeldoutReport:
     def items(right: int) -> dict[str, bool]:
         return {f"{i}:h": i < right for i in range(200)}
 
-    references = {HELDOUT_CHAMPION: {"gsm8k": items(champion_right)}}
+    references = {
+        HELDOUT_CHAMPION: {"gsm8k": items(champion_right)},
+        HELDOUT_BASE: {"gsm8k": items(champion_right)},
+    }
     return heldout_report({30: {"gsm8k": items(150)}}, references, ["gsm8k"], [], 0.05)
 
 
@@ -85,6 +89,14 @@ def test_on_heldout_items_only_a_significant_gain_beats_the_champion():
     assert not worse["beats"] and worse["reason"].startswith("not promoted: worse than")
 
 
-def test_on_heldout_without_a_champion_changes_nothing():
+def test_a_deployments_first_export_must_beat_the_base_model_on_heldout_items():
     first = compare_with_champion(None, None, metrics(mean_reward=0.1), REWARD)
-    assert on_heldout(first, heldout_against_champion(120)) == first
+    better = on_heldout(first, heldout_against_champion(120))  # the base: 120 of 200
+    assert better["beats"] and better["reason"].startswith(
+        "beats the base model on the held-out items (no champion yet: the first must beat it)"
+    )
+    tie = on_heldout(first, heldout_against_champion(149))
+    assert not tie["beats"] and tie["reason"].startswith(
+        "not promoted: not distinguishable from the base model on the held-out items"
+    )
+    assert tie["trainer_reason"] == first["reason"]

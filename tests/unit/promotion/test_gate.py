@@ -120,12 +120,11 @@ def heldout(base_right: int, candidate_right: int = 150) -> HeldoutReport:
     return heldout_report(steps, {BASE_MODEL: {"gsm8k": items(base_right)}}, ["gsm8k"], [], 0.05)
 
 
-def test_the_heldout_gate_passes_only_a_significant_gain_over_the_base_model():
+def test_the_heldout_gate_stops_only_a_significant_loss_against_the_base_model():
     passed = heldout_gate(heldout(120))
     assert passed["verdict"] == "better" and passed["step"] == 30
     assert passed["reasons"][0].startswith("gsm8k: better than the base model: 75.0% vs 60.0%")
-    with pytest.raises(AirflowFailException, match="step 30 is not distinguishable against"):
-        heldout_gate(heldout(148))  # 2 items apart: noise
+    assert heldout_gate(heldout(148))["verdict"] == "not_distinguishable"  # 2 items: noise
     with pytest.raises(AirflowFailException, match="step 30 is worse against the base model"):
         heldout_gate(heldout(180))
     assert heldout_choice(heldout(120)) == (

@@ -29,7 +29,9 @@ def anomaly(rule: str, why: str = "loss nan at step 35") -> dict:
 def test_an_unknown_scenario_is_refused_with_the_known_ones():
     assert chosen(None) is None and chosen("") is None
     assert chosen("nan") is SCENARIOS["nan"]
-    with pytest.raises(ValueError, match="SCENARIO=nans is unknown; known: nan, nan-export, stall"):
+    assert chosen("heldout_guard_fell") is SCENARIOS["heldout_guard_fell"]
+    known = "nan, nan-export, stall, collapse, heldout_guard_fell"
+    with pytest.raises(ValueError, match=f"SCENARIO=nans is unknown; known: {known}$"):
         chosen("nans")
 
 
