@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpu_rl.report.estimate import Estimate, ModeEstimate, cost_words, estimate_run, mode_in
-from tpu_rl.settings.capacity_modes import WINDOW, capacity_mode
+from tpu_rl.report.estimate import (
+    Estimate,
+    ModeEstimate,
+    cost_words,
+    estimate_run,
+    heldout_minutes,
+    mode_in,
+)
+from tpu_rl.settings.capacity_modes import USAGE, WINDOW, capacity_mode
 from tpu_rl.watch.progress import Spend
 
 if TYPE_CHECKING:
@@ -42,11 +49,16 @@ def training_spend(settings: RunSettings) -> Spend:
     mode = _run_mode(settings, estimate)
     price = mode.price if mode is not None else None
     billed_as = capacity_mode(settings.capacity).billed_as
+    per_hour = estimate.chips * price.usd_per_chip_hour if price else None
+    # a usage-billed slice bills the held-out evaluation after training by the hour too (a
+    # calendar window is billed whole, a reservation by its commitment: nothing more)
+    after = per_hour * heldout_minutes(settings) / 60 if per_hour and billed_as == USAGE else 0.0
     return Spend(
         capacity=str(settings.capacity),
         billed_as=billed_as,
-        usd_per_hour=estimate.chips * price.usd_per_chip_hour if price else None,
+        usd_per_hour=per_hour,
         window_usd=mode.usd if mode is not None and billed_as == WINDOW else None,
         max_usd=float(settings.max_spend_usd),
         action=settings.spend_limit_action,
+        after_usd=round(after, 2),
     )

@@ -51,7 +51,8 @@ TELL_EVERY_FRACTION = 0.05  # ...or every 5% of the steps, whichever comes first
 class Spend:
     """How the run's training TPUs bill (from the operator: tpu_rl.prices), and the
     limit. `usd_per_hour`: the slice's price an hour (usage); `window_usd`: a calendar window's
-    whole price; `max_usd` 0: no limit."""
+    whole price; `max_usd` 0: no limit; `after_usd`: what the slice bills after training that
+    the limit counts too (the held-out evaluation's estimate), added to each projection."""
 
     capacity: str = ""
     billed_as: str = USAGE
@@ -59,6 +60,7 @@ class Spend:
     window_usd: float | None = None
     max_usd: float = 0.0
     action: SpendLimitAction = EXPORT
+    after_usd: float = 0.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Spend:
@@ -237,7 +239,14 @@ def over_limit(now: Progress, spend: Spend) -> bool:
 
 def passes(projected: Any, spend: Spend) -> bool:
     """A projected spend (None: not known) passes the limit, when one is set."""
-    return bool(spend.max_usd) and isinstance(projected, int | float) and projected > spend.max_usd
+    if not spend.max_usd or not isinstance(projected, int | float):
+        return False
+    return projected + spend.after_usd > spend.max_usd
+
+
+def after_words(spend: Spend) -> str:
+    """What the limit counts after training, in a few words ("" when nothing)."""
+    return f" + ${spend.after_usd:,.2f} for the held-out evaluation" if spend.after_usd else ""
 
 
 def progress_line(now: Progress, spend: Spend) -> str:
@@ -259,7 +268,11 @@ def spend_words(now: Progress, spend: Spend) -> str:
         return f"spend: {whole} (the calendar window bills its whole length)"
     if now.spent_usd is None:
         return f"spend: no price known for {spend.capacity}"
-    projected = "" if now.projected_usd is None else f", projected ${now.projected_usd:,.2f}"
+    projected = (
+        ""
+        if now.projected_usd is None
+        else f", projected ${now.projected_usd:,.2f}{after_words(spend)}"
+    )
     limit = f" of the ${spend.max_usd:,.2f} limit" if spend.max_usd else ""
     rate = f"${spend.usd_per_hour:,.2f}/h" if spend.usd_per_hour else ""
     return f"spend so far ${now.spent_usd:,.2f}{projected}{limit} ({spend.capacity} {rate})"
@@ -269,9 +282,9 @@ def limit_line(now: Progress, spend: Spend) -> str:
     """The warning when the projected spend passes max_spend_usd."""
     then = "export it" if spend.action == EXPORT else "fail the run"
     return (
-        f"Projected spend ${now.projected_usd:,.2f} passes max_spend_usd ${spend.max_usd:,.2f} "
-        f"at step {now.step}: training stops right after the next committed save if the "
-        f"projection then still passes it, and the run will {then} "
+        f"Projected spend ${now.projected_usd:,.2f}{after_words(spend)} passes max_spend_usd "
+        f"${spend.max_usd:,.2f} at step {now.step}: training stops right after the next "
+        f"committed save if the projection then still passes it, and the run will {then} "
         f"(spend_limit_action={spend.action})"
     )
 
@@ -290,9 +303,10 @@ def stop_line(step: int, judged: dict[str, Any], spend: Spend) -> str:
     (`judged`: the progress figures, its step and projected_usd)."""
     then = "exported" if spend.action == EXPORT else "not exported: the run fails"
     return (
-        f"Spend limit: ${judged['projected_usd']:,.2f} projected at step {judged['step']} passes "
-        f"max_spend_usd ${spend.max_usd:,.2f}; training stopped right after the committed save "
-        f"of step {step}, which is {then} (spend_limit_action={spend.action})"
+        f"Spend limit: ${judged['projected_usd']:,.2f} projected at step {judged['step']}"
+        f"{after_words(spend)} passes max_spend_usd ${spend.max_usd:,.2f}; training stopped "
+        f"right after the committed save of step {step}, which is {then} "
+        f"(spend_limit_action={spend.action})"
     )
 
 

@@ -35,3 +35,17 @@ def test_the_training_bills_per_hour_of_its_chips_or_not_at_all_on_a_reservation
 def test_a_negative_limit_is_a_settings_problem(tutorial_conf):
     settings = dataclasses.replace(load_settings(tutorial_conf), max_spend_usd=-1.0)
     assert any(p.startswith("max_spend_usd: must be 0") for p in validate(settings))
+
+
+def test_the_heldout_evaluation_bills_after_training_on_a_usage_billed_slice(tutorial_conf):
+    """Its assumed minutes at the slice's price an hour (estimate.heldout_minutes): counted by
+    the reward wait with its projection; nothing more on a reservation."""
+    conf = {**tutorial_conf, "heldout_tasks": ["gsm8k"], "max_spend_usd": 500}
+    spot = dataclasses.replace(load_settings(conf), capacity="spot")
+    spend = spend_limit.training_spend(spot)
+    minutes = estimate.heldout_minutes(spot)
+    assert minutes == 60 and spend.after_usd == round(spend.usd_per_hour * minutes / 60, 2) > 0
+    off = spend_limit.training_spend(dataclasses.replace(spot, heldout_tasks=[]))
+    assert off.after_usd == 0
+    reserved = spend_limit.training_spend(dataclasses.replace(spot, capacity="reservation"))
+    assert reserved.after_usd == 0

@@ -211,3 +211,24 @@ def test_the_stop_at_a_save_quotes_the_projection_it_judged():
         f"Spend limit: ${judged['projected_usd']:,.2f} projected at step {judged['step']} "
         "passes max_spend_usd $450.00; training stopped right after the committed save of step 25"
     )
+
+
+def test_the_heldout_evaluation_after_training_counts_toward_the_limit():
+    """The same run (projected about $340) under the same $400 limit: alone it trains to the
+    end; with $100 of held-out evaluation after it, training stops at a save, saying why."""
+    stops = {}
+    for after in (0.0, 100.0):
+        spend = progress.Spend("spot", progress.USAGE, 100.0, 0, 400.0, "export", after)
+        state = FollowState()
+        for _, line in simulated_run(3, 200):
+            consume(state, [line], Resent(), LOG)
+            event, _ = poll_done(state, 200, spend)
+            if event:
+                stops[after] = event
+                break
+    assert set(stops) == {100.0}
+    assert stops[100.0]["reason"] == WaitEnd.SPEND_LIMIT and stops[100.0]["save_step"] % 25 == 0
+    assert (
+        " + $100.00 for the held-out evaluation passes max_spend_usd $400.00"
+        in (stops[100.0]["message"])
+    )
