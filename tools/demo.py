@@ -1,6 +1,7 @@
 """`make demo`: one whole tpu_rl_post_training run with the tutorial's settings, in the sandbox;
 `make demo SCENARIO=<name>` trains with a fault the training health watchdog stops
-(tools.demo_scenarios: nan, nan-export, stall, collapse).
+(tools.demo_scenarios: nan, nan-export, stall, collapse); heldout_guard_fell is for `make
+demo-ui`, where a person answers the approval it asks for.
 
 Quiet and live: the terminal gets one line per task (when it starts, completed when it ends,
 with its state and seconds) and a summary; Airflow's and the emulators' own output goes to a
