@@ -121,3 +121,21 @@ def test_a_run_that_lost_a_guard_benchmark_waits_for_a_person_with_the_table(
     assert "## Held-out benchmarks" in body and "| arc_easy (guard) |" in body, body
     note = logged_note(caplog.records)
     assert "held for a person because step " in note, note
+
+
+def test_an_evaluator_that_dies_fails_the_run_before_export_and_leaves_nothing_running(
+    airflow_db, tmp_path
+):
+    """MaxText's evaluator dies on its first model (its vLLM server thread, exit 1): the run
+    fails at evaluate_heldout, saying so; nothing is exported or promoted, and the cleanups
+    remove the Job, the backend and the cluster's TPU pods as for any failure."""
+    heldout = HeldoutWorkload(exit_code=1)
+    with Sandbox(tmp_path).up() as box:
+        result = box.run(HELDOUT, Workloads(heldout=heldout))
+    states = result.task_states
+    assert result.state == "failed", states
+    assert states["evaluate_heldout"] == "failed"
+    assert states["gate"] == states["export"] == "upstream_failed"
+    assert states["cleanup_kubernetes"] == states["cleanup_cluster"] == "success"
+    assert result.leftovers == [], result.leftovers
+    assert "evaluate_heldout" in result.why()
