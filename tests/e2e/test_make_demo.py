@@ -22,14 +22,16 @@ def test_make_demo_is_quiet_live_and_ends_with_its_summary(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) < 48, done.stdout  # 20 tasks, the summary, each metric per step
+    assert len(lines) < 48, done.stdout  # 21 tasks, the summary, each metric per step
     assert done.stderr == ""
     task_lines = [line.split() for line in lines if re.match(r"^ *\d+\.\ds  ", line)]
     tasks = [words[1] for words in task_lines]
-    assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 20
-    # evaluate_champion skips: the sandbox deployment has no champion yet (its first run)
+    assert tasks[0] == "validate" and len(tasks) == len(set(tasks)) == 21
+    # evaluate_champion skips: the sandbox deployment has no champion yet (its first run);
+    # evaluate_heldout too: the tutorial's settings leave held-out evaluation off
     ended = {words[1]: words[2] for words in task_lines if words[-1] == "s"}
-    assert len(ended) == 20 and ended.pop("evaluate_champion") == "skipped", ended
+    assert len(ended) == 21 and ended.pop("evaluate_champion") == "skipped", ended
+    assert ended.pop("evaluate_heldout") == "skipped", ended
     assert set(ended.values()) == {"success"}, ended
     summary = "\n".join(lines[lines.index(next(x for x in lines if "SUCCESS in" in x)) :])
     for label in ("rewards:", "gate:", "export:", "report:", "promoted:", "cleanup:", "full log:"):
