@@ -47,7 +47,7 @@ from sandbox.pod_scripts import (
     run_forever,
     sleep,
 )
-from sandbox.workloads import Storage
+from sandbox.workloads import Storage, put_object
 
 # The keeper sets sys.argv[0] to it (heldout_job.SAMPLES_KEEPER): argparse's prog in every message
 PROG = "maxtext.eval.runner.run"
@@ -365,14 +365,6 @@ def maxtext_line(
     return render
 
 
-def _write(storage: Storage, info: PodInfo, uri: str, data: bytes) -> None:
-    """Upload as the pod (a refusal ends the container) or through a plain writer."""
-    if callable(storage):
-        storage(uri, data)
-    else:
-        storage.write(info, uri, data)
-
-
 def model_steps(
     rank: int,
     evaluation: Evaluation,
@@ -434,7 +426,7 @@ def model_steps(
     def keep_samples(info: PodInfo) -> None:
         for task, records in samples.items():
             uri = f"{evaluation.samples_uri}samples_{task}.json"
-            _write(storage, info, uri, json.dumps(records).encode())
+            put_object(storage, info, uri, json.dumps(records).encode())
 
     def write_results(info: PodInfo) -> None:
         timestamp = clock().strftime("%Y%m%dT%H%M%SZ")  # json_reporter.py:54-56
@@ -448,7 +440,7 @@ def model_steps(
             "generation_stats": {"lm_eval_config": lm_eval_config, "lm_eval_results": results},
             "config": cfg,
         }
-        _write(storage, info, uri, json.dumps(document, indent=2).encode())
+        put_object(storage, info, uri, json.dumps(document, indent=2).encode())
         written.append(uri)
 
     running = f"Running lm_eval tasks {tasks} via local-completions at {base_url}"

@@ -103,7 +103,8 @@ STDERR_NOISE = (
 )
 
 
-def _put(storage: Storage, info: PodInfo, uri: str, data: bytes) -> None:
+def put_object(storage: Storage, info: PodInfo, uri: str, data: bytes) -> None:
+    """Upload as the pod (a refusal ends the container) or through a plain writer."""
     if callable(storage):
         storage(uri, data)
     else:
@@ -116,7 +117,7 @@ def _writes(write: Storage | None, uris: list[str]) -> list[Step]:
 
     def write_all(info: PodInfo) -> None:
         for uri in uris:
-            _put(write, info, uri, b"{}" if uri.endswith(".json") else b"\0")
+            put_object(write, info, uri, b"{}" if uri.endswith(".json") else b"\0")
 
     return [call(write_all)]
 
@@ -280,7 +281,7 @@ class TensorboardWriter:
 
     def flush(self, info: PodInfo) -> None:
         events = self.files[self._key(info)]
-        _put(self.storage, info, join(self.directory, events.name), events.contents())
+        put_object(self.storage, info, join(self.directory, events.name), events.contents())
 
 
 def grpo_client_script(

@@ -44,6 +44,20 @@ def backend_pod_count(layout: RunLayout) -> int:
     return 1 + layout.pool_hosts
 
 
+def found_backend(custom: CustomObjectsApi, layout: RunLayout) -> dict[str, Any] | None:
+    """The run's backend JobSet as the cluster has it; None when there is none."""
+    namespace, name = layout.settings.namespace, layout.backend_jobset
+    try:
+        found: dict[str, Any] = custom.get_namespaced_custom_object(
+            namespace=namespace, name=name, **JOBSET
+        )
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return found
+
+
 def backend_runs(custom: CustomObjectsApi, layout: RunLayout) -> bool:
     """All the backend's pods run already (a JobSet an earlier try made): nothing to wait for.
 
@@ -55,12 +69,8 @@ def backend_runs(custom: CustomObjectsApi, layout: RunLayout) -> bool:
     from kubernetes.client import CoreV1Api
 
     namespace, name = layout.settings.namespace, layout.backend_jobset
-    try:
-        jobset = custom.get_namespaced_custom_object(namespace=namespace, name=name, **JOBSET)
-    except ApiException as err:
-        if err.status == 404:
-            return False
-        raise
+    if (jobset := found_backend(custom, layout)) is None:
+        return False
     selector = f"{JOBSET_NAME_LABEL}={name}"
     found = CoreV1Api(custom.api_client).list_namespaced_pod(namespace, label_selector=selector)
     pods = [custom.api_client.sanitize_for_serialization(p) for p in found.items]

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tpu_rl.heldout.paired import PairedVerdict, Verdict
-from tpu_rl.heldout.report import BASE, BenchmarkRow, HeldoutReport
+from tpu_rl.heldout.paired import Verdict
+from tpu_rl.heldout.report import BASE, NAMED, HeldoutReport
 from tpu_rl.watch import curves
 
 WINDOW = 0.25  # the share of a series' points at its start and at its end compared
@@ -118,7 +118,7 @@ def heldout_hold(
     reasons: list[str] = []
     evidence: list[str] = []
     if falls := report.guard_falls():
-        fell = [task for task, _ in worse_than_base(report.rows, guards=True)]
+        fell = [task for task, _ in report.worse_than_base(guards=True)]
         reasons.append(
             f"step {report.step} answers guard benchmark {', '.join(fell)} significantly worse "
             "than the base model: a capability the reward never scored, lost"
@@ -127,29 +127,15 @@ def heldout_hold(
     reward = trend(found, curves.REWARD_MEAN, exported_step)
     worse = report.verdict(BASE) == Verdict.WORSE
     if worse and reward is not None and reward.end > reward.start:
-        rows = worse_than_base(report.scored_rows, guards=False)
+        rows = report.worse_than_base(guards=False)
         reasons.append(
             f"the training reward rose while step {report.step} answers held-out benchmark "
             f"{', '.join(task for task, _ in rows)} significantly worse than the base model: a "
             "sign of reward hacking"
         )
         evidence.append(reward.says("batch reward"))
-        evidence += [f"{task}: {verdict.says('the base model')}" for task, verdict in rows]
+        evidence += [f"{task}: {verdict.says(NAMED[BASE])}" for task, verdict in rows]
     return Hold("; ".join(reasons), tuple(evidence)) if reasons else None
-
-
-def worse_than_base(
-    rows: tuple[BenchmarkRow, ...], guards: bool
-) -> list[tuple[str, PairedVerdict]]:
-    """The benchmarks (guards or scored ones) the candidate answers significantly worse than
-    the base model, with that verdict."""
-    return [
-        (row.task, verdict)
-        for row in rows
-        if row.guard == guards
-        and (verdict := row.vs_base) is not None
-        and verdict.verdict == Verdict.WORSE
-    ]
 
 
 def joined(*holds: Hold | None) -> Hold | None:

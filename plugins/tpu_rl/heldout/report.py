@@ -107,13 +107,23 @@ class HeldoutReport:
             if (v := _against(row, reference)) is not None
         ]
 
+    def worse_than_base(self, guards: bool) -> list[tuple[str, PairedVerdict]]:
+        """The benchmarks (guards or scored ones) the candidate answers significantly worse than
+        the base model, with that verdict."""
+        return [
+            (row.task, verdict)
+            for row in self.rows
+            if row.guard == guards
+            and (verdict := row.vs_base) is not None
+            and verdict.verdict == Verdict.WORSE
+        ]
+
     def guard_falls(self) -> list[str]:
         """The guard benchmarks the candidate answers significantly worse than the base model
         (a capability the reward never scored, lost): one line each."""
         return [
-            f"guard {row.task}: {row.vs_base.says(NAMED[BASE])}"
-            for row in self.rows
-            if row.guard and row.vs_base is not None and row.vs_base.verdict == Verdict.WORSE
+            f"guard {task}: {verdict.says(NAMED[BASE])}"
+            for task, verdict in self.worse_than_base(guards=True)
         ]
 
     def as_dict(self) -> dict[str, Any]:

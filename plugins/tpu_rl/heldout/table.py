@@ -7,9 +7,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from tpu_rl.heldout.hold import worse_than_base
 from tpu_rl.heldout.paired import PairedVerdict, Verdict
-from tpu_rl.heldout.report import BASE, CHAMPION, BenchmarkRow, HeldoutReport
+from tpu_rl.heldout.report import BASE, CHAMPION, NAMED, BenchmarkRow, HeldoutReport
 
 NOT_SCORED = "—"  # a reference the evaluation did not score (a deployment's first run: no champion)
 VERDICT_WORDS = {
@@ -30,7 +29,6 @@ KEY_PREFIX = "heldout_"
 TASK_SUFFIXES = ("_acc", f"_vs_{CHAMPION}", f"_vs_{BASE}")
 NOT_LABEL = re.compile(r"[^a-z0-9_-]")
 HASH_LENGTH = 6  # hex digits of a task name's hash that keep a shortened or changed key its own
-NAMED = {CHAMPION: "the champion", BASE: "the base model"}
 
 
 def level(report: HeldoutReport) -> str:
@@ -127,7 +125,7 @@ def verdict_line(report: HeldoutReport) -> str:
         for reference in (BASE, CHAMPION)
         if (verdict := report.verdict(reference)) is not None
     ]
-    fell = [task for task, _ in worse_than_base(report.rows, guards=True)]
+    fell = [task for task, _ in report.worse_than_base(guards=True)]
     guards = f"; guard {', '.join(fell)} worse than the base model" if fell else ""
     return (
         f"Held-out ({level(report)} level): step {report.step} "

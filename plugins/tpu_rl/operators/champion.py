@@ -82,22 +82,14 @@ run's export becomes the first candidate.
         wait keeps it only when it saw a champion)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
         from kubernetes.client import CustomObjectsApi
-        from kubernetes.client.rest import ApiException
 
-        from tpu_rl.kube.objects import JOBSET
+        from tpu_rl.backend.lifecycle import found_backend
 
-        name, namespace = layout.backend_jobset, layout.settings.namespace
-        try:
-            CustomObjectsApi(self.hook.get_conn()).get_namespaced_custom_object(
-                namespace=namespace, name=name, **JOBSET
-            )
-        except ApiException as err:
-            if err.status != 404:
-                raise
+        if found_backend(CustomObjectsApi(self.hook.get_conn()), layout) is None:
             raise AirflowFailException(
-                f"backend {name} is gone (the reward wait saw no champion and released it): "
-                "the champion cannot be evaluated in this run"
-            ) from None
+                f"backend {layout.backend_jobset} is gone (the reward wait saw no champion and "
+                "released it): the champion cannot be evaluated in this run"
+            )
 
     def execute_complete(
         self, context: Context, event: dict[str, Any], **kwargs: Any
@@ -151,8 +143,8 @@ beat.
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from tpu_rl.heldout.report import report_of
         from tpu_rl.promotion.comparison import compare_with_champion, on_heldout
+        from tpu_rl.promotion.exported import heldout_result
 
         ti = context["ti"]
         settings = self.run_layout(context).settings
@@ -165,7 +157,7 @@ beat.
             ),
             settings.min_gain_over_champion,
         )
-        if report := report_of(ti.xcom_pull(task_ids=Step.EVALUATE_HELDOUT)):
+        if report := heldout_result(ti, settings):
             result = on_heldout(result, report)
         # the record compared with (0: none existed): promote replaces that one or fails
         result["champion_generation"] = (

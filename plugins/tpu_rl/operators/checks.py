@@ -143,13 +143,13 @@ the numbers.
 
         from tpu_rl import deployment
         from tpu_rl.checkpoints.checkpoint_choice import choose_for_run
-        from tpu_rl.heldout.report import report_of
+        from tpu_rl.promotion.exported import heldout_result
         from tpu_rl.promotion.gate import candidate, heldout_choice, heldout_gate, reward_gate
         from tpu_rl.run_summary import write_summary
 
         layout = self.run_layout(context)
         s = layout.settings
-        report = report_of(context["ti"].xcom_pull(task_ids=Step.EVALUATE_HELDOUT))
+        report = heldout_result(context["ti"], s)
         try:
             choice = choose_for_run(
                 layout.checkpoints_dir,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 MODELS_XCOM = "models"  # [label, checkpoint] of each model the Job scores
 
 
-def heldout_minutes(s: RunSettings) -> float:
+def heldout_limit_minutes(s: RunSettings) -> float:
     """The step's limit: the capacity wait, then each model's limit (the steps, the base and a
     champion); a short step when the evaluation is off (it skips)."""
     if not s.heldout_tasks:
@@ -56,7 +56,7 @@ Skipped when `heldout_tasks` is empty.
 missing samples file names the model and the benchmark.
 """
     limit = Limit(
-        heldout_minutes,
+        heldout_limit_minutes,
         1,
         (
             "heldout_tasks",
@@ -99,23 +99,14 @@ missing samples file names the model and the benchmark.
         workers take every chip of each host: the evaluator's pods could never start)."""
         from airflow.providers.common.compat.sdk import AirflowFailException
         from kubernetes.client import CustomObjectsApi
-        from kubernetes.client.rest import ApiException
 
-        from tpu_rl.kube.objects import JOBSET
+        from tpu_rl.backend.lifecycle import found_backend
 
-        name, namespace = layout.backend_jobset, layout.settings.namespace
-        try:
-            CustomObjectsApi(self.hook.get_conn()).get_namespaced_custom_object(
-                namespace=namespace, name=name, **JOBSET
+        if found_backend(CustomObjectsApi(self.hook.get_conn()), layout) is not None:
+            raise AirflowFailException(
+                f"backend {layout.backend_jobset} still holds the slice's chips (stop_backend did "
+                "not delete it): the held-out evaluation cannot run"
             )
-        except ApiException as err:
-            if err.status == 404:
-                return
-            raise
-        raise AirflowFailException(
-            f"backend {name} still holds the slice's chips (stop_backend did not delete it): "
-            "the held-out evaluation cannot run"
-        )
 
     def models(self, layout: RunLayout) -> list[HeldoutModel]:
         """The candidate steps, then the base model (the converted checkpoint) and the champion

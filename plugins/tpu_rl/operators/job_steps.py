@@ -275,11 +275,11 @@ removed them): it waits for them to run again instead of racing the redeploy.
         from airflow.providers.common.compat.sdk import AirflowException
 
         from tpu_rl.checkpoints.checkpoint_choice import choose_for_run
-        from tpu_rl.heldout.report import report_of
+        from tpu_rl.promotion.exported import heldout_result
         from tpu_rl.promotion.gate import heldout_choice
 
         s = layout.settings
-        report = report_of(context["ti"].xcom_pull(task_ids=Step.EVALUATE_HELDOUT))
+        report = heldout_result(context["ti"], s)
         try:
             return choose_for_run(
                 layout.checkpoints_dir,

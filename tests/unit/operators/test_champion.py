@@ -80,10 +80,15 @@ def test_compare_runs_when_evaluate_champion_skipped():
     assert CompareChampionOperator().trigger_rule == "none_failed"
 
 
-def test_a_challenger_the_trainer_favours_is_not_promoted_when_heldout_cannot_tell(compare):
+def test_a_challenger_the_trainer_favours_is_not_promoted_when_heldout_cannot_tell(
+    compare, tutorial_conf, monkeypatch
+):
     """The trainer's numbers beat the champion; the held-out items show no difference: the
     comparison says so, and promotion is skipped."""
     step, skipped = compare
+    conf = {**tutorial_conf, "heldout_tasks": ["gsm8k"]}
+    layout = RunLayout(load_settings(conf), "manual__c", "dep")
+    monkeypatch.setattr(step, "run_layout", lambda context: layout)
     ti = ChampionTI(
         {
             EXPORTED: {"metrics": {"mean_reward": 0.3}},

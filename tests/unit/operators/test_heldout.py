@@ -11,7 +11,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowSkipExc
 
 from tpu_rl import storage
 from tpu_rl.layout import RunLayout
-from tpu_rl.operators.heldout import MODELS_XCOM, EvaluateHeldoutOperator, heldout_minutes
+from tpu_rl.operators.heldout import MODELS_XCOM, EvaluateHeldoutOperator, heldout_limit_minutes
 from tpu_rl.operators.jobs import RunJobStep
 from tpu_rl.promotion import champion
 from tpu_rl.promotion.champion import ChampionRecord
@@ -60,8 +60,8 @@ def test_it_skips_when_off_and_its_limit_counts_each_model(step, tutorial_conf):
     with pytest.raises(AirflowSkipException, match="held-out evaluation is off"):
         op.prepare(off, {"ti": TI()})
     s = layout.settings
-    assert heldout_minutes(s) == s.pending_timeout_minutes + 4 * s.heldout_timeout_minutes
-    assert heldout_minutes(off.settings) == 10
+    assert heldout_limit_minutes(s) == s.pending_timeout_minutes + 4 * s.heldout_timeout_minutes
+    assert heldout_limit_minutes(off.settings) == 10
 
 
 def samples(right: int, total: int = 100) -> str:
