@@ -79,6 +79,7 @@ RUN pip install --no-cache-dir --constraint /opt/tpu-rl/requirements.lock \
       "apache-airflow-providers-google==22.8.0" \
       "apache-airflow-providers-cncf-kubernetes==10.25.0" \
       "apache-airflow-providers-http==6.3.0" \
+      "apache-airflow-providers-openlineage==2.20.3" \
       "PyYAML==6.0.3" \
       "jsonschema==4.26.0" \
       "tensorboard==2.21.0" \

@@ -67,6 +67,14 @@ def checkpoint_steps(checkpoints_uri: str, gcp_conn_id: str) -> list[int]:
     return _step_folders(_hook(gcp_conn_id), checkpoints_uri)
 
 
+def committed_steps(checkpoints_uri: str, gcp_conn_id: str) -> list[int]:
+    """The step folders Orbax finalized, ascending: one listing by folder, then each step's
+    commit file, through one client."""
+    hook = _hook(gcp_conn_id)
+    steps = _step_folders(hook, checkpoints_uri)
+    return [s for s in steps if _committed(hook, f"{checkpoints_uri.rstrip('/')}/{s}")]
+
+
 def newest_committed_step(checkpoints_uri: str, gcp_conn_id: str) -> tuple[int | None, list[int]]:
     """The newest step Orbax finalized (None: none), and the newer steps it did not finalize
     (saves cut off). One listing by folder, then each step's commit file from the newest down,

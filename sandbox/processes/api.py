@@ -75,6 +75,11 @@ class AirflowApi:
     def task_states(self, run_id: str) -> dict[str, str | None]:
         return {task: ti["state"] for task, ti in self.task_instances(run_id).items()}
 
+    def xcom(self, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        """A task's XCom, as the UI's XCom tab reads it."""
+        path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}"
+        return self._json("GET", path, params={"deserialize": True})["value"]
+
     def hitl_detail(self, run_id: str, task_id: str) -> dict[str, Any]:
         """A Human-in-the-loop task's request, as the Required Actions page reads it."""
         path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"

@@ -12,16 +12,12 @@ import json
 import psutil
 import pytest
 
-from sandbox.harness import SETTINGS
-from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import Run, finish, start_run
 from sandbox.vertex_api import VertexRegistryFake
-from tests.support.process_runs import wait_for_exit_read
+from tests.support.process_runs import MODEL_ID, registry_env, wait_for_exit_read
 from tpu_rl.names import DAG_ID
 
-MODEL_ID = "gemma-rl"
-IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64
 # In the package layouts' process group (make test: --dist loadgroup), after the installed
 # layout (test_package_layouts.RUN_ORDER): only the scheduler's environment differs.
 pytestmark = [
@@ -29,26 +25,6 @@ pytestmark = [
     pytest.mark.xdist_group("processes-2"),
     pytest.mark.relaunches(order=2),
 ]
-
-
-def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[str, str]]:
-    """The deployer's registry settings, for the scheduler: with LocalExecutor the task
-    processes are its children, with its environment."""
-    endpoints = json.loads(d.processes.env["TPU_RL_API_ENDPOINTS"])
-    endpoints |= vertex.endpoint_for(SETTINGS["region"])
-    return {
-        "scheduler": {
-            "TPU_RL_VERTEX_REGISTRY": MODEL_ID,
-            "TPU_RL_VERTEX_SERVING_IMAGE": IMAGE,
-            "TPU_RL_API_ENDPOINTS": json.dumps(endpoints),
-        }
-    }
-
-
-def promoted(api: AirflowApi, run_id: str) -> dict:
-    """promote's result (its XCom), as the UI's XCom tab reads it."""
-    path = f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/promote/xcomEntries/return_value"
-    return api._json("GET", path, params={"deserialize": True})["value"]
 
 
 # Training held this long (wall seconds) after its first evaluation: unheld, the sandbox's
@@ -95,7 +71,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         ask_then_answer(deployment, approved, "Approve")
         tasks = finish(deployment, approved, "success", e2e_report)
         assert tasks["approve"] == tasks["promote"] == "success", tasks
-        bucket, result = approved.settings["gcs_bucket"], promoted(api, approved.run_id)
+        bucket, result = approved.settings["gcs_bucket"], api.xcom(approved.run_id, "promote")
         record_uri = result["champion_uri"]
         assert record_uri.startswith(f"gs://{bucket}/") and record_uri.endswith(
             f"/champions/{deployment.identity()}.json"

@@ -3,16 +3,35 @@ fixed sleeps: a line the trigger logged in a task's log, the scheduler's read of
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox.harness import SETTINGS
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import Run
+from sandbox.vertex_api import VertexRegistryFake
 
 LOG_WAIT_S = 60
 POLL_S = 0.1  # reading a few log files: far cheaper than the API's polls (sandbox.processes.api)
+MODEL_ID = "gemma-rl"  # the deployer's Vertex AI registry model
+IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64
+
+
+def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[str, str]]:
+    """The deployer's registry settings, for the scheduler: with LocalExecutor the task
+    processes are its children, with its environment."""
+    endpoints = json.loads(d.processes.env["TPU_RL_API_ENDPOINTS"])
+    endpoints |= vertex.endpoint_for(SETTINGS["region"])
+    return {
+        "scheduler": {
+            "TPU_RL_VERTEX_REGISTRY": MODEL_ID,
+            "TPU_RL_VERTEX_SERVING_IMAGE": IMAGE,
+            "TPU_RL_API_ENDPOINTS": json.dumps(endpoints),
+        }
+    }
 
 
 def _wait(what: str, check: Callable[[], bool]) -> None:

@@ -81,9 +81,25 @@ def facet_problems(facet: str, value: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def without_nulls(value: Any) -> Any:
+    """`value` as the OpenLineage client sends it: no null in an object, no null or empty object
+    in an array, at any depth (openlineage-python 1.54.0, client/serde.py
+    Serde.remove_nulls_and_enums, which every transport's event goes through). An unknown field
+    is sent as absent: the schemas require only what is never null."""
+    if isinstance(value, Mapping):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        kept = (without_nulls(v) for v in value if v is not None)
+        return [v for v in kept if v != {}]
+    return value
+
+
 def _facet(facet: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """`fields` with `_producer` and `_schemaURL`; ValueError naming what the schema refuses."""
-    value = {"_producer": PRODUCER, "_schemaURL": schema_url(facet), **fields}
+    """`fields` with `_producer` and `_schemaURL`, as the client sends them (without_nulls);
+    ValueError naming what the schema refuses."""
+    value: dict[str, Any] = without_nulls(
+        {"_producer": PRODUCER, "_schemaURL": schema_url(facet), **fields}
+    )
     if problems := facet_problems(facet, value):
         raise ValueError(f"{facet}: {'; '.join(problems)}")
     return value
@@ -109,10 +125,17 @@ def tpu_run_facet(
     return _facet(
         TPU,
         {
-            "images": {
-                role: {"reference": reference, "digest": _digest(reference) or known.get(role)}
+            # a list, the role a value: Airflow's secrets masker hides whatever is under a key
+            # holding "proxy" (secrets_masker.py DEFAULT_SENSITIVE_FIELDS), as the provider's
+            # redaction of each event would the proxy server's image
+            "images": [
+                {
+                    "role": role,
+                    "reference": reference,
+                    "digest": _digest(reference) or known.get(role),
+                }
                 for role, reference in images.items()
-            },
+            ],
             "tpuType": tpu_type,
             "topology": topology,
             "slices": slices,

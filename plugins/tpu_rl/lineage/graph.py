@@ -119,32 +119,64 @@ def written_steps(
     return tuple(step for step in committed if step in kept)
 
 
-def run_lineage(datasets: RunDatasets) -> dict[Step, StepLineage]:
-    """What each step that reads or writes a model or data reads and writes:
+def convert_lineage(base: DatasetId, converted: DatasetId) -> StepLineage:
+    """convert: the Hugging Face model at its revision -> the converted checkpoint."""
+    return StepLineage((base,), (converted,))
 
-    - convert: the Hugging Face model at its revision -> the converted checkpoint;
-    - wait_for_rewards (training, the step that knows when it ended): the converted checkpoint
-      and the dataset -> the committed checkpoint steps (written_steps);
-    - evaluate_heldout, when the run had it: the scored steps, the base model (the converted
-      checkpoint) and the champion's checkpoint -> the held-out results;
-    - export: the exported step, and the held-out results that chose it when there are some
-      (checkpoint_choice.choose_for_run takes their step) -> the export;
-    - promote: the export -> the champion record and the Vertex AI version, when registered.
-    """
+
+def training_lineage(
+    converted: DatasetId,
+    data: DatasetId,
+    committed: Sequence[DatasetId],
+    needed: Collection[DatasetId] = (),
+) -> StepLineage:
+    """Training (wait_for_rewards, the step that knows when it ended): the converted checkpoint
+    and the dataset -> the committed checkpoint steps within the links (written_steps)."""
+    inputs = (converted, data)
+    return StepLineage(inputs, written_steps(committed, needed, len(inputs)))
+
+
+def heldout_lineage(
+    scored: Sequence[DatasetId],
+    base: DatasetId,
+    champion: DatasetId | None,
+    results: DatasetId,
+) -> StepLineage:
+    """evaluate_heldout: the scored steps, the base model (the converted checkpoint) and the
+    champion's checkpoint (when the deployment has one) -> the held-out results."""
+    return StepLineage((*scored, base, *_present(champion)), (results,))
+
+
+def export_lineage(
+    exported: DatasetId, heldout: DatasetId | None, export: DatasetId
+) -> StepLineage:
+    """export: the exported step, and the held-out results that chose it when there are some
+    (checkpoint_choice.choose_for_run takes their step) -> the export."""
+    return StepLineage((exported, *_present(heldout)), (export,))
+
+
+def promote_lineage(
+    export: DatasetId, champion: DatasetId, version: DatasetId | None
+) -> StepLineage:
+    """promote: the export -> the champion record, and the Vertex AI version when registered."""
+    return StepLineage((export,), (champion, *_present(version)))
+
+
+def run_lineage(datasets: RunDatasets) -> dict[Step, StepLineage]:
+    """What each step of the run that reads or writes a model or data reads and writes (each
+    step's rule above; evaluate_heldout only when the run had it)."""
     d = datasets
-    training_inputs = (d.converted, d.training_data)
-    needed = {d.exported, *d.scored}
     lineage = {
-        Step.CONVERT: StepLineage((d.base_model,), (d.converted,)),
-        Step.WAIT_FOR_REWARDS: StepLineage(
-            training_inputs, written_steps(d.committed, needed, len(training_inputs))
+        Step.CONVERT: convert_lineage(d.base_model, d.converted),
+        Step.WAIT_FOR_REWARDS: training_lineage(
+            d.converted, d.training_data, d.committed, {d.exported, *d.scored}
         ),
-        Step.EXPORT: StepLineage((d.exported, *_present(d.heldout)), (d.export,)),
-        Step.PROMOTE: StepLineage((d.export,), (d.champion, *_present(d.version))),
+        Step.EXPORT: export_lineage(d.exported, d.heldout, d.export),
+        Step.PROMOTE: promote_lineage(d.export, d.champion, d.version),
     }
     if d.heldout is not None:
-        lineage[Step.EVALUATE_HELDOUT] = StepLineage(
-            (*d.scored, d.converted, *_present(d.champion_checkpoint)), (d.heldout,)
+        lineage[Step.EVALUATE_HELDOUT] = heldout_lineage(
+            d.scored, d.converted, d.champion_checkpoint, d.heldout
         )
     return lineage
 

@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Any
 from tpu_rl.dag.limits import CLEANUP, short_step
 from tpu_rl.dag.links import CheckpointsLink, ExportLink
 from tpu_rl.names import Step
+from tpu_rl.operators.lineage import EmitsLineage
 from tpu_rl.operators.run_step import RunStep
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from tpu_rl.layout import RunLayout
 
 NAMES_SHOWN = 3  # tasks named in a verdict's list before "and N more"
 
@@ -211,7 +214,7 @@ moment export ends. `outcome` writes `run-report.json` and `run-report.md` next 
         return uri
 
 
-class RunOutcomeOperator(RunStep):
+class RunOutcomeOperator(EmitsLineage):
     """The run's verdict, as a teardown: fails, naming them, unless `final_task` succeeded and
     no watched task (by default: every other task of the DAG) failed.
 
@@ -233,6 +236,7 @@ rewards and the cost in the run's note (through the deployment's Airflow API con
 held-out evaluation, both show its table per benchmark (the note a shorter form when it must).
 """
     limit = short_step(1, CLEANUP)
+    run_cost: dict[str, Any] | None = None  # the run's TPU cost, once counted
 
     def __init__(
         self, *, final_task: str, watched: Sequence[str] | None = None, **kwargs: Any
@@ -240,6 +244,27 @@ held-out evaluation, both show its table per benchmark (the note a shorter form 
         super().__init__(**kwargs)
         self.final_task = final_task
         self.watched = list(watched) if watched is not None else None
+
+    def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
+        """The run's TPUs, images and cost, as counted for the report (no dataset: the run's
+        verdict reads and writes no model)."""
+        from tpu_rl.lineage.facets import KEYS, TPU, tpu_run_facet
+        from tpu_rl.settings.images import IMAGE_ROLES
+
+        if self.run_cost is None:
+            return {}
+        s = layout.settings
+        facet = tpu_run_facet(
+            tpu_type=s.tpu_type,
+            topology=s.topology,
+            slices=s.cluster_nodepool_count,
+            capacity=s.capacity,
+            zone=s.zone,
+            images={role: getattr(s, name) for name, role in IMAGE_ROLES.items()},
+            chip_hours=self.run_cost.get("chip_hours"),
+            cost_usd=self.run_cost.get("estimated_cost_usd"),
+        )
+        return {KEYS[TPU]: facet}
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.providers.common.compat.sdk import AirflowFailException
@@ -296,6 +321,7 @@ held-out evaluation, both show its table per benchmark (the note a shorter form 
             tpu, report, heldout = None, None, None
         else:
             tpu = count_run_cost(layout, context)
+            self.run_cost = tpu
             ti.xcom_push(key=COST_KEY, value=tpu)
             write_summary(ti, self.task_id, cost=tpu)
             heldout = heldout_result(ti, layout.settings)

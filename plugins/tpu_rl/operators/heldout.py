@@ -13,6 +13,7 @@ from tpu_rl.dag.links import JOB_LINKS
 from tpu_rl.names import Step
 from tpu_rl.operators.job_steps import XCOM_RETURN_KEY
 from tpu_rl.operators.jobs import RunJobStep
+from tpu_rl.operators.lineage import EmitsLineage
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from tpu_rl.jobs.heldout_job import HeldoutModel
     from tpu_rl.jobs.manifests import Manifest
     from tpu_rl.layout import RunLayout
+    from tpu_rl.lineage.graph import StepLineage
     from tpu_rl.settings.fields import RunSettings
 
 MODELS_XCOM = "models"  # [label, checkpoint] of each model the Job scores
@@ -34,7 +36,7 @@ def heldout_limit_minutes(s: RunSettings) -> float:
     return s.pending_timeout_minutes + s.heldout_timeout_minutes * (s.heldout_top_k + 2)
 
 
-class EvaluateHeldoutOperator(RunJobStep):
+class EvaluateHeldoutOperator(EmitsLineage, RunJobStep):
     """Scores the candidates on `heldout_tasks` and `heldout_guard_tasks`; returns the
     HeldoutReport (as_dict) its per-item results give. Skips when heldout_tasks is empty.
     `rewards`: the reward wait's result (templated: an XComArg is pulled)."""
@@ -67,6 +69,7 @@ missing samples file names the model and the benchmark.
     )
     operator_extra_links = JOB_LINKS
     template_fields: Sequence[str] = (*RunJobStep.template_fields, "rewards")
+    report: dict[str, Any] | None = None  # the HeldoutReport (as_dict), once made
 
     def __init__(self, *, rewards: Any = None, **kwargs: Any) -> None:
         # however stop_backend ended (a failed champion evaluation leaves it upstream_failed):
@@ -74,6 +77,34 @@ missing samples file names the model and the benchmark.
         kwargs.setdefault("trigger_rule", "all_done")
         super().__init__(**kwargs)
         self.rewards = rewards
+
+    def step_lineage(self, layout: RunLayout) -> StepLineage | None:
+        """The scored steps, the base model and the champion's checkpoint (the record it was
+        scored against: promote has not run yet) -> the held-out results; nothing before the
+        report is made."""
+        from tpu_rl.heldout.report import HeldoutReport
+        from tpu_rl.lineage import names
+        from tpu_rl.lineage.graph import heldout_lineage
+        from tpu_rl.promotion.champion import ChampionStore
+
+        if self.report is None:
+            return None
+        found = HeldoutReport.from_dict(self.report)
+        record = ChampionStore(layout.model_root, layout.deployment, self.gcp_conn_id).read()
+        return heldout_lineage(
+            [names.checkpoint_step(layout, step) for step in sorted(found.step_scores)],
+            names.converted_checkpoint(layout),
+            names.gcs_dataset(record.checkpoint_uri) if record else None,
+            names.heldout_results(layout),
+        )
+
+    def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
+        """The held-out evaluation: scores and verdicts."""
+        from tpu_rl.lineage.facets import EVALUATION, KEYS, heldout_evaluation_facet
+
+        if self.report is None:
+            return {}
+        return {KEYS[EVALUATION]: heldout_evaluation_facet(self.report)}
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         from airflow.providers.common.compat.sdk import AirflowSkipException
@@ -164,6 +195,7 @@ missing samples file names the model and the benchmark.
             raise AirflowException(f"held-out evaluation: {err}") from None
         self.log_report(report)
         result = report.as_dict()
+        self.report = result
         context["ti"].xcom_push(key=XCOM_RETURN_KEY, value=result)
         return result
 

@@ -11,6 +11,7 @@ from tpu_rl.dag.limits import pending_plus, pending_plus_step, rung_waits_plus
 from tpu_rl.dag.links import JOB_LINKS, CheckpointsLink, ExportLink
 from tpu_rl.names import Step
 from tpu_rl.operators.jobs import RunJobStep
+from tpu_rl.operators.lineage import EmitsLineage
 from tpu_rl.operators.rung_move import PENDING_TIMEOUT, RungMove
 
 if TYPE_CHECKING:
@@ -21,13 +22,14 @@ if TYPE_CHECKING:
     from tpu_rl.conversion_lock import ConversionLock, LockOwner
     from tpu_rl.jobs.manifests import Manifest
     from tpu_rl.layout import RunLayout
+    from tpu_rl.lineage.graph import StepLineage
 
 
 LOCK_XCOM = "conversion_lock"  # the lock object this task holds
 XCOM_RETURN_KEY = "return_value"  # what `ti.xcom_pull(task_ids=...)` reads by default
 
 
-class ConvertCheckpointOperator(RungMove, RunJobStep):
+class ConvertCheckpointOperator(EmitsLineage, RungMove, RunJobStep):
     """Converts the Hugging Face model unless a committed MaxText checkpoint of it exists.
 
     Committed means Orbax finalized step 0 (tpu_rl.storage.COMMIT_FILE): a conversion that died
@@ -50,6 +52,18 @@ Cloud Logging. A wrong token or model id fails here.
 """
     limit = rung_waits_plus("conversion_timeout_minutes", 2)
     operator_extra_links = JOB_LINKS
+    found_converted = False  # skipped: an earlier run's conversion is there
+
+    def step_lineage(self, layout: RunLayout) -> StepLineage | None:
+        """The Hugging Face model at its revision -> the converted checkpoint; nothing when
+        skipped: the run reads the converted checkpoint an earlier run's convert wrote, the
+        same dataset, so the graph joins there."""
+        from tpu_rl.lineage import names
+        from tpu_rl.lineage.graph import convert_lineage
+
+        if self.found_converted:
+            return None
+        return convert_lineage(names.base_model(layout), names.converted_checkpoint(layout))
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         from tpu_rl.jobs import manifests
@@ -79,6 +93,7 @@ Cloud Logging. A wrong token or model id fails here.
         from tpu_rl import storage
 
         if storage.step_committed(layout.maxtext_step, self.gcp_conn_id):
+            self.found_converted = True
             raise AirflowSkipException(f"{layout.maxtext_items} is committed: conversion skipped")
 
     def lock(self, layout: RunLayout) -> ConversionLock:
@@ -207,7 +222,7 @@ Submits the GRPO client Job (`train_rl`) against the backend and returns at once
         return manifests.train_job(layout)
 
 
-class ExportCheckpointOperator(RunJobStep):
+class ExportCheckpointOperator(EmitsLineage, RunJobStep):
     """Exports the checkpoint step the run's `export_checkpoint` chooses among the steps Orbax
     committed (tpu_rl.checkpoints.checkpoint_choice). `rewards`: the reward wait's result
     (templated: an XComArg is pulled).
@@ -231,10 +246,37 @@ removed them): it waits for them to run again instead of racing the redeploy.
     limit = pending_plus("export_timeout_minutes", 2)
     operator_extra_links = (*JOB_LINKS, ExportLink())
     template_fields: Sequence[str] = (*RunJobStep.template_fields, "rewards")
+    exported: Choice | None = None  # the step chosen, once the Job exported it
 
     def __init__(self, *, rewards: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rewards = rewards
+
+    def step_lineage(self, layout: RunLayout) -> StepLineage | None:
+        """The exported step (and the held-out results that chose it) -> the export; nothing
+        before the step is known (execute_complete, after the Job)."""
+        from tpu_rl.checkpoints.checkpoint_choice import HELDOUT
+        from tpu_rl.lineage import names
+        from tpu_rl.lineage.graph import export_lineage
+
+        if self.exported is None:
+            return None
+        on_heldout = self.exported.choice == HELDOUT
+        heldout = names.heldout_results(layout) if on_heldout else None
+        step = names.checkpoint_step(layout, self.exported.step)
+        return export_lineage(step, heldout, names.export_folder(layout))
+
+    def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
+        """The trainer's own evaluation of the exported step and of the base model (the held-out
+        evaluation's facet rides evaluate_heldout's event)."""
+        from tpu_rl.checkpoints.checkpoint_choice import HELDOUT
+        from tpu_rl.lineage.facets import EVALUATION, KEYS, trainer_evaluation_facet
+
+        if self.exported is None or self.exported.choice == HELDOUT:
+            return {}
+        base = (self.rewards or {}).get("pre")
+        facet = trainer_evaluation_facet(self.exported.step, self.exported.metrics, base)
+        return {KEYS[EVALUATION]: facet}
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         from tpu_rl import storage
@@ -262,6 +304,7 @@ removed them): it waits for them to run again instead of racing the redeploy.
         super().execute_complete(context, event, **kwargs)
         layout = self.run_layout(context)
         choice = self.choose(layout, context)
+        self.exported = choice
         exported = {
             **choice.as_dict(),
             "checkpoint_uri": f"{layout.checkpoints_dir}{choice.step}/",

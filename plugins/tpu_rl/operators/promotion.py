@@ -13,6 +13,7 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOper
 from tpu_rl.dag.limits import STEP_MINUTES, Limit, short_step
 from tpu_rl.dag.links import ExportLink
 from tpu_rl.names import Step
+from tpu_rl.operators.lineage import EmitsLineage
 from tpu_rl.operators.run_step import RunStep
 from tpu_rl.promotion.approval_notice import ApprovalRequestNotifier
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
     from tpu_rl.heldout.hold import Hold
     from tpu_rl.heldout.report import HeldoutReport
+    from tpu_rl.layout import RunLayout
+    from tpu_rl.lineage.graph import StepLineage
     from tpu_rl.promotion.approval_text import ApprovalCase
     from tpu_rl.settings.fields import RunSettings
 
@@ -191,7 +194,7 @@ held-out evaluation its page has the benchmarks' table too.
         return super().execute_complete(context, event)
 
 
-class PromoteExportOperator(RunStep):
+class PromoteExportOperator(EmitsLineage):
     """Makes the verified export the deployment's champion: the champion record, an event of
     every outlet Asset, and a new version in Vertex AI Model Registry when the deployment has
     one (tpu_rl.deployment.vertex_registry)."""
@@ -213,6 +216,19 @@ it left; a corrupt champion record is named with how to fix or restore it.
 """
     limit = short_step(1)
     operator_extra_links = (ExportLink(),)
+    promoted: dict[str, Any] | None = None  # the champion record written, once written
+
+    def step_lineage(self, layout: RunLayout) -> StepLineage:
+        """The export -> the champion record and the Vertex AI version it registered."""
+        from tpu_rl.lineage import names
+        from tpu_rl.lineage.graph import promote_lineage
+
+        version = (self.promoted or {}).get("registry_version")
+        return promote_lineage(
+            names.export_folder(layout),
+            names.champion_record(layout),
+            names.vertex_model_version(version) if version else None,
+        )
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.providers.common.compat.sdk import AirflowFailException
@@ -237,6 +253,7 @@ it left; a corrupt champion record is named with how to fix or restore it.
             # the state it left, for the run's note (outcome reads it); one line, no traceback
             ti.xcom_push(key=STATE_XCOM, value=err.state)
             raise AirflowFailException(str(err)) from None
+        self.promoted = result
         event = {k: result[k] for k in ("export_uri", "run_id", "step", "metrics")}
         for asset in self.outlets:
             context["outlet_events"][asset].extra = event

@@ -9,6 +9,7 @@ from tpu_rl.dag.limits import setting_minutes
 from tpu_rl.dag.links import CheckpointsLink, PodLogsLink
 from tpu_rl.names import Step
 from tpu_rl.operators import RUN_CLUSTER
+from tpu_rl.operators.lineage import EmitsLineage
 from tpu_rl.operators.training_resume import TrainingResumes
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
     from tpu_rl.checkpoints.resume import History
     from tpu_rl.layout import RunLayout
+    from tpu_rl.lineage.graph import StepLineage
     from tpu_rl.watch.health import Anomaly
 
     class RecordedAnomaly(Anomaly):
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
         action: str | None
 
 
-class WaitForRewardsSensor(TrainingResumes):
+class WaitForRewardsSensor(EmitsLineage, TrainingResumes):
     """RewardSensor on the run's training Job and backend, with the run's poll interval,
     pending and total timeouts (the total also capped at the run's work deadline).
 
@@ -65,10 +67,33 @@ or the ladder's next rung. Fails when the Job fails for another reason or
 """
     limit = setting_minutes("training_timeout_minutes", 2, total=True)
     operator_extra_links = (PodLogsLink(), CheckpointsLink())
+    recorded_anomaly: RecordedAnomaly | None = None  # the watchdog's stop, when this try had one
 
     def __init__(self, **kwargs: Any) -> None:
         # on the run's cluster unless named; what it follows is set from the run in execute
         super().__init__(**{**RUN_CLUSTER, "job_name": "", **kwargs})
+
+    def step_lineage(self, layout: RunLayout) -> StepLineage:
+        """Training read the converted checkpoint and the dataset and wrote the steps Orbax
+        committed (listed only when lineage is on: tpu_rl.operators.lineage)."""
+        from tpu_rl import deployment, storage
+        from tpu_rl.lineage import names
+        from tpu_rl.lineage.graph import training_lineage
+
+        committed = storage.committed_steps(layout.checkpoints_dir, deployment.gcp_conn_id())
+        return training_lineage(
+            names.converted_checkpoint(layout),
+            names.training_data(layout),
+            [names.checkpoint_step(layout, step) for step in committed],
+        )
+
+    def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
+        """The watchdog's stop, when it stopped this try's training."""
+        from tpu_rl.lineage.facets import KEYS, TRAINING_HEALTH, training_health_facet
+
+        if self.recorded_anomaly is None:
+            return {}
+        return {KEYS[TRAINING_HEALTH]: training_health_facet(self.recorded_anomaly)}
 
     def execute(self, context: Context) -> Any:
         """Follow the run with its settings' intervals and limits; finish a resume a retry cut."""
@@ -293,6 +318,7 @@ or the ladder's next rung. Fails when the Job fails for another reason or
             "action": event.get("action"),
         }
         context["ti"].xcom_push(key="anomaly", value=anomaly)
+        self.recorded_anomaly = anomaly
         write_summary(context["ti"], self.task_id, anomaly=anomaly)  # the page, note and report
         kept = f"the healthy checkpoint is step {step}: {uri}" if uri else "no healthy checkpoint"
         message = health.failure_text(anomaly, kept)

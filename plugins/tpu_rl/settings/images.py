@@ -20,7 +20,13 @@ PATHWAYS_PROXY_SERVER_IMAGE = (
     f"{PATHWAYS_REPO}/proxy_server"
     "@sha256:6342a3cae2818d2f887d396e9ae4156b3316f79fef186d71ff16d535b44e1724"
 )
-IMAGE_SETTINGS = ("cloud_image_name", "pathways_server_image", "pathways_proxy_server_image")
+# each image setting and its role in the run (the lineage's TPU facet names images by role)
+IMAGE_ROLES = {
+    "cloud_image_name": "maxtext",
+    "pathways_server_image": "pathways_server",
+    "pathways_proxy_server_image": "pathways_proxy_server",
+}
+IMAGE_SETTINGS = tuple(IMAGE_ROLES)
 MOVING_TAGS = {"latest"}  # a registry moves it to each push
 
 

@@ -121,17 +121,30 @@ def test_the_tpu_facet_names_images_by_digest_when_known(layout):
     facet = tpu_facet(layout)
     assert valid(TPU, facet)
     assert facet["_producer"] == facets.PRODUCER and facet["_schemaURL"] == schema_url(TPU)
-    images = facet["images"]
+    images = {image.pop("role"): image for image in facet["images"]}
     assert images["maxtext"] == {"reference": layout.settings.cloud_image_name, "digest": DIGEST}
     server = layout.settings.pathways_server_image
     assert images["pathways_server"] == {"reference": server, "digest": server.split("@")[1]}
-    assert images["sidecar"]["digest"] is None
+    # unknown, so absent: the OpenLineage client drops nulls (without_nulls)
+    assert images["sidecar"] == {"reference": "example.com/sidecar:latest"}
+
+
+def test_no_value_of_a_facet_is_under_a_key_airflow_s_masker_hides(layout):
+    """The provider redacts each event with Airflow's secrets masker, which hides every value
+    under a key holding a sensitive word ("proxy": the Pathways proxy server's image was sent
+    as '***' when the facet keyed images by role)."""
+    from airflow.sdk._shared.secrets_masker.secrets_masker import should_hide_value_for_key
+
+    def keys(value) -> list[str]:
+        if isinstance(value, dict):
+            return [k for key, v in value.items() for k in (key, *keys(v))]
+        return [k for v in value for k in keys(v)] if isinstance(value, list) else []
+
+    facet = tpu_facet(layout)
+    assert [k for k in keys(facet) if should_hide_value_for_key(k)] == []
     assert (facet["tpuType"], facet["topology"], facet["slices"]) == ("v6e-32", "4x8", 1)
-    assert (facet["capacityMode"], facet["chipHours"], facet["costUsd"]) == (
-        "reservation",
-        41.5,
-        None,
-    )
+    assert (facet["capacityMode"], facet["chipHours"]) == ("reservation", 41.5)
+    assert "costUsd" not in facet  # a reservation is no spend of the run's own
 
 
 def test_the_capacity_modes_and_health_actions_are_the_settings_choices():
@@ -174,7 +187,8 @@ def test_the_heldout_facet_carries_each_benchmark_its_scores_and_verdicts():
 def test_the_trainer_facet_carries_the_steps_figures_and_the_base_models():
     facet = trainer_facet()
     assert valid(EVALUATION, facet)
-    assert facet["metrics"] == {"corr": 41.0, "total": 100.0, "accuracy": 0.41, "mean_reward": None}
+    # mean_reward was NaN: not a figure, so absent (the client drops nulls)
+    assert facet["metrics"] == {"corr": 41.0, "total": 100.0, "accuracy": 0.41}
     # the Pre line's kind, attempt and step say where it comes from: not figures
     assert facet["baseMetrics"] == {"accuracy": 0.3, "mean_reward": 0.9}
     assert valid(EVALUATION, trainer_evaluation_facet(None, None))
@@ -204,9 +218,9 @@ def broken(path: list, value: object):
 INVALID = [
     (TPU, broken(["slices"], 0), "slices"),
     (TPU, broken(["capacityMode"], "cheap"), "capacityMode"),
-    (TPU, broken(["images", "maxtext", "digest"], "sha256:abc"), "digest"),
+    (TPU, broken(["images", 0, "digest"], "sha256:abc"), "digest"),
     (TPU, broken(["chipHours"], -1), "chipHours"),
-    (TPU, broken(["costUsd"], DELETE), "costUsd"),
+    (TPU, broken(["tpuType"], DELETE), "tpuType"),
     (TPU, broken(["_schemaURL"], DELETE), "_schemaURL"),
     (TPU, broken(["gpuType"], "a100"), "gpuType"),
     (TRAINING_HEALTH, broken(["anomalyStep"], None), "anomalyStep"),
@@ -234,7 +248,7 @@ def test_an_invalid_facet_does_not_validate(layout, facet, change, named):
 
 
 def test_a_builder_refuses_to_make_an_invalid_facet():
-    with pytest.raises(ValueError, match=r"TpuRlTrainingHealthRunFacet: step: None is not"):
+    with pytest.raises(ValueError, match=r"TpuRlTrainingHealthRunFacet: the facet: 'step' is a"):
         training_health_facet({"rule": "stall"})  # a record without its step
     with pytest.raises(ValueError, match="capacityMode"):
         tpu_run_facet(

@@ -18,6 +18,8 @@ from packaging.version import Version
 from tests.conftest import REPO
 from tpu_rl.operators import promotion
 
+LINEAGE = "apache-airflow-providers-openlineage"
+
 
 def provider_distribution(module: str) -> str:
     """The installed distribution of an `airflow.providers.*` module: apache-airflow-providers-
@@ -46,8 +48,10 @@ def imported_providers() -> set[str]:
     return {provider_distribution(m) for m in modules if m.startswith("airflow.providers.")}
 
 
-def declared() -> dict[str, Requirement]:
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+def declared(extra: str | None = None) -> dict[str, Requirement]:
+    """pyproject.toml's dependencies, or those of an optional extra."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    deps = project["optional-dependencies"][extra] if extra else project["dependencies"]
     return {r.name: r for r in map(Requirement, deps)}
 
 
@@ -61,8 +65,17 @@ def floor(requirement: Requirement) -> str:
     return lower
 
 
+def test_the_optional_lineage_provider_is_an_extra_the_compat_lock_goes_without():
+    """The OpenLineage provider is imported only inside the methods its listener calls
+    (tpu_rl.operators.lineage): an extra, and make test-compat proves the package without it."""
+    lineage = declared("lineage")
+    assert set(lineage) == {LINEAGE} and LINEAGE in imported_providers()
+    assert floor(lineage[LINEAGE]) == pinned("requirements.txt")[LINEAGE]
+    assert LINEAGE not in pinned("requirements-compat.lock")
+
+
 def test_every_imported_provider_has_a_floor_the_compat_lock_tests_and_the_readme_names():
-    providers = imported_providers()
+    providers = imported_providers() - {LINEAGE}
     assert {"apache-airflow-providers-standard", "apache-airflow-providers-smtp"} <= providers
     deps, compat, lock = (
         declared(),
