@@ -37,6 +37,8 @@ ALLOWED_AT_PARSE = frozenset(
         "tpu_rl.operators.preflight",
         "tpu_rl.operators.promotion",
         "tpu_rl.operators.jobs",
+        "tpu_rl.operators.lineage",  # the steps' OpenLineage part (a base; OpenLineage imported
+        # only in the methods the provider's listener calls)
         "tpu_rl.operators.rewards",
         "tpu_rl.operators.run_step",
         "tpu_rl.operators.rung_move",  # leaving a ladder's rung (a base of steps)
