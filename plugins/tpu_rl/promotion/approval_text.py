@@ -313,7 +313,9 @@ def _promotion(
     if decision and decision.startswith(("rejected", "the approval timed out")):
         return f"not promoted: {decision}; the export stays"
     if comparison is not None and comparison.get("beats") is False:
-        return f"not promoted: {comparison.get('reason') or 'the champion stays'}"
+        # compare_champion's reason says "not promoted: ..." itself (promotion.comparison)
+        why = str(comparison.get("reason") or "the champion stays")
+        return f"not promoted: {why.removeprefix('not promoted: ')}"
     return "not promoted"
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tpu_rl import deployment
 from tpu_rl.promotion.champion import ChampionRecord, ChampionRecordError, ChampionStore
 from tpu_rl.promotion.exported import ExportedModel
+from tpu_rl.training_log.evaluations import LINE_FIELDS
 
 if TYPE_CHECKING:
     from tpu_rl.heldout.report import HeldoutReport
@@ -52,7 +53,9 @@ def champion_record(
         export_uri=export.export_uri,
         checkpoint_uri=export.checkpoint_uri,
         step=export.step,
-        metrics=dict(export.metrics),
+        # what the step scored: not where an Intermediate Eval line came from (its kind and time
+        # are text, which a record's metrics may not hold: champion.record_problems)
+        metrics={k: v for k, v in export.metrics.items() if k not in LINE_FIELDS},
         promoted_at=datetime.now(UTC).isoformat(timespec="seconds"),
         previous=[uri for uri in previous if uri != export.export_uri][:PREVIOUS_KEPT],
     )

@@ -85,6 +85,12 @@ def test_a_timeout_that_approves_says_so_in_the_body():
             {**COMPARISON, "beats": False, "reason": "accuracy -0.02 < +0.01"},
             "not promoted: accuracy -0.02 < +0.01",
         ),
+        (  # compare_champion's own words (promotion.comparison): said once
+            None,
+            None,
+            {**COMPARISON, "beats": False, "reason": "not promoted: loses to the champion"},
+            "not promoted: loses to the champion",
+        ),
     ],
 )
 def test_the_run_says_whether_it_promoted_and_why_not(promoted, approval, comparison, line):

@@ -34,6 +34,19 @@ def test_the_first_champion_has_no_previous(tutorial_conf):
     assert made.metrics == {"accuracy": 0.5, "mean_reward": 1.25} and made.previous == []
 
 
+def test_an_intermediate_steps_line_fields_stay_out_of_the_records_metrics(tutorial_conf):
+    """An export of an intermediate step carries its Intermediate Eval line: its kind and time
+    are text, which a record's metrics may not hold (ChampionStore.read refused the record, so
+    the deployment's next evaluate_champion and promote failed)."""
+    run = layout(tutorial_conf, "manual__1")
+    line = {"kind": "intermediate", "attempt": 1, "step": 30, "time": "12:00:01"}
+    export = exported(run, 30, 0.5)
+    export.metrics.update(line)
+    made = champion_record(run, export, None)
+    assert made.metrics == {"accuracy": 0.5, "mean_reward": 1.25}
+    assert ChampionRecord.from_dict(made.as_dict()) == made
+
+
 def test_the_replaced_champion_heads_previous_which_keeps_the_newest_and_never_itself(
     tutorial_conf,
 ):
