@@ -129,7 +129,7 @@ def test_sandbox_runs_reports_and_the_page_in_headless_chromium(
     assert [r["gain"] for r in table] == ["-0.1321", "+0.0681", "+0.0413"]
     assert {r["pre"] for r in table} == {"0.0821"}
     # the export and, beside it, its run report: one click away
-    assert [r["export"] for r in table] == ["", "exportreport", "exportreport"]
+    assert [r["export"] for r in table] == ["", "exportreportprovenance", "exportreportprovenance"]
     assert all(r["logs"] == "logs" and r["hours"] for r in table)
     # the page shows the cost each exported run's report shows: outcome's one figure
     reported = [json.loads(run["reports"]["run-report.json"])["tpu"] for run in runs[:2]]

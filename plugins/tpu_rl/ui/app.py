@@ -17,6 +17,10 @@ the page draws them; it needs what /api/runs needs.
 /report/{run_id} is the run's report (run-report.md beside its verified export) as an HTML page
 (tpu_rl.ui.report_page), read from GCS with the deployment's Google connection as the tasks
 read (tpu_rl.storage): the note and the page link it. It needs what /api/runs needs.
+
+/api/provenance?run_id=... is the provenance chain of the run's export, base model to registry
+version (tpu_rl.ui.provenance), read from the run's XComs and the deployment's champion record
+in GCS when a run's "provenance" button is pressed; it needs what /api/runs needs.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from tpu_rl.token_masking import redact_secrets
 from tpu_rl.ui.curves import MAX_RUNS as CURVES_MAX_RUNS
 from tpu_rl.ui.curves import fetch_curves
 from tpu_rl.ui.estimate import settings_estimate
+from tpu_rl.ui.provenance import run_provenance
 from tpu_rl.ui.report_page import HEADERS, report_html
 from tpu_rl.ui.runs import fetch_runs, report_uri
 
@@ -89,6 +94,11 @@ def evaluations_script() -> FileResponse:
     return static_file("evals.js")
 
 
+@app.get("/provenance.js", include_in_schema=False)
+def provenance_script() -> FileResponse:
+    return static_file("provenance.js")
+
+
 @app.get("/curves.js", include_in_schema=False)
 def curves_script() -> FileResponse:
     return static_file("curves.js")
@@ -126,6 +136,15 @@ def run_curves(
 ) -> dict[str, Any]:
     """The training curves of the runs named (at most CURVES_MAX_RUNS), by run id."""
     return {"dag_id": DAG_ID, "runs": fetch_curves(session, run_id)}
+
+
+@app.get("/api/provenance", dependencies=[can_read_runs, can_read_xcoms])
+def provenance(session: SessionDep, run_id: Annotated[str, Query()]) -> dict[str, Any]:
+    """The provenance chain of the run's export and the champion's status; 404 for no run."""
+    try:
+        return {"dag_id": DAG_ID, **run_provenance(session, run_id)}
+    except LookupError as why:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(why)) from None
 
 
 @app.get("/report/{run_id:path}", dependencies=[can_read_runs, can_read_xcoms])

@@ -106,6 +106,8 @@ function drawTable(runs) {
     const results = document.createElement("span");
     results.append(link(r.export_url, "export", false));
     if (r.report_url) results.append(document.createElement("br"), link(r.report_url, "report", false));
+    // a verified export: the chain it came from, base model to registry version (provenance.js)
+    if (r.export_uri) results.append(document.createElement("br"), provenanceButton(r.run_id));
     cell(tr, results, "text");
     cell(tr, link(new URL(r.logs_url, AIRFLOW_ROOT).href, "logs", true), "text");
     rows.appendChild(tr);
