@@ -11,6 +11,7 @@ window) and left on a blank page after it. A module using them is in the xdist g
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Iterator
@@ -62,3 +63,27 @@ def browser(_session_browsers, ui_server, tmp_path_factory) -> Iterator[Chromium
     yield browser
     if browser.alive():
         browser.call("Page.navigate", url="about:blank")
+
+
+@pytest.fixture
+def gcs(monkeypatch):
+    """The sandbox's GCS emulator behind the deployment's Google connection: the seam the
+    sandbox patches (Google credentials), the rest real google-cloud-storage traffic."""
+    from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
+    from google.auth.credentials import AnonymousCredentials
+
+    from sandbox.cloud import GcsEmulator
+
+    emulator = GcsEmulator()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.host)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
+        json.dumps({"conn_type": "google_cloud_platform", "extra": {"project": "sandbox"}}),
+    )
+    monkeypatch.setattr(
+        GoogleBaseHook,
+        "get_credentials_and_project_id",
+        lambda hook: (AnonymousCredentials(), "sandbox"),
+    )
+    yield emulator
+    emulator.stop()

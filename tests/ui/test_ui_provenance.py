@@ -25,6 +25,7 @@ from sandbox.harness import SETTINGS, Sandbox, Workloads
 from sandbox.heldout_eval import HeldoutWorkload
 from sandbox.vertex_api import VertexRegistryFake
 from sandbox.workloads import EvalResult
+from tests.support.lineage import CHAIN
 from tests.support.promotion import IMAGE, MODEL_ID
 from tests.ui import synthetic
 from tests.ui.chromium import Chromium, chromium_path
@@ -50,16 +51,6 @@ HELDOUT = {
 }
 # steps 30 and 40 are scored; 30 answers 88% of GSM8K, the champion 78%, the base model 70%
 SCORES = HeldoutWorkload(per_step={30: {"gsm8k": 0.88}})
-LABELS = [
-    "base model",
-    "dataset",
-    "run",
-    "step",
-    "evaluation",
-    "export",
-    "approval",
-    "registry version",
-]
 BUCKET = SETTINGS["gcs_bucket"]
 VIEW = "document.getElementById('provenance-view')"
 VERSIONS = f"projects/{SETTINGS['project']}/locations/{SETTINGS['region']}/models/{MODEL_ID}@"
@@ -120,7 +111,7 @@ def check_chain(view: dict[str, Any], run_id: str) -> None:
     run = RunLayout(load_settings(HELDOUT), run_id, DEPLOYMENT)
     assert view["error"] is None, view["error"]
     links = view["links"]
-    assert [link["label"] for link in links] == LABELS
+    assert [link["label"] for link in links] == CHAIN
     assert [link["dataset"] for link in links] == [
         {"namespace": "https://huggingface.co", "name": "google/gemma-4-26b-a4b-it@main"},
         {"namespace": "https://huggingface.co", "name": "datasets/openai/gsm8k@main"},
@@ -158,7 +149,7 @@ def check_first(view: dict[str, Any], run_id: str, champion_run: str) -> None:
     """The first champion's chain: the trainer's evaluation, the rule's promotion over no
     champion, version 1; the record now names the second run's export."""
     by_label = {link["label"]: link for link in view["links"]}
-    assert list(by_label) == LABELS and view["error"] is None
+    assert list(by_label) == CHAIN and view["error"] is None
     evaluation = by_label["evaluation"]
     assert (evaluation["task"], evaluation["dataset"]) == ("wait_for_rewards", None)
     assert evaluation["text"].startswith("the trainer's evaluation of step ")
@@ -202,7 +193,7 @@ def check_page(browser: Chromium, base: str, token: str, first: str, run_id: str
         "[...document.querySelectorAll('#provenance-table tbody tr')]"
         ".map(tr => [...tr.cells].map(td => td.textContent))"
     )
-    assert [row[0] for row in rows] == LABELS
+    assert [row[0] for row in rows] == CHAIN
     assert rows[0][1:] == [
         "google/gemma-4-26b-a4b-it@main"
         f"converted by convert into gs://{BUCKET}/gemma4-26b/max-text-format/"
@@ -231,31 +222,15 @@ def check_page(browser: Chromium, base: str, token: str, first: str, run_id: str
 
 
 @pytest.fixture
-def gcs(monkeypatch):
-    """The sandbox's GCS emulator behind the deployment's Google connection (as
-    test_ui_report's): the champion record's bucket, without a record."""
-    from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
-    from google.auth.credentials import AnonymousCredentials
-
-    from sandbox.cloud import GcsEmulator
-
-    emulator = GcsEmulator()
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.host)
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
-        json.dumps({"conn_type": "google_cloud_platform", "extra": {"project": "sandbox"}}),
-    )
-    monkeypatch.setattr(
-        GoogleBaseHook,
-        "get_credentials_and_project_id",
-        lambda hook: (AnonymousCredentials(), "sandbox"),
-    )
-    emulator.client().create_bucket(SETTINGS["gcs_bucket"])
-    yield emulator
-    emulator.stop()
+def gcs_bucket(gcs):
+    """The champion record's bucket, without a record."""
+    gcs.client().create_bucket(BUCKET)
+    return gcs
 
 
-def test_records_missing_or_of_the_wrong_shape_are_said_not_guessed(airflow_db, auth_token, gcs):
+def test_records_missing_or_of_the_wrong_shape_are_said_not_guessed(
+    airflow_db, auth_token, gcs_bucket
+):
     """Synthetic runs (tests/ui/synthetic.py) keep no validate record: no layout, nothing named.
     One recorded before deployment identities says so. One whose export result is not an object
     takes its step from the champion record promote wrote, and names what it left out."""
@@ -319,7 +294,7 @@ def test_records_missing_or_of_the_wrong_shape_are_said_not_guessed(airflow_db, 
     found = view(runs[1])
     assert found["error"] == "Not read: export's return_value should be an object: left out"
     links = {link["label"]: link for link in found["links"]}
-    assert list(links) == LABELS
+    assert list(links) == CHAIN
     assert (links["step"]["text"], links["step"]["missing"]) == ("step 40", True)
     assert links["step"]["dataset"] == names.checkpoint_step(run, 40).as_dict()
     assert links["evaluation"]["text"] == "not recorded: no evaluation of step 40 was kept"

@@ -26,30 +26,6 @@ DURATIONS = {"convert": 600.0, "start_backend": 300.0, "wait_for_rewards": 6840.
 
 
 @pytest.fixture
-def gcs(monkeypatch):
-    """The sandbox's GCS emulator behind the deployment's Google connection: the seam the
-    sandbox patches (Google credentials), the rest real google-cloud-storage traffic."""
-    from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
-    from google.auth.credentials import AnonymousCredentials
-
-    from sandbox.cloud import GcsEmulator
-
-    emulator = GcsEmulator()
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.host)
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
-        json.dumps({"conn_type": "google_cloud_platform", "extra": {"project": "sandbox"}}),
-    )
-    monkeypatch.setattr(
-        GoogleBaseHook,
-        "get_credentials_and_project_id",
-        lambda hook: (AnonymousCredentials(), "sandbox"),
-    )
-    yield emulator
-    emulator.stop()
-
-
-@pytest.fixture
 def reported(gcs) -> str:
     """Synthetic runs; the first with the report outcome writes (tpu_rl.report.run_report,
     uploaded through the provider's GCSHook) and the summary fields that locate it."""

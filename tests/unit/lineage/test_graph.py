@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import REPO
+from tests.support.lineage import CHAIN
 from tpu_rl.layout import RunLayout
 from tpu_rl.lineage import names
 from tpu_rl.lineage.facets import (
@@ -35,16 +36,6 @@ from tpu_rl.lineage.graph import (
 from tpu_rl.names import DAG_ID, Step
 from tpu_rl.settings.run_settings import load_settings
 
-CHAIN = [
-    "base model",
-    "dataset",
-    "run",
-    "step",
-    "evaluation",
-    "export",
-    "approval",
-    "registry version",
-]
 VERSION = "projects/123456/locations/us-east5/models/tpu-rl-gemma4-26b@2"
 
 

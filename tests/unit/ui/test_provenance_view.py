@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.support.heldout import ARC, GSM8K, heldout
+from tests.support.lineage import CHAIN
 from tpu_rl.layout import RunLayout
 from tpu_rl.lineage import names
 from tpu_rl.lineage.graph import provenance_chain, run_datasets, run_lineage
@@ -36,16 +37,6 @@ VERSION = "projects/123456/locations/us-east5/models/tpu-rl-gemma4-26b@2"
 CONSOLE = "https://console.cloud.google.com/storage/browser/"
 FIRST = "this run's export becomes the first candidate"  # compare_champion's, with no champion
 METRICS = {"corr": 12, "total": 64, "accuracy": 18.75, "mean_reward": 0.1234}
-LABELS = [
-    "base model",
-    "dataset",
-    "run",
-    "step",
-    "evaluation",
-    "export",
-    "approval",
-    "registry version",
-]
 
 
 def layout(tutorial_conf: dict, **settings: Any) -> RunLayout:
@@ -96,7 +87,7 @@ def test_a_heldout_runs_chain_names_each_dataset_as_its_lineage_events_do(heldou
         promoted=promoted(),
     )
     chain = links(records)
-    assert [link["label"] for link in chain] == LABELS
+    assert [link["label"] for link in chain] == CHAIN
     assert [link["task"] for link in chain] == [
         "convert",
         "wait_for_rewards",
@@ -164,7 +155,7 @@ def test_without_heldout_the_evaluation_is_the_trainers_and_no_version_is_not_re
         promoted=promoted(registry_version=None),
     )
     chain = by_label(records)
-    assert list(chain) == LABELS
+    assert list(chain) == CHAIN
     evaluation = chain["evaluation"]
     assert (evaluation["task"], evaluation["dataset"]) == ("wait_for_rewards", None)
     assert (
@@ -316,7 +307,7 @@ def test_the_views_links_are_the_graphs_chain(heldout_conf):
     run = layout(heldout_conf)
     datasets = run_datasets(run, committed=[40], exported=40, scored=[40], registry_version=VERSION)
     chain = provenance_chain(run_lineage(datasets), datasets)
-    assert [link.label for link in chain] == list(READERS) == LABELS
+    assert [link.label for link in chain] == list(READERS) == CHAIN
     assert chain[-1].label == REGISTRY_VERSION
 
 
