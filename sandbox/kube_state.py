@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import pickle
 import re
 import threading
@@ -395,7 +396,9 @@ class ClusterState:
             statuses = obj.setdefault("status", {}).setdefault("containerStatuses", [])
             status = next((s for s in statuses if s["name"] == container), None)
             if status is None:
-                status = _container_status(container, "Running", None, None)
+                images = {c["name"]: c.get("image", "") for c in obj["spec"]["containers"]}
+                image = images.get(container, "")
+                status = _container_status(container, "Running", None, None, image=image)
                 statuses.append(status)
             last = status.get("state", {}).get("terminated") or {
                 "exitCode": 1,
@@ -429,7 +432,9 @@ class ClusterState:
             old = {s["name"]: s for s in status.get("containerStatuses", [])}
             status["phase"] = phase
             status["containerStatuses"] = [
-                _container_status(c["name"], phase, exit_code, reason, old.get(c["name"]))
+                _container_status(
+                    c["name"], phase, exit_code, reason, old.get(c["name"]), c.get("image", "")
+                )
                 for c in obj["spec"].get("containers", [])
             ]
             status["conditions"] = conditions or _pod_conditions(phase)
@@ -790,7 +795,10 @@ def _container_status(
     exit_code: int | None,
     reason: str | None,
     old: dict[str, Any] | None = None,
+    image: str = "",
 ) -> dict[str, Any]:
+    """A container's status as the kubelet reports it; its `imageID` once the image is pulled
+    (not while Pending), as containerd reports it: the repository digest (image_id)."""
     started = ((old or {}).get("state", {}).get("running") or {}).get("startedAt") or timestamp()
     if phase == "Pending":
         state = {"waiting": {"reason": reason or "ContainerCreating"}}
@@ -813,9 +821,19 @@ def _container_status(
         "ready": phase == "Running",
         "started": phase == "Running",
         "restartCount": (old or {}).get("restartCount", 0),
-        "image": "emulated",
-        "imageID": "",
+        "image": image,
+        "imageID": "" if phase == "Pending" or not image else image_id(image),
     }
+
+
+def image_id(reference: str) -> str:
+    """The repository digest a runtime reports for `reference`: the digest it pins, or, for a
+    tag, one the sandbox derives from it (the same tag, the same digest, as a registry's tag
+    keeps its digest until pushed again)."""
+    if "@sha256:" in reference:
+        return reference
+    repository = reference.rsplit(":", 1)[0] if ":" in reference.rsplit("/", 1)[-1] else reference
+    return f"{repository}@sha256:{hashlib.sha256(reference.encode()).hexdigest()}"
 
 
 def _pod_conditions(phase: str) -> list[dict[str, Any]]:

@@ -16,12 +16,20 @@ import pytest
 # the provider is an optional extra: the compat tier (Airflow 3.1.8) runs without it
 pytest.importorskip("airflow.providers.openlineage")
 
+from sandbox.kube_state import image_id
 from sandbox.lineage_receiver import LineageReceiver, lineage_receiver
 from sandbox.processes.api import AirflowApi
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import Run, finish, start_run
 from sandbox.vertex_api import VertexRegistryFake
-from tests.support.openlineage_events import completed, event_problems, job_of, step_lineage
+from tests.conftest import REPO
+from tests.support.openlineage_events import (
+    completed,
+    event_problems,
+    graph_text,
+    job_of,
+    step_lineage,
+)
 from tests.support.process_runs import registry_env
 from tpu_rl.layout import RunLayout
 from tpu_rl.lineage.facets import EVALUATION, KEYS, TPU
@@ -37,6 +45,7 @@ pytestmark = [
     pytest.mark.relaunches(order=3),
 ]
 NAMESPACE = "tpu-rl-sandbox"
+ARTIFACTS = REPO / "test-artifacts"
 REFUSED = {"cluster_name": "-not-a-valid-name-"}  # validate refuses it before any cloud call
 HELDOUT = {
     "approval": "none",
@@ -145,6 +154,8 @@ def test_a_runs_events_form_the_champions_provenance(deployment: Deployment, e2e
     found = {step: step_lineage(done[f"{DAG_ID}.{step}"]) for step in DATASET_STEPS}
     assert found == run_lineage(datasets)
     chain = provenance_chain(found, datasets)
+    ARTIFACTS.mkdir(exist_ok=True)  # what the run sent, for a person (docs/lineage.md)
+    (ARTIFACTS / "lineage-events.md").write_text(graph_text(events))
     print("\nprovenance chain from the captured events:")
     for link in chain:
         print(f"  {link.label:17} {link.step:17} {link.dataset.fqn if link.dataset else '(run)'}")
@@ -156,3 +167,8 @@ def test_a_runs_events_form_the_champions_provenance(deployment: Deployment, e2e
     tpu = done[f"{DAG_ID}.{Step.OUTCOME}"]["run"]["facets"][KEYS[TPU]]
     assert (tpu["tpuType"], tpu["capacityMode"]) == (layout.settings.tpu_type, "reservation")
     assert tpu["chipHours"] > 0 and "costUsd" not in tpu  # a reservation: no spend of its own
+    # the Job steps' TPU facets name the MaxText image (a tag) by the digest its pods reported
+    reported = image_id(layout.settings.cloud_image_name).split("@")[1]
+    for step in (Step.CONVERT, Step.EVALUATE_HELDOUT, Step.EXPORT):
+        ran = done[f"{DAG_ID}.{step}"]["run"]["facets"][KEYS[TPU]]["images"]
+        assert {i["role"]: i.get("digest") for i in ran}["maxtext"] == reported, step

@@ -73,3 +73,17 @@ def step_lineage(event: Mapping[str, Any]) -> StepLineage:
         return tuple(DatasetId(d["namespace"], d["name"]) for d in found)
 
     return StepLineage(ids(event.get("inputs") or []), ids(event.get("outputs") or []))
+
+
+def graph_text(events: Iterable[Mapping[str, Any]]) -> str:
+    """The events as a Markdown table a person reads: each job's event type, what it read and
+    wrote (namespace/name), and the facets of ours it carried."""
+    rows = ["| job | event | inputs | outputs | our facets |", "|---|---|---|---|---|"]
+    for e in events:
+        reads, writes = (
+            "<br>".join(DatasetId(d["namespace"], d["name"]).fqn for d in e.get(side) or [])
+            for side in ("inputs", "outputs")
+        )
+        ours = ", ".join(sorted(k for k in e["run"].get("facets") or {} if k in OURS))
+        rows.append(f"| {job_of(e)} | {e['eventType']} | {reads} | {writes} | {ours} |")
+    return "\n".join(rows) + "\n"

@@ -248,23 +248,9 @@ held-out evaluation, both show its table per benchmark (the note a shorter form 
     def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
         """The run's TPUs, images and cost, as counted for the report (no dataset: the run's
         verdict reads and writes no model)."""
-        from tpu_rl.lineage.facets import KEYS, TPU, tpu_run_facet
-        from tpu_rl.settings.images import IMAGE_ROLES
-
         if self.run_cost is None:
             return {}
-        s = layout.settings
-        facet = tpu_run_facet(
-            tpu_type=s.tpu_type,
-            topology=s.topology,
-            slices=s.cluster_nodepool_count,
-            capacity=s.capacity,
-            zone=s.zone,
-            images={role: getattr(s, name) for name, role in IMAGE_ROLES.items()},
-            chip_hours=self.run_cost.get("chip_hours"),
-            cost_usd=self.run_cost.get("estimated_cost_usd"),
-        )
-        return {KEYS[TPU]: facet}
+        return self.tpu_facets(layout, cost=self.run_cost)
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.providers.common.compat.sdk import AirflowFailException

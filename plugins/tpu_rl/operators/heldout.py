@@ -99,12 +99,13 @@ missing samples file names the model and the benchmark.
         )
 
     def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
-        """The held-out evaluation: scores and verdicts."""
+        """The TPUs and images it ran on; the held-out evaluation: scores and verdicts."""
         from tpu_rl.lineage.facets import EVALUATION, KEYS, heldout_evaluation_facet
 
         if self.report is None:
             return {}
-        return {KEYS[EVALUATION]: heldout_evaluation_facet(self.report)}
+        facets = self.tpu_facets(layout, self.ran_image_digests(layout))
+        return {**facets, KEYS[EVALUATION]: heldout_evaluation_facet(self.report)}
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         from airflow.providers.common.compat.sdk import AirflowSkipException

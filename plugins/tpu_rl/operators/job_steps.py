@@ -65,6 +65,12 @@ Cloud Logging. A wrong token or model id fails here.
             return None
         return convert_lineage(names.base_model(layout), names.converted_checkpoint(layout))
 
+    def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
+        """The TPUs and images the conversion ran on, when it ran."""
+        if self.found_converted:
+            return {}
+        return self.tpu_facets(layout, self.ran_image_digests(layout))
+
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         from tpu_rl.jobs import manifests
 
@@ -267,16 +273,20 @@ removed them): it waits for them to run again instead of racing the redeploy.
         return export_lineage(step, heldout, names.export_folder(layout))
 
     def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
-        """The trainer's own evaluation of the exported step and of the base model (the held-out
-        evaluation's facet rides evaluate_heldout's event)."""
+        """The TPUs and images the export ran on; the trainer's own evaluation of the exported
+        step and of the base model (the held-out evaluation's facet rides evaluate_heldout's
+        event)."""
         from tpu_rl.checkpoints.checkpoint_choice import HELDOUT
         from tpu_rl.lineage.facets import EVALUATION, KEYS, trainer_evaluation_facet
 
-        if self.exported is None or self.exported.choice == HELDOUT:
+        if self.exported is None:
             return {}
+        facets = self.tpu_facets(layout, self.ran_image_digests(layout))
+        if self.exported.choice == HELDOUT:
+            return facets
         base = (self.rewards or {}).get("pre")
         facet = trainer_evaluation_facet(self.exported.step, self.exported.metrics, base)
-        return {KEYS[EVALUATION]: facet}
+        return {**facets, KEYS[EVALUATION]: facet}
 
     def prepare(self, layout: RunLayout, context: Context) -> Manifest:
         from tpu_rl import storage

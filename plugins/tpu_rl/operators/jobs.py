@@ -165,6 +165,16 @@ class RunJobStep(RunStep, GKEStartJobOperator):
         self.log.info("Job %s already exists (an earlier try); following it.", name)
         return job_request_obj
 
+    def ran_image_digests(self, layout: RunLayout) -> dict[str, str]:
+        """The digests the step's Job's pods ran (their containers' imageID), by the reference
+        the settings gave: the pods are kept until the run's cleanup (on_finish_action)."""
+        from tpu_rl.jobs.pod_images import pod_image_digests
+
+        if self.pods_of is None:
+            return {}
+        job = layout.job_names[self.pods_of]
+        return pod_image_digests(self.client, layout.settings.namespace, f"{JOB_NAME_LABEL}={job}")
+
     def host_zero_pod(self, job: str, namespace: str) -> list[str]:
         """Host 0's pod of the Job (none when its pods are gone), as the triggerer's wait names
         it."""

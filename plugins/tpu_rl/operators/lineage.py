@@ -18,6 +18,7 @@ part): lineage never fails a step.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tpu_rl.operators.run_step import RunStep
@@ -38,6 +39,33 @@ class EmitsLineage(RunStep):
     def lineage_facets(self, layout: RunLayout) -> dict[str, dict[str, Any]]:
         """Our run facets of the step's event, by their key (tpu_rl.lineage.facets.KEYS)."""
         return {}
+
+    @staticmethod
+    def tpu_facets(
+        layout: RunLayout,
+        digests: Mapping[str, str] | None = None,
+        cost: Mapping[str, Any] | None = None,
+    ) -> dict[str, dict[str, Any]]:
+        """The TPU facet of the run's settings: its images by role, each with its digest when
+        its reference pins one or `digests` (reference -> digest: the pods' imageID) has it;
+        the chip-hours and cost of `cost` (tpu_rl.report.billing's count) when counted."""
+        from tpu_rl.lineage.facets import KEYS, TPU, tpu_run_facet
+        from tpu_rl.settings.images import IMAGE_ROLES
+
+        s, ran = layout.settings, digests or {}
+        images = {role: getattr(s, name) for name, role in IMAGE_ROLES.items()}
+        facet = tpu_run_facet(
+            tpu_type=s.tpu_type,
+            topology=s.topology,
+            slices=s.cluster_nodepool_count,
+            capacity=s.capacity,
+            zone=s.zone,
+            images=images,
+            digests={role: ran[ref] for role, ref in images.items() if ref in ran},
+            chip_hours=(cost or {}).get("chip_hours"),
+            cost_usd=(cost or {}).get("estimated_cost_usd"),
+        )
+        return {KEYS[TPU]: facet}
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         return self.operator_lineage(succeeded=True)

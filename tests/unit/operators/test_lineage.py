@@ -19,11 +19,22 @@ from tpu_rl.lineage.graph import StepLineage
 from tpu_rl.operators.checks import RunOutcomeOperator
 from tpu_rl.operators.heldout import EvaluateHeldoutOperator
 from tpu_rl.operators.job_steps import ConvertCheckpointOperator, ExportCheckpointOperator
+from tpu_rl.operators.jobs import RunJobStep
 from tpu_rl.operators.promotion import PromoteExportOperator
 from tpu_rl.operators.rewards import WaitForRewardsSensor
 from tpu_rl.promotion.champion import ChampionRecord, ChampionStore
 
 VERSION = "projects/123456/locations/us-east5/models/gemma-rl@3"
+MAXTEXT_DIGEST = "sha256:" + "c" * 64
+
+
+@pytest.fixture(autouse=True)
+def pods_ran(monkeypatch, layout):
+    """The Job steps' pods ran the MaxText image at MAXTEXT_DIGEST (their imageID)."""
+    ran = {layout.settings.cloud_image_name: MAXTEXT_DIGEST}
+    monkeypatch.setattr(RunJobStep, "ran_image_digests", lambda self, layout: ran)
+
+
 PRE = {"kind": "pre", "attempt": 1, "step": 0, "accuracy": 0.3, "mean_reward": 0.08}
 
 
@@ -48,12 +59,21 @@ def test_convert_read_the_model_and_wrote_the_converted_checkpoint(layout):
     assert ids(done) == StepLineage((base,), (converted,))
     # a failed try names what it read, never what it was writing
     assert ids(convert.get_openlineage_facets_on_failure(None)) == StepLineage((base,), ())
+    # the TPUs it ran on, the MaxText image by the digest its pods reported
+    images = {i["role"]: i["digest"] for i in done.run_facets[KEYS[TPU]]["images"]}
+    server = layout.settings.pathways_server_image.split("@")[1]
+    assert images == {
+        "maxtext": MAXTEXT_DIGEST,
+        "pathways_server": server,  # pinned in the reference
+        "pathways_proxy_server": layout.settings.pathways_proxy_server_image.split("@")[1],
+    }
 
 
 def test_a_skipped_conversion_names_nothing_the_earlier_run_made_it(layout):
     convert = ran(ConvertCheckpointOperator(), layout)
     convert.found_converted = True
-    assert ids(convert.get_openlineage_facets_on_complete(None)) == StepLineage((), ())
+    done = convert.get_openlineage_facets_on_complete(None)
+    assert ids(done) == StepLineage((), ()) and done.run_facets == {}
 
 
 def test_a_step_that_failed_before_knowing_its_run_sends_no_part_of_ours():
@@ -117,6 +137,7 @@ def test_export_read_the_step_it_exported(layout, choice):
     assert ids(done) == StepLineage((step, *heldout), (names.export_folder(layout),))
     # the trainer's evaluation rides export's event unless the held-out evaluation chose
     assert (KEYS[EVALUATION] in done.run_facets) == (choice == LAST)
+    assert KEYS[TPU] in done.run_facets
 
 
 @pytest.mark.parametrize("version", [VERSION, None])
