@@ -221,11 +221,7 @@ def _export(records: RunRecords, link: ChainLink) -> Reading:
 
 def _approval(records: RunRecords, link: ChainLink) -> Reading:
     promoted = records.promoted
-    reason = (records.comparison or {}).get("reason")
-    if promoted is None and (records.comparison or {}).get("beats") is False:
-        # compare_champion's own line: "not promoted: loses to the champion from run ..."
-        return Reading(str(reason or "not promoted: the champion stays"), written=False)
-    if promoted is None:  # rejected, promote failed or never ran
+    if promoted is None:  # lost to the champion, rejected, promote failed or never ran
         line = promotion_line(
             None, records.approval, records.comparison, records.promote_failed, records.held
         )
@@ -238,7 +234,7 @@ def _approval(records: RunRecords, link: ChainLink) -> Reading:
         text = "not recorded: approve kept no answer (a run from before it kept one)"
         return Reading(text, when, url, missing=True)
     if isinstance(records.approval, Mapping) and records.approval.get("approval") == NOT_REQUIRED:
-        said = reason or "compare_champion kept no reason"
+        said = (records.comparison or {}).get("reason") or "compare_champion kept no reason"
         return Reading("approval=none: promoted by the rule", f"{said}; {when}", url)
     held = f" (held for a person because {records.held})" if records.held else ""
     ended = f"approve ended at {records.approved_at.isoformat()}; " if records.approved_at else ""

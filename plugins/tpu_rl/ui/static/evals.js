@@ -81,18 +81,10 @@ function heldoutTable(heldout) {
   const table = document.createElement("table");
   table.className = "heldout-table";
   const points = `points (${heldout.level} interval)`;
-  const head = document.createElement("tr");
   // the text columns (benchmark, verdicts) aligned left as their cells
-  for (const [text, left] of [["benchmark", true], ["items"], [`candidate (step ${heldout.step})`],
-    ["champion"], ["base"], [`vs champion, ${points}`], ["verdict vs champion", true],
-    [`vs base, ${points}`], ["verdict vs base", true]]) {
-    const th = document.createElement("th");
-    th.textContent = text;
-    if (left) th.className = "text";
-    head.append(th);
-  }
-  const thead = document.createElement("thead");
-  thead.append(head);
+  const thead = tableHead([["benchmark", "text"], ["items"], [`candidate (step ${heldout.step})`],
+    ["champion"], ["base"], [`vs champion, ${points}`], ["verdict vs champion", "text"],
+    [`vs base, ${points}`], ["verdict vs base", "text"]]);
   const body = document.createElement("tbody");
   for (const row of heldout.rows) {
     const tr = document.createElement("tr");

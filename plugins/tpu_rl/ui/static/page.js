@@ -54,6 +54,20 @@ function cell(row, content, cls) {
   row.appendChild(td);
 }
 
+// A table's head: one th per [text, className] column (className may be left out).
+function tableHead(columns) {
+  const row = document.createElement("tr");
+  for (const [text, cls] of columns) {
+    const th = document.createElement("th");
+    th.textContent = text;
+    if (cls) th.className = cls;
+    row.append(th);
+  }
+  const thead = document.createElement("thead");
+  thead.append(row);
+  return thead;
+}
+
 function link(href, text, top) {
   if (!href) return "";
   const a = document.createElement("a");

@@ -64,15 +64,8 @@ function drawProvenance(p) {
     lines.push(error);
   }
   status.replaceChildren(...lines);
-  const head = document.createElement("tr");
-  for (const text of ["link", "what the run's records say", "OpenLineage dataset", "task"]) {
-    const th = document.createElement("th");
-    th.textContent = text;
-    th.className = "text";
-    head.append(th);
-  }
-  const thead = document.createElement("thead");
-  thead.append(head);
+  const columns = ["link", "what the run's records say", "OpenLineage dataset", "task"];
+  const thead = tableHead(columns.map((text) => [text, "text"]));
   const body = document.createElement("tbody");
   for (const l of p.links) {
     const tr = document.createElement("tr");
