@@ -3,9 +3,6 @@ link, the trigger guard, and one of each console link."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from tpu_rl.airflow_plugin import TpuRlPlugin
 from tpu_rl.dag.links import LINK_CLASSES
 from tpu_rl.dag.trigger_guard import UnknownSettingsGuard
@@ -24,13 +21,3 @@ def test_the_api_server_runs_the_trigger_guard_and_the_tasks_get_every_link_once
     [middleware] = TpuRlPlugin.fastapi_root_middlewares
     assert middleware["middleware"] is UnknownSettingsGuard
     assert [type(link) for link in TpuRlPlugin.operator_extra_links] == list(LINK_CLASSES)
-
-
-def test_loading_the_plugin_leaves_the_pages_app_to_the_api_server():
-    """The scheduler, triggerer, DAG processor and task processes load the plugin, and only
-    the api-server reads `fastapi_apps`: the page's FastAPI app is imported there alone."""
-    check = "import sys, tpu_rl.airflow_plugin; print('tpu_rl.ui.app' in sys.modules)"
-    loaded = subprocess.run(
-        [sys.executable, "-c", check], capture_output=True, text=True, check=True
-    )
-    assert loaded.stdout.split()[-1] == "False"
