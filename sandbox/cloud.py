@@ -355,7 +355,7 @@ class GkeControlPlane:
         self.deleted: list[str] = []  # clusters GKEHook.delete_cluster was asked to delete
         self.endpoints: dict[str, KubeEmulator] = {}  # per-cluster API servers (default: emu)
         self.generation: int | None = None  # the deploy the running cluster's pools are from
-        self._synced: tuple[bytes, int, bool] | None = None  # what the last sync saw and left
+        self._synced: tuple[object, int, bool] | None = None  # what the last sync saw and left
 
     def get_cluster(self, hook: Any, name: str, project_id: str | None = None, **_: Any) -> Cluster:
         """GKEHook.get_cluster: its clusters.get request (provider google 22.8.0,
@@ -428,20 +428,29 @@ class GkeControlPlane:
         """The cloud as time passes: a cluster gcluster deployed has its nodes from then on
         (not from the first lookup); a destroyed cluster's nodes go with it. Node lifetimes
         land in the emulator's ledger. A tick that finds the state file and the cluster model as
-        the last sync left them changes nothing, and parses nothing (100 ticks a second)."""
-        text = self.state_file.read_bytes() if self.state_file.exists() else b""
-        if self._seen(text) == self._synced:
+        the last sync left them changes nothing, and reads nothing (50 ticks a second): the
+        file's inode, size and modification time tell (write_whole renames a new file in)."""
+        seen = self._seen()
+        if seen == self._synced:
             return
+        text = self.state_file.read_bytes() if seen[0] else b""
         try:
             state = json.loads(text) if text else {}
         except json.JSONDecodeError:
             return  # gcluster is writing it
         self._apply(state)
-        self._synced = self._seen(text)
+        self._synced = (seen[0], *self._seen()[1:])  # the file as read: a later write is seen
 
-    def _seen(self, text: bytes) -> tuple[bytes, int, bool]:
+    def _seen(self) -> tuple[object, int, bool]:
+        """The state file's identity (None when absent) and the cluster model's."""
+        try:
+            stat = self.state_file.stat()
+        except FileNotFoundError:
+            file = None
+        else:
+            file = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         model = self.emu.cluster
-        return text, id(model), bool(model and model.running)
+        return file, id(model), bool(model and model.running)
 
     def _apply(self, state: dict[str, Any]) -> None:
         """Bring the emulator's cluster to the state file's."""

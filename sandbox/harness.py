@@ -109,7 +109,6 @@ class Workloads:
     admit_after: float = 0.0
     worker_script: Any = None
     during_training: Callable[[], None] | None = None  # runs once training has started
-    train_cut_last_save: bool = False  # the final checkpoint lacks Orbax's commit file
     # {step: n}: the first client attempt's save of that step is cut after its first n objects
     # (orbax_saves.orbax_step_uris: Orbax's order); later attempts save in full
     train_save_cuts: dict[int, int] = field(default_factory=dict)
@@ -296,7 +295,6 @@ def build_scenario(
             fail_at_step=w.train_fail_at_step,
             write_object=storage("trainers/post_train/rl/train_rl.py"),
             load_parameters_path=flag(info, "load_parameters_path"),
-            cut_last_save=w.train_cut_last_save,
             cut_saves=cuts,
             resume_from=restored,
             step_seconds=w.train_step_s,

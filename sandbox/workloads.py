@@ -310,7 +310,6 @@ def grpo_client_script(
     event_file_clock: Callable[[], float] | None = None,
     container: str | None = None,
     load_parameters_path: str | None = None,
-    cut_last_save: bool = False,
     cut_saves: dict[int, int] | None = None,
     resume_from: int | None = None,
     before_step: Callable[[PodInfo, int], None] | None = None,
@@ -325,7 +324,6 @@ def grpo_client_script(
     on, silent), slow steps, a reward collapse at an evaluation or a KL blow-up (TensorBoard
     only).
 
-    `cut_last_save`: the last checkpoint's save is cut off just before Orbax's commit file.
     `cut_saves` {step: n}: that step's save is cut after its first n objects (an asynchronous
     save the process did not live to finish; orbax_step_uris gives the order).
     Checkpoints are saved every `checkpoint_period` steps and at the last (rl.yml: 50); once
@@ -432,8 +430,7 @@ def grpo_client_script(
         """Checkpoint `step`'s objects in Orbax's order, then its commit line unless cut; once
         committed, the steps the rotation drops are deleted."""
         uris = checkpoint_uris(base_output_directory, run_name, step)
-        kept = len(uris) - 1 if cut_last_save and step == num_batches else len(uris)
-        kept = min(kept, (cut_saves or {}).get(step, kept))
+        kept = min(len(uris), (cut_saves or {}).get(step, len(uris)))
         step_dir = join(base_output_directory, run_name, "checkpoints", "actor", str(step))
         written = _writes(write_object, uris[:kept])
         known.append(step)

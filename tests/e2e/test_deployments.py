@@ -1,35 +1,29 @@
-"""Two Airflow deployments on one sandbox cluster and bucket.
+"""Deployments in whole in-process runs: a run whose deployment setting changes while it
+trains still removes all it created; a cluster another deployment created and keeps is neither
+adopted nor destroyed. A second deployment is simulated in this one process: another metadata
+DB has neither the first's runs (dag.test replaces the run of the same id) nor its Variables
+(deleted in between).
 
-Both as shipped (no TPU_RL_DEPLOYMENT_ID): staging's run of a schedule slot is still in flight
-(its Jobs and token Secret on the cluster, its checkpoints, attempts record and export in the
-bucket) when production runs the same slot, hence the same run id. Production's run neither
-follows, replaces nor deletes any of it, and production's janitor leaves it. A second
-deployment is simulated in this one process: another metadata DB has neither the first's runs
-(dag.test replaces the run of the same id) nor its Variables (deleted in between).
-
-And a run whose deployment setting changes while it trains still removes all it created.
+Two deployments sharing a cluster and a bucket, each run in flight beside the other's, and one's
+janitor beside the other's run, are proven on real processes: tests/processes/test_deployments.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
 
 import pytest
 
-from sandbox.harness import SETTINGS, RunResult, Sandbox
-from tests.support.e2e_runs import janitor_run
+from sandbox.harness import SETTINGS, Sandbox
 
 # One schedule slot: one run id in every Airflow. This hour's, not a fixed date: dag.test starts
 # the run at its logical date (airflow/sdk/definitions/dag.py, DAG.test: start_date=logical_date
 # or run_after), and the run's work deadline counts dagrun_timeout from that start.
 SLOT = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 CONF = {**SETTINGS, "cluster_mode": "existing", "reservation": ""}  # one cluster, kept
-KINDS = ("jobs", "jobsets", "secrets")
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -45,99 +39,6 @@ def stored_identity() -> str | None:
     from airflow.models.variable import Variable
 
     return Variable.get("tpu_rl_deployment_id", default_var=None)
-
-
-def cluster_objects(box: Sandbox) -> dict[str, tuple[str, str, Any]]:
-    """Every Job, JobSet and Secret on the cluster: (uid, resourceVersion, data) by kind/name."""
-    return {
-        f"{kind}/{o['metadata']['name']}": (
-            o["metadata"]["uid"],
-            o["metadata"]["resourceVersion"],
-            o.get("data"),
-        )
-        for kind in KINDS
-        for o in box.emu.list(kind)
-    }
-
-
-def bucket_objects(box: Sandbox) -> dict[str, bytes]:
-    """Every object of the bucket but the converted model's folder (shared on purpose)."""
-    bucket = SETTINGS["gcs_bucket"]
-    return {
-        name: box.gcs.read(f"gs://{bucket}/{name}")
-        for name in box.gcs.names(bucket)
-        if "/max-text-format/" not in name
-    }
-
-
-@contextlib.contextmanager
-def still_in_flight() -> Iterator[None]:
-    """The run's Kubernetes cleanup does not happen yet: its objects stay as mid-run."""
-    from tpu_rl.operators.cluster_objects import CleanupKubernetesOperator
-
-    with mock.patch.object(CleanupKubernetesOperator, "execute", lambda self, context: {}):
-        yield
-
-
-@contextlib.contextmanager
-def listed_clusters(box: Sandbox) -> Iterator[None]:
-    from google.cloud.container_v1 import ClusterManagerClient
-
-    with mock.patch.object(
-        ClusterManagerClient,
-        "list_clusters",
-        lambda client, parent=None, **kw: box.control_plane.list_clusters(parent),
-    ):
-        yield
-
-
-def test_two_deployments_share_a_cluster_and_bucket_without_touching_each_other(
-    airflow_db, tmp_path
-):
-    with Sandbox(tmp_path).up(existing_cluster="gemma4-rl") as box, listed_clusters(box):
-        fresh_install()
-        with still_in_flight():
-            staging = box.run(CONF, logical_date=SLOT)
-        assert staging.state == "success", staging.why()
-        staging_id = stored_identity()
-        in_flight = cluster_objects(box)
-        staging_files = bucket_objects(box)
-        assert {k.split("/")[0] for k in in_flight} >= {"jobs", "secrets"}, in_flight
-        assert any("/hf-trained/" in n for n in staging_files), sorted(staging_files)
-        assert any("/checkpoints/" in n for n in staging_files), sorted(staging_files)
-
-        fresh_install()  # production: another Airflow, configured the same way
-        production: RunResult = box.run(CONF, logical_date=SLOT)
-        assert production.run_id == staging.run_id
-        assert production.state == "success", production.why()
-        # production made its own Jobs and Secret (it followed none of staging's) and removed
-        # only those: staging's are there, unchanged (same uid, version and token)
-        assert production.task_states["train"] == "success"
-        assert cluster_objects(box) == in_flight
-        # staging's checkpoints, attempts record and export: not one byte changed; production's
-        # export is a folder of its own
-        files = bucket_objects(box)
-        assert {n: files.get(n) for n in staging_files} == staging_files
-        exports = {n.split("/hf-trained/")[1].split("/")[0] for n in files if "/hf-trained/" in n}
-        assert len(exports) == 2, sorted(exports)
-        # each install generated an identity of its own, from one and the same configuration
-        production_id = stored_identity()
-        assert None not in (staging_id, production_id) and staging_id != production_id
-
-        # production's janitor, deletion on and no grace: staging's in-flight run is not its own
-        state, report = janitor_run(
-            {
-                "project": SETTINGS["project"],
-                "region": SETTINGS["region"],
-                "gcs_bucket": SETTINGS["gcs_bucket"],
-                "existing_clusters": ["gemma4-rl"],
-                "dry_run": False,
-                "grace_minutes": 0,
-            }
-        )
-        assert state == "success", report
-        assert report["remove"] == [] and report["failed"] == {}, report
-        assert cluster_objects(box) == in_flight
 
 
 def test_a_deployment_setting_changed_mid_run_does_not_orphan_the_run(airflow_db, tmp_path):

@@ -36,11 +36,11 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     existing_cluster: bool = False
     prepare: Callable[[Sandbox], None] | None = None
-    check: Callable[[RunResult], None] | None = None
+    check: Callable[[RunResult, str], None] | None = None  # the result and the run's output
 
 
-def states_are(**expected: str) -> Callable[[RunResult], None]:
-    def check(result: RunResult) -> None:
+def states_are(**expected: str) -> Callable[[RunResult, str], None]:
+    def check(result: RunResult, log: str = "") -> None:
         for task_id, state in expected.items():
             assert result.task_states[task_id] == state, (task_id, result.unsuccessful)
 
@@ -51,7 +51,7 @@ def converted_already(box: Sandbox) -> None:
     write_converted(box.gcs, SETTINGS)
 
 
-def no_cloud_call(result: RunResult) -> None:
+def no_cloud_call(result: RunResult, log: str) -> None:
     assert result.emu.requests == [] and result.calls == [] and result.gke_lookups == 0
     # teardowns whose setups never ran are not started at all
     states_are(validate="failed", cleanup_kubernetes="upstream_failed", outcome="failed")(result)
@@ -78,7 +78,7 @@ def second_run(box: Sandbox) -> Workloads:
     return Workloads(during_training=trigger)
 
 
-def second_run_waits(result: RunResult) -> None:
+def second_run_waits(result: RunResult, log: str) -> None:
     """max_active_runs=1: the run triggered meanwhile is queued, and none of its tasks ran."""
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
@@ -99,9 +99,10 @@ CASES = [
     Case(
         "success_create",
         "success",
-        check=lambda r: (
+        check=lambda r, log: (
             states_are(convert="success", verify="success")(r),
             _gate_numbers(r, 0.0821, 0.1234),
+            own_cluster_serves_the_run(r),
         ),
     ),
     Case(
@@ -109,7 +110,7 @@ CASES = [
         "success",
         conf={"cluster_mode": "existing", "reservation": ""},
         existing_cluster=True,
-        check=lambda r: (
+        check=lambda r, log: (
             assert_no_gcluster(r),
             _assert(r.clusters["gemma4-rl"]["status"] == "RUNNING", "existing cluster kept"),
         ),
@@ -130,7 +131,10 @@ CASES = [
         "conversion_job_fails",
         "failed",
         workloads=lambda box: Workloads(convert_exit_code=1),
-        check=states_are(convert="failed", cleanup_kubernetes="success", outcome="failed"),
+        check=lambda r, log: (
+            states_are(convert="failed", cleanup_kubernetes="success", outcome="failed")(r),
+            conversion_lines_logged(log),
+        ),
     ),
     Case(
         "backend_worker_crashes_during_training",
@@ -170,7 +174,7 @@ CASES = [
         "cleanup_destroy_fails_once_then_retries",
         "success",
         env={"FAKE_GCLUSTER_FAIL": "destroy-once"},
-        check=lambda r: _assert(
+        check=lambda r, log: _assert(
             sum(c["argv"][:1] == ["destroy"] for c in r.calls if c["tool"] == "gcluster") == 2,
             "destroy ran twice",
         ),
@@ -201,6 +205,29 @@ CASES = [
 
 def _assert(condition: bool, what: str) -> None:
     assert condition, what
+
+
+def own_cluster_serves_the_run(result: RunResult) -> None:
+    """The bucket is regional and standard, every pod had the storage identity it needed,
+    the training saved, and Kueue admitted the backend's JobSet."""
+    bucket = result.gcs.bucket_metadata(SETTINGS["gcs_bucket"])
+    assert (bucket["location"], bucket["storageClass"]) == ("US-EAST5", "STANDARD")
+    assert result.gcs.gate.denied == []
+    trained = result.gcs.names(SETTINGS["gcs_bucket"], "gemma4-26b/trained/")
+    assert any(name.endswith("/_CHECKPOINT_METADATA") for name in trained), trained
+    admitted = [
+        e
+        for e in result.emu.list("events")
+        if e["involvedObject"]["kind"] == "Workload" and e["reason"] == "QuotaReserved"
+    ]
+    assert any(e["involvedObject"]["name"].startswith("jobset-") for e in admitted), admitted
+
+
+def conversion_lines_logged(log: str) -> None:
+    """The failed conversion pod's last lines reach the task log as lines, not as the repr of
+    the log's bytes (b'...\\n...')."""
+    last_line = "size mismatch for model.layers.0.mlp.experts.gate_up_proj"
+    assert any(line.strip().startswith(last_line) for line in log.splitlines()), log
 
 
 def assert_no_gcluster(result: RunResult) -> None:
@@ -291,7 +318,7 @@ def test_scenario(case: Case, airflow_db, tmp_path, capfd, e2e_report):
         assert entry["cleanup_complete"], entry["leftover_objects"]
         assert leaks == []
         if case.check:
-            case.check(result)
+            case.check(result, log)
 
 
 def _clusters_left(case: Case, result: RunResult) -> list[str]:
