@@ -1,7 +1,8 @@
 """Capacity as GKE really gives it: deadlines that start when the work starts, Spot
 as the static pool gcluster renders, TPU-hours and cost as billed.
 
-Each test's docstring says how a run fails without what it checks.
+Each test's docstring says how a run fails without what it checks. Spot's static pool, billed
+from its creation at Spot's price, is checked on test_one_cost.py's Spot run (the same settings).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from tests.support.e2e_runs import reported_run
 SLICE_ARRIVES_S = 200 * 60.0  # simulated: the flex-start slice comes 200 minutes after the ask
 TIME_SCALE = 0.001  # wall seconds per simulated second (Sandbox.run's default)
 UPPER_BOUND = "upper bound"  # tpu_rl.prices: the on-demand price bounds it
-LIST_PRICE = "list price"
 
 
 @dataclass
@@ -105,32 +105,6 @@ def test_flex_start_slice_after_200_minutes_converts_within_a_180_minute_limit(
     # clocks: nothing of the 12 wall seconds each step waited for its slice (8 x 12 s more)
     assert 0 < tpu["pool_seconds"] * 8 <= counted_node_wall_seconds(result) + 0.1 * 3, tpu
     assert (tpu["price"]["capacity"], tpu["price"]["basis"]) == ("flex_start", UPPER_BOUND)
-
-
-def test_spot_is_a_static_pool_from_deploy_to_destroy_and_bills_so(
-    airflow_db, tmp_path, capfd, e2e_report
-):
-    """gcluster gives the Spot pool static_node_count: its 8 nodes come with the cluster and go
-    with it, no pod ever triggers a scale-up; the report bills them from their creation.
-
-    Counted as a pool from zero (the TPU steps' task times, rule `tpu_nodes`), Spot would bill
-    only those hours."""
-    case = Case("spot_static_pool", "success")
-    with Sandbox(tmp_path).up() as box:
-        conf = {**SPOT, "num_batches": 50, "checkpoint_period": 25}
-        result, _ = reported_run(box, case, conf, capfd, e2e_report)
-        tpu = reported_tpu(result)
-    assert "TriggeredScaleUp" not in {e["reason"] for e in result.emu.list("events")}
-    nodes = [n for n in result.ledger.nodes if n.tpu]
-    assert len(nodes) == 8, nodes  # one slice, never scaled down and up again
-    first_tpu_pod = min(p.started for p in result.ledger.tpu_pods)
-    assert max(n.started for n in nodes) < first_tpu_pod  # made by the deploy, not by a pod
-    assert all(n.ended is not None for n in nodes)  # destroyed with the cluster
-    assert tpu["rule"] == "tpu_node_life" and tpu["nodes_seen"] == 8, tpu
-    # Spot's own price in the zone's region (the billing catalogue's snapshots' highest), not
-    # the on-demand one
-    assert (tpu["price"]["capacity"], tpu["price"]["basis"]) == ("spot", LIST_PRICE)
-    assert (tpu["price"]["region"], tpu["price"]["usd_per_chip_hour"]) == ("us-east5", 1.35)
 
 
 def test_a_spot_stockout_is_a_failed_deploy(airflow_db, tmp_path, capfd, e2e_report):

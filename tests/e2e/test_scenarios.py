@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,7 @@ CASES = [
             states_are(convert="success", verify="success")(r),
             _gate_numbers(r, 0.0821, 0.1234),
             own_cluster_serves_the_run(r),
+            one_cost_for_the_report_the_note_and_the_page(r, log),
         ),
     ),
     Case(
@@ -223,6 +225,40 @@ def own_cluster_serves_the_run(result: RunResult) -> None:
     assert any(e["involvedObject"]["name"].startswith("jobset-") for e in admitted), admitted
 
 
+def one_cost_for_the_report_the_note_and_the_page(result: RunResult, log: str) -> None:
+    """The run report, the run's note and the RL page show the figure `outcome` counted, in
+    chip-hours and host-hours (before, the report counted the TPU nodes to its own time and the
+    page to cleanup_cluster's end: two figures for one run)."""
+    from airflow.utils.session import create_session
+
+    from tpu_rl.report.run_note import note_text
+    from tpu_rl.ui.runs import fetch_runs
+
+    export = result.xcoms["verify.return_value"]
+    report = json.loads(result.gcs.read(f"{export}run-report.json"))
+    markdown = result.gcs.read(f"{export}run-report.md").decode()
+    counted = result.xcoms["outcome.tpu_cost"]
+    assert counted["rule"] == "tpu_node_life" and counted["host_hours"] > 0
+    assert report["tpu"] == counted  # the report shows outcome's figure, not a count of its own
+    with create_session() as session:
+        # every run of this worker's DB: a scenario's run with a later run_after may be newer
+        row = next(r for r in fetch_runs(session, 10_000) if r["run_id"] == result.run_id)
+    for key in ("chip_hours", "host_hours", "estimated_cost_usd"):
+        assert row[key] == counted[key], key  # the same figure, not one counted again
+    assert counted["chip_hours"] == pytest.approx(4 * counted["host_hours"])  # 4 chips a host
+    # a reservation: paid by its commitment, no spend of the run's own
+    assert counted["estimated_cost_usd"] is None and counted["billed_as"] == "commitment"
+    assert f"{counted['chip_hours']:.2f} chip-hours" in markdown and "commitment" in markdown
+    # no API connection in dag.test: outcome logs the note it could not set, with that cost
+    note = note_text(
+        "succeeded: model exported and verified",
+        result.xcoms["wait_for_rewards.return_value"],
+        counted,
+        f"{export}run-report.md",
+    )
+    assert "The run's note is not set" in log and note.split("\n\n")[2] in log
+
+
 def conversion_lines_logged(log: str) -> None:
     """The failed conversion pod's last lines reach the task log as lines, not as the repr of
     the log's bytes (b'...\\n...')."""
@@ -286,7 +322,8 @@ def triggerer_restart(after_s: float = 1.5) -> Iterator[list[bool]]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_scenario(case: Case, airflow_db, tmp_path, capfd, e2e_report):
+def test_scenario(case: Case, airflow_db, tmp_path, capfd, caplog, e2e_report):
+    caplog.set_level(logging.INFO, logger="tpu_rl")
     with Sandbox(tmp_path).up(
         existing_cluster="gemma4-rl" if case.existing_cluster else None, env=case.env
     ) as box:
@@ -298,7 +335,8 @@ def test_scenario(case: Case, airflow_db, tmp_path, capfd, e2e_report):
         with restart as restarted:
             result = box.run({**SETTINGS, **case.conf}, case.workloads(box))
         output = capfd.readouterr()
-        leaks = token_leaks(result, output.out + output.err)
+        log = output.out + output.err + caplog.text  # the task logs, and tpu_rl's records
+        leaks = token_leaks(result, log)
         entry = {
             "name": case.name,
             "harness": "in-process",
@@ -313,7 +351,6 @@ def test_scenario(case: Case, airflow_db, tmp_path, capfd, e2e_report):
         )
         e2e_report.append(entry)
         assert restarted, "the triggerer restart was simulated"
-        log = output.out + output.err
         assert result.state == case.expected, result.why(log)
         assert entry["cleanup_complete"], entry["leftover_objects"]
         assert leaks == []
