@@ -5,20 +5,18 @@ comparison promotes only on a significant paired gain.
 
 Without the held-out step the run exports the newest step (40). A candidate the held-out items
 cannot tell from the champion is not promoted: tests/unit/promotion/test_comparison.py decides
-it on the items, and test_champion.py's runs show a comparison that says no skipping promote."""
+it on the items, and test_champion.py's runs show a comparison that says no skipping promote.
+A guard benchmark answered worse than the base model holds the run for a person:
+test_reward_hacking_hold.py."""
 
 from __future__ import annotations
 
 import json
-import logging
-
-import pytest
 
 from sandbox.champion_eval import seed_champion
-from sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
+from sandbox.harness import SETTINGS, Sandbox, Workloads
 from sandbox.heldout_eval import HeldoutWorkload
 from sandbox.workloads import EvalResult
-from tests.support.approval_wait import approval_body, scheduler_timeout_sweep
 
 DEPLOYMENT = "heldout-e2e"
 BUCKET = SETTINGS["gcs_bucket"]
@@ -74,36 +72,6 @@ def test_the_best_heldout_step_is_exported_and_promoted_on_a_significant_gain(ai
         assert any(f"/heldout/{label}/samples_gsm8k.json" in name for name in kept), label
         assert any(f"/heldout/{label}/eval_results/" in name for name in kept), label
     assert result.leftovers == []
-
-
-# the approval's minute beside the run: test_one_cost's approval scenario takes the same limit
-@pytest.mark.timeout(600)
-def test_a_run_that_lost_a_guard_benchmark_waits_for_a_person_with_the_table(
-    airflow_db, tmp_path, caplog
-):
-    """The deployment's first run (no champion: its export is the first candidate, promoted
-    at once with approval=none) gains on GSM8K but answers the guard, ARC-Easy, worse than the
-    base model (55% against 75% of 200 items): approve asks a person, the evidence and the
-    benchmarks' table on the Required Actions page; no answer within the minute rejects."""
-    caplog.set_level(logging.INFO, logger="tpu_rl")
-    heldout = HeldoutWorkload(
-        base={"gsm8k": 0.70, "arc_easy": 0.75}, steps={"gsm8k": 0.85, "arc_easy": 0.55}
-    )
-    conf = {**HELDOUT, "approval_timeout_minutes": 1}
-    with Sandbox(tmp_path).up() as box, scheduler_timeout_sweep():
-        result = box.run(conf, Workloads(heldout=heldout))
-    states, xcoms = result.task_states, result.xcoms
-    assert states["verify"] == "success", result.why()
-    assert xcoms["compare_champion.return_value"]["beats"]  # nothing to beat
-    assert (states["approve"], states["promote"]) == ("success", "skipped"), states
-    body = approval_body(result.run_id)
-    assert "## Held: possible reward hacking" in body, body
-    assert "answers guard benchmark arc_easy significantly worse than the base model" in body
-    assert "- guard arc_easy: worse than the base model: " in body, body
-    assert "| step |" not in body and "| kind |" not in body  # the line's origin, no metric
-    assert "## Held-out benchmarks" in body and "| arc_easy (guard) |" in body, body
-    note = logged_note(caplog.records)
-    assert "held for a person because step " in note, note
 
 
 def test_an_evaluator_that_dies_fails_the_run_before_export_and_leaves_nothing_running(
