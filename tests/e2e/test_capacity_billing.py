@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads
-from tests.support.e2e_runs import reported_run
+from tests.support.e2e_runs import attempts, no_tpu_left, reported_run
 
 SLICE_ARRIVES_S = 200 * 60.0  # simulated: the flex-start slice comes 200 minutes after the ask
 TIME_SCALE = 0.001  # wall seconds per simulated second (Sandbox.run's default)
@@ -90,9 +90,16 @@ def test_flex_start_slice_after_200_minutes_converts_within_a_180_minute_limit(
         "conversion_timeout_minutes": 180,
     }
     with Sandbox(tmp_path).up() as box:
-        result, _ = reported_run(box, case, conf, capfd, e2e_report)
+        result, log = reported_run(box, case, conf, capfd, e2e_report)
         tpu = reported_tpu(result)
     assert result.task_states["convert"] == "success", result.task_states
+    # the slice was asked for and waited for: its pods' wait was in the triggerer (no worker
+    # slot), with the scheduler's reason; then one attempt on it completed, and nothing of it
+    # bills any more
+    assert "TriggeredScaleUp" in {e["reason"] for e in result.emu.list("events")}
+    assert "Waiting in the triggerer for Job" in log and "Unschedulable" in log
+    assert [(a["outcome"], a["tpu_hosts"]) for a in attempts(result)] == [("completed", 8)]
+    no_tpu_left(result)
     # no Job of the run was killed by its deadline (the Jobs are gone: their events stay)
     assert "DeadlineExceeded" not in {e["reason"] for e in result.emu.list("events")}
     first_tpu_node = min(n.started for n in result.ledger.nodes if n.tpu)
