@@ -29,6 +29,9 @@ HELDOUT = {
     "checkpoint_period": 10,
     "approval": "none",
     "heldout_tasks": ["gsm8k"],
+    # 2 simulated hours a model: the Job's deadline is wall seconds at the sandbox's pace, and
+    # the pods' writes are real work that a loaded machine slows (4 x 30 minutes ran out)
+    "heldout_timeout_minutes": 120,
     "heldout_guard_tasks": ["arc_easy"],
     "heldout_top_k": 2,
 }

@@ -27,6 +27,7 @@ CONF = {
     "approval": "none",
     "approval_timeout_minutes": 1,
     "heldout_tasks": ["gsm8k"],
+    "heldout_timeout_minutes": 120,  # as test_heldout.py's, for a loaded machine
     "heldout_guard_tasks": ["arc_easy"],
     "heldout_top_k": 2,
 }

@@ -55,6 +55,9 @@ def layout(**changes: Any) -> RunLayout:
     conf = {
         **SETTINGS,
         "heldout_tasks": ["gsm8k"],
+        # 2 simulated hours a model: its Job's deadline is wall seconds at the sandbox's pace,
+        # and the pods' writes are real work that a loaded machine slows (30 minutes ran out)
+        "heldout_timeout_minutes": 120,
         "heldout_guard_tasks": ["arc_easy"],
         "kueue_queue": "",
         **changes,
