@@ -1,5 +1,6 @@
-"""Two Airflow deployments on one sandbox cluster and bucket, on real processes (the
-in-process version is tests/e2e/test_deployments.py).
+"""Two Airflow deployments on one sandbox cluster and bucket, on real processes (the only
+version: tests/e2e/test_deployments.py has the in-process runs of one deployment's setting changed
+mid-run and of a cluster another deployment keeps).
 
 Both are installed as shipped (no TPU_RL_DEPLOYMENT_ID): the session's deployment is staging;
 production is a second install beside it, with its own metadata database (on the same
