@@ -46,6 +46,7 @@ HELDOUT = {
     "num_batches": 40,
     "checkpoint_period": 10,
     "heldout_tasks": ["gsm8k"],
+    "heldout_timeout_minutes": 120,  # as tests/e2e/test_heldout.py's, for a loaded machine
     "heldout_guard_tasks": ["arc_easy"],
     "heldout_top_k": 2,
 }
