@@ -17,6 +17,11 @@ ENDED = {"success", "failed", "upstream_failed", "skipped", "removed"}
 # about 10-20 ms of its CPU). Polled every 0.3 s, the API server spent 6.3 CPU-s on a 32-s run;
 # every 1 s, 4.2 (one deployment, nothing else running).
 POLL_S = 1.0
+# How long the harness waits for Airflow to get somewhere (a task's state, a run's end, a
+# process's health): a ceiling, never a pace. CI's 2 cores under four xdist workers made runs
+# take several times their quiet time (a run at approve after 180 s, an API server not ready
+# after 180 s at the session's start), so it is wide: a real hang still fails, 10 minutes in.
+LOADED_WAIT_S = 600.0
 
 
 class AirflowApi:
@@ -114,7 +119,9 @@ class AirflowApi:
             time.sleep(POLL_S)
         raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
-    def wait_finished(self, run_id: str, dag_id: str = DAG_ID, timeout_s: float = 180) -> str:
+    def wait_finished(
+        self, run_id: str, dag_id: str = DAG_ID, timeout_s: float = LOADED_WAIT_S
+    ) -> str:
         return self.wait(
             f"{dag_id} run {run_id} to finish",
             lambda: (s := self.run(run_id, dag_id)["state"]) in FINISHED and s,
@@ -122,7 +129,7 @@ class AirflowApi:
         )
 
     def wait_task(
-        self, run_id: str, task_id: str, states: set[str], timeout_s: float = 300
+        self, run_id: str, task_id: str, states: set[str], timeout_s: float = LOADED_WAIT_S
     ) -> dict:
         """Poll until the task is in one of `states`; fail at once when it ends in another (it
         will not change again), and on a timeout name every task's state of the run."""

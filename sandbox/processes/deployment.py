@@ -27,7 +27,7 @@ from sandbox.cloud import free_port
 from sandbox.harness import HF_TOKEN
 from sandbox.paths import REPO
 from sandbox.processes.airflow_processes import COMMANDS, AirflowProcesses
-from sandbox.processes.api import AirflowApi
+from sandbox.processes.api import LOADED_WAIT_S, AirflowApi
 from sandbox.processes.emulators import ProcessSandbox, running_sandbox
 from sandbox.processes.postgres import DATABASE, Postgres, running_postgres
 from tpu_rl.deployment import DEPLOYMENT_VARIABLE
@@ -110,7 +110,7 @@ class Deployment:
             again = "dag-processor" not in changed or api.dag()["last_parsed_time"] != parsed
             return again and _healthy(self.url)
 
-        _wait("the restarted processes (and the DAG parsed again)", ready, 120, procs)
+        _wait("the restarted processes (and the DAG parsed again)", ready, LOADED_WAIT_S, procs)
 
     def logs(self) -> dict[Path, str]:
         """Every process log and task log written so far."""
@@ -284,15 +284,22 @@ def airflow_deployment(
             procs.start(name)
         url = f"http://127.0.0.1:{port}"
         health = f"{url}/api/v2/monitor/health"
-        _wait("the API server", lambda: httpx.get(health, timeout=5).is_success, 180, procs)
+        _wait(
+            "the API server", lambda: httpx.get(health, timeout=5).is_success, LOADED_WAIT_S, procs
+        )
         timings["api_server_s"] = time.monotonic() - mark
         deployment = Deployment(url, USERNAME, password, sandbox, postgres, procs, log_dir, timings)
         if conn := extra_env.get("AIRFLOW_CONN_HUGGINGFACE_DEFAULT"):
             deployment.hf_token = json.loads(conn)["password"]
         api = deployment.api()
-        _wait("the DAG parsed", lambda: api.client.get(f"/dags/{DAG_ID}").is_success, 180, procs)
+        _wait(
+            "the DAG parsed",
+            lambda: api.client.get(f"/dags/{DAG_ID}").is_success,
+            LOADED_WAIT_S,
+            procs,
+        )
         timings["dag_parsed_s"] = time.monotonic() - mark
-        _wait("scheduler and triggerer", lambda: _healthy(url), 120, procs)
+        _wait("scheduler and triggerer", lambda: _healthy(url), LOADED_WAIT_S, procs)
         timings["all_healthy_s"] = time.monotonic() - mark
         yield deployment
     finally:

@@ -11,7 +11,7 @@ from typing import Any
 from sandbox.controller import Rule
 from sandbox.harness import SETTINGS, Workloads, build_scenario
 from sandbox.pod_scripts import PodInfo, PodScript, ScriptSource, Step, call, exit, log, sleep
-from sandbox.processes.api import AirflowApi
+from sandbox.processes.api import LOADED_WAIT_S, AirflowApi
 from sandbox.processes.deployment import Deployment
 from sandbox.run_errors import error_lines
 from sandbox.training_curve import NO_FAULTS, TrainingFaults
@@ -23,6 +23,18 @@ TIME_SCALE = 0.001  # the controller's: simulated seconds -> wall seconds
 HOLD_TICK_S = 0.5  # a held pod looks this often whether it is released
 BURST = 20  # reward lines a burst logs at once
 BURST_AFTER_S = 0.2
+# Every process scenario's limits, in simulated minutes (20000 are 20 wall minutes here): the
+# shipped ones (training 12 h: 47 wall s with its pending wait) ran out under CI's load while a
+# scenario held training, restarted a process or ran another deployment's run beside it. A
+# scenario still ends each hold itself, long before.
+LOADED_LIMITS = {
+    "training_timeout_minutes": 20000,
+    "export_timeout_minutes": 600,
+    "heldout_timeout_minutes": 240,
+}
+# The process scenarios' deployer setting: a dagrun_timeout that LOADED_LIMITS' worst case fits
+# (validate's budget check, tpu_rl.dag.run_limits.budget_problem: about 22,400 minutes).
+DEPLOYER_ENV = {"TPU_RL_DAGRUN_TIMEOUT_MINUTES": str(30 * 24 * 60)}
 
 
 @dataclass
@@ -46,10 +58,12 @@ class Run:
 
 
 def settings_for(name: str, **overrides: Any) -> dict[str, Any]:
-    """The sandbox settings with a bucket and a cluster of the scenario's own (names <= 20)."""
+    """The sandbox settings with LOADED_LIMITS and a bucket and a cluster of the scenario's own
+    (names <= 20)."""
     slug = name.replace("_", "-")[:18]
     return {
         **SETTINGS,
+        **LOADED_LIMITS,
         "cluster_name": f"p-{slug}",
         "gcs_bucket": f"tpu-rl-proc-{slug}",
         **overrides,
@@ -156,7 +170,7 @@ def wait_for_event(api: AirflowApi, run: Run, event: threading.Event, what: str)
     api.wait(
         what,
         lambda: event.is_set() or _ended_early(api, run, what),
-        timeout_s=150,
+        timeout_s=LOADED_WAIT_S,
     )
 
 
@@ -167,9 +181,10 @@ def _ended_early(api: AirflowApi, run: Run, what: str) -> bool:
     return False
 
 
-def settle(api: AirflowApi, run: Run, timeout_s: float = 300) -> tuple[str, dict[str, str | None]]:
-    """Wait until the run ended and none of its tasks is still going; its state and tasks'.
-    300 s: a held-out run under CI's load was still at approve after 180."""
+def settle(
+    api: AirflowApi, run: Run, timeout_s: float = LOADED_WAIT_S
+) -> tuple[str, dict[str, str | None]]:
+    """Wait until the run ended and none of its tasks is still going; its state and tasks'."""
 
     def settled() -> tuple[str, dict[str, str | None]] | None:
         state = api.run(run.run_id)["state"]

@@ -17,6 +17,7 @@ from sandbox.processes.deployment import (
     running_deployment,
 )
 from sandbox.processes.postgres import missing
+from sandbox.processes.runs import DEPLOYER_ENV
 from sandbox.run_errors import error_lines
 from tests.packaging.install import install_wheel, session_wheel
 
@@ -25,7 +26,10 @@ from tests.packaging.install import install_wheel, session_wheel
 def running() -> Iterator[Deployment]:
     if reason := missing():
         pytest.skip(reason)
-    with harness_folder("tpu-rl-processes-") as folder, running_deployment(folder) as d:
+    with (
+        harness_folder("tpu-rl-processes-") as folder,
+        running_deployment(folder, DEPLOYER_ENV) as d,
+    ):
         print(f"\nprocess harness start-up: {json.dumps(d.timings)}")
         yield d
 
@@ -48,12 +52,19 @@ def relaunch_order(item: pytest.Item) -> int:
     return 0 if marker is None else marker.kwargs.get("order", 1)
 
 
+# Each scenario's ceiling, its deployment's start included (pytest-timeout counts fixtures): the
+# harness's waits may take LOADED_WAIT_S each under CI's load, and a hang still ends the test.
+SCENARIO_TIMEOUT_S = 1500
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """This folder's scenarios in relaunch_order, in the places they were collected in: an
     environment a scenario gives stays for the next (Deployment.relaunch), so none has to be
-    put back between two that want the installed one."""
+    put back between two that want the installed one. Each gets SCENARIO_TIMEOUT_S."""
     here = Path(__file__).parent
     places = [i for i, item in enumerate(items) if here in item.path.parents]
+    for i in places:
+        items[i].add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT_S))
     ordered = sorted((items[i] for i in places), key=relaunch_order)
     for place, item in zip(places, ordered, strict=True):
         items[place] = item

@@ -25,34 +25,29 @@ from sandbox.cloud import add_running_cluster
 from sandbox.harness import EXISTING_CLUSTER_VARS, HF_TOKEN, SETTINGS
 from sandbox.processes.api import FINISHED
 from sandbox.processes.deployment import Deployment, another_deployment, harness_folder
-from sandbox.processes.runs import finish, settings_for, start_run, wait_for_event
+from sandbox.processes.runs import (
+    DEPLOYER_ENV,
+    finish,
+    settings_for,
+    start_run,
+    wait_for_event,
+)
 from tpu_rl.jobs.manifests import TOKEN_KEY
 from tpu_rl.settings.fields import TUTORIAL_MODEL
 
 # In the first process group, before its scenarios (make test: --dist loadgroup).
-pytestmark = [pytest.mark.timeout(720), pytest.mark.xdist_group("processes")]
+pytestmark = pytest.mark.xdist_group("processes")
 
 NAME = "two_deployments"  # one run id in both: proc__two_deployments
 PRODUCTION_TOKEN = "hf_ProductionSecretToken0123456789ab"
 PRODUCTION_HF_USER = "production-user"
 # One cluster, kept by both. Both runs are held at their reward wait until the test releases
-# them, so staging's hold must outlast production's way there on a loaded machine (a hold of
-# 150 s once ran out first: staging had moved on when its objects were checked). A training Job
-# lives its step's limit plus the pending wait (manifests.tpu_job_deadline_seconds), in simulated
-# minutes: 3500 + 60 is 214 s wall; the other limits are lowered so that the run's worst case
-# still fits the DAG's dagrun_timeout (validate's budget check).
-SHARED = {
-    "cluster_mode": "existing",
-    "reservation": "",
-    "training_timeout_minutes": 3500,
-    "conversion_timeout_minutes": 20,
-    # 120 + 60 simulated minutes with its capacity wait, 10.8 wall s: 20 ran out under CI's load,
-    # the export pods' writes being real work
-    "export_timeout_minutes": 120,
-    "cluster_timeout_minutes": 20,
-    "champion_eval_timeout_minutes": 10,
-}
-HOLD_S = 200  # wall seconds; the test releases both holds long before, once both are held
+# them, so staging's hold must outlast production's whole run and its janitor on a loaded
+# machine (holds of 150 and 200 s ran out first: staging had moved on when its objects were
+# checked). A training Job lives its step's limit plus the pending wait
+# (manifests.tpu_job_deadline_seconds): runs.LOADED_LIMITS' 20000 simulated minutes, 1,204 s.
+SHARED = {"cluster_mode": "existing", "reservation": ""}
+HOLD_S = 900  # wall seconds; the test releases both holds long before, once both are held
 
 
 def cluster_objects(d: Deployment) -> dict[str, tuple[str, str | None]]:
@@ -79,7 +74,9 @@ def production(deployment: Deployment) -> Iterator[Deployment]:
     token = json.dumps({"conn_type": "generic", "password": PRODUCTION_TOKEN})
     with (
         harness_folder("tpu-rl-production-") as folder,
-        another_deployment(deployment, folder, {"AIRFLOW_CONN_HUGGINGFACE_DEFAULT": token}) as d,
+        another_deployment(
+            deployment, folder, {**DEPLOYER_ENV, "AIRFLOW_CONN_HUGGINGFACE_DEFAULT": token}
+        ) as d,
     ):
         yield d
 

@@ -16,6 +16,7 @@ import time
 import psutil
 import pytest
 
+from sandbox.processes.api import LOADED_WAIT_S
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import (
     BURST,
@@ -31,7 +32,7 @@ WAIT = "wait_for_rewards"
 # These run on one xdist worker (make test: --dist loadgroup), in file order, after the two
 # deployments' scenario, on its deployment. The other process group (processes-2: package
 # layouts, approval) runs beside them, on a worker and a deployment of its own.
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("processes")]
+pytestmark = pytest.mark.xdist_group("processes")
 
 
 def cleanups_ran(tasks: dict) -> None:
@@ -44,7 +45,7 @@ def new_deploy(d: Deployment, before: list[int]) -> int:
     return d.api().wait(
         "gcluster deploy to start",
         lambda: next((p for p in d.sandbox.deploy_pids() if p not in before), None),
-        timeout_s=120,
+        timeout_s=LOADED_WAIT_S,
     )
 
 
@@ -65,7 +66,7 @@ def gone(pid: int, within_s: float = 15) -> bool:
 @pytest.mark.defers
 def test_marked_failed_while_reward_wait_deferred(deployment: Deployment, e2e_report) -> None:
     api = deployment.api()
-    run = start_run(deployment, api, "deferred_marked_failed", hold_training_s=60)
+    run = start_run(deployment, api, "deferred_marked_failed", hold_training_s=600)
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
     api.mark_run(run.run_id, "failed")
@@ -156,13 +157,15 @@ def test_restarted_right_after_a_burst_of_log_lines(deployment: Deployment, e2e_
     burst is logged twice."""
     api, procs = deployment.api(), deployment.processes
     run = start_run(
-        deployment, api, "restarted_after_burst", hold_training_s=120, burst_lines=BURST
+        deployment, api, "restarted_after_burst", hold_training_s=600, burst_lines=BURST
     )
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     first = "Intermediate Eval step=10 "  # the trigger is reading the log
-    api.wait("the wait's first line", lambda: first in task_log(deployment, run, WAIT), 60)
+    api.wait(
+        "the wait's first line", lambda: first in task_log(deployment, run, WAIT), LOADED_WAIT_S
+    )
     run.burst_due.set()
-    assert run.burst_logged.wait(30), "no burst"
+    assert run.burst_logged.wait(LOADED_WAIT_S), "no burst"
     procs.restart("triggerer", "scheduler")
     run.training_released.set()
     cleanups_ran(finish(deployment, run, "success", e2e_report))
@@ -183,10 +186,8 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     that when they are back), and no later scenario has to put them back.
     """
     api, box = deployment.api(), deployment.sandbox
-    # the training's own limit (12 simulated hours: 43 s wall) must not end the wait first
-    run = start_run(
-        deployment, api, "dagrun_timeout", hold_training_s=120, training_timeout_minutes=2800
-    )
+    # the training's own limit (runs.LOADED_LIMITS) must not end the wait first
+    run = start_run(deployment, api, "dagrun_timeout", hold_training_s=600)
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
     timeout = {"TPU_RL_DAGRUN_TIMEOUT_MINUTES": "0.5"}
@@ -197,8 +198,9 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
         nodes = [n for n in box.nodes() if n.startswith(f"gke-{cluster}-")]
         return not box.leftovers(run.label) + nodes + [c for c in box.clusters() if c == cluster]
 
-    api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", 150)
-    api.wait("the timeout callback to remove the run's objects, nodes and cluster", left_none, 60)
+    api.wait("the run to time out", lambda: api.run(run.run_id)["state"] == "failed", LOADED_WAIT_S)
+    what = "the timeout callback to remove the run's objects, nodes and cluster"
+    api.wait(what, left_none, LOADED_WAIT_S)
     tasks = finish(deployment, run, "failed", e2e_report)
     assert tasks["cleanup_cluster"] == "skipped", tasks  # the callback, not the teardown
     # each skipped teardown's own record says the callback ran in its place
@@ -208,7 +210,10 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
         tis = api.task_instances(run.run_id)
         return [tis[t].get("note") or "" for t in ("cleanup_kubernetes", "cleanup_cluster")]
 
-    api.wait("the teardowns' notes", lambda: all(n.startswith(skipped) for n in notes()), 30)
+    def noted() -> bool:
+        return all(n.startswith(skipped) for n in notes())
+
+    api.wait("the teardowns' notes", noted, LOADED_WAIT_S)
     kubernetes, cluster_note = (n.split("\n\n") for n in notes())
     # what the callback removed, by kind (jobsets, jobs, secrets: whichever it found)
     assert kubernetes[1].startswith("Removed: ") and "-train" in kubernetes[1], kubernetes

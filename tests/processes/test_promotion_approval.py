@@ -21,7 +21,6 @@ from tpu_rl.names import DAG_ID
 # In the package layouts' process group (make test: --dist loadgroup), after the installed
 # layout (test_package_layouts.RUN_ORDER): only the scheduler's environment differs.
 pytestmark = [
-    pytest.mark.timeout(600),
     pytest.mark.xdist_group("processes-2"),
     pytest.mark.relaunches(order=2),
 ]
