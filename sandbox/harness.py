@@ -85,6 +85,18 @@ RL_EVAL_INTERVAL = 10  # MaxText rl.yml's eval_interval, when the command sets n
 PREEMPTIBLE = {**SETTINGS, "reservation": "", "num_batches": 100, "checkpoint_period": 50}
 SPOT = {**PREEMPTIBLE, "capacity": "spot"}
 FLEX = {**PREEMPTIBLE, "capacity": "flex_start"}
+# A run that scores its saves on held-out GSM8K with the ARC-Easy guard (the held-out scenarios,
+# their provenance and lineage): steps 30 and 40 are its top 2. 4 simulated hours a model: the
+# Job's deadline is wall seconds at the sandbox's pace, and the pods' writes are real work that
+# a loaded machine slows (4 x 30 minutes ran out under CI's load).
+HELDOUT = {
+    "num_batches": 40,
+    "checkpoint_period": 10,
+    "heldout_tasks": ["gsm8k"],
+    "heldout_timeout_minutes": 240,
+    "heldout_guard_tasks": ["arc_easy"],
+    "heldout_top_k": 2,
+}
 # The cluster an existing-cluster run finds: the tutorial's, in the run's zone.
 EXISTING_CLUSTER_VARS = {
     "zone": SETTINGS["zone"],

@@ -30,7 +30,6 @@ BURST_AFTER_S = 0.2
 LOADED_LIMITS = {
     "training_timeout_minutes": 20000,
     "export_timeout_minutes": 600,
-    "heldout_timeout_minutes": 240,
 }
 # The process scenarios' deployer setting: a dagrun_timeout that LOADED_LIMITS' worst case fits
 # (validate's budget check, tpu_rl.dag.run_limits.budget_problem: about 22,400 minutes).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from sandbox.champion_eval import seed_champion
-from sandbox.harness import SETTINGS, Sandbox, Workloads
+from sandbox.harness import HELDOUT, SETTINGS, Sandbox, Workloads
 from sandbox.heldout_eval import HeldoutWorkload
 from sandbox.workloads import EvalResult
 
@@ -23,25 +23,14 @@ BUCKET = SETTINGS["gcs_bucket"]
 ROOT = f"gs://{BUCKET}/gemma4-26b"
 # a weak champion on the trainer's numbers (the default run's post line has mean_reward 0.1234)
 CHAMPION_SCORES = EvalResult(corr=6, mean_reward=0.05)
-HELDOUT = {
-    **SETTINGS,
-    "num_batches": 40,
-    "checkpoint_period": 10,
-    "approval": "none",
-    "heldout_tasks": ["gsm8k"],
-    # 2 simulated hours a model: the Job's deadline is wall seconds at the sandbox's pace, and
-    # the pods' writes are real work that a loaded machine slows (4 x 30 minutes ran out)
-    "heldout_timeout_minutes": 120,
-    "heldout_guard_tasks": ["arc_easy"],
-    "heldout_top_k": 2,
-}
+CONF = {**SETTINGS, **HELDOUT, "approval": "none"}
 
 
 def run(tmp_path, heldout: HeldoutWorkload):
-    """A run of HELDOUT against a seeded champion; its result and the champion record after."""
+    """A run of CONF against a seeded champion; its result and the champion record after."""
     with Sandbox(tmp_path).up(env={"TPU_RL_DEPLOYMENT_ID": DEPLOYMENT}) as box:
         seed_champion(box.gcs, BUCKET, DEPLOYMENT, CHAMPION_SCORES)
-        result = box.run(HELDOUT, Workloads(champion=CHAMPION_SCORES, heldout=heldout))
+        result = box.run(CONF, Workloads(champion=CHAMPION_SCORES, heldout=heldout))
         record = json.loads(box.gcs.read(f"{ROOT}/champions/{DEPLOYMENT}.json"))
         kept = box.gcs.names(BUCKET, "gemma4-26b/trained/")
     return result, record, kept
@@ -85,7 +74,7 @@ def test_an_evaluator_that_dies_fails_the_run_before_export_and_leaves_nothing_r
     remove the Job, the backend and the cluster's TPU pods as for any failure."""
     heldout = HeldoutWorkload(exit_code=1)
     with Sandbox(tmp_path).up() as box:
-        result = box.run(HELDOUT, Workloads(heldout=heldout))
+        result = box.run(CONF, Workloads(heldout=heldout))
     states = result.task_states
     assert result.state == "failed", states
     assert states["evaluate_heldout"] == "failed"

@@ -15,22 +15,12 @@ import logging
 
 import pytest
 
-from sandbox.harness import SETTINGS, Sandbox, Workloads, logged_note
+from sandbox.harness import HELDOUT, SETTINGS, Sandbox, Workloads, logged_note
 from sandbox.heldout_eval import HeldoutWorkload
 from sandbox.training_curve import TrainingFaults
 from tests.support.approval_wait import approval_body, scheduler_timeout_sweep
 
-CONF = {
-    **SETTINGS,
-    "num_batches": 40,
-    "checkpoint_period": 10,
-    "approval": "none",
-    "approval_timeout_minutes": 1,
-    "heldout_tasks": ["gsm8k"],
-    "heldout_timeout_minutes": 120,  # as test_heldout.py's, for a loaded machine
-    "heldout_guard_tasks": ["arc_easy"],
-    "heldout_top_k": 2,
-}
+CONF = {**SETTINGS, **HELDOUT, "approval": "none", "approval_timeout_minutes": 1}
 
 
 # the approval's minute beside the run: test_one_cost's approval scenario takes the same limit

@@ -16,6 +16,7 @@ import pytest
 # the provider is an optional extra: the compat tier (Airflow 3.1.8) runs without it
 pytest.importorskip("airflow.providers.openlineage")
 
+from sandbox.harness import HELDOUT
 from sandbox.kube_state import image_id
 from sandbox.lineage_receiver import LineageReceiver, lineage_receiver
 from sandbox.processes.api import AirflowApi
@@ -46,14 +47,7 @@ pytestmark = [
 NAMESPACE = "tpu-rl-sandbox"
 ARTIFACTS = REPO / "test-artifacts"
 REFUSED = {"cluster_name": "-not-a-valid-name-"}  # validate refuses it before any cloud call
-HELDOUT = {
-    "approval": "none",
-    "num_batches": 40,
-    "checkpoint_period": 10,
-    "heldout_tasks": ["gsm8k"],
-    "heldout_guard_tasks": ["arc_easy"],
-    "heldout_top_k": 2,
-}
+CONF = {**HELDOUT, "approval": "none"}
 DATASET_STEPS = [
     Step.CONVERT,
     Step.WAIT_FOR_REWARDS,
@@ -118,7 +112,7 @@ def test_a_runs_events_form_the_champions_provenance(deployment: Deployment, e2e
             refused = start_run(deployment, api, "lineage_refused", **REFUSED)
             assert refused_at_validate(api, refused)
             api.wait("the refused run's last event", lambda: dag_run_ended(receiver, refused), 60)
-            run = start_run(deployment, api, "lineage", **HELDOUT)
+            run = start_run(deployment, api, "lineage", **CONF)
             tasks = finish(deployment, run, "success", e2e_report)
             api.wait("the run's last event", lambda: dag_run_ended(receiver, run), 60)
             failed, events = events_of(receiver, refused), events_of(receiver, run)

@@ -20,7 +20,7 @@ from sandbox.cloud import GcsEmulator
 from sandbox.cluster_model import ClusterModel
 from sandbox.controller import INDEX_LABEL as INDEX
 from sandbox.controller import Controller
-from sandbox.harness import Workloads, build_scenario
+from sandbox.harness import HELDOUT, Workloads, build_scenario
 from sandbox.heldout_eval import (
     GSM8K_ITEMS,
     OTHER_ITEMS,
@@ -55,9 +55,7 @@ def layout(**changes: Any) -> RunLayout:
     conf = {
         **SETTINGS,
         "heldout_tasks": ["gsm8k"],
-        # 2 simulated hours a model: its Job's deadline is wall seconds at the sandbox's pace,
-        # and the pods' writes are real work that a loaded machine slows (30 minutes ran out)
-        "heldout_timeout_minutes": 120,
+        "heldout_timeout_minutes": HELDOUT["heldout_timeout_minutes"],  # for a loaded machine
         "heldout_guard_tasks": ["arc_easy"],
         "kueue_queue": "",
         **changes,

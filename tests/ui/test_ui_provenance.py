@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from sandbox.harness import SETTINGS, Sandbox, Workloads
+from sandbox.harness import HELDOUT, SETTINGS, Sandbox, Workloads
 from sandbox.heldout_eval import HeldoutWorkload
 from sandbox.vertex_api import VertexRegistryFake
 from sandbox.workloads import EvalResult
@@ -41,15 +41,7 @@ DEPLOYMENT = "provenance-ui"
 SCREENSHOT = SCREENSHOTS / "provenance-view.png"
 # the champion's own trainer evaluation, as evaluate_champion scores it on the second run
 CHAMPION_SCORES = EvalResult(corr=6, mean_reward=0.05)
-HELDOUT = {
-    **SETTINGS,
-    "num_batches": 40,
-    "checkpoint_period": 10,
-    "heldout_tasks": ["gsm8k"],
-    "heldout_timeout_minutes": 120,  # as tests/e2e/test_heldout.py's, for a loaded machine
-    "heldout_guard_tasks": ["arc_easy"],
-    "heldout_top_k": 2,
-}
+CONF = {**SETTINGS, **HELDOUT}
 # steps 30 and 40 are scored; 30 answers 88% of GSM8K, the champion 78%, the base model 70%
 SCORES = HeldoutWorkload(per_step={30: {"gsm8k": 0.88}})
 BUCKET = SETTINGS["gcs_bucket"]
@@ -95,7 +87,7 @@ def test_a_champions_provenance_is_one_click_from_its_run(
         endpoints |= registry.endpoint_for(SETTINGS["region"])
         with mock.patch.dict(os.environ, {"TPU_RL_API_ENDPOINTS": json.dumps(endpoints)}):
             first = box.run(SETTINGS, Workloads())
-            second = box.run(HELDOUT, Workloads(champion=CHAMPION_SCORES, heldout=SCORES))
+            second = box.run(CONF, Workloads(champion=CHAMPION_SCORES, heldout=SCORES))
         assert (first.state, second.state) == ("success", "success"), second.why()
         assert second.xcoms["promote.return_value"]["run_id"] == second.run_id
         # read while the sandbox's GCS holds the champion record
@@ -109,7 +101,7 @@ def test_a_champions_provenance_is_one_click_from_its_run(
 def check_chain(view: dict[str, Any], run_id: str) -> None:
     """The second run's eight links: each dataset as its lineage names it, each text what its
     records say."""
-    run = RunLayout(load_settings(HELDOUT), run_id, DEPLOYMENT)
+    run = RunLayout(load_settings(CONF), run_id, DEPLOYMENT)
     assert view["error"] is None, view["error"]
     links = view["links"]
     assert [link["label"] for link in links] == CHAIN
