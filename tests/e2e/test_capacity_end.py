@@ -58,7 +58,9 @@ def test_flex_start_max_run_duration_stops_at_a_save_and_resumes_on_new_nodes(
     training started on the new nodes, both wall time here: on CI's loaded 2 cores the first
     stop came at step 4 and a second at step 8. So the test holds what every pace must keep:
     each stop right after a save, each attempt resuming from the one before, no step computed
-    twice, no node's time running out under training."""
+    twice, no node's time running out under training. Which save the rule picks, at a given
+    pace and end, is tests/unit/watch/test_capacity_end.py's (it fails a rule that stops a save
+    early)."""
     w = Workloads(train_step_s=STEP_S, flex_max_run_s=FLEX_MAX_RUN_S)
     case = Case("flex_start_max_run_duration", "success", w)
     with Sandbox(tmp_path).up() as box:
