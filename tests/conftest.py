@@ -54,6 +54,11 @@ TIER_ORDER = list(dict.fromkeys(TIERS.values()))
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
+# A process scenario's ceiling, its deployment's start included (pytest-timeout counts fixtures):
+# the harness's waits may each take sandbox.processes.api.LOADED_WAIT_S under CI's load.
+PROCESS_SCENARIO_TIMEOUT_S = 1500
+
+
 def pytest_configure(config: pytest.Config) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
@@ -76,11 +81,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def raise_timeout_in_the_test(item: pytest.Item) -> None:
-    """A process scenario's timeout by SIGALRM, not pyproject's thread (which ends the worker):
-    no task runs in its pytest process to take the alarm, so the timeout raises in the test and
-    the deployment's teardown stops its Airflow processes, which would otherwise outlive it."""
+    """A process scenario's timeout (its own mark's, else PROCESS_SCENARIO_TIMEOUT_S) by SIGALRM,
+    not pyproject's thread (which ends the worker): no task runs in its pytest process to take
+    the alarm, so the timeout raises in the test and the deployment's teardown stops its Airflow
+    processes, which would otherwise outlive it."""
     marker = item.get_closest_marker("timeout")
-    seconds = marker.args[0] if marker and marker.args else item.config.getini("timeout")
+    seconds = marker.args[0] if marker and marker.args else PROCESS_SCENARIO_TIMEOUT_S
     item.add_marker(pytest.mark.timeout(float(seconds), method="signal"), append=False)
 
 

@@ -52,19 +52,12 @@ def relaunch_order(item: pytest.Item) -> int:
     return 0 if marker is None else marker.kwargs.get("order", 1)
 
 
-# Each scenario's ceiling, its deployment's start included (pytest-timeout counts fixtures): the
-# harness's waits may take LOADED_WAIT_S each under CI's load, and a hang still ends the test.
-SCENARIO_TIMEOUT_S = 1500
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """This folder's scenarios in relaunch_order, in the places they were collected in: an
     environment a scenario gives stays for the next (Deployment.relaunch), so none has to be
-    put back between two that want the installed one. Each gets SCENARIO_TIMEOUT_S."""
+    put back between two that want the installed one."""
     here = Path(__file__).parent
     places = [i for i, item in enumerate(items) if here in item.path.parents]
-    for i in places:
-        items[i].add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT_S))
     ordered = sorted((items[i] for i in places), key=relaunch_order)
     for place, item in zip(places, ordered, strict=True):
         items[place] = item
