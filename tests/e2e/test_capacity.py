@@ -19,7 +19,7 @@ from sandbox.harness import FLEX, SPOT, RunResult, Sandbox, Workloads
 from sandbox.workloads import DEFAULT_PRE
 from tests.support.e2e_runs import attempts, no_tpu_left, reported_run
 
-LATE_CAPACITY_S = 1800.0  # simulated: 30 minutes for the slice to appear (~2 s of wall time)
+REPAIR_OUTLASTS_RESUME_S = 20_000.0  # simulated: 20 s of wall time at the sandbox's pace
 
 
 @dataclass
@@ -92,9 +92,11 @@ CASES = [
         "success",
         resumed_when_capacity_returned,
         {**FLEX, "pending_timeout_minutes": 2},
-        # the repair must outlast the resume's own work (the wait's end, a worker picking the
-        # task up, the old backend's deletion), which under load took over 1.8 s of wall time
-        Workloads(preempt_at_steps=(60,), provisioning_delay_s=3 * LATE_CAPACITY_S),
+        # the scale-up the preempted backend's pods asked for must outlast the resume's own
+        # work (the wait's end, a worker picking the task up, the old backend's deletion, the
+        # new JobSet): that took over 1.8 s of wall time under load, then over 5.4 s in a CI
+        # run at load average 13-17 on 2 cores (the new backend's 9 pods ready at once)
+        Workloads(preempt_at_steps=(60,), provisioning_delay_s=REPAIR_OUTLASTS_RESUME_S),
     ),
     Case(
         "spot_preempted_more_often_than_max_training_restarts",

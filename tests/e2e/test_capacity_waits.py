@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from tpu_rl.jobs import manifests
 from tpu_rl.kube import objects as kube
 from tpu_rl.operators.backend import StartPathwaysBackendOperator
 from tpu_rl.operators.job_steps import ConvertCheckpointOperator
+from tpu_rl.operators.jobs import SETTLE_POLL_S, SETTLE_S
 
 NS = "default"
 
@@ -27,12 +29,22 @@ def box(tmp_path):
         yield sandbox
 
 
-def deferred(call: Any) -> tuple[TaskDeferred, float]:
-    """The TaskDeferred a worker-side call raises, and the seconds it held the worker."""
-    started = time.monotonic()
+def deferred(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[TaskDeferred, list[float]]:
+    """The TaskDeferred a worker-side call raises, and the sleeps it took on the worker's thread
+    (a poll or a retry's back-off: time.sleep, which tenacity's nap.sleep also calls); the
+    sandbox's own threads sleep as before."""
+    worker, real_sleep, slept = threading.get_ident(), time.sleep, []
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == worker:
+            slept.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
     with pytest.raises(TaskDeferred) as caught:
         call()
-    return caught.value, time.monotonic() - started
+    monkeypatch.setattr(time, "sleep", real_sleep)
+    return caught.value, slept
 
 
 def first_event(deferral: TaskDeferred) -> dict[str, Any]:
@@ -59,12 +71,12 @@ def pod(box: Sandbox, name: str, labels: dict[str, str], phase: str) -> None:
     box.emu.set_pod_phase(NS, name, phase)
 
 
-def test_start_backend_defers_until_every_pod_runs(box):
+def test_start_backend_defers_until_every_pod_runs(box, monkeypatch):
     ctx = context()
     layout = layout_from_context(ctx)
     op = StartPathwaysBackendOperator(task_id="start_backend", **CLUSTER)
-    deferral, held = deferred(lambda: op.execute(ctx))
-    assert held < 2.0 and deferral.method_name == "execute_complete"
+    deferral, slept = deferred(lambda: op.execute(ctx), monkeypatch)
+    assert slept == [] and deferral.method_name == "execute_complete"
     expected = deferral.trigger.serialize()[1]["expected"]
     labels = {kube.JOBSET_NAME_LABEL: layout.backend_jobset}
     for i in range(expected):
@@ -91,13 +103,15 @@ def convert_operator() -> ConversionJob:
     )
 
 
-def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
+def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box, monkeypatch):
     ctx = context()
     ctx["ti"].xcom_push = lambda **kwargs: None
     op = convert_operator()
-    deferral, held = deferred(lambda: op.execute(ctx))
-    # one deferral for the pods and then the Job's end: the worker runs the task twice in all
-    assert held < 2.0 and deferral.method_name == "execute_complete"
+    deferral, slept = deferred(lambda: op.execute(ctx), monkeypatch)
+    # one deferral for the pods and then the Job's end: the worker runs the task twice in all;
+    # its only sleeps are the polls for a Job that ends at once (jobs.SETTLE_S, not a retry)
+    assert set(slept) <= {SETTLE_POLL_S} and sum(slept) <= SETTLE_S + SETTLE_POLL_S, slept
+    assert deferral.method_name == "execute_complete"
     kwargs = deferral.trigger.serialize()[1]["pods"]
     assert kwargs["owner_path"] == kube.job_path(NS, op.job.metadata.name)
     labels = dict(item.split("=") for item in kwargs["selector"].split(",") if "=" in item)

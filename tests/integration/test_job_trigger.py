@@ -62,5 +62,5 @@ async def test_the_jobs_end_is_seen_at_once_not_a_poll_later(emu, creds):
         async for event in trigger(emu, job_poll_s=30, hosts=1).run():
             assert event.payload["status"] == "success"
             break
-    assert 0.5 <= time.monotonic() - started < 5
+    assert 0.5 <= time.monotonic() - started < 15  # not the 30-s poll
     ending.join()

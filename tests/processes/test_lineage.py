@@ -19,7 +19,7 @@ pytest.importorskip("airflow.providers.openlineage")
 from sandbox.harness import HELDOUT
 from sandbox.kube_state import image_id
 from sandbox.lineage_receiver import LineageReceiver, lineage_receiver
-from sandbox.processes.api import AirflowApi
+from sandbox.processes.api import LOADED_WAIT_S, AirflowApi
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import Run, finish, start_run
 from sandbox.vertex_api import VertexRegistryFake
@@ -111,10 +111,14 @@ def test_a_runs_events_form_the_champions_provenance(deployment: Deployment, e2e
             deployment.relaunch(lineage_env(env, receiver))
             refused = start_run(deployment, api, "lineage_refused", **REFUSED)
             assert refused_at_validate(api, refused)
-            api.wait("the refused run's last event", lambda: dag_run_ended(receiver, refused), 60)
+            api.wait(
+                "the refused run's last event",
+                lambda: dag_run_ended(receiver, refused),
+                LOADED_WAIT_S,
+            )
             run = start_run(deployment, api, "lineage", **CONF)
             tasks = finish(deployment, run, "success", e2e_report)
-            api.wait("the run's last event", lambda: dag_run_ended(receiver, run), 60)
+            api.wait("the run's last event", lambda: dag_run_ended(receiver, run), LOADED_WAIT_S)
             failed, events = events_of(receiver, refused), events_of(receiver, run)
     finally:
         vertex.stop()

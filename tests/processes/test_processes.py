@@ -125,7 +125,7 @@ def test_workers_killed_then_export_cleared(deployment: Deployment, e2e_report) 
         api.wait(
             "train's process to be held",
             lambda: train_held.exists() and train_held.read_text(),
-            150,
+            LOADED_WAIT_S,
         )
     )
     assert api.task_instances(run_id)["train"]["pid"] == train_pid, "not train's process"
@@ -140,7 +140,9 @@ def export_cleared_and_rerun(d: Deployment, run: Run, tries: dict, e2e_report: l
     """Clear the finished run's export as the UI does: only it runs again, and ends clean."""
     api = d.api()
     api.clear_task(run.run_id, "export")
-    api.wait("the run to start again", lambda: api.run(run.run_id)["state"] != "success", 30)
+    api.wait(
+        "the run to start again", lambda: api.run(run.run_id)["state"] != "success", LOADED_WAIT_S
+    )
     run.name = f"{run.name}_export_cleared"
     tasks = finish(d, run, "success", e2e_report)
     after = {t: ti["try_number"] for t, ti in api.task_instances(run.run_id).items()}

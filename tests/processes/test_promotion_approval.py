@@ -12,10 +12,16 @@ import json
 import psutil
 import pytest
 
+from sandbox.processes.api import LOADED_WAIT_S
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import Run, finish, start_run
 from sandbox.vertex_api import VertexRegistryFake
-from tests.support.process_runs import MODEL_ID, registry_env, wait_for_exit_read
+from tests.support.process_runs import (
+    MODEL_ID,
+    registry_env,
+    release_after_the_deferral,
+    wait_for_exit_read,
+)
 from tpu_rl.names import DAG_ID
 
 # In the package layouts' process group (make test: --dist loadgroup), after the installed
@@ -26,11 +32,9 @@ pytestmark = [
 ]
 
 
-# Training held this long (wall seconds) after its first evaluation: unheld, the sandbox's
-# training ends about 3 s after wait_for_rewards deferred, and a trigger firing that soon meets
-# the same race on the defer path (apache/airflow#72716: the resumed try RUNNING when the
-# scheduler reads the deferring try's exit), which failed wait_for_rewards in a CI run.
-HOLD_S = 10
+# Training held until its reward wait's deferral is past (process_runs.release_after_the_deferral):
+# a hold of 10 wall seconds was too short on a loaded machine.
+HOLD_S = 600
 
 
 def ask_then_answer(deployment: Deployment, run: Run, option: str) -> dict:
@@ -42,7 +46,9 @@ def ask_then_answer(deployment: Deployment, run: Run, option: str) -> dict:
     api = deployment.api()
     asked = api.wait_task(run.run_id, "approve", {"awaiting_input"})
     pid = asked.get("pid")
-    api.wait("approve's worker to exit", lambda: not pid or not psutil.pid_exists(pid), 60)
+    api.wait(
+        "approve's worker to exit", lambda: not pid or not psutil.pid_exists(pid), LOADED_WAIT_S
+    )
     wait_for_exit_read(deployment, run, "approve")
     return api.respond(run.run_id, "approve", option)
 
@@ -54,6 +60,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
         approved = start_run(
             deployment, api, "approval_approved", approval="required", hold_training_s=HOLD_S
         )
+        release_after_the_deferral(deployment, approved)
         api.wait_task(approved.run_id, "approve", {"awaiting_input"})
         states = api.task_states(approved.run_id)
         assert states["cleanup_cluster"] == "success" and states["promote"] is None, states
@@ -96,6 +103,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
             gcs_bucket=bucket,
             hold_training_s=HOLD_S,
         )
+        release_after_the_deferral(deployment, rejected)
         ask_then_answer(deployment, rejected, "Reject")
         tasks = finish(deployment, rejected, "success", e2e_report)
         assert tasks["approve"] == "success" and tasks["promote"] == "skipped", tasks

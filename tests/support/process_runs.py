@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sandbox.harness import SETTINGS
+from sandbox.processes.api import LOADED_WAIT_S
 from sandbox.processes.deployment import Deployment
-from sandbox.processes.runs import Run
+from sandbox.processes.runs import Run, wait_for_event
 from sandbox.vertex_api import VertexRegistryFake
 
-LOG_WAIT_S = 60
 POLL_S = 0.1  # reading a few log files: far cheaper than the API's polls (sandbox.processes.api)
 MODEL_ID = "gemma-rl"  # the deployer's Vertex AI registry model
 IMAGE = "us-docker.pkg.dev/serving/vllm@sha256:" + "b" * 64
@@ -35,9 +35,9 @@ def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[st
 
 
 def _wait(what: str, check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + LOG_WAIT_S
+    deadline = time.monotonic() + LOADED_WAIT_S
     while not check():
-        assert time.monotonic() < deadline, f"timed out after {LOG_WAIT_S} s waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out after {LOADED_WAIT_S} s waiting for {what}"
         time.sleep(POLL_S)
 
 
@@ -76,3 +76,14 @@ def wait_for_exit_read(d: Deployment, run: Run, task_id: str) -> None:
             key.search(p.read_text(errors="replace")) for p in d.log_dir.glob("scheduler.*.log")
         ),
     )
+
+
+def release_after_the_deferral(d: Deployment, run: Run) -> None:
+    """Release the run's held training once its reward wait deferred and the scheduler read that
+    try's exit: a trigger firing before that read meets apache/airflow#72716 (the resumed try
+    RUNNING when the scheduler reads the deferring try's exit fails the task)."""
+    api = d.api()
+    wait_for_event(api, run, run.training_held, "training's first evaluation")
+    api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
+    wait_for_exit_read(d, run, "wait_for_rewards")
+    run.training_released.set()
