@@ -34,6 +34,9 @@ LOADED_LIMITS = {
 # The process scenarios' deployer setting: a dagrun_timeout that LOADED_LIMITS' worst case fits
 # (validate's budget check, tpu_rl.dag.run_limits.budget_problem: about 22,400 minutes).
 DEPLOYER_ENV = {"TPU_RL_DAGRUN_TIMEOUT_MINUTES": str(30 * 24 * 60)}
+# A training hold (wall seconds) that the scenario ends itself (Run.training_released) once it has
+# seen what it waits for: a hold timed to end on its own ran out first on a loaded machine.
+UNTIL_RELEASED_S = 600.0
 
 
 @dataclass

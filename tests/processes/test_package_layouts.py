@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from sandbox.processes.deployment import SITE, Deployment
-from sandbox.processes.runs import Run, finish, start_run, task_log, wait_for_event
+from sandbox.processes.runs import (
+    UNTIL_RELEASED_S,
+    Run,
+    finish,
+    start_run,
+    task_log,
+    wait_for_event,
+)
 from tests.conftest import REPO
 from tests.support.process_runs import wait_for_task_line
 
@@ -83,7 +90,7 @@ def test_triggerer_killed_mid_wait(
     (tmp_path / "plugins").mkdir()
     deployment.relaunch(layout_env(layout, site, tmp_path / "plugins"))
     names = {"plugins_on_path": "triggerer_killed"}
-    run = start_run(deployment, api, names.get(layout, layout), hold_training_s=600)
+    run = start_run(deployment, api, names.get(layout, layout), hold_training_s=UNTIL_RELEASED_S)
     if layout == "composer_plugins_folder":
         waits_failed_without_the_package(deployment, run, e2e_report)
         return

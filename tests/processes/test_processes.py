@@ -20,6 +20,7 @@ from sandbox.processes.api import LOADED_WAIT_S
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import (
     BURST,
+    UNTIL_RELEASED_S,
     Run,
     burst_marker,
     finish,
@@ -66,7 +67,7 @@ def gone(pid: int, within_s: float = 15) -> bool:
 @pytest.mark.defers
 def test_marked_failed_while_reward_wait_deferred(deployment: Deployment, e2e_report) -> None:
     api = deployment.api()
-    run = start_run(deployment, api, "deferred_marked_failed", hold_training_s=600)
+    run = start_run(deployment, api, "deferred_marked_failed", hold_training_s=UNTIL_RELEASED_S)
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
     api.mark_run(run.run_id, "failed")
@@ -159,7 +160,11 @@ def test_restarted_right_after_a_burst_of_log_lines(deployment: Deployment, e2e_
     burst is logged twice."""
     api, procs = deployment.api(), deployment.processes
     run = start_run(
-        deployment, api, "restarted_after_burst", hold_training_s=600, burst_lines=BURST
+        deployment,
+        api,
+        "restarted_after_burst",
+        hold_training_s=UNTIL_RELEASED_S,
+        burst_lines=BURST,
     )
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     first = "Intermediate Eval step=10 "  # the trigger is reading the log
@@ -189,7 +194,7 @@ def test_dagrun_timeout_mid_training(deployment: Deployment, e2e_report) -> None
     """
     api, box = deployment.api(), deployment.sandbox
     # the training's own limit (runs.LOADED_LIMITS) must not end the wait first
-    run = start_run(deployment, api, "dagrun_timeout", hold_training_s=600)
+    run = start_run(deployment, api, "dagrun_timeout", hold_training_s=UNTIL_RELEASED_S)
     wait_for_event(api, run, run.training_held, "training's first evaluation")
     api.wait_task(run.run_id, "wait_for_rewards", {"deferred"})
     timeout = {"TPU_RL_DAGRUN_TIMEOUT_MINUTES": "0.5"}

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.processes.api import LOADED_WAIT_S
 from sandbox.processes.deployment import Deployment
-from sandbox.processes.runs import Run, finish, start_run
+from sandbox.processes.runs import UNTIL_RELEASED_S, Run, finish, start_run
 from sandbox.vertex_api import VertexRegistryFake
 from tests.support.process_runs import (
     MODEL_ID,
@@ -30,11 +30,6 @@ pytestmark = [
     pytest.mark.xdist_group("processes-2"),
     pytest.mark.relaunches(order=2),
 ]
-
-
-# Training held until its reward wait's deferral is past (process_runs.release_after_the_deferral):
-# a hold of 10 wall seconds was too short on a loaded machine.
-HOLD_S = 600
 
 
 def ask_then_answer(deployment: Deployment, run: Run, option: str) -> dict:
@@ -58,7 +53,11 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
     deployment.relaunch(registry_env(deployment, vertex))
     try:
         approved = start_run(
-            deployment, api, "approval_approved", approval="required", hold_training_s=HOLD_S
+            deployment,
+            api,
+            "approval_approved",
+            approval="required",
+            hold_training_s=UNTIL_RELEASED_S,
         )
         release_after_the_deferral(deployment, approved)
         api.wait_task(approved.run_id, "approve", {"awaiting_input"})
@@ -101,7 +100,7 @@ def test_approved_then_rejected_through_the_rest_api(deployment: Deployment, e2e
             "approval_rejected",
             approval="required",
             gcs_bucket=bucket,
-            hold_training_s=HOLD_S,
+            hold_training_s=UNTIL_RELEASED_S,
         )
         release_after_the_deferral(deployment, rejected)
         ask_then_answer(deployment, rejected, "Reject")
