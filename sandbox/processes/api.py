@@ -24,6 +24,18 @@ POLL_S = 1.0
 LOADED_WAIT_S = 600.0
 
 
+def wait_until(
+    what: str, check: Callable[[], Any], timeout_s: float = LOADED_WAIT_S, poll_s: float = POLL_S
+) -> Any:
+    """Poll until check() returns something truthy; fail naming what was awaited."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
 class AirflowApi:
     def __init__(self, base_url: str, username: str, password: str) -> None:
         self.base_url = base_url
@@ -111,13 +123,7 @@ class AirflowApi:
         return self._json("POST", f"/dags/{DAG_ID}/clearTaskInstances", json=body)
 
     def wait(self, what: str, check: Callable[[], Any], timeout_s: float) -> Any:
-        """Poll until check() returns something truthy; fail naming what was awaited."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if value := check():
-                return value
-            time.sleep(POLL_S)
-        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        return wait_until(what, check, timeout_s)
 
     def wait_finished(
         self, run_id: str, dag_id: str = DAG_ID, timeout_s: float = LOADED_WAIT_S

@@ -29,7 +29,7 @@ def box(tmp_path):
         yield sandbox
 
 
-def deferred(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[TaskDeferred, list[float]]:
+def deferred(call: Any) -> tuple[TaskDeferred, list[float]]:
     """The TaskDeferred a worker-side call raises, and the sleeps it took on the worker's thread
     (a poll or a retry's back-off: time.sleep, which tenacity's nap.sleep also calls); the
     sandbox's own threads sleep as before."""
@@ -40,10 +40,9 @@ def deferred(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[TaskDeferred, 
             slept.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr(time, "sleep", sleep)
-    with pytest.raises(TaskDeferred) as caught:
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(TaskDeferred) as caught:
+        patch.setattr(time, "sleep", sleep)
         call()
-    monkeypatch.setattr(time, "sleep", real_sleep)
     return caught.value, slept
 
 
@@ -71,11 +70,11 @@ def pod(box: Sandbox, name: str, labels: dict[str, str], phase: str) -> None:
     box.emu.set_pod_phase(NS, name, phase)
 
 
-def test_start_backend_defers_until_every_pod_runs(box, monkeypatch):
+def test_start_backend_defers_until_every_pod_runs(box):
     ctx = context()
     layout = layout_from_context(ctx)
     op = StartPathwaysBackendOperator(task_id="start_backend", **CLUSTER)
-    deferral, slept = deferred(lambda: op.execute(ctx), monkeypatch)
+    deferral, slept = deferred(lambda: op.execute(ctx))
     assert slept == [] and deferral.method_name == "execute_complete"
     expected = deferral.trigger.serialize()[1]["expected"]
     labels = {kube.JOBSET_NAME_LABEL: layout.backend_jobset}
@@ -103,11 +102,11 @@ def convert_operator() -> ConversionJob:
     )
 
 
-def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box, monkeypatch):
+def test_a_job_whose_pods_do_not_exist_yet_defers_instead_of_sleeping(box):
     ctx = context()
     ctx["ti"].xcom_push = lambda **kwargs: None
     op = convert_operator()
-    deferral, slept = deferred(lambda: op.execute(ctx), monkeypatch)
+    deferral, slept = deferred(lambda: op.execute(ctx))
     # one deferral for the pods and then the Job's end: the worker runs the task twice in all;
     # its only sleeps are the polls for a Job that ends at once (jobs.SETTLE_S, not a retry)
     assert set(slept) <= {SETTLE_POLL_S} and sum(slept) <= SETTLE_S + SETTLE_POLL_S, slept

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from sandbox.harness import SETTINGS
-from sandbox.processes.api import LOADED_WAIT_S
+from sandbox.processes.api import wait_until
 from sandbox.processes.deployment import Deployment
 from sandbox.processes.runs import Run, wait_for_event
 from sandbox.vertex_api import VertexRegistryFake
@@ -34,13 +32,6 @@ def registry_env(d: Deployment, vertex: VertexRegistryFake) -> dict[str, dict[st
     }
 
 
-def _wait(what: str, check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + LOADED_WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out after {LOADED_WAIT_S} s waiting for {what}"
-        time.sleep(POLL_S)
-
-
 def _task_logs(d: Deployment, run: Run, task_id: str) -> list[Path]:
     """The task's log files (sandbox.processes.runs.task_log reads the same)."""
     return [
@@ -55,9 +46,10 @@ def wait_for_task_line(d: Deployment, run: Run, task_id: str, text: str) -> None
     """Until the task's logs (the triggerer's lines included) hold `text`. The reward wait says
     what it read once its position is saved on the Job (tpu_rl.rewards.held_log): a line of it
     logged is a line a rebuilt trigger does not read again."""
-    _wait(
+    wait_until(
         f"{task_id} to log {text!r}",
         lambda: any(text in p.read_text(errors="replace") for p in _task_logs(d, run, task_id)),
+        poll_s=POLL_S,
     )
 
 
@@ -70,11 +62,12 @@ def wait_for_exit_read(d: Deployment, run: Run, task_id: str) -> None:
         r"Received executor event with state (success|failed) for task instance TaskInstanceKey\("
         rf"dag_id='[^']+', task_id='{re.escape(task_id)}', run_id='{re.escape(run.run_id)}'"
     )
-    _wait(
+    wait_until(
         f"the scheduler to read {task_id}'s exit",
         lambda: any(
             key.search(p.read_text(errors="replace")) for p in d.log_dir.glob("scheduler.*.log")
         ),
+        poll_s=POLL_S,
     )
 
 
